@@ -1,0 +1,106 @@
+/* ast.h — the syntax tree of plan files, as the parser builds it.
+ *
+ * Lists are singly linked through `next` (the parser appends in O(1) with a
+ * tail pointer, so a generated plan of 10^5 statements parses in linear time).
+ * All nodes live in the compile's arena. */
+#ifndef DTPC_AST_H
+#define DTPC_AST_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "diag.h"
+
+enum expr_kind { EX_INT, EX_FLOAT, EX_STR, EX_BOOL, EX_PATH, EX_LIST, EX_BIN, EX_NEG };
+
+struct expr {
+	enum expr_kind kind;
+	dtpc_loc loc;
+	int64_t i;          /* EX_INT, EX_BOOL */
+	double f;           /* EX_FLOAT */
+	const char *s;      /* EX_STR text, EX_PATH dotted name */
+	int op;             /* EX_BIN: '+', '-', '*', '/' */
+	struct expr *a, *b; /* EX_BIN operands, EX_NEG operand in a */
+	struct expr *items; /* EX_LIST elements */
+	struct expr *next;  /* sibling in a list */
+};
+
+/* `name = value` (keyword argument, parameter, option) or a positional value. */
+struct arg {
+	const char *name; /* NULL when positional */
+	dtpc_loc name_loc;
+	struct expr *val;
+	dtpc_loc loc;
+	struct arg *next;
+};
+
+enum mstmt_kind { MS_INPUT, MS_ASSIGN, MS_REPEAT, MS_OUTPUT };
+
+struct pathref {
+	const char *name;
+	dtpc_loc loc;
+	struct pathref *next;
+};
+
+struct mstmt {
+	enum mstmt_kind kind;
+	dtpc_loc loc;
+	const char *name; /* input name, assigned path, repeat name */
+	dtpc_loc name_loc;
+	struct expr *dims;       /* MS_INPUT */
+	const char *op;          /* MS_ASSIGN */
+	dtpc_loc op_loc;
+	struct arg *args;        /* MS_ASSIGN */
+	struct expr *count;      /* MS_REPEAT */
+	struct mstmt *body;      /* MS_REPEAT */
+	struct pathref *outputs; /* MS_OUTPUT */
+	struct mstmt *next;
+};
+
+struct model {
+	const char *name;
+	dtpc_loc loc, name_loc;
+	struct arg *params;
+	struct mstmt *body;
+	struct model *next;
+};
+
+enum pstmt_kind { PS_MODEL, PS_MESH, PS_CONTEXT, PS_TENSOR, PS_RULE };
+
+struct style {
+	const char *name;
+	dtpc_loc loc;
+	bool parens;
+	struct arg *args;
+	struct style *next;
+};
+
+struct pstmt {
+	enum pstmt_kind kind;
+	dtpc_loc loc;
+	const char *name; /* model name (PS_MODEL), glob (PS_RULE) */
+	dtpc_loc name_loc;
+	struct arg *kv;   /* overrides, mesh axes, options */
+	struct style *styles;
+	struct pstmt *next;
+};
+
+struct plan {
+	const char *name;
+	dtpc_loc loc, name_loc;
+	struct pstmt *body;
+	struct plan *next;
+};
+
+struct import {
+	const char *path;
+	dtpc_loc loc;
+	struct import *next;
+};
+
+/* One parsed file. */
+struct file_ast {
+	struct import *imports, **imports_tail;
+	struct model *models, **models_tail;
+	struct plan *plans, **plans_tail;
+};
+#endif

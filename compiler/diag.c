@@ -1,0 +1,276 @@
+/* diag.c — the line map and the diagnostic printers. */
+#include "diag.h"
+
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arena.h"
+
+void diag_init(struct diag_ctx *d, struct arena *a)
+{
+	memset(d, 0, sizeof *d);
+	d->arena = a;
+	d->max_errors = 200;
+}
+
+void diag_release(struct diag_ctx *d)
+{
+	free(d->files);
+	d->files = NULL;
+}
+
+int diag_add_file(struct diag_ctx *d, const char *path, const char *text,
+		  size_t len)
+{
+	if (d->nfiles == d->capfiles) {
+		d->capfiles = d->capfiles ? d->capfiles * 2 : 8;
+		d->files = realloc(d->files, sizeof *d->files * (size_t)d->capfiles);
+		if (!d->files)
+			abort();
+	}
+	int nl = 1;
+	for (size_t i = 0; i < len; i++)
+		nl += text[i] == '\n';
+	int *ls = ARENA_ARRAY(d->arena, int, nl);
+	int k = 0;
+	ls[k++] = 0;
+	for (size_t i = 0; i < len; i++)
+		if (text[i] == '\n')
+			ls[k++] = (int)(i + 1);
+	struct src_file *f = &d->files[d->nfiles];
+	f->path = arena_strdup(d->arena, path);
+	f->text = text;
+	f->len = len;
+	f->line_start = ls;
+	f->nlines = nl;
+	return d->nfiles++;
+}
+
+const char *diag_file_path(const struct diag_ctx *d, int file)
+{
+	return file >= 0 && file < d->nfiles ? d->files[file].path : "<none>";
+}
+
+dtpc_loc loc_none(void)
+{
+	return (dtpc_loc){ .file = -1 };
+}
+
+dtpc_loc loc_span(dtpc_loc a, dtpc_loc b)
+{
+	if (a.file < 0)
+		return b;
+	if (b.file < 0 || b.file != a.file)
+		return a;
+	dtpc_loc r = a;
+	if (b.end_line > r.end_line ||
+	    (b.end_line == r.end_line && b.end_col > r.end_col)) {
+		r.end_line = b.end_line;
+		r.end_col = b.end_col;
+	}
+	return r;
+}
+
+static struct diag *add(struct diag_ctx *d, enum diag_level lv, dtpc_loc loc,
+			const char *fmt, va_list ap)
+{
+	va_list ap2;
+	va_copy(ap2, ap);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	char *m = arena_alloc(d->arena, (size_t)n + 1);
+	vsnprintf(m, (size_t)n + 1, fmt, ap2);
+	va_end(ap2);
+	struct diag *g = ARENA_NEW(d->arena, struct diag);
+	g->level = lv;
+	g->loc = loc;
+	g->msg = m;
+	return g;
+}
+
+static void push_top(struct diag_ctx *d, struct diag *g)
+{
+	if (d->tail)
+		d->tail->next = g;
+	else
+		d->head = g;
+	d->tail = g;
+}
+
+/* Past max_errors the errors are still counted (exit status, summary) but no
+ * longer stored: a generated plan with one mistake per block must not print
+ * ten thousand screens. */
+static bool over_limit(const struct diag_ctx *d)
+{
+	return d->max_errors && d->nerrors > d->max_errors;
+}
+
+void diag_error(struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
+{
+	d->nerrors++;
+	if (over_limit(d)) {
+		d->tail = NULL; /* later notes have nothing to attach to */
+		return;
+	}
+	va_list ap;
+	va_start(ap, fmt);
+	push_top(d, add(d, DIAG_ERROR, loc, fmt, ap));
+	va_end(ap);
+}
+
+void diag_warning(struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
+{
+	d->nwarnings++;
+	va_list ap;
+	va_start(ap, fmt);
+	push_top(d, add(d, DIAG_WARNING, loc, fmt, ap));
+	va_end(ap);
+}
+
+void diag_remark(struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	push_top(d, add(d, DIAG_NOTE, loc, fmt, ap));
+	va_end(ap);
+}
+
+static void attach(struct diag_ctx *d, struct diag *g)
+{
+	struct diag *t = d->tail;
+	if (!t) {
+		if (over_limit(d))
+			return;
+		push_top(d, g);
+		return;
+	}
+	if (t->last_child)
+		t->last_child->next = g;
+	else
+		t->children = g;
+	t->last_child = g;
+}
+
+void diag_note(struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
+{
+	if (over_limit(d))
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	attach(d, add(d, DIAG_NOTE, loc, fmt, ap));
+	va_end(ap);
+}
+
+void diag_hint(struct diag_ctx *d, const char *fmt, ...)
+{
+	if (over_limit(d))
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	attach(d, add(d, DIAG_HINT, loc_none(), fmt, ap));
+	va_end(ap);
+}
+
+static const char *level_name[] = { "error", "warning", "note", "hint" };
+static const char *level_color[] = { "\033[1;31m", "\033[1;35m", "\033[1;36m",
+				     "\033[1;32m" };
+
+/* The source line of loc, then a caret under its first column and '~' under
+ * the rest of the range on that line. Tabs in the source are copied into the
+ * caret line so the caret lines up whatever the tab width. */
+static void print_snippet(const struct diag_ctx *d, FILE *out, dtpc_loc loc)
+{
+	if (loc.file < 0 || loc.file >= d->nfiles || loc.line < 1)
+		return;
+	const struct src_file *f = &d->files[loc.file];
+	if (loc.line > f->nlines)
+		return;
+	const char *s = f->text + f->line_start[loc.line - 1];
+	const char *e = f->text + f->len;
+	size_t n = 0;
+	while (s + n < e && s[n] != '\n' && s[n] != '\r')
+		n++;
+	fprintf(out, "%5d | %.*s\n", loc.line, (int)n, s);
+	fprintf(out, "      | ");
+	int c0 = loc.col < 1 ? 1 : loc.col;
+	int c1 = loc.end_line == loc.line && loc.end_col >= c0 ? loc.end_col
+							     : c0;
+	if ((size_t)c0 > n + 1)
+		c0 = (int)n + 1;
+	if ((size_t)c1 > n + 1)
+		c1 = (int)n + 1;
+	for (int i = 1; i < c0; i++)
+		fputc(s[i - 1] == '\t' ? '\t' : ' ', out);
+	fputc('^', out);
+	for (int i = c0 + 1; i <= c1; i++)
+		fputc('~', out);
+	fputc('\n', out);
+}
+
+static void print_one(const struct diag_ctx *d, FILE *out, const struct diag *g,
+		      bool color)
+{
+	const char *bold = color ? "\033[1m" : "", *reset = color ? "\033[0m" : "";
+	const char *lc = color ? level_color[g->level] : "";
+	if (g->level == DIAG_HINT) {
+		fprintf(out, "%shint:%s %s\n", lc, reset, g->msg);
+		return;
+	}
+	if (g->loc.file >= 0)
+		fprintf(out, "%s%s:%d:%d:%s ", bold, d->files[g->loc.file].path,
+			g->loc.line, g->loc.col, reset);
+	fprintf(out, "%s%s:%s %s\n", lc, level_name[g->level], reset, g->msg);
+	print_snippet(d, out, g->loc);
+}
+
+void diag_print_text(const struct diag_ctx *d, FILE *out, bool color)
+{
+	for (const struct diag *g = d->head; g; g = g->next) {
+		print_one(d, out, g, color);
+		for (const struct diag *c = g->children; c; c = c->next)
+			print_one(d, out, c, color);
+	}
+	if (d->max_errors && d->nerrors > d->max_errors)
+		fprintf(out, "dtpc: %d more errors not shown\n",
+			d->nerrors - d->max_errors);
+}
+
+static cJSON *json_one(const struct diag_ctx *d, const struct diag *g)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "severity", level_name[g->level]);
+	if (g->loc.file >= 0) {
+		cJSON_AddStringToObject(o, "file", d->files[g->loc.file].path);
+		cJSON_AddNumberToObject(o, "line", g->loc.line);
+		cJSON_AddNumberToObject(o, "column", g->loc.col);
+		cJSON_AddNumberToObject(o, "end_line", g->loc.end_line);
+		cJSON_AddNumberToObject(o, "end_column", g->loc.end_col);
+	}
+	cJSON_AddStringToObject(o, "message", g->msg);
+	if (g->children) {
+		cJSON *notes = cJSON_AddArrayToObject(o, "notes");
+		for (const struct diag *c = g->children; c; c = c->next)
+			cJSON_AddItemToArray(notes, json_one(d, c));
+	}
+	return o;
+}
+
+void diag_print_json(const struct diag_ctx *d, FILE *out, struct cJSON *extra)
+{
+	cJSON *root = cJSON_CreateObject();
+	cJSON *arr = cJSON_AddArrayToObject(root, "diagnostics");
+	for (const struct diag *g = d->head; g; g = g->next)
+		cJSON_AddItemToArray(arr, json_one(d, g));
+	cJSON_AddNumberToObject(root, "errors", d->nerrors);
+	cJSON_AddNumberToObject(root, "warnings", d->nwarnings);
+	if (extra)
+		cJSON_AddItemToObject(root, "summary", extra);
+	char *s = cJSON_Print(root);
+	if (s) {
+		fputs(s, out);
+		fputc('\n', out);
+		cJSON_free(s);
+	}
+	cJSON_Delete(root);
+}

@@ -1,0 +1,81 @@
+/* diag.h — source files, locations and diagnostics.
+ *
+ * Every source file read in a compile is registered here; a location is a
+ * (file, line, column) range into one of them, so any pass can report
+ * `file:line:col: error: ...` with the source line and a caret. Diagnostics are
+ * collected rather than printed at once because `--format json` needs them all
+ * in one document and the text printer needs the notes attached to their error. */
+#ifndef DTPC_DIAG_H
+#define DTPC_DIAG_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+struct arena;
+
+/* 1-based lines and columns; col counts bytes. file < 0: no location. */
+typedef struct dtpc_loc {
+	int file;
+	int line, col;
+	int end_line, end_col; /* inclusive end of the range */
+} dtpc_loc;
+
+enum diag_level { DIAG_ERROR, DIAG_WARNING, DIAG_NOTE, DIAG_HINT };
+
+struct diag {
+	enum diag_level level;
+	dtpc_loc loc;
+	const char *msg;
+	struct diag *next;     /* next top-level diagnostic */
+	struct diag *children; /* notes and hints of an error */
+	struct diag *last_child;
+};
+
+struct src_file {
+	const char *path;
+	const char *text;
+	size_t len;
+	const int *line_start; /* byte offset of each line, [0] = line 1 */
+	int nlines;
+};
+
+struct diag_ctx {
+	struct arena *arena;
+	struct src_file *files;
+	int nfiles, capfiles;
+	struct diag *head, *tail;
+	int nerrors, nwarnings;
+	int max_errors; /* stop recording past this many errors (0: no limit) */
+};
+
+void diag_init(struct diag_ctx *d, struct arena *a);
+void diag_release(struct diag_ctx *d);
+/* Registers a file's text (kept, not copied); returns its index. */
+int diag_add_file(struct diag_ctx *d, const char *path, const char *text,
+		  size_t len);
+
+dtpc_loc loc_none(void);
+/* The smallest range covering a and b (same file). */
+dtpc_loc loc_span(dtpc_loc a, dtpc_loc b);
+
+void diag_error(struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void diag_warning(struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* A note or hint attaches to the most recent error or warning. */
+void diag_note(struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void diag_hint(struct diag_ctx *d, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* A note that stands alone (compiler-inserted collectives): not an error. */
+void diag_remark(struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* gcc style: `file:line:col: error: msg`, the source line, a caret line. */
+void diag_print_text(const struct diag_ctx *d, FILE *out, bool color);
+/* `{"diagnostics": [...], "errors": N, "warnings": N}` built with cJSON;
+ * extra (may be NULL) is a cJSON object merged in as "summary". */
+struct cJSON;
+void diag_print_json(const struct diag_ctx *d, FILE *out, struct cJSON *extra);
+const char *diag_file_path(const struct diag_ctx *d, int file);
+#endif

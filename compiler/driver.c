@@ -1,0 +1,186 @@
+/* driver.c — the pipeline, one pass after another, with -d dumps between. */
+#include "driver.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "arena.h"
+#include "layout.h"
+#include "parse.h"
+#include "summary.h"
+
+/* ---- dumps --------------------------------------------------------------- */
+
+static void dump_ir(FILE *out, struct arena *a, const struct ir_model *m)
+{
+	fprintf(out, "# ir: model %s, %d ops, %d tensors, %d weights\n", m->name, m->nops,
+		m->ntensors, m->nweights);
+	for (int i = 0; i < m->ninputs; i++)
+		fprintf(out, "input  %%%d %s %s\n", m->inputs[i], m->tensors[m->inputs[i]].name,
+			shape_str(a, &m->tensors[m->inputs[i]].shape));
+	for (int i = 0; i < m->nops; i++) {
+		const struct ir_op *o = &m->ops[i];
+		fprintf(out, "%%%-5d = %-10s", o->out, op_table[o->kind].name);
+		for (int k = 0; k < o->nin; k++)
+			fprintf(out, "%s%%%d", k ? ", " : " ", o->in[k]);
+		fprintf(out, "  %s%s %s\n", o->update ? "~" : "", o->module,
+			shape_str(a, &m->tensors[o->out].shape));
+	}
+	for (int i = 0; i < m->noutputs; i++)
+		fprintf(out, "output %%%d\n", m->outputs[i]);
+}
+
+static void dump_styles(FILE *out, const struct plan_cfg *c)
+{
+	fprintf(out, "# styles: plan %s\n", c->decl->name);
+	for (int mi = 0; mi < c->model->nmodules; mi++) {
+		if (!c->styles[mi])
+			continue;
+		fprintf(out, "%-40s", c->model->modules[mi].name[0] ? c->model->modules[mi].name
+								    : "\"\"");
+		for (const struct style_use *u = c->styles[mi]; u; u = u->next) {
+			fprintf(out, " %s", style_names[u->kind]);
+			if (u->kind == ST_SPLIT)
+				fprintf(out, "(%s, dim = %d)", u->port, u->dim);
+			else if (u->kind == ST_GATHER)
+				fprintf(out, "(dim = %d)", u->dim);
+			else if (u->nblocks)
+				fprintf(out, "(%d blocks)", u->nblocks);
+		}
+		fprintf(out, "\n");
+	}
+}
+
+static const char *lay_str(struct arena *a, const struct lay_axis *x)
+{
+	if (x->kind == LAY_REPL)
+		return "R";
+	if (!x->nblk)
+		return arena_printf(a, "S(%d)", x->dim);
+	const char *s = "";
+	for (int i = 0; i < x->nblk; i++)
+		s = arena_printf(a, "%s%s%" PRId64, s, i ? "+" : "", x->blk[i]);
+	return arena_printf(a, "S(%d:%s)", x->dim, s);
+}
+
+static void dump_layout(FILE *out, struct arena *a, const struct plan_cfg *c,
+			const struct layout_result *r)
+{
+	const struct ir_model *m = c->model;
+	fprintf(out, "# layout: plan %s (cp = ring x ulysses, tp)\n", c->decl->name);
+	for (int t = 0; t < m->ntensors; t++)
+		fprintf(out, "%%%-5d cp %-12s tp %-12s %s\n", t, lay_str(a, &r->tensors[t].cp),
+			lay_str(a, &r->tensors[t].tp), m->tensors[t].name);
+}
+
+/* ---- passes ---------------------------------------------------------------- */
+
+/* Models and plans are declared once across all imported files. */
+static void check_declarations(struct diag_ctx *d, const struct program *p)
+{
+	for (const struct model *m = p->models; m; m = m->next)
+		for (const struct model *n = m->next; n; n = n->next)
+			if (!strcmp(m->name, n->name)) {
+				diag_error(d, n->name_loc, "model '%s' is defined twice", n->name);
+				diag_note(d, m->name_loc, "first defined here");
+			}
+	for (const struct plan *m = p->plans; m; m = m->next)
+		for (const struct plan *n = m->next; n; n = n->next)
+			if (!strcmp(m->name, n->name)) {
+				diag_error(d, n->name_loc, "plan '%s' is defined twice", n->name);
+				diag_note(d, m->name_loc, "first defined here");
+			}
+}
+
+static int finish(const struct check_opts *o, struct diag_ctx *d, cJSON *summaries,
+		  FILE *out, FILE *err, int status)
+{
+	if (o->format == FMT_JSON) {
+		diag_print_json(d, out, summaries);
+		summaries = NULL;
+	} else {
+		diag_print_text(d, err, o->color);
+		if (d->nerrors)
+			fprintf(err, "%d error%s generated.\n", d->nerrors,
+				d->nerrors == 1 ? "" : "s");
+		else if (summaries && !o->quiet)
+			for (cJSON *s = summaries->child; s; s = s->next)
+				summary_print_text(s, out);
+	}
+	cJSON_Delete(summaries);
+	if (status)
+		return status;
+	return d->nerrors ? 1 : 0;
+}
+
+int driver_check(const struct check_opts *o, FILE *out, FILE *err)
+{
+	struct arena *a = arena_create();
+	struct diag_ctx d;
+	diag_init(&d, a);
+	struct program prog;
+	int status = 0;
+	cJSON *summaries = cJSON_CreateArray();
+	if (!parse_program(a, &d, o->file, &prog)) {
+		fprintf(err, "dtpc: cannot read '%s': %s\n", o->file, strerror(errno));
+		status = 2;
+		goto done;
+	}
+	check_declarations(&d, &prog);
+
+	const struct plan *only = NULL;
+	if (o->co.plan) {
+		for (const struct plan *p = prog.plans; p; p = p->next)
+			if (!strcmp(p->name, o->co.plan))
+				only = p;
+		if (!only) {
+			fprintf(err, "dtpc: no plan named '%s' in '%s'", o->co.plan, o->file);
+			const char *sep = "; plans:";
+			for (const struct plan *p = prog.plans; p; p = p->next, sep = ",")
+				fprintf(err, "%s %s", sep, p->name);
+			fprintf(err, "\n");
+			status = 2;
+			goto done;
+		}
+	}
+	bool any_plan = false;
+	for (const struct plan *p = prog.plans; p; p = p->next)
+		any_plan |= p->loc.file == 0;
+	if (!any_plan && !only) {
+		/* A file of models alone: check each with its defaults. */
+		for (const struct model *m = prog.models; m; m = m->next) {
+			if (m->loc.file != 0)
+				continue;
+			struct ir_model *im = plan_model_only(a, &d, m, &o->co);
+			if (o->dumps & DUMP_IR)
+				dump_ir(out, a, im);
+		}
+		goto done;
+	}
+	for (const struct plan *p = prog.plans; p; p = p->next) {
+		if (only ? p != only : p->loc.file != 0)
+			continue;
+		int before = d.nerrors;
+		struct plan_cfg *c = plan_resolve(a, &d, &prog, p, &o->co);
+		if (!c)
+			continue;
+		if (o->dumps & DUMP_IR)
+			dump_ir(out, a, c->model);
+		if (o->dumps & DUMP_STYLES)
+			dump_styles(out, c);
+		if (d.nerrors > before)
+			continue;
+		struct layout_result *lay = layout_run(a, &d, c);
+		if (o->dumps & DUMP_LAYOUT)
+			dump_layout(out, a, c, lay);
+		if (d.nerrors == before)
+			cJSON_AddItemToArray(summaries, summary_build(a, c, lay));
+	}
+done:;
+	int rc = finish(o, &d, summaries, out, err, status);
+	diag_release(&d);
+	arena_free(a);
+	return rc;
+}

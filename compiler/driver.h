@@ -1,0 +1,26 @@
+/* driver.h — the compiler pipeline: the straight list of passes. */
+#ifndef DTPC_DRIVER_H
+#define DTPC_DRIVER_H
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "plan.h"
+
+enum out_format { FMT_TEXT, FMT_JSON };
+
+/* Pass names accepted by -d (dump after that pass). */
+enum dump_pass { DUMP_AST = 1, DUMP_IR = 2, DUMP_STYLES = 4, DUMP_LAYOUT = 8 };
+
+struct check_opts {
+	const char *file;
+	struct compile_opts co;
+	enum out_format format;
+	unsigned dumps;
+	bool color;
+	bool quiet; /* no summary (benchmarks) */
+};
+
+/* `dtpc check`: parse, resolve and check every selected plan. Returns the
+ * exit status of DESIGN.md §3: 0 clean, 1 errors, 2 usage or I/O error. */
+int driver_check(const struct check_opts *o, FILE *out, FILE *err);
+#endif

@@ -1,0 +1,141 @@
+/* ir.h — the instantiated model: tensors, ops, weights and module names.
+ *
+ * A model declaration plus parameter values instantiates to a flat SSA list
+ * of ops over tensors with static shapes. Module names are the dotted PyTorch
+ * names (`blocks.3.attn.to_q`); the plan's globs match them. */
+#ifndef DTPC_IR_H
+#define DTPC_IR_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "diag.h"
+#include "expr.h"
+
+enum op_flags {
+	OPF_WEIGHTS = 1 << 0,
+	OPF_LINEAR = 1 << 1,
+	OPF_NORM = 1 << 2,
+	OPF_POINTWISE = 1 << 3,
+	OPF_BCAST = 1 << 4,
+	OPF_ATTENTION = 1 << 5,
+};
+
+enum op_kind {
+#define OP(id, lo, hi, fl, sig) OP_##id,
+#include "ops.def"
+#undef OP
+	OP_COUNT
+};
+
+struct op_info {
+	const char *name;
+	int min_args, max_args;
+	unsigned flags;
+	const char *signature;
+};
+extern const struct op_info op_table[OP_COUNT];
+/* The op named s, or -1. */
+int op_lookup(const char *s);
+
+enum { IR_MAX_DIMS = 8 };
+
+struct ir_shape {
+	int nd;
+	int64_t d[IR_MAX_DIMS];
+};
+
+struct ir_tensor {
+	const char *name; /* module name of the producing op, or input name */
+	struct ir_shape shape;
+	int producer;     /* op index, -1 for a model input */
+	dtpc_loc loc;
+};
+
+struct ir_weight {
+	const char *name; /* PyTorch name: blocks.0.attn.to_q.weight */
+	struct ir_shape shape;
+	int op;
+};
+
+struct ir_op {
+	enum op_kind kind;
+	const char *module; /* dotted name; for a variable update, that of the variable */
+	bool update;        /* assigns a carried variable: not a named module */
+	dtpc_loc loc, name_loc;
+	const struct mstmt *stmt;
+	int *in;            /* tensor indices */
+	dtpc_loc *in_loc;   /* where each input was written */
+	int nin;
+	int out;
+	/* Attributes, by op: linear out/in, norm group, slice dim/start/len,
+	 * concat dim, heads. */
+	int64_t attr[4];
+	double eps;
+	bool flag;          /* bias / affine / gelu tanh */
+	struct ir_shape shape_attr; /* param / reshape target */
+	int weight0, nweights;
+	int instance;       /* innermost repeat instance module, -1 at top level */
+	int module_index;   /* its module, -1 for a variable update */
+};
+
+enum module_kind { MOD_ROOT, MOD_OP, MOD_INSTANCE };
+
+/* A tensor entering a module under the name the module's code used for it. */
+struct ir_port {
+	const char *name;
+	int tensor;
+};
+
+struct ir_module {
+	const char *name;
+	enum module_kind kind;
+	int op;         /* MOD_OP */
+	dtpc_loc loc;
+	struct ir_port *inputs;
+	int ninputs;
+	int *outputs;   /* tensors leaving (op: its result; instance: carried vars) */
+	int noutputs;
+	int first_op, end_op; /* MOD_INSTANCE: ops [first_op, end_op) */
+	int parent;           /* enclosing repeat instance, -1 at top level */
+};
+
+struct ir_model {
+	const char *name;
+	const struct model *decl;
+	/* Parameter values after overrides, in declaration order. */
+	const char **param_names;
+	struct value *params;
+	int nparams;
+
+	struct ir_tensor *tensors;
+	int ntensors, captensors;
+	struct ir_op *ops;
+	int nops, capops;
+	struct ir_weight *weights;
+	int nweights, capweights;
+	struct ir_module *modules;
+	int nmodules, capmodules;
+	int *inputs, ninputs;
+	int *outputs, noutputs;
+	dtpc_loc *output_loc;
+};
+
+struct strmap;
+struct program;
+
+/* An override of a model parameter: from a plan's `model m(k = v)` or -D. */
+struct override {
+	const char *name;
+	struct value val;
+	bool from_cli;
+	bool used;
+};
+
+/* Instantiates a model with overrides (the plan's, then the command line's).
+ * Errors go to d; the result is usable as far as it got (may be partial). */
+struct ir_model *model_instantiate(struct arena *a, struct diag_ctx *d,
+				   const struct model *m, struct override *ov,
+				   int nov, dtpc_loc use_loc);
+const char *shape_str(struct arena *a, const struct ir_shape *s);
+int64_t shape_numel(const struct ir_shape *s);
+#endif

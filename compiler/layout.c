@@ -1,0 +1,753 @@
+/* layout.c — layout propagation and the layout checks of DESIGN.md §3.
+ *
+ * One forward pass over the ops (they are in dependency order). Each op
+ * states which input layouts it accepts; where an input does not fit, the
+ * pass either slices it locally (replicated -> sharded costs nothing) or
+ * records a gather, which it reports as a note with its size. Findings in a
+ * repeated block are reported once per model statement, with a count. */
+#include "layout.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "arena.h"
+#include "strmap.h"
+
+struct finding {
+	bool error;
+	int op, count;
+	dtpc_loc loc;
+	const char *msg, *hint;
+	dtpc_loc nloc[3];
+	const char *ntext[3];
+	int nn;
+	struct finding *next;
+};
+
+struct lp {
+	struct arena *a;
+	struct diag_ctx *d;
+	const struct plan_cfg *c;
+	const struct ir_model *m;
+	struct layout *L;
+	struct layout_result *res;
+	struct strmap *keys;
+	struct finding **byidx;
+	int nfind, capfind;
+	struct finding *head, **tail;
+};
+
+int64_t layout_local(int64_t size, int64_t n, int64_t r)
+{
+	return size / n + (r < size % n ? 1 : 0);
+}
+
+static const struct lay_axis REPL = { .kind = LAY_REPL, .dim = -1, .origin = -1 };
+
+/* The first finding of its kind at a model statement is kept; later ones
+ * (the same statement in other repeat instances) only count. */
+static struct finding *find(struct lp *P, bool error, int opi, const char *kind)
+{
+	const struct ir_op *o = &P->m->ops[opi];
+	const char *key = arena_printf(P->a, "%p/%s", (const void *)o->stmt, kind);
+	int k = strmap_get(P->keys, key);
+	if (k >= 0) {
+		P->byidx[k]->count++;
+		return NULL;
+	}
+	struct finding *f = ARENA_NEW(P->a, struct finding);
+	f->error = error;
+	f->op = opi;
+	f->count = 1;
+	f->loc = o->loc;
+	*P->tail = f;
+	P->tail = &f->next;
+	if (P->nfind == P->capfind) {
+		P->capfind = P->capfind ? P->capfind * 2 : 32;
+		struct finding **nb = ARENA_ARRAY(P->a, struct finding *, P->capfind);
+		if (P->nfind)
+			memcpy(nb, P->byidx, sizeof *nb * (size_t)P->nfind);
+		P->byidx = nb;
+	}
+	P->byidx[P->nfind] = f;
+	strmap_put(P->keys, key, P->nfind++);
+	return f;
+}
+
+static void fnote(struct finding *f, dtpc_loc loc, const char *text)
+{
+	if (f->nn < 3) {
+		f->nloc[f->nn] = loc;
+		f->ntext[f->nn++] = text;
+	}
+}
+
+static const char *tname(struct lp *P, int t)
+{
+	return P->m->tensors[t].name;
+}
+
+static const char *human_bytes(struct arena *a, int64_t b)
+{
+	if (b >= 1 << 30)
+		return arena_printf(a, "%.1f GiB", (double)b / (1 << 30));
+	if (b >= 1 << 20)
+		return arena_printf(a, "%.1f MiB", (double)b / (1 << 20));
+	if (b >= 1 << 10)
+		return arena_printf(a, "%.1f KiB", (double)b / (1 << 10));
+	return arena_printf(a, "%" PRId64 " B", b);
+}
+
+static dtpc_loc rule_loc(struct lp *P, int rule)
+{
+	return rule >= 0 ? P->c->rules[rule].stmt->loc : loc_none();
+}
+
+/* Records a gather of tensor t (consumed by op opi) over a group. */
+static void gather(struct lp *P, int opi, int t, bool tp, const char *why,
+		   int origin)
+{
+	struct lay_event *e = ARENA_NEW(P->a, struct lay_event);
+	e->kind = tp ? EV_GATHER_TP : EV_GATHER_CP;
+	e->op = opi;
+	e->tensor = t;
+	e->why = why;
+	e->next = P->res->events;
+	P->res->events = e;
+	P->res->nevents++;
+	if (opi < 0)
+		return;
+	struct finding *f = find(P, false, opi,
+				 arena_printf(P->a, "gather%d/%s", tp, tname(P, t)));
+	if (!f)
+		return;
+	const struct plan_cfg *c = P->c;
+	int64_t n = tp ? c->tp : plan_cp(c);
+	int64_t bytes = shape_numel(&P->m->tensors[t].shape) * 4;
+	f->msg = arena_printf(P->a, "all-gather of '%s' %s over %s (%" PRId64
+			      " ranks) inserted before '%s': %s; %s in float32",
+			      tname(P, t), shape_str(P->a, &P->m->tensors[t].shape),
+			      tp ? "tp" : "ring x ulysses", n, P->m->ops[opi].module, why,
+			      human_bytes(P->a, bytes));
+	if (origin >= 0)
+		fnote(f, rule_loc(P, origin), "the sharding comes from this rule");
+}
+
+/* ---- effective input layouts ------------------------------------------------ */
+
+static void apply_split(struct lp *P, struct lay_axis *cp, const struct style_use *u)
+{
+	(void)P;
+	if (cp->kind == LAY_SHARD)
+		return;
+	*cp = (struct lay_axis){ .kind = LAY_SHARD, .dim = (int8_t)u->dim,
+				 .origin = u->rule };
+}
+
+static void splits_of(struct lp *P, int mi, int t, struct lay_axis *cp)
+{
+	for (const struct style_use *u = P->c->styles[mi]; u; u = u->next)
+		if (u->kind == ST_SPLIT && u->port_tensor == t)
+			apply_split(P, cp, u);
+}
+
+/* t as op opi sees it: `split(NAME, ...)` on the op's module or on an
+ * enclosing repeat instance shards the input on its way in. */
+static struct layout view(struct lp *P, int opi, int t)
+{
+	struct layout l = P->L[t];
+	if (plan_cp(P->c) <= 1)
+		return l;
+	const struct ir_op *o = &P->m->ops[opi];
+	if (o->module_index >= 0)
+		splits_of(P, o->module_index, t, &l.cp);
+	for (int i = o->instance; i >= 0; i = P->m->modules[i].parent)
+		splits_of(P, i, t, &l.cp);
+	return l;
+}
+
+/* ---- helpers over one axis group ------------------------------------------ */
+
+static bool same_blocks(const struct lay_axis *a, const struct lay_axis *b)
+{
+	if (a->nblk != b->nblk)
+		return false;
+	for (int i = 0; i < a->nblk; i++)
+		if (a->blk[i] != b->blk[i])
+			return false;
+	return true;
+}
+
+static bool sharded(const struct lay_axis *x)
+{
+	return x->kind == LAY_SHARD;
+}
+
+/* Blocks of x as a list (one block = the whole dim of size `size`). */
+static const int64_t *blocks_of(struct lp *P, const struct lay_axis *x,
+				int64_t size, int *n)
+{
+	if (x->nblk) {
+		*n = x->nblk;
+		return x->blk;
+	}
+	int64_t *b = ARENA_NEW(P->a, int64_t);
+	b[0] = size;
+	*n = 1;
+	return b;
+}
+
+/* ---- per-op rules -------------------------------------------------------------- */
+
+struct opctx {
+	struct lp *P;
+	int opi;
+	const struct ir_op *o;
+	struct layout *in;
+	struct layout out;
+};
+
+static int64_t dim_size(struct opctx *X, int i, int dim)
+{
+	return X->P->m->tensors[X->o->in[i]].shape.d[dim];
+}
+
+static int last_dim(struct opctx *X, int i)
+{
+	return X->P->m->tensors[X->o->in[i]].shape.nd - 1;
+}
+
+/* Input i must not be sharded on `dim` in group tp/cp: gather it. */
+static void need_whole(struct opctx *X, int i, int dim, bool tp, const char *why)
+{
+	struct lay_axis *x = tp ? &X->in[i].tp : &X->in[i].cp;
+	if (!sharded(x) || x->dim != dim)
+		return;
+	gather(X->P, X->opi, X->o->in[i], tp, why, x->origin);
+	*x = REPL;
+}
+
+static const struct style_use *mstyle(struct opctx *X, enum style_kind k)
+{
+	int mi = X->o->module_index;
+	return mi >= 0 ? plan_style(X->P->c, mi, k) : NULL;
+}
+
+static void rule_linear(struct opctx *X)
+{
+	struct lp *P = X->P;
+	int last = last_dim(X, 0);
+	need_whole(X, 0, last, false, "linear contracts its last axis");
+	X->out.cp = X->in[0].cp;
+	X->out.tp = REPL;
+	if (P->c->tp <= 1)
+		return;
+	const struct style_use *col = mstyle(X, ST_COLWISE);
+	const struct style_use *row = mstyle(X, ST_ROWWISE);
+	struct lay_axis *x = &X->in[0].tp;
+	if (row) {
+		/* The local input must be exactly this rank's rows of each block. */
+		if (sharded(x) && x->dim == last) {
+			int na, nb;
+			int64_t size = dim_size(X, 0, last);
+			const int64_t *ba = blocks_of(P, x, size, &na);
+			struct lay_axis want = { .nblk = row->nblocks, .blk = row->blocks };
+			const int64_t *bb = blocks_of(P, &want, size, &nb);
+			bool same = na == nb;
+			for (int i = 0; same && i < na; i++)
+				same = ba[i] == bb[i];
+			if (!same)
+				need_whole(X, 0, last, true,
+					   "its input is sharded in other blocks than this "
+					   "rowwise weight (use rowwise(blocks = [...]))");
+		} else if (sharded(x)) {
+			need_whole(X, 0, x->dim, true, "rowwise needs its input "
+				   "sharded on the last axis or replicated");
+		}
+		return; /* partial sums, all-reduced by the style: replicated */
+	}
+	if (sharded(x))
+		need_whole(X, 0, x->dim, true, col ? "colwise needs a replicated input"
+						    : "a replicated linear needs its whole input");
+	if (col)
+		X->out.tp = (struct lay_axis){ .kind = LAY_SHARD, .dim = (int8_t)last,
+					       .nblk = col->nblocks, .blk = col->blocks,
+					       .origin = col->rule };
+}
+
+static void rule_norm(struct opctx *X)
+{
+	struct lp *P = X->P;
+	int last = last_dim(X, 0);
+	int64_t g = X->o->attr[0];
+	for (int tp = 0; tp < 2; tp++) {
+		struct lay_axis *x = tp ? &X->in[0].tp : &X->in[0].cp;
+		int64_t n = tp ? P->c->tp : plan_cp(P->c);
+		if (!sharded(x) || x->dim != last)
+			continue;
+		/* Normalising groups of g elements commutes with sharding when
+		 * every rank holds whole groups of every block (per-head norm). */
+		int nb;
+		const int64_t *b = blocks_of(P, x, dim_size(X, 0, last), &nb);
+		bool whole = true;
+		for (int i = 0; i < nb; i++)
+			whole &= b[i] % n == 0 && (b[i] / n) % g == 0;
+		if (!whole)
+			need_whole(X, 0, last, tp,
+				   arena_printf(P->a, "%s normalises groups of %" PRId64
+						" elements of the last axis",
+						op_table[X->o->kind].name, g));
+	}
+	X->out = X->in[0];
+}
+
+/* Maps output dim d of a broadcasting op to input i's dim, or -1 when input i
+ * is broadcast along d. */
+static int bdim(struct opctx *X, int i, int d)
+{
+	const struct ir_shape *o = &X->P->m->tensors[X->o->out].shape;
+	const struct ir_shape *s = &X->P->m->tensors[X->o->in[i]].shape;
+	/* the [B, H] over [B, S, H] rule takes precedence, as in model.c */
+	if (o->nd == 3 && s->nd == 2 && s->d[0] == o->d[0] && s->d[1] == o->d[2])
+		return d == 0 ? 0 : d == 2 ? 1 : -1;
+	int k = d - (o->nd - s->nd);
+	if (k < 0 || (s->d[k] == 1 && o->d[d] != 1))
+		return -1;
+	return k;
+}
+
+static void rule_pointwise(struct opctx *X)
+{
+	struct lp *P = X->P;
+	for (int tp = 0; tp < 2; tp++) {
+		/* The output is sharded like the first sharded input; inputs
+		 * sharded otherwise are gathered, replicated ones sliced. */
+		struct lay_axis out = REPL;
+		for (int i = 0; i < X->o->nin; i++) {
+			struct lay_axis *x = tp ? &X->in[i].tp : &X->in[i].cp;
+			if (!sharded(x))
+				continue;
+			/* the output dim this input dim becomes */
+			int od = -1;
+			for (int d = 0; d < P->m->tensors[X->o->out].shape.nd; d++)
+				if (bdim(X, i, d) == x->dim)
+					od = d;
+			if (od < 0) {
+				need_whole(X, i, x->dim, tp, "it is broadcast along its sharded dim");
+				continue;
+			}
+			if (!sharded(&out)) {
+				out = *x;
+				out.dim = (int8_t)od;
+			} else if (out.dim != od || !same_blocks(&out, x)) {
+				need_whole(X, i, x->dim, tp, "the other operand is sharded differently");
+			}
+		}
+		if (tp)
+			X->out.tp = out;
+		else
+			X->out.cp = out;
+	}
+}
+
+static void rule_slice(struct opctx *X)
+{
+	struct lp *P = X->P;
+	int d = (int)X->o->attr[0];
+	int64_t start = X->o->attr[1], len = X->o->attr[2];
+	for (int tp = 0; tp < 2; tp++) {
+		struct lay_axis *x = tp ? &X->in[0].tp : &X->in[0].cp;
+		if (!sharded(x) || x->dim != d)
+			continue;
+		/* Slicing whole blocks keeps each rank's chunk of them. */
+		int nb;
+		const int64_t *b = blocks_of(P, x, dim_size(X, 0, d), &nb);
+		int64_t off = 0;
+		int first = -1, last = -1;
+		for (int i = 0; i < nb; i++) {
+			if (off == start)
+				first = i;
+			off += b[i];
+			if (off == start + len)
+				last = i;
+		}
+		if (first < 0 || last < first) {
+			need_whole(X, 0, d, tp, arena_printf(P->a, "the slice [%" PRId64 ", %" PRId64
+							    ") cuts across its shards",
+							    start, start + len));
+			continue;
+		}
+		x->nblk = last - first + 1 == 1 ? 0 : last - first + 1;
+		x->blk = x->nblk ? b + first : NULL;
+	}
+	X->out = X->in[0];
+}
+
+static void rule_concat(struct opctx *X)
+{
+	struct lp *P = X->P;
+	int d = (int)X->o->attr[0];
+	int64_t cpn = plan_cp(P->c);
+	for (int tp = 0; tp < 2; tp++) {
+		int64_t n = tp ? P->c->tp : cpn;
+		bool any_d = false;
+		for (int i = 0; i < X->o->nin; i++) {
+			struct lay_axis *x = tp ? &X->in[i].tp : &X->in[i].cp;
+			any_d |= sharded(x) && x->dim == d;
+		}
+		struct lay_axis out = REPL;
+		if (any_d) {
+			/* Concat along the sharded dim: the result is block-sharded,
+			 * one block per input (replicated inputs sliced locally when
+			 * they divide, gathered otherwise). */
+			int total = 0;
+			for (int i = 0; i < X->o->nin; i++) {
+				struct lay_axis *x = tp ? &X->in[i].tp : &X->in[i].cp;
+				if (sharded(x) && x->dim != d)
+					need_whole(X, i, x->dim, tp, "the other inputs are sharded along the concat dim");
+				int nb;
+				blocks_of(P, x, dim_size(X, i, d), &nb);
+				total += nb;
+			}
+			bool ok = true;
+			for (int i = 0; i < X->o->nin; i++) {
+				struct lay_axis *x = tp ? &X->in[i].tp : &X->in[i].cp;
+				if (!sharded(x) && dim_size(X, i, d) % n &&
+				    !(!tp && (P->c->ulysses_anything || P->c->ring_anything)))
+					ok = false;
+			}
+			if (!ok) {
+				for (int i = 0; i < X->o->nin; i++)
+					need_whole(X, i, d, tp, "another input of the concat "
+						   "cannot be sharded evenly");
+			} else {
+				int64_t *blk = ARENA_ARRAY(P->a, int64_t, total);
+				int k = 0;
+				out = (struct lay_axis){ .kind = LAY_SHARD, .dim = (int8_t)d,
+							 .origin = -1 };
+				for (int i = 0; i < X->o->nin; i++) {
+					struct lay_axis *x = tp ? &X->in[i].tp : &X->in[i].cp;
+					int nb;
+					const int64_t *b = blocks_of(P, x, dim_size(X, i, d), &nb);
+					for (int j = 0; j < nb; j++)
+						blk[k++] = b[j];
+					if (out.origin < 0)
+						out.origin = x->origin;
+				}
+				out.nblk = total;
+				out.blk = blk;
+			}
+		} else {
+			/* Sharded on another dim: all inputs must agree. */
+			for (int i = 0; i < X->o->nin; i++) {
+				struct lay_axis *x = tp ? &X->in[i].tp : &X->in[i].cp;
+				if (!sharded(x))
+					continue;
+				if (!sharded(&out))
+					out = *x;
+				else if (out.dim != x->dim || !same_blocks(&out, x))
+					need_whole(X, i, x->dim, tp, "the inputs are sharded differently");
+			}
+		}
+		if (tp)
+			X->out.tp = out;
+		else
+			X->out.cp = out;
+	}
+}
+
+static void rule_rope(struct opctx *X)
+{
+	/* cos/sin rows follow x's sequence shards: replicated tables are sliced
+	 * locally; sharded ones must match x's blocks. */
+	struct lay_axis *x = &X->in[0].cp;
+	for (int i = 1; i <= 2; i++) {
+		struct lay_axis *t = &X->in[i].cp;
+		if (!sharded(t))
+			continue;
+		if (!sharded(x) || x->dim != 1 || t->dim != 0 || !same_blocks(x, t))
+			need_whole(X, i, t->dim, false,
+				   "its rows must follow the sequence shards of rope's input");
+		need_whole(X, i, 1, true, "rope tables are not sharded by tp");
+	}
+	X->out = X->in[0];
+}
+
+static void attention_heads(struct opctx *X, bool cp_style);
+
+static void rule_attention(struct opctx *X)
+{
+	struct lp *P = X->P;
+	const struct plan_cfg *c = P->c;
+	bool cp_style = plan_cp(c) > 1 && (mstyle(X, ST_RING) || mstyle(X, ST_ULYSSES));
+	struct lay_axis *q = &X->in[0].cp, *k = &X->in[1].cp, *v = &X->in[2].cp;
+	if (!cp_style) {
+		for (int i = 1; i <= 2; i++) {
+			struct lay_axis *x = &X->in[i].cp;
+			if (!sharded(x) || x->dim != 1)
+				continue;
+			struct finding *f = find(P, true, X->opi, "kv-sharded");
+			if (f) {
+				f->msg = arena_printf(P->a, "attention '%s' receives sequence-sharded "
+						      "%s ('%s') but has no context-parallel style: "
+						      "each rank would attend only to its own shard",
+						      X->o->module, i == 1 ? "keys" : "values",
+						      tname(P, X->o->in[i]));
+				f->hint = arena_printf(P->a, "add a rule such as \"%s\" : ulysses, ring; "
+						       "or do not split the inputs that reach its keys",
+						       X->o->module);
+				if (x->origin >= 0)
+					fnote(f, rule_loc(P, x->origin), "the sequence is split by this rule");
+			}
+			*x = REPL; /* report once per attention */
+			*(i == 1 ? v : k) = REPL;
+			break;
+		}
+		for (int i = 0; i < 3; i++)
+			if (sharded(&X->in[i].cp) && X->in[i].cp.dim != 1)
+				need_whole(X, i, X->in[i].cp.dim, false,
+					   "attention mixes all heads' features");
+	} else {
+		for (int i = 0; i < 3; i++) {
+			struct lay_axis *x = &X->in[i].cp;
+			if (sharded(x) && x->dim == 1)
+				continue;
+			struct finding *f = find(P, true, X->opi, "cp-unsharded");
+			if (f) {
+				const struct style_use *u = mstyle(X, ST_ULYSSES);
+				if (!u)
+					u = mstyle(X, ST_RING);
+				f->loc = u->src->loc;
+				f->msg = arena_printf(P->a, "attention '%s' is context-parallel, but "
+						      "its %s ('%s') is not split along the sequence",
+						      X->o->module, i == 0 ? "query" : i == 1 ? "key" : "value",
+						      tname(P, X->o->in[i]));
+				f->hint = "split the model inputs that reach q, k and v "
+					  "(split(NAME, dim = 1)), or remove ring/ulysses here";
+				fnote(f, X->o->loc, "the attention is defined here");
+			}
+			break;
+		}
+	}
+	attention_heads(X, cp_style);
+	X->out.cp = *q;
+	(void)k;
+}
+
+/* Heads per rank: tp shards whole heads (heads % tp), then Ulysses splits the
+ * local heads over its ranks ((heads / tp) % ulysses, or padding under
+ * ulysses_anything while the padding is smaller than the padded count). */
+static void attention_heads(struct opctx *X, bool cp_style)
+{
+	struct lp *P = X->P;
+	const struct plan_cfg *c = P->c;
+	int64_t heads = X->o->attr[0];
+	int any_tp = -1;
+	for (int i = 0; i < 3; i++)
+		if (sharded(&X->in[i].tp) && X->in[i].tp.dim == 2)
+			any_tp = i;
+	X->out.tp = REPL;
+	int64_t local = heads;
+	if (c->tp > 1 && any_tp >= 0) {
+		const struct lay_axis *src = &X->in[any_tp].tp;
+		bool whole = heads % c->tp == 0 && !src->nblk;
+		if (!whole) {
+			struct finding *f = find(P, true, X->opi, "tp-heads");
+			if (f) {
+				if (src->origin >= 0)
+					f->loc = rule_loc(P, src->origin);
+				f->msg = arena_printf(P->a, "colwise over tp = %" PRId64 " splits "
+						      "the %" PRId64 " heads of attention '%s' "
+						      "unevenly: the local width is not whole heads",
+						      c->tp, heads, X->o->module);
+				fnote(f, X->o->loc, arena_printf(P->a, "the attention with %" PRId64
+								 " heads is defined here", heads));
+				fnote(f, c->ax_tp >= 0 ? c->axes[c->ax_tp].loc : loc_none(),
+				      "tp is set here");
+			}
+			for (int i = 0; i < 3; i++)
+				need_whole(X, i, 2, true, "its heads do not divide tp");
+		} else {
+			for (int i = 0; i < 3; i++)
+				if (!sharded(&X->in[i].tp))
+					X->in[i].tp = X->in[any_tp].tp; /* sliced locally */
+			X->out.tp = X->in[0].tp;
+			local = heads / c->tp;
+		}
+	}
+	if (!cp_style || c->ulysses <= 1 || !mstyle(X, ST_ULYSSES))
+		return;
+	int64_t u = c->ulysses;
+	if (local % u == 0)
+		return;
+	const struct style_use *us = mstyle(X, ST_ULYSSES);
+	if (!c->ulysses_anything) {
+		struct finding *f = find(P, true, X->opi, "ulysses-heads");
+		if (!f)
+			return;
+		f->loc = us->src->loc;
+		f->msg = arena_printf(P->a, "Ulysses over %" PRId64 " ranks needs the %s"
+				      " heads of '%s' (%" PRId64 ") to divide by %" PRId64,
+				      u, c->tp > 1 ? "local" : "", X->o->module, local, u);
+		if (c->tp > 1)
+			f->msg = arena_printf(P->a, "%s (%" PRId64 " heads / tp = %" PRId64 ")",
+					      f->msg, heads, c->tp);
+		f->hint = "set ulysses_anything = true in the context to pad heads, "
+			  "or change the mesh";
+		fnote(f, X->o->loc, "the attention is defined here");
+		fnote(f, c->axes[c->ax_ulysses].loc, "ulysses is set here");
+		return;
+	}
+	int64_t per = (local + u - 1) / u, pad = per * u - local;
+	if (pad < per)
+		return;
+	struct finding *f = find(P, true, X->opi, "ulysses-pad");
+	if (!f)
+		return;
+	f->loc = us->src->loc;
+	f->msg = arena_printf(P->a, "ulysses_anything cannot pad the %" PRId64 " heads of '%s' "
+			      "over %" PRId64 " ranks: %" PRId64 " padding heads is not fewer "
+			      "than the %" PRId64 " heads per rank", local, X->o->module, u,
+			      pad, per);
+	fnote(f, c->ctx_loc[CTX_UANY], "ulysses_anything is set here");
+	fnote(f, c->axes[c->ax_ulysses].loc, "ulysses is set here");
+}
+
+static void rule_reshape(struct opctx *X)
+{
+	const struct ir_shape *in = &X->P->m->tensors[X->o->in[0]].shape;
+	const struct ir_shape *out = &X->o->shape_attr;
+	for (int tp = 0; tp < 2; tp++) {
+		struct lay_axis *x = tp ? &X->in[0].tp : &X->in[0].cp;
+		if (!sharded(x))
+			continue;
+		/* Sharding survives a reshape that keeps every dim up to it. */
+		bool keep = x->dim < out->nd && !x->nblk;
+		for (int d = 0; keep && d <= x->dim; d++)
+			keep = in->d[d] == out->d[d];
+		if (!keep)
+			need_whole(X, 0, x->dim, tp, "the reshape moves its sharded dim");
+	}
+	X->out = X->in[0];
+}
+
+/* ---- driver ------------------------------------------------------------------ */
+
+static void module_out_styles(struct lp *P, int mi, const int *outs, int n)
+{
+	const struct plan_cfg *c = P->c;
+	for (const struct style_use *u = c->styles[mi]; u; u = u->next) {
+		for (int i = 0; i < n; i++) {
+			struct lay_axis *x = &P->L[outs[i]].cp;
+			if (u->kind == ST_SPLIT && u->port_tensor == -1 && plan_cp(c) > 1)
+				apply_split(P, x, u);
+			else if (u->kind == ST_GATHER && sharded(x) && x->dim == u->dim)
+				*x = REPL;
+		}
+	}
+}
+
+static void emit(struct lp *P)
+{
+	for (struct finding *f = P->head; f; f = f->next) {
+		const char *more = "";
+		if (f->count > 1)
+			more = arena_printf(P->a, " (and in %d more repeat block%s)",
+					    f->count - 1, f->count > 2 ? "s" : "");
+		if (f->error)
+			diag_error(P->d, f->loc, "%s%s", f->msg, more);
+		else
+			diag_remark(P->d, f->loc, "%s%s", f->msg, more);
+		for (int i = 0; i < f->nn; i++)
+			if (f->nloc[i].file >= 0)
+				diag_note(P->d, f->nloc[i], "%s", f->ntext[i]);
+		if (f->hint)
+			diag_hint(P->d, "%s", f->hint);
+	}
+}
+
+struct layout_result *layout_run(struct arena *a, struct diag_ctx *d,
+				 const struct plan_cfg *c)
+{
+	const struct ir_model *m = c->model;
+	struct layout_result *res = ARENA_NEW(a, struct layout_result);
+	struct lp P = { .a = a, .d = d, .c = c, .m = m, .res = res,
+			.keys = strmap_create(a, 64) };
+	P.tail = &P.head;
+	P.L = ARENA_ARRAY(a, struct layout, m->ntensors ? m->ntensors : 1);
+	res->tensors = P.L;
+	res->in = ARENA_ARRAY(a, struct layout *, m->nops ? m->nops : 1);
+	for (int t = 0; t < m->ntensors; t++)
+		P.L[t] = (struct layout){ REPL, REPL };
+	if (plan_cp(c) > 1)
+		for (int i = 0; i < m->ninputs; i++)
+			splits_of(&P, 0, m->inputs[i], &P.L[m->inputs[i]].cp);
+
+	/* Repeat instances whose outputs carry split/gather styles, by the op
+	 * index at which they end. */
+	int *ends_at = ARENA_ARRAY(a, int, m->nops + 1);
+	int *next_end = ARENA_ARRAY(a, int, m->nmodules);
+	for (int i = 0; i <= m->nops; i++)
+		ends_at[i] = -1;
+	for (int mi = 0; mi < m->nmodules; mi++) {
+		if (m->modules[mi].kind != MOD_INSTANCE || !c->styles[mi])
+			continue;
+		next_end[mi] = ends_at[m->modules[mi].end_op];
+		ends_at[m->modules[mi].end_op] = mi;
+	}
+
+	for (int opi = 0; opi < m->nops; opi++) {
+		const struct ir_op *o = &m->ops[opi];
+		struct opctx X = { .P = &P, .opi = opi, .o = o };
+		X.in = ARENA_ARRAY(a, struct layout, o->nin);
+		for (int i = 0; i < o->nin; i++)
+			X.in[i] = view(&P, opi, o->in[i]);
+		switch (o->kind) {
+		case OP_linear: rule_linear(&X); break;
+		case OP_layer_norm:
+		case OP_rms_norm: rule_norm(&X); break;
+		case OP_gelu:
+		case OP_silu:
+		case OP_add:
+		case OP_mul:
+		case OP_modulate: rule_pointwise(&X); break;
+		case OP_slice: rule_slice(&X); break;
+		case OP_concat: rule_concat(&X); break;
+		case OP_rope: rule_rope(&X); break;
+		case OP_attention: rule_attention(&X); break;
+		case OP_reshape: rule_reshape(&X); break;
+		case OP_param:
+		case OP_COUNT: X.out = (struct layout){ REPL, REPL }; break;
+		}
+		res->in[opi] = X.in;
+		P.L[o->out] = X.out;
+		if (o->module_index >= 0)
+			module_out_styles(&P, o->module_index, &o->out, 1);
+		for (int mi = ends_at[opi + 1]; mi >= 0; mi = next_end[mi])
+			module_out_styles(&P, mi, m->modules[mi].outputs,
+					  m->modules[mi].noutputs);
+	}
+	module_out_styles(&P, 0, m->outputs, m->noutputs);
+
+	/* Outputs leave replicated: the runtime hands back whole tensors. */
+	for (int i = 0; i < m->noutputs; i++) {
+		int t = m->outputs[i];
+		for (int tp = 0; tp < 2; tp++) {
+			struct lay_axis *x = tp ? &P.L[t].tp : &P.L[t].cp;
+			if (!sharded(x))
+				continue;
+			gather(&P, -1, t, tp, "outputs are returned whole", x->origin);
+			diag_remark(d, m->output_loc[i],
+				    "output '%s' is still %s-sharded at the end of the model; "
+				    "an all-gather of %s is inserted", tname(&P, t),
+				    tp ? "tp" : "sequence",
+				    human_bytes(a, shape_numel(&m->tensors[t].shape) * 4));
+			if (x->origin >= 0)
+				diag_note(d, rule_loc(&P, x->origin), "the sharding comes from this rule");
+			diag_hint(d, "gather it explicitly: \"%s\" : gather(dim = %d);",
+				  m->ops[m->tensors[t].producer].module, x->dim);
+		}
+	}
+	emit(&P);
+	return res;
+}

@@ -1,0 +1,151 @@
+/* main.c — the dtpc command line. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "arena.h"
+#include "driver.h"
+#include "version.h"
+
+static const char usage[] =
+	"usage: dtpc check FILE.plan [options]    check a plan before launch\n"
+	"       dtpc --help | --version\n"
+	"\n"
+	"options of check:\n"
+	"  --plan NAME            check only this plan (default: every plan in FILE)\n"
+	"  --world N              the world size the job will have (must equal the mesh)\n"
+	"  -D NAME=VALUE          override a model parameter (after the plan's own)\n"
+	"  --format text|json     diagnostics and summary as text (default) or JSON\n"
+	"  --color / --no-color   colour diagnostics (default: when stderr is a terminal)\n"
+	"  -d PASSES              dump after passes: i (IR), s (styles), l (layouts)\n"
+	"  -q                     no summary on success\n"
+	"\n"
+	"exit status: 0 clean, 1 errors in the plan, 2 usage or I/O error\n";
+
+__attribute__((format(printf, 1, 2))) static int bad_usage(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "dtpc: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n(try 'dtpc --help')\n");
+	va_end(ap);
+	return 2;
+}
+
+static const char *need_value(int argc, char **argv, int *i)
+{
+	if (*i + 1 >= argc)
+		return NULL;
+	return argv[++*i];
+}
+
+static int cmd_check(int argc, char **argv)
+{
+	struct arena *a = arena_create();
+	struct check_opts o = { .format = FMT_TEXT, .color = isatty(2) };
+	o.co.defines = ARENA_ARRAY(a, struct override, argc);
+	int rc = 2;
+	for (int i = 2; i < argc; i++) {
+		const char *s = argv[i], *v;
+		if (!strcmp(s, "--plan")) {
+			if (!(o.co.plan = need_value(argc, argv, &i)))
+				goto missing;
+		} else if (!strcmp(s, "--world")) {
+			if (!(v = need_value(argc, argv, &i)))
+				goto missing;
+			char *end;
+			long long w = strtoll(v, &end, 10);
+			if (*end || w < 1) {
+				rc = bad_usage("--world needs a positive integer, not '%s'", v);
+				goto out;
+			}
+			o.co.world = w;
+		} else if (!strncmp(s, "-D", 2)) {
+			v = s[2] ? s + 2 : need_value(argc, argv, &i);
+			if (!v)
+				goto missing;
+			const char *eq = strchr(v, '=');
+			if (!eq || eq == v) {
+				rc = bad_usage("-D needs NAME=VALUE, not '%s'", v);
+				goto out;
+			}
+			struct override *d = &o.co.defines[o.co.ndefines++];
+			d->name = arena_strndup(a, v, (size_t)(eq - v));
+			d->val = value_from_cli(a, eq + 1);
+			d->from_cli = true;
+		} else if (!strcmp(s, "--format")) {
+			if (!(v = need_value(argc, argv, &i)))
+				goto missing;
+			if (!strcmp(v, "json"))
+				o.format = FMT_JSON;
+			else if (!strcmp(v, "text"))
+				o.format = FMT_TEXT;
+			else {
+				rc = bad_usage("--format is text or json, not '%s'", v);
+				goto out;
+			}
+		} else if (!strcmp(s, "--color")) {
+			o.color = true;
+		} else if (!strcmp(s, "--no-color")) {
+			o.color = false;
+		} else if (!strcmp(s, "-q")) {
+			o.quiet = true;
+		} else if (!strncmp(s, "-d", 2)) {
+			v = s[2] ? s + 2 : need_value(argc, argv, &i);
+			if (!v)
+				goto missing;
+			for (const char *p = v; *p; p++) {
+				if (*p == 'i')
+					o.dumps |= DUMP_IR;
+				else if (*p == 's')
+					o.dumps |= DUMP_STYLES;
+				else if (*p == 'l')
+					o.dumps |= DUMP_LAYOUT;
+				else {
+					rc = bad_usage("-d takes i, s and l, not '%s'", v);
+					goto out;
+				}
+			}
+		} else if (s[0] == '-' && s[1]) {
+			rc = bad_usage("unknown option '%s'", s);
+			goto out;
+		} else if (o.file) {
+			rc = bad_usage("one plan file at a time ('%s')", s);
+			goto out;
+		} else {
+			o.file = s;
+		}
+	}
+	if (!o.file) {
+		rc = bad_usage("%s", "check needs a plan file");
+		goto out;
+	}
+	rc = driver_check(&o, stdout, stderr);
+	goto out;
+missing:
+	rc = bad_usage("option '%s' needs a value", argv[argc - 1]);
+out:
+	arena_free(a);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		return bad_usage("%s", "missing command");
+	const char *cmd = argv[1];
+	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+		fputs(usage, stdout);
+		return 0;
+	}
+	if (!strcmp(cmd, "--version")) {
+		printf("dtpc %s\n", DTPC_VERSION);
+		return 0;
+	}
+	if (!strcmp(cmd, "check"))
+		return cmd_check(argc, argv);
+	return bad_usage("unknown command '%s'", cmd);
+}

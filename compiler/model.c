@@ -1,0 +1,1104 @@
+/* model.c — instantiation: a model declaration and its parameter values
+ * become the flat op list of ir.h, with every shape checked.
+ *
+ * Scoping (DESIGN.md §2): in `repeat NAME[N]`, a name first assigned outside
+ * the repeat is a variable carried through it; a name first assigned inside
+ * gets the prefix `NAME.{i}.`. Within one scope a name is assigned once. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arena.h"
+#include "ir.h"
+#include "strmap.h"
+
+const struct op_info op_table[OP_COUNT] = {
+#define OP(id, lo, hi, fl, sig) { #id, lo, hi, fl, sig },
+#include "ops.def"
+#undef OP
+};
+
+int op_lookup(const char *s)
+{
+	for (int i = 0; i < OP_COUNT; i++)
+		if (!strcmp(op_table[i].name, s))
+			return i;
+	return -1;
+}
+
+/* ---- signatures ---------------------------------------------------------- */
+
+enum { SIG_MAX = 6 };
+
+struct sig_param {
+	char name[16];
+	char kind;       /* t i f b s l */
+	const char *def; /* default as written in ops.def, or NULL */
+	bool variadic;
+};
+
+struct sig {
+	struct sig_param p[SIG_MAX];
+	int n;
+};
+
+static struct sig sigs[OP_COUNT];
+static char sig_text[OP_COUNT][96];
+
+/* ops.def writes signatures as text so the table stays one line per op;
+ * they are split once, on first use. */
+static const struct sig *op_sig(int op)
+{
+	struct sig *s = &sigs[op];
+	if (s->n)
+		return s;
+	char *t = sig_text[op];
+	snprintf(t, sizeof sig_text[op], "%s", op_table[op].signature);
+	for (char *tok = strtok(t, ", "); tok && s->n < SIG_MAX;
+	     tok = strtok(NULL, ", ")) {
+		struct sig_param *p = &s->p[s->n++];
+		char *colon = strchr(tok, ':');
+		*colon = 0;
+		p->variadic = !strcmp(tok, "*");
+		snprintf(p->name, sizeof p->name, "%s", p->variadic ? "inputs" : tok);
+		p->kind = colon[1];
+		char *eq = strchr(colon + 1, '=');
+		p->def = eq ? eq + 1 : NULL;
+	}
+	return s;
+}
+
+/* ---- state --------------------------------------------------------------- */
+
+struct binding {
+	int tensor;        /* -1: a repeat name */
+	dtpc_loc loc;
+	struct scope *owner;
+};
+
+struct scope {
+	struct scope *parent;
+	struct strmap *names; /* local path -> index into B.bindings */
+	const char *prefix;   /* "blocks.0." */
+	int instance;         /* repeat-instance module, -1 at top level */
+	int first_tensor;     /* tensors created in this scope have ids >= this */
+	/* Outer variables this instance updated, for its outputs. */
+	const char **updated;
+	struct scope **updated_in;
+	int nupdated, capupdated;
+};
+
+struct inst {
+	struct arena *a;
+	struct diag_ctx *d;
+	struct ir_model *m;
+	struct binding *bindings;
+	int nbindings, capbindings;
+	struct strmap *params;  /* name -> index in m->params */
+	struct strmap *modules; /* module name -> module index */
+	struct scope *cur;
+};
+
+#define GROW(a, arr, n, cap)                                                  \
+	do {                                                                  \
+		if ((n) == (cap)) {                                           \
+			int nc_ = (cap) ? (cap) * 2 : 16;                     \
+			void *na_ = arena_alloc((a), sizeof *(arr) * (size_t)nc_); \
+			if (n)                                                \
+				memcpy(na_, (arr), sizeof *(arr) * (size_t)(n)); \
+			(arr) = na_;                                          \
+			(cap) = nc_;                                          \
+		}                                                             \
+	} while (0)
+
+const char *shape_str(struct arena *a, const struct ir_shape *s)
+{
+	char buf[256];
+	size_t n = 0;
+	buf[n++] = '[';
+	for (int i = 0; i < s->nd && n < sizeof buf - 24; i++)
+		n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%" PRId64,
+				      i ? ", " : "", s->d[i]);
+	buf[n++] = ']';
+	buf[n] = 0;
+	return arena_strdup(a, buf);
+}
+
+int64_t shape_numel(const struct ir_shape *s)
+{
+	int64_t n = 1;
+	for (int i = 0; i < s->nd; i++)
+		if (__builtin_mul_overflow(n, s->d[i], &n))
+			return -1;
+	return n;
+}
+
+static int new_tensor(struct inst *I, const char *name, struct ir_shape sh,
+		      int producer, dtpc_loc loc)
+{
+	struct ir_model *m = I->m;
+	GROW(I->a, m->tensors, m->ntensors, m->captensors);
+	struct ir_tensor *t = &m->tensors[m->ntensors];
+	t->name = name;
+	t->shape = sh;
+	t->producer = producer;
+	t->loc = loc;
+	return m->ntensors++;
+}
+
+static int new_module(struct inst *I, const char *name, enum module_kind k,
+		      dtpc_loc loc)
+{
+	struct ir_model *m = I->m;
+	int prev = strmap_get(I->modules, name);
+	if (prev >= 0) {
+		diag_error(I->d, loc, "duplicate module '%s'", name);
+		diag_note(I->d, m->modules[prev].loc, "'%s' was first defined here",
+			  name);
+		return -1;
+	}
+	GROW(I->a, m->modules, m->nmodules, m->capmodules);
+	struct ir_module *mod = &m->modules[m->nmodules];
+	memset(mod, 0, sizeof *mod);
+	mod->name = name;
+	mod->kind = k;
+	mod->loc = loc;
+	mod->op = -1;
+	mod->parent = I->cur ? I->cur->instance : -1;
+	strmap_put(I->modules, name, m->nmodules);
+	return m->nmodules++;
+}
+
+static void add_weight(struct inst *I, int op, const char *suffix,
+		       struct ir_shape sh)
+{
+	struct ir_model *m = I->m;
+	struct ir_op *o = &m->ops[op];
+	GROW(I->a, m->weights, m->nweights, m->capweights);
+	if (!o->nweights)
+		o->weight0 = m->nweights;
+	o->nweights++;
+	struct ir_weight *w = &m->weights[m->nweights++];
+	w->name = suffix ? arena_printf(I->a, "%s.%s", o->module, suffix)
+			 : o->module;
+	w->shape = sh;
+	w->op = op;
+}
+
+static struct ir_shape shape1(int64_t a)
+{
+	return (struct ir_shape){ .nd = 1, .d = { a } };
+}
+
+/* ---- names --------------------------------------------------------------- */
+
+static struct binding *find_binding(struct inst *I, const char *name)
+{
+	for (struct scope *s = I->cur; s; s = s->parent) {
+		int b = strmap_get(s->names, name);
+		if (b >= 0)
+			return &I->bindings[b];
+	}
+	return NULL;
+}
+
+static void port_add(struct arena *a, struct ir_module *mod, const char *name,
+		     int tensor)
+{
+	for (int i = 0; i < mod->ninputs; i++)
+		if (mod->inputs[i].tensor == tensor)
+			return;
+	/* Capacity is implicit: 4, then doubling at each power of two. */
+	int n = mod->ninputs;
+	if (n == 0 || (n >= 4 && !(n & (n - 1)))) {
+		struct ir_port *np = ARENA_ARRAY(a, struct ir_port, n ? 2 * n : 4);
+		if (mod->ninputs)
+			memcpy(np, mod->inputs, sizeof *np * (size_t)mod->ninputs);
+		mod->inputs = np;
+	}
+	mod->inputs[mod->ninputs].name = name;
+	mod->inputs[mod->ninputs].tensor = tensor;
+	mod->ninputs++;
+}
+
+/* A read of a tensor made before a repeat instance started is an input of
+ * that instance (and of every instance around it that it also predates):
+ * the ports a `split(NAME, ...)` rule on `blocks.0` refers to. */
+static void note_read(struct inst *I, const char *name, int tensor)
+{
+	for (struct scope *s = I->cur; s && s->instance >= 0; s = s->parent)
+		if (tensor < s->first_tensor)
+			port_add(I->a, &I->m->modules[s->instance], name, tensor);
+}
+
+struct name_list {
+	const char **v;
+	int n, cap;
+};
+
+static const char *const *scope_candidates(void *ud, int *n)
+{
+	struct inst *I = ud;
+	static struct name_list L;
+	L.n = 0;
+	/* Parameters and every tensor name visible by its local spelling. */
+	for (int i = 0; i < I->m->nparams; i++) {
+		GROW(I->a, L.v, L.n, L.cap);
+		L.v[L.n++] = I->m->param_names[i];
+	}
+	for (struct scope *s = I->cur; s; s = s->parent) {
+		for (int i = 0; i < I->nbindings; i++) {
+			if (I->bindings[i].owner != s)
+				continue;
+			const char *full = I->bindings[i].tensor >= 0
+				? I->m->tensors[I->bindings[i].tensor].name : NULL;
+			if (!full)
+				continue;
+			size_t pl = strlen(s->prefix);
+			GROW(I->a, L.v, L.n, L.cap);
+			L.v[L.n++] = strncmp(full, s->prefix, pl) ? full : full + pl;
+		}
+	}
+	*n = L.n;
+	return L.v;
+}
+
+static enum lookup_result param_lookup(void *ud, const char *name, dtpc_loc loc,
+				       struct value *out)
+{
+	struct inst *I = ud;
+	int p = strmap_get(I->params, name);
+	if (p >= 0) {
+		*out = I->m->params[p];
+		return LOOKUP_OK;
+	}
+	if (I->cur && find_binding(I, name)) {
+		diag_error(I->d, loc, "'%s' is a tensor; a number is expected here",
+			   name);
+		return LOOKUP_REPORTED;
+	}
+	return LOOKUP_UNKNOWN;
+}
+
+static struct eval_ctx eval_ctx(struct inst *I)
+{
+	return (struct eval_ctx){ .arena = I->a, .diag = I->d,
+				  .lookup = param_lookup, .ud = I,
+				  .candidates = scope_candidates };
+}
+
+/* ---- arguments ----------------------------------------------------------- */
+
+struct bound {
+	const struct arg *arg[SIG_MAX];  /* NULL: default */
+	const struct arg **var;          /* variadic tensors */
+	int nvar;
+};
+
+static bool bind_args(struct inst *I, int op, const struct mstmt *st,
+		      struct bound *b)
+{
+	const struct sig *s = op_sig(op);
+	const char *opname = op_table[op].name;
+	memset(b, 0, sizeof *b);
+	int npos = 0, nargs = 0;
+	for (const struct arg *a = st->args; a; a = a->next)
+		nargs++;
+	b->var = ARENA_ARRAY(I->a, const struct arg *, nargs ? nargs : 1);
+	bool ok = true, seen_kw = false;
+	for (const struct arg *a = st->args; a; a = a->next) {
+		int k = -1;
+		if (a->name) {
+			seen_kw = true;
+			for (int i = 0; i < s->n; i++)
+				if (!s->p[i].variadic && !strcmp(s->p[i].name, a->name))
+					k = i;
+			if (k < 0) {
+				diag_error(I->d, a->name_loc,
+					   "%s() has no argument '%s'", opname, a->name);
+				const char *names[SIG_MAX];
+				for (int i = 0; i < s->n; i++)
+					names[i] = s->p[i].name;
+				const char *best = closest_name(a->name, names, s->n);
+				if (best)
+					diag_hint(I->d, "did you mean '%s'?", best);
+				else
+					diag_hint(I->d, "%s(%s)", opname,
+						  op_table[op].signature);
+				ok = false;
+				continue;
+			}
+		} else {
+			if (seen_kw) {
+				diag_error(I->d, a->loc,
+					   "positional argument after a named one");
+				ok = false;
+				continue;
+			}
+			if (npos < s->n && s->p[npos].variadic) {
+				b->var[b->nvar++] = a;
+				continue;
+			}
+			k = npos++;
+			if (k >= s->n) {
+				diag_error(I->d, a->loc,
+					   "too many arguments to %s(): it takes %d",
+					   opname, s->n);
+				diag_hint(I->d, "%s(%s)", opname, op_table[op].signature);
+				ok = false;
+				break;
+			}
+		}
+		if (b->arg[k]) {
+			diag_error(I->d, a->loc, "argument '%s' of %s() given twice",
+				   s->p[k].name, opname);
+			diag_note(I->d, b->arg[k]->loc, "first given here");
+			ok = false;
+			continue;
+		}
+		b->arg[k] = a;
+	}
+	if (!ok)
+		return false;
+	for (int i = 0; i < s->n; i++) {
+		if (s->p[i].variadic) {
+			if (b->nvar < 2) {
+				diag_error(I->d, st->op_loc,
+					   "%s() needs at least two tensors", opname);
+				ok = false;
+			}
+			continue;
+		}
+		if (!b->arg[i] && !s->p[i].def) {
+			diag_error(I->d, st->op_loc, "%s() is missing argument '%s'",
+				   opname, s->p[i].name);
+			diag_hint(I->d, "%s(%s)", opname, op_table[op].signature);
+			ok = false;
+		}
+	}
+	return ok;
+}
+
+static int tensor_arg(struct inst *I, const char *opname, const char *pname,
+		      const struct arg *a)
+{
+	if (a->val->kind != EX_PATH) {
+		diag_error(I->d, a->val->loc,
+			   "argument '%s' of %s() must name a tensor", pname, opname);
+		return -1;
+	}
+	const char *name = a->val->s;
+	struct binding *bd = find_binding(I, name);
+	if (!bd || bd->tensor < 0) {
+		if (strmap_get(I->params, name) >= 0) {
+			diag_error(I->d, a->val->loc,
+				   "'%s' is a model parameter, not a tensor", name);
+			return -1;
+		}
+		diag_error(I->d, a->val->loc, "unknown tensor '%s'", name);
+		int n = 0;
+		const char *const *names = scope_candidates(I, &n);
+		const char *best = closest_name(name, names, n);
+		if (best)
+			diag_hint(I->d, "did you mean '%s'?", best);
+		return -1;
+	}
+	note_read(I, name, bd->tensor);
+	return bd->tensor;
+}
+
+/* The constant value of a non-tensor argument (its default if not given),
+ * checked against the signature's kind. */
+static bool const_arg(struct inst *I, int op, int k, const struct bound *b,
+		      struct value *v)
+{
+	const struct sig_param *p = &op_sig(op)->p[k];
+	const struct arg *a = b->arg[k];
+	if (!a) {
+		memset(v, 0, sizeof *v);
+		v->loc = loc_none();
+		switch (p->kind) {
+		case 'i': v->kind = VAL_INT; v->i = strtoll(p->def, NULL, 10); break;
+		case 'f': v->kind = VAL_FLOAT; v->f = strtod(p->def, NULL); break;
+		case 'b': v->kind = VAL_BOOL; v->i = !strcmp(p->def, "true"); break;
+		default: v->kind = VAL_STR; v->s = p->def; break;
+		}
+		return true;
+	}
+	struct eval_ctx c = eval_ctx(I);
+	if (!expr_eval(&c, a->val, v))
+		return false;
+	bool fits;
+	switch (p->kind) {
+	case 'i': fits = v->kind == VAL_INT; break;
+	case 'f':
+		fits = v->kind == VAL_FLOAT || v->kind == VAL_INT;
+		if (v->kind == VAL_INT) {
+			v->kind = VAL_FLOAT;
+			v->f = (double)v->i;
+		}
+		break;
+	case 'b': fits = v->kind == VAL_BOOL; break;
+	case 's': fits = v->kind == VAL_STR; break;
+	default:
+		fits = v->kind == VAL_LIST;
+		for (int i = 0; fits && i < v->n; i++)
+			fits = v->items[i].kind == VAL_INT;
+		break;
+	}
+	if (!fits) {
+		static const char *want[128] = {
+			['i'] = "an integer", ['f'] = "a number", ['b'] = "true or false",
+			['s'] = "a string", ['l'] = "a list of integers",
+		};
+		diag_error(I->d, a->val->loc, "argument '%s' of %s() must be %s, not %s",
+			   p->name, op_table[op].name, want[(int)p->kind],
+			   value_str(I->a, v));
+		return false;
+	}
+	return true;
+}
+
+/* ---- shape rules ----------------------------------------------------------- */
+
+static const struct ir_shape *tshape(struct inst *I, int t)
+{
+	return &I->m->tensors[t].shape;
+}
+
+/* A dim index as PyTorch takes it (negative counts from the end). */
+static bool norm_dim(struct inst *I, const struct value *v, int nd, int *out)
+{
+	int64_t d = v->i < 0 ? v->i + nd : v->i;
+	if (d < 0 || d >= nd) {
+		diag_error(I->d, v->loc, "dim %" PRId64 " is out of range for a %d-d tensor",
+			   v->i, nd);
+		return false;
+	}
+	*out = (int)d;
+	return true;
+}
+
+static bool positive(struct inst *I, const struct value *v, const char *what)
+{
+	if (v->i >= 1)
+		return true;
+	diag_error(I->d, v->loc, "%s must be at least 1, not %" PRId64, what, v->i);
+	return false;
+}
+
+/* add/mul/modulate: equal shapes; a [B, H] operand over a [B, S, H] one
+ * (DESIGN.md §2); else numpy broadcasting of size-1 dims. */
+static bool broadcast(struct inst *I, const struct ir_shape *a,
+		      const struct ir_shape *b, struct ir_shape *out)
+{
+	(void)I;
+	if (a->nd == 3 && b->nd == 2 && a->d[0] == b->d[0] && a->d[2] == b->d[1]) {
+		*out = *a;
+		return true;
+	}
+	if (b->nd == 3 && a->nd == 2 && b->d[0] == a->d[0] && b->d[2] == a->d[1]) {
+		*out = *b;
+		return true;
+	}
+	int nd = a->nd > b->nd ? a->nd : b->nd;
+	out->nd = nd;
+	for (int i = 0; i < nd; i++) {
+		int ia = a->nd - nd + i, ib = b->nd - nd + i;
+		int64_t x = ia >= 0 ? a->d[ia] : 1, y = ib >= 0 ? b->d[ib] : 1;
+		if (x != y && x != 1 && y != 1)
+			return false;
+		out->d[i] = x == 1 ? y : x;
+	}
+	return true;
+}
+
+static bool need_rank(struct inst *I, int t, dtpc_loc loc, int lo, int hi,
+		      const char *what)
+{
+	int nd = tshape(I, t)->nd;
+	if (nd >= lo && nd <= hi)
+		return true;
+	if (lo == hi)
+		diag_error(I->d, loc, "%s must be %d-d, but '%s' is %s", what, lo,
+			   I->m->tensors[t].name, shape_str(I->a, tshape(I, t)));
+	else
+		diag_error(I->d, loc, "%s must have %d to %d dims, but '%s' is %s",
+			   what, lo, hi, I->m->tensors[t].name,
+			   shape_str(I->a, tshape(I, t)));
+	return false;
+}
+
+static bool heads_divide(struct inst *I, int64_t width, const struct value *h,
+			 dtpc_loc wloc, const char *wname)
+{
+	if (!positive(I, h, "heads"))
+		return false;
+	if (width % h->i == 0)
+		return true;
+	diag_error(I->d, wloc, "width %" PRId64 " of '%s' is not divisible by %" PRId64
+		   " heads", width, wname, h->i);
+	diag_note(I->d, h->loc, "heads given here");
+	return false;
+}
+
+/* Fills o's attributes and output shape; false after a diagnostic. */
+static bool shape_rule(struct inst *I, struct ir_op *o, const struct bound *b,
+		       struct ir_shape *out, int opi)
+{
+	struct value v[SIG_MAX];
+	const struct sig *s = op_sig(o->kind);
+	for (int k = 0; k < s->n; k++)
+		if (s->p[k].kind != 't' && !const_arg(I, o->kind, k, b, &v[k]))
+			return false;
+	const struct ir_shape *x = o->nin ? tshape(I, o->in[0]) : NULL;
+	const char *xname = o->nin ? I->m->tensors[o->in[0]].name : "";
+	switch (o->kind) {
+	case OP_linear: {
+		if (!need_rank(I, o->in[0], o->in_loc[0], 1, IR_MAX_DIMS, "linear's input") ||
+		    !positive(I, &v[1], "out features"))
+			return false;
+		*out = *x;
+		int64_t in = x->d[x->nd - 1];
+		out->d[x->nd - 1] = v[1].i;
+		o->attr[0] = v[1].i;
+		o->attr[1] = in;
+		o->flag = v[2].i;
+		add_weight(I, opi, "weight", (struct ir_shape){ 2, { v[1].i, in } });
+		if (o->flag)
+			add_weight(I, opi, "bias", shape1(v[1].i));
+		return true;
+	}
+	case OP_layer_norm:
+	case OP_rms_norm: {
+		if (!need_rank(I, o->in[0], o->in_loc[0], 1, IR_MAX_DIMS, "a norm's input"))
+			return false;
+		if (v[1].f <= 0) {
+			diag_error(I->d, v[1].loc, "eps must be positive");
+			return false;
+		}
+		int64_t h = x->d[x->nd - 1];
+		int64_t g = h;
+		bool affine = o->kind == OP_layer_norm ? v[2].i : v[3].i;
+		if (o->kind == OP_rms_norm && v[2].i != 0) {
+			g = v[2].i;
+			if (g < 1 || h % g) {
+				diag_error(I->d, v[2].loc,
+					   "rms_norm group dim %" PRId64 " does not divide the "
+					   "last axis (%" PRId64 ") of '%s'", g, h, xname);
+				return false;
+			}
+		}
+		*out = *x;
+		o->eps = v[1].f;
+		o->attr[0] = g;
+		o->flag = affine;
+		if (affine) {
+			add_weight(I, opi, "weight", shape1(g));
+			if (o->kind == OP_layer_norm)
+				add_weight(I, opi, "bias", shape1(g));
+		}
+		return true;
+	}
+	case OP_gelu:
+		if (strcmp(v[1].s, "none") && strcmp(v[1].s, "tanh")) {
+			diag_error(I->d, v[1].loc,
+				   "approximate must be \"none\" or \"tanh\", not \"%s\"",
+				   v[1].s);
+			return false;
+		}
+		o->flag = !strcmp(v[1].s, "tanh");
+		*out = *x;
+		return true;
+	case OP_silu:
+		*out = *x;
+		return true;
+	case OP_add:
+	case OP_mul:
+	case OP_modulate: {
+		*out = *x;
+		for (int i = 1; i < o->nin; i++) {
+			struct ir_shape r;
+			const struct ir_shape *y = tshape(I, o->in[i]);
+			bool ok = broadcast(I, out, y, &r);
+			if (ok && o->kind == OP_modulate && r.nd == out->nd)
+				for (int k = 0; k < r.nd; k++)
+					ok &= r.d[k] == out->d[k];
+			if (!ok || (o->kind == OP_modulate && r.nd != out->nd)) {
+				diag_error(I->d, o->in_loc[i],
+					   "%s() cannot broadcast '%s' %s with '%s' %s",
+					   op_table[o->kind].name,
+					   I->m->tensors[o->in[i]].name, shape_str(I->a, y),
+					   xname, shape_str(I->a, x));
+				diag_hint(I->d, "shapes must be equal, [B, H] against "
+					  "[B, S, H], or differ only in size-1 dims");
+				return false;
+			}
+			if (o->kind != OP_modulate)
+				*out = r;
+		}
+		return true;
+	}
+	case OP_slice: {
+		int d;
+		if (!norm_dim(I, &v[1], x->nd, &d) || !positive(I, &v[3], "slice length"))
+			return false;
+		if (v[2].i < 0 || v[2].i > x->d[d] - v[3].i) {
+			diag_error(I->d, v[2].loc,
+				   "slice [%" PRId64 ", %" PRId64 ") is out of bounds: dim %d "
+				   "of '%s' has size %" PRId64, v[2].i, v[2].i + v[3].i,
+				   d, xname, x->d[d]);
+			return false;
+		}
+		*out = *x;
+		out->d[d] = v[3].i;
+		o->attr[0] = d;
+		o->attr[1] = v[2].i;
+		o->attr[2] = v[3].i;
+		return true;
+	}
+	case OP_concat: {
+		int d;
+		if (!norm_dim(I, &v[1], x->nd, &d))
+			return false;
+		*out = *x;
+		for (int i = 1; i < o->nin; i++) {
+			const struct ir_shape *y = tshape(I, o->in[i]);
+			bool ok = y->nd == x->nd;
+			for (int k = 0; ok && k < x->nd; k++)
+				ok = k == d || y->d[k] == x->d[k];
+			if (!ok) {
+				diag_error(I->d, o->in_loc[i],
+					   "concat along dim %d: '%s' %s does not match '%s' %s",
+					   d, I->m->tensors[o->in[i]].name,
+					   shape_str(I->a, y), xname, shape_str(I->a, x));
+				diag_hint(I->d, "all dims but the concat dim must be equal");
+				return false;
+			}
+			out->d[d] += y->d[d];
+		}
+		o->attr[0] = d;
+		return true;
+	}
+	case OP_rope: {
+		if (!need_rank(I, o->in[0], o->in_loc[0], 3, 3, "rope's input") ||
+		    !heads_divide(I, x->d[2], &v[3], o->in_loc[0], xname))
+			return false;
+		int64_t hd = x->d[2] / v[3].i;
+		if (hd % 2) {
+			diag_error(I->d, v[3].loc, "rope needs an even head dim, got %" PRId64, hd);
+			return false;
+		}
+		for (int i = 1; i <= 2; i++) {
+			const struct ir_shape *c = tshape(I, o->in[i]);
+			if (c->nd != 2 || c->d[0] != x->d[1] || c->d[1] != hd) {
+				diag_error(I->d, o->in_loc[i],
+					   "rope's %s must be [%" PRId64 ", %" PRId64 "] "
+					   "(sequence, head dim), but '%s' is %s",
+					   i == 1 ? "cos" : "sin", x->d[1], hd,
+					   I->m->tensors[o->in[i]].name, shape_str(I->a, c));
+				return false;
+			}
+		}
+		*out = *x;
+		o->attr[0] = v[3].i;
+		return true;
+	}
+	case OP_attention: {
+		for (int i = 0; i < 3; i++)
+			if (!need_rank(I, o->in[i], o->in_loc[i], 3, 3,
+				       i == 0 ? "attention's q" : i == 1 ? "attention's k"
+									 : "attention's v"))
+				return false;
+		const struct ir_shape *k = tshape(I, o->in[1]), *vv = tshape(I, o->in[2]);
+		if (!heads_divide(I, x->d[2], &v[3], o->in_loc[0], xname))
+			return false;
+		if (k->d[0] != x->d[0] || vv->d[0] != x->d[0]) {
+			diag_error(I->d, o->loc, "attention's q, k and v must have the same batch");
+			return false;
+		}
+		if (k->d[2] != x->d[2]) {
+			diag_error(I->d, o->in_loc[1],
+				   "attention's k width %" PRId64 " differs from q width %" PRId64,
+				   k->d[2], x->d[2]);
+			return false;
+		}
+		if (vv->d[1] != k->d[1]) {
+			diag_error(I->d, o->in_loc[2],
+				   "attention's v has %" PRId64 " positions but k has %" PRId64,
+				   vv->d[1], k->d[1]);
+			return false;
+		}
+		if (!heads_divide(I, vv->d[2], &v[3], o->in_loc[2],
+				  I->m->tensors[o->in[2]].name))
+			return false;
+		*out = *x;
+		out->d[2] = vv->d[2];
+		o->attr[0] = v[3].i;
+		return true;
+	}
+	case OP_param:
+	case OP_reshape: {
+		const struct value *sv = o->kind == OP_param ? &v[0] : &v[1];
+		if (sv->n < 1 || sv->n > IR_MAX_DIMS) {
+			diag_error(I->d, sv->loc, "a shape has 1 to %d dims", IR_MAX_DIMS);
+			return false;
+		}
+		out->nd = sv->n;
+		for (int i = 0; i < sv->n; i++) {
+			if (!positive(I, &sv->items[i], "a shape dim"))
+				return false;
+			out->d[i] = sv->items[i].i;
+		}
+		if (shape_numel(out) < 0) {
+			diag_error(I->d, sv->loc, "shape is too large");
+			return false;
+		}
+		if (o->kind == OP_reshape && shape_numel(out) != shape_numel(x)) {
+			diag_error(I->d, sv->loc,
+				   "reshape to %s (%" PRId64 " elements) from '%s' %s "
+				   "(%" PRId64 " elements)", shape_str(I->a, out),
+				   shape_numel(out), xname, shape_str(I->a, x), shape_numel(x));
+			return false;
+		}
+		o->shape_attr = *out;
+		if (o->kind == OP_param)
+			add_weight(I, opi, NULL, *out);
+		return true;
+	}
+	case OP_COUNT:
+		break;
+	}
+	return false;
+}
+
+/* ---- statements ------------------------------------------------------------ */
+
+static void walk(struct inst *I, const struct mstmt *body);
+
+static void define(struct inst *I, struct scope *s, const char *name, int tensor,
+		   dtpc_loc loc)
+{
+	GROW(I->a, I->bindings, I->nbindings, I->capbindings);
+	I->bindings[I->nbindings] = (struct binding){ tensor, loc, s };
+	strmap_put(s->names, name, I->nbindings++);
+}
+
+/* The binding of name in the current scope alone, or NULL. */
+static struct binding *local_binding(struct inst *I, const char *name)
+{
+	int b = strmap_get(I->cur->names, name);
+	return b >= 0 ? &I->bindings[b] : NULL;
+}
+
+static bool check_unique(struct inst *I, const char *name, dtpc_loc loc)
+{
+	struct binding *prev = local_binding(I, name);
+	if (!prev)
+		return true;
+	diag_error(I->d, loc, "'%s' is already defined in this scope", name);
+	diag_note(I->d, prev->loc, "'%s' was first defined here", name);
+	if (I->cur->parent == NULL)
+		diag_hint(I->d, "only a variable defined outside a repeat may be "
+			  "reassigned, inside it; use a new name");
+	return false;
+}
+
+static void do_input(struct inst *I, const struct mstmt *st)
+{
+	if (I->cur->parent) {
+		diag_error(I->d, st->loc, "'input' is only allowed at the top of a model");
+		return;
+	}
+	if (!check_unique(I, st->name, st->name_loc))
+		return;
+	struct ir_shape sh = { 0 };
+	struct eval_ctx c = eval_ctx(I);
+	bool ok = true;
+	for (const struct expr *e = st->dims; e; e = e->next) {
+		struct value v;
+		if (sh.nd == IR_MAX_DIMS) {
+			diag_error(I->d, e->loc, "a shape has at most %d dims", IR_MAX_DIMS);
+			return;
+		}
+		if (!expr_eval(&c, e, &v)) {
+			ok = false;
+			continue;
+		}
+		if (v.kind != VAL_INT || v.i < 1) {
+			diag_error(I->d, e->loc, "a dim must be a positive integer, not %s",
+				   value_str(I->a, &v));
+			ok = false;
+			continue;
+		}
+		sh.d[sh.nd++] = v.i;
+	}
+	if (!ok)
+		return;
+	int t = new_tensor(I, st->name, sh, -1, st->name_loc);
+	define(I, I->cur, st->name, t, st->name_loc);
+	struct ir_model *m = I->m;
+	int *ni = ARENA_ARRAY(I->a, int, m->ninputs + 1);
+	if (m->ninputs)
+		memcpy(ni, m->inputs, sizeof *ni * (size_t)m->ninputs);
+	ni[m->ninputs++] = t;
+	m->inputs = ni;
+	port_add(I->a, &m->modules[0], st->name, t);
+}
+
+static void record_update(struct inst *I, const char *name)
+{
+	struct binding *b = find_binding(I, name);
+	for (struct scope *s = I->cur; s && s != b->owner; s = s->parent) {
+		for (int i = 0; i < s->nupdated; i++)
+			if (!strcmp(s->updated[i], name))
+				goto next;
+		GROW(I->a, s->updated, s->nupdated, s->capupdated);
+		s->updated[s->nupdated++] = name;
+next:;
+	}
+}
+
+static void do_assign(struct inst *I, const struct mstmt *st)
+{
+	int op = op_lookup(st->op);
+	if (op < 0) {
+		diag_error(I->d, st->op_loc, "unknown op '%s'", st->op);
+		const char *names[OP_COUNT];
+		for (int i = 0; i < OP_COUNT; i++)
+			names[i] = op_table[i].name;
+		const char *best = closest_name(st->op, names, OP_COUNT);
+		if (best)
+			diag_hint(I->d, "did you mean '%s'?", best);
+		return;
+	}
+	struct binding *prev = find_binding(I, st->name);
+	bool update = prev && prev->owner != I->cur && prev->tensor >= 0;
+	if (!update && !check_unique(I, st->name, st->name_loc))
+		return;
+	struct bound b;
+	if (!bind_args(I, op, st, &b))
+		return;
+
+	struct ir_model *m = I->m;
+	const struct sig *s = op_sig(op);
+	int nin = b.nvar;
+	for (int k = 0; k < s->n; k++)
+		nin += s->p[k].kind == 't' && !s->p[k].variadic;
+	struct ir_op o = { .kind = (enum op_kind)op, .loc = st->loc, .module_index = -1,
+			   .name_loc = st->name_loc, .stmt = st, .update = update,
+			   .instance = I->cur->instance };
+	o.module = arena_printf(I->a, "%s%s", I->cur->prefix, st->name);
+	o.in = ARENA_ARRAY(I->a, int, nin);
+	o.in_loc = ARENA_ARRAY(I->a, dtpc_loc, nin);
+	bool ok = true;
+	for (int k = 0; k < s->n; k++) {
+		if (s->p[k].kind != 't')
+			continue;
+		if (s->p[k].variadic) {
+			for (int i = 0; i < b.nvar; i++) {
+				o.in_loc[o.nin] = b.var[i]->loc;
+				o.in[o.nin] = tensor_arg(I, op_table[op].name, "inputs", b.var[i]);
+				ok &= o.in[o.nin++] >= 0;
+			}
+			continue;
+		}
+		o.in_loc[o.nin] = b.arg[k]->loc;
+		o.in[o.nin] = tensor_arg(I, op_table[op].name, s->p[k].name, b.arg[k]);
+		ok &= o.in[o.nin++] >= 0;
+	}
+	if (!ok)
+		return;
+
+	GROW(I->a, m->ops, m->nops, m->capops);
+	int opi = m->nops++;
+	m->ops[opi] = o;
+	struct ir_shape out;
+	if (!shape_rule(I, &m->ops[opi], &b, &out, opi)) {
+		/* Keep the op out of the IR but its name defined, so later uses
+		 * do not cascade into "unknown tensor" errors. */
+		m->nweights -= m->ops[opi].nweights;
+		m->nops--;
+		if (!update)
+			define(I, I->cur, st->name, -1, st->name_loc);
+		return;
+	}
+	struct ir_op *po = &m->ops[opi];
+	po->out = new_tensor(I, po->module, out, opi, st->name_loc);
+	if (update) {
+		record_update(I, st->name);
+		prev = find_binding(I, st->name);
+		prev->tensor = po->out;
+		return;
+	}
+	define(I, I->cur, st->name, po->out, st->name_loc);
+	int mi = new_module(I, po->module, MOD_OP, st->name_loc);
+	if (mi < 0)
+		return;
+	struct ir_module *mod = &m->modules[mi];
+	mod->op = opi;
+	po->module_index = mi;
+	const struct sig *sg = op_sig(op);
+	for (int i = 0, k = 0; i < po->nin; i++) {
+		while (k < sg->n && sg->p[k].kind != 't')
+			k++;
+		const char *pname = k < sg->n ? sg->p[k].name : "inputs";
+		port_add(I->a, mod, pname, po->in[i]);
+		if (k < sg->n && !sg->p[k].variadic)
+			k++;
+	}
+	mod->outputs = ARENA_NEW(I->a, int);
+	mod->outputs[0] = po->out;
+	mod->noutputs = 1;
+}
+
+static void do_repeat(struct inst *I, const struct mstmt *st)
+{
+	struct eval_ctx c = eval_ctx(I);
+	struct value n;
+	if (!expr_eval(&c, st->count, &n))
+		return;
+	if (n.kind != VAL_INT || n.i < 0 || n.i > 1000000) {
+		diag_error(I->d, st->count->loc,
+			   "repeat count must be an integer from 0 to 1000000, not %s",
+			   value_str(I->a, &n));
+		return;
+	}
+	if (!check_unique(I, st->name, st->name_loc))
+		return;
+	define(I, I->cur, st->name, -1, st->name_loc);
+	for (int64_t i = 0; i < n.i; i++) {
+		const char *iname = arena_printf(I->a, "%s%s.%" PRId64, I->cur->prefix,
+						 st->name, i);
+		int mi = new_module(I, iname, MOD_INSTANCE, st->name_loc);
+		if (mi < 0)
+			return;
+		struct scope s = { .parent = I->cur, .names = strmap_create(I->a, 16),
+				   .prefix = arena_printf(I->a, "%s.", iname),
+				   .instance = mi, .first_tensor = I->m->ntensors };
+		I->m->modules[mi].first_op = I->m->nops;
+		I->cur = &s;
+		walk(I, st->body);
+		I->cur = s.parent;
+		struct ir_module *mod = &I->m->modules[mi];
+		mod->end_op = I->m->nops;
+		mod->noutputs = s.nupdated;
+		mod->outputs = ARENA_ARRAY(I->a, int, s.nupdated ? s.nupdated : 1);
+		for (int u = 0; u < s.nupdated; u++)
+			mod->outputs[u] = find_binding(I, s.updated[u])->tensor;
+		/* Bound each compile's work: a repeat that made no progress
+		 * (every statement failed) is reported once, not per iteration. */
+		if (I->d->nerrors && i == 0 && s.first_tensor == I->m->ntensors)
+			return;
+	}
+}
+
+static void do_output(struct inst *I, const struct mstmt *st)
+{
+	if (I->cur->parent) {
+		diag_error(I->d, st->loc, "'output' is only allowed at the top of a model");
+		return;
+	}
+	struct ir_model *m = I->m;
+	for (const struct pathref *r = st->outputs; r; r = r->next) {
+		struct binding *b = find_binding(I, r->name);
+		if (!b || b->tensor < 0) {
+			if (!b)
+				diag_error(I->d, r->loc, "unknown tensor '%s' in output",
+					   r->name);
+			continue;
+		}
+		int *no = ARENA_ARRAY(I->a, int, m->noutputs + 1);
+		dtpc_loc *nl = ARENA_ARRAY(I->a, dtpc_loc, m->noutputs + 1);
+		if (m->noutputs) {
+			memcpy(no, m->outputs, sizeof *no * (size_t)m->noutputs);
+			memcpy(nl, m->output_loc, sizeof *nl * (size_t)m->noutputs);
+		}
+		no[m->noutputs] = b->tensor;
+		nl[m->noutputs++] = r->loc;
+		m->outputs = no;
+		m->output_loc = nl;
+	}
+}
+
+static void walk(struct inst *I, const struct mstmt *body)
+{
+	for (const struct mstmt *st = body; st; st = st->next) {
+		switch (st->kind) {
+		case MS_INPUT: do_input(I, st); break;
+		case MS_ASSIGN: do_assign(I, st); break;
+		case MS_REPEAT: do_repeat(I, st); break;
+		case MS_OUTPUT: do_output(I, st); break;
+		}
+	}
+}
+
+/* Parameters in declaration order; an override replaces the default, and
+ * later defaults see earlier values (`hidden = heads * head_dim`). */
+static void bind_params(struct inst *I, const struct model *md,
+			struct override *ov, int nov, dtpc_loc use_loc)
+{
+	struct ir_model *m = I->m;
+	int n = 0;
+	for (const struct arg *a = md->params; a; a = a->next)
+		n++;
+	m->param_names = ARENA_ARRAY(I->a, const char *, n);
+	m->params = ARENA_ARRAY(I->a, struct value, n);
+	struct eval_ctx c = eval_ctx(I);
+	for (const struct arg *a = md->params; a; a = a->next) {
+		if (strmap_get(I->params, a->name) >= 0) {
+			diag_error(I->d, a->name_loc, "duplicate parameter '%s'", a->name);
+			continue;
+		}
+		struct value v = { 0 };
+		const struct override *use = NULL;
+		for (int i = 0; i < nov; i++)
+			if (!strcmp(ov[i].name, a->name)) {
+				use = &ov[i]; /* the last one wins: -D after the plan */
+				ov[i].used = true;
+			}
+		bool ok = use ? (v = use->val, true) : expr_eval(&c, a->val, &v);
+		if (!ok)
+			v.kind = VAL_NONE;
+		m->param_names[m->nparams] = a->name;
+		m->params[m->nparams] = v;
+		strmap_put(I->params, a->name, m->nparams++);
+	}
+	for (int i = 0; i < nov; i++) {
+		if (ov[i].used)
+			continue;
+		dtpc_loc l = ov[i].from_cli ? use_loc : ov[i].val.loc;
+		diag_error(I->d, l, "model '%s' has no parameter '%s'%s", md->name,
+			   ov[i].name, ov[i].from_cli ? " (from -D)" : "");
+		const char *best = closest_name(ov[i].name, m->param_names, m->nparams);
+		if (best)
+			diag_hint(I->d, "did you mean '%s'?", best);
+		diag_note(I->d, md->name_loc, "model '%s' is declared here", md->name);
+	}
+}
+
+struct ir_model *model_instantiate(struct arena *a, struct diag_ctx *d,
+				   const struct model *md, struct override *ov,
+				   int nov, dtpc_loc use_loc)
+{
+	struct ir_model *m = ARENA_NEW(a, struct ir_model);
+	m->name = md->name;
+	m->decl = md;
+	struct inst I = { .a = a, .d = d, .m = m,
+			  .params = strmap_create(a, 16),
+			  .modules = strmap_create(a, 1024) };
+	struct scope root = { .names = strmap_create(a, 64), .prefix = "",
+			      .instance = -1 };
+	bind_params(&I, md, ov, nov, use_loc);
+	I.cur = &root;
+	new_module(&I, "", MOD_ROOT, md->name_loc);
+	walk(&I, md->body);
+	m->modules[0].outputs = m->outputs;
+	m->modules[0].noutputs = m->noutputs;
+	m->modules[0].end_op = m->nops;
+	if (m->noutputs == 0 && d->nerrors == 0) {
+		diag_error(d, md->name_loc, "model '%s' has no output", md->name);
+		diag_hint(d, "add 'output NAME;' at the end of the model");
+	}
+	return m;
+}

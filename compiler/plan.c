@@ -1,0 +1,890 @@
+/* plan.c — resolves a plan: its model, mesh, options and rules, and checks
+ * the parallel rules of DESIGN.md §3 that need no data flow.
+ *
+ * Errors about a rule are located at the rule (that is what a user edits),
+ * with notes at the model op and the mesh axis involved. A rule that matches
+ * many blocks reports a violation once, naming the first module and how many
+ * more share it, instead of once per block. */
+#include "plan.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arena.h"
+#include "glob.h"
+#include "parse.h"
+
+const char *const style_names[ST_COUNT] = {
+	"colwise", "rowwise", "replicate", "ring", "ulysses", "split", "gather",
+};
+
+static const char *const known_axes[] = { "ring", "ulysses", "tp", "cfg", "dp" };
+static const char *const ctx_names[] = {
+	"convert_to_fp32", "rotate_method", "ulysses_anything", "ring_anything",
+	"ring_degree", "ulysses_degree", "tp_degree",
+};
+
+struct resolver {
+	struct arena *a;
+	struct diag_ctx *d;
+	struct plan_cfg *c;
+};
+
+const struct style_use *plan_style(const struct plan_cfg *c, int mi,
+				   enum style_kind k)
+{
+	for (const struct style_use *u = c->styles[mi]; u; u = u->next)
+		if (u->kind == k)
+			return u;
+	return NULL;
+}
+
+int64_t plan_cp(const struct plan_cfg *c)
+{
+	return c->ring * c->ulysses;
+}
+
+static bool const_eval(struct resolver *R, const struct expr *e, struct value *v)
+{
+	struct eval_ctx ec = { .arena = R->a, .diag = R->d };
+	return expr_eval(&ec, e, v);
+}
+
+/* ---- mesh and options ------------------------------------------------------ */
+
+static void read_mesh(struct resolver *R, const struct pstmt *s)
+{
+	struct plan_cfg *c = R->c;
+	c->mesh_loc = s->loc;
+	for (const struct arg *kv = s->kv; kv; kv = kv->next) {
+		bool known = false;
+		for (size_t i = 0; i < sizeof known_axes / sizeof *known_axes; i++)
+			known |= !strcmp(kv->name, known_axes[i]);
+		if (!known) {
+			diag_error(R->d, kv->name_loc, "unknown mesh axis '%s'", kv->name);
+			const char *best = closest_name(kv->name, known_axes,
+							(int)(sizeof known_axes / sizeof *known_axes));
+			if (best)
+				diag_hint(R->d, "did you mean '%s'?", best);
+			else
+				diag_hint(R->d, "mesh axes are ring, ulysses, tp, cfg and dp");
+			continue;
+		}
+		int dup = -1;
+		for (int i = 0; i < c->naxes; i++)
+			if (!strcmp(c->axes[i].name, kv->name))
+				dup = i;
+		if (dup >= 0) {
+			diag_error(R->d, kv->name_loc, "mesh axis '%s' is given twice",
+				   kv->name);
+			diag_note(R->d, c->axes[dup].loc, "first given here");
+			continue;
+		}
+		struct value v;
+		if (!const_eval(R, kv->val, &v))
+			continue;
+		if (v.kind != VAL_INT || v.i < 1 || v.i > 1 << 20) {
+			diag_error(R->d, kv->val->loc,
+				   "mesh axis '%s' must have a size from 1 to %d, not %s",
+				   kv->name, 1 << 20, value_str(R->a, &v));
+			continue;
+		}
+		if (c->naxes == MESH_MAX_AXES)
+			continue;
+		c->axes[c->naxes++] = (struct mesh_axis){ kv->name, v.i, kv->loc };
+	}
+}
+
+static int axis_index(const struct plan_cfg *c, const char *name)
+{
+	for (int i = 0; i < c->naxes; i++)
+		if (!strcmp(c->axes[i].name, name))
+			return i;
+	return -1;
+}
+
+static void read_options(struct resolver *R, const struct pstmt *s,
+			 bool *seen, int64_t *degree)
+{
+	struct plan_cfg *c = R->c;
+	for (const struct arg *kv = s->kv; kv; kv = kv->next) {
+		int k = -1;
+		for (int i = 0; i < (int)(sizeof ctx_names / sizeof *ctx_names); i++)
+			if (!strcmp(kv->name, ctx_names[i]))
+				k = i;
+		bool allowed = s->kind == PS_CONTEXT ? k >= 0 && k != CTX_TDEG
+						     : k == CTX_TDEG;
+		if (!allowed) {
+			diag_error(R->d, kv->name_loc, "unknown %s option '%s'",
+				   s->kind == PS_CONTEXT ? "context" : "tensor", kv->name);
+			const char *best = closest_name(kv->name, ctx_names,
+							(int)(sizeof ctx_names / sizeof *ctx_names));
+			if (best && strcmp(best, kv->name))
+				diag_hint(R->d, "did you mean '%s'?", best);
+			else if (s->kind == PS_CONTEXT)
+				diag_hint(R->d, "context options: convert_to_fp32, rotate_method, "
+					  "ulysses_anything, ring_anything, ring_degree, ulysses_degree");
+			else
+				diag_hint(R->d, "tensor options: tp_degree");
+			continue;
+		}
+		if (seen[k]) {
+			diag_error(R->d, kv->name_loc, "option '%s' is given twice", kv->name);
+			diag_note(R->d, c->ctx_loc[k], "first given here");
+			continue;
+		}
+		seen[k] = true;
+		c->ctx_loc[k] = kv->loc;
+		struct value v;
+		if (!const_eval(R, kv->val, &v))
+			continue;
+		switch (k) {
+		case CTX_FP32:
+		case CTX_UANY:
+		case CTX_RANY:
+			if (v.kind != VAL_BOOL) {
+				diag_error(R->d, kv->val->loc, "'%s' must be true or false, not %s",
+					   kv->name, value_str(R->a, &v));
+				break;
+			}
+			if (k == CTX_FP32)
+				c->convert_to_fp32 = v.i;
+			else if (k == CTX_UANY)
+				c->ulysses_anything = v.i;
+			else
+				c->ring_anything = v.i;
+			break;
+		case CTX_ROTATE:
+			if (v.kind == VAL_STR && !strcmp(v.s, "allgather"))
+				c->rotate = ROTATE_ALLGATHER;
+			else if (v.kind == VAL_STR && !strcmp(v.s, "alltoall"))
+				c->rotate = ROTATE_ALLTOALL;
+			else
+				diag_error(R->d, kv->val->loc,
+					   "rotate_method must be \"allgather\" or \"alltoall\", not %s",
+					   value_str(R->a, &v));
+			break;
+		default:
+			if (v.kind != VAL_INT || v.i < 1) {
+				diag_error(R->d, kv->val->loc,
+					   "'%s' must be a positive integer, not %s", kv->name,
+					   value_str(R->a, &v));
+				break;
+			}
+			degree[k] = v.i;
+		}
+	}
+}
+
+/* ring_degree / ulysses_degree / tp_degree may restate the mesh, and must
+ * then agree with it. */
+static void check_degree(struct resolver *R, int k, int64_t deg, int64_t mesh,
+			 int ax, const char *axis)
+{
+	if (!deg || deg == mesh)
+		return;
+	struct plan_cfg *c = R->c;
+	diag_error(R->d, c->ctx_loc[k], "%s = %" PRId64 " disagrees with the mesh, "
+		   "where %s = %" PRId64, ctx_names[k], deg, axis, mesh);
+	if (ax >= 0)
+		diag_note(R->d, c->axes[ax].loc, "mesh axis '%s' is set here", axis);
+	else
+		diag_note(R->d, c->mesh_loc.file >= 0 ? c->mesh_loc : c->decl->name_loc,
+			  "the mesh has no '%s' axis, so its size is 1", axis);
+}
+
+static dtpc_loc axis_loc(const struct plan_cfg *c, int ax)
+{
+	if (ax >= 0)
+		return c->axes[ax].loc;
+	return c->mesh_loc.file >= 0 ? c->mesh_loc : c->decl->name_loc;
+}
+
+static void check_context(struct resolver *R)
+{
+	struct plan_cfg *c = R->c;
+	if (c->ulysses_anything && c->ring_anything) {
+		diag_error(R->d, c->ctx_loc[CTX_RANY],
+			   "ulysses_anything and ring_anything cannot both be set");
+		diag_note(R->d, c->ctx_loc[CTX_UANY], "ulysses_anything is set here");
+	} else if (c->ulysses_anything && (c->ulysses < 2 || c->ring != 1)) {
+		diag_error(R->d, c->ctx_loc[CTX_UANY],
+			   "ulysses_anything needs ulysses > 1 and ring = 1, but the mesh "
+			   "has ulysses = %" PRId64 ", ring = %" PRId64, c->ulysses, c->ring);
+		diag_note(R->d, axis_loc(c, c->ring != 1 ? c->ax_ring : c->ax_ulysses),
+			  "the mesh is set here");
+	} else if (c->ring_anything && (c->ring < 2 || c->ulysses != 1)) {
+		diag_error(R->d, c->ctx_loc[CTX_RANY],
+			   "ring_anything needs ring > 1 and ulysses = 1, but the mesh "
+			   "has ring = %" PRId64 ", ulysses = %" PRId64, c->ring, c->ulysses);
+		diag_note(R->d, axis_loc(c, c->ulysses != 1 ? c->ax_ulysses : c->ax_ring),
+			  "the mesh is set here");
+	}
+}
+
+/* ---- rules ----------------------------------------------------------------- */
+
+/* Parses `blocks = [a, b, ...]` of colwise/rowwise. */
+static bool read_blocks(struct resolver *R, const struct style *st,
+			struct style_use *u)
+{
+	for (const struct arg *a = st->args; a; a = a->next) {
+		if (!a->name || strcmp(a->name, "blocks")) {
+			diag_error(R->d, a->loc, "%s takes only 'blocks = [...]'", st->name);
+			return false;
+		}
+		struct value v;
+		if (!const_eval(R, a->val, &v))
+			return false;
+		bool ok = v.kind == VAL_LIST && v.n >= 1;
+		for (int i = 0; ok && i < v.n; i++)
+			ok = v.items[i].kind == VAL_INT && v.items[i].i >= 1;
+		if (!ok) {
+			diag_error(R->d, a->val->loc,
+				   "blocks must be a list of positive integers, not %s",
+				   value_str(R->a, &v));
+			return false;
+		}
+		u->nblocks = v.n;
+		u->blocks = ARENA_ARRAY(R->a, int64_t, v.n);
+		for (int i = 0; i < v.n; i++)
+			u->blocks[i] = v.items[i].i;
+	}
+	return true;
+}
+
+static bool read_dim(struct resolver *R, const struct arg *a, int *dim)
+{
+	struct value v;
+	if (!const_eval(R, a->val, &v))
+		return false;
+	if (v.kind != VAL_INT || v.i < -IR_MAX_DIMS || v.i >= IR_MAX_DIMS) {
+		diag_error(R->d, a->val->loc, "dim must be a small integer, not %s",
+			   value_str(R->a, &v));
+		return false;
+	}
+	*dim = (int)v.i;
+	return true;
+}
+
+/* The style's own syntax, before it is applied to any module. */
+static bool read_style(struct resolver *R, const struct style *st,
+		       struct style_use *u)
+{
+	int k = -1;
+	for (int i = 0; i < ST_COUNT; i++)
+		if (!strcmp(st->name, style_names[i]))
+			k = i;
+	if (k < 0) {
+		diag_error(R->d, st->loc, "unknown style '%s'", st->name);
+		const char *best = closest_name(st->name, style_names, ST_COUNT);
+		if (best)
+			diag_hint(R->d, "did you mean '%s'?", best);
+		else
+			diag_hint(R->d, "styles: colwise, rowwise, replicate, ring, ulysses, "
+				  "split(NAME, dim = D), gather(dim = D)");
+		return false;
+	}
+	u->kind = (enum style_kind)k;
+	u->src = st;
+	switch (u->kind) {
+	case ST_COLWISE:
+	case ST_ROWWISE:
+		return read_blocks(R, st, u);
+	case ST_REPLICATE:
+	case ST_RING:
+	case ST_ULYSSES:
+		if (st->parens) {
+			diag_error(R->d, st->loc, "'%s' takes no arguments", st->name);
+			return false;
+		}
+		return true;
+	case ST_SPLIT: {
+		const struct arg *name = st->args, *dim = name ? name->next : NULL;
+		if (!name || name->name || name->val->kind != EX_PATH || !dim ||
+		    !dim->name || strcmp(dim->name, "dim") || dim->next) {
+			diag_error(R->d, st->loc, "split is written split(NAME, dim = D)");
+			diag_hint(R->d, "NAME is an input of the matched module, or 'out' "
+				  "for its output");
+			return false;
+		}
+		u->port = name->val->s;
+		return read_dim(R, dim, &u->dim);
+	}
+	case ST_GATHER: {
+		const struct arg *dim = st->args;
+		if (!dim || !dim->name || strcmp(dim->name, "dim") || dim->next) {
+			diag_error(R->d, st->loc, "gather is written gather(dim = D)");
+			return false;
+		}
+		return read_dim(R, dim, &u->dim);
+	}
+	case ST_COUNT:
+		break;
+	}
+	return false;
+}
+
+/* A rule's violation, counted over all the modules it matched. */
+struct tally {
+	int count;
+	int first;    /* module index */
+	const char *detail;
+};
+
+static const char *and_more(struct resolver *R, int n)
+{
+	return n > 1 ? arena_printf(R->a, " (and %d more module%s)", n - 1,
+				   n > 2 ? "s" : "")
+		     : "";
+}
+
+static const struct ir_op *mod_op(const struct plan_cfg *c, int mi)
+{
+	const struct ir_module *m = &c->model->modules[mi];
+	return m->kind == MOD_OP ? &c->model->ops[m->op] : NULL;
+}
+
+static const char *module_desc(struct resolver *R, int mi)
+{
+	const struct ir_module *m = &R->c->model->modules[mi];
+	switch (m->kind) {
+	case MOD_ROOT: return "the model root";
+	case MOD_INSTANCE: return "a repeat block";
+	default: return arena_printf(R->a, "%s", op_table[mod_op(R->c, mi)->kind].name);
+	}
+}
+
+/* Does style u fit module mi? Returns NULL, or why not. */
+static const char *misfit(struct resolver *R, int mi, const struct style_use *u)
+{
+	const struct ir_op *o = mod_op(R->c, mi);
+	switch (u->kind) {
+	case ST_COLWISE:
+	case ST_ROWWISE:
+		if (!o || o->kind != OP_linear)
+			return arena_printf(R->a, "'%s' applies to linear modules, but "
+					    "'%s' is %s", style_names[u->kind],
+					    R->c->model->modules[mi].name, module_desc(R, mi));
+		return NULL;
+	case ST_REPLICATE:
+		if (!o)
+			return arena_printf(R->a, "'replicate' applies to op modules, but "
+					    "'%s' is %s", R->c->model->modules[mi].name,
+					    module_desc(R, mi));
+		return NULL;
+	case ST_RING:
+	case ST_ULYSSES:
+		if (!o || o->kind != OP_attention)
+			return arena_printf(R->a, "'%s' applies to attention modules, but "
+					    "'%s' is %s", style_names[u->kind],
+					    R->c->model->modules[mi].name, module_desc(R, mi));
+		return NULL;
+	default:
+		return NULL;
+	}
+}
+
+static bool same_use(const struct style_use *a, const struct style_use *b)
+{
+	if (a->kind != b->kind || a->nblocks != b->nblocks || a->dim != b->dim)
+		return false;
+	for (int i = 0; i < a->nblocks; i++)
+		if (a->blocks[i] != b->blocks[i])
+			return false;
+	return (!a->port && !b->port) || (a->port && b->port && !strcmp(a->port, b->port));
+}
+
+/* Two uses on one module conflict when they are both sharding styles of a
+ * linear, or the same style with different arguments. split on different
+ * inputs, and ring with ulysses (USP), combine. */
+static bool conflicts(const struct style_use *a, const struct style_use *b)
+{
+	bool wa = a->kind <= ST_REPLICATE, wb = b->kind <= ST_REPLICATE;
+	if (wa && wb)
+		return !same_use(a, b);
+	if (a->kind != b->kind)
+		return false;
+	if (a->kind == ST_SPLIT && strcmp(a->port, b->port))
+		return false;
+	return !same_use(a, b);
+}
+
+static const char *use_str(struct resolver *R, const struct style_use *u)
+{
+	switch (u->kind) {
+	case ST_SPLIT:
+		return arena_printf(R->a, "split(%s, dim = %d)", u->port, u->dim);
+	case ST_GATHER:
+		return arena_printf(R->a, "gather(dim = %d)", u->dim);
+	default:
+		if (u->nblocks) {
+			const char *s = "";
+			for (int i = 0; i < u->nblocks; i++)
+				s = arena_printf(R->a, "%s%s%" PRId64, s, i ? ", " : "",
+						 u->blocks[i]);
+			return arena_printf(R->a, "%s(blocks = [%s])", style_names[u->kind], s);
+		}
+		return style_names[u->kind];
+	}
+}
+
+/* The tensor behind `split(NAME, ...)` on module mi: one of its input ports,
+ * or -1 for `out`; -2 when there is no such input. */
+static int split_port(const struct plan_cfg *c, int mi, const char *port)
+{
+	const struct ir_module *m = &c->model->modules[mi];
+	if (!strcmp(port, "out"))
+		return -1;
+	for (int i = 0; i < m->ninputs; i++)
+		if (!strcmp(m->inputs[i].name, port))
+			return m->inputs[i].tensor;
+	return -2;
+}
+
+static const char *ports_list(struct resolver *R, int mi)
+{
+	const struct ir_module *m = &R->c->model->modules[mi];
+	const char *s = "";
+	for (int i = 0; i < m->ninputs && i < 8; i++)
+		s = arena_printf(R->a, "%s%s'%s'", s, i ? ", " : "", m->inputs[i].name);
+	return m->ninputs ? s : "none";
+}
+
+/* Divisibility of a linear's sharded dim by tp, packed blocks included. */
+static const char *tp_misfit(struct resolver *R, int mi, const struct style_use *u)
+{
+	const struct ir_op *o = mod_op(R->c, mi);
+	if (!o || o->kind != OP_linear)
+		return NULL;
+	int64_t tp = R->c->tp;
+	bool col = u->kind == ST_COLWISE;
+	int64_t dim = col ? o->attr[0] : o->attr[1];
+	const char *what = col ? "out_features" : "in_features";
+	if (u->nblocks) {
+		int64_t sum = 0;
+		for (int i = 0; i < u->nblocks; i++)
+			sum += u->blocks[i];
+		if (sum != dim)
+			return arena_printf(R->a, "packed blocks sum to %" PRId64 ", but %s "
+					    "of '%s' is %" PRId64, sum, what,
+					    R->c->model->modules[mi].name, dim);
+		for (int i = 0; i < u->nblocks; i++)
+			if (u->blocks[i] % tp)
+				return arena_printf(R->a, "packed block %d (%" PRId64 ") of '%s' "
+						    "is not divisible by tp = %" PRId64, i,
+						    u->blocks[i], R->c->model->modules[mi].name, tp);
+		return NULL;
+	}
+	if (dim % tp)
+		return arena_printf(R->a, "%s %" PRId64 " of '%s' is not divisible by "
+				    "tp = %" PRId64, what, dim,
+				    R->c->model->modules[mi].name, tp);
+	return NULL;
+}
+
+/* split: the input exists, the dim is in range, and the size divides the
+ * context-parallel degree (or, in an anything mode, is at least that). */
+static const char *split_misfit(struct resolver *R, int mi, struct style_use *u)
+{
+	struct plan_cfg *c = R->c;
+	const struct ir_module *m = &c->model->modules[mi];
+	int t = split_port(c, mi, u->port);
+	if (t == -2)
+		return arena_printf(R->a, "'%s' has no input '%s' (its inputs: %s)",
+				    m->name[0] ? m->name : "the model root", u->port,
+				    ports_list(R, mi));
+	if (t == -1 && m->noutputs == 0)
+		return arena_printf(R->a, "'%s' has no output to split", m->name);
+	u->port_tensor = t;
+	int tt = t >= 0 ? t : m->outputs[0];
+	const struct ir_shape *sh = &c->model->tensors[tt].shape;
+	int d = u->dim < 0 ? u->dim + sh->nd : u->dim;
+	if (d < 0 || d >= sh->nd)
+		return arena_printf(R->a, "dim %d is out of range for '%s' %s", u->dim,
+				    c->model->tensors[tt].name, shape_str(R->a, sh));
+	u->dim = d;
+	int64_t n = plan_cp(c), size = sh->d[d];
+	if (n <= 1)
+		return NULL;
+	bool anything = c->ulysses_anything || c->ring_anything;
+	if (!anything && size % n)
+		return arena_printf(R->a, "dim %d of '%s' has size %" PRId64 ", not "
+				    "divisible by ring * ulysses = %" PRId64, d,
+				    c->model->tensors[tt].name, size, n);
+	if (anything && size < n)
+		return arena_printf(R->a, "dim %d of '%s' has size %" PRId64 ", fewer "
+				    "than ring * ulysses = %" PRId64 " ranks", d,
+				    c->model->tensors[tt].name, size, n);
+	return NULL;
+}
+
+static const char *gather_misfit(struct resolver *R, int mi, struct style_use *u)
+{
+	const struct ir_module *m = &R->c->model->modules[mi];
+	if (m->noutputs == 0)
+		return arena_printf(R->a, "'%s' has no output to gather", m->name);
+	const struct ir_shape *sh = &R->c->model->tensors[m->outputs[0]].shape;
+	int d = u->dim < 0 ? u->dim + sh->nd : u->dim;
+	if (d < 0 || d >= sh->nd)
+		return arena_printf(R->a, "dim %d is out of range for the output %s of '%s'",
+				    u->dim, shape_str(R->a, sh), m->name);
+	u->dim = d;
+	return NULL;
+}
+
+static void report_tally(struct resolver *R, const struct style *st,
+			 struct tally *t, const char *extra_note, dtpc_loc note_loc)
+{
+	if (!t->count)
+		return;
+	diag_error(R->d, st->loc, "%s%s", t->detail, and_more(R, t->count));
+	const struct ir_module *m = &R->c->model->modules[t->first];
+	diag_note(R->d, m->loc, "'%s' is defined here", m->name[0] ? m->name : "the model");
+	if (extra_note)
+		diag_note(R->d, note_loc, "%s", extra_note);
+}
+
+/* A close module name for a glob that matched nothing, if any. */
+static const char *closest_module(struct resolver *R, const char *glob)
+{
+	const struct ir_model *m = R->c->model;
+	const char *best = NULL;
+	int bd = 99;
+	for (int i = 1; i < m->nmodules; i++) {
+		int dd = edit_distance(glob, m->modules[i].name);
+		if (dd < bd) {
+			bd = dd;
+			best = m->modules[i].name;
+		}
+	}
+	int limit = (int)strlen(glob) / 3;
+	return bd <= (limit < 2 ? 2 : limit) ? best : NULL;
+}
+
+static void apply_rule(struct resolver *R, int ri)
+{
+	struct plan_cfg *c = R->c;
+	struct rule *r = &c->rules[ri];
+	const struct pstmt *ps = r->stmt;
+	char msg[160];
+	int errcol = 0;
+	if (!glob_check(r->glob, msg, sizeof msg, &errcol)) {
+		dtpc_loc l = ps->name_loc;
+		/* +1 skips the opening quote (the glob has no escapes that
+		 * change its length except \" and \\, rare in globs). */
+		l.col += 1 + errcol;
+		l.end_col = l.col;
+		diag_error(R->d, l, "%s", msg);
+		return;
+	}
+	const struct ir_model *m = c->model;
+	int n = 0;
+	int *matched = NULL;
+	for (int pass = 0; pass < 2; pass++) {
+		n = 0;
+		for (int i = 0; i < m->nmodules; i++)
+			if (glob_match(r->glob, m->modules[i].name)) {
+				if (pass)
+					matched[n] = i;
+				n++;
+			}
+		if (!pass)
+			matched = ARENA_ARRAY(R->a, int, n ? n : 1);
+	}
+	r->nmatched = n;
+	if (n == 0) {
+		diag_error(R->d, ps->name_loc, "glob \"%s\" matches no module of model '%s'",
+			   r->glob, m->name);
+		const char *best = closest_module(R, r->glob);
+		if (best)
+			diag_hint(R->d, "did you mean \"%s\"?", best);
+		else
+			diag_hint(R->d, "module names are dotted paths such as \"%s\"; "
+				  "'*' matches one segment, '**' any number",
+				  m->nmodules > 1 ? m->modules[m->nmodules > 2 ? 2 : 1].name : "blocks.0.attn");
+		return;
+	}
+	for (const struct style *st = ps->styles; st; st = st->next) {
+		struct style_use proto = { .rule = ri };
+		if (!read_style(R, st, &proto))
+			continue;
+		struct tally fit = { 0 }, tpfit = { 0 }, port = { 0 }, conflict = { 0 };
+		int other_rule = -1;
+		for (int k = 0; k < n; k++) {
+			int mi = matched[k];
+			struct style_use *u = ARENA_NEW(R->a, struct style_use);
+			*u = proto;
+			const char *why = misfit(R, mi, u);
+			if (why) {
+				if (!fit.count++) {
+					fit.first = mi;
+					fit.detail = why;
+				}
+				continue;
+			}
+			if ((u->kind == ST_COLWISE || u->kind == ST_ROWWISE) &&
+			    (why = tp_misfit(R, mi, u))) {
+				if (!tpfit.count++) {
+					tpfit.first = mi;
+					tpfit.detail = why;
+				}
+				continue;
+			}
+			if ((u->kind == ST_SPLIT && (why = split_misfit(R, mi, u))) ||
+			    (u->kind == ST_GATHER && (why = gather_misfit(R, mi, u)))) {
+				if (!port.count++) {
+					port.first = mi;
+					port.detail = why;
+				}
+				continue;
+			}
+			const struct style_use *clash = NULL;
+			for (const struct style_use *e = c->styles[mi]; e; e = e->next)
+				if (conflicts(e, u))
+					clash = e;
+			if (clash) {
+				if (!conflict.count++) {
+					conflict.first = mi;
+					conflict.detail = arena_printf(
+						R->a, "'%s' gets '%s' from this rule, but '%s' "
+						"from another", m->modules[mi].name, use_str(R, u),
+						use_str(R, clash));
+					other_rule = clash->rule;
+				}
+				continue;
+			}
+			bool dup = false;
+			for (const struct style_use *e = c->styles[mi]; e; e = e->next)
+				dup |= same_use(e, u);
+			if (dup)
+				continue;
+			u->next = c->styles[mi];
+			c->styles[mi] = u;
+		}
+		report_tally(R, st, &fit, NULL, loc_none());
+		if (tpfit.count) {
+			report_tally(R, st, &tpfit, arena_printf(R->a, "tp = %" PRId64 " is set here",
+							     c->tp), axis_loc(c, c->ax_tp));
+		}
+		if (port.count)
+			report_tally(R, st, &port,
+				     proto.kind == ST_SPLIT && plan_cp(c) > 1
+					     ? arena_printf(R->a, "the sequence is split over ring "
+							    "* ulysses = %" PRId64 " ranks", plan_cp(c))
+					     : NULL,
+				     c->mesh_loc);
+		if (conflict.count) {
+			diag_error(R->d, st->loc, "conflicting styles: %s%s", conflict.detail,
+				   and_more(R, conflict.count));
+			diag_note(R->d, c->rules[other_rule].stmt->loc, "the other rule");
+		}
+	}
+}
+
+/* Context styles need a context-parallel mesh; and on an attention that has
+ * one, every context axis of size > 1 must be covered, or its shards would
+ * never meet (ring degree > 1 without KV rotation miscomputes silently). */
+static void check_cp_styles(struct resolver *R)
+{
+	struct plan_cfg *c = R->c;
+	const struct ir_model *m = c->model;
+	bool reported_degree = false;
+	struct tally miss[2] = { { 0 }, { 0 } };
+	const struct style_use *miss_use[2] = { NULL, NULL };
+	for (int mi = 0; mi < m->nmodules; mi++) {
+		const struct style_use *ring = plan_style(c, mi, ST_RING);
+		const struct style_use *uly = plan_style(c, mi, ST_ULYSSES);
+		if (!ring && !uly)
+			continue;
+		if (plan_cp(c) <= 1) {
+			if (reported_degree)
+				continue;
+			reported_degree = true;
+			const struct style_use *u = ring ? ring : uly;
+			diag_error(R->d, u->src->loc,
+				   "context-parallel style '%s' needs ring * ulysses > 1, but "
+				   "the mesh has ring = %" PRId64 ", ulysses = %" PRId64,
+				   style_names[u->kind], c->ring, c->ulysses);
+			diag_note(R->d, axis_loc(c, c->ax_ring >= 0 ? c->ax_ring : c->ax_ulysses),
+				  "the mesh is set here");
+			continue;
+		}
+		for (int k = 0; k < 2; k++) {
+			int64_t deg = k == 0 ? c->ring : c->ulysses;
+			const struct style_use *have = k == 0 ? ring : uly;
+			if (deg <= 1 || have)
+				continue;
+			if (!miss[k].count++) {
+				miss[k].first = mi;
+				miss_use[k] = ring ? ring : uly;
+			}
+		}
+	}
+	for (int k = 0; k < 2; k++) {
+		if (!miss[k].count)
+			continue;
+		const char *ax = k == 0 ? "ring" : "ulysses";
+		int64_t deg = k == 0 ? c->ring : c->ulysses;
+		diag_error(R->d, miss_use[k]->src->loc,
+			   "attention '%s' is context-parallel but has no '%s' style, "
+			   "while the mesh has %s = %" PRId64 "%s",
+			   m->modules[miss[k].first].name, ax, ax, deg,
+			   and_more(R, miss[k].count));
+		diag_note(R->d, axis_loc(c, k == 0 ? c->ax_ring : c->ax_ulysses),
+			  "%s = %" PRId64 " is set here", ax, deg);
+		diag_hint(R->d, "write \"%s\" : ulysses, ring; (a style whose axis has "
+			  "size 1 does nothing)", c->rules[miss_use[k]->rule].glob);
+	}
+}
+
+/* ---- the plan -------------------------------------------------------------- */
+
+static const struct model *find_model(struct resolver *R, const struct program *prog,
+				      const struct pstmt *s)
+{
+	const char *names[256];
+	int n = 0;
+	for (const struct model *m = prog->models; m; m = m->next) {
+		if (!strcmp(m->name, s->name))
+			return m;
+		if (n < 256)
+			names[n++] = m->name;
+	}
+	diag_error(R->d, s->name_loc, "unknown model '%s'", s->name);
+	const char *best = closest_name(s->name, names, n);
+	if (best)
+		diag_hint(R->d, "did you mean '%s'?", best);
+	return NULL;
+}
+
+/* The plan's overrides, then the command line's (-D wins). */
+static struct override *overrides(struct resolver *R, const struct pstmt *s,
+				  const struct compile_opts *o, int *nov)
+{
+	int n = o->ndefines;
+	for (const struct arg *kv = s ? s->kv : NULL; kv; kv = kv->next)
+		n++;
+	struct override *ov = ARENA_ARRAY(R->a, struct override, n ? n : 1);
+	int k = 0;
+	for (const struct arg *kv = s ? s->kv : NULL; kv; kv = kv->next) {
+		for (int j = 0; j < k; j++)
+			if (!strcmp(ov[j].name, kv->name)) {
+				diag_error(R->d, kv->name_loc, "parameter '%s' is overridden twice",
+					   kv->name);
+				diag_note(R->d, ov[j].val.loc, "first overridden here");
+			}
+		struct value v;
+		if (!const_eval(R, kv->val, &v))
+			continue;
+		v.loc = kv->loc;
+		ov[k++] = (struct override){ .name = kv->name, .val = v };
+	}
+	for (int i = 0; i < o->ndefines; i++)
+		ov[k++] = o->defines[i];
+	*nov = k;
+	return ov;
+}
+
+struct ir_model *plan_model_only(struct arena *a, struct diag_ctx *d,
+				 const struct model *m, const struct compile_opts *o)
+{
+	struct resolver R = { .a = a, .d = d };
+	int nov = 0;
+	struct override *ov = overrides(&R, NULL, o, &nov);
+	return model_instantiate(a, d, m, ov, nov, m->name_loc);
+}
+
+struct plan_cfg *plan_resolve(struct arena *a, struct diag_ctx *d,
+			      const struct program *prog, const struct plan *p,
+			      const struct compile_opts *o)
+{
+	struct plan_cfg *c = ARENA_NEW(a, struct plan_cfg);
+	struct resolver R = { .a = a, .d = d, .c = c };
+	c->decl = p;
+	c->convert_to_fp32 = true; /* diffusers' default */
+	c->mesh_loc = loc_none();
+	for (int i = 0; i < 8; i++)
+		c->ctx_loc[i] = loc_none();
+
+	const struct pstmt *model_stmt = NULL, *mesh_stmt = NULL;
+	bool seen[8] = { false };
+	int64_t degree[8] = { 0 };
+	int nrules = 0;
+	for (const struct pstmt *s = p->body; s; s = s->next) {
+		switch (s->kind) {
+		case PS_MODEL:
+			if (model_stmt) {
+				diag_error(d, s->loc, "plan '%s' names a model twice", p->name);
+				diag_note(d, model_stmt->loc, "first named here");
+				continue;
+			}
+			model_stmt = s;
+			break;
+		case PS_MESH:
+			if (mesh_stmt) {
+				diag_error(d, s->loc, "plan '%s' has two mesh statements", p->name);
+				diag_note(d, mesh_stmt->loc, "the first is here");
+				diag_hint(d, "list all axes in one: mesh ring = 2, ulysses = 2;");
+				continue;
+			}
+			mesh_stmt = s;
+			read_mesh(&R, s);
+			break;
+		case PS_CONTEXT:
+		case PS_TENSOR:
+			read_options(&R, s, seen, degree);
+			break;
+		case PS_RULE:
+			nrules++;
+			break;
+		}
+	}
+	if (!model_stmt) {
+		diag_error(d, p->name_loc, "plan '%s' does not name a model", p->name);
+		diag_hint(d, "add 'model NAME;' to the plan");
+		return NULL;
+	}
+	const struct model *md = find_model(&R, prog, model_stmt);
+	if (!md)
+		return NULL;
+	c->model_loc = model_stmt->loc;
+	int nov = 0;
+	struct override *ov = overrides(&R, model_stmt, o, &nov);
+	int before = d->nerrors;
+	c->model = model_instantiate(a, d, md, ov, nov, model_stmt->name_loc);
+	if (d->nerrors > before)
+		diag_note(d, model_stmt->loc, "model '%s' is instantiated for plan '%s' here",
+			  md->name, p->name);
+
+	c->ax_ring = axis_index(c, "ring");
+	c->ax_ulysses = axis_index(c, "ulysses");
+	c->ax_tp = axis_index(c, "tp");
+	c->ring = c->ax_ring >= 0 ? c->axes[c->ax_ring].size : 1;
+	c->ulysses = c->ax_ulysses >= 0 ? c->axes[c->ax_ulysses].size : 1;
+	c->tp = c->ax_tp >= 0 ? c->axes[c->ax_tp].size : 1;
+	c->world = 1;
+	for (int i = 0; i < c->naxes; i++)
+		c->world *= c->axes[i].size;
+	if (o->world && o->world != c->world) {
+		diag_error(d, mesh_stmt ? mesh_stmt->loc : p->name_loc,
+			   "the mesh has %" PRId64 " rank%s, but --world is %" PRId64,
+			   c->world, c->world == 1 ? "" : "s", o->world);
+		diag_hint(d, "the world size is the product of the mesh axes");
+	}
+	check_degree(&R, CTX_RDEG, degree[CTX_RDEG], c->ring, c->ax_ring, "ring");
+	check_degree(&R, CTX_UDEG, degree[CTX_UDEG], c->ulysses, c->ax_ulysses, "ulysses");
+	check_degree(&R, CTX_TDEG, degree[CTX_TDEG], c->tp, c->ax_tp, "tp");
+	check_context(&R);
+
+	c->styles = ARENA_ARRAY(a, struct style_use *, c->model->nmodules);
+	c->rules = ARENA_ARRAY(a, struct rule, nrules ? nrules : 1);
+	for (const struct pstmt *s = p->body; s; s = s->next)
+		if (s->kind == PS_RULE)
+			c->rules[c->nrules++] = (struct rule){ .stmt = s, .glob = s->name };
+	for (int i = 0; i < c->nrules; i++)
+		apply_rule(&R, i);
+	check_cp_styles(&R);
+	return c;
+}

@@ -1,0 +1,92 @@
+/* plan.h — a resolved parallel plan: the mesh, the context options and the
+ * styles each module gets from the plan's rules. */
+#ifndef DTPC_PLAN_H
+#define DTPC_PLAN_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ir.h"
+
+enum style_kind {
+	ST_COLWISE, ST_ROWWISE, ST_REPLICATE, ST_RING, ST_ULYSSES, ST_SPLIT, ST_GATHER,
+	ST_COUNT
+};
+extern const char *const style_names[ST_COUNT];
+
+enum { MESH_MAX_AXES = 8 };
+
+struct mesh_axis {
+	const char *name;
+	int64_t size;
+	dtpc_loc loc;
+};
+
+/* One `"GLOB" : style, ...;` line. */
+struct rule {
+	const struct pstmt *stmt;
+	const char *glob;
+	int nmatched;
+};
+
+/* What one rule's style says about one module. */
+struct style_use {
+	enum style_kind kind;
+	int rule;
+	const struct style *src;
+	int64_t *blocks; /* colwise/rowwise(blocks = [...]) */
+	int nblocks;
+	const char *port; /* split: an input name, or "out" */
+	int port_tensor;  /* split: the tensor of that input, -1 for out */
+	int dim;          /* split / gather, normalised */
+	struct style_use *next;
+};
+
+enum rotate_method { ROTATE_ALLGATHER, ROTATE_ALLTOALL };
+
+struct plan_cfg {
+	const struct plan *decl;
+	struct ir_model *model;
+	dtpc_loc model_loc; /* the plan's `model` statement */
+
+	struct mesh_axis axes[MESH_MAX_AXES];
+	int naxes;
+	dtpc_loc mesh_loc;
+	int64_t world;
+	int ax_ring, ax_ulysses, ax_tp; /* axis index or -1 */
+	int64_t ring, ulysses, tp;
+
+	bool convert_to_fp32;
+	enum rotate_method rotate;
+	bool ulysses_anything, ring_anything;
+	dtpc_loc ctx_loc[8]; /* where each option was written (for notes) */
+
+	struct rule *rules;
+	int nrules;
+	struct style_use **styles; /* per module, linked list */
+};
+
+enum ctx_opt { CTX_FP32, CTX_ROTATE, CTX_UANY, CTX_RANY, CTX_RDEG, CTX_UDEG, CTX_TDEG };
+
+struct compile_opts {
+	const char *plan;   /* --plan */
+	int64_t world;      /* --world, 0 when not given */
+	struct override *defines; /* -D */
+	int ndefines;
+};
+
+struct program;
+
+/* Resolves the plan: instantiates its model, reads mesh and options, matches
+ * rules to modules and runs every check of DESIGN.md §3 except the layout
+ * checks (layout.c). Returns NULL when the plan cannot be resolved at all. */
+struct plan_cfg *plan_resolve(struct arena *a, struct diag_ctx *d,
+			      const struct program *prog, const struct plan *p,
+			      const struct compile_opts *o);
+/* The model with its defaults (and -D), for files that hold no plan. */
+struct ir_model *plan_model_only(struct arena *a, struct diag_ctx *d,
+				 const struct model *m, const struct compile_opts *o);
+/* The style of that kind on module mi, or NULL. */
+const struct style_use *plan_style(const struct plan_cfg *c, int mi,
+				   enum style_kind k);
+int64_t plan_cp(const struct plan_cfg *c); /* ring * ulysses */
+#endif

@@ -1,0 +1,280 @@
+/* summary.c — what a plan does, for `dtpc check`: the world and mesh, the
+ * rank order, each rule with its matches, the styles per op kind, and heads
+ * and sequence per rank for each attention.
+ *
+ * The summary is built once as a cJSON object; the text form is printed from
+ * that object, so `--format json` and text can never disagree. */
+#include "summary.h"
+
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "arena.h"
+
+static const char *per_rank(struct arena *a, int64_t size, int64_t n)
+{
+	if (n <= 1 || size % n == 0)
+		return arena_printf(a, "%" PRId64, size / (n ? n : 1));
+	/* tensor_split: the first size % n ranks hold one more */
+	return arena_printf(a, "%" PRId64 "/%" PRId64, size / n + 1, size / n);
+}
+
+/* "blocks.*.attn" for the attention of every block, from blocks.0.attn. */
+static const char *stmt_pattern(struct arena *a, const struct ir_model *m, int mi)
+{
+	const struct ir_module *mod = &m->modules[mi];
+	const char *name = mod->name;
+	for (int i = mod->parent; i >= 0; i = m->modules[i].parent) {
+		const char *iname = m->modules[i].name;
+		size_t n = strlen(iname);
+		const char *dot = strrchr(iname, '.');
+		if (!dot || strncmp(name, iname, n))
+			continue;
+		name = arena_printf(a, "%.*s.*%s", (int)(dot - iname), name, name + n);
+	}
+	return name;
+}
+
+static cJSON *attention_json(struct arena *a, const struct plan_cfg *c,
+			     const struct layout_result *lay, int opi, int count)
+{
+	const struct ir_model *m = c->model;
+	const struct ir_op *o = &m->ops[opi];
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "module", stmt_pattern(a, m, o->module_index));
+	cJSON_AddNumberToObject(j, "count", count);
+	int64_t heads = o->attr[0];
+	const struct layout *in = lay->in[opi];
+	bool tp_heads = in[0].tp.kind == LAY_SHARD && c->tp > 1;
+	bool cp = plan_cp(c) > 1 &&
+		  (plan_style(c, o->module_index, ST_RING) ||
+		   plan_style(c, o->module_index, ST_ULYSSES));
+	bool uly = cp && c->ulysses > 1 && plan_style(c, o->module_index, ST_ULYSSES);
+	bool ring = cp && c->ring > 1 && plan_style(c, o->module_index, ST_RING);
+	int64_t local = tp_heads ? heads / c->tp : heads;
+	int64_t u = uly ? c->ulysses : 1;
+	int64_t per = (local + u - 1) / u;
+	cJSON_AddNumberToObject(j, "heads", (double)heads);
+	cJSON_AddNumberToObject(j, "heads_per_rank", (double)per);
+	if (per * u != local)
+		cJSON_AddNumberToObject(j, "padded_heads", (double)(per * u - local));
+	const struct ir_shape *q = &m->tensors[o->in[0]].shape;
+	const struct ir_shape *k = &m->tensors[o->in[1]].shape;
+	bool qs = in[0].cp.kind == LAY_SHARD, ks = in[1].cp.kind == LAY_SHARD;
+	int64_t cpn = plan_cp(c);
+	cJSON_AddNumberToObject(j, "q_tokens", (double)q->d[1]);
+	cJSON_AddStringToObject(j, "q_tokens_per_rank", per_rank(a, q->d[1], qs ? cpn : 1));
+	cJSON_AddNumberToObject(j, "kv_tokens", (double)k->d[1]);
+	cJSON_AddStringToObject(j, "kv_tokens_per_rank", per_rank(a, k->d[1], ks ? cpn : 1));
+	const char *how = "local";
+	if (uly && ring)
+		how = c->rotate == ROTATE_ALLGATHER ? "ulysses all-to-all, ring all-gather"
+						    : "ulysses all-to-all, ring rotation";
+	else if (uly)
+		how = "ulysses all-to-all";
+	else if (ring)
+		how = c->rotate == ROTATE_ALLGATHER ? "ring all-gather" : "ring rotation";
+	else if (qs)
+		how = "local queries, whole keys";
+	cJSON_AddStringToObject(j, "context", how);
+	if (uly)
+		cJSON_AddStringToObject(j, "tokens_during_attention",
+					per_rank(a, q->d[1], c->ring));
+	return j;
+}
+
+cJSON *summary_build(struct arena *a, const struct plan_cfg *c,
+		     const struct layout_result *lay)
+{
+	const struct ir_model *m = c->model;
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "plan", c->decl->name);
+	cJSON_AddStringToObject(j, "model", m->name);
+	cJSON *params = cJSON_AddObjectToObject(j, "parameters");
+	for (int i = 0; i < m->nparams; i++) {
+		const struct value *v = &m->params[i];
+		if (v->kind == VAL_INT)
+			cJSON_AddNumberToObject(params, m->param_names[i], (double)v->i);
+		else
+			cJSON_AddStringToObject(params, m->param_names[i], value_str(a, v));
+	}
+	cJSON_AddNumberToObject(j, "world", (double)c->world);
+	cJSON *mesh = cJSON_AddArrayToObject(j, "mesh");
+	for (int i = 0; i < c->naxes; i++) {
+		cJSON *ax = cJSON_CreateObject();
+		cJSON_AddStringToObject(ax, "axis", c->axes[i].name);
+		cJSON_AddNumberToObject(ax, "size", (double)c->axes[i].size);
+		cJSON_AddItemToArray(mesh, ax);
+	}
+	/* Row-major over the axes as written: the last axis varies fastest,
+	 * so its groups are adjacent ranks. */
+	const char *order = "";
+	for (int i = 0; i < c->naxes; i++) {
+		if (!i) {
+			order = c->axes[i].name;
+			continue;
+		}
+		order = arena_printf(a, i == 1 ? "%s * %" PRId64 " + %s"
+					       : "(%s) * %" PRId64 " + %s",
+				     order, c->axes[i].size, c->axes[i].name);
+	}
+	cJSON_AddStringToObject(j, "rank", c->naxes ? order : "0");
+	cJSON *ctx = cJSON_AddObjectToObject(j, "context");
+	cJSON_AddBoolToObject(ctx, "convert_to_fp32", c->convert_to_fp32);
+	cJSON_AddStringToObject(ctx, "rotate_method",
+				c->rotate == ROTATE_ALLGATHER ? "allgather" : "alltoall");
+	cJSON_AddBoolToObject(ctx, "ulysses_anything", c->ulysses_anything);
+	cJSON_AddBoolToObject(ctx, "ring_anything", c->ring_anything);
+
+	cJSON *rules = cJSON_AddArrayToObject(j, "rules");
+	for (int i = 0; i < c->nrules; i++) {
+		cJSON *r = cJSON_CreateObject();
+		cJSON_AddStringToObject(r, "glob", c->rules[i].glob);
+		const char *st = "";
+		for (const struct style *s = c->rules[i].stmt->styles; s; s = s->next)
+			st = arena_printf(a, "%s%s%s", st, *st ? ", " : "", s->name);
+		cJSON_AddStringToObject(r, "styles", st);
+		cJSON_AddNumberToObject(r, "modules", c->rules[i].nmatched);
+		cJSON_AddItemToArray(rules, r);
+	}
+
+	/* Styles per op kind: how many modules of each op get each style. */
+	int counts[OP_COUNT][ST_COUNT + 1];
+	memset(counts, 0, sizeof counts);
+	for (int mi = 0; mi < m->nmodules; mi++) {
+		if (m->modules[mi].kind != MOD_OP)
+			continue;
+		int k = m->ops[m->modules[mi].op].kind;
+		bool any = false;
+		for (const struct style_use *u = c->styles[mi]; u; u = u->next)
+			if (u->kind != ST_SPLIT && u->kind != ST_GATHER) {
+				counts[k][u->kind]++;
+				any = true;
+			}
+		if (!any)
+			counts[k][ST_COUNT]++;
+	}
+	cJSON *kinds = cJSON_AddObjectToObject(j, "styles_by_op");
+	for (int k = 0; k < OP_COUNT; k++) {
+		cJSON *o = NULL;
+		for (int s = 0; s <= ST_COUNT; s++) {
+			if (!counts[k][s])
+				continue;
+			if (!o)
+				o = cJSON_AddObjectToObject(kinds, op_table[k].name);
+			cJSON_AddNumberToObject(o, s == ST_COUNT ? "unsharded" : style_names[s],
+						counts[k][s]);
+		}
+	}
+
+	/* One entry per attention statement (all repeat instances alike). */
+	cJSON *att = cJSON_AddArrayToObject(j, "attention");
+	const struct mstmt *last = NULL;
+	cJSON *cur = NULL;
+	int count = 0;
+	for (int opi = 0; opi < m->nops; opi++) {
+		const struct ir_op *o = &m->ops[opi];
+		if (o->kind != OP_attention || o->module_index < 0)
+			continue;
+		if (o->stmt == last) {
+			cJSON_SetNumberValue(cJSON_GetObjectItem(cur, "count"), ++count);
+			continue;
+		}
+		last = o->stmt;
+		count = 1;
+		cur = attention_json(a, c, lay, opi, 1);
+		cJSON_AddItemToArray(att, cur);
+	}
+	cJSON_AddNumberToObject(j, "ops", m->nops);
+	cJSON_AddNumberToObject(j, "modules", m->nmodules);
+	int64_t wbytes = 0;
+	for (int i = 0; i < m->nweights; i++)
+		wbytes += shape_numel(&m->weights[i].shape);
+	cJSON_AddNumberToObject(j, "weights", m->nweights);
+	cJSON_AddNumberToObject(j, "weight_elements", (double)wbytes);
+	cJSON_AddNumberToObject(j, "inserted_gathers", lay->nevents);
+	return j;
+}
+
+static const char *jstr(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItem(o, k);
+	return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static double jnum(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItem(o, k);
+	return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+void summary_print_text(const cJSON *j, FILE *out)
+{
+	fprintf(out, "plan %s: model %s(", jstr(j, "plan"), jstr(j, "model"));
+	const cJSON *p;
+	int i = 0;
+	cJSON_ArrayForEach(p, cJSON_GetObjectItem(j, "parameters")) {
+		if (cJSON_IsNumber(p))
+			fprintf(out, "%s%s = %.0f", i++ ? ", " : "", p->string, p->valuedouble);
+		else
+			fprintf(out, "%s%s = %s", i++ ? ", " : "", p->string, p->valuestring);
+	}
+	fprintf(out, ")\n");
+	fprintf(out, "  world     %.0f rank%s; mesh", jnum(j, "world"),
+		jnum(j, "world") == 1 ? "" : "s");
+	const cJSON *ax;
+	i = 0;
+	cJSON_ArrayForEach(ax, cJSON_GetObjectItem(j, "mesh"))
+		fprintf(out, "%s %s = %.0f", i++ ? "," : "", jstr(ax, "axis"), jnum(ax, "size"));
+	if (!i)
+		fprintf(out, " (none)");
+	fprintf(out, "\n  rank      %s\n", jstr(j, "rank"));
+	const cJSON *ctx = cJSON_GetObjectItem(j, "context");
+	fprintf(out, "  context   convert_to_fp32 = %s, rotate_method = \"%s\"%s%s\n",
+		cJSON_IsTrue(cJSON_GetObjectItem(ctx, "convert_to_fp32")) ? "true" : "false",
+		jstr(ctx, "rotate_method"),
+		cJSON_IsTrue(cJSON_GetObjectItem(ctx, "ulysses_anything")) ? ", ulysses_anything" : "",
+		cJSON_IsTrue(cJSON_GetObjectItem(ctx, "ring_anything")) ? ", ring_anything" : "");
+	fprintf(out, "  rules\n");
+	const cJSON *r;
+	cJSON_ArrayForEach(r, cJSON_GetObjectItem(j, "rules")) {
+		char g[96];
+		snprintf(g, sizeof g, "\"%s\"", jstr(r, "glob"));
+		fprintf(out, "    %-34s %-22s %5.0f module%s\n", g, jstr(r, "styles"),
+			jnum(r, "modules"), jnum(r, "modules") == 1 ? "" : "s");
+	}
+	fprintf(out, "  styles by op\n");
+	const cJSON *k;
+	cJSON_ArrayForEach(k, cJSON_GetObjectItem(j, "styles_by_op")) {
+		fprintf(out, "    %-11s", k->string);
+		const cJSON *s;
+		i = 0;
+		cJSON_ArrayForEach(s, k)
+			fprintf(out, "%s %.0f %s", i++ ? "," : "", s->valuedouble, s->string);
+		fprintf(out, "\n");
+	}
+	const cJSON *att = cJSON_GetObjectItem(j, "attention");
+	if (cJSON_GetArraySize(att))
+		fprintf(out, "  attention per rank\n");
+	const cJSON *a;
+	cJSON_ArrayForEach(a, att) {
+		fprintf(out, "    %s (x%.0f): %.0f heads -> %.0f per rank", jstr(a, "module"),
+			jnum(a, "count"), jnum(a, "heads"), jnum(a, "heads_per_rank"));
+		if (cJSON_GetObjectItem(a, "padded_heads"))
+			fprintf(out, " (%.0f padding)", jnum(a, "padded_heads"));
+		fprintf(out, "; q %.0f -> %s tokens, kv %.0f -> %s tokens; %s",
+			jnum(a, "q_tokens"), jstr(a, "q_tokens_per_rank"), jnum(a, "kv_tokens"),
+			jstr(a, "kv_tokens_per_rank"), jstr(a, "context"));
+		if (cJSON_GetObjectItem(a, "tokens_during_attention"))
+			fprintf(out, " (%s tokens while attending)",
+				jstr(a, "tokens_during_attention"));
+		fprintf(out, "\n");
+	}
+	fprintf(out, "  model     %.0f ops, %.0f modules, %.0f weights (%.0f elements)\n",
+		jnum(j, "ops"), jnum(j, "modules"), jnum(j, "weights"),
+		jnum(j, "weight_elements"));
+	if (jnum(j, "inserted_gathers"))
+		fprintf(out, "  inserted  %.0f gathers (see the notes)\n",
+			jnum(j, "inserted_gathers"));
+}

@@ -1,0 +1,451 @@
+/* plan.y — the grammar of the plan language (DESIGN.md §2).
+ *
+ * A reentrant pure parser with locations. Each statement rule has an error
+ * production that resynchronises at ';', so one file reports all its syntax
+ * errors. The AST lives in the compile's arena, so a discarded semantic value
+ * needs no %destructor: nothing is freed piecemeal. */
+%require "3.8"
+%define api.pure full
+%define api.prefix {plan_}
+%define api.location.type {dtpc_loc}
+%define parse.error custom
+%locations
+%expect 0
+%param {yyscan_t scanner}
+%parse-param {struct parse_ctx *P}
+
+%code requires {
+#include "compiler/ast.h"
+#include "compiler/parse.h"
+#ifndef YY_TYPEDEF_YY_SCANNER_T
+#define YY_TYPEDEF_YY_SCANNER_T
+typedef void *yyscan_t;
+#endif
+/* Spans are (file, first line:col, last line:col); an empty rule gets the
+ * point just after the previous symbol. */
+#define YYLLOC_DEFAULT(Cur, Rhs, N)                                      \
+	do {                                                             \
+		if (N) {                                                 \
+			(Cur).file = YYRHSLOC(Rhs, 1).file;              \
+			(Cur).line = YYRHSLOC(Rhs, 1).line;              \
+			(Cur).col = YYRHSLOC(Rhs, 1).col;                \
+			(Cur).end_line = YYRHSLOC(Rhs, N).end_line;      \
+			(Cur).end_col = YYRHSLOC(Rhs, N).end_col;        \
+		} else {                                                 \
+			(Cur).file = YYRHSLOC(Rhs, 0).file;              \
+			(Cur).line = (Cur).end_line = YYRHSLOC(Rhs, 0).end_line; \
+			(Cur).col = (Cur).end_col = YYRHSLOC(Rhs, 0).end_col; \
+		}                                                        \
+	} while (0)
+}
+
+%code provides {
+/* flex's bison-bridge spells the types without the prefix. */
+#ifndef YYSTYPE
+#define YYSTYPE PLAN_STYPE
+#define YYLTYPE PLAN_LTYPE
+#endif
+int plan_lex(PLAN_STYPE *yylval, PLAN_LTYPE *yylloc, yyscan_t scanner);
+}
+
+%code {
+#include <string.h>
+
+#include "compiler/arena.h"
+
+static struct expr *mkexpr(struct parse_ctx *P, enum expr_kind k, dtpc_loc loc)
+{
+	struct expr *e = ARENA_NEW(P->arena, struct expr);
+	e->kind = k;
+	e->loc = loc;
+	return e;
+}
+
+static struct expr *mkbin(struct parse_ctx *P, int op, struct expr *a,
+			  struct expr *b, dtpc_loc loc)
+{
+	struct expr *e = mkexpr(P, EX_BIN, loc);
+	e->op = op;
+	e->a = a;
+	e->b = b;
+	return e;
+}
+
+static struct arg *mkarg(struct parse_ctx *P, const char *name, dtpc_loc nloc,
+			 struct expr *val, dtpc_loc loc)
+{
+	struct arg *a = ARENA_NEW(P->arena, struct arg);
+	a->name = name;
+	a->name_loc = nloc;
+	a->val = val;
+	a->loc = loc;
+	return a;
+}
+
+static struct mstmt *mkmstmt(struct parse_ctx *P, enum mstmt_kind k,
+			     dtpc_loc loc, const char *name, dtpc_loc nloc)
+{
+	struct mstmt *s = ARENA_NEW(P->arena, struct mstmt);
+	s->kind = k;
+	s->loc = loc;
+	s->name = name;
+	s->name_loc = nloc;
+	return s;
+}
+
+static struct pstmt *mkpstmt(struct parse_ctx *P, enum pstmt_kind k,
+			     dtpc_loc loc, struct arg *kv)
+{
+	struct pstmt *s = ARENA_NEW(P->arena, struct pstmt);
+	s->kind = k;
+	s->loc = loc;
+	s->kv = kv;
+	return s;
+}
+
+static void yyerror(const dtpc_loc *loc, yyscan_t scanner,
+		    struct parse_ctx *P, const char *msg)
+{
+	(void)scanner;
+	diag_error(P->diag, *loc, "%s", msg);
+}
+
+/* Appends in O(1): lists are {head, tail} pairs while being built. */
+#define APPEND(L, x)                          \
+	do {                                  \
+		if ((L).tail)                 \
+			(L).tail->next = (x); \
+		else                          \
+			(L).head = (x);       \
+		(L).tail = (x);               \
+	} while (0)
+#define ONE(L, x) ((L).head = (L).tail = (x))
+}
+
+%union {
+	int64_t i;
+	double f;
+	const char *s;
+	struct expr *e;
+	struct { struct expr *head, *tail; } el;
+	struct { struct arg *head, *tail; } al;
+	struct arg *a;
+	struct { struct mstmt *head, *tail; } ml;
+	struct mstmt *m;
+	struct { struct pstmt *head, *tail; } pl;
+	struct pstmt *p;
+	struct { struct style *head, *tail; } sl;
+	struct style *st;
+	struct { struct pathref *head, *tail; } rl;
+	struct model *model;
+	struct plan *plan;
+}
+
+%token END 0 "end of file"
+%token <i> INT "integer"
+%token <i> DOTINT "'.' and a number"
+%token <f> FLOAT "number"
+%token <s> IDENT "identifier"
+%token <s> STRING "string"
+%token IMPORT "'import'" MODEL "'model'" PLAN "'plan'" INPUT "'input'"
+%token OUTPUT "'output'" REPEAT "'repeat'" MESH "'mesh'"
+%token CONTEXT "'context'" TENSOR "'tensor'" TRUE "'true'" FALSE "'false'"
+
+%left '+' '-'
+%left '*' '/'
+%precedence NEG
+
+%type <e> expr
+%type <el> exprs
+%type <al> kvlist opt_params args opt_args
+%type <a> kv arg
+%type <ml> mstmts
+%type <m> mstmt
+%type <pl> pstmts
+%type <p> pstmt
+%type <sl> styles
+%type <st> style
+%type <rl> paths
+%type <s> path
+%type <model> model
+%type <plan> plan
+
+%%
+
+/* file := { 'import' STRING ';' | model | plan } */
+file:
+	%empty
+|	file decl
+;
+
+decl:
+	IMPORT STRING ';' {
+		struct import *im = ARENA_NEW(P->arena, struct import);
+		im->path = $2;
+		im->loc = @2;
+		*P->ast->imports_tail = im;
+		P->ast->imports_tail = &im->next;
+	}
+|	model { *P->ast->models_tail = $1; P->ast->models_tail = &$1->next; }
+|	plan { *P->ast->plans_tail = $1; P->ast->plans_tail = &$1->next; }
+|	error ';'
+|	error '}'
+;
+
+/* model := 'model' IDENT [ '(' IDENT '=' expr { ',' ... } ')' ] '{' { mstmt } '}' */
+model:
+	MODEL IDENT opt_params '{' mstmts '}' {
+		$$ = ARENA_NEW(P->arena, struct model);
+		$$->name = $2;
+		$$->loc = @$;
+		$$->name_loc = @2;
+		$$->params = $3.head;
+		$$->body = $5.head;
+	}
+;
+
+opt_params:
+	%empty { $$.head = $$.tail = NULL; }
+|	'(' ')' { $$.head = $$.tail = NULL; }
+|	'(' kvlist ')' { $$ = $2; }
+;
+
+kvlist:
+	kv { ONE($$, $1); }
+|	kvlist ',' kv { $$ = $1; APPEND($$, $3); }
+;
+
+kv:
+	IDENT '=' expr { $$ = mkarg(P, $1, @1, $3, @$); }
+;
+
+mstmts:
+	%empty { $$.head = $$.tail = NULL; }
+|	mstmts mstmt { $$ = $1; if ($2) APPEND($$, $2); }
+;
+
+/* mstmt := 'input' IDENT ':' '[' expr { ',' expr } ']' ';'
+ *        | path '=' IDENT '(' [ arg { ',' arg } ] ')' ';'
+ *        | 'repeat' IDENT '[' expr ']' '{' { mstmt } '}'
+ *        | 'output' path { ',' path } ';' */
+mstmt:
+	INPUT IDENT ':' '[' exprs ']' ';' {
+		$$ = mkmstmt(P, MS_INPUT, @$, $2, @2);
+		$$->dims = $5.head;
+	}
+|	path '=' IDENT '(' opt_args ')' ';' {
+		$$ = mkmstmt(P, MS_ASSIGN, @$, $1, @1);
+		$$->op = $3;
+		$$->op_loc = @3;
+		$$->args = $5.head;
+	}
+|	REPEAT IDENT '[' expr ']' '{' mstmts '}' {
+		$$ = mkmstmt(P, MS_REPEAT, @$, $2, @2);
+		$$->count = $4;
+		$$->body = $7.head;
+	}
+|	OUTPUT paths ';' {
+		$$ = mkmstmt(P, MS_OUTPUT, @$, NULL, @1);
+		$$->outputs = $2.head;
+	}
+|	error ';' { $$ = NULL; }
+;
+
+paths:
+	path {
+		struct pathref *r = ARENA_NEW(P->arena, struct pathref);
+		r->name = $1;
+		r->loc = @1;
+		ONE($$, r);
+	}
+|	paths ',' path {
+		struct pathref *r = ARENA_NEW(P->arena, struct pathref);
+		r->name = $3;
+		r->loc = @3;
+		$$ = $1;
+		APPEND($$, r);
+	}
+;
+
+/* path := IDENT { '.' ( IDENT | INT ) } */
+path:
+	IDENT { $$ = $1; }
+|	path '.' IDENT { $$ = arena_printf(P->arena, "%s.%s", $1, $3); }
+|	path DOTINT { $$ = arena_printf(P->arena, "%s.%lld", $1, (long long)$2); }
+;
+
+opt_args:
+	%empty { $$.head = $$.tail = NULL; }
+|	args
+;
+
+args:
+	arg { ONE($$, $1); }
+|	args ',' arg { $$ = $1; APPEND($$, $3); }
+;
+
+/* arg := expr | IDENT '=' expr */
+arg:
+	expr { $$ = mkarg(P, NULL, @1, $1, @$); }
+|	IDENT '=' expr { $$ = mkarg(P, $1, @1, $3, @$); }
+;
+
+/* expr := INT | FLOAT | STRING | 'true' | 'false' | path | '[' expr {',' expr} ']'
+ *       | expr ('+'|'-'|'*'|'/') expr | '-' expr | '(' expr ')' */
+expr:
+	INT { $$ = mkexpr(P, EX_INT, @$); $$->i = $1; }
+|	FLOAT { $$ = mkexpr(P, EX_FLOAT, @$); $$->f = $1; }
+|	STRING { $$ = mkexpr(P, EX_STR, @$); $$->s = $1; }
+|	TRUE { $$ = mkexpr(P, EX_BOOL, @$); $$->i = 1; }
+|	FALSE { $$ = mkexpr(P, EX_BOOL, @$); $$->i = 0; }
+|	path { $$ = mkexpr(P, EX_PATH, @$); $$->s = $1; }
+|	'[' exprs ']' { $$ = mkexpr(P, EX_LIST, @$); $$->items = $2.head; }
+|	expr '+' expr { $$ = mkbin(P, '+', $1, $3, @$); }
+|	expr '-' expr { $$ = mkbin(P, '-', $1, $3, @$); }
+|	expr '*' expr { $$ = mkbin(P, '*', $1, $3, @$); }
+|	expr '/' expr { $$ = mkbin(P, '/', $1, $3, @$); }
+|	'-' expr %prec NEG { $$ = mkexpr(P, EX_NEG, @$); $$->a = $2; }
+|	'(' expr ')' { $$ = $2; $$->loc = @$; }
+;
+
+exprs:
+	expr { ONE($$, $1); }
+|	exprs ',' expr { $$ = $1; APPEND($$, $3); }
+;
+
+/* plan := 'plan' IDENT '{' { pstmt } '}' */
+plan:
+	PLAN IDENT '{' pstmts '}' {
+		$$ = ARENA_NEW(P->arena, struct plan);
+		$$->name = $2;
+		$$->loc = @$;
+		$$->name_loc = @2;
+		$$->body = $4.head;
+	}
+;
+
+pstmts:
+	%empty { $$.head = $$.tail = NULL; }
+|	pstmts pstmt { $$ = $1; if ($2) APPEND($$, $2); }
+;
+
+/* pstmt := 'model' IDENT [ '(' IDENT '=' expr { ',' ... } ')' ] ';'
+ *        | 'mesh' IDENT '=' INT { ',' IDENT '=' INT } ';'
+ *        | 'context' IDENT '=' expr { ',' IDENT '=' expr } ';'
+ *        | 'tensor' IDENT '=' expr { ',' IDENT '=' expr } ';'
+ *        | STRING ':' style { ',' style } ';' */
+pstmt:
+	MODEL IDENT opt_params ';' {
+		$$ = mkpstmt(P, PS_MODEL, @$, $3.head);
+		$$->name = $2;
+		$$->name_loc = @2;
+	}
+|	MESH kvlist ';' { $$ = mkpstmt(P, PS_MESH, @$, $2.head); }
+|	CONTEXT kvlist ';' { $$ = mkpstmt(P, PS_CONTEXT, @$, $2.head); }
+|	TENSOR kvlist ';' { $$ = mkpstmt(P, PS_TENSOR, @$, $2.head); }
+|	STRING ':' styles ';' {
+		$$ = mkpstmt(P, PS_RULE, @$, NULL);
+		$$->name = $1;
+		$$->name_loc = @1;
+		$$->styles = $3.head;
+	}
+|	error ';' { $$ = NULL; }
+;
+
+styles:
+	style { ONE($$, $1); }
+|	styles ',' style { $$ = $1; APPEND($$, $3); }
+;
+
+/* style := IDENT [ '(' [ arg { ',' arg } ] ')' ]
+ * (colwise, rowwise, replicate, ring, ulysses, split, gather: the names are
+ * checked in plan.c, so a misspelt style gets a "did you mean" rather than a
+ * bare syntax error) */
+style:
+	IDENT {
+		$$ = ARENA_NEW(P->arena, struct style);
+		$$->name = $1;
+		$$->loc = @$;
+	}
+|	IDENT '(' opt_args ')' {
+		$$ = ARENA_NEW(P->arena, struct style);
+		$$->name = $1;
+		$$->loc = @$;
+		$$->parens = true;
+		$$->args = $3.head;
+	}
+;
+
+%%
+
+/* Syntax errors name what was found and what would have fitted, and add a
+ * hint for the mistakes people make: a missing ';' (pointed at the end of the
+ * statement, not at the next line), an unclosed '{' at end of file, '=' for ':'
+ * in a rule, a keyword used as a name, a quoted style. */
+static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner,
+				 struct parse_ctx *P)
+{
+	(void)scanner;
+	yysymbol_kind_t exp[8];
+	int n = yypcontext_expected_tokens(ctx, exp, 8);
+	yysymbol_kind_t got = yypcontext_token(ctx);
+	dtpc_loc at = *yypcontext_location(ctx);
+	bool want_semi = false, want_ident = false, want_colon = false;
+	for (int i = 0; i < n; i++) {
+		/* Character tokens have generated kind names: compare spellings. */
+		want_semi |= !strcmp(yysymbol_name(exp[i]), "';'");
+		want_ident |= exp[i] == YYSYMBOL_IDENT;
+		want_colon |= !strcmp(yysymbol_name(exp[i]), "':'");
+	}
+
+	char found[96];
+	if (got == YYSYMBOL_YYEOF)
+		snprintf(found, sizeof found, "end of file");
+	else if (got == YYSYMBOL_IDENT || got == YYSYMBOL_INT ||
+		 got == YYSYMBOL_FLOAT)
+		snprintf(found, sizeof found, "%s '%s'", yysymbol_name(got),
+			 P->cur_text);
+	else if (got == YYSYMBOL_STRING)
+		snprintf(found, sizeof found, "string %s", P->cur_text);
+	else
+		snprintf(found, sizeof found, "%s", yysymbol_name(got));
+
+	char expected[256] = "";
+	size_t len = 0;
+	for (int i = 0; i < n && len < sizeof expected; i++)
+		len += (size_t)snprintf(expected + len, sizeof expected - len,
+					"%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ",
+					yysymbol_name(exp[i]));
+
+	/* A statement that runs into the next line lacks its ';': point just
+	 * after the last token of the statement, as gcc does. */
+	if (want_semi && got != YYSYMBOL_YYEOF && P->prev_tok.file >= 0 &&
+	    P->prev_tok.end_line < at.line) {
+		dtpc_loc after = P->prev_tok;
+		after.line = after.end_line;
+		after.col = after.end_col = after.end_col + 1;
+		diag_error(P->diag, after, "expected ';' at the end of the statement, found %s",
+			   found);
+		diag_hint(P->diag, "every statement ends with ';'");
+		return 0;
+	}
+	if (n > 0)
+		diag_error(P->diag, at, "unexpected %s, expected %s", found, expected);
+	else
+		diag_error(P->diag, at, "unexpected %s", found);
+
+	if (got == YYSYMBOL_YYEOF && P->nbraces > 0 &&
+	    P->nbraces <= (int)(sizeof P->braces / sizeof P->braces[0]))
+		diag_note(P->diag, P->braces[P->nbraces - 1],
+			  "this '{' is not closed");
+	else if (!strcmp(yysymbol_name(got), "'='") && want_colon)
+		diag_hint(P->diag, "a rule maps a glob to styles: \"GLOB\" : style, ...;");
+	else if (got == YYSYMBOL_STRING && want_ident)
+		diag_hint(P->diag, "names and styles are bare words, not strings (colwise, not \"colwise\")");
+	else if (want_ident && got >= YYSYMBOL_IMPORT && got <= YYSYMBOL_FALSE)
+		diag_hint(P->diag, "%s is a keyword and cannot be used as a name",
+			  yysymbol_name(got));
+	else if (want_semi && got != YYSYMBOL_YYEOF)
+		diag_hint(P->diag, "is a ';' or ',' missing before %s?", found);
+	return 0;
+}
