@@ -243,5 +243,5 @@ const char *closest_name(const char *s, const char *const *names, int n)
 	int limit = (int)strlen(s) / 3;
 	if (limit < 1)
 		limit = 1;
-	return bd <= limit ? best : NULL;
+	return bd <= limit && bd < (int)strlen(s) ? best : NULL;
 }

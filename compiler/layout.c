@@ -744,8 +744,13 @@ struct layout_result *layout_run(struct arena *a, struct diag_ctx *d,
 				    human_bytes(a, shape_numel(&m->tensors[t].shape) * 4));
 			if (x->origin >= 0)
 				diag_note(d, rule_loc(&P, x->origin), "the sharding comes from this rule");
-			diag_hint(d, "gather it explicitly: \"%s\" : gather(dim = %d);",
-				  m->ops[m->tensors[t].producer].module, x->dim);
+			/* A carried variable has no module of its own: its
+			 * repeat block's output is what a rule can gather. */
+			const struct ir_op *po = &m->ops[m->tensors[t].producer];
+			int mi = po->module_index >= 0 ? po->module_index : po->instance;
+			if (mi >= 0)
+				diag_hint(d, "gather it explicitly: \"%s\" : gather(dim = %d);",
+					  m->modules[mi].name, x->dim);
 		}
 	}
 	emit(&P);

@@ -71,9 +71,10 @@ static const struct sig *op_sig(int op)
 /* ---- state --------------------------------------------------------------- */
 
 struct binding {
-	int tensor;        /* -1: a repeat name */
+	int tensor;        /* -1: a repeat name, or a failed definition */
 	dtpc_loc loc;
 	struct scope *owner;
+	bool failed;       /* its statement had errors: uses stay silent */
 };
 
 struct scope {
@@ -84,9 +85,17 @@ struct scope {
 	int first_tensor;     /* tensors created in this scope have ids >= this */
 	/* Outer variables this instance updated, for its outputs. */
 	const char **updated;
-	struct scope **updated_in;
 	int nupdated, capupdated;
 };
+
+struct name_list {
+	const char **v;
+	int n, cap;
+};
+
+/* Upper bound on modules + ops of one model, so a hostile or mistyped
+ * `repeat` (nested 10^6 x 10^6) ends with an error instead of eating memory. */
+enum { INST_BUDGET = 4000000 };
 
 struct inst {
 	struct arena *a;
@@ -97,6 +106,7 @@ struct inst {
 	struct strmap *params;  /* name -> index in m->params */
 	struct strmap *modules; /* module name -> module index */
 	struct scope *cur;
+	bool over_budget;
 };
 
 #define GROW(a, arr, n, cap)                                                  \
@@ -231,16 +241,10 @@ static void note_read(struct inst *I, const char *name, int tensor)
 			port_add(I->a, &I->m->modules[s->instance], name, tensor);
 }
 
-struct name_list {
-	const char **v;
-	int n, cap;
-};
-
 static const char *const *scope_candidates(void *ud, int *n)
 {
 	struct inst *I = ud;
-	static struct name_list L;
-	L.n = 0;
+	struct name_list L = { 0 };
 	/* Parameters and every tensor name visible by its local spelling. */
 	for (int i = 0; i < I->m->nparams; i++) {
 		GROW(I->a, L.v, L.n, L.cap);
@@ -389,6 +393,8 @@ static int tensor_arg(struct inst *I, const char *opname, const char *pname,
 	}
 	const char *name = a->val->s;
 	struct binding *bd = find_binding(I, name);
+	if (bd && bd->tensor < 0 && bd->failed)
+		return -1; /* its definition failed and was reported */
 	if (!bd || bd->tensor < 0) {
 		if (strmap_get(I->params, name) >= 0) {
 			diag_error(I->d, a->val->loc,
@@ -780,7 +786,7 @@ static void define(struct inst *I, struct scope *s, const char *name, int tensor
 		   dtpc_loc loc)
 {
 	GROW(I->a, I->bindings, I->nbindings, I->capbindings);
-	I->bindings[I->nbindings] = (struct binding){ tensor, loc, s };
+	I->bindings[I->nbindings] = (struct binding){ tensor, loc, s, false };
 	strmap_put(s->names, name, I->nbindings++);
 }
 
@@ -859,6 +865,16 @@ next:;
 	}
 }
 
+/* A statement that failed still defines its name, as failed, so that its
+ * uses do not report "unknown tensor" again. */
+static void define_failed(struct inst *I, const struct mstmt *st, bool update)
+{
+	if (update || local_binding(I, st->name))
+		return;
+	define(I, I->cur, st->name, -1, st->name_loc);
+	I->bindings[I->nbindings - 1].failed = true;
+}
+
 static void do_assign(struct inst *I, const struct mstmt *st)
 {
 	int op = op_lookup(st->op);
@@ -870,15 +886,18 @@ static void do_assign(struct inst *I, const struct mstmt *st)
 		const char *best = closest_name(st->op, names, OP_COUNT);
 		if (best)
 			diag_hint(I->d, "did you mean '%s'?", best);
+		define_failed(I, st, false);
 		return;
 	}
 	struct binding *prev = find_binding(I, st->name);
-	bool update = prev && prev->owner != I->cur && prev->tensor >= 0;
+	bool update = prev && prev->owner != I->cur && (prev->tensor >= 0 || prev->failed);
 	if (!update && !check_unique(I, st->name, st->name_loc))
 		return;
 	struct bound b;
-	if (!bind_args(I, op, st, &b))
+	if (!bind_args(I, op, st, &b)) {
+		define_failed(I, st, update);
 		return;
+	}
 
 	struct ir_model *m = I->m;
 	const struct sig *s = op_sig(op);
@@ -907,8 +926,10 @@ static void do_assign(struct inst *I, const struct mstmt *st)
 		o.in[o.nin] = tensor_arg(I, op_table[op].name, s->p[k].name, b.arg[k]);
 		ok &= o.in[o.nin++] >= 0;
 	}
-	if (!ok)
+	if (!ok) {
+		define_failed(I, st, update);
 		return;
+	}
 
 	GROW(I->a, m->ops, m->nops, m->capops);
 	int opi = m->nops++;
@@ -919,8 +940,7 @@ static void do_assign(struct inst *I, const struct mstmt *st)
 		 * do not cascade into "unknown tensor" errors. */
 		m->nweights -= m->ops[opi].nweights;
 		m->nops--;
-		if (!update)
-			define(I, I->cur, st->name, -1, st->name_loc);
+		define_failed(I, st, update);
 		return;
 	}
 	struct ir_op *po = &m->ops[opi];
@@ -967,7 +987,16 @@ static void do_repeat(struct inst *I, const struct mstmt *st)
 	if (!check_unique(I, st->name, st->name_loc))
 		return;
 	define(I, I->cur, st->name, -1, st->name_loc);
+	int errors_before = I->d->nerrors;
 	for (int64_t i = 0; i < n.i; i++) {
+		if (I->m->nmodules + I->m->nops > INST_BUDGET) {
+			diag_error(I->d, st->count->loc,
+				   "model is too large: more than %d modules and ops", INST_BUDGET);
+			I->over_budget = true;
+			return;
+		}
+		if (I->over_budget)
+			return;
 		const char *iname = arena_printf(I->a, "%s%s.%" PRId64, I->cur->prefix,
 						 st->name, i);
 		int mi = new_module(I, iname, MOD_INSTANCE, st->name_loc);
@@ -986,9 +1015,9 @@ static void do_repeat(struct inst *I, const struct mstmt *st)
 		mod->outputs = ARENA_ARRAY(I->a, int, s.nupdated ? s.nupdated : 1);
 		for (int u = 0; u < s.nupdated; u++)
 			mod->outputs[u] = find_binding(I, s.updated[u])->tensor;
-		/* Bound each compile's work: a repeat that made no progress
-		 * (every statement failed) is reported once, not per iteration. */
-		if (I->d->nerrors && i == 0 && s.first_tensor == I->m->ntensors)
+		/* Every iteration runs the same statements: an error in one
+		 * would repeat in all the rest, so report it once and stop. */
+		if (I->d->nerrors > errors_before)
 			return;
 	}
 }
@@ -1003,7 +1032,7 @@ static void do_output(struct inst *I, const struct mstmt *st)
 	for (const struct pathref *r = st->outputs; r; r = r->next) {
 		struct binding *b = find_binding(I, r->name);
 		if (!b || b->tensor < 0) {
-			if (!b)
+			if (!b || !b->failed)
 				diag_error(I->d, r->loc, "unknown tensor '%s' in output",
 					   r->name);
 			continue;

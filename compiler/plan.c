@@ -452,9 +452,12 @@ static const char *ports_list(struct resolver *R, int mi)
 	return m->ninputs ? s : "none";
 }
 
-/* Divisibility of a linear's sharded dim by tp, packed blocks included. */
-static const char *tp_misfit(struct resolver *R, int mi, const struct style_use *u)
+/* Divisibility of a linear's sharded dim by tp, packed blocks included;
+ * *by_tp tells whether tp is to blame (else the blocks do not add up). */
+static const char *tp_misfit(struct resolver *R, int mi, const struct style_use *u,
+			     bool *by_tp)
 {
+	*by_tp = true;
 	const struct ir_op *o = mod_op(R->c, mi);
 	if (!o || o->kind != OP_linear)
 		return NULL;
@@ -466,7 +469,7 @@ static const char *tp_misfit(struct resolver *R, int mi, const struct style_use 
 		int64_t sum = 0;
 		for (int i = 0; i < u->nblocks; i++)
 			sum += u->blocks[i];
-		if (sum != dim)
+		if (sum != dim && !(*by_tp = false))
 			return arena_printf(R->a, "packed blocks sum to %" PRId64 ", but %s "
 					    "of '%s' is %" PRId64, sum, what,
 					    R->c->model->modules[mi].name, dim);
@@ -541,7 +544,10 @@ static void report_tally(struct resolver *R, const struct style *st,
 		return;
 	diag_error(R->d, st->loc, "%s%s", t->detail, and_more(R, t->count));
 	const struct ir_module *m = &R->c->model->modules[t->first];
-	diag_note(R->d, m->loc, "'%s' is defined here", m->name[0] ? m->name : "the model");
+	if (m->kind == MOD_ROOT)
+		diag_note(R->d, m->loc, "model '%s' is defined here", R->c->model->name);
+	else
+		diag_note(R->d, m->loc, "'%s' is defined here", m->name);
 	if (extra_note)
 		diag_note(R->d, note_loc, "%s", extra_note);
 }
@@ -611,6 +617,7 @@ static void apply_rule(struct resolver *R, int ri)
 		if (!read_style(R, st, &proto))
 			continue;
 		struct tally fit = { 0 }, tpfit = { 0 }, port = { 0 }, conflict = { 0 };
+		bool by_tp = true;
 		int other_rule = -1;
 		for (int k = 0; k < n; k++) {
 			int mi = matched[k];
@@ -625,7 +632,7 @@ static void apply_rule(struct resolver *R, int ri)
 				continue;
 			}
 			if ((u->kind == ST_COLWISE || u->kind == ST_ROWWISE) &&
-			    (why = tp_misfit(R, mi, u))) {
+			    (why = tp_misfit(R, mi, u, &by_tp))) {
 				if (!tpfit.count++) {
 					tpfit.first = mi;
 					tpfit.detail = why;
@@ -649,8 +656,9 @@ static void apply_rule(struct resolver *R, int ri)
 					conflict.first = mi;
 					conflict.detail = arena_printf(
 						R->a, "'%s' gets '%s' from this rule, but '%s' "
-						"from another", m->modules[mi].name, use_str(R, u),
-						use_str(R, clash));
+						"from %s", m->modules[mi].name, use_str(R, u),
+						use_str(R, clash),
+						clash->rule == ri ? "the same rule" : "another");
 					other_rule = clash->rule;
 				}
 				continue;
@@ -664,10 +672,11 @@ static void apply_rule(struct resolver *R, int ri)
 			c->styles[mi] = u;
 		}
 		report_tally(R, st, &fit, NULL, loc_none());
-		if (tpfit.count) {
-			report_tally(R, st, &tpfit, arena_printf(R->a, "tp = %" PRId64 " is set here",
-							     c->tp), axis_loc(c, c->ax_tp));
-		}
+		if (tpfit.count)
+			report_tally(R, st, &tpfit,
+				     by_tp ? arena_printf(R->a, "tp = %" PRId64 " is set here", c->tp)
+					   : NULL,
+				     axis_loc(c, c->ax_tp));
 		if (port.count)
 			report_tally(R, st, &port,
 				     proto.kind == ST_SPLIT && plan_cp(c) > 1
@@ -678,7 +687,8 @@ static void apply_rule(struct resolver *R, int ri)
 		if (conflict.count) {
 			diag_error(R->d, st->loc, "conflicting styles: %s%s", conflict.detail,
 				   and_more(R, conflict.count));
-			diag_note(R->d, c->rules[other_rule].stmt->loc, "the other rule");
+			if (other_rule != ri)
+				diag_note(R->d, c->rules[other_rule].stmt->loc, "the other rule");
 		}
 	}
 }
@@ -854,9 +864,7 @@ struct plan_cfg *plan_resolve(struct arena *a, struct diag_ctx *d,
 	struct override *ov = overrides(&R, model_stmt, o, &nov);
 	int before = d->nerrors;
 	c->model = model_instantiate(a, d, md, ov, nov, model_stmt->name_loc);
-	if (d->nerrors > before)
-		diag_note(d, model_stmt->loc, "model '%s' is instantiated for plan '%s' here",
-			  md->name, p->name);
+	bool model_ok = d->nerrors == before;
 
 	c->ax_ring = axis_index(c, "ring");
 	c->ax_ulysses = axis_index(c, "ulysses");
@@ -879,6 +887,10 @@ struct plan_cfg *plan_resolve(struct arena *a, struct diag_ctx *d,
 	check_context(&R);
 
 	c->styles = ARENA_ARRAY(a, struct style_use *, c->model->nmodules);
+	/* Rules over a model that did not instantiate cleanly would only
+	 * report the model's errors again (globs matching missing modules). */
+	if (!model_ok)
+		return c;
 	c->rules = ARENA_ARRAY(a, struct rule, nrules ? nrules : 1);
 	for (const struct pstmt *s = p->body; s; s = s->next)
 		if (s->kind == PS_RULE)

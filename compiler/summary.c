@@ -238,12 +238,16 @@ void summary_print_text(const cJSON *j, FILE *out)
 		cJSON_IsTrue(cJSON_GetObjectItem(ctx, "ring_anything")) ? ", ring_anything" : "");
 	fprintf(out, "  rules\n");
 	const cJSON *r;
+	int gw = 0, sw = 0;
 	cJSON_ArrayForEach(r, cJSON_GetObjectItem(j, "rules")) {
-		char g[96];
-		snprintf(g, sizeof g, "\"%s\"", jstr(r, "glob"));
-		fprintf(out, "    %-34s %-22s %5.0f module%s\n", g, jstr(r, "styles"),
-			jnum(r, "modules"), jnum(r, "modules") == 1 ? "" : "s");
+		int g = (int)strlen(jstr(r, "glob")) + 2, s = (int)strlen(jstr(r, "styles"));
+		gw = g > gw ? g : gw;
+		sw = s > sw ? s : sw;
 	}
+	cJSON_ArrayForEach(r, cJSON_GetObjectItem(j, "rules"))
+		fprintf(out, "    \"%s\"%*s  %-*s %5.0f module%s\n", jstr(r, "glob"),
+			gw - (int)strlen(jstr(r, "glob")) - 2, "", sw, jstr(r, "styles"),
+			jnum(r, "modules"), jnum(r, "modules") == 1 ? "" : "s");
 	fprintf(out, "  styles by op\n");
 	const cJSON *k;
 	cJSON_ArrayForEach(k, cJSON_GetObjectItem(j, "styles_by_op")) {

@@ -239,6 +239,18 @@ mstmt:
 		$$->op_loc = @3;
 		$$->args = $5.head;
 	}
+|	path '=' IDENT '(' opt_args ')' error {
+		/* The statement is complete but its ';' is missing: keep it, so
+		 * the names it defines do not cascade into more errors. */
+		$$ = mkmstmt(P, MS_ASSIGN, @$, $1, @1);
+		$$->op = $3;
+		$$->op_loc = @3;
+		$$->args = $5.head;
+	}
+|	INPUT IDENT ':' '[' exprs ']' error {
+		$$ = mkmstmt(P, MS_INPUT, @$, $2, @2);
+		$$->dims = $5.head;
+	}
 |	REPEAT IDENT '[' expr ']' '{' mstmts '}' {
 		$$ = mkmstmt(P, MS_REPEAT, @$, $2, @2);
 		$$->count = $4;
@@ -344,6 +356,12 @@ pstmt:
 |	CONTEXT kvlist ';' { $$ = mkpstmt(P, PS_CONTEXT, @$, $2.head); }
 |	TENSOR kvlist ';' { $$ = mkpstmt(P, PS_TENSOR, @$, $2.head); }
 |	STRING ':' styles ';' {
+		$$ = mkpstmt(P, PS_RULE, @$, NULL);
+		$$->name = $1;
+		$$->name_loc = @1;
+		$$->styles = $3.head;
+	}
+|	STRING ':' styles error {
 		$$ = mkpstmt(P, PS_RULE, @$, NULL);
 		$$->name = $1;
 		$$->name_loc = @1;

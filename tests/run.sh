@@ -1,0 +1,173 @@
+#!/bin/sh
+# run.sh BUILD [--no-san] — every test of dtpc; ends with "N passed, N failed".
+#
+#  unit      build/tests/test_* (TAP)
+#  diag      tests/diag/*.plan: exact diagnostics against *.expected
+#  valid     examples/*.plan: clean, summary against tests/valid/*.expected
+#  cli       usage errors, --format json, exit statuses
+#  fuzz      the parser fuzz target over its corpus, then a short run
+#  san       all of the above again, built with ASan + UBSan
+#
+# UPDATE=1 rewrites the golden files from the current output (review the diff).
+set -u
+BUILD=${1:-build}
+SAN=${2:-}
+DTPC="$BUILD/dtpc"
+pass=0
+fail=0
+failed_names=""
+
+ok() { pass=$((pass + 1)); }
+bad() {
+	fail=$((fail + 1))
+	failed_names="$failed_names $1"
+	echo "FAIL: $1"
+}
+
+# compare NAME EXPECTED_FILE ACTUAL_FILE
+compare() {
+	if [ "${UPDATE:-}" = 1 ]; then
+		cp "$3" "$2"
+		ok
+	elif diff -u "$2" "$3" >"$3.diff" 2>&1; then
+		ok
+	else
+		bad "$1"
+		head -40 "$3.diff"
+	fi
+}
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# ---- unit ---------------------------------------------------------------------
+for t in "$BUILD"/tests/test_*; do
+	[ -x "$t" ] || continue
+	name=unit/$(basename "$t")
+	if "$t" >"$tmp/unit.out" 2>&1; then
+		ok
+	else
+		bad "$name"
+		grep -v '^ok ' "$tmp/unit.out" | head -20
+	fi
+done
+
+# ---- golden diagnostics -----------------------------------------------------------
+# The first line of a case may hold `# args: ...` (extra dtpc check arguments).
+for f in tests/diag/*.plan; do
+	[ -f "$f" ] || continue
+	args=$(sed -n '1s/^# args: //p' "$f")
+	# shellcheck disable=SC2086
+	"$DTPC" check "$f" --no-color $args >"$tmp/out" 2>&1
+	echo "exit $?" >>"$tmp/out"
+	compare "diag/$(basename "$f" .plan)" "${f%.plan}.expected" "$tmp/out"
+done
+
+# ---- valid examples ------------------------------------------------------------------
+for f in examples/*.plan; do
+	name=$(basename "$f" .plan)
+	"$DTPC" check "$f" --no-color >"$tmp/out" 2>&1
+	echo "exit $?" >>"$tmp/out"
+	compare "valid/$name" "tests/valid/$name.expected" "$tmp/out"
+done
+
+# ---- command line -----------------------------------------------------------------------
+# expect_exit NAME STATUS COMMAND...
+expect_exit() {
+	name=$1 want=$2
+	shift 2
+	"$@" >"$tmp/cli" 2>&1
+	got=$?
+	if [ "$got" = "$want" ]; then ok; else
+		bad "cli/$name"
+		echo "  expected exit $want, got $got: $*"
+		head -5 "$tmp/cli"
+	fi
+}
+expect_exit help 0 "$DTPC" --help
+expect_exit version 0 "$DTPC" --version
+expect_exit no-args 2 "$DTPC"
+expect_exit unknown-command 2 "$DTPC" frobnicate
+expect_exit unknown-option 2 "$DTPC" check examples/tiny_dit.plan --frob
+expect_exit missing-file 2 "$DTPC" check /nonexistent/x.plan
+expect_exit bad-world 2 "$DTPC" check examples/tiny_dit.plan --world zero
+expect_exit unknown-plan 2 "$DTPC" check examples/tiny_dit.plan --plan nope
+expect_exit world-mismatch 1 "$DTPC" check examples/tiny_dit.plan --world 4
+expect_exit world-match 0 "$DTPC" check examples/tiny_dit.plan --world 8
+expect_exit define 0 "$DTPC" check examples/tiny_dit.plan -D seq=2048
+expect_exit define-bad-param 1 "$DTPC" check examples/tiny_dit.plan -D sq=2048
+expect_exit define-indivisible 1 "$DTPC" check examples/tiny_dit.plan -D seq=1022
+expect_exit dumps 0 "$DTPC" check examples/tiny_dit.plan -d isl
+for f in tests/cli/*.args; do
+	[ -f "$f" ] || continue
+	# shellcheck disable=SC2046
+	"$DTPC" $(cat "$f") >"$tmp/out" 2>&1
+	echo "exit $?" >>"$tmp/out"
+	compare "cli/$(basename "$f" .args)" "${f%.args}.expected" "$tmp/out"
+done
+# JSON is well-formed for a clean plan and for a broken one.
+for f in examples/tiny_dit.plan tests/diag/*.plan; do
+	[ -f "$f" ] || continue
+	args=$(sed -n '1s/^# args: //p' "$f")
+	# shellcheck disable=SC2086
+	"$DTPC" check "$f" --format json $args >"$tmp/json" 2>/dev/null
+	if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert "diagnostics" in d' "$tmp/json"; then
+		ok
+	else
+		bad "json/$(basename "$f")"
+	fi
+done
+
+# ---- fuzz -----------------------------------------------------------------------------------
+if [ -z "$SAN" ]; then
+	if make -s "$BUILD/fuzz/fuzz_parse" >"$tmp/fuzzbuild" 2>&1; then
+		# Replay: every example, every diagnostic case and the saved corpus.
+		if "$BUILD/fuzz/fuzz_parse" -runs=0 examples tests/diag tests/fuzz/corpus \
+			>"$tmp/fuzz" 2>&1; then ok; else
+			bad fuzz/replay
+			tail -20 "$tmp/fuzz"
+		fi
+		mkdir -p "$tmp/corpus"
+		if "$BUILD/fuzz/fuzz_parse" -max_total_time="${FUZZ_SECONDS:-20}" -max_len=4096 \
+			-timeout=10 -rss_limit_mb=4096 "$tmp/corpus" examples tests/fuzz/corpus \
+			>"$tmp/fuzz" 2>&1; then ok; else
+			bad fuzz/run
+			tail -30 "$tmp/fuzz"
+		fi
+	else
+		echo "SKIPPED: fuzz target did not build (clang with libFuzzer missing?)"
+		cat "$tmp/fuzzbuild"
+		bad fuzz/build
+	fi
+fi
+
+# ---- the same suite under ASan + UBSan ---------------------------------------------------------
+if [ -z "$SAN" ]; then
+	echo "building with ASan + UBSan ..."
+	if make -s SAN=1 BUILD=build-san all >"$tmp/sanbuild" 2>&1; then
+		sh "$0" build-san --no-san >"$tmp/san" 2>&1
+		tail -n 30 "$tmp/san" | grep -E '^(FAIL|==|.*runtime error)' || true
+		line=$(tail -n 1 "$tmp/san")
+		sp=$(echo "$line" | sed -n 's/^san: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
+		sf=$(echo "$line" | sed -n 's/^san: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
+		if [ -n "$sp" ]; then
+			pass=$((pass + sp))
+			fail=$((fail + sf))
+			[ "$sf" = 0 ] || failed_names="$failed_names san:[see above]"
+		else
+			bad san/run
+			tail -20 "$tmp/san"
+		fi
+	else
+		bad san/build
+		tail -20 "$tmp/sanbuild"
+	fi
+fi
+
+[ -n "$failed_names" ] && echo "failed:$failed_names"
+if [ -n "$SAN" ]; then
+	echo "san: $pass passed, $fail failed"
+else
+	echo "$pass passed, $fail failed"
+fi
+[ "$fail" = 0 ]
