@@ -99,6 +99,26 @@ char *arena_printf(struct arena *a, const char *fmt, ...)
 	return d;
 }
 
+char *arena_concat(struct arena *a, ...)
+{
+	va_list ap;
+	size_t n = 0;
+	va_start(ap, a);
+	for (const char *s; (s = va_arg(ap, const char *));)
+		n += strlen(s);
+	va_end(ap);
+	char *d = arena_alloc(a, n + 1), *o = d;
+	va_start(ap, a);
+	for (const char *s; (s = va_arg(ap, const char *));) {
+		size_t k = strlen(s);
+		memcpy(o, s, k);
+		o += k;
+	}
+	va_end(ap);
+	*o = 0;
+	return d;
+}
+
 size_t arena_used(const struct arena *a)
 {
 	return a->total;

@@ -18,6 +18,9 @@ char *arena_strdup(struct arena *a, const char *s);
 char *arena_strndup(struct arena *a, const char *s, size_t n);
 char *arena_printf(struct arena *a, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* The concatenation of the strings up to a NULL: the fast path for dotted
+ * names, which every statement of a large model builds. */
+char *arena_concat(struct arena *a, ...) __attribute__((sentinel));
 /* Bytes handed out so far (for the -v report and benchmarks). */
 size_t arena_used(const struct arena *a);
 

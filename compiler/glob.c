@@ -292,10 +292,19 @@ static bool glob_seg_match(const char *p, const char *pe, const char *s,
 	if (plen == 1 && *p == '*')
 		return true;
 	for (const char *q = p; q < pe; q++) {
-		if (strchr("*?[{\\", *q))
-			plain = false;
-		if (*q == '*' || *q == '{')
+		switch (*q) {
+		case '*':
+		case '{':
 			branchy = true;
+			/* fall through */
+		case '?':
+		case '[':
+		case '\\':
+			plain = false;
+			break;
+		default:
+			break;
+		}
 	}
 	if (plain)
 		return plen == (size_t)(se - s) && !memcmp(p, s, plen);

@@ -189,7 +189,7 @@ static void add_weight(struct inst *I, int op, const char *suffix,
 		o->weight0 = m->nweights;
 	o->nweights++;
 	struct ir_weight *w = &m->weights[m->nweights++];
-	w->name = suffix ? arena_printf(I->a, "%s.%s", o->module, suffix)
+	w->name = suffix ? arena_concat(I->a, o->module, ".", suffix, (char *)NULL)
 			 : o->module;
 	w->shape = sh;
 	w->op = op;
@@ -907,7 +907,7 @@ static void do_assign(struct inst *I, const struct mstmt *st)
 	struct ir_op o = { .kind = (enum op_kind)op, .loc = st->loc, .module_index = -1,
 			   .name_loc = st->name_loc, .stmt = st, .update = update,
 			   .instance = I->cur->instance };
-	o.module = arena_printf(I->a, "%s%s", I->cur->prefix, st->name);
+	o.module = arena_concat(I->a, I->cur->prefix, st->name, (char *)NULL);
 	o.in = ARENA_ARRAY(I->a, int, nin);
 	o.in_loc = ARENA_ARRAY(I->a, dtpc_loc, nin);
 	bool ok = true;

@@ -586,19 +586,15 @@ static void apply_rule(struct resolver *R, int ri)
 		return;
 	}
 	const struct ir_model *m = c->model;
+	/* The glob's literal prefix rejects most modules with one strncmp
+	 * (transformer_blocks.* against single_transformer_blocks.*). */
+	size_t lit = strcspn(r->glob, "*?[{\\");
 	int n = 0;
-	int *matched = NULL;
-	for (int pass = 0; pass < 2; pass++) {
-		n = 0;
-		for (int i = 0; i < m->nmodules; i++)
-			if (glob_match(r->glob, m->modules[i].name)) {
-				if (pass)
-					matched[n] = i;
-				n++;
-			}
-		if (!pass)
-			matched = ARENA_ARRAY(R->a, int, n ? n : 1);
-	}
+	int *matched = ARENA_ARRAY(R->a, int, m->nmodules);
+	for (int i = 0; i < m->nmodules; i++)
+		if (!strncmp(r->glob, m->modules[i].name, lit) &&
+		    glob_match(r->glob, m->modules[i].name))
+			matched[n++] = i;
 	r->nmatched = n;
 	if (n == 0) {
 		diag_error(R->d, ps->name_loc, "glob \"%s\" matches no module of model '%s'",

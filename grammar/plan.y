@@ -143,7 +143,7 @@ static void yyerror(const dtpc_loc *loc, yyscan_t scanner,
 
 %token END 0 "end of file"
 %token <i> INT "integer"
-%token <i> DOTINT "'.' and a number"
+%token <s> DOTINT "'.' and a number"
 %token <f> FLOAT "number"
 %token <s> IDENT "identifier"
 %token <s> STRING "string"
@@ -282,8 +282,8 @@ paths:
 /* path := IDENT { '.' ( IDENT | INT ) } */
 path:
 	IDENT { $$ = $1; }
-|	path '.' IDENT { $$ = arena_printf(P->arena, "%s.%s", $1, $3); }
-|	path DOTINT { $$ = arena_printf(P->arena, "%s.%lld", $1, (long long)$2); }
+|	path '.' IDENT { $$ = arena_concat(P->arena, $1, ".", $3, (char *)NULL); }
+|	path DOTINT { $$ = arena_concat(P->arena, $1, ".", $2, (char *)NULL); }
 ;
 
 opt_args:

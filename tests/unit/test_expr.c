@@ -1,0 +1,136 @@
+/* test_expr.c — unit tests for the constant-expression evaluator. */
+#include <math.h>
+#include <string.h>
+
+#include "compiler/arena.h"
+#include "compiler/expr.h"
+#include "compiler/parse.h"
+#include "tests/unit/unit.h"
+
+static struct arena *A;
+
+/* Parses `model m(v = EXPR) {}` and evaluates EXPR with names a = 6, b = 4. */
+static enum lookup_result lookup(void *ud, const char *name, dtpc_loc loc,
+				 struct value *out)
+{
+	(void)ud;
+	(void)loc;
+	memset(out, 0, sizeof *out);
+	if (!strcmp(name, "a") || !strcmp(name, "b")) {
+		out->kind = VAL_INT;
+		out->i = name[0] == 'a' ? 6 : 4;
+		return LOOKUP_OK;
+	}
+	return LOOKUP_UNKNOWN;
+}
+
+static bool eval(const char *src, struct value *v, int *nerr)
+{
+	struct diag_ctx d;
+	diag_init(&d, A);
+	char *text = arena_printf(A, "model m(v = %s) { }", src);
+	struct file_ast ast;
+	parse_buffer(A, &d, "t.plan", text, strlen(text), &ast);
+	bool ok = false;
+	if (d.nerrors == 0 && ast.models && ast.models->params) {
+		struct eval_ctx c = { .arena = A, .diag = &d, .lookup = lookup };
+		ok = expr_eval(&c, ast.models->params->val, v);
+	}
+	*nerr = d.nerrors;
+	diag_release(&d);
+	return ok && d.nerrors == 0;
+}
+
+static void int_is(const char *src, int64_t want)
+{
+	struct value v;
+	int e;
+	bool ok = eval(src, &v, &e);
+	UNIT_CHECK(ok && v.kind == VAL_INT && v.i == want, "%s == %lld (got %lld, %d errors)",
+		   src, (long long)want, (long long)v.i, e);
+}
+
+static void float_is(const char *src, double want)
+{
+	struct value v;
+	int e;
+	bool ok = eval(src, &v, &e);
+	UNIT_CHECK(ok && v.kind == VAL_FLOAT && fabs(v.f - want) <= 1e-12 * fabs(want),
+		   "%s == %g (got %g)", src, want, v.f);
+}
+
+static void fails(const char *src)
+{
+	struct value v;
+	int e;
+	bool ok = eval(src, &v, &e);
+	UNIT_CHECK(!ok && e > 0, "%s is an error (%d errors)", src, e);
+}
+
+int main(void)
+{
+	A = arena_create();
+	int_is("1", 1);
+	int_is("1 + 2 * 3", 7);
+	int_is("(1 + 2) * 3", 9);
+	int_is("10 - 4 - 3", 3);           /* left associative */
+	int_is("24 / 4 / 2", 3);
+	int_is("-3 + 5", 2);
+	int_is("--3", 3);
+	int_is("a * b", 24);
+	int_is("a * 128 / b", 192);
+	int_is("2 * -a", -12);
+	int_is("9223372036854775807", INT64_MAX);
+	float_is("1e-6", 1e-6);
+	float_is("1.5 * 2", 3.0);
+	float_is("7.0 / 2", 3.5);
+	float_is("a / 4.0", 1.5);
+	float_is("-2.5e3", -2500.0);
+
+	struct value v;
+	int e;
+	UNIT_CHECK(eval("\"tanh\"", &v, &e) && v.kind == VAL_STR && !strcmp(v.s, "tanh"),
+		   "string literal");
+	UNIT_CHECK(eval("true", &v, &e) && v.kind == VAL_BOOL && v.i == 1, "true");
+	UNIT_CHECK(eval("false", &v, &e) && v.kind == VAL_BOOL && v.i == 0, "false");
+	UNIT_CHECK(eval("[a, b * 2, 3]", &v, &e) && v.kind == VAL_LIST && v.n == 3 &&
+			   v.items[0].i == 6 && v.items[1].i == 8 && v.items[2].i == 3,
+		   "list of expressions");
+	UNIT_CHECK(eval("[[1, 2], [3]]", &v, &e) && v.n == 2 && v.items[0].n == 2,
+		   "nested list");
+
+	fails("7 / 2");                      /* integer division must be exact */
+	fails("a / 0");
+	fails("1.0 / 0");
+	fails("9223372036854775807 + 1");    /* overflow */
+	fails("4611686018427387904 * 2");
+	fails("-9223372036854775807 - 2");
+	fails("99999999999999999999");       /* too large to lex */
+	fails("c + 1");                      /* unknown name */
+	fails("\"x\" + 1");
+	fails("true * 2");
+	fails("-\"x\"");
+	fails("[1, 2] + 1");
+
+	/* edit distance and did-you-mean */
+	UNIT_CHECK(edit_distance("colwise", "colwise") == 0, "distance to itself");
+	UNIT_CHECK(edit_distance("colwse", "colwise") == 1, "one deletion");
+	UNIT_CHECK(edit_distance("rowise", "colwise") == 2, "two edits");
+	const char *names[] = { "seq", "hidden", "heads" };
+	UNIT_CHECK(closest_name("hiden", names, 3) && !strcmp(closest_name("hiden", names, 3), "hidden"),
+		   "hiden -> hidden");
+	UNIT_CHECK(closest_name("batch", names, 3) == NULL, "no suggestion when far");
+	UNIT_CHECK(closest_name("x", (const char *[]){ "q" }, 1) == NULL,
+		   "a one-letter name is not a typo of another");
+
+	struct value c = value_from_cli(A, "1024");
+	UNIT_CHECK(c.kind == VAL_INT && c.i == 1024, "-D integer");
+	c = value_from_cli(A, "1e-5");
+	UNIT_CHECK(c.kind == VAL_FLOAT && c.f == 1e-5, "-D float");
+	c = value_from_cli(A, "false");
+	UNIT_CHECK(c.kind == VAL_BOOL && c.i == 0, "-D bool");
+	c = value_from_cli(A, "tanh");
+	UNIT_CHECK(c.kind == VAL_STR && !strcmp(c.s, "tanh"), "-D string");
+	arena_free(A);
+	return unit_done();
+}
