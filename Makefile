@@ -15,8 +15,11 @@ OPT    ?= -O2
 WARN    = -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes \
           -Wmissing-prototypes -Wformat=2 -Wundef -Wcast-align \
           -Wno-unused-parameter
-CFLAGS  = -std=gnu11 $(OPT) -g $(WARN) -MMD -MP -I. -I$(BUILD)/gen
-LDLIBS  = -lcjson -lm
+BLAS_CFLAGS ?= -I/usr/include/x86_64-linux-gnu/openblas-pthread
+MPI_CFLAGS  ?= $(shell mpicc --showme:compile 2>/dev/null)
+MPI_LIBS    ?= $(shell mpicc --showme:link 2>/dev/null)
+CFLAGS  = -std=gnu11 $(OPT) -g $(WARN) -MMD -MP -pthread -I. -I$(BUILD)/gen $(BLAS_CFLAGS)
+LDLIBS  = -lcjson -lopenblas -lpthread -lm
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=address,undefined
@@ -27,6 +30,8 @@ GENFLAGS = $(filter-out -Wpedantic -Wshadow -Wmissing-prototypes -Wstrict-protot
 COMPILER_SRC = $(filter-out compiler/main.c,$(wildcard compiler/*.c))
 COMPILER_OBJ = $(COMPILER_SRC:%.c=$(BUILD)/obj/%.o) \
                $(BUILD)/obj/gen/plan.tab.o $(BUILD)/obj/gen/lex.yy.o
+RUNTIME_SRC  = $(wildcard runtime/*.c kernels/cpu/*.c)
+RUNTIME_OBJ  = $(RUNTIME_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_SRC     = $(wildcard tests/unit/test_*.c)
 UNIT_BIN     = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
@@ -59,10 +64,17 @@ $(BUILD)/libdtpcc.a: $(COMPILER_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/dtpc: $(BUILD)/obj/compiler/main.o $(BUILD)/libdtpcc.a
+# libdtpc: the runtime a deployment links (loader, executor, backends, kernels).
+$(BUILD)/libdtpc.a: $(RUNTIME_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+LIBS = $(BUILD)/libdtpcc.a $(BUILD)/libdtpc.a
+
+$(BUILD)/dtpc: $(BUILD)/obj/compiler/main.o $(LIBS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libdtpcc.a
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 

@@ -79,6 +79,9 @@ results = {"flux": {}, "scaling": []}
 flux_all = best_of([DTPC, "check", "examples/flux.plan", "-q"])
 results["flux"]["all_plans_ms"] = flux_all * 1e3
 print(f"dtpc check examples/flux.plan (all plans): {flux_all * 1e3:.1f} ms")
+one = best_of([DTPC, "check", "examples/flux.plan", "--plan", "flux_ring2_ulysses2_tp2", "-q"])
+results["flux"]["one_plan_ms"] = one * 1e3
+print(f"dtpc check examples/flux.plan --plan flux_ring2_ulysses2_tp2 (19 + 38 blocks): {one * 1e3:.1f} ms")
 startup = best_of([DTPC, "--version"])
 print(f"process start-up (dtpc --version):        {startup * 1e3:.1f} ms")
 results["startup_ms"] = startup * 1e3

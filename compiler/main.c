@@ -50,7 +50,11 @@ static int cmd_check(int argc, char **argv)
 	int rc = 2;
 	for (int i = 2; i < argc; i++) {
 		const char *s = argv[i], *v;
-		if (!strcmp(s, "--plan")) {
+		if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
+			fputs(usage, stdout);
+			rc = 0;
+			goto out;
+		} else if (!strcmp(s, "--plan")) {
 			if (!(o.co.plan = need_value(argc, argv, &i)))
 				goto missing;
 		} else if (!strcmp(s, "--world")) {

@@ -11,13 +11,34 @@
 #include <string.h>
 
 #include "arena.h"
+#include "strmap.h"
 
-static const char *per_rank(struct arena *a, int64_t size, int64_t n)
+/* The distinct per-rank sizes of a dim of `size` split n ways, largest
+ * first: "256", or "22/21/20" for a block-sharded uneven split (each block
+ * is split on its own, tensor_split style). */
+static const char *per_rank(struct arena *a, const struct lay_axis *x, int64_t size,
+			    int64_t n)
 {
-	if (n <= 1 || size % n == 0)
-		return arena_printf(a, "%" PRId64, size / (n ? n : 1));
-	/* tensor_split: the first size % n ranks hold one more */
-	return arena_printf(a, "%" PRId64 "/%" PRId64, size / n + 1, size / n);
+	if (x->kind != LAY_SHARD || n <= 1)
+		return arena_printf(a, "%" PRId64, size);
+	int64_t seen[8];
+	int ns = 0;
+	for (int64_t r = 0; r < n && ns < 8; r++) {
+		int64_t local = 0;
+		if (!x->nblk)
+			local = layout_local(size, n, r);
+		for (int b = 0; b < x->nblk; b++)
+			local += layout_local(x->blk[b], n, r);
+		bool dup = false;
+		for (int i = 0; i < ns; i++)
+			dup |= seen[i] == local;
+		if (!dup)
+			seen[ns++] = local;
+	}
+	const char *s = "";
+	for (int i = 0; i < ns; i++)
+		s = arena_printf(a, "%s%s%" PRId64, s, i ? "/" : "", seen[i]);
+	return s;
 }
 
 /* "blocks.*.attn" for the attention of every block, from blocks.0.attn. */
@@ -61,12 +82,12 @@ static cJSON *attention_json(struct arena *a, const struct plan_cfg *c,
 		cJSON_AddNumberToObject(j, "padded_heads", (double)(per * u - local));
 	const struct ir_shape *q = &m->tensors[o->in[0]].shape;
 	const struct ir_shape *k = &m->tensors[o->in[1]].shape;
-	bool qs = in[0].cp.kind == LAY_SHARD, ks = in[1].cp.kind == LAY_SHARD;
+	bool qs = in[0].cp.kind == LAY_SHARD;
 	int64_t cpn = plan_cp(c);
 	cJSON_AddNumberToObject(j, "q_tokens", (double)q->d[1]);
-	cJSON_AddStringToObject(j, "q_tokens_per_rank", per_rank(a, q->d[1], qs ? cpn : 1));
+	cJSON_AddStringToObject(j, "q_tokens_per_rank", per_rank(a, &in[0].cp, q->d[1], cpn));
 	cJSON_AddNumberToObject(j, "kv_tokens", (double)k->d[1]);
-	cJSON_AddStringToObject(j, "kv_tokens_per_rank", per_rank(a, k->d[1], ks ? cpn : 1));
+	cJSON_AddStringToObject(j, "kv_tokens_per_rank", per_rank(a, &in[1].cp, k->d[1], cpn));
 	const char *how = "local";
 	if (uly && ring)
 		how = c->rotate == ROTATE_ALLGATHER ? "ulysses all-to-all, ring all-gather"
@@ -78,9 +99,13 @@ static cJSON *attention_json(struct arena *a, const struct plan_cfg *c,
 	else if (qs)
 		how = "local queries, whole keys";
 	cJSON_AddStringToObject(j, "context", how);
-	if (uly)
+	if (uly) {
+		/* Ulysses gathers the sequence over its group: each rank then
+		 * holds the tokens of one ring position. */
+		struct lay_axis whole = in[0].cp;
 		cJSON_AddStringToObject(j, "tokens_during_attention",
-					per_rank(a, q->d[1], c->ring));
+					per_rank(a, &whole, q->d[1], c->ring));
+	}
 	return j;
 }
 
@@ -170,21 +195,21 @@ cJSON *summary_build(struct arena *a, const struct plan_cfg *c,
 
 	/* One entry per attention statement (all repeat instances alike). */
 	cJSON *att = cJSON_AddArrayToObject(j, "attention");
-	const struct mstmt *last = NULL;
-	cJSON *cur = NULL;
-	int count = 0;
+	struct strmap *by_stmt = strmap_create(a, 16);
 	for (int opi = 0; opi < m->nops; opi++) {
 		const struct ir_op *o = &m->ops[opi];
 		if (o->kind != OP_attention || o->module_index < 0)
 			continue;
-		if (o->stmt == last) {
-			cJSON_SetNumberValue(cJSON_GetObjectItem(cur, "count"), ++count);
+		const char *key = arena_printf(a, "%p", (const void *)o->stmt);
+		int k = strmap_get(by_stmt, key);
+		if (k >= 0) {
+			cJSON *e = cJSON_GetArrayItem(att, k);
+			cJSON *n = cJSON_GetObjectItem(e, "count");
+			cJSON_SetNumberValue(n, n->valuedouble + 1);
 			continue;
 		}
-		last = o->stmt;
-		count = 1;
-		cur = attention_json(a, c, lay, opi, 1);
-		cJSON_AddItemToArray(att, cur);
+		strmap_put(by_stmt, key, cJSON_GetArraySize(att));
+		cJSON_AddItemToArray(att, attention_json(a, c, lay, opi, 1));
 	}
 	cJSON_AddNumberToObject(j, "ops", m->nops);
 	cJSON_AddNumberToObject(j, "modules", m->nmodules);
