@@ -177,8 +177,9 @@ static const char *level_color[] = { "\033[1;31m", "\033[1;35m", "\033[1;36m",
 				     "\033[1;32m" };
 
 /* The source line of loc, then a caret under its first column and '~' under
- * the rest of the range on that line. Tabs in the source are copied into the
- * caret line so the caret lines up whatever the tab width. */
+ * the rest of the range on that line. Columns count UTF-8 characters; tabs
+ * in the source are copied into the caret line so the caret lines up
+ * whatever the tab width. */
 static void print_snippet(const struct diag_ctx *d, FILE *out, dtpc_loc loc)
 {
 	if (loc.file < 0 || loc.file >= d->nfiles || loc.line < 1)
@@ -194,16 +195,16 @@ static void print_snippet(const struct diag_ctx *d, FILE *out, dtpc_loc loc)
 	fprintf(out, "%5d | %.*s\n", loc.line, (int)n, s);
 	fprintf(out, "      | ");
 	int c0 = loc.col < 1 ? 1 : loc.col;
-	int c1 = loc.end_line == loc.line && loc.end_col >= c0 ? loc.end_col
-							     : c0;
-	if ((size_t)c0 > n + 1)
-		c0 = (int)n + 1;
-	if ((size_t)c1 > n + 1)
-		c1 = (int)n + 1;
-	for (int i = 1; i < c0; i++)
-		fputc(s[i - 1] == '\t' ? '\t' : ' ', out);
+	int c1 = loc.end_line == loc.line && loc.end_col >= c0 ? loc.end_col : c0;
+	int col = 1;
+	for (size_t i = 0; i < n && col < c0; i++) {
+		if (((unsigned char)s[i] & 0xc0) == 0x80)
+			continue;
+		fputc(s[i] == '\t' ? '\t' : ' ', out);
+		col++;
+	}
 	fputc('^', out);
-	for (int i = c0 + 1; i <= c1; i++)
+	for (int i = col + 1; i <= c1; i++)
 		fputc('~', out);
 	fputc('\n', out);
 }

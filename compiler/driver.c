@@ -153,9 +153,18 @@ int driver_check(const struct check_opts *o, FILE *out, FILE *err)
 		for (const struct model *m = prog.models; m; m = m->next) {
 			if (m->loc.file != 0)
 				continue;
+			int before = d.nerrors;
 			struct ir_model *im = plan_model_only(a, &d, m, &o->co);
 			if (o->dumps & DUMP_IR)
 				dump_ir(out, a, im);
+			if (d.nerrors == 0 && !o->quiet && o->format == FMT_TEXT) {
+				int64_t el = 0;
+				for (int i = 0; i < im->nweights; i++)
+					el += shape_numel(&im->weights[i].shape);
+				fprintf(out, "model %s: %d ops, %d modules, %d weights "
+					"(%" PRId64 " elements); no plan to check\n",
+					im->name, im->nops, im->nmodules, im->nweights, el);
+			}
 		}
 		goto done;
 	}

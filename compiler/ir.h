@@ -22,7 +22,7 @@ enum op_flags {
 
 enum op_kind {
 #define OP(id, lo, hi, fl, sig) OP_##id,
-#include "ops.def"
+#include "runtime/ops.def"
 #undef OP
 	OP_COUNT
 };

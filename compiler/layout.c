@@ -35,6 +35,7 @@ struct lp {
 	struct finding **byidx;
 	int nfind, capfind;
 	struct finding *head, **tail;
+	uint8_t *gathered; /* per tensor: 1 gathered over cp, 2 over tp */
 };
 
 int64_t layout_local(int64_t size, int64_t n, int64_t r)
@@ -98,15 +99,27 @@ static const char *human_bytes(struct arena *a, int64_t b)
 	return arena_printf(a, "%" PRId64 " B", b);
 }
 
-static dtpc_loc rule_loc(struct lp *P, int rule)
+/* Where a rule writes a style of this kind (the rule itself if absent). */
+static dtpc_loc style_loc(struct lp *P, int rule, enum style_kind k)
 {
-	return rule >= 0 ? P->c->rules[rule].stmt->loc : loc_none();
+	if (rule < 0)
+		return loc_none();
+	const struct pstmt *ps = P->c->rules[rule].stmt;
+	for (const struct style *st = ps->styles; st; st = st->next)
+		if (!strcmp(st->name, style_names[k]))
+			return st->loc;
+	return ps->loc;
 }
 
 /* Records a gather of tensor t (consumed by op opi) over a group. */
 static void gather(struct lp *P, int opi, int t, bool tp, const char *why,
 		   int origin)
 {
+	/* One gather serves every consumer of the same tensor. */
+	uint8_t bit = tp ? 2 : 1;
+	if (P->gathered[t] & bit)
+		return;
+	P->gathered[t] |= bit;
 	struct lay_event *e = ARENA_NEW(P->a, struct lay_event);
 	e->kind = tp ? EV_GATHER_TP : EV_GATHER_CP;
 	e->op = opi;
@@ -130,7 +143,8 @@ static void gather(struct lp *P, int opi, int t, bool tp, const char *why,
 			      tp ? "tp" : "ring x ulysses", n, P->m->ops[opi].module, why,
 			      human_bytes(P->a, bytes));
 	if (origin >= 0)
-		fnote(f, rule_loc(P, origin), "the sharding comes from this rule");
+		fnote(f, style_loc(P, origin, tp ? ST_COLWISE : ST_SPLIT),
+		      "the sharding comes from this rule");
 }
 
 /* ---- effective input layouts ------------------------------------------------ */
@@ -497,7 +511,8 @@ static void rule_attention(struct opctx *X)
 						       "or do not split the inputs that reach its keys",
 						       X->o->module);
 				if (x->origin >= 0)
-					fnote(f, rule_loc(P, x->origin), "the sequence is split by this rule");
+					fnote(f, style_loc(P, x->origin, ST_SPLIT),
+					      "the sequence is split by this rule");
 			}
 			*x = REPL; /* report once per attention */
 			*(i == 1 ? v : k) = REPL;
@@ -555,7 +570,7 @@ static void attention_heads(struct opctx *X, bool cp_style)
 			struct finding *f = find(P, true, X->opi, "tp-heads");
 			if (f) {
 				if (src->origin >= 0)
-					f->loc = rule_loc(P, src->origin);
+					f->loc = style_loc(P, src->origin, ST_COLWISE);
 				f->msg = arena_printf(P->a, "colwise over tp = %" PRId64 " splits "
 						      "the %" PRId64 " heads of attention '%s' "
 						      "unevenly: the local width is not whole heads",
@@ -565,8 +580,9 @@ static void attention_heads(struct opctx *X, bool cp_style)
 				fnote(f, c->ax_tp >= 0 ? c->axes[c->ax_tp].loc : loc_none(),
 				      "tp is set here");
 			}
+			/* the error says it all: no gather notes on top */
 			for (int i = 0; i < 3; i++)
-				need_whole(X, i, 2, true, "its heads do not divide tp");
+				X->in[i].tp = REPL;
 		} else {
 			for (int i = 0; i < 3; i++)
 				if (!sharded(&X->in[i].tp))
@@ -587,8 +603,8 @@ static void attention_heads(struct opctx *X, bool cp_style)
 			return;
 		f->loc = us->src->loc;
 		f->msg = arena_printf(P->a, "Ulysses over %" PRId64 " ranks needs the %s"
-				      " heads of '%s' (%" PRId64 ") to divide by %" PRId64,
-				      u, c->tp > 1 ? "local" : "", X->o->module, local, u);
+				      "heads of '%s' (%" PRId64 ") to divide by %" PRId64,
+				      u, c->tp > 1 ? "local " : "", X->o->module, local, u);
 		if (c->tp > 1)
 			f->msg = arena_printf(P->a, "%s (%" PRId64 " heads / tp = %" PRId64 ")",
 					      f->msg, heads, c->tp);
@@ -606,9 +622,9 @@ static void attention_heads(struct opctx *X, bool cp_style)
 		return;
 	f->loc = us->src->loc;
 	f->msg = arena_printf(P->a, "ulysses_anything cannot pad the %" PRId64 " heads of '%s' "
-			      "over %" PRId64 " ranks: %" PRId64 " padding heads is not fewer "
+			      "over %" PRId64 " ranks: %" PRId64 " padding head%s not fewer "
 			      "than the %" PRId64 " heads per rank", local, X->o->module, u,
-			      pad, per);
+			      pad, pad == 1 ? " is" : "s are", per);
 	fnote(f, c->ctx_loc[CTX_UANY], "ulysses_anything is set here");
 	fnote(f, c->axes[c->ax_ulysses].loc, "ulysses is set here");
 }
@@ -675,6 +691,7 @@ struct layout_result *layout_run(struct arena *a, struct diag_ctx *d,
 			.keys = strmap_create(a, 64) };
 	P.tail = &P.head;
 	P.L = ARENA_ARRAY(a, struct layout, m->ntensors ? m->ntensors : 1);
+	P.gathered = ARENA_ARRAY(a, uint8_t, m->ntensors ? m->ntensors : 1);
 	res->tensors = P.L;
 	res->in = ARENA_ARRAY(a, struct layout *, m->nops ? m->nops : 1);
 	for (int t = 0; t < m->ntensors; t++)
@@ -743,12 +760,16 @@ struct layout_result *layout_run(struct arena *a, struct diag_ctx *d,
 				    tp ? "tp" : "sequence",
 				    human_bytes(a, shape_numel(&m->tensors[t].shape) * 4));
 			if (x->origin >= 0)
-				diag_note(d, rule_loc(&P, x->origin), "the sharding comes from this rule");
+				diag_note(d, style_loc(&P, x->origin, tp ? ST_COLWISE : ST_SPLIT),
+					  "the sharding comes from this rule");
 			/* A carried variable has no module of its own: its
 			 * repeat block's output is what a rule can gather. */
 			const struct ir_op *po = &m->ops[m->tensors[t].producer];
 			int mi = po->module_index >= 0 ? po->module_index : po->instance;
-			if (mi >= 0)
+			if (tp)
+				diag_hint(d, "end the tensor-parallel path with a rowwise linear, "
+					  "which returns replicated outputs");
+			else if (mi >= 0)
 				diag_hint(d, "gather it explicitly: \"%s\" : gather(dim = %d);",
 					  m->modules[mi].name, x->dim);
 		}

@@ -14,7 +14,7 @@
 
 const struct op_info op_table[OP_COUNT] = {
 #define OP(id, lo, hi, fl, sig) { #id, lo, hi, fl, sig },
-#include "ops.def"
+#include "runtime/ops.def"
 #undef OP
 };
 
@@ -797,26 +797,38 @@ static struct binding *local_binding(struct inst *I, const char *name)
 	return b >= 0 ? &I->bindings[b] : NULL;
 }
 
-static bool check_unique(struct inst *I, const char *name, dtpc_loc loc)
+static bool check_unique(struct inst *I, const char *name, dtpc_loc loc,
+			 bool assignment)
 {
 	struct binding *prev = local_binding(I, name);
 	if (!prev)
 		return true;
 	diag_error(I->d, loc, "'%s' is already defined in this scope", name);
 	diag_note(I->d, prev->loc, "'%s' was first defined here", name);
-	if (I->cur->parent == NULL)
+	if (assignment && I->cur->parent == NULL)
 		diag_hint(I->d, "only a variable defined outside a repeat may be "
 			  "reassigned, inside it; use a new name");
 	return false;
+}
+
+/* A statement that failed still defines its name, as failed, so that its
+ * uses do not report "unknown tensor" again. */
+static void define_failed(struct inst *I, const struct mstmt *st, bool update)
+{
+	if (update || local_binding(I, st->name))
+		return;
+	define(I, I->cur, st->name, -1, st->name_loc);
+	I->bindings[I->nbindings - 1].failed = true;
 }
 
 static void do_input(struct inst *I, const struct mstmt *st)
 {
 	if (I->cur->parent) {
 		diag_error(I->d, st->loc, "'input' is only allowed at the top of a model");
+		define_failed(I, st, false);
 		return;
 	}
-	if (!check_unique(I, st->name, st->name_loc))
+	if (!check_unique(I, st->name, st->name_loc, false))
 		return;
 	struct ir_shape sh = { 0 };
 	struct eval_ctx c = eval_ctx(I);
@@ -839,8 +851,10 @@ static void do_input(struct inst *I, const struct mstmt *st)
 		}
 		sh.d[sh.nd++] = v.i;
 	}
-	if (!ok)
+	if (!ok) {
+		define_failed(I, st, false);
 		return;
+	}
 	int t = new_tensor(I, st->name, sh, -1, st->name_loc);
 	define(I, I->cur, st->name, t, st->name_loc);
 	struct ir_model *m = I->m;
@@ -865,18 +879,12 @@ next:;
 	}
 }
 
-/* A statement that failed still defines its name, as failed, so that its
- * uses do not report "unknown tensor" again. */
-static void define_failed(struct inst *I, const struct mstmt *st, bool update)
-{
-	if (update || local_binding(I, st->name))
-		return;
-	define(I, I->cur, st->name, -1, st->name_loc);
-	I->bindings[I->nbindings - 1].failed = true;
-}
-
 static void do_assign(struct inst *I, const struct mstmt *st)
 {
+	if (!st->op) { /* a syntax error, already reported */
+		define_failed(I, st, false);
+		return;
+	}
 	int op = op_lookup(st->op);
 	if (op < 0) {
 		diag_error(I->d, st->op_loc, "unknown op '%s'", st->op);
@@ -891,7 +899,7 @@ static void do_assign(struct inst *I, const struct mstmt *st)
 	}
 	struct binding *prev = find_binding(I, st->name);
 	bool update = prev && prev->owner != I->cur && (prev->tensor >= 0 || prev->failed);
-	if (!update && !check_unique(I, st->name, st->name_loc))
+	if (!update && !check_unique(I, st->name, st->name_loc, true))
 		return;
 	struct bound b;
 	if (!bind_args(I, op, st, &b)) {
@@ -984,7 +992,7 @@ static void do_repeat(struct inst *I, const struct mstmt *st)
 			   value_str(I->a, &n));
 		return;
 	}
-	if (!check_unique(I, st->name, st->name_loc))
+	if (!check_unique(I, st->name, st->name_loc, false))
 		return;
 	define(I, I->cur, st->name, -1, st->name_loc);
 	int errors_before = I->d->nerrors;
@@ -1086,8 +1094,29 @@ static void bind_params(struct inst *I, const struct model *md,
 				use = &ov[i]; /* the last one wins: -D after the plan */
 				ov[i].used = true;
 			}
-		bool ok = use ? (v = use->val, true) : expr_eval(&c, a->val, &v);
-		if (!ok)
+		bool ok = expr_eval(&c, a->val, &v);
+		/* An override keeps the parameter's kind: `-D seq=abc` is reported
+		 * here, not as a bad shape deep in the model. An integer where a
+		 * number is expected is fine. */
+		if (use && ok && use->val.kind != v.kind &&
+		    !(v.kind == VAL_FLOAT && use->val.kind == VAL_INT)) {
+			dtpc_loc l = use->from_cli ? use_loc : use->val.loc;
+			diag_error(I->d, l, "%s%s = %s: '%s' is %s %s in model '%s' (default %s)",
+				   use->from_cli ? "-D " : "", a->name,
+				   value_str(I->a, &use->val), a->name,
+				   v.kind == VAL_INT ? "an" : "a", value_kind_name(v.kind),
+				   md->name, value_str(I->a, &v));
+			use = NULL;
+		}
+		if (use) {
+			enum value_kind want = v.kind;
+			v = use->val;
+			if (want == VAL_FLOAT && v.kind == VAL_INT) {
+				v.kind = VAL_FLOAT;
+				v.f = (double)v.i;
+			}
+		}
+		if (!ok && !use)
 			v.kind = VAL_NONE;
 		m->param_names[m->nparams] = a->name;
 		m->params[m->nparams] = v;

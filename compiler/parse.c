@@ -80,6 +80,7 @@ struct visit {
 	const char *path;
 	bool done; /* false while its imports are being parsed: a cycle */
 	struct visit *next;
+	struct visit *parent; /* the file that imported it, for the cycle's chain */
 };
 
 /* An import names a file relative to the importing file's folder. */
@@ -94,13 +95,18 @@ static const char *resolve(struct arena *a, const char *from, const char *rel)
 }
 
 static bool parse_rec(struct arena *a, struct diag_ctx *d, const char *path,
-		      dtpc_loc from, struct visit **seen, struct program *out)
+		      dtpc_loc from, struct visit *importer, struct visit **seen,
+		      struct program *out)
 {
 	for (struct visit *v = *seen; v; v = v->next) {
 		if (strcmp(v->path, path))
 			continue;
 		if (!v->done) {
-			diag_error(d, from, "import cycle: '%s' imports itself", path);
+			/* the chain back from the importer to this file */
+			const char *chain = path;
+			for (struct visit *u = importer; u && u != v->parent; u = u->parent)
+				chain = arena_printf(a, "%s -> %s", u->path, chain);
+			diag_error(d, from, "import cycle: %s", chain);
 			diag_hint(d, "remove one of the imports in the cycle");
 		}
 		return true;
@@ -115,13 +121,14 @@ static bool parse_rec(struct arena *a, struct diag_ctx *d, const char *path,
 	}
 	struct visit *v = ARENA_NEW(a, struct visit);
 	v->path = path;
+	v->parent = importer;
 	v->next = *seen;
 	*seen = v;
 	struct file_ast ast;
 	parse_registered(a, d, diag_add_file(d, path, text, len), &ast);
 	out->nfiles++;
 	for (struct import *im = ast.imports; im; im = im->next)
-		parse_rec(a, d, resolve(a, path, im->path), im->loc, seen, out);
+		parse_rec(a, d, resolve(a, path, im->path), im->loc, v, seen, out);
 	v->done = true;
 	/* Imported declarations come before the importer's, in import order. */
 	struct model **mt = &out->models;
@@ -140,5 +147,5 @@ bool parse_program(struct arena *a, struct diag_ctx *d, const char *path,
 {
 	memset(out, 0, sizeof *out);
 	struct visit *seen = NULL;
-	return parse_rec(a, d, path, loc_none(), &seen, out);
+	return parse_rec(a, d, path, loc_none(), NULL, &seen, out);
 }

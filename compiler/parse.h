@@ -15,7 +15,8 @@ struct parse_ctx {
 	 * can point just after the token that should have been followed by ';'. */
 	int line, col;
 	dtpc_loc prev_tok, cur_tok;
-	char cur_text[48];
+	char cur_text[48], prev_text[48];
+	bool cur_is_keyword, prev_is_keyword;
 	/* Open braces, innermost last: an unexpected end of file names the '{'
 	 * that is still open. */
 	dtpc_loc braces[64];

@@ -45,9 +45,34 @@ int64_t plan_cp(const struct plan_cfg *c)
 	return c->ring * c->ulysses;
 }
 
+/* Names in a plan's rules are the model's parameters, so packed blocks can
+ * follow the model's sizes: rowwise(blocks = [hidden, mlp_hidden]). */
+static enum lookup_result model_param(void *ud, const char *name, dtpc_loc loc,
+				      struct value *out)
+{
+	struct resolver *R = ud;
+	(void)loc;
+	const struct ir_model *m = R->c ? R->c->model : NULL;
+	for (int i = 0; m && i < m->nparams; i++)
+		if (!strcmp(m->param_names[i], name)) {
+			*out = m->params[i];
+			return LOOKUP_OK;
+		}
+	return LOOKUP_UNKNOWN;
+}
+
+static const char *const *param_names(void *ud, int *n)
+{
+	struct resolver *R = ud;
+	const struct ir_model *m = R->c ? R->c->model : NULL;
+	*n = m ? m->nparams : 0;
+	return m ? m->param_names : NULL;
+}
+
 static bool const_eval(struct resolver *R, const struct expr *e, struct value *v)
 {
-	struct eval_ctx ec = { .arena = R->a, .diag = R->d };
+	struct eval_ctx ec = { .arena = R->a, .diag = R->d, .lookup = model_param,
+			       .ud = R, .candidates = param_names };
 	return expr_eval(&ec, e, v);
 }
 
@@ -495,9 +520,9 @@ static const char *split_misfit(struct resolver *R, int mi, struct style_use *u)
 	const struct ir_module *m = &c->model->modules[mi];
 	int t = split_port(c, mi, u->port);
 	if (t == -2)
-		return arena_printf(R->a, "'%s' has no input '%s' (its inputs: %s)",
-				    m->name[0] ? m->name : "the model root", u->port,
-				    ports_list(R, mi));
+		return arena_printf(R->a, "%s%s%s has no input '%s' (its inputs: %s)",
+				    m->name[0] ? "'" : "", m->name[0] ? m->name : "the model root",
+				    m->name[0] ? "'" : "", u->port, ports_list(R, mi));
 	if (t == -1 && m->noutputs == 0)
 		return arena_printf(R->a, "'%s' has no output to split", m->name);
 	u->port_tensor = t;
@@ -552,21 +577,57 @@ static void report_tally(struct resolver *R, const struct style *st,
 		diag_note(R->d, note_loc, "%s", extra_note);
 }
 
-/* A close module name for a glob that matched nothing, if any. */
-static const char *closest_module(struct resolver *R, const char *glob)
+/* A corrected glob for one that matched nothing: its wildcard segments
+ * kept, its literal segments replaced by those of the closest module with
+ * the same number of segments whose other segments the wildcards match
+ * (so "blocks.*.attn.to_outt.0" suggests "blocks.*.attn.to_out.0", not
+ * one block's name). NULL when nothing is close. */
+static const char *closest_glob(struct resolver *R, const char *glob)
 {
+	enum { MAXSEG = 32 };
+	char buf[256];
+	if (strlen(glob) >= sizeof buf || strstr(glob, "**"))
+		return NULL;
+	const char *seg[MAXSEG];
+	int ns = 0;
+	strcpy(buf, glob);
+	for (char *p = strtok(buf, "."); p && ns < MAXSEG; p = strtok(NULL, "."))
+		seg[ns++] = p;
+	bool lit[MAXSEG];
+	for (int i = 0; i < ns; i++)
+		lit[i] = !seg[i][strcspn(seg[i], "*?[{\\")];
 	const struct ir_model *m = R->c->model;
-	const char *best = NULL;
-	int bd = 99;
-	for (int i = 1; i < m->nmodules; i++) {
-		int dd = edit_distance(glob, m->modules[i].name);
-		if (dd < bd) {
-			bd = dd;
-			best = m->modules[i].name;
+	int best = -1, bd = 99;
+	for (int mi = 1; mi < m->nmodules; mi++) {
+		char name[256];
+		if (strlen(m->modules[mi].name) >= sizeof name)
+			continue;
+		strcpy(name, m->modules[mi].name);
+		const char *ms[MAXSEG];
+		int nm = 0;
+		for (char *p = strtok(name, "."); p && nm < MAXSEG; p = strtok(NULL, "."))
+			ms[nm++] = p;
+		if (nm != ns)
+			continue;
+		int dist = 0;
+		for (int i = 0; i < ns && dist < bd; i++)
+			dist += lit[i] ? edit_distance(seg[i], ms[i])
+				       : glob_match(seg[i], ms[i]) ? 0 : 99;
+		if (dist < bd) {
+			bd = dist;
+			best = mi;
 		}
 	}
 	int limit = (int)strlen(glob) / 3;
-	return bd <= (limit < 2 ? 2 : limit) ? best : NULL;
+	if (best < 0 || bd == 0 || bd > (limit < 2 ? 2 : limit))
+		return NULL;
+	char name[256];
+	strcpy(name, m->modules[best].name);
+	const char *out = "";
+	int i = 0;
+	for (char *p = strtok(name, "."); p; p = strtok(NULL, "."), i++)
+		out = arena_printf(R->a, "%s%s%s", out, i ? "." : "", lit[i] ? p : seg[i]);
+	return out;
 }
 
 static void apply_rule(struct resolver *R, int ri)
@@ -599,7 +660,7 @@ static void apply_rule(struct resolver *R, int ri)
 	if (n == 0) {
 		diag_error(R->d, ps->name_loc, "glob \"%s\" matches no module of model '%s'",
 			   r->glob, m->name);
-		const char *best = closest_module(R, r->glob);
+		const char *best = closest_glob(R, r->glob);
 		if (best)
 			diag_hint(R->d, "did you mean \"%s\"?", best);
 		else

@@ -304,6 +304,6 @@ void summary_print_text(const cJSON *j, FILE *out)
 		jnum(j, "ops"), jnum(j, "modules"), jnum(j, "weights"),
 		jnum(j, "weight_elements"));
 	if (jnum(j, "inserted_gathers"))
-		fprintf(out, "  inserted  %.0f gathers (see the notes)\n",
-			jnum(j, "inserted_gathers"));
+		fprintf(out, "  inserted  %.0f gather%s (see the notes)\n",
+			jnum(j, "inserted_gathers"), jnum(j, "inserted_gathers") == 1 ? "" : "s");
 }

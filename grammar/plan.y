@@ -166,7 +166,7 @@ static void yyerror(const dtpc_loc *loc, yyscan_t scanner,
 %type <sl> styles
 %type <st> style
 %type <rl> paths
-%type <s> path
+%type <s> path name
 %type <model> model
 %type <plan> plan
 
@@ -229,7 +229,7 @@ mstmts:
  *        | 'repeat' IDENT '[' expr ']' '{' { mstmt } '}'
  *        | 'output' path { ',' path } ';' */
 mstmt:
-	INPUT IDENT ':' '[' exprs ']' ';' {
+	INPUT name ':' '[' exprs ']' ';' {
 		$$ = mkmstmt(P, MS_INPUT, @$, $2, @2);
 		$$->dims = $5.head;
 	}
@@ -247,7 +247,12 @@ mstmt:
 		$$->op_loc = @3;
 		$$->args = $5.head;
 	}
-|	INPUT IDENT ':' '[' exprs ']' error {
+|	path '=' error ';' {
+		/* A broken right-hand side: the name is still defined (as
+		 * failed) so that its uses do not cascade. */
+		$$ = mkmstmt(P, MS_ASSIGN, @$, $1, @1);
+	}
+|	INPUT name ':' '[' exprs ']' error {
 		$$ = mkmstmt(P, MS_INPUT, @$, $2, @2);
 		$$->dims = $5.head;
 	}
@@ -279,11 +284,19 @@ paths:
 	}
 ;
 
-/* path := IDENT { '.' ( IDENT | INT ) } */
+/* path := IDENT { '.' ( IDENT | INT ) }
+ * The plan-only keywords mesh, context and tensor are names inside models. */
 path:
-	IDENT { $$ = $1; }
-|	path '.' IDENT { $$ = arena_concat(P->arena, $1, ".", $3, (char *)NULL); }
+	name { $$ = $1; }
+|	path '.' name { $$ = arena_concat(P->arena, $1, ".", $3, (char *)NULL); }
 |	path DOTINT { $$ = arena_concat(P->arena, $1, ".", $2, (char *)NULL); }
+;
+
+name:
+	IDENT { $$ = $1; }
+|	MESH { $$ = "mesh"; }
+|	CONTEXT { $$ = "context"; }
+|	TENSOR { $$ = "tensor"; }
 ;
 
 opt_args:
@@ -352,9 +365,17 @@ pstmt:
 		$$->name = $2;
 		$$->name_loc = @2;
 	}
+|	MODEL IDENT opt_params error {
+		$$ = mkpstmt(P, PS_MODEL, @$, $3.head);
+		$$->name = $2;
+		$$->name_loc = @2;
+	}
 |	MESH kvlist ';' { $$ = mkpstmt(P, PS_MESH, @$, $2.head); }
+|	MESH kvlist error { $$ = mkpstmt(P, PS_MESH, @$, $2.head); }
 |	CONTEXT kvlist ';' { $$ = mkpstmt(P, PS_CONTEXT, @$, $2.head); }
+|	CONTEXT kvlist error { $$ = mkpstmt(P, PS_CONTEXT, @$, $2.head); }
 |	TENSOR kvlist ';' { $$ = mkpstmt(P, PS_TENSOR, @$, $2.head); }
+|	TENSOR kvlist error { $$ = mkpstmt(P, PS_TENSOR, @$, $2.head); }
 |	STRING ':' styles ';' {
 		$$ = mkpstmt(P, PS_RULE, @$, NULL);
 		$$->name = $1;
@@ -404,8 +425,8 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner,
 				 struct parse_ctx *P)
 {
 	(void)scanner;
-	yysymbol_kind_t exp[8];
-	int n = yypcontext_expected_tokens(ctx, exp, 8);
+	yysymbol_kind_t exp[12];
+	int n = yypcontext_expected_tokens(ctx, exp, 12);
 	yysymbol_kind_t got = yypcontext_token(ctx);
 	dtpc_loc at = *yypcontext_location(ctx);
 	bool want_semi = false, want_ident = false, want_colon = false;
@@ -428,6 +449,13 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner,
 	else
 		snprintf(found, sizeof found, "%s", yysymbol_name(got));
 
+	/* Where a name fits, the keywords that are also names are noise. */
+	int k = 0;
+	for (int i = 0; i < n; i++)
+		if (!want_ident || (exp[i] != YYSYMBOL_MESH && exp[i] != YYSYMBOL_CONTEXT &&
+				    exp[i] != YYSYMBOL_TENSOR))
+			exp[k++] = exp[i];
+	n = k;
 	char expected[256] = "";
 	size_t len = 0;
 	for (int i = 0; i < n && len < sizeof expected; i++)
@@ -463,7 +491,12 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner,
 	else if (want_ident && got >= YYSYMBOL_IMPORT && got <= YYSYMBOL_FALSE)
 		diag_hint(P->diag, "%s is a keyword and cannot be used as a name",
 			  yysymbol_name(got));
+	else if (!strcmp(yysymbol_name(got), "'='") && P->prev_is_keyword)
+		diag_hint(P->diag, "'%s' is a keyword and cannot be used as a name",
+			  P->prev_text);
 	else if (want_semi && got != YYSYMBOL_YYEOF)
 		diag_hint(P->diag, "is a ';' or ',' missing before %s?", found);
+	else if (n == 1 && got != YYSYMBOL_YYEOF)
+		diag_hint(P->diag, "is %s missing before %s?", expected, found);
 	return 0;
 }

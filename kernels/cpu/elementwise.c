@@ -1,0 +1,193 @@
+/* elementwise.c — activations, broadcasting arithmetic, modulation, RoPE and
+ * strided copies (see kernels.h). All are memory-bound, so the aim is loops
+ * the compiler can vectorise: unit or zero strides in the innermost loop and
+ * no per-element branching on the operation. */
+#include "kernels/cpu/kernels.h"
+
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+void k_gelu(const float *x, float *y, int64_t n, bool tanh_approx)
+{
+	/* Both forms are rewritten so that negative x does not compute 1 + (a
+	 * number near -1): erfc keeps its relative accuracy in the left tail,
+	 * and 1 + tanh(u) = 2 / (1 + exp(-2u)) turns the tanh form into a
+	 * sigmoid that cannot cancel. */
+	if (tanh_approx) {
+		for (int64_t i = 0; i < n; i++) {
+			float u = 0.7978845608f * (x[i] + 0.044715f * x[i] * x[i] * x[i]);
+
+			y[i] = x[i] / (1.0f + expf(-2.0f * u));
+		}
+	} else {
+		for (int64_t i = 0; i < n; i++)
+			y[i] = 0.5f * x[i] * erfcf(-x[i] * (float)M_SQRT1_2);
+	}
+}
+
+void k_silu(const float *x, float *y, int64_t n)
+{
+	/* For very negative x, expf overflows to inf and x / inf gives the
+	 * right limit (-0), so no clamping is needed. */
+	for (int64_t i = 0; i < n; i++)
+		y[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+/* One innermost row of k_binary. Always inlined with a constant op, so each
+ * caller gets branch-free loops specialised for the op and for which operand
+ * is broadcast (stride 0) along the row. */
+static inline __attribute__((always_inline)) void
+binary_row(enum k_binop op, const float *a, int64_t sa, const float *b, int64_t sb,
+	   float *o, int64_t n)
+{
+#define K_APPLY(x, y) (op == K_ADD ? (x) + (y) : (x) * (y))
+	if (sa && sb) {
+		for (int64_t i = 0; i < n; i++)
+			o[i] = K_APPLY(a[i], b[i]);
+	} else if (sa) {
+		float bv = *b;
+
+		for (int64_t i = 0; i < n; i++)
+			o[i] = K_APPLY(a[i], bv);
+	} else if (sb) {
+		float av = *a;
+
+		for (int64_t i = 0; i < n; i++)
+			o[i] = K_APPLY(av, b[i]);
+	} else {
+		float v = K_APPLY(*a, *b);
+
+		for (int64_t i = 0; i < n; i++)
+			o[i] = v;
+	}
+#undef K_APPLY
+}
+
+void k_binary(enum k_binop op, const float *a, const int64_t *ashape,
+	      const float *b, const int64_t *bshape, float *out,
+	      const int64_t *oshape, int nd)
+{
+	/* Coalesced iteration space, innermost dimension first: size-1 output
+	 * dimensions are dropped and neighbours that both operands step through
+	 * alike are merged, so [1, 6, H] * [B, 6, H] runs as B rows of 6H and
+	 * the inner loop is as long as the layouts allow. */
+	int64_t dim[K_MAX_DIMS], sa[K_MAX_DIMS], sb[K_MAX_DIMS], idx[K_MAX_DIMS];
+	int64_t na = 1, nb = 1;
+	int d = 0;
+
+	assert(nd >= 0 && nd <= K_MAX_DIMS);
+	for (int i = nd - 1; i >= 0; i--) {
+		assert(ashape[i] == 1 || ashape[i] == oshape[i]);
+		assert(bshape[i] == 1 || bshape[i] == oshape[i]);
+		if (oshape[i] == 0)
+			return;
+		if (oshape[i] == 1)
+			continue;
+		int64_t ia = ashape[i] == 1 ? 0 : na;
+		int64_t ib = bshape[i] == 1 ? 0 : nb;
+
+		if (d > 0 && ia == sa[d - 1] * dim[d - 1] && ib == sb[d - 1] * dim[d - 1]) {
+			dim[d - 1] *= oshape[i];
+		} else {
+			dim[d] = oshape[i];
+			sa[d] = ia;
+			sb[d] = ib;
+			idx[d] = 0;
+			d++;
+		}
+		na *= ashape[i];
+		nb *= bshape[i];
+	}
+	if (d == 0) {
+		/* Every dimension is 1: a single element. */
+		dim[0] = 1;
+		sa[0] = sb[0] = 0;
+		d = 1;
+	}
+
+	int64_t outer = 1;
+
+	for (int j = 1; j < d; j++)
+		outer *= dim[j];
+	/* Offsets rather than pointers: stepping a pointer past the end of an
+	 * operand and back is undefined even if it is never dereferenced. */
+	int64_t oa = 0, ob = 0;
+
+	for (int64_t r = 0; r < outer; r++) {
+		if (op == K_ADD)
+			binary_row(K_ADD, a + oa, sa[0], b + ob, sb[0], out + r * dim[0], dim[0]);
+		else
+			binary_row(K_MUL, a + oa, sa[0], b + ob, sb[0], out + r * dim[0], dim[0]);
+		for (int j = 1; j < d; j++) {
+			oa += sa[j];
+			ob += sb[j];
+			if (++idx[j] < dim[j])
+				break;
+			oa -= sa[j] * dim[j];
+			ob -= sb[j] * dim[j];
+			idx[j] = 0;
+		}
+	}
+}
+
+void k_modulate(const float *x, const float *shift, const float *scale, float *y,
+		int64_t B, int64_t S, int64_t H, int64_t s_stride)
+{
+	assert(s_stride == 0 || s_stride == H);
+	/* Per-batch rows are H apart; per-position rows S * H apart. */
+	int64_t b_stride = s_stride ? S * H : H;
+
+	for (int64_t bi = 0; bi < B; bi++) {
+		for (int64_t s = 0; s < S; s++) {
+			const float *sh = shift + bi * b_stride + s * s_stride;
+			const float *sc = scale + bi * b_stride + s * s_stride;
+			const float *xr = x + (bi * S + s) * H;
+			float *yr = y + (bi * S + s) * H;
+
+			for (int64_t h = 0; h < H; h++)
+				yr[h] = xr[h] * (1.0f + sc[h]) + sh[h];
+		}
+	}
+}
+
+void k_copy2d(float *dst, int64_t dst_stride, const float *src, int64_t src_stride,
+	      int64_t rows, int64_t cols)
+{
+	/* Empty views may come with NULL pointers, which memcpy must not see. */
+	if (rows <= 0 || cols <= 0)
+		return;
+	if (dst_stride == cols && src_stride == cols) {
+		memcpy(dst, src, (size_t)(rows * cols) * sizeof *dst);
+		return;
+	}
+	for (int64_t r = 0; r < rows; r++)
+		memcpy(dst + r * dst_stride, src + r * src_stride, (size_t)cols * sizeof *dst);
+}
+
+void k_rope(const float *x, int64_t x_stride, const float *cos, const float *sin,
+	    float *y, int64_t y_stride, int64_t B, int64_t S, int64_t heads, int64_t D)
+{
+	assert(D % 2 == 0);
+	for (int64_t bi = 0; bi < B; bi++) {
+		for (int64_t s = 0; s < S; s++) {
+			const float *c = cos + s * D, *sn = sin + s * D;
+			const float *xr = x + (bi * S + s) * x_stride;
+			float *yr = y + (bi * S + s) * y_stride;
+
+			for (int64_t h = 0; h < heads; h++) {
+				const float *xh = xr + h * D;
+				float *yh = yr + h * D;
+
+				/* Both inputs of a pair are read before either
+				 * output is written, so y may be x. */
+				for (int64_t i = 0; i < D; i += 2) {
+					float x0 = xh[i], x1 = xh[i + 1];
+
+					yh[i] = x0 * c[i] - x1 * sn[i];
+					yh[i + 1] = x1 * c[i + 1] + x0 * sn[i + 1];
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,117 @@
+/* kernels.h — the CPU compute kernels of the runtime.
+ *
+ * Every tensor is float32, row-major and contiguous unless a stride is given
+ * (strides count floats, not bytes); sizes are int64_t. Kernels are
+ * single-threaded: the runtime runs one rank per thread and decides itself how
+ * many threads OpenBLAS may use, so nothing here touches that setting.
+ *
+ * Ownership is the same for every function: callers own all buffers (inputs,
+ * outputs and workspaces); a kernel allocates nothing, keeps no pointer past
+ * its return and holds no state between calls, so ranks may call any kernel
+ * concurrently on disjoint outputs. Sizes are preconditions checked with
+ * assert(): a plan that the compiler accepted never violates them. */
+#ifndef DTPC_KERNELS_H
+#define DTPC_KERNELS_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The most dimensions k_binary takes; the same bound as the compiler's IR. */
+#define K_MAX_DIMS 8
+
+/* Attention tiles: query rows per block and key/value rows per tile. They fix
+ * the workspace at O(K_ATTN_TILE_Q * (K_ATTN_TILE_KV + Dv)) floats whatever the
+ * sequence lengths; exported so tests can pick lengths that straddle tiles. */
+#define K_ATTN_TILE_Q 128
+#define K_ATTN_TILE_KV 512
+
+enum k_binop { K_ADD, K_MUL };
+
+/* y[m, n] = x[m, k] . w[n, k]^T (+ b[n] when b != NULL): PyTorch's Linear with
+ * its [out, in] weight. y must not overlap x, w or b. Callers own all buffers. */
+void k_linear(const float *x, const float *w, const float *b, float *y,
+	      int64_t m, int64_t k, int64_t n);
+
+/* LayerNorm of each of `rows` rows of n floats: y = (x - mean) / sqrt(var +
+ * eps) * w + b, with the biased variance; w[n] and b[n] may each be NULL
+ * (no scale, no shift). y may equal x. Callers own all buffers. */
+void k_layer_norm(const float *x, float *y, int64_t rows, int64_t n, float eps,
+		  const float *w, const float *b);
+
+/* RMSNorm over every group of `group` consecutive floats of each row of n
+ * (n % group == 0; group = head dim normalises per head, group = n the whole
+ * row): y = x / sqrt(mean(x^2) + eps) * w, with w[group] or NULL for no scale.
+ * y may equal x. Callers own all buffers. */
+void k_rms_norm(const float *x, float *y, int64_t rows, int64_t n, int64_t group,
+		float eps, const float *w);
+
+/* GELU of n floats: exact 0.5 x (1 + erf(x / sqrt 2)), or with tanh_approx
+ * PyTorch's approximate="tanh" 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+ * y may equal x. Callers own all buffers. */
+void k_gelu(const float *x, float *y, int64_t n, bool tanh_approx);
+
+/* SiLU of n floats: y = x / (1 + exp(-x)). y may equal x. Callers own all
+ * buffers. */
+void k_silu(const float *x, float *y, int64_t n);
+
+/* out = a op b with numpy broadcasting. The three shapes have nd dimensions
+ * (0 <= nd <= K_MAX_DIMS), right-aligned with the caller padding with 1s;
+ * every ashape[i] and bshape[i] is 1 or oshape[i]. out may equal an operand
+ * whose shape is oshape. Callers own all buffers. */
+void k_binary(enum k_binop op, const float *a, const int64_t *ashape,
+	      const float *b, const int64_t *bshape, float *out,
+	      const int64_t *oshape, int nd);
+
+/* adaLN modulation y = x * (1 + scale) + shift, x and y [B, S, H]. shift and
+ * scale are [B, H] (one row per batch) when s_stride == 0, or [B, S, H] (one
+ * row per position) when s_stride == H. y may equal x. Callers own all
+ * buffers. */
+void k_modulate(const float *x, const float *shift, const float *scale, float *y,
+		int64_t B, int64_t S, int64_t H, int64_t s_stride);
+
+/* Copies rows x cols floats between strided 2-D views (slice, concat,
+ * all-to-all pack and unpack); the views must not overlap. Argument order
+ * follows memcpy. Callers own all buffers. */
+void k_copy2d(float *dst, int64_t dst_stride, const float *src, int64_t src_stride,
+	      int64_t rows, int64_t cols);
+
+/* RoPE on interleaved pairs (Flux's convention), for every head h and pair i
+ * of a head of D floats (D even):
+ *   y[2i]   = x[2i] cos[2i]     - x[2i+1] sin[2i]
+ *   y[2i+1] = x[2i+1] cos[2i+1] + x[2i] sin[2i+1]
+ * x and y are [B, S, heads * D] with row strides x_stride and y_stride (floats
+ * between consecutive positions, heads * D when contiguous) so q and k can be
+ * rotated inside a packed qkv buffer; cos and sin are [S, D]. y may equal x
+ * with y_stride == x_stride. Callers own all buffers. */
+void k_rope(const float *x, int64_t x_stride, const float *cos, const float *sin,
+	    float *y, int64_t y_stride, int64_t B, int64_t S, int64_t heads, int64_t D);
+
+/* Bytes of workspace k_attention needs for these sizes; at most a few hundred
+ * KiB for any sequence length (the tiles bound it). */
+size_t k_attention_workspace(int64_t Sq, int64_t Skv, int64_t D, int64_t Dv);
+
+/* Non-causal scaled dot-product attention with scale 1/sqrt(D), computed
+ * flash-style over tiles so memory beyond the operands is the workspace alone:
+ *   q [B, Sq, H*D] (row stride q_stride), k [B, Skv, H*D] (row stride
+ *   k_stride), v [B, Skv, H*Dv] (row stride v_stride), out [B, Sq, H*Dv]
+ *   contiguous, and lse [B, H, Sq] the natural-log softmax denominator
+ *   (logsumexp of the scaled scores, max included), or NULL when unwanted.
+ * Strides let q, k and v point into packed buffers. Sq, Skv >= 1. workspace
+ * holds k_attention_workspace(Sq, Skv, D, Dv) bytes aligned for float; out
+ * must not overlap the inputs. Callers own all buffers, the workspace too. */
+void k_attention(const float *q, int64_t q_stride, const float *k, int64_t k_stride,
+		 const float *v, int64_t v_stride, float *out, float *lse,
+		 int64_t B, int64_t Sq, int64_t Skv, int64_t H, int64_t D, int64_t Dv,
+		 void *workspace);
+
+/* Ring attention's merge of a partial result (out_blk, lse_blk) into the
+ * accumulator (out, lse), in place:
+ *   lse' = max(lse, lse_blk) + log1p(exp(-|lse - lse_blk|))
+ *   out' = exp(lse - lse') out + exp(lse_blk - lse') out_blk
+ * out and out_blk [B, Sq, H*Dv], lse and lse_blk [B, H, Sq]. A row whose lse is
+ * -INFINITY is empty, whatever its out holds: an empty accumulator row takes
+ * the block's as is, an empty block row leaves the accumulator alone. Callers
+ * own all buffers. */
+void k_lse_merge(float *out, float *lse, const float *out_blk, const float *lse_blk,
+		 int64_t B, int64_t Sq, int64_t H, int64_t Dv);
+#endif

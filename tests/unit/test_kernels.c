@@ -1,0 +1,745 @@
+/* test_kernels.c — the CPU kernels against naive float64 references.
+ *
+ * Inputs come from a fixed-seed PRNG (uniform in (-1, 1) or normal, never 0)
+ * and sizes avoid powers of two and tile multiples, so index slips and tile
+ * edges show up as O(1) errors. Two error measures, named at each check:
+ *   elementwise  max |x - ref| / max(|ref|, 1e-6), for kernels whose result
+ *                is a few roundings of a product (no cancellation);
+ *   normwise     max |x - ref| / max |ref|, where a sum of terms may cancel
+ *                to near 0 and only the error relative to the terms is
+ *                meaningful (dot products, shifts, rotations).
+ * lse is compared by absolute error: it is a logarithm, so an absolute error
+ * e is a relative error e of the softmax denominator. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/kernels.h"
+#include "tests/unit/unit.h"
+
+/* Tolerances; see the header comment for which measure each one uses. */
+#define TOL_ELEM 1e-5	/* activations, norms, modulate, rope */
+#define TOL_ROUND 1e-7	/* one correctly rounded op: 2^-24 ~ 6e-8 */
+#define TOL_GEMM 2e-5	/* linear and attention, reductions up to 512 */
+#define TOL_LSE 1e-5	/* absolute, in log space */
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+
+/* splitmix64: tiny, fixed-seed, good enough to decorrelate test inputs. */
+static uint64_t rng_next(void)
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* Uniform on the odd multiples of 2^-24 in (-1, 1): never 0, and exactly a
+ * float, so the float64 references see the same inputs as the kernels. */
+static float urand(void)
+{
+	return (float)((2.0 * (double)(rng_next() >> 40) + 1.0) / 16777216.0 - 1.0);
+}
+
+/* Standard normal (Box-Muller); 0 is redrawn. */
+static float nrand(void)
+{
+	for (;;) {
+		double u1 = (urand() + 1.0) / 2.0, u2 = (urand() + 1.0) / 2.0;
+		float z = (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+
+		if (z != 0.0f)
+			return z;
+	}
+}
+
+static float *fill_u(int64_t n)
+{
+	float *p = malloc((size_t)n * sizeof *p);
+
+	for (int64_t i = 0; i < n; i++)
+		p[i] = urand();
+	return p;
+}
+
+static float *fill_n(int64_t n)
+{
+	float *p = malloc((size_t)n * sizeof *p);
+
+	for (int64_t i = 0; i < n; i++)
+		p[i] = nrand();
+	return p;
+}
+
+static float *fill_value(int64_t n, float v)
+{
+	float *p = malloc((size_t)n * sizeof *p);
+
+	for (int64_t i = 0; i < n; i++)
+		p[i] = v;
+	return p;
+}
+
+static double *dalloc(int64_t n)
+{
+	return malloc((size_t)n * sizeof(double));
+}
+
+/* A NaN anywhere makes the error infinite rather than slip past a max. */
+static double err_elem(const float *x, const double *ref, int64_t n)
+{
+	double worst = 0;
+
+	for (int64_t i = 0; i < n; i++) {
+		double e = fabs(x[i] - ref[i]) / fmax(fabs(ref[i]), 1e-6);
+
+		if (isnan(e))
+			return INFINITY;
+		worst = fmax(worst, e);
+	}
+	return worst;
+}
+
+static double err_norm(const float *x, const double *ref, int64_t n)
+{
+	double worst = 0, scale = 0;
+
+	for (int64_t i = 0; i < n; i++) {
+		double e = fabs(x[i] - ref[i]);
+
+		if (isnan(e))
+			return INFINITY;
+		worst = fmax(worst, e);
+		scale = fmax(scale, fabs(ref[i]));
+	}
+	return worst / scale;
+}
+
+static double err_abs(const float *x, const double *ref, int64_t n)
+{
+	double worst = 0;
+
+	for (int64_t i = 0; i < n; i++) {
+		double e = fabs(x[i] - ref[i]);
+
+		if (isnan(e))
+			return INFINITY;
+		worst = fmax(worst, e);
+	}
+	return worst;
+}
+
+/* ---- linear ---------------------------------------------------------- */
+
+static void test_linear_case(int64_t m, int64_t k, int64_t n, bool bias)
+{
+	float *x = fill_u(m * k), *w = fill_u(n * k), *b = bias ? fill_u(n) : NULL;
+	/* NaN in y proves that without a bias y is written, never read. */
+	float *y = fill_value(m * n, NAN);
+	double *ref = dalloc(m * n);
+
+	for (int64_t i = 0; i < m; i++) {
+		for (int64_t j = 0; j < n; j++) {
+			double s = b ? b[j] : 0.0;
+
+			for (int64_t t = 0; t < k; t++)
+				s += (double)x[i * k + t] * w[j * k + t];
+			ref[i * n + j] = s;
+		}
+	}
+	k_linear(x, w, b, y, m, k, n);
+	double e = err_norm(y, ref, m * n);
+
+	UNIT_CHECK(e <= TOL_GEMM, "linear m=%lld k=%lld n=%lld bias=%d: normwise %.2e <= %.0e",
+		   (long long)m, (long long)k, (long long)n, bias, e, TOL_GEMM);
+	free(x);
+	free(w);
+	free(b);
+	free(y);
+	free(ref);
+}
+
+static void test_linear(void)
+{
+	test_linear_case(37, 509, 45, true);
+	test_linear_case(37, 509, 45, false);
+	test_linear_case(1, 3, 7, true);
+}
+
+/* ---- norms ----------------------------------------------------------- */
+
+static void ref_layer_norm(const float *x, double *y, int64_t rows, int64_t n, double eps,
+			   const float *w, const float *b)
+{
+	for (int64_t r = 0; r < rows; r++) {
+		double mean = 0, var = 0;
+
+		for (int64_t i = 0; i < n; i++)
+			mean += x[r * n + i];
+		mean /= (double)n;
+		for (int64_t i = 0; i < n; i++)
+			var += (x[r * n + i] - mean) * (x[r * n + i] - mean);
+		var /= (double)n;
+		for (int64_t i = 0; i < n; i++) {
+			double v = (x[r * n + i] - mean) / sqrt(var + eps);
+
+			y[r * n + i] = v * (w ? w[i] : 1.0) + (b ? b[i] : 0.0);
+		}
+	}
+}
+
+static void test_layer_norm(void)
+{
+	const int64_t rows = 7, n = 203;
+	const float eps = 1e-5f;
+	float *x = fill_u(rows * n), *w = fill_u(n), *b = fill_u(n);
+	float *y = malloc((size_t)(rows * n) * sizeof *y);
+	double *ref = dalloc(rows * n);
+
+	ref_layer_norm(x, ref, rows, n, eps, w, b);
+	k_layer_norm(x, y, rows, n, eps, w, b);
+	double e = err_norm(y, ref, rows * n);
+
+	UNIT_CHECK(e <= TOL_ELEM, "layer_norm affine: normwise %.2e <= %.0e", e, TOL_ELEM);
+
+	ref_layer_norm(x, ref, rows, n, eps, NULL, NULL);
+	k_layer_norm(x, y, rows, n, eps, NULL, NULL);
+	e = err_norm(y, ref, rows * n);
+	UNIT_CHECK(e <= TOL_ELEM, "layer_norm no affine: normwise %.2e <= %.0e", e, TOL_ELEM);
+
+	/* A mean 300 times the spread: float E[x^2] - mean^2 would have no
+	 * correct digit left. Also run in place, which the API allows. */
+	for (int64_t i = 0; i < rows * n; i++)
+		x[i] += 300.0f;
+	ref_layer_norm(x, ref, rows, n, eps, w, NULL);
+	k_layer_norm(x, x, rows, n, eps, w, NULL);
+	e = err_norm(x, ref, rows * n);
+	UNIT_CHECK(e <= TOL_ELEM, "layer_norm offset 300, w only, in place: normwise %.2e <= %.0e",
+		   e, TOL_ELEM);
+	free(x);
+	free(w);
+	free(b);
+	free(y);
+	free(ref);
+}
+
+static void test_rms_norm_case(int64_t group, bool affine)
+{
+	const int64_t rows = 5, H = 3, D = 24, n = H * D;
+	const float eps = 1e-6f;
+	float *x = fill_u(rows * n), *w = affine ? fill_u(group) : NULL;
+	float *y = malloc((size_t)(rows * n) * sizeof *y);
+	double *ref = dalloc(rows * n);
+
+	for (int64_t g = 0; g < rows * n / group; g++) {
+		double sq = 0;
+
+		for (int64_t i = 0; i < group; i++)
+			sq += (double)x[g * group + i] * x[g * group + i];
+		double r = 1.0 / sqrt(sq / (double)group + eps);
+
+		for (int64_t i = 0; i < group; i++)
+			ref[g * group + i] = x[g * group + i] * r * (w ? w[i] : 1.0);
+	}
+	k_rms_norm(x, y, rows, n, group, eps, w);
+	double e = err_elem(y, ref, rows * n);
+
+	UNIT_CHECK(e <= TOL_ELEM, "rms_norm group=%lld of n=%lld affine=%d: elementwise %.2e <= %.0e",
+		   (long long)group, (long long)n, affine, e, TOL_ELEM);
+	free(x);
+	free(w);
+	free(y);
+	free(ref);
+}
+
+static void test_rms_norm(void)
+{
+	test_rms_norm_case(24, true);	/* per head: group = D */
+	test_rms_norm_case(72, true);	/* whole row: group = n */
+	test_rms_norm_case(24, false);
+}
+
+/* ---- activations ----------------------------------------------------- */
+
+static void test_activations(void)
+{
+	const int64_t n = 1001;
+	float *x = fill_n(n), *y = malloc((size_t)n * sizeof *y);
+	double *ref = dalloc(n);
+
+	for (int64_t i = 0; i < n; i++)
+		ref[i] = 0.5 * x[i] * (1.0 + erf(x[i] / sqrt(2.0)));
+	k_gelu(x, y, n, false);
+	double e = err_elem(y, ref, n);
+
+	UNIT_CHECK(e <= TOL_ELEM, "gelu exact: elementwise %.2e <= %.0e", e, TOL_ELEM);
+
+	for (int64_t i = 0; i < n; i++) {
+		double u = sqrt(2.0 / M_PI) * (x[i] + 0.044715 * x[i] * x[i] * x[i]);
+
+		ref[i] = 0.5 * x[i] * (1.0 + tanh(u));
+	}
+	k_gelu(x, y, n, true);
+	e = err_elem(y, ref, n);
+	UNIT_CHECK(e <= TOL_ELEM, "gelu tanh: elementwise %.2e <= %.0e", e, TOL_ELEM);
+
+	for (int64_t i = 0; i < n; i++)
+		ref[i] = x[i] / (1.0 + exp(-(double)x[i]));
+	k_silu(x, y, n);
+	e = err_elem(y, ref, n);
+	UNIT_CHECK(e <= TOL_ELEM, "silu: elementwise %.2e <= %.0e", e, TOL_ELEM);
+	free(x);
+	free(y);
+	free(ref);
+}
+
+/* ---- broadcasting binary ops ----------------------------------------- */
+
+/* Each output index unravelled and re-raveled into each operand: slow and
+ * obviously right. */
+static void ref_binary(enum k_binop op, const float *a, const int64_t *as, const float *b,
+		       const int64_t *bs, double *out, const int64_t *os, int nd)
+{
+	int64_t total = 1;
+
+	for (int i = 0; i < nd; i++)
+		total *= os[i];
+	for (int64_t f = 0; f < total; f++) {
+		int64_t rest = f, ia = 0, ib = 0, ma = 1, mb = 1;
+
+		for (int i = nd - 1; i >= 0; i--) {
+			int64_t c = rest % os[i];
+
+			rest /= os[i];
+			ia += (as[i] == 1 ? 0 : c) * ma;
+			ib += (bs[i] == 1 ? 0 : c) * mb;
+			ma *= as[i];
+			mb *= bs[i];
+		}
+		out[f] = op == K_ADD ? (double)a[ia] + b[ib] : (double)a[ia] * b[ib];
+	}
+}
+
+static int64_t numel(const int64_t *s, int nd)
+{
+	int64_t n = 1;
+
+	for (int i = 0; i < nd; i++)
+		n *= s[i];
+	return n;
+}
+
+/* in_place: out is b's buffer (b must have the output shape). */
+static void test_binary_case(const char *what, enum k_binop op, const int64_t *as,
+			     const int64_t *bs, const int64_t *os, bool in_place)
+{
+	float *a = fill_u(numel(as, 3)), *b = fill_u(numel(bs, 3));
+	float *out = in_place ? b : malloc((size_t)numel(os, 3) * sizeof *out);
+	double *ref = dalloc(numel(os, 3));
+
+	ref_binary(op, a, as, b, bs, ref, os, 3);
+	k_binary(op, a, as, b, bs, out, os, 3);
+	double e = err_elem(out, ref, numel(os, 3));
+
+	UNIT_CHECK(e <= TOL_ROUND, "binary %s: elementwise %.2e <= %.0e", what, e, TOL_ROUND);
+	if (!in_place)
+		free(out);
+	free(a);
+	free(b);
+	free(ref);
+}
+
+static void test_binary(void)
+{
+	const int64_t B = 2, S = 5, H = 7;
+	const int64_t bsh[3] = { B, S, H }, b1h[3] = { B, 1, H }, one[3] = { 1, 1, 1 };
+	const int64_t o6h[3] = { 1, 6, H }, b6h[3] = { B, 6, H }, o1s1[3] = { 1, S, 1 };
+
+	test_binary_case("[B,1,H] + [B,S,H]", K_ADD, b1h, bsh, bsh, false);
+	test_binary_case("[1,6,H] * [B,6,H]", K_MUL, o6h, b6h, b6h, false);
+	test_binary_case("[B,S,H] + [1] (padded to [1,1,1])", K_ADD, bsh, one, bsh, false);
+	test_binary_case("[1] * [B,S,H]", K_MUL, one, bsh, bsh, false);
+	test_binary_case("[B,S,H] * [B,S,H]", K_MUL, bsh, bsh, bsh, false);
+	test_binary_case("[B,1,H] * [1,S,1] (both broadcast)", K_MUL, b1h, o1s1, bsh, false);
+	test_binary_case("[B,1,H] + [B,S,H] into b's buffer", K_ADD, b1h, bsh, bsh, true);
+	test_binary_case("[1] + [1]", K_ADD, one, one, one, false);
+}
+
+/* ---- modulate, copy2d, rope ------------------------------------------ */
+
+static void test_modulate_case(bool per_position)
+{
+	const int64_t B = 2, S = 13, H = 19;
+	const int64_t rows = per_position ? B * S : B, s_stride = per_position ? H : 0;
+	float *x = fill_u(B * S * H), *shift = fill_u(rows * H), *scale = fill_u(rows * H);
+	float *y = malloc((size_t)(B * S * H) * sizeof *y);
+	double *ref = dalloc(B * S * H);
+
+	for (int64_t b = 0; b < B; b++) {
+		for (int64_t s = 0; s < S; s++) {
+			int64_t r = per_position ? b * S + s : b;
+
+			for (int64_t h = 0; h < H; h++) {
+				int64_t i = (b * S + s) * H + h;
+
+				ref[i] = x[i] * (1.0 + scale[r * H + h]) + shift[r * H + h];
+			}
+		}
+	}
+	k_modulate(x, shift, scale, y, B, S, H, s_stride);
+	double e = err_norm(y, ref, B * S * H);
+
+	UNIT_CHECK(e <= TOL_ELEM, "modulate shift/scale %s: normwise %.2e <= %.0e",
+		   per_position ? "[B,S,H] (s_stride = H)" : "[B,H] (s_stride = 0)", e, TOL_ELEM);
+	free(x);
+	free(shift);
+	free(scale);
+	free(y);
+	free(ref);
+}
+
+static void test_copy2d(void)
+{
+	const int64_t rows = 9, cols = 13, ss = 31, ds = 17;
+	float *src = fill_u(rows * ss);
+	float *dst = fill_value(rows * ds, -7.0f);
+	bool copied = true, untouched = true;
+
+	/* A column slice of src into a wider-than-needed dst: the gaps
+	 * between rows of dst must keep their sentinel. */
+	k_copy2d(dst, ds, src + 5, ss, rows, cols);
+	for (int64_t r = 0; r < rows; r++) {
+		for (int64_t c = 0; c < ds; c++) {
+			if (c < cols)
+				copied &= dst[r * ds + c] == src[r * ss + 5 + c];
+			else
+				untouched &= dst[r * ds + c] == -7.0f;
+		}
+	}
+	UNIT_CHECK(copied, "copy2d strided: every element copied exactly");
+	UNIT_CHECK(untouched, "copy2d strided: nothing written between destination rows");
+
+	float *dense = fill_value(rows * cols + 1, -7.0f);
+
+	k_copy2d(dense, cols, src, cols, rows, cols);
+	UNIT_CHECK(!memcmp(dense, src, (size_t)(rows * cols) * sizeof *src) &&
+		   dense[rows * cols] == -7.0f,
+		   "copy2d contiguous: exact, and nothing past the end");
+	free(src);
+	free(dst);
+	free(dense);
+}
+
+static void ref_rope(const float *x, int64_t xs, const float *c, const float *s, double *y,
+		     int64_t B, int64_t S, int64_t heads, int64_t D)
+{
+	for (int64_t b = 0; b < B; b++)
+		for (int64_t p = 0; p < S; p++)
+			for (int64_t h = 0; h < heads; h++)
+				for (int64_t i = 0; i < D; i += 2) {
+					const float *xh = x + (b * S + p) * xs + h * D;
+					double *yh = y + ((b * S + p) * heads + h) * D;
+
+					yh[i] = (double)xh[i] * c[p * D + i] -
+						(double)xh[i + 1] * s[p * D + i];
+					yh[i + 1] = (double)xh[i + 1] * c[p * D + i + 1] +
+						    (double)xh[i] * s[p * D + i + 1];
+				}
+}
+
+static void test_rope(void)
+{
+	const int64_t B = 2, S = 11, heads = 3, D = 10, W = heads * D;
+	/* x is the k part of a padded packed qkv buffer; cos and sin are
+	 * independent random tables so a swapped index cannot go unnoticed. */
+	const int64_t xs = 3 * W + 3;
+	float *qkv = fill_u(B * S * xs), *c = fill_u(S * D), *s = fill_u(S * D);
+	float *y = malloc((size_t)(B * S * W) * sizeof *y);
+	double *ref = dalloc(B * S * W);
+
+	ref_rope(qkv + W, xs, c, s, ref, B, S, heads, D);
+	k_rope(qkv + W, xs, c, s, y, W, B, S, heads, D);
+	double e = err_norm(y, ref, B * S * W);
+
+	UNIT_CHECK(e <= TOL_ELEM, "rope strided x -> contiguous y: normwise %.2e <= %.0e", e, TOL_ELEM);
+
+	k_rope(qkv + W, xs, c, s, qkv + W, xs, B, S, heads, D);
+	for (int64_t r = 0; r < B * S; r++)
+		memcpy(y + r * W, qkv + r * xs + W, (size_t)W * sizeof *y);
+	e = err_norm(y, ref, B * S * W);
+	UNIT_CHECK(e <= TOL_ELEM, "rope in place in the packed buffer: normwise %.2e <= %.0e",
+		   e, TOL_ELEM);
+	free(qkv);
+	free(c);
+	free(s);
+	free(y);
+	free(ref);
+}
+
+/* ---- attention ------------------------------------------------------- */
+
+struct attn_case {
+	int64_t B, Sq, Skv, H, D, Dv;
+	const float *q, *k, *v;
+	int64_t qs, ks, vs;
+};
+
+/* Softmax over all keys at once, in float64: out [B, Sq, H*Dv], lse [B, H, Sq]. */
+static void ref_attention(const struct attn_case *c, double *out, double *lse)
+{
+	double *p = dalloc(c->Skv);
+
+	for (int64_t b = 0; b < c->B; b++)
+		for (int64_t h = 0; h < c->H; h++)
+			for (int64_t i = 0; i < c->Sq; i++) {
+				const float *qi = c->q + (b * c->Sq + i) * c->qs + h * c->D;
+				double mx = -INFINITY, sum = 0;
+
+				for (int64_t j = 0; j < c->Skv; j++) {
+					const float *kj = c->k + (b * c->Skv + j) * c->ks + h * c->D;
+					double d = 0;
+
+					for (int64_t t = 0; t < c->D; t++)
+						d += (double)qi[t] * kj[t];
+					p[j] = d / sqrt((double)c->D);
+					mx = fmax(mx, p[j]);
+				}
+				for (int64_t j = 0; j < c->Skv; j++)
+					sum += exp(p[j] - mx);
+				lse[(b * c->H + h) * c->Sq + i] = mx + log(sum);
+				double *oi = out + ((b * c->Sq + i) * c->H + h) * c->Dv;
+
+				for (int64_t t = 0; t < c->Dv; t++) {
+					double acc = 0;
+
+					for (int64_t j = 0; j < c->Skv; j++)
+						acc += exp(p[j] - mx) *
+						       c->v[(b * c->Skv + j) * c->vs + h * c->Dv + t];
+					oi[t] = acc / sum;
+				}
+			}
+	free(p);
+}
+
+/* k_attention with a workspace of exactly the advertised size, so ASan
+ * catches any tile that reaches past it. */
+static void run_attention(const struct attn_case *c, float *out, float *lse)
+{
+	void *ws = malloc(k_attention_workspace(c->Sq, c->Skv, c->D, c->Dv));
+
+	k_attention(c->q, c->qs, c->k, c->ks, c->v, c->vs, out, lse, c->B, c->Sq, c->Skv,
+		    c->H, c->D, c->Dv, ws);
+	free(ws);
+}
+
+static void check_attention(const char *what, const struct attn_case *c)
+{
+	int64_t no = c->B * c->Sq * c->H * c->Dv, nl = c->B * c->H * c->Sq;
+	float *out = malloc((size_t)no * sizeof *out), *lse = malloc((size_t)nl * sizeof *lse);
+	float *out2 = malloc((size_t)no * sizeof *out2);
+	double *rout = dalloc(no), *rlse = dalloc(nl);
+
+	ref_attention(c, rout, rlse);
+	run_attention(c, out, lse);
+	double e = err_norm(out, rout, no), el = err_abs(lse, rlse, nl);
+
+	UNIT_CHECK(e <= TOL_GEMM, "attention %s: out normwise %.2e <= %.0e", what, e, TOL_GEMM);
+	UNIT_CHECK(el <= TOL_LSE, "attention %s: lse absolute %.2e <= %.0e", what, el, TOL_LSE);
+	run_attention(c, out2, NULL);
+	UNIT_CHECK(!memcmp(out, out2, (size_t)no * sizeof *out),
+		   "attention %s: lse = NULL gives the same out", what);
+	free(out);
+	free(out2);
+	free(lse);
+	free(rout);
+	free(rlse);
+}
+
+static void test_attention(void)
+{
+	/* Separate contiguous q, k, v. */
+	struct attn_case c = { .B = 2, .Sq = 37, .Skv = 53, .H = 3, .D = 16, .Dv = 16 };
+
+	c.qs = c.ks = c.H * c.D;
+	c.vs = c.H * c.Dv;
+	float *q = fill_u(c.B * c.Sq * c.qs), *k = fill_u(c.B * c.Skv * c.ks);
+	float *v = fill_u(c.B * c.Skv * c.vs);
+
+	c.q = q;
+	c.k = k;
+	c.v = v;
+	check_attention("B=2 Sq=37 Skv=53 H=3 D=Dv=16", &c);
+	free(q);
+	free(k);
+	free(v);
+
+	/* Self-attention out of one padded packed qkv buffer, Dv != D. */
+	struct attn_case p = { .B = 2, .Sq = 29, .Skv = 29, .H = 3, .D = 16, .Dv = 12 };
+	int64_t row = 2 * p.H * p.D + p.H * p.Dv + 5;
+	float *qkv = fill_u(p.B * p.Sq * row);
+
+	p.q = qkv;
+	p.k = qkv + p.H * p.D;
+	p.v = qkv + 2 * p.H * p.D;
+	p.qs = p.ks = p.vs = row;
+	check_attention("packed qkv, padded row stride, D=16 Dv=12", &p);
+	free(qkv);
+
+	/* Several query blocks and more than two key tiles, each ending
+	 * part-way. q is scaled up so the softmax is peaky and the running
+	 * max moves between tiles, which exercises the rescaling. */
+	struct attn_case t = { .B = 1, .Sq = K_ATTN_TILE_Q + 21,
+			       .Skv = 2 * K_ATTN_TILE_KV + 77, .H = 2, .D = 24, .Dv = 20 };
+
+	t.qs = t.ks = t.H * t.D;
+	t.vs = t.H * t.Dv;
+	q = fill_u(t.B * t.Sq * t.qs);
+	for (int64_t i = 0; i < t.B * t.Sq * t.qs; i++)
+		q[i] *= 4.0f;
+	k = fill_u(t.B * t.Skv * t.ks);
+	v = fill_u(t.B * t.Skv * t.vs);
+	t.q = q;
+	t.k = k;
+	t.v = v;
+	check_attention("Sq = TILE_Q + 21, Skv = 2 TILE_KV + 77, D=24 Dv=20", &t);
+	free(q);
+	free(k);
+	free(v);
+
+	size_t ws = k_attention_workspace(4096, 4096, 128, 128);
+
+	UNIT_CHECK(ws <= 4u << 20, "attention workspace for 4096 x 4096, D = 128: %zu bytes <= 4 MiB",
+		   ws);
+}
+
+/* Ring attention over uneven KV blocks: partial results merged in two orders
+ * must match attention over all keys, out and lse. */
+static void test_lse_merge_blocks(void)
+{
+	const int64_t B = 2, Sq = 37, Skv = 53, H = 3, D = 16, Dv = 16;
+	const int64_t len[3] = { 20, 7, 26 }, order[2][3] = { { 0, 1, 2 }, { 2, 0, 1 } };
+	const int64_t no = B * Sq * H * Dv, nl = B * H * Sq;
+	struct attn_case c = { .B = B, .Sq = Sq, .Skv = Skv, .H = H, .D = D, .Dv = Dv,
+			       .qs = H * D, .ks = H * D, .vs = H * Dv };
+	float *q = fill_u(B * Sq * H * D), *k = fill_u(B * Skv * H * D);
+	float *v = fill_u(B * Skv * H * Dv);
+	float *bout[3], *blse[3], *acc[2], *alse[2];
+	double *rout = dalloc(no), *rlse = dalloc(nl);
+
+	c.q = q;
+	c.k = k;
+	c.v = v;
+	ref_attention(&c, rout, rlse);
+
+	/* Each block is its own [B, len, ...] buffer, as a ring step receives
+	 * it; the kernel's batch stride is Skv rows, so copy per batch. */
+	for (int64_t blk = 0, off = 0; blk < 3; off += len[blk], blk++) {
+		struct attn_case cb = c;
+		float *kb = malloc((size_t)(B * len[blk] * H * D) * sizeof *kb);
+		float *vb = malloc((size_t)(B * len[blk] * H * Dv) * sizeof *vb);
+
+		for (int64_t b = 0; b < B; b++) {
+			k_copy2d(kb + b * len[blk] * H * D, H * D, k + (b * Skv + off) * H * D,
+				 H * D, len[blk], H * D);
+			k_copy2d(vb + b * len[blk] * H * Dv, H * Dv, v + (b * Skv + off) * H * Dv,
+				 H * Dv, len[blk], H * Dv);
+		}
+		cb.Skv = len[blk];
+		cb.k = kb;
+		cb.v = vb;
+		bout[blk] = malloc((size_t)no * sizeof(float));
+		blse[blk] = malloc((size_t)nl * sizeof(float));
+		run_attention(&cb, bout[blk], blse[blk]);
+		free(kb);
+		free(vb);
+	}
+	for (int o = 0; o < 2; o++) {
+		/* An empty accumulator's out is garbage (NaN here) and must be
+		 * ignored, not scaled by 0. */
+		acc[o] = fill_value(no, NAN);
+		alse[o] = fill_value(nl, -INFINITY);
+		for (int i = 0; i < 3; i++)
+			k_lse_merge(acc[o], alse[o], bout[order[o][i]], blse[order[o][i]],
+				    B, Sq, H, Dv);
+		double e = err_norm(acc[o], rout, no), el = err_abs(alse[o], rlse, nl);
+
+		UNIT_CHECK(e <= TOL_GEMM, "lse_merge blocks 20+7+26 order %lld%lld%lld: out normwise %.2e <= %.0e",
+			   (long long)order[o][0], (long long)order[o][1], (long long)order[o][2],
+			   e, TOL_GEMM);
+		UNIT_CHECK(el <= TOL_LSE, "lse_merge blocks 20+7+26 order %lld%lld%lld: lse absolute %.2e <= %.0e",
+			   (long long)order[o][0], (long long)order[o][1], (long long)order[o][2],
+			   el, TOL_LSE);
+	}
+	for (int i = 0; i < 3; i++) {
+		free(bout[i]);
+		free(blse[i]);
+	}
+	for (int o = 0; o < 2; o++) {
+		free(acc[o]);
+		free(alse[o]);
+	}
+	free(q);
+	free(k);
+	free(v);
+	free(rout);
+	free(rlse);
+}
+
+/* Log-denominators 200 apart (exp(200) overflows float) and an empty block. */
+static void test_lse_merge_extremes(void)
+{
+	const int64_t B = 1, Sq = 3, H = 2, Dv = 5, no = B * Sq * H * Dv, nl = B * H * Sq;
+	float *out = fill_u(no), *blk = fill_u(no), *keep = malloc((size_t)no * sizeof *keep);
+	float *lse = fill_value(nl, 0.0f), *lblk = fill_value(nl, 200.0f);
+	double *rout = dalloc(no), *rlse = dalloc(nl);
+
+	for (int64_t i = 0; i < no; i++)
+		rout[i] = out[i] * exp(-200.0) + blk[i];
+	for (int64_t i = 0; i < nl; i++)
+		rlse[i] = 200.0 + log1p(exp(-200.0));
+	k_lse_merge(out, lse, blk, lblk, B, Sq, H, Dv);
+	double e = err_norm(out, rout, no), el = err_abs(lse, rlse, nl);
+
+	UNIT_CHECK(e <= TOL_ELEM && el <= TOL_LSE,
+		   "lse_merge lse 0 with 200: out normwise %.2e <= %.0e, lse absolute %.2e <= %.0e",
+		   e, TOL_ELEM, el, TOL_LSE);
+
+	float *nan_blk = fill_value(no, NAN), *empty = fill_value(nl, -INFINITY);
+	float *keep_lse = malloc((size_t)nl * sizeof *keep_lse);
+
+	memcpy(keep, out, (size_t)no * sizeof *out);
+	memcpy(keep_lse, lse, (size_t)nl * sizeof *lse);
+	k_lse_merge(out, lse, nan_blk, empty, B, Sq, H, Dv);
+	UNIT_CHECK(!memcmp(out, keep, (size_t)no * sizeof *out) &&
+		   !memcmp(lse, keep_lse, (size_t)nl * sizeof *lse),
+		   "lse_merge with an empty block (lse -inf, out NaN) leaves the accumulator as is");
+	free(keep_lse);
+	free(out);
+	free(blk);
+	free(keep);
+	free(lse);
+	free(lblk);
+	free(nan_blk);
+	free(empty);
+	free(rout);
+	free(rlse);
+}
+
+int main(void)
+{
+	test_linear();
+	test_layer_norm();
+	test_rms_norm();
+	test_activations();
+	test_binary();
+	test_modulate_case(false);
+	test_modulate_case(true);
+	test_copy2d();
+	test_rope();
+	test_attention();
+	test_lse_merge_blocks();
+	test_lse_merge_extremes();
+	return unit_done();
+}
