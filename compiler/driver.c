@@ -153,7 +153,6 @@ int driver_check(const struct check_opts *o, FILE *out, FILE *err)
 		for (const struct model *m = prog.models; m; m = m->next) {
 			if (m->loc.file != 0)
 				continue;
-			int before = d.nerrors;
 			struct ir_model *im = plan_model_only(a, &d, m, &o->co);
 			if (o->dumps & DUMP_IR)
 				dump_ir(out, a, im);
