@@ -11,30 +11,9 @@
 #include "diag.h"
 #include "expr.h"
 
-enum op_flags {
-	OPF_WEIGHTS = 1 << 0,
-	OPF_LINEAR = 1 << 1,
-	OPF_NORM = 1 << 2,
-	OPF_POINTWISE = 1 << 3,
-	OPF_BCAST = 1 << 4,
-	OPF_ATTENTION = 1 << 5,
-};
+#include "runtime/op_table.h"
 
-enum op_kind {
-#define OP(id, lo, hi, fl, sig) OP_##id,
-#include "runtime/ops.def"
-#undef OP
-	OP_COUNT
-};
-
-struct op_info {
-	const char *name;
-	int min_args, max_args;
-	unsigned flags;
-	const char *signature;
-};
-extern const struct op_info op_table[OP_COUNT];
-/* The op named s, or -1. */
+/* The op a plan names s, or -1 (graph-only ops are not nameable). */
 int op_lookup(const char *s);
 
 enum { IR_MAX_DIMS = 8 };

@@ -734,6 +734,11 @@ struct layout_result *layout_run(struct arena *a, struct diag_ctx *d,
 		case OP_attention: rule_attention(&X); break;
 		case OP_reshape: rule_reshape(&X); break;
 		case OP_param:
+		case OP_shard:
+		case OP_all_gather:
+		case OP_all_reduce:
+		case OP_ulysses_a2a:
+		case OP_ring_attention:
 		case OP_COUNT: X.out = (struct layout){ REPL, REPL }; break;
 		}
 		res->in[opi] = X.in;

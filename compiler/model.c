@@ -12,16 +12,10 @@
 #include "ir.h"
 #include "strmap.h"
 
-const struct op_info op_table[OP_COUNT] = {
-#define OP(id, lo, hi, fl, sig) { #id, lo, hi, fl, sig },
-#include "runtime/ops.def"
-#undef OP
-};
-
 int op_lookup(const char *s)
 {
 	for (int i = 0; i < OP_COUNT; i++)
-		if (!strcmp(op_table[i].name, s))
+		if (!(op_table[i].flags & OPF_LOWERED) && !strcmp(op_table[i].name, s))
 			return i;
 	return -1;
 }
@@ -772,7 +766,12 @@ static bool shape_rule(struct inst *I, struct ir_op *o, const struct bound *b,
 			add_weight(I, opi, NULL, *out);
 		return true;
 	}
-	case OP_COUNT:
+	case OP_shard:
+	case OP_all_gather:
+	case OP_all_reduce:
+	case OP_ulysses_a2a:
+	case OP_ring_attention:
+	case OP_COUNT: /* graph-only ops: op_lookup never returns them */
 		break;
 	}
 	return false;
@@ -889,9 +888,11 @@ static void do_assign(struct inst *I, const struct mstmt *st)
 	if (op < 0) {
 		diag_error(I->d, st->op_loc, "unknown op '%s'", st->op);
 		const char *names[OP_COUNT];
+		int nn = 0;
 		for (int i = 0; i < OP_COUNT; i++)
-			names[i] = op_table[i].name;
-		const char *best = closest_name(st->op, names, OP_COUNT);
+			if (!(op_table[i].flags & OPF_LOWERED))
+				names[nn++] = op_table[i].name;
+		const char *best = closest_name(st->op, names, nn);
 		if (best)
 			diag_hint(I->d, "did you mean '%s'?", best);
 		define_failed(I, st, false);

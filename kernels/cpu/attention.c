@@ -162,7 +162,7 @@ void k_lse_merge(float *out, float *lse, const float *out_blk, const float *lse_
 				}
 				/* log(e^a + e^b) without overflow: the larger
 				 * term factored out, the smaller one <= 1. */
-				float ln = fmaxf(la, lb) + logf(1 + expf(-fabsf(la - lb)));
+				float ln = fmaxf(la, lb) + log1pf(expf(-fabsf(la - lb)));
 				float wa = expf(la - ln), wb = expf(lb - ln);
 
 				for (int64_t d = 0; d < Dv; d++)

@@ -358,6 +358,7 @@ static void test_binary(void)
 	const int64_t o6h[3] = { 1, 6, H }, b6h[3] = { B, 6, H }, o1s1[3] = { 1, S, 1 };
 
 	test_binary_case("[B,1,H] + [B,S,H]", K_ADD, b1h, bsh, bsh, false);
+	test_binary_case("[B,S,H] * [B,1,H]", K_MUL, bsh, b1h, bsh, false);
 	test_binary_case("[1,6,H] * [B,6,H]", K_MUL, o6h, b6h, b6h, false);
 	test_binary_case("[B,S,H] + [1] (padded to [1,1,1])", K_ADD, bsh, one, bsh, false);
 	test_binary_case("[1] * [B,S,H]", K_MUL, one, bsh, bsh, false);
@@ -427,6 +428,14 @@ static void test_copy2d(void)
 	UNIT_CHECK(!memcmp(dense, src, (size_t)(rows * cols) * sizeof *src) &&
 		   dense[rows * cols] == -7.0f,
 		   "copy2d contiguous: exact, and nothing past the end");
+
+	/* An all-to-all pack: a strided column slice into a dense buffer. */
+	k_copy2d(dense, cols, src + 5, ss, rows, cols);
+	copied = true;
+	for (int64_t r = 0; r < rows; r++)
+		copied &= !memcmp(dense + r * cols, src + r * ss + 5, (size_t)cols * sizeof *src);
+	UNIT_CHECK(copied && dense[rows * cols] == -7.0f,
+		   "copy2d pack strided into dense: exact, and nothing past the end");
 	free(src);
 	free(dst);
 	free(dense);
