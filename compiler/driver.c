@@ -4,11 +4,14 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "arena.h"
 #include "layout.h"
+#include "lower.h"
 #include "parse.h"
+#include "runtime/graph_stats.h"
 #include "summary.h"
 
 /* ---- dumps --------------------------------------------------------------- */
@@ -188,6 +191,146 @@ int driver_check(const struct check_opts *o, FILE *out, FILE *err)
 	}
 done:;
 	int rc = finish(o, &d, summaries, out, err, status);
+	diag_release(&d);
+	arena_free(a);
+	return rc;
+}
+
+/* ---- compile ----------------------------------------------------------------- */
+
+static uint64_t fnv1a(uint64_t h, const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
+	return h;
+}
+
+static void report(const struct g_graph *g, size_t len, FILE *out)
+{
+	fprintf(out, "graph: %zu bytes; %u ops, %u tensors; world %u\n", len, g->nops,
+		g->ntensors, g->world);
+	/* uneven splits give the first ranks the most: show the first and last */
+	uint32_t ranks[2] = { 0, g->world - 1 };
+	for (int k = 0; k < (g->world > 1 ? 2 : 1); k++) {
+		uint32_t r = ranks[k];
+		struct graph_comm_row rows[64];
+		int n = 0;
+		graph_comm_summary(g, r, rows, &n, 64);
+		fprintf(out, "rank %u, per forward pass:\n", r);
+		uint64_t total = 0;
+		for (int i = 0; i < n; i++) {
+			const struct g_group *gr = &g->groups[rows[i].group];
+			char axes[64];
+			size_t l = 0;
+			for (uint32_t a = 0; a < gr->naxes; a++)
+				l += (size_t)snprintf(axes + l, sizeof axes - l, "%s%s", a ? "x" : "",
+						      graph_str(g, g->axes[gr->axes[a]].name));
+			fprintf(out, "  %-15s over %-14s %6d ops %14" PRIu64 " bytes\n",
+				op_table[rows[i].kind].name, axes, rows[i].count, rows[i].bytes);
+			total += rows[i].bytes;
+		}
+		fprintf(out, "  %-15s %-19s %6s     %14" PRIu64 " bytes\n", "communication", "", "", total);
+		fprintf(out, "  activation arena %" PRIu64 " bytes, weights %" PRIu64 " bytes\n",
+			g->arena_bytes, graph_weight_bytes(g, r));
+	}
+}
+
+static bool write_file(const char *path, const void *buf, size_t len, FILE *err)
+{
+	char *tmp = malloc(strlen(path) + 8);
+	if (!tmp)
+		return false;
+	sprintf(tmp, "%s.tmp", path);
+	FILE *f = fopen(tmp, "wb");
+	bool ok = f && fwrite(buf, 1, len, f) == len;
+	if (f && fclose(f))
+		ok = false;
+	/* rename: a reader never sees half a graph */
+	if (ok && rename(tmp, path))
+		ok = false;
+	if (!ok) {
+		fprintf(err, "dtpc: cannot write '%s': %s\n", path, strerror(errno));
+		remove(tmp);
+	}
+	free(tmp);
+	return ok;
+}
+
+int driver_compile(const struct check_opts *o, const char *out_path, bool verbose,
+		   FILE *out, FILE *err)
+{
+	struct arena *a = arena_create();
+	struct diag_ctx d;
+	diag_init(&d, a);
+	struct program prog;
+	int status = 0;
+	if (!parse_program(a, &d, o->file, &prog)) {
+		fprintf(err, "dtpc: cannot read '%s': %s\n", o->file, strerror(errno));
+		status = 2;
+		goto done;
+	}
+	check_declarations(&d, &prog);
+	const struct plan *p = NULL;
+	int nroot = 0;
+	for (const struct plan *q = prog.plans; q; q = q->next) {
+		if (o->co.plan ? !strcmp(q->name, o->co.plan) : q->loc.file == 0)
+			p = p ? p : q;
+		nroot += q->loc.file == 0;
+	}
+	if (!p || (!o->co.plan && nroot > 1)) {
+		if (o->co.plan)
+			fprintf(err, "dtpc: no plan named '%s' in '%s'", o->co.plan, o->file);
+		else if (nroot)
+			fprintf(err, "dtpc: '%s' has %d plans; choose one with --plan", o->file, nroot);
+		else
+			fprintf(err, "dtpc: '%s' has no plan to compile", o->file);
+		const char *sep = "; plans:";
+		for (const struct plan *q = prog.plans; q; q = q->next, sep = ",")
+			fprintf(err, "%s %s", sep, q->name);
+		fprintf(err, "\n");
+		status = 2;
+		goto done;
+	}
+	struct plan_cfg *c = plan_resolve(a, &d, &prog, p, &o->co);
+	if (!c || d.nerrors)
+		goto done;
+	struct layout_result *lay = layout_run(a, &d, c);
+	if (d.nerrors)
+		goto done;
+	uint64_t h = 1469598103934665603ull;
+	for (int i = 0; i < d.nfiles; i++)
+		h = fnv1a(h, d.files[i].text, d.files[i].len);
+	struct lower_opts lo = { .source_path = o->file, .source_hash = h };
+	struct g_graph *g = lower_plan(a, &d, c, lay, &lo);
+	if (!g)
+		goto done;
+	memplan_run(a, g);
+	size_t len = 0;
+	void *buf = graph_serialize(g, &len);
+	if (!buf) {
+		fprintf(err, "dtpc: out of memory serializing the graph\n");
+		status = 2;
+		goto done;
+	}
+	/* read back what was written: the loader's checks cover the compiler */
+	struct g_graph back;
+	char why[256];
+	if (!graph_parse(buf, len, &back, why, sizeof why)) {
+		fprintf(err, "dtpc: internal error: the graph does not load: %s\n", why);
+		free(buf);
+		status = 2;
+		goto done;
+	}
+	if (!write_file(out_path, buf, len, err))
+		status = 2;
+	else if (verbose)
+		report(&back, len, out);
+	free(buf);
+done:;
+	diag_print_text(&d, err, o->color);
+	if (d.nerrors)
+		fprintf(err, "%d error%s generated.\n", d.nerrors, d.nerrors == 1 ? "" : "s");
+	int rc = status ? status : d.nerrors ? 1 : 0;
 	diag_release(&d);
 	arena_free(a);
 	return rc;

@@ -23,4 +23,11 @@ struct check_opts {
 /* `dtpc check`: parse, resolve and check every selected plan. Returns the
  * exit status of DESIGN.md §3: 0 clean, 1 errors, 2 usage or I/O error. */
 int driver_check(const struct check_opts *o, FILE *out, FILE *err);
+
+/* `dtpc FILE.plan -o OUT.graph`: check one plan (--plan, or the file's only
+ * plan), lower it, plan memory and write the graph; with verbose, print the
+ * compile report (per rank: communication by kind and axis, activation
+ * arena, weight bytes). Same exit statuses. */
+int driver_compile(const struct check_opts *o, const char *out_path, bool verbose,
+		   FILE *out, FILE *err);
 #endif

@@ -278,6 +278,10 @@ static void rule_linear(struct opctx *X)
 			need_whole(X, 0, x->dim, true, "rowwise needs its input "
 				   "sharded on the last axis or replicated");
 		}
+		if (!sharded(x)) /* a replicated input is sliced locally */
+			*x = (struct lay_axis){ .kind = LAY_SHARD, .dim = (int8_t)last,
+						.nblk = row->nblocks, .blk = row->blocks,
+						.origin = row->rule };
 		return; /* partial sums, all-reduced by the style: replicated */
 	}
 	if (sharded(x))
@@ -355,6 +359,16 @@ static void rule_pointwise(struct opctx *X)
 				out.dim = (int8_t)od;
 			} else if (out.dim != od || !same_blocks(&out, x)) {
 				need_whole(X, i, x->dim, tp, "the other operand is sharded differently");
+			}
+		}
+		/* Replicated operands with an extent along the sharded dim are
+		 * sliced locally to match (no communication). */
+		for (int i = 0; sharded(&out) && i < X->o->nin; i++) {
+			struct lay_axis *x = tp ? &X->in[i].tp : &X->in[i].cp;
+			int k = bdim(X, i, out.dim);
+			if (!sharded(x) && k >= 0) {
+				*x = out;
+				x->dim = (int8_t)k;
 			}
 		}
 		if (tp)
@@ -447,6 +461,9 @@ static void rule_concat(struct opctx *X)
 						blk[k++] = b[j];
 					if (out.origin < 0)
 						out.origin = x->origin;
+					if (!sharded(x)) /* sliced locally */
+						*x = (struct lay_axis){ .kind = LAY_SHARD, .dim = (int8_t)d,
+									.origin = -1 };
 				}
 				out.nblk = total;
 				out.blk = blk;
@@ -477,8 +494,13 @@ static void rule_rope(struct opctx *X)
 	struct lay_axis *x = &X->in[0].cp;
 	for (int i = 1; i <= 2; i++) {
 		struct lay_axis *t = &X->in[i].cp;
-		if (!sharded(t))
+		if (!sharded(t)) {
+			if (sharded(x) && x->dim == 1) { /* sliced locally, row by row */
+				*t = *x;
+				t->dim = 0;
+			}
 			continue;
+		}
 		if (!sharded(x) || x->dim != 1 || t->dim != 0 || !same_blocks(x, t))
 			need_whole(X, i, t->dim, false,
 				   "its rows must follow the sequence shards of rope's input");
@@ -693,9 +715,10 @@ struct layout_result *layout_run(struct arena *a, struct diag_ctx *d,
 	P.L = ARENA_ARRAY(a, struct layout, m->ntensors ? m->ntensors : 1);
 	P.gathered = ARENA_ARRAY(a, uint8_t, m->ntensors ? m->ntensors : 1);
 	res->tensors = P.L;
+	res->produced = ARENA_ARRAY(a, struct layout, m->ntensors ? m->ntensors : 1);
 	res->in = ARENA_ARRAY(a, struct layout *, m->nops ? m->nops : 1);
 	for (int t = 0; t < m->ntensors; t++)
-		P.L[t] = (struct layout){ REPL, REPL };
+		P.L[t] = res->produced[t] = (struct layout){ REPL, REPL };
 	if (plan_cp(c) > 1)
 		for (int i = 0; i < m->ninputs; i++)
 			splits_of(&P, 0, m->inputs[i], &P.L[m->inputs[i]].cp);
@@ -743,6 +766,7 @@ struct layout_result *layout_run(struct arena *a, struct diag_ctx *d,
 		}
 		res->in[opi] = X.in;
 		P.L[o->out] = X.out;
+		res->produced[o->out] = X.out;
 		if (o->module_index >= 0)
 			module_out_styles(&P, o->module_index, &o->out, 1);
 		for (int mi = ends_at[opi + 1]; mi >= 0; mi = next_end[mi])

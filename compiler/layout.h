@@ -39,7 +39,8 @@ struct lay_event {
 };
 
 struct layout_result {
-	struct layout *tensors; /* per tensor, as produced */
+	struct layout *tensors;  /* per tensor, after the styles of its module */
+	struct layout *produced; /* per tensor, as its op produces it */
 	struct lay_event *events;
 	int nevents;
 	/* Per op: the layouts its inputs were consumed with. */

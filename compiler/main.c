@@ -7,13 +7,17 @@
 
 #include "arena.h"
 #include "driver.h"
+#include "inspect.h"
+#include "runtime/graph_file.h"
 #include "version.h"
 
 static const char usage[] =
-	"usage: dtpc check FILE.plan [options]    check a plan before launch\n"
+	"usage: dtpc check FILE.plan [options]            check a plan before launch\n"
+	"       dtpc FILE.plan -o FILE.graph [options] [-v]  compile a plan to a graph\n"
+	"       dtpc inspect FILE.graph [--rank R] [--format text|json|dot]\n"
 	"       dtpc --help | --version\n"
 	"\n"
-	"options of check:\n"
+	"options of check and compile:\n"
 	"  --plan NAME            check only this plan (default: every plan in FILE)\n"
 	"  --world N              the world size the job will have (must equal the mesh)\n"
 	"  -D NAME=VALUE          override a model parameter (after the plan's own)\n"
@@ -21,6 +25,10 @@ static const char usage[] =
 	"  --color / --no-color   colour diagnostics (default: when stderr is a terminal)\n"
 	"  -d PASSES              dump after passes: i (IR), s (styles), l (layouts)\n"
 	"  -q                     no summary on success\n"
+	"  -o FILE.graph          (compile) where to write the graph\n"
+	"  -v                     (compile) print the compile report: per rank, the\n"
+	"                         communication by collective and axis, the activation\n"
+	"                         arena and the weight bytes\n"
 	"\n"
 	"exit status: 0 clean, 1 errors in the plan, 2 usage or I/O error\n";
 
@@ -42,14 +50,26 @@ static const char *need_value(int argc, char **argv, int *i)
 	return argv[++*i];
 }
 
-static int cmd_check(int argc, char **argv)
+/* check and compile share their options; compile adds -o and -v. */
+static int cmd_check(int argc, char **argv, int first, bool compile)
 {
 	struct arena *a = arena_create();
 	struct check_opts o = { .format = FMT_TEXT, .color = isatty(2) };
 	o.co.defines = ARENA_ARRAY(a, struct override, argc);
+	const char *out_path = NULL;
+	bool verbose = false;
 	int rc = 2;
-	for (int i = 2; i < argc; i++) {
+	for (int i = first; i < argc; i++) {
 		const char *s = argv[i], *v;
+		if (compile && !strcmp(s, "-o")) {
+			if (!(out_path = need_value(argc, argv, &i)))
+				goto missing;
+			continue;
+		}
+		if (compile && !strcmp(s, "-v")) {
+			verbose = true;
+			continue;
+		}
 		if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
 			fputs(usage, stdout);
 			rc = 0;
@@ -124,15 +144,66 @@ static int cmd_check(int argc, char **argv)
 		}
 	}
 	if (!o.file) {
-		rc = bad_usage("%s", "check needs a plan file");
+		rc = bad_usage("%s", "a plan file is needed");
 		goto out;
 	}
-	rc = driver_check(&o, stdout, stderr);
+	if (compile && !out_path) {
+		rc = bad_usage("%s", "compiling needs -o FILE.graph");
+		goto out;
+	}
+	rc = compile ? driver_compile(&o, out_path, verbose, stdout, stderr)
+		     : driver_check(&o, stdout, stderr);
 	goto out;
 missing:
 	rc = bad_usage("option '%s' needs a value", argv[argc - 1]);
 out:
 	arena_free(a);
+	return rc;
+}
+
+static int cmd_inspect(int argc, char **argv)
+{
+	const char *file = NULL;
+	int64_t rank = -1;
+	enum inspect_format f = INSPECT_TEXT;
+	for (int i = 2; i < argc; i++) {
+		const char *s = argv[i], *v;
+		if (!strcmp(s, "--rank")) {
+			if (!(v = need_value(argc, argv, &i)))
+				return bad_usage("option '%s' needs a value", s);
+			char *end;
+			rank = strtoll(v, &end, 10);
+			if (*end || rank < 0)
+				return bad_usage("--rank needs a rank number, not '%s'", v);
+		} else if (!strcmp(s, "--format")) {
+			if (!(v = need_value(argc, argv, &i)))
+				return bad_usage("option '%s' needs a value", s);
+			if (!strcmp(v, "text"))
+				f = INSPECT_TEXT;
+			else if (!strcmp(v, "json"))
+				f = INSPECT_JSON;
+			else if (!strcmp(v, "dot"))
+				f = INSPECT_DOT;
+			else
+				return bad_usage("--format is text, json or dot, not '%s'", v);
+		} else if (s[0] == '-') {
+			return bad_usage("unknown option '%s'", s);
+		} else if (file) {
+			return bad_usage("one graph file at a time ('%s')", s);
+		} else {
+			file = s;
+		}
+	}
+	if (!file)
+		return bad_usage("%s", "inspect needs a graph file");
+	struct graph_file gf;
+	char err[256];
+	if (!graph_file_open(&gf, file, err, sizeof err)) {
+		fprintf(stderr, "dtpc: %s: %s\n", file, err);
+		return 2;
+	}
+	int rc = inspect_graph(&gf.g, gf.len, rank, f, stdout);
+	graph_file_close(&gf);
 	return rc;
 }
 
@@ -150,6 +221,10 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(cmd, "check"))
-		return cmd_check(argc, argv);
+		return cmd_check(argc, argv, 2, false);
+	if (!strcmp(cmd, "inspect"))
+		return cmd_inspect(argc, argv);
+	if (cmd[0] != '-' && strchr(cmd, '.'))
+		return cmd_check(argc, argv, 1, true);
 	return bad_usage("unknown command '%s'", cmd);
 }

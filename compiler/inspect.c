@@ -1,0 +1,292 @@
+/* inspect.c — `dtpc inspect FILE.graph`: what a graph does on each rank.
+ *
+ * Text for people (the header, the mesh and groups, then per rank every op
+ * with local shapes, the collectives with their group members, bytes and
+ * why they are there, the weight slices and the memory plan), JSON for
+ * tools, DOT for Graphviz. Everything is read back through the loader, so
+ * inspect shows exactly what the runtime will run. */
+#include "inspect.h"
+
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/graph_stats.h"
+
+static const char *axis_name(const struct g_graph *g, uint32_t a)
+{
+	return graph_str(g, g->axes[a].name);
+}
+
+static void group_str(const struct g_graph *g, int32_t gi, char *buf, size_t n)
+{
+	if (gi < 0) {
+		snprintf(buf, n, "-");
+		return;
+	}
+	size_t k = 0;
+	const struct g_group *gr = &g->groups[gi];
+	for (uint32_t i = 0; i < gr->naxes && k < n; i++)
+		k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? "x" : "", axis_name(g, gr->axes[i]));
+}
+
+static void members_str(const struct g_graph *g, int32_t gi, uint32_t rank, char *buf, size_t n)
+{
+	size_t k = 0;
+	buf[0] = 0;
+	const struct g_group *gr = &g->groups[gi];
+	for (uint32_t i = 0; i < gr->size && k + 16 < n; i++)
+		k += (size_t)snprintf(buf + k, n - k, "%s%u", i ? " " : "",
+				      graph_group_member(g, (uint32_t)gi, rank, i));
+	if (k + 16 >= n)
+		snprintf(buf + k, n - k, " ...");
+}
+
+static void shape_str(const struct g_graph *g, uint32_t t, uint32_t rank, char *buf, size_t n)
+{
+	const struct g_tensor *x = &g->tensors[t];
+	size_t k = (size_t)snprintf(buf, n, "[");
+	for (int d = 0; d < x->ndim && k < n; d++)
+		k += (size_t)snprintf(buf + k, n - k, "%s%" PRId64, d ? ", " : "",
+				      graph_local_dim(g, t, d, rank));
+	if (k < n)
+		snprintf(buf + k, n - k, "]");
+}
+
+/* Why the compiler put a collective or a reshuffle here. */
+static const char *why(const struct g_graph *g, const struct g_op *o)
+{
+	switch (o->kind) {
+	case OP_shard: return "local slice: a consumer wants this tensor split";
+	case OP_all_gather: return "a consumer needs this tensor whole along the dim";
+	case OP_all_reduce: return "sums the partial products of a rowwise linear";
+	case OP_ulysses_a2a:
+		return o->attr[0] == 0 ? "Ulysses: sequence shards -> head shards before attention"
+				       : "Ulysses: head shards -> sequence shards after attention";
+	case OP_ring_attention:
+		return o->attr[2] == 0 ? "ring attention: KV all-gathered, per-chunk LSE merge"
+				       : "ring attention: KV rotated with send/recv, LSE merge";
+	default:
+		(void)g;
+		return "";
+	}
+}
+
+static const char *human(uint64_t b, char *buf, size_t n)
+{
+	if (b >= 1u << 30)
+		snprintf(buf, n, "%.2f GiB", (double)b / (1u << 30));
+	else if (b >= 1u << 20)
+		snprintf(buf, n, "%.2f MiB", (double)b / (1u << 20));
+	else if (b >= 1u << 10)
+		snprintf(buf, n, "%.1f KiB", (double)b / (1u << 10));
+	else
+		snprintf(buf, n, "%" PRIu64 " B", b);
+	return buf;
+}
+
+static void print_header(const struct g_graph *g, size_t len, FILE *out)
+{
+	fprintf(out, "graph: %zu bytes, checksum %016" PRIx64 "\n", len, g->checksum);
+	for (uint32_t i = 0; i < g->nmeta; i++) {
+		const struct g_meta *m = &g->meta[i];
+		fprintf(out, "  %-20s ", graph_str(g, m->key));
+		switch (m->type) {
+		case GM_STR: fprintf(out, "%s\n", graph_str(g, (uint32_t)m->value)); break;
+		case GM_I64: fprintf(out, "%" PRId64 "\n", (int64_t)m->value); break;
+		case GM_F64: {
+			double f;
+			memcpy(&f, &m->value, sizeof f);
+			fprintf(out, "%g\n", f);
+			break;
+		}
+		default: fprintf(out, "%" PRIu64 "\n", m->value); break;
+		}
+	}
+	fprintf(out, "mesh:");
+	for (uint32_t a = 0; a < g->naxes; a++)
+		fprintf(out, "%s %s = %u", a ? "," : "", axis_name(g, a), g->axes[a].size);
+	fprintf(out, " (world %u)\n", g->world);
+	fprintf(out, "program: %u ops, %u tensors, %u patterns, %u groups; arena %" PRIu64
+		" bytes per rank\n", g->nops, g->ntensors, g->npatterns, g->ngroups, g->arena_bytes);
+	for (uint32_t i = 0; i < g->ngroups; i++) {
+		char name[64], mem[256];
+		group_str(g, (int32_t)i, name, sizeof name);
+		members_str(g, (int32_t)i, 0, mem, sizeof mem);
+		fprintf(out, "  group %u  %-16s size %u; rank 0's: ranks %s\n", i, name,
+			g->groups[i].size, mem);
+	}
+}
+
+static void print_rank(const struct g_graph *g, uint32_t rank, FILE *out)
+{
+	uint32_t coords[G_MAX_AXES];
+	graph_coords(g, rank, coords);
+	fprintf(out, "\nrank %u (", rank);
+	for (uint32_t a = 0; a < g->naxes; a++)
+		fprintf(out, "%s%s %u", a ? ", " : "", axis_name(g, a), coords[a]);
+	fprintf(out, ")\n");
+	fprintf(out, "  %4s  %-14s %-44s %-18s %s\n", "op", "kind", "output", "local shape", "inputs");
+	for (uint32_t i = 0; i < g->nops; i++) {
+		const struct g_op *o = &g->ops[i];
+		char sh[96];
+		shape_str(g, o->out, rank, sh, sizeof sh);
+		fprintf(out, "  %4u  %-14s %-44s %-18s", i, op_table[o->kind].name,
+			graph_str(g, g->tensors[o->out].name), sh);
+		for (uint32_t k = 0; k < o->nin; k++)
+			fprintf(out, "%s%%%u", k ? " " : "", g->operands[o->in0 + k]);
+		fprintf(out, " -> %%%u\n", o->out);
+		if (o->group >= 0 && (op_table[o->kind].flags & OPF_COMM)) {
+			char gname[64], mem[256], b[32];
+			group_str(g, o->group, gname, sizeof gname);
+			members_str(g, o->group, rank, mem, sizeof mem);
+			fprintf(out, "        %s over %s [ranks %s], sends %s: %s\n",
+				op_table[o->kind].name, gname, mem,
+				human(graph_comm_bytes(g, i, rank), b, sizeof b), why(g, o));
+		} else if (o->kind == OP_shard) {
+			char gname[64];
+			group_str(g, o->group, gname, sizeof gname);
+			fprintf(out, "        this rank's chunk over %s, no communication: %s\n",
+				gname, why(g, o));
+		}
+	}
+	fprintf(out, "  weights (this rank's slices)\n");
+	for (uint32_t t = 0; t < g->ntensors; t++) {
+		const struct g_tensor *x = &g->tensors[t];
+		if (x->kind != GT_WEIGHT)
+			continue;
+		char sh[96];
+		shape_str(g, t, rank, sh, sizeof sh);
+		fprintf(out, "    %-50s %-16s", graph_str(g, x->name), sh);
+		for (int d = 0; d < x->ndim; d++) {
+			if (x->pattern[d] < 0)
+				continue;
+			const struct g_pattern *p = &g->patterns[x->pattern[d]];
+			uint32_t idx = graph_group_index(g, p->group, rank);
+			fprintf(out, " dim %d of %" PRId64 ":", d, x->dims[d]);
+			int64_t base = 0;
+			for (uint32_t b = 0; b < p->nblk; b++) {
+				const struct g_chunk *c = graph_chunk(g, (uint32_t)x->pattern[d], b, idx);
+				fprintf(out, " [%" PRId64 ", %" PRId64 ")", base + c->start,
+					base + c->start + c->len);
+				int64_t blen = 0;
+				for (uint32_t i = 0; i < g->groups[p->group].size; i++)
+					blen += graph_chunk(g, (uint32_t)x->pattern[d], b, i)->len;
+				base += blen;
+			}
+		}
+		fprintf(out, "\n");
+	}
+	char b1[32], b2[32];
+	fprintf(out, "  memory: arena %s (activations and communication buffers), weights %s\n",
+		human(g->arena_bytes, b1, sizeof b1), human(graph_weight_bytes(g, rank), b2, sizeof b2));
+	for (uint32_t t = 0; t < g->ntensors; t++) {
+		const struct g_tensor *x = &g->tensors[t];
+		if (x->kind == GT_WEIGHT)
+			continue;
+		static const char *kinds[] = { "", "input", "weight", "activation", "scratch" };
+		fprintf(out, "    %%%-5u %-10s offset %10" PRIu64 "  bytes %10" PRIu64 "  %s\n", t,
+			kinds[x->kind], x->offset, x->bytes, graph_str(g, x->name));
+	}
+}
+
+static cJSON *rank_json(const struct g_graph *g, uint32_t rank)
+{
+	cJSON *r = cJSON_CreateObject();
+	cJSON_AddNumberToObject(r, "rank", rank);
+	cJSON *ops = cJSON_AddArrayToObject(r, "ops");
+	for (uint32_t i = 0; i < g->nops; i++) {
+		const struct g_op *o = &g->ops[i];
+		cJSON *j = cJSON_CreateObject();
+		cJSON_AddStringToObject(j, "kind", op_table[o->kind].name);
+		cJSON_AddStringToObject(j, "output", graph_str(g, g->tensors[o->out].name));
+		cJSON *sh = cJSON_AddArrayToObject(j, "shape");
+		for (int d = 0; d < g->tensors[o->out].ndim; d++)
+			cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)graph_local_dim(g, o->out, d, rank)));
+		cJSON *in = cJSON_AddArrayToObject(j, "inputs");
+		for (uint32_t k = 0; k < o->nin; k++)
+			cJSON_AddItemToArray(in, cJSON_CreateNumber(g->operands[o->in0 + k]));
+		if (o->group >= 0) {
+			cJSON *mem = cJSON_AddArrayToObject(j, "group");
+			for (uint32_t k = 0; k < g->groups[o->group].size; k++)
+				cJSON_AddItemToArray(mem, cJSON_CreateNumber(
+					graph_group_member(g, (uint32_t)o->group, rank, k)));
+			cJSON_AddNumberToObject(j, "bytes", (double)graph_comm_bytes(g, i, rank));
+			cJSON_AddStringToObject(j, "why", why(g, o));
+		}
+		cJSON_AddItemToArray(ops, j);
+	}
+	cJSON_AddNumberToObject(r, "arena_bytes", (double)g->arena_bytes);
+	cJSON_AddNumberToObject(r, "weight_bytes", (double)graph_weight_bytes(g, rank));
+	return r;
+}
+
+static void print_dot(const struct g_graph *g, uint32_t rank, FILE *out)
+{
+	fprintf(out, "digraph dtpc {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n");
+	/* producer of each tensor, to draw tensor edges op -> op */
+	int64_t *prod = calloc(g->ntensors ? g->ntensors : 1, sizeof *prod);
+	for (uint32_t t = 0; t < g->ntensors; t++)
+		prod[t] = -1;
+	for (uint32_t i = 0; i < g->nops; i++)
+		prod[g->ops[i].out] = i;
+	for (uint32_t i = 0; i < g->nops; i++) {
+		const struct g_op *o = &g->ops[i];
+		char sh[96];
+		shape_str(g, o->out, rank, sh, sizeof sh);
+		bool comm = o->group >= 0;
+		fprintf(out, "  op%u [label=\"%s\\n%s\\n%s\"%s];\n", i, op_table[o->kind].name,
+			graph_str(g, g->tensors[o->out].name), sh,
+			comm ? ", style=filled, fillcolor=\"#ffd27f\"" : "");
+		for (uint32_t k = 0; k < o->nin; k++) {
+			uint32_t t = g->operands[o->in0 + k];
+			if (prod && prod[t] >= 0)
+				fprintf(out, "  op%" PRId64 " -> op%u;\n", prod[t], i);
+			else if (g->tensors[t].kind == GT_INPUT)
+				fprintf(out, "  in%u [shape=ellipse, label=\"%s\"];\n  in%u -> op%u;\n", t,
+					graph_str(g, g->tensors[t].name), t, i);
+		}
+	}
+	fprintf(out, "}\n");
+	free(prod);
+}
+
+int inspect_graph(const struct g_graph *g, size_t len, int64_t rank, enum inspect_format f,
+		  FILE *out)
+{
+	if (rank >= (int64_t)g->world) {
+		fprintf(stderr, "dtpc: --rank %" PRId64 " is out of range: the graph has %u ranks\n",
+			rank, g->world);
+		return 2;
+	}
+	if (f == INSPECT_DOT) {
+		print_dot(g, rank < 0 ? 0 : (uint32_t)rank, out);
+		return 0;
+	}
+	if (f == INSPECT_JSON) {
+		cJSON *j = cJSON_CreateObject();
+		cJSON_AddNumberToObject(j, "bytes", (double)len);
+		cJSON_AddNumberToObject(j, "world", g->world);
+		cJSON *meta = cJSON_AddObjectToObject(j, "meta");
+		for (uint32_t i = 0; i < g->nmeta; i++)
+			if (g->meta[i].type == GM_STR)
+				cJSON_AddStringToObject(meta, graph_str(g, g->meta[i].key),
+							graph_str(g, (uint32_t)g->meta[i].value));
+			else
+				cJSON_AddNumberToObject(meta, graph_str(g, g->meta[i].key),
+							(double)g->meta[i].value);
+		cJSON *ranks = cJSON_AddArrayToObject(j, "ranks");
+		for (uint32_t r = 0; r < g->world; r++)
+			if (rank < 0 ? r == 0 : r == (uint32_t)rank)
+				cJSON_AddItemToArray(ranks, rank_json(g, r));
+		char *s = cJSON_Print(j);
+		fprintf(out, "%s\n", s);
+		free(s);
+		cJSON_Delete(j);
+		return 0;
+	}
+	print_header(g, len, out);
+	print_rank(g, rank < 0 ? 0 : (uint32_t)rank, out);
+	return 0;
+}

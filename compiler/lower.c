@@ -1,0 +1,735 @@
+/* lower.c — from the checked model and its layouts to the graph.
+ *
+ * Walks the IR ops in order. Each op's inputs are first converted from the
+ * layout their value has to the layout the op consumes (layout.c decided
+ * those): a replicated -> sharded change is a local `shard`, sharded ->
+ * replicated an `all_gather`. Then the op itself is emitted on local shapes,
+ * expanded where the style says so: rowwise is a local linear, an all-reduce
+ * over tp and the bias; a context-parallel attention is Ulysses all-to-alls
+ * around either a local attention or a ring attention. Conversions are
+ * memoized, so a tensor read by many ops is gathered once. */
+#include "lower.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "arena.h"
+#include "strmap.h"
+#include "version.h"
+
+#define VEC(T) struct { T *v; uint64_t n, cap; }
+#define PUSH(L, vec, x)                                                         \
+	do {                                                                    \
+		if ((vec).n == (vec).cap) {                                     \
+			uint64_t nc_ = (vec).cap ? (vec).cap * 2 : 64;          \
+			void *nv_ = arena_alloc((L)->a, sizeof *(vec).v * nc_); \
+			if ((vec).n)                                            \
+				memcpy(nv_, (vec).v, sizeof *(vec).v * (vec).n); \
+			(vec).v = nv_;                                          \
+			(vec).cap = nc_;                                        \
+		}                                                               \
+		(vec).v[(vec).n++] = (x);                                       \
+	} while (0)
+
+struct lower {
+	struct arena *a;
+	struct diag_ctx *d;
+	const struct plan_cfg *c;
+	const struct layout_result *lay;
+	const struct ir_model *m;
+
+	VEC(char) blob;
+	VEC(uint32_t) stroff;
+	struct strmap *strings;
+	VEC(struct g_meta) meta;
+	VEC(struct g_group) groups;
+	VEC(struct g_pattern) patterns;
+	struct strmap *pattern_ids;
+	VEC(struct g_chunk) chunks;
+	VEC(struct g_tensor) tensors;
+	VEC(struct g_op) ops;
+	VEC(uint32_t) operands;
+	VEC(uint32_t) inputs;
+	VEC(uint32_t) outputs;
+
+	/* mesh axis index of ring, ulysses, tp (-1 when absent or size 1) */
+	int ax_ring, ax_uly, ax_tp;
+	int g_cp, g_ring, g_uly, g_tp; /* group ids, -1 when of size 1 */
+
+	int *val;            /* IR tensor -> its current graph tensor */
+	struct layout *act;  /* ... and the layout that tensor has */
+	int *weight_tensor;  /* IR weight -> graph tensor, -1 before first use */
+	struct strmap *memo; /* conversions already emitted */
+	bool failed;
+};
+
+/* ---- tables ---------------------------------------------------------------- */
+
+static uint32_t str_id(struct lower *L, const char *s)
+{
+	int id = strmap_get(L->strings, s);
+	if (id >= 0)
+		return (uint32_t)id;
+	PUSH(L, L->stroff, (uint32_t)L->blob.n);
+	for (const char *p = s;; p++) {
+		PUSH(L, L->blob, *p);
+		if (!*p)
+			break;
+	}
+	strmap_put(L->strings, arena_strdup(L->a, s), (int)L->stroff.n - 1);
+	return (uint32_t)L->stroff.n - 1;
+}
+
+static void meta_str(struct lower *L, const char *k, const char *v)
+{
+	struct g_meta m = { str_id(L, k), GM_STR, str_id(L, v) };
+	PUSH(L, L->meta, m);
+}
+
+static void meta_u64(struct lower *L, const char *k, uint64_t v)
+{
+	struct g_meta m = { str_id(L, k), GM_U64, v };
+	PUSH(L, L->meta, m);
+}
+
+/* A group over the listed axes, in that order; axes of size 1 are dropped,
+ * so groups of the same members share one id. -1 when it has one rank. */
+static int group_id(struct lower *L, const int *axes, int n)
+{
+	struct g_group g;
+	memset(&g, 0, sizeof g);
+	g.size = 1;
+	for (int i = 0; i < n; i++) {
+		if (axes[i] < 0 || L->c->axes[axes[i]].size == 1)
+			continue;
+		g.axes[g.naxes++] = (uint8_t)axes[i];
+		g.size *= (uint32_t)L->c->axes[axes[i]].size;
+	}
+	if (g.size == 1)
+		return -1;
+	for (uint64_t i = 0; i < L->groups.n; i++)
+		if (!memcmp(&L->groups.v[i], &g, sizeof g))
+			return (int)i;
+	PUSH(L, L->groups, g);
+	return (int)L->groups.n - 1;
+}
+
+/* A pattern from explicit chunks (nblk x gsize, block-major); interned. */
+static int pattern_from_chunks(struct lower *L, int group, int nblk,
+			       const struct g_chunk *ch)
+{
+	uint32_t gs = L->groups.v[group].size;
+	char key[64];
+	snprintf(key, sizeof key, "%d/%d/", group, nblk);
+	const char *k = key;
+	for (uint64_t i = 0; i < (uint64_t)nblk * gs; i++)
+		k = arena_printf(L->a, "%s%" PRId64 ",%" PRId64 ";", k, ch[i].start, ch[i].len);
+	int id = strmap_get(L->pattern_ids, k);
+	if (id >= 0)
+		return id;
+	struct g_pattern p = { (uint32_t)group, (uint32_t)nblk, L->chunks.n };
+	for (uint64_t i = 0; i < (uint64_t)nblk * gs; i++)
+		PUSH(L, L->chunks, ch[i]);
+	PUSH(L, L->patterns, p);
+	strmap_put(L->pattern_ids, k, (int)L->patterns.n - 1);
+	return (int)L->patterns.n - 1;
+}
+
+/* Blocks split torch.tensor_split style: the first size % n ranks hold one
+ * more; `unit` keeps whole heads (a block of 24 heads x 128 splits by heads). */
+static int pattern_split(struct lower *L, int group, int nblk, const int64_t *blk,
+			 int64_t unit)
+{
+	uint32_t gs = L->groups.v[group].size;
+	struct g_chunk *ch = ARENA_ARRAY(L->a, struct g_chunk, (uint64_t)nblk * gs);
+	for (int b = 0; b < nblk; b++) {
+		int64_t start = 0;
+		for (uint32_t i = 0; i < gs; i++) {
+			int64_t len = layout_local(blk[b] / unit, gs, i) * unit;
+			ch[(uint64_t)b * gs + i] = (struct g_chunk){ start, len };
+			start += len;
+		}
+	}
+	return pattern_from_chunks(L, group, nblk, ch);
+}
+
+/* The largest local length of a pattern's dim over the group. */
+static int64_t pattern_max(const struct lower *L, int p)
+{
+	const struct g_pattern *pt = &L->patterns.v[p];
+	uint32_t gs = L->groups.v[pt->group].size;
+	int64_t best = 0;
+	for (uint32_t i = 0; i < gs; i++) {
+		int64_t n = 0;
+		for (uint32_t b = 0; b < pt->nblk; b++)
+			n += L->chunks.v[pt->chunk0 + (uint64_t)b * gs + i].len;
+		best = n > best ? n : best;
+	}
+	return best;
+}
+
+static int new_tensor(struct lower *L, const char *name, int kind, const struct ir_shape *sh,
+		      const int32_t *pat)
+{
+	struct g_tensor t;
+	memset(&t, 0, sizeof t);
+	t.name = str_id(L, name);
+	t.kind = (uint8_t)kind;
+	t.ndim = (uint8_t)sh->nd;
+	int64_t n = 4;
+	for (int d = 0; d < G_MAX_DIMS; d++) {
+		t.pattern[d] = d < sh->nd && pat ? pat[d] : -1;
+		t.dims[d] = d < sh->nd ? sh->d[d] : 0;
+		if (d < sh->nd)
+			n *= t.pattern[d] >= 0 ? pattern_max(L, t.pattern[d]) : sh->d[d];
+	}
+	t.bytes = (uint64_t)n;
+	PUSH(L, L->tensors, t);
+	return (int)L->tensors.n - 1;
+}
+
+static struct ir_shape tshape(const struct lower *L, int t)
+{
+	struct ir_shape s = { .nd = L->tensors.v[t].ndim };
+	for (int d = 0; d < s.nd; d++)
+		s.d[d] = L->tensors.v[t].dims[d];
+	return s;
+}
+
+static int emit(struct lower *L, int kind, const int *in, int nin, int out, int group)
+{
+	struct g_op o;
+	memset(&o, 0, sizeof o);
+	o.kind = (uint16_t)kind;
+	o.nin = (uint16_t)nin;
+	o.in0 = (uint32_t)L->operands.n;
+	o.out = (uint32_t)out;
+	o.group = group;
+	o.scratch = -1;
+	for (int i = 0; i < nin; i++)
+		PUSH(L, L->operands, (uint32_t)in[i]);
+	PUSH(L, L->ops, o);
+	return (int)L->ops.n - 1;
+}
+
+static struct g_op *op_at(struct lower *L, int i)
+{
+	return &L->ops.v[i];
+}
+
+/* A scratch tensor of `bytes` for op i. */
+static void add_scratch(struct lower *L, int opi, const char *name, int64_t bytes)
+{
+	struct ir_shape sh = { .nd = 1, .d = { (bytes + 3) / 4 } };
+	int t = new_tensor(L, name, GT_SCRATCH, &sh, NULL);
+	op_at(L, opi)->scratch = t;
+}
+
+/* ---- layouts as patterns ------------------------------------------------------- */
+
+static int axis_pattern(struct lower *L, const struct lay_axis *x, bool tp, int64_t size)
+{
+	int group = tp ? L->g_tp : L->g_cp;
+	int64_t one = size;
+	return pattern_split(L, group, x->nblk ? x->nblk : 1, x->nblk ? x->blk : &one, 1);
+}
+
+static void lay_patterns(struct lower *L, const struct ir_shape *sh, const struct layout *l,
+			 int32_t *pat)
+{
+	for (int d = 0; d < G_MAX_DIMS; d++)
+		pat[d] = -1;
+	if (l->cp.kind == LAY_SHARD)
+		pat[l->cp.dim] = axis_pattern(L, &l->cp, false, sh->d[l->cp.dim]);
+	if (l->tp.kind == LAY_SHARD) {
+		if (pat[l->tp.dim] >= 0 && !L->failed) {
+			diag_error(L->d, loc_none(), "a dimension sharded over both the "
+				   "context axes and tp cannot be lowered");
+			L->failed = true;
+		}
+		pat[l->tp.dim] = axis_pattern(L, &l->tp, true, sh->d[l->tp.dim]);
+	}
+}
+
+static const char *lay_key(struct lower *L, const struct layout *l)
+{
+	const char *k = "";
+	for (int tp = 0; tp < 2; tp++) {
+		const struct lay_axis *x = tp ? &l->tp : &l->cp;
+		k = arena_printf(L->a, "%s|%d:%d", k, x->kind, x->dim);
+		for (int b = 0; b < x->nblk; b++)
+			k = arena_printf(L->a, "%s,%" PRId64, k, x->blk[b]);
+	}
+	return k;
+}
+
+static const struct lay_axis REPL_AXIS = { .kind = LAY_REPL, .dim = -1, .origin = -1 };
+
+/* The tensor t (whose layout is `from`) in layout `to`: one group at a time,
+ * gather what must be whole, then shard what must be split. */
+static int convert(struct lower *L, int t, struct layout from, const struct layout *to,
+		   const char *name)
+{
+	const char *key = arena_printf(L->a, "%d%s", t, lay_key(L, to));
+	int hit = strmap_get(L->memo, key);
+	if (hit >= 0)
+		return hit;
+	struct ir_shape sh = tshape(L, t);
+	/* tensors split twice along a dim (heads) are never converted */
+	int cur = t;
+	for (int pass = 0; pass < 2; pass++) {
+		for (int tp = 0; tp < 2; tp++) {
+			struct lay_axis *f = tp ? &from.tp : &from.cp;
+			const struct lay_axis *w = tp ? &to->tp : &to->cp;
+			bool same = f->kind == w->kind && (f->kind == LAY_REPL ||
+				     (f->dim == w->dim && f->nblk == w->nblk &&
+				      (!f->nblk || !memcmp(f->blk, w->blk, sizeof *f->blk * (size_t)f->nblk))));
+			if (same)
+				continue;
+			int group = tp ? L->g_tp : L->g_cp;
+			if (pass == 0 && f->kind == LAY_SHARD) {
+				int dim = f->dim;
+				*f = REPL_AXIS;
+				int32_t pat[G_MAX_DIMS];
+				lay_patterns(L, &sh, &from, pat);
+				int out = new_tensor(L, arena_printf(L->a, "%s/gather%s", name,
+								     tp ? "_tp" : "_cp"),
+						     GT_ACTIVATION, &sh, pat);
+				int opi = emit(L, OP_all_gather, &cur, 1, out, group);
+				op_at(L, opi)->attr[0] = dim;
+				const struct g_tensor *src = &L->tensors.v[cur];
+				if (L->patterns.v[src->pattern[dim]].nblk > 1)
+					add_scratch(L, opi, arena_printf(L->a, "%s/gather_buf", name),
+						    (int64_t)L->tensors.v[out].bytes);
+				cur = out;
+			} else if (pass == 1 && w->kind == LAY_SHARD) {
+				*f = *w;
+				int32_t pat[G_MAX_DIMS];
+				lay_patterns(L, &sh, &from, pat);
+				int out = new_tensor(L, arena_printf(L->a, "%s/shard%s", name,
+								     tp ? "_tp" : "_cp"),
+						     GT_ACTIVATION, &sh, pat);
+				int opi = emit(L, OP_shard, &cur, 1, out, group);
+				op_at(L, opi)->attr[0] = w->dim;
+				cur = out;
+			}
+		}
+	}
+	strmap_put(L->memo, key, cur);
+	return cur;
+}
+
+/* IR tensor t as op opi consumes it (input i). */
+static int operand(struct lower *L, int opi, int i)
+{
+	int t = L->m->ops[opi].in[i];
+	return convert(L, L->val[t], L->act[t], &L->lay->in[opi][i], L->m->tensors[t].name);
+}
+
+/* ---- weights ---------------------------------------------------------------------- */
+
+/* The graph tensor of IR weight w, split along `dim` over tp (blocks) or
+ * whole (dim < 0). */
+static int weight(struct lower *L, int w, int dim, const struct style_use *u)
+{
+	if (L->weight_tensor[w] >= 0)
+		return L->weight_tensor[w];
+	const struct ir_weight *iw = &L->m->weights[w];
+	int32_t pat[G_MAX_DIMS];
+	for (int d = 0; d < G_MAX_DIMS; d++)
+		pat[d] = -1;
+	if (dim >= 0 && L->g_tp >= 0) {
+		int64_t one = iw->shape.d[dim];
+		pat[dim] = pattern_split(L, L->g_tp, u && u->nblocks ? u->nblocks : 1,
+					 u && u->nblocks ? u->blocks : &one, 1);
+	}
+	int t = new_tensor(L, iw->name, GT_WEIGHT, &iw->shape, pat);
+	L->weight_tensor[w] = t;
+	return t;
+}
+
+/* ---- ops ----------------------------------------------------------------------------- */
+
+static int out_tensor(struct lower *L, int irt, const struct layout *l, const char *suffix)
+{
+	const struct ir_tensor *t = &L->m->tensors[irt];
+	int32_t pat[G_MAX_DIMS];
+	lay_patterns(L, &t->shape, l, pat);
+	const char *name = suffix ? arena_concat(L->a, t->name, suffix, (char *)NULL) : t->name;
+	return new_tensor(L, name, GT_ACTIVATION, &t->shape, pat);
+}
+
+static void lower_linear(struct lower *L, int opi, int x)
+{
+	const struct ir_op *o = &L->m->ops[opi];
+	const struct style_use *col = NULL, *row = NULL;
+	if (o->module_index >= 0 && L->g_tp >= 0) {
+		col = plan_style(L->c, o->module_index, ST_COLWISE);
+		row = plan_style(L->c, o->module_index, ST_ROWWISE);
+	}
+	const struct layout *outl = &L->lay->produced[o->out];
+	int in[3] = { x, weight(L, o->weight0, col ? 0 : row ? 1 : -1, col ? col : row) };
+	int nin = 2;
+	if (row) {
+		/* local partial sums, summed over tp, then the bias once */
+		int part = out_tensor(L, o->out, outl, "/partial");
+		emit(L, OP_linear, in, 2, part, -1);
+		int sum = out_tensor(L, o->out, outl, o->flag ? "/reduced" : NULL);
+		emit(L, OP_all_reduce, &part, 1, sum, L->g_tp);
+		if (o->flag) {
+			int out = out_tensor(L, o->out, outl, NULL);
+			int args[2] = { sum, weight(L, o->weight0 + 1, -1, NULL) };
+			emit(L, OP_add, args, 2, out, -1);
+			sum = out;
+		}
+		L->val[o->out] = sum;
+		return;
+	}
+	if (o->flag)
+		in[nin++] = weight(L, o->weight0 + 1, col ? 0 : -1, col);
+	int out = out_tensor(L, o->out, outl, NULL);
+	int k = emit(L, OP_linear, in, nin, out, -1);
+	if (o->flag)
+		op_at(L, k)->flags |= G_OF_BIAS;
+	L->val[o->out] = out;
+}
+
+/* The sequence pattern after a Ulysses all-to-all: rank (ring r) holds, of
+ * every block, the context chunks r*U .. r*U+U-1 — contiguous, since the
+ * context group is ring-major. -1 when there is no ring: the whole sequence. */
+static int ring_seq_pattern(struct lower *L, int cp_pattern)
+{
+	if (L->g_ring < 0)
+		return -1;
+	const struct g_pattern *p = &L->patterns.v[cp_pattern];
+	uint32_t cs = L->groups.v[p->group].size, rs = L->groups.v[L->g_ring].size;
+	uint32_t u = cs / rs;
+	struct g_chunk *ch = ARENA_ARRAY(L->a, struct g_chunk, (uint64_t)p->nblk * rs);
+	for (uint32_t b = 0; b < p->nblk; b++)
+		for (uint32_t r = 0; r < rs; r++) {
+			const struct g_chunk *c0 = &L->chunks.v[p->chunk0 + (uint64_t)b * cs + r * u];
+			int64_t len = 0;
+			for (uint32_t k = 0; k < u; k++)
+				len += c0[k].len;
+			ch[(uint64_t)b * rs + r] = (struct g_chunk){ c0->start, len };
+		}
+	return pattern_from_chunks(L, L->g_ring, (int)p->nblk, ch);
+}
+
+/* A Ulysses all-to-all of x (sequence-sharded over the context group, all
+ * local heads) to head-sharded over ulysses with the ring's sequence. */
+static int a2a_forward(struct lower *L, int x, int64_t hd, const char *name)
+{
+	const struct g_tensor *t = &L->tensors.v[x];
+	struct ir_shape sh = tshape(L, x);
+	int last = sh.nd - 1;
+	/* heads local to tp, which divides them evenly */
+	int64_t width = t->pattern[last] >= 0 ? pattern_max(L, t->pattern[last]) : sh.d[last];
+	int32_t pat[G_MAX_DIMS];
+	for (int d = 0; d < G_MAX_DIMS; d++)
+		pat[d] = -1;
+	pat[1] = ring_seq_pattern(L, t->pattern[1]);
+	sh.d[last] = width;
+	pat[last] = pattern_split(L, L->g_uly, 1, &width, hd);
+	int out = new_tensor(L, arena_printf(L->a, "%s/ulysses", name), GT_ACTIVATION, &sh, pat);
+	int k = emit(L, OP_ulysses_a2a, &x, 1, out, L->g_uly);
+	op_at(L, k)->attr[0] = 0;
+	op_at(L, k)->attr[1] = hd;
+	op_at(L, k)->attr[2] = 1;
+	add_scratch(L, k, arena_printf(L->a, "%s/ulysses_buf", name),
+		    (int64_t)(L->tensors.v[x].bytes + L->tensors.v[out].bytes));
+	return out;
+}
+
+static void lower_cp_attention(struct lower *L, int opi, const int *qkv)
+{
+	const struct ir_op *o = &L->m->ops[opi];
+	const struct plan_cfg *c = L->c;
+	const struct ir_shape *qs = &L->m->tensors[o->in[0]].shape;
+	const struct ir_shape *vs = &L->m->tensors[o->in[2]].shape;
+	int64_t hd = qs->d[2] / o->attr[0], hdv = vs->d[2] / o->attr[0];
+	bool uly = L->g_uly >= 0 && plan_style(c, o->module_index, ST_ULYSSES);
+	bool ring = L->g_ring >= 0 && plan_style(c, o->module_index, ST_RING);
+	const char *name = L->m->tensors[o->out].name;
+	int in[3] = { qkv[0], qkv[1], qkv[2] };
+	if (uly)
+		for (int i = 0; i < 3; i++)
+			in[i] = a2a_forward(L, qkv[i], i == 2 ? hdv : hd,
+					    arena_printf(L->a, "%s/%c", name, "qkv"[i]));
+	/* the attention's own output: like q, with v's width */
+	struct ir_shape sh = tshape(L, in[0]);
+	int32_t pat[G_MAX_DIMS];
+	memcpy(pat, L->tensors.v[in[0]].pattern, sizeof pat);
+	const struct g_tensor *vt = &L->tensors.v[in[2]];
+	sh.d[2] = vt->dims[2];
+	pat[2] = vt->pattern[2];
+	int att = uly ? new_tensor(L, arena_printf(L->a, "%s/heads", name), GT_ACTIVATION, &sh, pat)
+		      : out_tensor(L, o->out, &L->lay->produced[o->out], NULL);
+	if (ring) {
+		int k = emit(L, OP_ring_attention, in, 3, att, L->g_ring);
+		struct g_op *g = op_at(L, k);
+		g->attr[0] = hd;
+		g->attr[1] = hdv;
+		g->attr[2] = c->rotate == ROTATE_ALLTOALL;
+		g->attr[3] = 1;
+		if (c->convert_to_fp32)
+			g->flags |= G_OF_FP32;
+		/* KV buffers (all of it, or two chunks in flight), the block
+		 * output and the log-sum-exps */
+		const struct g_tensor *kt = &L->tensors.v[in[1]];
+		int64_t kvrow = (kt->bytes / (uint64_t)pattern_max(L, kt->pattern[1])) +
+				(vt->bytes / (uint64_t)pattern_max(L, vt->pattern[1]));
+		int64_t kvmax = pattern_max(L, kt->pattern[1]);
+		int64_t kvall = kt->dims[1];
+		/* one float per (batch, head, query row) */
+		int64_t qrows = pattern_max(L, L->tensors.v[in[0]].pattern[1]);
+		int64_t batch_heads = (int64_t)(L->tensors.v[in[0]].bytes / 4) / (qrows * hd);
+		int64_t lse = 4 * batch_heads * qrows;
+		int64_t kvbuf = kvrow * (c->rotate == ROTATE_ALLTOALL ? 2 * kvmax : kvall);
+		add_scratch(L, k, arena_printf(L->a, "%s/ring_buf", name),
+			    kvbuf + (int64_t)L->tensors.v[att].bytes + 2 * lse);
+	} else {
+		int k = emit(L, OP_attention, in, 3, att, -1);
+		op_at(L, k)->attr[0] = hd;
+		op_at(L, k)->attr[1] = hdv;
+	}
+	if (!uly) {
+		L->val[o->out] = att;
+		return;
+	}
+	int out = out_tensor(L, o->out, &L->lay->produced[o->out], NULL);
+	int k = emit(L, OP_ulysses_a2a, &att, 1, out, L->g_uly);
+	op_at(L, k)->attr[0] = 1;
+	op_at(L, k)->attr[1] = hdv;
+	op_at(L, k)->attr[2] = 1;
+	add_scratch(L, k, arena_printf(L->a, "%s/ulysses_buf", name),
+		    (int64_t)(L->tensors.v[att].bytes + L->tensors.v[out].bytes));
+	L->val[o->out] = out;
+}
+
+/* add/mul/modulate broadcast a [B, H] operand over [B, S, H]: the graph
+ * says so with G_OF_BH, since shapes alone cannot tell it from numpy's
+ * right-aligned rule when B == S. */
+static bool bh_operand(const struct lower *L, const struct ir_op *o)
+{
+	const struct ir_shape *x = &L->m->tensors[o->in[0]].shape;
+	for (int i = 1; i < o->nin; i++) {
+		const struct ir_shape *y = &L->m->tensors[o->in[i]].shape;
+		if (x->nd == 3 && y->nd == 2 && y->d[0] == x->d[0] && y->d[1] == x->d[2])
+			return true;
+	}
+	return false;
+}
+
+static void lower_op(struct lower *L, int opi)
+{
+	const struct ir_op *o = &L->m->ops[opi];
+	if (o->kind == OP_param) {
+		/* a learned tensor is a weight, whole on every rank */
+		L->val[o->out] = weight(L, o->weight0, -1, NULL);
+		return;
+	}
+	int in[64 + 2]; /* + a norm's weights */
+	int nin = o->nin < 64 ? o->nin : 64;
+	if (o->nin > 64 && !L->failed) {
+		diag_error(L->d, o->loc, "an op with more than 64 inputs cannot be lowered");
+		L->failed = true;
+	}
+	for (int i = 0; i < nin; i++)
+		in[i] = operand(L, opi, i);
+	if (o->kind == OP_linear) {
+		lower_linear(L, opi, in[0]);
+		return;
+	}
+	if (o->kind == OP_attention && o->module_index >= 0 && plan_cp(L->c) > 1 &&
+	    (plan_style(L->c, o->module_index, ST_RING) ||
+	     plan_style(L->c, o->module_index, ST_ULYSSES))) {
+		lower_cp_attention(L, opi, in);
+		return;
+	}
+	if ((o->kind == OP_layer_norm || o->kind == OP_rms_norm) && o->flag)
+		for (int w = 0; w < o->nweights; w++)
+			in[nin++] = weight(L, o->weight0 + w, -1, NULL);
+	int out = out_tensor(L, o->out, &L->lay->produced[o->out], NULL);
+	int k = emit(L, o->kind, in, nin, out, -1);
+	struct g_op *g = op_at(L, k);
+	switch (o->kind) {
+	case OP_layer_norm:
+		g->eps = o->eps;
+		g->flags |= o->flag ? G_OF_AFFINE : 0;
+		break;
+	case OP_rms_norm:
+		g->eps = o->eps;
+		g->attr[0] = o->attr[0];
+		g->flags |= o->flag ? G_OF_AFFINE : 0;
+		break;
+	case OP_gelu:
+		g->flags |= o->flag ? G_OF_TANH : 0;
+		break;
+	case OP_add:
+	case OP_mul:
+	case OP_modulate:
+		g->flags |= bh_operand(L, o) ? G_OF_BH : 0;
+		break;
+	case OP_slice:
+		g->attr[0] = o->attr[0];
+		g->attr[1] = o->attr[1];
+		g->attr[2] = o->attr[2];
+		break;
+	case OP_concat:
+		g->attr[0] = o->attr[0];
+		break;
+	case OP_rope:
+		g->attr[0] = L->m->tensors[o->in[0]].shape.d[2] / o->attr[0];
+		break;
+	case OP_attention:
+		g->attr[0] = L->m->tensors[o->in[0]].shape.d[2] / o->attr[0];
+		g->attr[1] = L->m->tensors[o->in[2]].shape.d[2] / o->attr[0];
+		break;
+	default:
+		break;
+	}
+	L->val[o->out] = out;
+}
+
+/* A module's split(out) / gather(dim) styles change its outputs' layouts. */
+static void restyle(struct lower *L, const int *outs, int n)
+{
+	for (int i = 0; i < n; i++) {
+		int t = outs[i];
+		const struct layout *want = &L->lay->tensors[t];
+		L->val[t] = convert(L, L->val[t], L->act[t], want, L->m->tensors[t].name);
+		L->act[t] = *want;
+	}
+}
+
+static void lower_ops(struct lower *L)
+{
+	const struct ir_model *m = L->m;
+	/* repeat blocks with styles, by the op index at which they end */
+	int *ends_at = ARENA_ARRAY(L->a, int, m->nops + 1);
+	int *next_end = ARENA_ARRAY(L->a, int, m->nmodules);
+	for (int i = 0; i <= m->nops; i++)
+		ends_at[i] = -1;
+	for (int mi = 0; mi < m->nmodules; mi++) {
+		if (m->modules[mi].kind != MOD_INSTANCE || !L->c->styles[mi])
+			continue;
+		next_end[mi] = ends_at[m->modules[mi].end_op];
+		ends_at[m->modules[mi].end_op] = mi;
+	}
+	for (int opi = 0; opi < m->nops && !L->failed; opi++) {
+		const struct ir_op *o = &m->ops[opi];
+		lower_op(L, opi);
+		L->act[o->out] = L->lay->produced[o->out];
+		if (o->module_index >= 0 && L->c->styles[o->module_index])
+			restyle(L, &o->out, 1);
+		for (int mi = ends_at[opi + 1]; mi >= 0; mi = next_end[mi])
+			restyle(L, m->modules[mi].outputs, m->modules[mi].noutputs);
+	}
+}
+
+struct g_graph *lower_plan(struct arena *a, struct diag_ctx *d,
+			   const struct plan_cfg *c, const struct layout_result *lay,
+			   const struct lower_opts *o)
+{
+	const struct ir_model *m = c->model;
+	struct lower L = { .a = a, .d = d, .c = c, .lay = lay, .m = m,
+			   .strings = strmap_create(a, 1024), .pattern_ids = strmap_create(a, 64),
+			   .memo = strmap_create(a, 1024) };
+	int ax_ring = c->ax_ring, ax_uly = c->ax_ulysses, ax_tp = c->ax_tp;
+	int cp_axes[2] = { ax_ring, ax_uly };
+	L.g_cp = group_id(&L, cp_axes, 2);
+	L.g_ring = group_id(&L, &ax_ring, 1);
+	L.g_uly = group_id(&L, &ax_uly, 1);
+	L.g_tp = group_id(&L, &ax_tp, 1);
+
+	meta_str(&L, "compiler", "dtpc " DTPC_VERSION);
+	meta_str(&L, "plan", c->decl->name);
+	meta_str(&L, "model", m->name);
+	meta_str(&L, "source", o->source_path);
+	meta_u64(&L, "source_hash", o->source_hash);
+	meta_str(&L, "dtype", "f32");
+	const char *mesh = "";
+	for (int i = 0; i < c->naxes; i++)
+		mesh = arena_printf(a, "%s%s%s=%" PRId64, mesh, i ? "," : "", c->axes[i].name,
+				    c->axes[i].size);
+	meta_str(&L, "mesh", c->naxes ? mesh : "(none)");
+	meta_str(&L, "rotate_method", c->rotate == ROTATE_ALLGATHER ? "allgather" : "alltoall");
+	meta_u64(&L, "convert_to_fp32", c->convert_to_fp32);
+	for (int i = 0; i < m->nparams; i++)
+		meta_str(&L, arena_printf(a, "param.%s", m->param_names[i]),
+			 value_str(a, &m->params[i]));
+
+	L.val = ARENA_ARRAY(a, int, m->ntensors ? m->ntensors : 1);
+	L.act = ARENA_ARRAY(a, struct layout, m->ntensors ? m->ntensors : 1);
+	L.weight_tensor = ARENA_ARRAY(a, int, m->nweights ? m->nweights : 1);
+	for (int i = 0; i < m->nweights; i++)
+		L.weight_tensor[i] = -1;
+	for (int i = 0; i < m->ninputs; i++) {
+		int t = m->inputs[i];
+		L.val[t] = new_tensor(&L, m->tensors[t].name, GT_INPUT, &m->tensors[t].shape, NULL);
+		L.act[t] = (struct layout){ REPL_AXIS, REPL_AXIS };
+		PUSH(&L, L.inputs, (uint32_t)L.val[t]);
+	}
+	lower_ops(&L);
+	/* outputs leave whole (layout.c reported any gather this needs) */
+	struct layout whole = { REPL_AXIS, REPL_AXIS };
+	restyle(&L, m->outputs, m->noutputs); /* the root's gather styles */
+	for (int i = 0; i < m->noutputs && !L.failed; i++) {
+		int t = m->outputs[i];
+		int g = convert(&L, L.val[t], L.act[t], &whole, m->tensors[t].name);
+		if (L.tensors.v[g].kind != GT_ACTIVATION || (L.tensors.v[g].flags & G_TF_OUTPUT)) {
+			/* an input or a tensor output twice: copy it, so every
+			 * output is an activation of its own */
+			int cpy = new_tensor(&L, arena_printf(a, "%s/out", m->tensors[t].name),
+					     GT_ACTIVATION, &m->tensors[t].shape, NULL);
+			int k = emit(&L, OP_reshape, &g, 1, cpy, -1);
+			(void)k;
+			g = cpy;
+		}
+		L.tensors.v[g].flags |= G_TF_OUTPUT;
+		PUSH(&L, L.outputs, (uint32_t)g);
+	}
+	if (L.failed)
+		return NULL;
+
+	struct g_graph *g = ARENA_NEW(a, struct g_graph);
+	g->strtab = L.blob.v;
+	g->strtab_size = L.blob.n;
+	g->stroff = L.stroff.v;
+	g->nstrings = (uint32_t)L.stroff.n;
+	g->meta = L.meta.v;
+	g->nmeta = (uint32_t)L.meta.n;
+	struct g_axis *axes = ARENA_ARRAY(a, struct g_axis, c->naxes ? c->naxes : 1);
+	for (int i = 0; i < c->naxes; i++)
+		axes[i] = (struct g_axis){ str_id(&L, c->axes[i].name), (uint32_t)c->axes[i].size };
+	if (!c->naxes) {
+		/* a plan without a mesh runs on one rank: one axis of size 1 */
+		axes[0] = (struct g_axis){ str_id(&L, "dp"), 1 };
+	}
+	g->axes = axes;
+	g->naxes = c->naxes ? (uint32_t)c->naxes : 1;
+	g->world = (uint32_t)c->world;
+	/* strings may have grown with the axis names */
+	g->strtab = L.blob.v;
+	g->strtab_size = L.blob.n;
+	g->stroff = L.stroff.v;
+	g->nstrings = (uint32_t)L.stroff.n;
+	g->groups = L.groups.v;
+	g->ngroups = (uint32_t)L.groups.n;
+	g->patterns = L.patterns.v;
+	g->npatterns = (uint32_t)L.patterns.n;
+	g->chunks = L.chunks.v;
+	g->nchunks = L.chunks.n;
+	g->tensors = L.tensors.v;
+	g->ntensors = (uint32_t)L.tensors.n;
+	g->ops = L.ops.v;
+	g->nops = (uint32_t)L.ops.n;
+	g->operands = L.operands.v;
+	g->noperands = (uint32_t)L.operands.n;
+	g->inputs = L.inputs.v;
+	g->ninputs = (uint32_t)L.inputs.n;
+	g->outputs = L.outputs.v;
+	g->noutputs = (uint32_t)L.outputs.n;
+	return g;
+}

@@ -1,0 +1,110 @@
+/* graph_stats.c — what a graph costs a rank: bytes each collective moves,
+ * weight bytes, the activation arena. One implementation for the compile
+ * report, `dtpc inspect` and the runtime's trace. */
+#include "runtime/graph_stats.h"
+
+#include <string.h>
+
+static uint64_t local_bytes(const struct g_graph *g, uint32_t t, uint32_t rank)
+{
+	return (uint64_t)graph_local_numel(g, t, rank) * 4;
+}
+
+/* The chunk length of a dim's pattern for group index i (summed over blocks). */
+static int64_t pattern_len(const struct g_graph *g, int32_t p, uint32_t i)
+{
+	int64_t n = 0;
+	for (uint32_t b = 0; b < g->patterns[p].nblk; b++)
+		n += graph_chunk(g, (uint32_t)p, b, i)->len;
+	return n;
+}
+
+uint64_t graph_comm_bytes(const struct g_graph *g, uint32_t op, uint32_t rank)
+{
+	const struct g_op *o = &g->ops[op];
+	if (o->group < 0)
+		return 0;
+	uint32_t P = g->groups[o->group].size;
+	uint32_t me = graph_group_index(g, (uint32_t)o->group, rank);
+	uint32_t in = g->operands[o->in0];
+	switch (o->kind) {
+	case OP_all_gather:
+		/* every other rank's chunk arrives once */
+		return local_bytes(g, o->out, rank) - local_bytes(g, in, rank);
+	case OP_all_reduce:
+		/* ring all-reduce: reduce-scatter then all-gather */
+		return 2 * local_bytes(g, in, rank) * (P - 1) / P;
+	case OP_ulysses_a2a: {
+		/* everything but the part that stays on this rank */
+		const struct g_tensor *t = &g->tensors[in];
+		int last = t->ndim - 1;
+		uint64_t bytes = local_bytes(g, in, rank);
+		int64_t width = graph_local_dim(g, in, last, rank);
+		if (o->attr[0] == 0) {
+			const struct g_tensor *ot = &g->tensors[o->out];
+			int64_t keep = pattern_len(g, ot->pattern[last], me);
+			return width ? bytes / (uint64_t)width * (uint64_t)(width - keep) : 0;
+		}
+		/* back: my rows of the ring's sequence stay, the rest go */
+		int sd = (int)o->attr[2];
+		int64_t rows = graph_local_dim(g, in, sd, rank);
+		int64_t mine = graph_local_dim(g, o->out, sd, rank);
+		return rows ? bytes / (uint64_t)rows * (uint64_t)(rows - mine) : 0;
+	}
+	case OP_ring_attention: {
+		uint32_t k = g->operands[o->in0 + 1], v = g->operands[o->in0 + 2];
+		int sd = (int)o->attr[3];
+		const struct g_tensor *kt = &g->tensors[k];
+		uint64_t mine = local_bytes(g, k, rank) + local_bytes(g, v, rank);
+		int64_t rows = graph_local_dim(g, k, sd, rank);
+		uint64_t per_row = rows ? mine / (uint64_t)rows : 0;
+		int64_t total = 0;
+		for (uint32_t i = 0; i < P; i++)
+			total += kt->pattern[sd] >= 0 ? pattern_len(g, kt->pattern[sd], i) : kt->dims[sd];
+		if (o->attr[2] == 0) /* all-gather: all other chunks arrive */
+			return per_row * (uint64_t)(total - rows);
+		/* rotation: P - 1 steps, each passing on the chunk held; the
+		 * chunk of the next rank is the one never sent */
+		int64_t next = kt->pattern[sd] >= 0
+				       ? pattern_len(g, kt->pattern[sd], (me + 1) % P)
+				       : kt->dims[sd];
+		return per_row * (uint64_t)(total - next);
+	}
+	default:
+		return 0;
+	}
+}
+
+uint64_t graph_weight_bytes(const struct g_graph *g, uint32_t rank)
+{
+	uint64_t n = 0;
+	for (uint32_t t = 0; t < g->ntensors; t++)
+		if (g->tensors[t].kind == GT_WEIGHT)
+			n += local_bytes(g, t, rank);
+	return n;
+}
+
+void graph_comm_summary(const struct g_graph *g, uint32_t rank,
+			struct graph_comm_row *rows, int *nrows, int cap)
+{
+	*nrows = 0;
+	for (uint32_t i = 0; i < g->nops; i++) {
+		const struct g_op *o = &g->ops[i];
+		if (o->group < 0 || !(op_table[o->kind].flags & OPF_COMM))
+			continue;
+		uint64_t b = graph_comm_bytes(g, i, rank);
+		int k = 0;
+		while (k < *nrows && !(rows[k].kind == o->kind && rows[k].group == o->group))
+			k++;
+		if (k == *nrows) {
+			if (k == cap)
+				continue;
+			memset(&rows[k], 0, sizeof rows[k]);
+			rows[k].kind = o->kind;
+			rows[k].group = o->group;
+			(*nrows)++;
+		}
+		rows[k].count++;
+		rows[k].bytes += b;
+	}
+}
