@@ -18,8 +18,8 @@ WARN    = -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes \
 BLAS_CFLAGS ?= -I/usr/include/x86_64-linux-gnu/openblas-pthread
 MPI_CFLAGS  ?= $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIBS    ?= $(shell mpicc --showme:link 2>/dev/null)
-CFLAGS  = -std=gnu11 $(OPT) -g $(WARN) -MMD -MP -pthread -I. -I$(BUILD)/gen $(BLAS_CFLAGS)
-LDLIBS  = -lcjson -lopenblas -lpthread -lm
+CFLAGS  = -std=gnu11 $(OPT) -g $(WARN) -MMD -MP -pthread -I. -I$(BUILD)/gen $(BLAS_CFLAGS) $(MPI_CFLAGS)
+LDLIBS  = -lcjson -lopenblas $(MPI_LIBS) -lpthread -lm
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=address,undefined
@@ -34,9 +34,13 @@ RUNTIME_SRC  = $(wildcard runtime/*.c kernels/cpu/*.c)
 RUNTIME_OBJ  = $(RUNTIME_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_SRC     = $(wildcard tests/unit/test_*.c)
 UNIT_BIN     = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+MPI_TEST_SRC = $(wildcard tests/mpi/*.c)
+MPI_TEST_BIN = $(MPI_TEST_SRC:tests/mpi/%.c=$(BUILD)/tests/mpi_%)
+BENCH_SRC    = $(wildcard bench/*.c)
+BENCH_BIN    = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all deps demo test bench fuzz clean
-all: $(BUILD)/dtpc $(UNIT_BIN)
+all: $(BUILD)/dtpc $(UNIT_BIN) $(MPI_TEST_BIN) $(BENCH_BIN) $(BUILD)/examples/embed
 
 deps:
 	@sh scripts/deps.sh
@@ -78,16 +82,43 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-# libFuzzer target for the parser (clang only); `make fuzz` runs it briefly.
-$(BUILD)/fuzz/fuzz_parse: tests/fuzz/fuzz_parse.c $(COMPILER_SRC) $(BUILD)/gen/plan.tab.c $(BUILD)/gen/lex.yy.c
+$(BUILD)/tests/mpi_%: $(BUILD)/obj/tests/mpi/%.o $(LIBS)
 	@mkdir -p $(@D)
-	clang -std=gnu11 -g -O1 -I. -I$(BUILD)/gen -fsanitize=fuzzer,address,undefined \
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# examples/embed: a program with a compiled graph linked into it.
+$(BUILD)/examples/tiny_dit_4.graph: examples/tiny_dit.plan $(BUILD)/dtpc
+	@mkdir -p $(@D)
+	$(BUILD)/dtpc $< --plan tiny_dit_8 --mesh "ulysses = 2, tp = 2" -o $@
+
+$(BUILD)/obj/examples/embed_graph.o: examples/embed_graph.S $(BUILD)/examples/tiny_dit_4.graph
+	@mkdir -p $(@D)
+	$(CC) -c -DGRAPH_FILE='"$(BUILD)/examples/tiny_dit_4.graph"' -o $@ $<
+
+$(BUILD)/examples/embed: $(BUILD)/obj/examples/embed.o $(BUILD)/obj/examples/embed_graph.o $(BUILD)/libdtpc.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# libFuzzer targets (clang only): the parser, the graph loader, safetensors.
+# Each links the whole compiler and runtime, built with the fuzzer's
+# instrumentation; `make fuzz` runs each for a minute.
+FUZZ_SRC = $(COMPILER_SRC) $(RUNTIME_SRC) $(BUILD)/gen/plan.tab.c $(BUILD)/gen/lex.yy.c
+FUZZ_BIN = $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_SRC)
+	@mkdir -p $(@D)
+	clang -std=gnu11 -g -O1 -I. -I$(BUILD)/gen $(BLAS_CFLAGS) $(MPI_CFLAGS) \
+		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 		-o $@ $^ $(LDLIBS)
 
-fuzz: $(BUILD)/fuzz/fuzz_parse
-	@mkdir -p $(BUILD)/fuzz/corpus
-	$(BUILD)/fuzz/fuzz_parse -max_total_time=60 -max_len=4096 \
-		$(BUILD)/fuzz/corpus examples tests/diag tests/fuzz/corpus
+fuzz: $(FUZZ_BIN)
+	@for f in $(FUZZ_BIN); do \
+		n=$${f##*/fuzz_}; mkdir -p $(BUILD)/fuzz/corpus_$$n; \
+		echo "== $$f"; \
+		$$f -max_total_time=60 -max_len=65536 $(BUILD)/fuzz/corpus_$$n tests/fuzz/$${n}_corpus || exit 1; \
+	done
 
 demo: deps all
 	@sh scripts/demo.sh $(BUILD)

@@ -335,3 +335,47 @@ done:;
 	arena_free(a);
 	return rc;
 }
+
+void *driver_reference_graph(const char *source, const char *plan, const char *mesh,
+			     const char *context, struct override *defs, int ndefs, size_t *len,
+			     FILE *err)
+{
+	struct arena *a = arena_create();
+	struct diag_ctx d;
+	diag_init(&d, a);
+	struct program prog;
+	void *buf = NULL;
+	if (!parse_program(a, &d, source, &prog)) {
+		fprintf(err, "dtpc: cannot read '%s': %s\n", source, strerror(errno));
+		goto done;
+	}
+	const struct plan *p = NULL;
+	for (const struct plan *q = prog.plans; q; q = q->next)
+		if (!strcmp(q->name, plan))
+			p = q;
+	if (!p) {
+		fprintf(err, "dtpc: '%s' has no plan '%s'\n", source, plan);
+		goto done;
+	}
+	struct compile_opts co = { .defines = defs, .ndefines = ndefs, .mesh = mesh,
+				   .context = context };
+	struct plan_cfg *c = plan_resolve(a, &d, &prog, p, &co);
+	if (!c || d.nerrors)
+		goto done;
+	/* the same model on one rank: every style becomes a no-op */
+	for (int i = 0; i < c->naxes; i++)
+		c->axes[i].size = 1;
+	c->ring = c->ulysses = c->tp = c->world = 1;
+	struct layout_result *lay = layout_run(a, &d, c);
+	struct lower_opts lo = { .source_path = source };
+	struct g_graph *g = d.nerrors ? NULL : lower_plan(a, &d, c, lay, &lo);
+	if (!g)
+		goto done;
+	memplan_run(a, g);
+	buf = graph_serialize(g, len);
+done:
+	diag_print_text(&d, err, false);
+	diag_release(&d);
+	arena_free(a);
+	return buf;
+}

@@ -383,11 +383,14 @@ static void rule_slice(struct opctx *X)
 	struct lp *P = X->P;
 	int d = (int)X->o->attr[0];
 	int64_t start = X->o->attr[1], len = X->o->attr[2];
+	X->out = X->in[0];
 	for (int tp = 0; tp < 2; tp++) {
 		struct lay_axis *x = tp ? &X->in[0].tp : &X->in[0].cp;
+		struct lay_axis *y = tp ? &X->out.tp : &X->out.cp;
 		if (!sharded(x) || x->dim != d)
 			continue;
-		/* Slicing whole blocks keeps each rank's chunk of them. */
+		/* Slicing whole blocks keeps each rank's chunk of them: the
+		 * output holds the sliced blocks, the input stays as it is. */
 		int nb;
 		const int64_t *b = blocks_of(P, x, dim_size(X, 0, d), &nb);
 		int64_t off = 0;
@@ -403,12 +406,12 @@ static void rule_slice(struct opctx *X)
 			need_whole(X, 0, d, tp, arena_printf(P->a, "the slice [%" PRId64 ", %" PRId64
 							    ") cuts across its shards",
 							    start, start + len));
+			*y = *x;
 			continue;
 		}
-		x->nblk = last - first + 1 == 1 ? 0 : last - first + 1;
-		x->blk = x->nblk ? b + first : NULL;
+		y->nblk = last - first + 1 == 1 ? 0 : last - first + 1;
+		y->blk = y->nblk ? b + first : NULL;
 	}
-	X->out = X->in[0];
 }
 
 static void rule_concat(struct opctx *X)

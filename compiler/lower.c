@@ -297,10 +297,11 @@ static int convert(struct lower *L, int t, struct layout from, const struct layo
 						     GT_ACTIVATION, &sh, pat);
 				int opi = emit(L, OP_all_gather, &cur, 1, out, group);
 				op_at(L, opi)->attr[0] = dim;
-				const struct g_tensor *src = &L->tensors.v[cur];
-				if (L->patterns.v[src->pattern[dim]].nblk > 1)
-					add_scratch(L, opi, arena_printf(L->a, "%s/gather_buf", name),
-						    (int64_t)L->tensors.v[out].bytes);
+				/* members' pieces arrive whole, one after another;
+				 * they are put in place (block by block, row by row)
+				 * from this buffer */
+				add_scratch(L, opi, arena_printf(L->a, "%s/gather_buf", name),
+					    (int64_t)L->tensors.v[out].bytes);
 				cur = out;
 			} else if (pass == 1 && w->kind == LAY_SHARD) {
 				*f = *w;
@@ -655,6 +656,14 @@ struct g_graph *lower_plan(struct arena *a, struct diag_ctx *d,
 				    c->axes[i].size);
 	meta_str(&L, "mesh", c->naxes ? mesh : "(none)");
 	meta_str(&L, "rotate_method", c->rotate == ROTATE_ALLGATHER ? "allgather" : "alltoall");
+	/* the context as the language writes it, so a recompile (run --verify)
+	 * resolves the plan exactly as this compile did */
+	meta_str(&L, "context", arena_printf(a, "convert_to_fp32 = %s, rotate_method = \"%s\", "
+					     "ulysses_anything = %s, ring_anything = %s",
+					     c->convert_to_fp32 ? "true" : "false",
+					     c->rotate == ROTATE_ALLGATHER ? "allgather" : "alltoall",
+					     c->ulysses_anything ? "true" : "false",
+					     c->ring_anything ? "true" : "false"));
 	meta_u64(&L, "convert_to_fp32", c->convert_to_fp32);
 	for (int i = 0; i < m->nparams; i++)
 		meta_str(&L, arena_printf(a, "param.%s", m->param_names[i]),
@@ -681,12 +690,13 @@ struct g_graph *lower_plan(struct arena *a, struct diag_ctx *d,
 		if (L.tensors.v[g].kind != GT_ACTIVATION || (L.tensors.v[g].flags & G_TF_OUTPUT)) {
 			/* an input or a tensor output twice: copy it, so every
 			 * output is an activation of its own */
-			int cpy = new_tensor(&L, arena_printf(a, "%s/out", m->tensors[t].name),
-					     GT_ACTIVATION, &m->tensors[t].shape, NULL);
-			int k = emit(&L, OP_reshape, &g, 1, cpy, -1);
-			(void)k;
+			int cpy = new_tensor(&L, m->tensors[t].name, GT_ACTIVATION,
+					     &m->tensors[t].shape, NULL);
+			emit(&L, OP_reshape, &g, 1, cpy, -1);
 			g = cpy;
 		}
+		/* the caller knows an output by the model's name for it */
+		L.tensors.v[g].name = str_id(&L, m->tensors[t].name);
 		L.tensors.v[g].flags |= G_TF_OUTPUT;
 		PUSH(&L, L.outputs, (uint32_t)g);
 	}

@@ -8,6 +8,7 @@
 #include "arena.h"
 #include "driver.h"
 #include "inspect.h"
+#include "run.h"
 #include "runtime/graph_file.h"
 #include "version.h"
 
@@ -15,11 +16,15 @@ static const char usage[] =
 	"usage: dtpc check FILE.plan [options]            check a plan before launch\n"
 	"       dtpc FILE.plan -o FILE.graph [options] [-v]  compile a plan to a graph\n"
 	"       dtpc inspect FILE.graph [--rank R] [--format text|json|dot]\n"
+	"       dtpc run FILE.graph [run options]              replay a graph on N ranks\n"
 	"       dtpc --help | --version\n"
 	"\n"
 	"options of check and compile:\n"
 	"  --plan NAME            check only this plan (default: every plan in FILE)\n"
 	"  --world N              the world size the job will have (must equal the mesh)\n"
+	"  --mesh AXES            replace the plan's mesh: --mesh \"ring = 2, tp = 2\"\n"
+	"  --context OPTIONS      override context options:\n"
+	"                         --context 'rotate_method = \"alltoall\"'\n"
 	"  -D NAME=VALUE          override a model parameter (after the plan's own)\n"
 	"  --format text|json     diagnostics and summary as text (default) or JSON\n"
 	"  --color / --no-color   colour diagnostics (default: when stderr is a terminal)\n"
@@ -30,7 +35,23 @@ static const char usage[] =
 	"                         communication by collective and axis, the activation\n"
 	"                         arena and the weight bytes\n"
 	"\n"
-	"exit status: 0 clean, 1 errors in the plan, 2 usage or I/O error\n";
+	"\n"
+	"options of run:\n"
+	"  --backend local|mpi    threads of this process (default), or one MPI process\n"
+	"                         per rank (mpirun -np N dtpc run FILE --backend mpi)\n"
+	"  --ranks N              local ranks (default: the graph's world size)\n"
+	"  --seed S               seed of generated weights and inputs (default 1)\n"
+	"  --weights FILE         bind weights by name from a safetensors file\n"
+	"  --inputs FILE          bind inputs by name from a safetensors file\n"
+	"  --save-outputs FILE    write the (whole) outputs as safetensors\n"
+	"  --verify               compare with the model run unsharded on one rank;\n"
+	"                         fail above --tolerance (default 1e-5), normwise:\n"
+	"                         max |out - ref| / max |ref| per output\n"
+	"  --trace FILE.json      Chrome/Perfetto trace, one track per rank\n"
+	"  --steps K              forward passes (default 1); the median time is printed\n"
+	"  --timeout SECONDS      bound on every wait for another rank (default 120)\n"
+	"\n"
+	"exit status: 0 clean, 1 errors in the plan (or a failed run), 2 usage or I/O error\n";
 
 __attribute__((format(printf, 1, 2))) static int bad_usage(const char *fmt, ...)
 {
@@ -76,6 +97,12 @@ static int cmd_check(int argc, char **argv, int first, bool compile)
 			goto out;
 		} else if (!strcmp(s, "--plan")) {
 			if (!(o.co.plan = need_value(argc, argv, &i)))
+				goto missing;
+		} else if (!strcmp(s, "--mesh")) {
+			if (!(o.co.mesh = need_value(argc, argv, &i)))
+				goto missing;
+		} else if (!strcmp(s, "--context")) {
+			if (!(o.co.context = need_value(argc, argv, &i)))
 				goto missing;
 		} else if (!strcmp(s, "--world")) {
 			if (!(v = need_value(argc, argv, &i)))
@@ -207,6 +234,70 @@ static int cmd_inspect(int argc, char **argv)
 	return rc;
 }
 
+static int cmd_run(int argc, char **argv)
+{
+	struct run_opts o = { .seed = 1, .steps = 1, .tolerance = 1e-5, .timeout_ms = 120000 };
+	bool mpi = false;
+	for (int i = 2; i < argc; i++) {
+		const char *s = argv[i], *v = NULL;
+		bool flag = !strcmp(s, "--verify");
+		if (flag) {
+			o.verify = true;
+			continue;
+		}
+		if (s[0] == '-' && !(v = need_value(argc, argv, &i)))
+			return bad_usage("option '%s' needs a value", s);
+		char *end = NULL;
+		if (!strcmp(s, "--backend")) {
+			if (strcmp(v, "local") && strcmp(v, "mpi"))
+				return bad_usage("--backend is local or mpi, not '%s'", v);
+			mpi = !strcmp(v, "mpi");
+		} else if (!strcmp(s, "--ranks")) {
+			long n = strtol(v, &end, 10);
+			if (*end || n < 1 || n > 4096)
+				return bad_usage("--ranks needs 1 to 4096, not '%s'", v);
+			o.ranks = (int)n;
+		} else if (!strcmp(s, "--seed")) {
+			o.seed = strtoull(v, &end, 10);
+			if (*end)
+				return bad_usage("--seed needs an integer, not '%s'", v);
+		} else if (!strcmp(s, "--steps")) {
+			long n = strtol(v, &end, 10);
+			if (*end || n < 1 || n > 1000000)
+				return bad_usage("--steps needs a positive integer, not '%s'", v);
+			o.steps = (int)n;
+		} else if (!strcmp(s, "--timeout")) {
+			double t = strtod(v, &end);
+			if (*end || !(t > 0) || t > 86400)
+				return bad_usage("--timeout needs seconds, not '%s'", v);
+			o.timeout_ms = (int)(t * 1000) ? (int)(t * 1000) : 1;
+		} else if (!strcmp(s, "--tolerance")) {
+			o.tolerance = strtod(v, &end);
+			if (*end || !(o.tolerance >= 0))
+				return bad_usage("--tolerance needs a number, not '%s'", v);
+		} else if (!strcmp(s, "--weights")) {
+			o.weights = v;
+		} else if (!strcmp(s, "--inputs")) {
+			o.inputs = v;
+		} else if (!strcmp(s, "--save-outputs")) {
+			o.save_outputs = v;
+		} else if (!strcmp(s, "--trace")) {
+			o.trace = v;
+		} else if (s[0] == '-') {
+			return bad_usage("unknown option '%s'", s);
+		} else if (o.graph) {
+			return bad_usage("one graph file at a time ('%s')", s);
+		} else {
+			o.graph = s;
+		}
+	}
+	if (!o.graph)
+		return bad_usage("%s", "run needs a graph file");
+	if (mpi && o.ranks)
+		return bad_usage("%s", "--ranks is for the local backend; mpirun -np sets the ranks");
+	return mpi ? run_mpi(&o) : run_local(&o);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
@@ -224,6 +315,8 @@ int main(int argc, char **argv)
 		return cmd_check(argc, argv, 2, false);
 	if (!strcmp(cmd, "inspect"))
 		return cmd_inspect(argc, argv);
+	if (!strcmp(cmd, "run"))
+		return cmd_run(argc, argv);
 	if (cmd[0] != '-' && strchr(cmd, '.'))
 		return cmd_check(argc, argv, 1, true);
 	return bad_usage("unknown command '%s'", cmd);

@@ -863,6 +863,19 @@ struct ir_model *plan_model_only(struct arena *a, struct diag_ctx *d,
 	return model_instantiate(a, d, m, ov, nov, m->name_loc);
 }
 
+static const struct pstmt *cli_statements(struct resolver *R, const struct compile_opts *o)
+{
+	if (!o->mesh && !o->context)
+		return NULL;
+	const char *text = arena_printf(R->a, "plan command_line {\n%s%s%s%s%s%s}\n",
+					o->mesh ? "  mesh " : "", o->mesh ? o->mesh : "",
+					o->mesh ? ";\n" : "", o->context ? "  context " : "",
+					o->context ? o->context : "", o->context ? ";\n" : "");
+	struct file_ast ast;
+	parse_buffer(R->a, R->d, "<command line>", text, strlen(text), &ast);
+	return ast.plans ? ast.plans->body : NULL;
+}
+
 struct plan_cfg *plan_resolve(struct arena *a, struct diag_ctx *d,
 			      const struct program *prog, const struct plan *p,
 			      const struct compile_opts *o)
@@ -879,6 +892,15 @@ struct plan_cfg *plan_resolve(struct arena *a, struct diag_ctx *d,
 	bool seen[8] = { false };
 	int64_t degree[8] = { 0 };
 	int nrules = 0;
+	/* --mesh and --context are parsed as plan statements of their own
+	 * (a pseudo-file "<command line>"), so they get the same checks and
+	 * located diagnostics; --mesh replaces the plan's mesh. */
+	const struct pstmt *cli = cli_statements(&R, o);
+	for (const struct pstmt *s = cli; s; s = s->next)
+		if (s->kind == PS_MESH) {
+			mesh_stmt = s;
+			read_mesh(&R, s);
+		}
 	for (const struct pstmt *s = p->body; s; s = s->next) {
 		switch (s->kind) {
 		case PS_MODEL:
@@ -890,6 +912,8 @@ struct plan_cfg *plan_resolve(struct arena *a, struct diag_ctx *d,
 			model_stmt = s;
 			break;
 		case PS_MESH:
+			if (mesh_stmt && mesh_stmt->loc.file != s->loc.file && cli)
+				continue; /* replaced by --mesh */
 			if (mesh_stmt) {
 				diag_error(d, s->loc, "plan '%s' has two mesh statements", p->name);
 				diag_note(d, mesh_stmt->loc, "the first is here");
@@ -908,6 +932,12 @@ struct plan_cfg *plan_resolve(struct arena *a, struct diag_ctx *d,
 			break;
 		}
 	}
+	bool cli_seen[8] = { false };
+	for (const struct pstmt *s = cli; s; s = s->next)
+		if (s->kind == PS_CONTEXT)
+			read_options(&R, s, cli_seen, degree);
+	for (int i = 0; i < 8; i++)
+		seen[i] |= cli_seen[i];
 	if (!model_stmt) {
 		diag_error(d, p->name_loc, "plan '%s' does not name a model", p->name);
 		diag_hint(d, "add 'model NAME;' to the plan");

@@ -72,6 +72,8 @@ struct compile_opts {
 	int64_t world;      /* --world, 0 when not given */
 	struct override *defines; /* -D */
 	int ndefines;
+	const char *mesh;    /* --mesh "ring=2,tp=2": replaces the plan's mesh */
+	const char *context; /* --context "rotate_method=\"alltoall\"": overrides */
 };
 
 struct program;

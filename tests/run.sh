@@ -119,26 +119,32 @@ for f in examples/tiny_dit.plan tests/diag/*.plan; do
 done
 
 # ---- fuzz -----------------------------------------------------------------------------------
-if [ -z "$SAN" ]; then
-	if make -s "$BUILD/fuzz/fuzz_parse" >"$tmp/fuzzbuild" 2>&1; then
-		# Replay: every example, every diagnostic case and the saved corpus.
-		if "$BUILD/fuzz/fuzz_parse" -runs=0 examples tests/diag tests/fuzz/corpus \
-			>"$tmp/fuzz" 2>&1; then ok; else
-			bad fuzz/replay
-			tail -20 "$tmp/fuzz"
-		fi
-		mkdir -p "$tmp/corpus"
-		if "$BUILD/fuzz/fuzz_parse" -max_total_time="${FUZZ_SECONDS:-20}" -max_len=4096 \
-			-timeout=10 -rss_limit_mb=4096 "$tmp/corpus" examples tests/fuzz/corpus \
-			>"$tmp/fuzz" 2>&1; then ok; else
-			bad fuzz/run
-			tail -30 "$tmp/fuzz"
-		fi
-	else
-		echo "SKIPPED: fuzz target did not build (clang with libFuzzer missing?)"
-		cat "$tmp/fuzzbuild"
-		bad fuzz/build
+# Each target replays its corpus, then fuzzes for FUZZ_SECONDS (default 10).
+fuzz_target() {
+	name=$1
+	shift
+	bin="$BUILD/fuzz/fuzz_$name"
+	if ! make -s "$bin" >"$tmp/fuzzbuild" 2>&1; then
+		echo "fuzz target $name did not build (clang with libFuzzer missing?):"
+		tail -20 "$tmp/fuzzbuild"
+		bad "fuzz/$name/build"
+		return
 	fi
+	if "$bin" -runs=0 "$@" >"$tmp/fuzz" 2>&1; then ok; else
+		bad "fuzz/$name/replay"
+		tail -20 "$tmp/fuzz"
+	fi
+	mkdir -p "$tmp/corpus_$name"
+	if "$bin" -max_total_time="${FUZZ_SECONDS:-10}" -max_len=65536 -timeout=10 \
+		-rss_limit_mb=4096 "$tmp/corpus_$name" "$@" >"$tmp/fuzz" 2>&1; then ok; else
+		bad "fuzz/$name/run"
+		tail -30 "$tmp/fuzz"
+	fi
+}
+if [ -z "$SAN" ]; then
+	fuzz_target parse examples tests/diag tests/fuzz/parse_corpus
+	fuzz_target graph tests/fuzz/graph_corpus
+	fuzz_target safetensors tests/fuzz/safetensors_corpus
 fi
 
 # ---- the same suite under ASan + UBSan ---------------------------------------------------------

@@ -1,0 +1,355 @@
+/* run.c — `dtpc run FILE.graph`: replay a graph on N ranks (threads of this
+ * process, or MPI processes), optionally checked against the same model run
+ * unsharded on one rank. */
+#include "run.h"
+
+#include <cblas.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "arena.h"
+#include "driver.h"
+#include "runtime/dtpc.h"
+#include "runtime/safetensors.h"
+
+struct rank_job {
+	const struct run_opts *o;
+	const dtpc_graph *g;
+	dtpc_local_world *world;
+	dtpc_comm *comm; /* MPI: given; local: made by the thread */
+	int rank;
+	dtpc_session *s;
+	dtpc_status st;
+	char error[1024];
+	double *step_ms;
+};
+
+static void job_fail(struct rank_job *j, dtpc_status st)
+{
+	j->st = st;
+	snprintf(j->error, sizeof j->error, "%s", dtpc_last_error());
+}
+
+/* One rank: session, weights, inputs, K forward passes. */
+static void *rank_main(void *arg)
+{
+	struct rank_job *j = arg;
+	const struct run_opts *o = j->o;
+	dtpc_status st;
+	if (!j->comm && (st = dtpc_comm_local(j->world, j->rank, &j->comm)))
+		return job_fail(j, st), NULL;
+	if ((st = dtpc_session_create(j->g, j->comm, DTPC_DEVICE_CPU, &j->s)))
+		return job_fail(j, st), NULL;
+	st = o->weights ? dtpc_session_bind_weights_file(j->s, o->weights)
+			: dtpc_session_bind_weights_seed(j->s, o->seed);
+	if (!st)
+		st = o->inputs ? dtpc_session_bind_inputs_file(j->s, o->inputs)
+			       : dtpc_session_bind_inputs_seed(j->s, o->seed);
+	if (st) {
+		/* the other ranks must not wait for this one */
+		job_fail(j, st);
+		dtpc_session_free(j->s);
+		j->s = NULL;
+		return NULL;
+	}
+	dtpc_session_trace(j->s, o->trace != NULL);
+	for (int k = 0; k < o->steps; k++) {
+		struct timespec a, b;
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		if ((st = dtpc_session_run(j->s)))
+			return job_fail(j, st), NULL;
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		j->step_ms[k] = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) * 1e-6;
+		if (j->rank == 0 && o->steps > 1 && isatty(2))
+			fprintf(stderr, "\rstep %d/%d  %.1f ms", k + 1, o->steps, j->step_ms[k]);
+	}
+	if (j->rank == 0 && o->steps > 1 && isatty(2))
+		fprintf(stderr, "\n");
+	return NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* Normwise max relative error: max |a - b| / max |ref|. Elementwise ratios
+ * blow up where the reference crosses zero, which says nothing about the
+ * parallel program. */
+static double rel_error(const float *a, const float *ref, int64_t n)
+{
+	double num = 0, den = 0;
+	for (int64_t i = 0; i < n; i++) {
+		double d = fabs((double)a[i] - (double)ref[i]);
+		num = d > num ? d : num;
+		den = fabs((double)ref[i]) > den ? fabs((double)ref[i]) : den;
+	}
+	return den > 0 ? num / den : num;
+}
+
+static int64_t numel(const int64_t *shape, int nd)
+{
+	int64_t n = 1;
+	for (int d = 0; d < nd; d++)
+		n *= shape[d];
+	return n;
+}
+
+/* The one-rank reference: recompile the plan with every axis 1. */
+static int verify(const struct run_opts *o, const dtpc_graph *g, dtpc_session *s)
+{
+	const char *src = dtpc_graph_meta(g, "source"), *plan = dtpc_graph_meta(g, "plan");
+	if (!src || !plan) {
+		fprintf(stderr, "dtpc: --verify: the graph does not name its source plan\n");
+		return 2;
+	}
+	/* the parameters the graph was compiled with, as -D */
+	struct arena *a = arena_create();
+	int n = 0;
+	struct override *defs = ARENA_ARRAY(a, struct override, 256);
+	const char *key, *val;
+	for (int i = 0; n < 256 && dtpc_graph_meta_at(g, i, &key, &val); i++) {
+		if (strncmp(key, "param.", 6))
+			continue;
+		defs[n].name = arena_strdup(a, key + 6);
+		/* strings are stored quoted, as the language writes them */
+		size_t l = strlen(val);
+		defs[n].val = val[0] == '"' && l >= 2 ? value_from_cli(a, arena_strndup(a, val + 1, l - 2))
+						      : value_from_cli(a, val);
+		if (val[0] == '"')
+			defs[n].val.kind = VAL_STR;
+		defs[n].from_cli = true;
+		n++;
+	}
+	size_t len = 0;
+	const char *mesh = dtpc_graph_meta(g, "mesh"), *ctx = dtpc_graph_meta(g, "context");
+	void *buf = driver_reference_graph(src, plan, mesh && strcmp(mesh, "(none)") ? mesh : NULL,
+					   ctx, defs, n, &len, stderr);
+	arena_free(a);
+	if (!buf) {
+		fprintf(stderr, "dtpc: --verify: cannot compile the one-rank reference of '%s' from '%s'\n",
+			plan, src);
+		return 2;
+	}
+	dtpc_graph *rg = NULL;
+	dtpc_status st = dtpc_graph_open_buffer(buf, len, &rg);
+	free(buf);
+	double *ms = calloc(1, sizeof *ms);
+	struct run_opts ro = *o;
+	ro.steps = 1;
+	ro.trace = NULL;
+	struct rank_job j = { .o = &ro, .g = rg, .rank = 0, .step_ms = ms };
+	if (!st)
+		st = dtpc_local_world_create(1, o->timeout_ms, &j.world);
+	if (st) {
+		fprintf(stderr, "dtpc: --verify: %s\n", dtpc_last_error());
+		dtpc_graph_free(rg);
+		free(ms);
+		return 2;
+	}
+	rank_main(&j);
+	int rc = 0;
+	if (j.st) {
+		fprintf(stderr, "dtpc: --verify: the reference failed: %s\n", j.error);
+		rc = 1;
+	}
+	for (int i = 0; !rc && i < dtpc_session_noutputs(s); i++) {
+		const char *name;
+		const float *out, *ref = NULL;
+		const int64_t *shape, *rshape = NULL;
+		int nd, rnd = 0;
+		dtpc_session_output(s, i, &name, &out, &shape, &nd);
+		for (int k = 0; k < dtpc_session_noutputs(j.s); k++) {
+			const char *rn;
+			dtpc_session_output(j.s, k, &rn, &ref, &rshape, &rnd);
+			if (!strcmp(rn, name))
+				break;
+			ref = NULL;
+		}
+		if (!ref || rnd != nd || numel(rshape, rnd) != numel(shape, nd)) {
+			fprintf(stderr, "dtpc: --verify: output '%s' has no counterpart in the reference\n",
+				name);
+			rc = 1;
+			break;
+		}
+		double e = rel_error(out, ref, numel(shape, nd));
+		printf("verify: output %-24s max relative error %.3g (tolerance %.0e): %s\n", name, e,
+		       o->tolerance, e <= o->tolerance ? "ok" : "FAILED");
+		if (!(e <= o->tolerance))
+			rc = 1;
+	}
+	dtpc_session_free(j.s);
+	dtpc_comm_free(j.comm);
+	dtpc_local_world_free(j.world);
+	dtpc_graph_free(rg);
+	free(ms);
+	return rc;
+}
+
+static int save_outputs(const char *path, dtpc_session *s)
+{
+	int n = dtpc_session_noutputs(s);
+	struct st_tensor *t = calloc((size_t)(n ? n : 1), sizeof *t);
+	for (int i = 0; t && i < n; i++) {
+		const float *data;
+		const int64_t *shape;
+		dtpc_session_output(s, i, &t[i].name, &data, &shape, &t[i].ndim);
+		t[i].dtype = ST_F32;
+		for (int d = 0; d < t[i].ndim; d++)
+			t[i].shape[d] = shape[d];
+		t[i].data = data;
+		t[i].nbytes = (size_t)numel(shape, t[i].ndim) * 4;
+	}
+	char why[512];
+	const char *meta[] = { "format", "dtpc outputs" };
+	bool ok = t && st_write(path, t, (size_t)n, meta, 1, why, sizeof why);
+	if (!ok)
+		fprintf(stderr, "dtpc: --save-outputs: %s\n", t ? why : "out of memory");
+	free(t);
+	return ok ? 0 : 2;
+}
+
+static void report_time(const struct run_opts *o, struct rank_job *jobs, int n, const char *backend)
+{
+	/* a step takes as long as its slowest rank */
+	double *worst = calloc((size_t)o->steps, sizeof *worst);
+	if (!worst)
+		return;
+	for (int k = 0; k < o->steps; k++)
+		for (int r = 0; r < n; r++)
+			worst[k] = jobs[r].step_ms[k] > worst[k] ? jobs[r].step_ms[k] : worst[k];
+	double first = worst[0];
+	qsort(worst, (size_t)o->steps, sizeof *worst, cmp_double);
+	printf("time: %.2f ms per step (median of %d; first %.2f ms) on %d %s rank%s\n",
+	       worst[o->steps / 2], o->steps, first, n, backend, n == 1 ? "" : "s");
+	free(worst);
+}
+
+int run_local(const struct run_opts *o)
+{
+	dtpc_graph *g = NULL;
+	if (dtpc_graph_open_file(o->graph, &g)) {
+		fprintf(stderr, "dtpc: %s\n", dtpc_last_error());
+		return 2;
+	}
+	int n = o->ranks ? o->ranks : dtpc_graph_world(g);
+	/* N ranks share this machine's cores: one BLAS thread each */
+	openblas_set_num_threads(n > 1 ? 1 : (int)sysconf(_SC_NPROCESSORS_ONLN));
+	dtpc_local_world *w = NULL;
+	if (dtpc_local_world_create(n, o->timeout_ms, &w)) {
+		fprintf(stderr, "dtpc: %s\n", dtpc_last_error());
+		dtpc_graph_free(g);
+		return 2;
+	}
+	struct rank_job *jobs = calloc((size_t)n, sizeof *jobs);
+	pthread_t *th = calloc((size_t)n, sizeof *th);
+	double *ms = calloc((size_t)n * (size_t)o->steps, sizeof *ms);
+	if (!jobs || !th || !ms) {
+		fprintf(stderr, "dtpc: out of memory\n");
+		return 2;
+	}
+	for (int r = 0; r < n; r++) {
+		jobs[r] = (struct rank_job){ .o = o, .g = g, .world = w, .rank = r,
+					     .step_ms = ms + (size_t)r * (size_t)o->steps };
+		if (pthread_create(&th[r], NULL, rank_main, &jobs[r])) {
+			fprintf(stderr, "dtpc: cannot start rank %d's thread\n", r);
+			return 2;
+		}
+	}
+	for (int r = 0; r < n; r++)
+		pthread_join(th[r], NULL);
+	int rc = 0;
+	/* the first rank to fail says why; the others report the consequence */
+	for (int r = 0; r < n; r++)
+		if (jobs[r].st) {
+			fprintf(stderr, "dtpc: rank %d: %s: %s\n", r, dtpc_status_str(jobs[r].st),
+				jobs[r].error);
+			rc = 1;
+		}
+	if (!rc) {
+		const char *name;
+		const int64_t *shape;
+		int nd;
+		for (int i = 0; i < dtpc_session_noutputs(jobs[0].s); i++) {
+			dtpc_session_output(jobs[0].s, i, &name, NULL, &shape, &nd);
+			printf("output %s [", name);
+			for (int d = 0; d < nd; d++)
+				printf("%s%" PRId64, d ? ", " : "", shape[d]);
+			printf("]\n");
+		}
+		report_time(o, jobs, n, "local");
+		if (o->trace) {
+			dtpc_session **ss = calloc((size_t)n, sizeof *ss);
+			for (int r = 0; ss && r < n; r++)
+				ss[r] = jobs[r].s;
+			if (!ss || dtpc_trace_write(o->trace, ss, n)) {
+				fprintf(stderr, "dtpc: %s\n", dtpc_last_error());
+				rc = 2;
+			}
+			free(ss);
+		}
+		if (!rc && o->save_outputs)
+			rc = save_outputs(o->save_outputs, jobs[0].s);
+		if (!rc && o->verify)
+			rc = verify(o, g, jobs[0].s);
+	}
+	for (int r = 0; r < n; r++) {
+		dtpc_session_free(jobs[r].s);
+		dtpc_comm_free(jobs[r].comm);
+	}
+	dtpc_local_world_free(w);
+	dtpc_graph_free(g);
+	free(jobs);
+	free(th);
+	free(ms);
+	return rc;
+}
+
+int run_mpi(const struct run_opts *o)
+{
+	dtpc_comm *c = NULL;
+	if (dtpc_comm_mpi(o->timeout_ms, &c)) {
+		fprintf(stderr, "dtpc: %s\n", dtpc_last_error());
+		return 2;
+	}
+	int rank = dtpc_comm_rank(c), rc = 0;
+	dtpc_graph *g = NULL;
+	if (dtpc_graph_open_file(o->graph, &g)) {
+		fprintf(stderr, "dtpc: rank %d: %s\n", rank, dtpc_last_error());
+		dtpc_comm_free(c);
+		return 2;
+	}
+	openblas_set_num_threads(1);
+	double *ms = calloc((size_t)o->steps, sizeof *ms);
+	struct rank_job j = { .o = o, .g = g, .comm = c, .rank = rank, .step_ms = ms };
+	rank_main(&j);
+	if (j.st) {
+		fprintf(stderr, "dtpc: rank %d: %s: %s\n", rank, dtpc_status_str(j.st), j.error);
+		rc = 1;
+	}
+	if (!rc && o->trace) {
+		char path[4096];
+		snprintf(path, sizeof path, "%s.rank%d.json", o->trace, rank);
+		if (dtpc_trace_write(path, &j.s, 1)) {
+			fprintf(stderr, "dtpc: %s\n", dtpc_last_error());
+			rc = 2;
+		}
+	}
+	if (!rc && rank == 0) {
+		report_time(o, &j, 1, "MPI");
+		if (o->save_outputs)
+			rc = save_outputs(o->save_outputs, j.s);
+		if (!rc && o->verify)
+			rc = verify(o, g, j.s);
+	}
+	dtpc_session_free(j.s);
+	dtpc_graph_free(g);
+	dtpc_comm_free(c);
+	free(ms);
+	return rc;
+}

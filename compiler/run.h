@@ -1,0 +1,24 @@
+/* run.h — the `dtpc run` command. */
+#ifndef DTPC_RUN_H
+#define DTPC_RUN_H
+#include <stdbool.h>
+#include <stdint.h>
+
+struct run_opts {
+	const char *graph;
+	int ranks;            /* local: ranks to start (default: the graph's world) */
+	uint64_t seed;
+	const char *weights;  /* safetensors, or NULL for seeded weights */
+	const char *inputs;
+	const char *save_outputs;
+	const char *trace;
+	bool verify;
+	double tolerance;     /* --verify's bound on the max relative error */
+	int steps;
+	int timeout_ms;
+};
+
+/* Exit statuses: 0 ok, 1 the run or the verification failed, 2 usage/I/O. */
+int run_local(const struct run_opts *o);
+int run_mpi(const struct run_opts *o);
+#endif

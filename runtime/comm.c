@@ -1,0 +1,154 @@
+/* comm.c — what the communication backends share: the world group, argument
+ * checks, error text, deadlines. */
+#include "runtime/comm.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+struct comm_group comm_world_group(struct comm *c, int *ranks_buf)
+{
+	for (int i = 0; i < c->world; i++)
+		ranks_buf[i] = i;
+	return (struct comm_group){ .id = -1, .n = c->world, .me = c->rank, .ranks = ranks_buf };
+}
+
+int comm_errorf(struct comm *c, int status, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->error, sizeof c->error, fmt, ap);
+	va_end(ap);
+	return status;
+}
+
+int comm_check_group(struct comm *c, const struct comm_group *g, const char *fn)
+{
+	if (!g || !g->ranks || g->n < 1 || g->n > c->world)
+		return comm_errorf(c, COMM_INVALID, "%s: rank %d: malformed group", fn, c->rank);
+	if (g->me < 0 || g->me >= g->n || g->ranks[g->me] != c->rank)
+		return comm_errorf(c, COMM_INVALID,
+				   "%s: rank %d is not member %d of group id %d", fn, c->rank,
+				   g->me, g->id);
+	for (int i = 0; i < g->n; i++)
+		if (g->ranks[i] < 0 || g->ranks[i] >= c->world)
+			return comm_errorf(c, COMM_INVALID,
+					   "%s: group id %d names rank %d of a world of %d", fn,
+					   g->id, g->ranks[i], c->world);
+	return COMM_OK;
+}
+
+/* The bytes [lo, hi) of a buffer that counts/displs select; lo == hi when
+ * they select nothing. */
+static void span(const size_t *counts, const size_t *displs, int n, size_t *lo, size_t *hi)
+{
+	*lo = SIZE_MAX;
+	*hi = 0;
+	for (int i = 0; i < n; i++) {
+		if (!counts[i])
+			continue;
+		if (displs[i] < *lo)
+			*lo = displs[i];
+		if (displs[i] + counts[i] > *hi)
+			*hi = displs[i] + counts[i];
+	}
+	if (*lo > *hi)
+		*lo = *hi;
+}
+
+static bool overlap(const void *a, size_t alen, const void *b, size_t blen)
+{
+	uintptr_t pa = (uintptr_t)a, pb = (uintptr_t)b;
+	return alen && blen && pa < pb + blen && pb < pa + alen;
+}
+
+int comm_check_allgatherv(struct comm *c, const struct comm_group *g, const void *send,
+			  const void *recv, const size_t *counts, const size_t *displs)
+{
+	int st = comm_check_group(c, g, "allgatherv");
+	if (st)
+		return st;
+	const char *r = recv;
+	if (send == r + displs[g->me])
+		return COMM_OK;
+	size_t lo, hi;
+	span(counts, displs, g->n, &lo, &hi);
+	if (overlap(send, counts[g->me], r + lo, hi - lo))
+		return comm_errorf(c, COMM_INVALID,
+				   "allgatherv: rank %d: send overlaps recv (and is not recv + displs[me])",
+				   c->rank);
+	return COMM_OK;
+}
+
+int comm_check_alltoallv(struct comm *c, const struct comm_group *g, const void *send,
+			 const size_t *scounts, const size_t *sdispls, const void *recv,
+			 const size_t *rcounts, const size_t *rdispls)
+{
+	int st = comm_check_group(c, g, "alltoallv");
+	if (st)
+		return st;
+	size_t slo, shi, rlo, rhi;
+	span(scounts, sdispls, g->n, &slo, &shi);
+	span(rcounts, rdispls, g->n, &rlo, &rhi);
+	if (overlap((const char *)send + slo, shi - slo, (const char *)recv + rlo, rhi - rlo))
+		return comm_errorf(c, COMM_INVALID,
+				   "alltoallv: rank %d: send overlaps recv (peers read send while recv fills)",
+				   c->rank);
+	return COMM_OK;
+}
+
+int comm_check_shift(struct comm *c, const struct comm_group *g, const void *send,
+		     size_t sbytes, const void *recv, size_t rbytes)
+{
+	int st = comm_check_group(c, g, "shift");
+	if (st)
+		return st;
+	if (overlap(send, sbytes, recv, rbytes))
+		return comm_errorf(c, COMM_INVALID, "shift: rank %d: send overlaps recv", c->rank);
+	return COMM_OK;
+}
+
+const char *comm_what(struct comm_tag t)
+{
+	return t.what ? t.what : "";
+}
+
+char *comm_ranks_str(const int *ranks, int n, char *buf, size_t len)
+{
+	size_t at = 0;
+	buf[0] = 0;
+	for (int i = 0; i < n; i++) {
+		char item[16];
+		int k = snprintf(item, sizeof item, "%s%d", i ? " " : "[", ranks[i]);
+		/* keep room for " ...]" and the NUL */
+		if (at + (size_t)k + 6 > len) {
+			snprintf(buf + at, len - at, "%s", i ? " ...]" : "[...]");
+			return buf;
+		}
+		memcpy(buf + at, item, (size_t)k + 1);
+		at += (size_t)k;
+	}
+	snprintf(buf + at, len - at, "%s", n ? "]" : "[]");
+	return buf;
+}
+
+struct timespec comm_deadline(int ms)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	t.tv_sec += ms / 1000;
+	t.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (t.tv_nsec >= 1000000000) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000;
+	}
+	return t;
+}
+
+bool comm_past(const struct timespec *deadline)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec > deadline->tv_sec ||
+	       (t.tv_sec == deadline->tv_sec && t.tv_nsec >= deadline->tv_nsec);
+}

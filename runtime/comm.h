@@ -1,0 +1,128 @@
+/* comm.h — communication backends behind one interface.
+ *
+ * A backend moves bytes between the ranks of a group. Every collective is
+ * called by all members of the group with the same (tag, kind) in the same
+ * order; a member that does not arrive within the world's timeout, a member
+ * that arrives at a different tag (a diverged rank), or a member that failed
+ * ends the collective on every rank with DTPC_COMM_FAILED and a message that
+ * names the rank and the op. No wait is unbounded.
+ *
+ * Backends: `local` (N ranks as threads of one process; the embedded default)
+ * and `mpi` (one rank per process, Open MPI). The vtable's entries are all
+ * required except where marked optional. */
+#ifndef DTPC_COMM_H
+#define DTPC_COMM_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+enum comm_status {
+	COMM_OK = 0,
+	COMM_FAILED = 1,  /* timeout, peer failure, diverged rank: see comm_error() */
+	COMM_INVALID = 2, /* bad arguments (a bug in the caller) */
+};
+
+/* A group as one rank sees it: the world ranks of its members in group-index
+ * order, and this rank's index. `id` is the same on every member and differs
+ * between groups that share members (e.g. the graph's group index); the
+ * backend keys its rendezvous on (id, ranks[0]). */
+struct comm_group {
+	int id;
+	int n;
+	int me;
+	const int *ranks;
+};
+
+/* What the collective belongs to, for error messages and divergence checks:
+ * every member must pass the same tag. */
+struct comm_tag {
+	uint32_t op;      /* graph op index (or a caller's sequence number) */
+	const char *what; /* e.g. "all_gather blocks.3.attn/k" */
+};
+
+struct comm;
+struct comm_request;
+
+struct comm_ops {
+	const char *name;
+	/* Gathers every member's `counts[i]` bytes (send: my counts[me] bytes)
+	 * into recv at displs[i]. recv may hold send at displs[me] already
+	 * (send == recv + displs[me] is allowed). */
+	int (*allgatherv)(struct comm *c, const struct comm_group *g, struct comm_tag t,
+			  const void *send, void *recv, const size_t *counts,
+			  const size_t *displs);
+	/* In-place sum of n floats over the group. */
+	int (*allreduce_f32)(struct comm *c, const struct comm_group *g, struct comm_tag t,
+			     float *buf, size_t n);
+	/* Member i receives scounts[i] bytes from my send + sdispls[i]; I
+	 * receive rcounts[j] bytes from member j into recv + rdispls[j]. */
+	int (*alltoallv)(struct comm *c, const struct comm_group *g, struct comm_tag t,
+			 const void *send, const size_t *scounts, const size_t *sdispls,
+			 void *recv, const size_t *rcounts, const size_t *rdispls);
+	/* Ring shift, started: send sbytes to member (me + 1) % n and receive
+	 * rbytes from member (me - 1 + n) % n. Returns at once; the buffers
+	 * stay owned by the transfer until shift_wait returns, so the caller
+	 * computes meanwhile (ring attention overlaps KV transfer with the
+	 * attention on the chunk it holds). */
+	int (*shift_start)(struct comm *c, const struct comm_group *g, struct comm_tag t,
+			   const void *send, size_t sbytes, void *recv, size_t rbytes,
+			   struct comm_request **req);
+	int (*shift_wait)(struct comm *c, struct comm_request *req);
+	/* Marks this rank failed (the executor hit an error): every other rank's
+	 * pending or next collective fails with a message naming this rank. */
+	void (*fail)(struct comm *c, const char *why);
+	void (*free)(struct comm *c);
+};
+
+struct comm {
+	const struct comm_ops *ops;
+	int rank, world;
+	char error[512]; /* the last COMM_FAILED's message */
+};
+
+/* The world group of c (id -1): for the startup handshake. */
+struct comm_group comm_world_group(struct comm *c, int *ranks_buf);
+
+/* ---- for the backends (comm.c) ------------------------------------------------ */
+
+/* Sets c->error; returns status, for `return comm_errorf(c, COMM_INVALID, ...)`. */
+int comm_errorf(struct comm *c, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* The checks a collective makes on its arguments before it waits for anyone:
+ * COMM_OK, or COMM_INVALID with c->error set (g must place c's rank at g->me
+ * and name only ranks of c's world; the buffers a member reads and writes
+ * must not overlap, except allgatherv's send == recv + displs[me]). */
+int comm_check_group(struct comm *c, const struct comm_group *g, const char *fn);
+int comm_check_allgatherv(struct comm *c, const struct comm_group *g, const void *send,
+			  const void *recv, const size_t *counts, const size_t *displs);
+int comm_check_alltoallv(struct comm *c, const struct comm_group *g, const void *send,
+			 const size_t *scounts, const size_t *sdispls, const void *recv,
+			 const size_t *rcounts, const size_t *rdispls);
+int comm_check_shift(struct comm *c, const struct comm_group *g, const void *send,
+		     size_t sbytes, const void *recv, size_t rbytes);
+/* The tag's text ("" for NULL). */
+const char *comm_what(struct comm_tag t);
+/* "[0 2 4 6]", cut to "[0 2 4 ...]" where len is short; returns buf. */
+char *comm_ranks_str(const int *ranks, int n, char *buf, size_t len);
+/* CLOCK_MONOTONIC: now + ms, and whether that moment has passed. */
+struct timespec comm_deadline(int ms);
+bool comm_past(const struct timespec *deadline);
+
+/* ---- local: N ranks as threads ---------------------------------------------- */
+
+struct comm_local_world;
+/* One shared world for n threads; timeout_ms bounds every wait. */
+struct comm_local_world *comm_local_world_create(int n, int timeout_ms);
+/* The comm of rank r (each thread takes its own; free each with ops->free). */
+struct comm *comm_local_create(struct comm_local_world *w, int rank);
+/* After every rank's comm is freed. */
+void comm_local_world_free(struct comm_local_world *w);
+
+/* ---- mpi: one rank per process ----------------------------------------------- */
+
+/* NULL when MPI is not available (then err says why). Calls MPI_Init if
+ * needed; MPI_Finalize at free. A timeout aborts the job (MPI_Abort) after
+ * printing the message, since MPI cannot cancel a collective. */
+struct comm *comm_mpi_create(int timeout_ms, char *err, size_t errlen);
+#endif

@@ -1,0 +1,127 @@
+/* dtpc.h — libdtpc, the runtime: load a compiled graph, and on each rank
+ * bind weights and inputs, run, read the outputs.
+ *
+ * Every rank loads the same graph and creates one session with its
+ * communicator; sessions check at creation that all ranks loaded the same
+ * graph for the same world (a collective: every rank must create its
+ * session). Errors return a status; dtpc_last_error() holds the message of
+ * the calling thread's last failure.
+ *
+ * Ownership: objects are created by the ..._create and ..._open calls and
+ * freed by the matching ..._free; data passed in is copied (the caller keeps ownership);
+ * pointers handed out stay owned by the object and valid as stated. */
+#ifndef DTPC_H
+#define DTPC_H
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum dtpc_status {
+	DTPC_OK = 0,
+	DTPC_ERR_INVALID,     /* a bad argument */
+	DTPC_ERR_IO,          /* a file could not be read or written */
+	DTPC_ERR_FORMAT,      /* a graph or checkpoint is malformed */
+	DTPC_ERR_VERSION,     /* a graph from a newer, incompatible dtpc */
+	DTPC_ERR_MISMATCH,    /* ranks disagree: graph, world size, rank number */
+	DTPC_ERR_COMM,        /* a collective failed: timeout, dead or diverged rank */
+	DTPC_ERR_BIND,        /* a weight or input is missing or has the wrong shape/dtype */
+	DTPC_ERR_NOMEM,
+	DTPC_ERR_STATE,       /* e.g. run before every weight was bound */
+} dtpc_status;
+
+/* A static string naming the status ("communication failed"). */
+const char *dtpc_status_str(dtpc_status s);
+/* The calling thread's last error message ("" if none). Valid until the
+ * thread's next dtpc call. */
+const char *dtpc_last_error(void);
+
+/* ---- graphs --------------------------------------------------------------- */
+
+typedef struct dtpc_graph dtpc_graph;
+
+/* Maps and validates a .graph file. */
+dtpc_status dtpc_graph_open_file(const char *path, dtpc_graph **out);
+/* Validates a graph in memory; the bytes are copied. */
+dtpc_status dtpc_graph_open_buffer(const void *buf, size_t len, dtpc_graph **out);
+void dtpc_graph_free(dtpc_graph *g);
+/* Ranks the graph was compiled for. */
+int dtpc_graph_world(const dtpc_graph *g);
+/* The graph's identity (its checksum), as compared in the handshake. */
+uint64_t dtpc_graph_hash(const dtpc_graph *g);
+/* Metadata by key ("plan", "model", "mesh", "param.seq", ...), or NULL.
+ * Owned by g. Numbers are rendered as decimal text. */
+const char *dtpc_graph_meta(const dtpc_graph *g, const char *key);
+/* The i-th metadata entry; 0 past the end. */
+int dtpc_graph_meta_at(const dtpc_graph *g, int i, const char **key, const char **value);
+
+/* ---- communicators ----------------------------------------------------------- */
+
+typedef struct dtpc_comm dtpc_comm;
+typedef struct dtpc_local_world dtpc_local_world;
+
+/* N ranks as threads of this process: one world, then one comm per rank
+ * (each used by one thread). timeout_ms bounds every wait (0: 120 s). */
+dtpc_status dtpc_local_world_create(int nranks, int timeout_ms, dtpc_local_world **out);
+dtpc_status dtpc_comm_local(dtpc_local_world *w, int rank, dtpc_comm **out);
+/* Free every rank's comm before the world. */
+void dtpc_local_world_free(dtpc_local_world *w);
+
+/* This process's rank of an MPI job (MPI_Init on first use). */
+dtpc_status dtpc_comm_mpi(int timeout_ms, dtpc_comm **out);
+
+int dtpc_comm_rank(const dtpc_comm *c);
+int dtpc_comm_size(const dtpc_comm *c);
+void dtpc_comm_free(dtpc_comm *c);
+
+/* ---- sessions ------------------------------------------------------------------- */
+
+typedef enum dtpc_device { DTPC_DEVICE_CPU = 0 } dtpc_device;
+
+typedef struct dtpc_session dtpc_session;
+
+/* A rank's session: its shapes, weight slices and arena. Collective: does
+ * the startup handshake (graph hash, world size, rank numbers) with every
+ * other rank. g and c must outlive the session. */
+dtpc_status dtpc_session_create(const dtpc_graph *g, dtpc_comm *c, dtpc_device dev,
+				dtpc_session **out);
+void dtpc_session_free(dtpc_session *s);
+
+/* Weights. From a safetensors file by name: each rank reads only its slices,
+ * converting F16/BF16/F64 to float32; shapes are checked against the graph.
+ * From a seed: every weight's full tensor is a function of (seed, name,
+ * element index), so runs on any number of ranks see the same model. From
+ * memory: `data` is the full tensor (the rank copies its slice). */
+dtpc_status dtpc_session_bind_weights_file(dtpc_session *s, const char *path);
+dtpc_status dtpc_session_bind_weights_seed(dtpc_session *s, uint64_t seed);
+dtpc_status dtpc_session_bind_weight(dtpc_session *s, const char *name, const float *data,
+				     const int64_t *shape, int ndim);
+
+/* Inputs, whole (each rank takes its part as the graph says). */
+dtpc_status dtpc_session_bind_inputs_file(dtpc_session *s, const char *path);
+dtpc_status dtpc_session_bind_inputs_seed(dtpc_session *s, uint64_t seed);
+dtpc_status dtpc_session_set_input(dtpc_session *s, const char *name, const float *data,
+				   const int64_t *shape, int ndim);
+
+/* One forward pass. Collective. */
+dtpc_status dtpc_session_run(dtpc_session *s);
+
+/* Outputs, whole on every rank after a run. data stays owned by the session
+ * and valid until the next run or free. */
+int dtpc_session_noutputs(const dtpc_session *s);
+dtpc_status dtpc_session_output(const dtpc_session *s, int i, const char **name,
+				const float **data, const int64_t **shape, int *ndim);
+
+/* Chrome/Perfetto tracing: with tracing on, every run records one span per
+ * op (compute or communication; bytes on communication spans). */
+void dtpc_session_trace(dtpc_session *s, int enable);
+/* Writes the spans of n sessions (one track per rank) as a Chrome trace
+ * JSON file; an MPI rank passes its own session (one file per rank). */
+dtpc_status dtpc_trace_write(const char *path, dtpc_session *const *sessions, int n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

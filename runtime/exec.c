@@ -1,0 +1,742 @@
+/* exec.c — one graph op on one rank: kernels, layout moves and collectives.
+ *
+ * Local shapes come from the graph's patterns (session.c precomputes them).
+ * exec_check() runs before the first op, at session creation, and proves for
+ * every op that each kernel stays inside its buffers on this rank; exec_op()
+ * then runs without re-checking. A graph that passed the loader but whose
+ * ops do not fit together is rejected there with the op named, never run. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/cpu/kernels.h"
+#include "runtime/graph_stats.h"
+#include "runtime/session.h"
+
+/* ---- shapes ------------------------------------------------------------------ */
+
+static const int64_t *dims(const struct dtpc_session *s, uint32_t t)
+{
+	return s->dims[t];
+}
+
+static int nd(const struct dtpc_session *s, uint32_t t)
+{
+	return s->g->tensors[t].ndim;
+}
+
+static int64_t outer(const struct dtpc_session *s, uint32_t t, int d)
+{
+	int64_t n = 1;
+	for (int i = 0; i < d; i++)
+		n *= dims(s, t)[i];
+	return n;
+}
+
+static int64_t inner(const struct dtpc_session *s, uint32_t t, int d)
+{
+	int64_t n = 1;
+	for (int i = d + 1; i < nd(s, t); i++)
+		n *= dims(s, t)[i];
+	return n;
+}
+
+static uint32_t opnd(const struct dtpc_session *s, const struct g_op *o, int k)
+{
+	return s->g->operands[o->in0 + (uint32_t)k];
+}
+
+/* Sum of a pattern's chunk lengths of group index i over blocks [0, nb). */
+static int64_t chunk_prefix(const struct g_graph *g, int32_t p, uint32_t nb, uint32_t i)
+{
+	int64_t n = 0;
+	for (uint32_t b = 0; b < nb; b++)
+		n += graph_chunk(g, (uint32_t)p, b, i)->len;
+	return n;
+}
+
+static int64_t block_size(const struct g_graph *g, int32_t p, uint32_t b)
+{
+	uint32_t gs = g->groups[g->patterns[p].group].size;
+	int64_t n = 0;
+	for (uint32_t i = 0; i < gs; i++)
+		n += graph_chunk(g, (uint32_t)p, b, i)->len;
+	return n;
+}
+
+static float *scratch(const struct dtpc_session *s, const struct g_op *o)
+{
+	return o->scratch >= 0 ? rt_data(s, (uint32_t)o->scratch) : NULL;
+}
+
+static int64_t scratch_floats(const struct dtpc_session *s, const struct g_op *o)
+{
+	return o->scratch >= 0 ? s->numel[o->scratch] : 0;
+}
+
+static struct comm_tag tag(const struct dtpc_session *s, uint32_t i)
+{
+	const struct g_op *o = &s->g->ops[i];
+	return (struct comm_tag){ i, op_table[o->kind].name };
+}
+
+static dtpc_status comm_fail(const struct dtpc_session *s, uint32_t i)
+{
+	return rt_error(DTPC_ERR_COMM, "rank %u, op %u (%s %s): %s", s->rank, i,
+			op_table[s->g->ops[i].kind].name,
+			graph_str(s->g, s->g->tensors[s->g->ops[i].out].name), s->c->error);
+}
+
+/* ---- checks ------------------------------------------------------------------ */
+
+__attribute__((format(printf, 3, 4)))
+static dtpc_status op_error(uint32_t i, const char *name, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	return rt_error(DTPC_ERR_FORMAT, "graph op %u (%s): %s", i, name, msg);
+}
+
+#define REQUIRE(cond, i_, name_, ...)                          \
+	do {                                                   \
+		if (!(cond))                                   \
+			return op_error(i_, name_, __VA_ARGS__); \
+	} while (0)
+
+static bool same_dims(const struct dtpc_session *s, uint32_t a, uint32_t b)
+{
+	if (nd(s, a) != nd(s, b))
+		return false;
+	for (int d = 0; d < nd(s, a); d++)
+		if (dims(s, a)[d] != dims(s, b)[d])
+			return false;
+	return true;
+}
+
+/* The members of a pattern's group must be the op's group (the index the
+ * executor uses for chunk lookups is the rank's index in the op's group). */
+static bool pattern_on_group(const struct g_graph *g, int32_t p, int32_t group)
+{
+	return p >= 0 && group >= 0 && (int32_t)g->patterns[p].group == group;
+}
+
+/* Right-aligned broadcast of a into out (numpy), with [B, H] read as [B, 1, H]. */
+static bool bcast_shape(const struct dtpc_session *s, uint32_t a, uint32_t out, bool bh,
+			int64_t *sh)
+{
+	int n = nd(s, out), na = nd(s, a);
+	if (bh && na == 2 && n == 3) {
+		sh[0] = dims(s, a)[0];
+		sh[1] = 1;
+		sh[2] = dims(s, a)[1];
+	} else {
+		if (na > n)
+			return false;
+		for (int d = 0; d < n; d++)
+			sh[d] = d < n - na ? 1 : dims(s, a)[d - (n - na)];
+	}
+	for (int d = 0; d < n; d++)
+		if (sh[d] != 1 && sh[d] != dims(s, out)[d])
+			return false;
+	return true;
+}
+
+static dtpc_status check_attention(const struct dtpc_session *s, uint32_t i, const struct g_op *o,
+				   int64_t kv_rows)
+{
+	const char *name = op_table[o->kind].name;
+	uint32_t q = opnd(s, o, 0), k = opnd(s, o, 1), v = opnd(s, o, 2);
+	int64_t D = o->attr[0], Dv = o->attr[1];
+	REQUIRE(nd(s, q) == 3 && nd(s, k) == 3 && nd(s, v) == 3 && nd(s, o->out) == 3, i, name,
+		"q, k, v and the output must be 3-d");
+	REQUIRE(D > 0 && Dv > 0 && dims(s, q)[2] % D == 0, i, name, "bad head dim");
+	int64_t H = dims(s, q)[2] / D;
+	REQUIRE(dims(s, k)[2] == H * D && dims(s, v)[2] == H * Dv, i, name,
+		"k or v width does not match q's %lld heads", (long long)H);
+	REQUIRE(dims(s, k)[0] == dims(s, q)[0] && dims(s, v)[0] == dims(s, q)[0] &&
+			dims(s, v)[1] == dims(s, k)[1], i, name, "q, k, v batch or kv length differ");
+	REQUIRE(dims(s, o->out)[0] == dims(s, q)[0] && dims(s, o->out)[1] == dims(s, q)[1] &&
+			dims(s, o->out)[2] == H * Dv, i, name, "output shape");
+	size_t ws = k_attention_workspace(dims(s, q)[1], kv_rows, D, Dv);
+	if (ws > s->workspace_bytes)
+		((struct dtpc_session *)s)->workspace_bytes = ws;
+	return DTPC_OK;
+}
+
+/* Proves op i safe on this rank, and sizes the attention workspace. */
+dtpc_status exec_check(struct dtpc_session *s, uint32_t i);
+dtpc_status exec_check(struct dtpc_session *s, uint32_t i)
+{
+	const struct g_graph *g = s->g;
+	const struct g_op *o = &g->ops[i];
+	const char *name = op_table[o->kind].name;
+	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
+	for (uint32_t k = 0; k < o->nin; k++) {
+		uint32_t t = opnd(s, o, (int)k);
+		REQUIRE(t != out, i, name, "writes over its own input");
+	}
+	if (o->scratch >= 0)
+		REQUIRE((uint32_t)o->scratch != out, i, name, "scratch is the output");
+	switch (o->kind) {
+	case OP_linear: {
+		uint32_t w = opnd(s, o, 1);
+		REQUIRE(nd(s, w) == 2 && nd(s, x) >= 1 && nd(s, out) == nd(s, x), i, name, "ranks");
+		int64_t K = dims(s, x)[nd(s, x) - 1], N = dims(s, w)[0];
+		REQUIRE(dims(s, w)[1] == K, i, name, "input width %lld but the weight has %lld columns",
+			(long long)K, (long long)dims(s, w)[1]);
+		REQUIRE(dims(s, out)[nd(s, out) - 1] == N && s->numel[out] / (N ? N : 1) ==
+				s->numel[x] / (K ? K : 1), i, name, "output shape");
+		if (o->flags & G_OF_BIAS)
+			REQUIRE(o->nin == 3 && s->numel[opnd(s, o, 2)] == N, i, name, "bias size");
+		else
+			REQUIRE(o->nin == 2, i, name, "a third operand without the bias flag");
+		return DTPC_OK;
+	}
+	case OP_layer_norm:
+	case OP_rms_norm: {
+		REQUIRE(same_dims(s, x, out) && nd(s, x) >= 1, i, name, "shapes");
+		int64_t n = dims(s, x)[nd(s, x) - 1];
+		int64_t grp = o->kind == OP_rms_norm ? o->attr[0] : n;
+		REQUIRE(grp > 0 && n % grp == 0, i, name, "group %lld does not divide %lld",
+			(long long)grp, (long long)n);
+		REQUIRE(o->eps > 0, i, name, "eps");
+		int want = (o->flags & G_OF_AFFINE) ? (o->kind == OP_layer_norm ? 3 : 2) : 1;
+		REQUIRE(o->nin == want, i, name, "operands");
+		for (int k = 1; k < want; k++)
+			REQUIRE(s->numel[opnd(s, o, k)] == grp, i, name, "weight size");
+		return DTPC_OK;
+	}
+	case OP_gelu:
+	case OP_silu:
+	case OP_reshape:
+		REQUIRE(s->numel[x] == s->numel[out], i, name, "element counts differ");
+		return DTPC_OK;
+	case OP_add:
+	case OP_mul: {
+		int64_t sh[G_MAX_DIMS];
+		REQUIRE(nd(s, out) <= K_MAX_DIMS, i, name, "too many dims");
+		for (int k = 0; k < 2; k++)
+			REQUIRE(bcast_shape(s, opnd(s, o, k), out, k == 1 && (o->flags & G_OF_BH), sh),
+				i, name, "operand %d does not broadcast to the output", k);
+		return DTPC_OK;
+	}
+	case OP_modulate: {
+		int64_t sh[G_MAX_DIMS];
+		REQUIRE(same_dims(s, x, out) && nd(s, out) <= K_MAX_DIMS, i, name, "shapes");
+		for (int k = 1; k < 3; k++)
+			REQUIRE(bcast_shape(s, opnd(s, o, k), out, o->flags & G_OF_BH, sh), i, name,
+				"shift/scale do not broadcast");
+		return DTPC_OK;
+	}
+	case OP_slice:
+	case OP_concat:
+	case OP_shard:
+	case OP_all_gather: {
+		int d = (int)o->attr[0];
+		REQUIRE(d >= 0 && d < nd(s, out), i, name, "dim");
+		for (uint32_t k = 0; k < o->nin; k++) {
+			uint32_t t = opnd(s, o, (int)k);
+			REQUIRE(nd(s, t) == nd(s, out), i, name, "ranks differ");
+			for (int e = 0; e < nd(s, out); e++)
+				REQUIRE(e == d || dims(s, t)[e] == dims(s, out)[e], i, name,
+					"dim %d differs", e);
+		}
+		if (o->kind == OP_concat) {
+			int64_t sum = 0;
+			for (uint32_t k = 0; k < o->nin; k++)
+				sum += dims(s, opnd(s, o, (int)k))[d];
+			REQUIRE(sum == dims(s, out)[d], i, name, "sizes do not add up");
+			return DTPC_OK;
+		}
+		if (o->kind == OP_slice) {
+			int32_t p = g->tensors[x].pattern[d];
+			int64_t start = o->attr[1], len = o->attr[2];
+			if (p < 0) {
+				REQUIRE(start >= 0 && len == dims(s, out)[d] &&
+						start <= dims(s, x)[d] - len, i, name, "bounds");
+				return DTPC_OK;
+			}
+			/* a slice of a sharded dim takes whole blocks */
+			uint32_t nb = g->patterns[p].nblk, b0 = 0;
+			int64_t at = 0;
+			while (b0 < nb && at < start)
+				at += block_size(g, p, b0++);
+			REQUIRE(at == start, i, name, "the slice does not start at a block");
+			uint32_t b1 = b0;
+			while (b1 < nb && at < start + len)
+				at += block_size(g, p, b1++);
+			REQUIRE(at == start + len, i, name, "the slice does not end at a block");
+			uint32_t me = graph_group_index(g, g->patterns[p].group, s->rank);
+			REQUIRE(chunk_prefix(g, p, b1, me) - chunk_prefix(g, p, b0, me) ==
+					dims(s, out)[d], i, name, "local size");
+			return DTPC_OK;
+		}
+		uint32_t split = o->kind == OP_shard ? out : x, whole = o->kind == OP_shard ? x : out;
+		int32_t p = g->tensors[split].pattern[d];
+		REQUIRE(pattern_on_group(g, p, o->group) && g->tensors[whole].pattern[d] < 0, i, name,
+			"the split dim must follow the op's group");
+		int64_t total = 0;
+		for (uint32_t b = 0; b < g->patterns[p].nblk; b++)
+			total += block_size(g, p, b);
+		REQUIRE(total == dims(s, whole)[d], i, name, "blocks do not add up to the dim");
+		if (o->kind == OP_all_gather)
+			REQUIRE(scratch_floats(s, o) >= s->numel[out], i, name, "scratch too small");
+		return DTPC_OK;
+	}
+	case OP_all_reduce:
+		REQUIRE(same_dims(s, x, out) && o->group >= 0, i, name, "shapes");
+		return DTPC_OK;
+	case OP_rope: {
+		uint32_t c = opnd(s, o, 1), sn = opnd(s, o, 2);
+		int64_t D = o->attr[0];
+		REQUIRE(nd(s, x) == 3 && same_dims(s, x, out) && D > 0 && D % 2 == 0 &&
+				dims(s, x)[2] % D == 0, i, name, "shapes");
+		for (uint32_t t = c; ; t = sn) {
+			REQUIRE(nd(s, t) == 2 && dims(s, t)[0] == dims(s, x)[1] && dims(s, t)[1] == D,
+				i, name, "cos/sin must be [%lld, %lld]", (long long)dims(s, x)[1],
+				(long long)D);
+			if (t == sn)
+				break;
+		}
+		return DTPC_OK;
+	}
+	case OP_attention:
+		return check_attention(s, i, o, dims(s, opnd(s, o, 1))[1]);
+	case OP_ring_attention: {
+		uint32_t k = opnd(s, o, 1);
+		int sd = (int)o->attr[3];
+		REQUIRE(sd == 1, i, name, "sequence dim must be 1");
+		int32_t p = g->tensors[k].pattern[1];
+		REQUIRE(pattern_on_group(g, p, o->group), i, name, "kv chunks must follow the ring");
+		uint32_t P = g->groups[o->group].size;
+		int64_t maxrows = 0, all = 0;
+		for (uint32_t m = 0; m < P; m++) {
+			int64_t r = chunk_prefix(g, p, g->patterns[p].nblk, m);
+			maxrows = r > maxrows ? r : maxrows;
+			all += r;
+		}
+		dtpc_status st = check_attention(s, i, o, maxrows);
+		if (st)
+			return st;
+		int64_t B = dims(s, x)[0], Sq = dims(s, x)[1];
+		int64_t H = dims(s, x)[2] / o->attr[0];
+		int64_t row = B * (dims(s, k)[2] + dims(s, opnd(s, o, 2))[2]);
+		int64_t kv = row * (o->attr[2] ? 2 * maxrows : all);
+		REQUIRE(scratch_floats(s, o) >= kv + s->numel[out] + 2 * B * H * Sq, i, name,
+			"scratch too small");
+		return DTPC_OK;
+	}
+	case OP_ulysses_a2a: {
+		uint32_t seq_t = o->attr[0] == 0 ? x : out, head_t = o->attr[0] == 0 ? out : x;
+		REQUIRE(nd(s, x) == 3 && nd(s, out) == 3 && o->attr[2] == 1 && o->attr[1] > 0 &&
+				o->group >= 0, i, name, "shapes");
+		REQUIRE(pattern_on_group(g, g->tensors[head_t].pattern[2], o->group), i, name,
+			"heads must be split over the op's group");
+		int32_t p = g->tensors[seq_t].pattern[1];
+		REQUIRE(p >= 0, i, name, "the sequence side must be split");
+		/* every member's sequence chunk is a chunk of this pattern */
+		const struct comm_group *cg = &s->groups[o->group];
+		int64_t rows = 0;
+		for (int m = 0; m < cg->n; m++)
+			rows += chunk_prefix(g, p, g->patterns[p].nblk,
+					     graph_group_index(g, g->patterns[p].group,
+							       (uint32_t)cg->ranks[m]));
+		REQUIRE(rows == dims(s, head_t)[1], i, name, "sequence chunks do not add up");
+		int64_t width = 0;
+		for (int m = 0; m < cg->n; m++)
+			width += graph_chunk(g, (uint32_t)g->tensors[head_t].pattern[2], 0, (uint32_t)m)->len;
+		REQUIRE(width == dims(s, seq_t)[2] && dims(s, x)[0] == dims(s, out)[0], i, name,
+			"head chunks do not add up");
+		REQUIRE(scratch_floats(s, o) >= s->numel[x] + s->numel[out], i, name,
+			"scratch too small");
+		return DTPC_OK;
+	}
+	default:
+		return rt_error(DTPC_ERR_FORMAT, "graph op %u: %s cannot run in a graph", i, name);
+	}
+}
+
+/* ---- layout moves ---------------------------------------------------------------- */
+
+static void exec_shard(struct dtpc_session *s, const struct g_op *o)
+{
+	const struct g_graph *g = s->g;
+	uint32_t x = opnd(s, o, 0), out = o->out;
+	int d = (int)o->attr[0];
+	int32_t p = g->tensors[out].pattern[d];
+	uint32_t me = graph_group_index(g, g->patterns[p].group, s->rank);
+	int64_t in_ = inner(s, x, d), rows = outer(s, x, d);
+	int64_t gstart = 0, lstart = 0;
+	for (uint32_t b = 0; b < g->patterns[p].nblk; b++) {
+		const struct g_chunk *c = graph_chunk(g, (uint32_t)p, b, me);
+		k_copy2d(rt_data(s, out) + lstart * in_, dims(s, out)[d] * in_,
+			 rt_data(s, x) + (gstart + c->start) * in_, dims(s, x)[d] * in_, rows,
+			 c->len * in_);
+		lstart += c->len;
+		gstart += block_size(g, p, b);
+	}
+}
+
+static dtpc_status exec_all_gather(struct dtpc_session *s, uint32_t i)
+{
+	const struct g_graph *g = s->g;
+	const struct g_op *o = &g->ops[i];
+	uint32_t x = opnd(s, o, 0), out = o->out;
+	int d = (int)o->attr[0];
+	int32_t p = g->tensors[x].pattern[d];
+	const struct comm_group *cg = &s->groups[o->group];
+	uint32_t nb = g->patterns[p].nblk;
+	int64_t in_ = inner(s, x, d), rows = outer(s, x, d);
+	size_t counts[cg->n], displs[cg->n];
+	size_t at = 0;
+	for (int m = 0; m < cg->n; m++) {
+		counts[m] = (size_t)(rows * chunk_prefix(g, p, nb, (uint32_t)m) * in_) * 4;
+		displs[m] = at;
+		at += counts[m];
+	}
+	float *buf = scratch(s, o);
+	if (s->c->ops->allgatherv(s->c, cg, tag(s, i), rt_data(s, x), buf, counts, displs))
+		return comm_fail(s, i);
+	/* member m's piece holds its chunk of every block, row after row */
+	for (int m = 0; m < cg->n; m++) {
+		int64_t mine = chunk_prefix(g, p, nb, (uint32_t)m), off = 0, gstart = 0;
+		for (uint32_t b = 0; b < nb; b++) {
+			const struct g_chunk *c = graph_chunk(g, (uint32_t)p, b, (uint32_t)m);
+			k_copy2d(rt_data(s, out) + (gstart + c->start) * in_, dims(s, out)[d] * in_,
+				 buf + displs[m] / 4 + off * in_, mine * in_, rows, c->len * in_);
+			off += c->len;
+			gstart += block_size(g, p, b);
+		}
+	}
+	return DTPC_OK;
+}
+
+/* The rows (per batch) and the row offset of member m's sequence chunk
+ * within a block-by-block concatenation over all members in group order. */
+struct seq_map {
+	const struct g_graph *g;
+	int32_t p;           /* the context pattern of the sequence */
+	const struct comm_group *cg;
+	uint32_t nb;
+};
+
+static uint32_t member_index(const struct seq_map *M, int m)
+{
+	return graph_group_index(M->g, M->g->patterns[M->p].group, (uint32_t)M->cg->ranks[m]);
+}
+
+static int64_t member_rows(const struct seq_map *M, int m)
+{
+	return chunk_prefix(M->g, M->p, M->nb, member_index(M, m));
+}
+
+/* Rows of block b from member m land at this offset of the gathered rows. */
+static int64_t gathered_row(const struct seq_map *M, uint32_t b, int m)
+{
+	int64_t r = 0;
+	for (int u = 0; u < M->cg->n; u++) {
+		uint32_t idx = member_index(M, u);
+		r += chunk_prefix(M->g, M->p, b, idx);
+		if (u < m)
+			r += graph_chunk(M->g, (uint32_t)M->p, b, idx)->len;
+	}
+	return r;
+}
+
+/* Moves member m's rows between its own [B, rows_m, C] piece and their
+ * places in the gathered [B, Sr, C] (to_gathered: piece -> gathered). */
+static void copy_member_rows(const struct seq_map *M, int m, int64_t B, int64_t Sr, int64_t C,
+			     float *piece, float *gathered, bool to_gathered)
+{
+	uint32_t idx = member_index(M, m);
+	int64_t mr = member_rows(M, m);
+	for (int64_t bt = 0; bt < B; bt++)
+		for (uint32_t b = 0; b < M->nb; b++) {
+			int64_t len = graph_chunk(M->g, (uint32_t)M->p, b, idx)->len;
+			float *pc = piece + (bt * mr + chunk_prefix(M->g, M->p, b, idx)) * C;
+			float *gt = gathered + (bt * Sr + gathered_row(M, b, m)) * C;
+			if (to_gathered)
+				memcpy(gt, pc, (size_t)(len * C) * 4);
+			else
+				memcpy(pc, gt, (size_t)(len * C) * 4);
+		}
+}
+
+static dtpc_status exec_ulysses(struct dtpc_session *s, uint32_t i)
+{
+	const struct g_graph *g = s->g;
+	const struct g_op *o = &g->ops[i];
+	uint32_t x = opnd(s, o, 0), out = o->out;
+	bool fwd = o->attr[0] == 0;
+	uint32_t seq_t = fwd ? x : out, head_t = fwd ? out : x;
+	const struct comm_group *cg = &s->groups[o->group];
+	struct seq_map M = { g, g->tensors[seq_t].pattern[1], cg,
+			     g->patterns[g->tensors[seq_t].pattern[1]].nblk };
+	int32_t hp = g->tensors[head_t].pattern[2];
+	int64_t B = dims(s, x)[0], W = dims(s, seq_t)[2], C = dims(s, head_t)[2];
+	int64_t Sl = dims(s, seq_t)[1], Sr = dims(s, head_t)[1];
+	int n = cg->n;
+	size_t sc[n], sd[n], rc[n], rd[n];
+	float *send = scratch(s, o), *recv = send + s->numel[x];
+	size_t sat = 0, rat = 0;
+	for (int m = 0; m < n; m++) {
+		const struct g_chunk *h = graph_chunk(g, (uint32_t)hp, 0, (uint32_t)m);
+		/* forward: my rows x member m's heads out, its rows x my heads in;
+		 * back: the reverse */
+		int64_t so = fwd ? B * Sl * h->len : B * member_rows(&M, m) * C;
+		int64_t ro = fwd ? B * member_rows(&M, m) * C : B * Sl * h->len;
+		sc[m] = (size_t)so * 4;
+		rc[m] = (size_t)ro * 4;
+		sd[m] = sat;
+		rd[m] = rat;
+		sat += sc[m];
+		rat += rc[m];
+		float *dst = send + sd[m] / 4;
+		if (fwd) {
+			k_copy2d(dst, h->len, rt_data(s, x) + h->start, W, B * Sl, h->len);
+			continue;
+		}
+		copy_member_rows(&M, m, B, Sr, C, dst, rt_data(s, x), false);
+	}
+	if (s->c->ops->alltoallv(s->c, cg, tag(s, i), send, sc, sd, recv, rc, rd))
+		return comm_fail(s, i);
+	for (int m = 0; m < n; m++) {
+		const float *src = recv + rd[m] / 4;
+		if (!fwd) {
+			const struct g_chunk *h = graph_chunk(g, (uint32_t)hp, 0, (uint32_t)m);
+			k_copy2d(rt_data(s, out) + h->start, W, src, h->len, B * Sl, h->len);
+			continue;
+		}
+		copy_member_rows(&M, m, B, Sr, C, (float *)src, rt_data(s, out), true);
+	}
+	return DTPC_OK;
+}
+
+/* ---- ring attention ----------------------------------------------------------------- */
+
+static dtpc_status exec_ring(struct dtpc_session *s, uint32_t i)
+{
+	const struct g_graph *g = s->g;
+	const struct g_op *o = &g->ops[i];
+	uint32_t q = opnd(s, o, 0), k = opnd(s, o, 1), v = opnd(s, o, 2), out = o->out;
+	const struct comm_group *cg = &s->groups[o->group];
+	int32_t p = g->tensors[k].pattern[1];
+	uint32_t nb = g->patterns[p].nblk;
+	int P = cg->n, me = cg->me;
+	int64_t D = o->attr[0], Dv = o->attr[1];
+	int64_t B = dims(s, q)[0], Sq = dims(s, q)[1], H = dims(s, q)[2] / D;
+	int64_t Wk = H * D, Wv = H * Dv;
+	int64_t rows[P], all = 0, maxrows = 0;
+	for (int m = 0; m < P; m++) {
+		rows[m] = chunk_prefix(g, p, nb, (uint32_t)m);
+		all += rows[m];
+		maxrows = rows[m] > maxrows ? rows[m] : maxrows;
+	}
+	bool rotate = o->attr[2] != 0;
+	float *buf = scratch(s, o);
+	int64_t kvfloats = B * (Wk + Wv) * (rotate ? 2 * maxrows : all);
+	float *blk = buf + kvfloats, *lse = blk + s->numel[out], *lse_blk = lse + B * H * Sq;
+	float *acc = rt_data(s, out);
+
+	if (!rotate) {
+		/* every chunk's K, then every chunk's V, each [B, rows, W] */
+		size_t kc[P], kd[P], vc[P], vd[P];
+		size_t at = 0;
+		for (int m = 0; m < P; m++) {
+			kc[m] = (size_t)(B * rows[m] * Wk) * 4;
+			kd[m] = at;
+			at += kc[m];
+		}
+		for (int m = 0; m < P; m++) {
+			vc[m] = (size_t)(B * rows[m] * Wv) * 4;
+			vd[m] = at;
+			at += vc[m];
+		}
+		if (s->c->ops->allgatherv(s->c, cg, tag(s, i), rt_data(s, k), buf, kc, kd) ||
+		    s->c->ops->allgatherv(s->c, cg, tag(s, i), rt_data(s, v), buf, vc, vd))
+			return comm_fail(s, i);
+		for (int m = 0; m < P; m++) {
+			bool first = m == 0;
+			k_attention(rt_data(s, q), Wk, buf + kd[m] / 4, Wk, buf + vd[m] / 4, Wv,
+				    first ? acc : blk, first ? lse : lse_blk, B, Sq, rows[m], H, D, Dv,
+				    s->workspace);
+			if (!first)
+				k_lse_merge(acc, lse, blk, lse_blk, B, Sq, H, Dv);
+		}
+		return DTPC_OK;
+	}
+	/* Rotation: hold chunk (me - step), pass it right while attending to
+	 * it; K and V travel together as [K | V] of the chunk's size. */
+	float *cur = buf, *next = buf + B * (Wk + Wv) * maxrows;
+	memcpy(cur, rt_data(s, k), (size_t)(B * rows[me] * Wk) * 4);
+	memcpy(cur + B * rows[me] * Wk, rt_data(s, v), (size_t)(B * rows[me] * Wv) * 4);
+	for (int step = 0; step < P; step++) {
+		int src = ((me - step) % P + P) % P, nsrc = ((src - 1) % P + P) % P;
+		struct comm_request *req = NULL;
+		if (step < P - 1 &&
+		    s->c->ops->shift_start(s->c, cg, tag(s, i), cur,
+					   (size_t)(B * rows[src] * (Wk + Wv)) * 4, next,
+					   (size_t)(B * rows[nsrc] * (Wk + Wv)) * 4, &req))
+			return comm_fail(s, i);
+		bool first = step == 0;
+		k_attention(rt_data(s, q), Wk, cur, Wk, cur + B * rows[src] * Wk, Wv,
+			    first ? acc : blk, first ? lse : lse_blk, B, Sq, rows[src], H, D, Dv,
+			    s->workspace);
+		if (!first)
+			k_lse_merge(acc, lse, blk, lse_blk, B, Sq, H, Dv);
+		if (req && s->c->ops->shift_wait(s->c, req))
+			return comm_fail(s, i);
+		float *t = cur;
+		cur = next;
+		next = t;
+	}
+	return DTPC_OK;
+}
+
+/* ---- compute ------------------------------------------------------------------------ */
+
+static void exec_binary(struct dtpc_session *s, const struct g_op *o)
+{
+	uint32_t a = opnd(s, o, 0), b = opnd(s, o, 1), out = o->out;
+	int64_t as[K_MAX_DIMS], bs[K_MAX_DIMS];
+	bcast_shape(s, a, out, false, as);
+	bcast_shape(s, b, out, o->flags & G_OF_BH, bs);
+	k_binary(o->kind == OP_add ? K_ADD : K_MUL, rt_data(s, a), as, rt_data(s, b), bs,
+		 rt_data(s, out), dims(s, out), nd(s, out));
+}
+
+static void exec_modulate(struct dtpc_session *s, const struct g_op *o)
+{
+	uint32_t x = opnd(s, o, 0), shift = opnd(s, o, 1), scale = opnd(s, o, 2), out = o->out;
+	const int64_t *xs = dims(s, x);
+	if (nd(s, x) == 3 && ((o->flags & G_OF_BH) || (same_dims(s, x, shift) && same_dims(s, x, scale)))) {
+		k_modulate(rt_data(s, x), rt_data(s, shift), rt_data(s, scale), rt_data(s, out),
+			   xs[0], xs[1], xs[2], (o->flags & G_OF_BH) ? 0 : xs[2]);
+		return;
+	}
+	/* other broadcasts: y = x * scale + x + shift */
+	int64_t ss[K_MAX_DIMS], hs[K_MAX_DIMS];
+	bcast_shape(s, scale, out, false, ss);
+	bcast_shape(s, shift, out, false, hs);
+	float *y = rt_data(s, out);
+	k_binary(K_MUL, rt_data(s, x), xs, rt_data(s, scale), ss, y, xs, nd(s, x));
+	k_binary(K_ADD, y, xs, rt_data(s, x), xs, y, xs, nd(s, x));
+	k_binary(K_ADD, y, xs, rt_data(s, shift), hs, y, xs, nd(s, x));
+}
+
+static void exec_slice(struct dtpc_session *s, const struct g_op *o)
+{
+	const struct g_graph *g = s->g;
+	uint32_t x = opnd(s, o, 0), out = o->out;
+	int d = (int)o->attr[0];
+	int64_t start = o->attr[1];
+	int32_t p = g->tensors[x].pattern[d];
+	if (p >= 0) {
+		/* the slice begins at a block: skip this rank's earlier chunks */
+		uint32_t me = graph_group_index(g, g->patterns[p].group, s->rank), b = 0;
+		int64_t at = 0;
+		while (at < start)
+			at += block_size(g, p, b++);
+		start = chunk_prefix(g, p, b, me);
+	}
+	int64_t in_ = inner(s, x, d);
+	k_copy2d(rt_data(s, out), dims(s, out)[d] * in_, rt_data(s, x) + start * in_,
+		 dims(s, x)[d] * in_, outer(s, x, d), dims(s, out)[d] * in_);
+}
+
+static void exec_concat(struct dtpc_session *s, const struct g_op *o)
+{
+	int d = (int)o->attr[0];
+	int64_t in_ = inner(s, o->out, d), at = 0;
+	for (uint32_t k = 0; k < o->nin; k++) {
+		uint32_t t = opnd(s, o, (int)k);
+		k_copy2d(rt_data(s, o->out) + at * in_, dims(s, o->out)[d] * in_, rt_data(s, t),
+			 dims(s, t)[d] * in_, outer(s, t, d), dims(s, t)[d] * in_);
+		at += dims(s, t)[d];
+	}
+}
+
+dtpc_status exec_op(struct dtpc_session *s, uint32_t i)
+{
+	const struct g_op *o = &s->g->ops[i];
+	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
+	float *y = rt_data(s, out);
+	switch (o->kind) {
+	case OP_linear: {
+		int64_t K = dims(s, x)[nd(s, x) - 1], N = dims(s, out)[nd(s, out) - 1];
+		k_linear(rt_data(s, x), rt_data(s, opnd(s, o, 1)),
+			 (o->flags & G_OF_BIAS) ? rt_data(s, opnd(s, o, 2)) : NULL, y,
+			 K ? s->numel[x] / K : 0, K, N);
+		return DTPC_OK;
+	}
+	case OP_layer_norm: {
+		int64_t n = dims(s, x)[nd(s, x) - 1];
+		bool aff = o->flags & G_OF_AFFINE;
+		k_layer_norm(rt_data(s, x), y, n ? s->numel[x] / n : 0, n, (float)o->eps,
+			     aff ? rt_data(s, opnd(s, o, 1)) : NULL, aff ? rt_data(s, opnd(s, o, 2)) : NULL);
+		return DTPC_OK;
+	}
+	case OP_rms_norm: {
+		int64_t n = dims(s, x)[nd(s, x) - 1];
+		k_rms_norm(rt_data(s, x), y, n ? s->numel[x] / n : 0, n, o->attr[0], (float)o->eps,
+			   (o->flags & G_OF_AFFINE) ? rt_data(s, opnd(s, o, 1)) : NULL);
+		return DTPC_OK;
+	}
+	case OP_gelu:
+		k_gelu(rt_data(s, x), y, s->numel[x], o->flags & G_OF_TANH);
+		return DTPC_OK;
+	case OP_silu:
+		k_silu(rt_data(s, x), y, s->numel[x]);
+		return DTPC_OK;
+	case OP_add:
+	case OP_mul:
+		exec_binary(s, o);
+		return DTPC_OK;
+	case OP_modulate:
+		exec_modulate(s, o);
+		return DTPC_OK;
+	case OP_slice:
+		exec_slice(s, o);
+		return DTPC_OK;
+	case OP_concat:
+		exec_concat(s, o);
+		return DTPC_OK;
+	case OP_reshape:
+		memcpy(y, rt_data(s, x), (size_t)s->numel[x] * 4);
+		return DTPC_OK;
+	case OP_rope: {
+		int64_t W = dims(s, x)[2], D = o->attr[0];
+		k_rope(rt_data(s, x), W, rt_data(s, opnd(s, o, 1)), rt_data(s, opnd(s, o, 2)), y, W,
+		       dims(s, x)[0], dims(s, x)[1], W / D, D);
+		return DTPC_OK;
+	}
+	case OP_attention: {
+		uint32_t k = opnd(s, o, 1), v = opnd(s, o, 2);
+		int64_t D = o->attr[0], Dv = o->attr[1], H = dims(s, x)[2] / D;
+		k_attention(rt_data(s, x), H * D, rt_data(s, k), H * D, rt_data(s, v), H * Dv, y, NULL,
+			    dims(s, x)[0], dims(s, x)[1], dims(s, k)[1], H, D, Dv, s->workspace);
+		return DTPC_OK;
+	}
+	case OP_shard:
+		exec_shard(s, o);
+		return DTPC_OK;
+	case OP_all_gather:
+		return exec_all_gather(s, i);
+	case OP_all_reduce:
+		memcpy(y, rt_data(s, x), (size_t)s->numel[x] * 4);
+		if (s->c->ops->allreduce_f32(s->c, &s->groups[o->group], tag(s, i), y,
+					     (size_t)s->numel[out]))
+			return comm_fail(s, i);
+		return DTPC_OK;
+	case OP_ulysses_a2a:
+		return exec_ulysses(s, i);
+	case OP_ring_attention:
+		return exec_ring(s, i);
+	default:
+		return rt_error(DTPC_ERR_FORMAT, "graph op %u cannot run", i);
+	}
+}

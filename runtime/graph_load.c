@@ -1,0 +1,685 @@
+/* graph_load.c — the validating, zero-copy loader of .graph files
+ * (docs/graph-format.md), and the queries every user of a loaded graph shares.
+ *
+ * graph_parse checks the whole file before it returns, so that the queries,
+ * the executor and the inspector can index every table without checks of
+ * their own: after a successful load every index is in range, every block is
+ * tiled by its chunks, and every tensor's local piece fits its bytes and the
+ * arena. The checks are linear in the file's size (patterns own disjoint chunk
+ * ranges, the string blob ends in a NUL), so a hostile file cannot make
+ * loading slow either. */
+#include "runtime/graph.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct loader {
+	const uint8_t *buf;
+	size_t len;
+	struct g_graph *g;
+	char *err;
+	size_t errlen;
+	uint64_t table_end; /* where the section table ends */
+};
+
+/* What this version knows of each section: for the messages, the element
+ * size it must have, and the largest count the g_graph field can hold. */
+static const struct {
+	const char *name;
+	uint32_t elem;
+	uint64_t max;
+} known[GS_COUNT] = {
+	[GS_PROGRAM] = { "program", sizeof(struct g_program), 1 },
+	[GS_STRTAB] = { "strtab", 1, UINT64_MAX },
+	[GS_STROFF] = { "stroff", sizeof(uint32_t), UINT32_MAX },
+	[GS_META] = { "meta", sizeof(struct g_meta), UINT32_MAX },
+	[GS_AXES] = { "axes", sizeof(struct g_axis), UINT32_MAX },
+	[GS_GROUPS] = { "groups", sizeof(struct g_group), UINT32_MAX },
+	[GS_PATTERNS] = { "patterns", sizeof(struct g_pattern), UINT32_MAX },
+	[GS_CHUNKS] = { "chunks", sizeof(struct g_chunk), UINT64_MAX },
+	[GS_TENSORS] = { "tensors", sizeof(struct g_tensor), UINT32_MAX },
+	[GS_OPS] = { "ops", sizeof(struct g_op), UINT32_MAX },
+	[GS_OPERANDS] = { "operands", sizeof(uint32_t), UINT32_MAX },
+	[GS_INPUTS] = { "inputs", sizeof(uint32_t), UINT32_MAX },
+	[GS_OUTPUTS] = { "outputs", sizeof(uint32_t), UINT32_MAX },
+};
+
+static const char *const tensor_kind[] = {
+	[GT_INPUT] = "input",
+	[GT_WEIGHT] = "weight",
+	[GT_ACTIVATION] = "activation",
+	[GT_SCRATCH] = "scratch",
+};
+
+/* A pattern's split, computed once so that checking a tensor is O(ndim). */
+struct pattern_sum {
+	int64_t total; /* the sum of all its chunk lengths */
+	int64_t max;   /* the largest local size: max over i of sum over b */
+};
+
+static bool fail(struct loader *l, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static bool fail(struct loader *l, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (l->err && l->errlen) {
+		va_start(ap, fmt);
+		vsnprintf(l->err, l->errlen, fmt, ap);
+		va_end(ap);
+	}
+	return false;
+}
+
+/* The bounds check of every reference between tables: "tensor 12: pattern
+ * 40 out of range (17 patterns)". Signed, so that a negative int32 index
+ * prints as itself. */
+static bool in_range(struct loader *l, const char *where, uint64_t at,
+		     const char *field, int64_t idx, uint64_t n, const char *what)
+{
+	if (idx >= 0 && (uint64_t)idx < n)
+		return true;
+	return fail(l, "%s %" PRIu64 ": %s %" PRId64 " out of range (%" PRIu64 " %s)",
+		    where, at, field, idx, n, what);
+}
+
+static const char *section_name(uint32_t id, char *buf, size_t n)
+{
+	if (id && id < GS_COUNT)
+		return known[id].name;
+	snprintf(buf, n, "id %" PRIu32, id);
+	return buf;
+}
+
+static bool check_header(struct loader *l)
+{
+	const struct g_file_header *h = (const void *)l->buf;
+
+	if (l->len < sizeof *h)
+		return fail(l, "truncated: %zu bytes, but the header alone has %zu",
+			    l->len, sizeof *h);
+	if (memcmp(h->magic, GRAPH_MAGIC, sizeof h->magic))
+		return fail(l, "not a graph file (bad magic)");
+	if (h->probe != G_PROBE)
+		return fail(l, "byte order: the probe reads 0x%08" PRIx32
+			    " instead of 0x%08x (written on a host of the other byte order?)",
+			    h->probe, G_PROBE);
+	if (h->major > GRAPH_MAJOR)
+		return fail(l, "graph format %u.%u is newer than this runtime (%d.x); "
+			    "recompile the plan or update dtpc",
+			    h->major, h->minor, GRAPH_MAJOR);
+	if (h->major < GRAPH_MAJOR)
+		return fail(l, "graph format %u.%u is older than this runtime (%d.x); "
+			    "recompile the plan", h->major, h->minor, GRAPH_MAJOR);
+	if (h->file_size > l->len)
+		return fail(l, "truncated: the header says %" PRIu64
+			    " bytes but the file has %zu", h->file_size, l->len);
+	if (h->file_size < l->len)
+		return fail(l, "trailing data: the header says %" PRIu64
+			    " bytes but the file has %zu", h->file_size, l->len);
+
+	uint64_t sum = graph_checksum(l->buf, l->len);
+
+	if (sum != h->checksum)
+		return fail(l, "checksum mismatch: the header says 0x%016" PRIx64
+			    ", the contents hash to 0x%016" PRIx64 " (corrupted file)",
+			    h->checksum, sum);
+	/* A later minor may grow the header; the section table follows it, so
+	 * keep it 8-byte aligned. */
+	if (h->header_size < sizeof *h || h->header_size % 8)
+		return fail(l, "header size %" PRIu32 " is invalid (a multiple of 8, "
+			    "at least %zu)", h->header_size, sizeof *h);
+	if (h->nsections > G_MAX_SECTIONS)
+		return fail(l, "section count %" PRIu32 " out of range (at most %d)",
+			    h->nsections, G_MAX_SECTIONS);
+	l->table_end = h->header_size + (uint64_t)h->nsections * sizeof(struct g_section);
+	if (l->table_end > l->len)
+		return fail(l, "truncated: the section table ends at %" PRIu64
+			    " but the file has %zu bytes", l->table_end, l->len);
+	return true;
+}
+
+/* Checks the section table; data[id] and count[id] locate each known one. */
+static bool check_sections(struct loader *l, const void **data, uint64_t *count)
+{
+	const struct g_file_header *h = (const void *)l->buf;
+	const struct g_section *tab = (const void *)(l->buf + h->header_size);
+	char b1[24], b2[24];
+
+	for (uint32_t i = 0; i < h->nsections; i++) {
+		const struct g_section *s = &tab[i];
+		const char *name = section_name(s->id, b1, sizeof b1);
+		uint64_t end, size;
+
+		if (s->offset % G_ALIGN)
+			return fail(l, "section '%s': offset %" PRIu64
+				    " is not %d-byte aligned", name, s->offset, G_ALIGN);
+		if (__builtin_add_overflow(s->offset, s->size, &end) || end > l->len)
+			return fail(l, "section '%s' (offset %" PRIu64 ", %" PRIu64
+				    " bytes) ends past the end of the file (%zu bytes)",
+				    name, s->offset, s->size, l->len);
+		if (s->size && s->offset < l->table_end)
+			return fail(l, "section '%s' overlaps the header or the section table",
+				    name);
+		if (__builtin_mul_overflow(s->count, (uint64_t)s->elem, &size) ||
+		    size != s->size)
+			return fail(l, "section '%s': size %" PRIu64 " is not count %" PRIu64
+				    " x element size %" PRIu32, name, s->size, s->count, s->elem);
+		for (uint32_t j = 0; j < i; j++) {
+			const struct g_section *o = &tab[j];
+
+			if (s->size && o->size && s->offset < o->offset + o->size &&
+			    o->offset < end)
+				return fail(l, "section '%s' overlaps section '%s'", name,
+					    section_name(o->id, b2, sizeof b2));
+		}
+		if (!s->id || s->id >= GS_COUNT)
+			continue; /* from a newer minor version */
+		if (data[s->id])
+			return fail(l, "section '%s' appears twice", name);
+		if (s->elem != known[s->id].elem)
+			return fail(l, "section '%s': element size %" PRIu32
+				    ", expected %" PRIu32 " (format %d.%d)", name, s->elem,
+				    known[s->id].elem, GRAPH_MAJOR, GRAPH_MINOR);
+		if (s->count > known[s->id].max)
+			return fail(l, "section '%s': %" PRIu64 " entries, at most %" PRIu64,
+				    name, s->count, known[s->id].max);
+		data[s->id] = l->buf + s->offset;
+		count[s->id] = s->count;
+	}
+	for (uint32_t id = 1; id < GS_COUNT; id++)
+		if (!data[id])
+			return fail(l, "missing section '%s'", known[id].name);
+	return true;
+}
+
+static bool check_strings(struct loader *l)
+{
+	const struct g_graph *g = l->g;
+
+	/* With a NUL at the end of the blob, every offset inside it starts a
+	 * terminated string: no scan per string. */
+	if (g->strtab_size && g->strtab[g->strtab_size - 1])
+		return fail(l, "strings: the blob does not end in a NUL, so its last "
+			    "string is not terminated");
+	for (uint32_t i = 0; i < g->nstrings; i++)
+		if (g->stroff[i] >= g->strtab_size)
+			return fail(l, "string %" PRIu32 ": offset %" PRIu32
+				    " out of range (%" PRIu64 " bytes of strings)",
+				    i, g->stroff[i], g->strtab_size);
+	return true;
+}
+
+static bool check_meta(struct loader *l)
+{
+	const struct g_graph *g = l->g;
+
+	for (uint32_t i = 0; i < g->nmeta; i++) {
+		const struct g_meta *m = &g->meta[i];
+
+		if (!in_range(l, "meta", i, "key string", m->key, g->nstrings, "strings"))
+			return false;
+		if (m->type < GM_U64 || m->type > GM_STR)
+			return fail(l, "meta %" PRIu32 " ('%s'): unknown type %" PRIu32, i,
+				    graph_str(g, m->key), m->type);
+		if (m->type == GM_STR &&
+		    !in_range(l, "meta", i, "value string", (int64_t)m->value,
+			      g->nstrings, "strings"))
+			return false;
+	}
+	return true;
+}
+
+static bool check_axes(struct loader *l, const struct g_program *prog)
+{
+	struct g_graph *g = l->g;
+	uint64_t world = 1;
+
+	if (g->naxes < 1 || g->naxes > G_MAX_AXES)
+		return fail(l, "axes: %" PRIu32 " axes, expected 1 to %d", g->naxes,
+			    G_MAX_AXES);
+	for (uint32_t a = 0; a < g->naxes; a++) {
+		if (!in_range(l, "axis", a, "name string", g->axes[a].name, g->nstrings,
+			      "strings"))
+			return false;
+		if (g->axes[a].size < 1)
+			return fail(l, "axis %" PRIu32 " ('%s'): size 0", a,
+				    graph_str(g, g->axes[a].name));
+		/* At most 2^24 * 2^32 before this check: no overflow. */
+		world *= g->axes[a].size;
+		if (world > G_MAX_WORLD)
+			return fail(l, "axes: the world size exceeds %d ranks", G_MAX_WORLD);
+	}
+	if (prog->world != world)
+		return fail(l, "program: world %" PRIu64 ", but the axes make %" PRIu64
+			    " ranks", prog->world, world);
+	g->world = (uint32_t)world;
+	return true;
+}
+
+static bool check_groups(struct loader *l)
+{
+	const struct g_graph *g = l->g;
+
+	for (uint32_t i = 0; i < g->ngroups; i++) {
+		const struct g_group *gr = &g->groups[i];
+		uint32_t seen = 0;
+		uint64_t size = 1;
+
+		if (gr->naxes > g->naxes)
+			return fail(l, "group %" PRIu32 ": %" PRIu32
+				    " axes, but the mesh has %" PRIu32, i, gr->naxes,
+				    g->naxes);
+		for (uint32_t k = 0; k < gr->naxes; k++) {
+			uint32_t a = gr->axes[k];
+
+			if (!in_range(l, "group", i, "axis", a, g->naxes, "axes"))
+				return false;
+			if (seen & 1u << a)
+				return fail(l, "group %" PRIu32 ": axis %" PRIu32
+					    " listed twice", i, a);
+			seen |= 1u << a;
+			if (g->axes[a].size == 1)
+				return fail(l, "group %" PRIu32 ": axis %" PRIu32
+					    " ('%s') has size 1 and must not be listed",
+					    i, a, graph_str(g, g->axes[a].name));
+			size *= g->axes[a].size; /* <= world: checked above */
+		}
+		if (gr->size != size)
+			return fail(l, "group %" PRIu32 ": size %" PRIu32
+				    ", but its axes make %" PRIu64, i, gr->size, size);
+	}
+	return true;
+}
+
+static bool check_pattern(struct loader *l, uint32_t p, uint64_t *prev_end,
+			  struct pattern_sum *sum)
+{
+	const struct g_graph *g = l->g;
+	const struct g_pattern *pt = &g->patterns[p];
+
+	if (!in_range(l, "pattern", p, "group", pt->group, g->ngroups, "groups"))
+		return false;
+	if (pt->nblk < 1)
+		return fail(l, "pattern %" PRIu32 ": no blocks", p);
+
+	uint32_t n = g->groups[pt->group].size;
+	uint64_t end; /* nblk * n < 2^56: no overflow */
+
+	if (__builtin_add_overflow(pt->chunk0, (uint64_t)pt->nblk * n, &end) ||
+	    end > g->nchunks)
+		return fail(l, "pattern %" PRIu32 ": chunks %" PRIu64 " + %" PRIu32
+			    " blocks x %" PRIu32 " are past the chunk table (%" PRIu64
+			    " chunks)", p, pt->chunk0, pt->nblk, n, g->nchunks);
+	/* Keeps validation linear in the number of chunks. */
+	if (pt->chunk0 < *prev_end)
+		return fail(l, "pattern %" PRIu32 ": chunks from %" PRIu64
+			    " overlap those of an earlier pattern (which end at %" PRIu64
+			    ")", p, pt->chunk0, *prev_end);
+	*prev_end = end;
+
+	sum->total = 0;
+	for (uint32_t b = 0; b < pt->nblk; b++) {
+		int64_t start = 0;
+
+		for (uint32_t i = 0; i < n; i++) {
+			const struct g_chunk *c = graph_chunk(g, p, b, i);
+
+			if (c->len < 0)
+				return fail(l, "pattern %" PRIu32 ": block %" PRIu32
+					    " chunk %" PRIu32 ": length %" PRId64, p, b,
+					    i, c->len);
+			if (c->start != start)
+				return fail(l, "pattern %" PRIu32 ": block %" PRIu32
+					    " chunk %" PRIu32 " starts at %" PRId64
+					    ", expected %" PRId64
+					    " (chunks must tile the block)", p, b, i,
+					    c->start, start);
+			if (__builtin_add_overflow(start, c->len, &start) ||
+			    __builtin_add_overflow(sum->total, c->len, &sum->total))
+				return fail(l, "pattern %" PRIu32 ": length overflows", p);
+		}
+	}
+	/* Every partial sum is at most total: no overflow. */
+	sum->max = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		int64_t local = 0;
+
+		for (uint32_t b = 0; b < pt->nblk; b++)
+			local += graph_chunk(g, p, b, i)->len;
+		if (local > sum->max)
+			sum->max = local;
+	}
+	return true;
+}
+
+static bool check_tensor(struct loader *l, uint32_t i, const struct pattern_sum *sums)
+{
+	const struct g_graph *g = l->g;
+	const struct g_tensor *t = &g->tensors[i];
+	int64_t numel = 1, local = 1;
+	uint64_t need, end;
+
+	if (!in_range(l, "tensor", i, "name string", t->name, g->nstrings, "strings"))
+		return false;
+	if (t->kind < GT_INPUT || t->kind > GT_SCRATCH)
+		return fail(l, "tensor %" PRIu32 " ('%s'): unknown kind %u", i,
+			    graph_str(g, t->name), t->kind);
+	if (t->ndim > G_MAX_DIMS)
+		return fail(l, "tensor %" PRIu32 " ('%s'): %u dimensions (at most %d)",
+			    i, graph_str(g, t->name), t->ndim, G_MAX_DIMS);
+	for (int d = 0; d < t->ndim; d++) {
+		int32_t p = t->pattern[d];
+		int64_t ld = t->dims[d];
+
+		if (t->dims[d] < 0)
+			return fail(l, "tensor %" PRIu32 " ('%s'): dimension %d is %" PRId64,
+				    i, graph_str(g, t->name), d, t->dims[d]);
+		if (p != -1) {
+			if (!in_range(l, "tensor", i, "pattern", p, g->npatterns, "patterns"))
+				return false;
+			if (sums[p].total != t->dims[d])
+				return fail(l, "tensor %" PRIu32 " ('%s'): dimension %d is %"
+					    PRId64 ", but pattern %" PRId32 " splits %" PRId64,
+					    i, graph_str(g, t->name), d, t->dims[d], p,
+					    sums[p].total);
+			ld = sums[p].max;
+		}
+		/* A local dim is at most its global one: only the global
+		 * product can overflow. */
+		if (__builtin_mul_overflow(numel, t->dims[d], &numel))
+			return fail(l, "tensor %" PRIu32 " ('%s'): element count overflows",
+				    i, graph_str(g, t->name));
+		local *= ld;
+	}
+	if (__builtin_mul_overflow((uint64_t)local, sizeof(float), &need) || t->bytes < need)
+		return fail(l, "tensor %" PRIu32 " ('%s'): %" PRIu64
+			    " bytes, but its largest local piece has %" PRId64 " floats",
+			    i, graph_str(g, t->name), t->bytes, local);
+	if (t->kind == GT_WEIGHT) {
+		if (t->offset)
+			return fail(l, "tensor %" PRIu32 " ('%s'): a weight with arena "
+				    "offset %" PRIu64, i, graph_str(g, t->name), t->offset);
+		return true;
+	}
+	if (t->offset % G_ALIGN)
+		return fail(l, "tensor %" PRIu32 " ('%s'): arena offset %" PRIu64
+			    " is not %d-byte aligned", i, graph_str(g, t->name),
+			    t->offset, G_ALIGN);
+	if (__builtin_add_overflow(t->offset, t->bytes, &end) || end > g->arena_bytes)
+		return fail(l, "tensor %" PRIu32 " ('%s'): %" PRIu64 " bytes at arena "
+			    "offset %" PRIu64 " are past the arena (%" PRIu64 " bytes)",
+			    i, graph_str(g, t->name), t->bytes, t->offset,
+			    g->arena_bytes);
+	return true;
+}
+
+static bool check_patterns_and_tensors(struct loader *l)
+{
+	const struct g_graph *g = l->g;
+	struct pattern_sum *sums = NULL;
+	uint64_t prev_end = 0;
+	bool ok = true;
+
+	if (g->npatterns && !(sums = malloc(g->npatterns * sizeof *sums)))
+		return fail(l, "out of memory checking %" PRIu32 " patterns",
+			    g->npatterns);
+	for (uint32_t p = 0; ok && p < g->npatterns; p++)
+		ok = check_pattern(l, p, &prev_end, &sums[p]);
+	for (uint32_t t = 0; ok && t < g->ntensors; t++)
+		ok = check_tensor(l, t, sums);
+	free(sums);
+	return ok;
+}
+
+/* A reference to a tensor: in range, and of the wanted kind (0: any). */
+static bool check_ref(struct loader *l, const char *where, uint64_t at,
+		      const char *field, int64_t t, int kind)
+{
+	const struct g_graph *g = l->g;
+
+	if (!in_range(l, where, at, field, t, g->ntensors, "tensors"))
+		return false;
+	if (kind && g->tensors[t].kind != kind)
+		return fail(l, "%s %" PRIu64 ": %s %" PRId64 " ('%s') is of kind %s, "
+			    "expected %s", where, at, field, t,
+			    graph_str(g, g->tensors[t].name),
+			    tensor_kind[g->tensors[t].kind], tensor_kind[kind]);
+	return true;
+}
+
+static bool check_op(struct loader *l, uint32_t i)
+{
+	const struct g_graph *g = l->g;
+	const struct g_op *op = &g->ops[i];
+
+	if (op->kind >= OP_COUNT)
+		return fail(l, "op %" PRIu32 ": unknown kind %u (this runtime knows %d ops)",
+			    i, op->kind, OP_COUNT);
+
+	const struct op_info *info = &op_table[op->kind];
+
+	if (info->graph_min >= 0 && op->nin < info->graph_min)
+		return fail(l, "op %" PRIu32 " (%s): %u operands, expected at least %d",
+			    i, info->name, op->nin, info->graph_min);
+	if (info->graph_max >= 0 && op->nin > info->graph_max)
+		return fail(l, "op %" PRIu32 " (%s): %u operands, expected at most %d",
+			    i, info->name, op->nin, info->graph_max);
+	if ((uint64_t)op->in0 + op->nin > g->noperands)
+		return fail(l, "op %" PRIu32 " (%s): operands %" PRIu32 " + %u are past "
+			    "the operand table (%" PRIu32 ")", i, info->name, op->in0,
+			    op->nin, g->noperands);
+	if (!check_ref(l, "op", i, "output", op->out, GT_ACTIVATION))
+		return false;
+	if (op->group != -1 &&
+	    !in_range(l, "op", i, "group", op->group, g->ngroups, "groups"))
+		return false;
+	if ((info->flags & OPF_COMM) && op->group == -1)
+		return fail(l, "op %" PRIu32 " (%s) communicates but has no group", i,
+			    info->name);
+	if (op->scratch != -1 && !check_ref(l, "op", i, "scratch", op->scratch, GT_SCRATCH))
+		return false;
+	switch (op->kind) {
+	case OP_slice:
+	case OP_concat:
+	case OP_shard:
+	case OP_all_gather:
+		if (op->attr[0] < 0 || op->attr[0] >= g->tensors[op->out].ndim)
+			return fail(l, "op %" PRIu32 " (%s): dimension %" PRId64
+				    " out of range (the output has %u)", i, info->name,
+				    op->attr[0], g->tensors[op->out].ndim);
+		break;
+	default:
+		break;
+	}
+	return true;
+}
+
+static bool check_program(struct loader *l)
+{
+	const struct g_graph *g = l->g;
+
+	/* Operands are checked once here, not per op: op ranges may overlap. */
+	for (uint32_t i = 0; i < g->noperands; i++)
+		if (!check_ref(l, "operand", i, "tensor", g->operands[i], 0))
+			return false;
+	for (uint32_t i = 0; i < g->nops; i++)
+		if (!check_op(l, i))
+			return false;
+	for (uint32_t i = 0; i < g->ninputs; i++)
+		if (!check_ref(l, "input", i, "tensor", g->inputs[i], GT_INPUT))
+			return false;
+	for (uint32_t i = 0; i < g->noutputs; i++)
+		if (!check_ref(l, "output", i, "tensor", g->outputs[i], 0))
+			return false;
+	return true;
+}
+
+static bool load(struct loader *l)
+{
+	const struct g_file_header *h = (const void *)l->buf;
+	const void *data[GS_COUNT] = { 0 };
+	uint64_t count[GS_COUNT] = { 0 };
+	struct g_graph *g = l->g;
+
+	if ((uintptr_t)l->buf % 8)
+		return fail(l, "misaligned buffer: a graph must be loaded at an "
+			    "8-byte aligned address");
+	if (!check_header(l) || !check_sections(l, data, count))
+		return false;
+	if (count[GS_PROGRAM] != 1)
+		return fail(l, "section 'program': %" PRIu64 " entries, expected 1",
+			    count[GS_PROGRAM]);
+
+	const struct g_program *prog = data[GS_PROGRAM];
+
+	/* Counts fit their fields: check_sections bounded them. */
+	g->strtab = data[GS_STRTAB];
+	g->strtab_size = count[GS_STRTAB];
+	g->stroff = data[GS_STROFF];
+	g->nstrings = (uint32_t)count[GS_STROFF];
+	g->meta = data[GS_META];
+	g->nmeta = (uint32_t)count[GS_META];
+	g->axes = data[GS_AXES];
+	g->naxes = (uint32_t)count[GS_AXES];
+	g->groups = data[GS_GROUPS];
+	g->ngroups = (uint32_t)count[GS_GROUPS];
+	g->patterns = data[GS_PATTERNS];
+	g->npatterns = (uint32_t)count[GS_PATTERNS];
+	g->chunks = data[GS_CHUNKS];
+	g->nchunks = count[GS_CHUNKS];
+	g->tensors = data[GS_TENSORS];
+	g->ntensors = (uint32_t)count[GS_TENSORS];
+	g->ops = data[GS_OPS];
+	g->nops = (uint32_t)count[GS_OPS];
+	g->operands = data[GS_OPERANDS];
+	g->noperands = (uint32_t)count[GS_OPERANDS];
+	g->inputs = data[GS_INPUTS];
+	g->ninputs = (uint32_t)count[GS_INPUTS];
+	g->outputs = data[GS_OUTPUTS];
+	g->noutputs = (uint32_t)count[GS_OUTPUTS];
+	g->arena_bytes = prog->arena_bytes;
+	g->checksum = h->checksum;
+
+	/* In dependency order: each check may use what the earlier ones
+	 * proved (strings before names, groups before patterns...). */
+	return check_strings(l) && check_meta(l) && check_axes(l, prog) &&
+	       check_groups(l) && check_patterns_and_tensors(l) && check_program(l);
+}
+
+bool graph_parse(const void *buf, size_t len, struct g_graph *g, char *err,
+		 size_t errlen)
+{
+	struct loader l = { .buf = buf, .len = len, .g = g, .err = err, .errlen = errlen };
+
+	memset(g, 0, sizeof *g);
+	if (load(&l))
+		return true;
+	/* Leave nothing half-checked behind for a caller that ignores the
+	 * result. */
+	memset(g, 0, sizeof *g);
+	return false;
+}
+
+static uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	return h;
+}
+
+uint64_t graph_checksum(const void *buf, size_t len)
+{
+	static const uint8_t zero[sizeof(uint64_t)];
+	const size_t at = offsetof(struct g_file_header, checksum);
+	const uint8_t *p = buf;
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	if (len <= at)
+		return fnv1a(h, p, len);
+	h = fnv1a(h, p, at);
+	if (len <= at + sizeof zero)
+		return fnv1a(h, zero, len - at);
+	h = fnv1a(h, zero, sizeof zero);
+	return fnv1a(h, p + at + sizeof zero, len - at - sizeof zero);
+}
+
+/* ---- queries: the graph is valid, so they index without checks ---------------- */
+
+const char *graph_str(const struct g_graph *g, uint32_t i)
+{
+	return i < g->nstrings ? g->strtab + g->stroff[i] : "";
+}
+
+void graph_coords(const struct g_graph *g, uint32_t rank, uint32_t *coords)
+{
+	for (uint32_t a = g->naxes; a-- > 0;) {
+		coords[a] = rank % g->axes[a].size;
+		rank /= g->axes[a].size;
+	}
+}
+
+uint32_t graph_group_index(const struct g_graph *g, uint32_t group, uint32_t rank)
+{
+	const struct g_group *gr = &g->groups[group];
+	uint32_t c[G_MAX_AXES], index = 0;
+
+	graph_coords(g, rank, c);
+	for (uint32_t k = 0; k < gr->naxes; k++)
+		index = index * g->axes[gr->axes[k]].size + c[gr->axes[k]];
+	return index;
+}
+
+uint32_t graph_group_member(const struct g_graph *g, uint32_t group, uint32_t rank,
+			    uint32_t index)
+{
+	const struct g_group *gr = &g->groups[group];
+	uint32_t c[G_MAX_AXES], member = 0;
+
+	graph_coords(g, rank, c);
+	for (uint32_t k = gr->naxes; k-- > 0;) {
+		uint32_t size = g->axes[gr->axes[k]].size;
+
+		c[gr->axes[k]] = index % size;
+		index /= size;
+	}
+	for (uint32_t a = 0; a < g->naxes; a++)
+		member = member * g->axes[a].size + c[a];
+	return member;
+}
+
+const struct g_chunk *graph_chunk(const struct g_graph *g, uint32_t pattern,
+				  uint32_t b, uint32_t i)
+{
+	const struct g_pattern *p = &g->patterns[pattern];
+
+	return &g->chunks[p->chunk0 + (uint64_t)b * g->groups[p->group].size + i];
+}
+
+int64_t graph_local_dim(const struct g_graph *g, uint32_t t, int d, uint32_t rank)
+{
+	int32_t p = g->tensors[t].pattern[d];
+
+	if (p == -1)
+		return g->tensors[t].dims[d];
+
+	uint32_t i = graph_group_index(g, g->patterns[p].group, rank);
+	int64_t n = 0;
+
+	for (uint32_t b = 0; b < g->patterns[p].nblk; b++)
+		n += graph_chunk(g, (uint32_t)p, b, i)->len;
+	return n;
+}
+
+int64_t graph_local_numel(const struct g_graph *g, uint32_t t, uint32_t rank)
+{
+	int64_t n = 1;
+
+	for (int d = 0; d < g->tensors[t].ndim; d++)
+		n *= graph_local_dim(g, t, d, rank);
+	return n;
+}

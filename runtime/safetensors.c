@@ -1,0 +1,949 @@
+/* safetensors.c — the validating safetensors reader and the writer
+ * (runtime/safetensors.h).
+ *
+ * st_open checks the whole header before it returns, so that st_read_f32 and
+ * every caller may index a tensor's data through its shape without checks of
+ * their own. The checks cost O(n log n) in the number of tensors and nothing
+ * in the size of the data, which is never touched until a slice is read. */
+#include "runtime/safetensors.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Tensor data is copied with memcpy, which is only right on a host of the
+ * format's byte order. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+	       "safetensors data is little-endian");
+
+/* Real headers are well under 1 MiB (about 100 bytes a tensor); the limit
+ * bounds what a hostile file can make cJSON allocate. */
+#define ST_MAX_HEADER (UINT64_C(100) << 20)
+
+/* Integers in the header arrive as cJSON doubles, which hold every integer
+ * below 2^53 but round larger ones (2^53 + 1 arrives as 2^53): anything from
+ * 2^53 up may have changed on the way, so it is refused. The writer keeps to
+ * the same bound, so that it never writes a file st_open refuses. */
+#define ST_MAX_INT ((UINT64_C(1) << 53) - 1)
+
+/* Room for a name in a message, and for a shape ("[8, 8]"). */
+#define ST_SHOW 256
+#define ST_SHAPE_TEXT (ST_MAX_DIMS * 24 + 4)
+
+static const struct {
+	const char *name;
+	size_t size;
+} st_dtypes[ST_NDTYPES] = {
+	[ST_F32] = { "F32", 4 },
+	[ST_F16] = { "F16", 2 },
+	[ST_BF16] = { "BF16", 2 },
+	[ST_F64] = { "F64", 8 },
+	[ST_I64] = { "I64", 8 },
+	[ST_I32] = { "I32", 4 },
+	[ST_I16] = { "I16", 2 },
+	[ST_I8] = { "I8", 1 },
+	[ST_U64] = { "U64", 8 },
+	[ST_U32] = { "U32", 4 },
+	[ST_U16] = { "U16", 2 },
+	[ST_U8] = { "U8", 1 },
+	[ST_BOOL] = { "BOOL", 1 },
+	[ST_F8_E4M3] = { "F8_E4M3", 1 },
+	[ST_F8_E5M2] = { "F8_E5M2", 1 },
+};
+
+/* A metadata entry. Its first member is its name, as with st_tensor, so that
+ * st_cmp_name sorts and searches both. */
+struct st_kv {
+	const char *key;
+	const char *value;
+};
+
+struct st_file {
+	cJSON *json;			/* owns every name, key and value */
+	void *map;			/* st_open's mapping; NULL for a buffer */
+	size_t maplen;
+	struct st_tensor *tensors;	/* sorted by name */
+	size_t ntensors;
+	struct st_kv *meta;		/* sorted by key */
+	size_t nmeta;
+};
+
+/* Where a message comes from: each reads "file: tensor 'name': problem",
+ * without the parts that are NULL. */
+struct st_where {
+	const char *file;
+	const char *tensor;
+	char *err;
+	size_t errlen;
+};
+
+/* s fit for a one-line message: a control byte (a name may hold an escaped
+ * newline) becomes '?', and a long s is cut at a character boundary and ends
+ * in "...". */
+static const char *st_show(const char *s, char *buf, size_t size)
+{
+	size_t i;
+
+	for (i = 0; s[i] && i < size - 1; i++)
+		buf[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+	if (s[i]) {
+		i = size - 4;
+		while (i > 0 && ((unsigned char)buf[i] & 0xc0) == 0x80)
+			i--;
+		memcpy(buf + i, "...", 3);
+		i += 3;
+	}
+	buf[i] = '\0';
+	return buf;
+}
+
+static bool st_fail(const struct st_where *w, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static bool st_fail(const struct st_where *w, const char *fmt, ...)
+{
+	char name[ST_SHOW];
+	size_t n = 0;
+	va_list ap;
+
+	if (!w->err || !w->errlen)
+		return false;
+	w->err[0] = '\0';
+	if (w->file)
+		snprintf(w->err, w->errlen, "%s: ", w->file);
+	n = strlen(w->err);
+	if (w->tensor)
+		snprintf(w->err + n, w->errlen - n, "tensor '%s': ",
+			 st_show(w->tensor, name, sizeof name));
+	n = strlen(w->err);
+	va_start(ap, fmt);
+	vsnprintf(w->err + n, w->errlen - n, fmt, ap);
+	va_end(ap);
+	return false;
+}
+
+const char *st_dtype_name(enum st_dtype dtype)
+{
+	return (unsigned)dtype < ST_NDTYPES ? st_dtypes[dtype].name : NULL;
+}
+
+size_t st_dtype_size(enum st_dtype dtype)
+{
+	return (unsigned)dtype < ST_NDTYPES ? st_dtypes[dtype].size : 0;
+}
+
+int64_t st_numel(const struct st_tensor *t)
+{
+	int64_t n = 1;
+
+	for (int i = 0; i < t->ndim; i++)
+		n *= t->shape[i];
+	return n;
+}
+
+/* The bytes that ndim dimensions of dtype need. False when a partial product
+ * passes INT64_MAX: then st_numel and the slice arithmetic of st_read_f32
+ * cannot overflow on any tensor that passed, even one with a 0 among huge
+ * dimensions. */
+static bool st_shape_bytes(enum st_dtype dtype, int ndim, const int64_t *shape,
+			   uint64_t *bytes)
+{
+	uint64_t b = st_dtypes[dtype].size;
+
+	for (int i = 0; i < ndim; i++)
+		if (__builtin_mul_overflow(b, (uint64_t)shape[i], &b) ||
+		    b > INT64_MAX)
+			return false;
+	*bytes = b;
+	return true;
+}
+
+static const char *st_shape_text(int ndim, const int64_t *shape, char *buf,
+				 size_t size)
+{
+	size_t n = 1;
+
+	snprintf(buf, size, "[");
+	for (int i = 0; i < ndim && n < size; i++) {
+		snprintf(buf + n, size - n, "%s%" PRId64, i ? ", " : "", shape[i]);
+		n += strlen(buf + n);
+	}
+	if (n < size)
+		snprintf(buf + n, size - n, "]");
+	return buf;
+}
+
+/* Checks that nbytes is exactly what the shape needs; what says where nbytes
+ * came from ("data_offsets [0, 100] hold"). */
+static bool st_check_size(const struct st_where *w, enum st_dtype dtype,
+			  int ndim, const int64_t *shape, uint64_t nbytes,
+			  const char *what)
+{
+	char text[ST_SHAPE_TEXT];
+	uint64_t need;
+
+	if (!st_shape_bytes(dtype, ndim, shape, &need))
+		return st_fail(w, "shape %s of %s has too many elements for 64 bits",
+			       st_shape_text(ndim, shape, text, sizeof text),
+			       st_dtypes[dtype].name);
+	if (need != nbytes)
+		return st_fail(w, "%s %" PRIu64 " bytes but shape %s of %s needs %" PRIu64,
+			       what, nbytes,
+			       st_shape_text(ndim, shape, text, sizeof text),
+			       st_dtypes[dtype].name, need);
+	return true;
+}
+
+/* The length of the longest valid UTF-8 prefix of s[0, n): n when all of it
+ * is. Valid as Unicode (and the Rust reference reader) defines it: no
+ * overlong forms, surrogates or code points past U+10FFFF. */
+static size_t st_utf8_prefix(const uint8_t *s, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		uint8_t c = s[i], lo = 0x80, hi = 0xbf;	/* the 2nd byte's range */
+		size_t k;
+
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf) {
+			k = 1;
+		} else if (c >= 0xe0 && c <= 0xef) {
+			k = 2;
+			lo = c == 0xe0 ? 0xa0 : lo;
+			hi = c == 0xed ? 0x9f : hi;
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			k = 3;
+			lo = c == 0xf0 ? 0x90 : lo;
+			hi = c == 0xf4 ? 0x8f : hi;
+		} else {
+			return i;
+		}
+		if (n - i <= k || s[i + 1] < lo || s[i + 1] > hi)
+			return i;
+		for (size_t j = 2; j <= k; j++)
+			if ((s[i + j] & 0xc0) != 0x80)
+				return i;
+		i += k + 1;
+	}
+	return n;
+}
+
+static int st_cmp_name(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Sorts n elements of size bytes, each of which starts with its name, by
+ * name; returns a name two of them share, or NULL. */
+static const char *st_sort_names(void *base, size_t n, size_t size)
+{
+	const char *prev, *name;
+
+	if (n < 2)
+		return NULL;
+	qsort(base, n, size, st_cmp_name);
+	prev = *(const char *const *)base;
+	for (size_t i = 1; i < n; i++, prev = name) {
+		const void *elem = (const char *)base + i * size;
+
+		name = *(const char *const *)elem;
+		if (!strcmp(prev, name))
+			return name;
+	}
+	return NULL;
+}
+
+/* v as an integer in [0, ST_MAX_INT]; false for anything else. */
+static bool st_json_uint(const cJSON *v, uint64_t *out)
+{
+	if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0) ||
+	    v->valuedouble > (double)ST_MAX_INT)
+		return false;
+	*out = (uint64_t)v->valuedouble;
+	return (double)*out == v->valuedouble;
+}
+
+/* ---- reading -------------------------------------------------------------- */
+
+/* The raw header must be UTF-8 without control bytes other than JSON's
+ * whitespace: JSON forbids them raw inside strings, and cJSON would take one
+ * outside a string for whitespace, or cut a name short at a NUL. */
+static bool st_check_text(const struct st_where *w, const uint8_t *h, size_t n)
+{
+	size_t ok = st_utf8_prefix(h, n);
+
+	if (ok < n)
+		return st_fail(w, "header is not UTF-8 at header byte %zu", ok);
+	for (size_t i = 0; i < n; i++)
+		if (h[i] < 0x20 && h[i] != '\t' && h[i] != '\n' && h[i] != '\r')
+			return st_fail(w, "header has control byte 0x%02x at header byte %zu",
+				       h[i], i);
+	return true;
+}
+
+static bool st_parse_shape(const struct st_where *w, const cJSON *shape,
+			   struct st_tensor *t)
+{
+	const cJSON *d;
+	uint64_t v;
+
+	if (!cJSON_IsArray(shape))
+		return st_fail(w, "shape is not an array");
+	t->ndim = 0;
+	cJSON_ArrayForEach(d, shape) {
+		if (t->ndim == ST_MAX_DIMS)
+			return st_fail(w, "shape has %d dimensions; at most %d are supported",
+				       cJSON_GetArraySize(shape), ST_MAX_DIMS);
+		if (!st_json_uint(d, &v))
+			return st_fail(w, "shape[%d] is not an integer in [0, 2^53)",
+				       t->ndim);
+		t->shape[t->ndim++] = (int64_t)v;
+	}
+	return true;
+}
+
+/* Fills t from one header entry; the data buffer is data[0, datalen). */
+static bool st_parse_tensor(const struct st_where *w, const cJSON *entry,
+			    const uint8_t *data, uint64_t datalen,
+			    struct st_tensor *t)
+{
+	const cJSON *dtype = NULL, *shape = NULL, *offsets = NULL, *item;
+	char show[ST_SHOW], what[80];
+	uint64_t range[2];
+	int i;
+
+	if (!cJSON_IsObject(entry))
+		return st_fail(w, "entry is not an object");
+	cJSON_ArrayForEach(item, entry) {
+		const cJSON **slot;
+
+		if (!strcmp(item->string, "dtype"))
+			slot = &dtype;
+		else if (!strcmp(item->string, "shape"))
+			slot = &shape;
+		else if (!strcmp(item->string, "data_offsets"))
+			slot = &offsets;
+		else
+			return st_fail(w, "unknown key '%s'",
+				       st_show(item->string, show, sizeof show));
+		if (*slot)
+			return st_fail(w, "key '%s' appears twice", item->string);
+		*slot = item;
+	}
+	if (!dtype || !shape || !offsets)
+		return st_fail(w, "no \"%s\"",
+			       !dtype ? "dtype" : !shape ? "shape" : "data_offsets");
+
+	if (!cJSON_IsString(dtype))
+		return st_fail(w, "dtype is not a string");
+	for (i = 0; i < ST_NDTYPES; i++)
+		if (!strcmp(dtype->valuestring, st_dtypes[i].name))
+			break;
+	if (i == ST_NDTYPES)
+		return st_fail(w, "unknown dtype '%s'",
+			       st_show(dtype->valuestring, show, sizeof show));
+	t->dtype = (enum st_dtype)i;
+	if (!st_parse_shape(w, shape, t))
+		return false;
+
+	if (!cJSON_IsArray(offsets) || cJSON_GetArraySize(offsets) != 2 ||
+	    !st_json_uint(offsets->child, &range[0]) ||
+	    !st_json_uint(offsets->child->next, &range[1]))
+		return st_fail(w, "data_offsets is not a pair of integers in [0, 2^53)");
+	if (range[1] < range[0])
+		return st_fail(w, "data_offsets [%" PRIu64 ", %" PRIu64 "] end before they begin",
+			       range[0], range[1]);
+	if (range[1] > datalen)
+		return st_fail(w, "data_offsets [%" PRIu64 ", %" PRIu64 "] run past the end of the data (%" PRIu64 " bytes)",
+			       range[0], range[1], datalen);
+	snprintf(what, sizeof what, "data_offsets [%" PRIu64 ", %" PRIu64 "] hold",
+		 range[0], range[1]);
+	if (!st_check_size(w, t->dtype, t->ndim, t->shape, range[1] - range[0], what))
+		return false;
+	t->data = data + range[0];
+	t->nbytes = (size_t)(range[1] - range[0]);
+	return true;
+}
+
+static bool st_parse_meta(const struct st_where *w, const cJSON *meta,
+			  struct st_file *f)
+{
+	const cJSON *item;
+	const char *dup;
+	char show[ST_SHOW];
+
+	if (!cJSON_IsObject(meta))
+		return st_fail(w, "__metadata__ is not an object");
+	f->nmeta = 0;
+	cJSON_ArrayForEach(item, meta)
+		f->nmeta++;
+	if (!f->nmeta)
+		return true;
+	f->meta = calloc(f->nmeta, sizeof *f->meta);
+	if (!f->meta)
+		return st_fail(w, "out of memory");
+	f->nmeta = 0;
+	cJSON_ArrayForEach(item, meta) {
+		if (!cJSON_IsString(item))
+			return st_fail(w, "__metadata__: value of '%s' is not a string",
+				       st_show(item->string, show, sizeof show));
+		f->meta[f->nmeta++] = (struct st_kv){ item->string, item->valuestring };
+	}
+	dup = st_sort_names(f->meta, f->nmeta, sizeof *f->meta);
+	if (dup)
+		return st_fail(w, "__metadata__: key '%s' appears twice",
+			       st_show(dup, show, sizeof show));
+	return true;
+}
+
+static int st_cmp_data(const void *a, const void *b)
+{
+	const uint8_t *x = (*(const struct st_tensor *const *)a)->data;
+	const uint8_t *y = (*(const struct st_tensor *const *)b)->data;
+
+	return (x > y) - (x < y);
+}
+
+/* No byte belongs to two tensors. Sorted by start, the ranges are disjoint
+ * exactly when each one ends before the next begins. Empty tensors own no
+ * bytes, so they may sit anywhere. */
+static bool st_check_overlap(const struct st_where *w, struct st_file *f,
+			     const uint8_t *data)
+{
+	const struct st_tensor **by = malloc((f->ntensors + 1) * sizeof *by);
+	char a[ST_SHOW], b[ST_SHOW];
+	size_t n = 0;
+
+	if (!by)
+		return st_fail(w, "out of memory");
+	for (size_t i = 0; i < f->ntensors; i++)
+		if (f->tensors[i].nbytes)
+			by[n++] = &f->tensors[i];
+	if (n > 1)
+		qsort(by, n, sizeof *by, st_cmp_data);
+	for (size_t i = 1; i < n; i++) {
+		const struct st_tensor *s = by[i - 1], *t = by[i];
+		size_t sb = (size_t)((const uint8_t *)s->data - data);
+		size_t tb = (size_t)((const uint8_t *)t->data - data);
+
+		if (sb + s->nbytes > tb) {
+			st_fail(w, "tensors '%s' [%zu, %zu] and '%s' [%zu, %zu] overlap",
+				st_show(s->name, a, sizeof a), sb, sb + s->nbytes,
+				st_show(t->name, b, sizeof b), tb, tb + t->nbytes);
+			free(by);
+			return false;
+		}
+	}
+	free(by);
+	return true;
+}
+
+static bool st_parse(struct st_file *f, const struct st_where *w,
+		     const uint8_t *buf, size_t len)
+{
+	const cJSON *item, *meta = NULL;
+	const char *end, *dup;
+	char show[ST_SHOW];
+	uint64_t hlen = 0;
+	const uint8_t *data;
+	size_t n = 0;
+	char *text;
+
+	if (len < 8)
+		return st_fail(w, "file is %zu bytes, too short for the 8-byte header length",
+			       len);
+	for (int i = 7; i >= 0; i--)
+		hlen = hlen << 8 | buf[i];
+	if (hlen > len - 8)
+		return st_fail(w, "header length %" PRIu64 " runs past the end of the file (%zu bytes)",
+			       hlen, len);
+	if (hlen > ST_MAX_HEADER)
+		return st_fail(w, "header length %" PRIu64 " exceeds the limit of %" PRIu64 " MiB",
+			       hlen, ST_MAX_HEADER >> 20);
+	if (!st_check_text(w, buf + 8, (size_t)hlen))
+		return false;
+
+	/* cJSON parses a NUL-terminated copy, so that none of its look-aheads
+	 * can read past the header, whatever the header holds. */
+	text = malloc((size_t)hlen + 1);
+	if (!text)
+		return st_fail(w, "out of memory");
+	memcpy(text, buf + 8, (size_t)hlen);
+	text[hlen] = '\0';
+	f->json = cJSON_ParseWithOpts(text, &end, true);
+	if (!f->json) {
+		st_fail(w, "header is not valid JSON (at header byte %td)",
+			end ? end - text : 0);
+		free(text);
+		return false;
+	}
+	free(text);
+	if (!cJSON_IsObject(f->json))
+		return st_fail(w, "header is not a JSON object");
+
+	cJSON_ArrayForEach(item, f->json)
+		n++;
+	f->tensors = calloc(n + 1, sizeof *f->tensors);
+	if (!f->tensors)
+		return st_fail(w, "out of memory");
+	data = buf + 8 + hlen;
+	cJSON_ArrayForEach(item, f->json) {
+		struct st_where tw = { w->file, item->string, w->err, w->errlen };
+
+		if (!strcmp(item->string, "__metadata__")) {
+			if (meta)
+				return st_fail(w, "__metadata__ appears twice");
+			meta = item;
+			if (!st_parse_meta(w, meta, f))
+				return false;
+		} else {
+			struct st_tensor *t = &f->tensors[f->ntensors++];
+
+			t->name = item->string;
+			if (!st_parse_tensor(&tw, item, data, len - 8 - hlen, t))
+				return false;
+		}
+	}
+	dup = st_sort_names(f->tensors, f->ntensors, sizeof *f->tensors);
+	if (dup)
+		return st_fail(w, "tensor '%s' appears twice",
+			       st_show(dup, show, sizeof show));
+	return st_check_overlap(w, f, data);
+}
+
+static bool st_load(struct st_file **out, const uint8_t *buf, size_t len,
+		    const struct st_where *w)
+{
+	struct st_file *f = calloc(1, sizeof *f);
+
+	*out = NULL;
+	if (!f)
+		return st_fail(w, "out of memory");
+	if (!st_parse(f, w, buf, len)) {
+		st_close(f);
+		return false;
+	}
+	*out = f;
+	return true;
+}
+
+bool st_open_buffer(struct st_file **out, const void *buf, size_t len,
+		    const char *name, char *err, size_t errlen)
+{
+	struct st_where w = { name, NULL, err, errlen };
+
+	return st_load(out, buf, len, &w);
+}
+
+bool st_open(struct st_file **out, const char *path, char *err, size_t errlen)
+{
+	struct st_where w = { path, NULL, err, errlen };
+	void *map = NULL;
+	struct stat sb;
+	size_t len;
+	int fd, e;
+
+	*out = NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return st_fail(&w, "cannot open: %s", strerror(errno));
+	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
+		close(fd);
+		return st_fail(&w, "not a regular file");
+	}
+	len = (size_t)sb.st_size;
+	/* mmap refuses a length of 0; st_load reports such a file as too short */
+	if (len) {
+		map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+		e = errno;
+		if (map == MAP_FAILED) {
+			close(fd);
+			return st_fail(&w, "cannot map: %s", strerror(e));
+		}
+	}
+	close(fd);
+	if (!st_load(out, map, len, &w)) {
+		if (map)
+			munmap(map, len);
+		return false;
+	}
+	(*out)->map = map;
+	(*out)->maplen = len;
+	return true;
+}
+
+void st_close(struct st_file *f)
+{
+	if (!f)
+		return;
+	if (f->map)
+		munmap(f->map, f->maplen);
+	cJSON_Delete(f->json);
+	free(f->tensors);
+	free(f->meta);
+	free(f);
+}
+
+const struct st_tensor *st_find(const struct st_file *f, const char *name)
+{
+	if (!f->ntensors)
+		return NULL;
+	return bsearch(&name, f->tensors, f->ntensors, sizeof *f->tensors,
+		       st_cmp_name);
+}
+
+size_t st_count(const struct st_file *f)
+{
+	return f->ntensors;
+}
+
+const struct st_tensor *st_at(const struct st_file *f, size_t i)
+{
+	return &f->tensors[i];
+}
+
+const char *st_meta(const struct st_file *f, const char *key)
+{
+	const struct st_kv *kv;
+
+	if (!f->nmeta)
+		return NULL;
+	kv = bsearch(&key, f->meta, f->nmeta, sizeof *f->meta, st_cmp_name);
+	return kv ? kv->value : NULL;
+}
+
+size_t st_meta_count(const struct st_file *f)
+{
+	return f->nmeta;
+}
+
+void st_meta_at(const struct st_file *f, size_t i, const char **key,
+		const char **value)
+{
+	*key = f->meta[i].key;
+	*value = f->meta[i].value;
+}
+
+/* ---- conversion ------------------------------------------------------------ */
+
+/* IEEE binary16 to float32, exactly: every half is a float. */
+static float st_f16(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+	uint32_t exp = h >> 10 & 0x1f, man = h & 0x3ff, bits;
+	float f;
+
+	if (exp == 0x1f) {
+		bits = sign | 0x7f800000 | man << 13;	/* inf, or NaN keeping its payload */
+	} else if (exp) {
+		bits = sign | (exp + 127 - 15) << 23 | man << 13;
+	} else {
+		/* zero or subnormal, man * 2^-24: exact in float arithmetic */
+		f = (float)man * 0x1p-24f;
+		return sign ? -f : f;
+	}
+	memcpy(&f, &bits, sizeof f);
+	return f;
+}
+
+/* bfloat16 is the top half of a float32. */
+static float st_bf16(uint16_t h)
+{
+	uint32_t bits = (uint32_t)h << 16;
+	float f;
+
+	memcpy(&f, &bits, sizeof f);
+	return f;
+}
+
+static bool st_is_float(enum st_dtype dtype)
+{
+	return dtype == ST_F32 || dtype == ST_F16 || dtype == ST_BF16 ||
+	       dtype == ST_F64;
+}
+
+/* n elements of dtype (one st_is_float accepts) at src to float32 at dst. */
+static void st_convert(enum st_dtype dtype, const uint8_t *src, float *dst,
+		       size_t n)
+{
+	uint16_t h;
+	double d;
+
+	if (!n)
+		return;
+	switch (dtype) {
+	case ST_F32:
+		memcpy(dst, src, n * sizeof *dst);
+		break;
+	case ST_F16:
+		for (size_t i = 0; i < n; i++) {
+			memcpy(&h, src + 2 * i, sizeof h);
+			dst[i] = st_f16(h);
+		}
+		break;
+	case ST_BF16:
+		for (size_t i = 0; i < n; i++) {
+			memcpy(&h, src + 2 * i, sizeof h);
+			dst[i] = st_bf16(h);
+		}
+		break;
+	case ST_F64:
+		/* rounds to nearest (IEEE's default mode), overflowing to
+		 * infinity as Annex F defines */
+		for (size_t i = 0; i < n; i++) {
+			memcpy(&d, src + 8 * i, sizeof d);
+			dst[i] = (float)d;
+		}
+		break;
+	default:
+		break;
+	}
+}
+
+bool st_read_f32(const struct st_tensor *t, int dim, const int64_t *starts,
+		 const int64_t *lens, int nranges, float *dst, char *err,
+		 size_t errlen)
+{
+	struct st_where w = { NULL, t->name, err, errlen };
+	const uint8_t *src = t->data;
+	size_t esize, inner = 1, outer = 1;
+	int64_t size;
+
+	if (!st_is_float(t->dtype))
+		return st_fail(&w, "dtype %s does not read as float32 (only F32, F16, BF16 and F64 do)",
+			       st_dtype_name(t->dtype) ? st_dtype_name(t->dtype) : "(invalid)");
+	esize = st_dtypes[t->dtype].size;
+	if (nranges == 0) {
+		st_convert(t->dtype, src, dst, (size_t)st_numel(t));
+		return true;
+	}
+	if (nranges < 0)
+		return st_fail(&w, "%d ranges", nranges);
+	if (dim < 0 || dim >= t->ndim)
+		return st_fail(&w, "dim %d is not one of its %d dimensions", dim, t->ndim);
+	size = t->shape[dim];
+	for (int r = 0; r < nranges; r++)
+		if (starts[r] < 0 || lens[r] < 0 || starts[r] > size ||
+		    lens[r] > size - starts[r])
+			return st_fail(&w, "range %d (start %" PRId64 ", length %" PRId64 ") is outside [0, %" PRId64 ") of dim %d",
+				       r, starts[r], lens[r], size, dim);
+	/* From here no dimension is 0, so every product below is at most the
+	 * element count, which fits (st_shape_bytes) */
+	if (st_numel(t) == 0)
+		return true;
+	for (int i = 0; i < dim; i++)
+		outer *= (size_t)t->shape[i];
+	for (int i = dim + 1; i < t->ndim; i++)
+		inner *= (size_t)t->shape[i];
+	for (size_t o = 0; o < outer; o++) {
+		for (int r = 0; r < nranges; r++) {
+			size_t first = (o * (size_t)size + (size_t)starts[r]) * inner;
+			size_t count = (size_t)lens[r] * inner;
+
+			st_convert(t->dtype, src + first * esize, dst, count);
+			dst += count;
+		}
+	}
+	return true;
+}
+
+/* ---- writing --------------------------------------------------------------- */
+
+static bool st_check_write(const struct st_where *w, const struct st_tensor *t)
+{
+	if (!strcmp(t->name, "__metadata__"))
+		return st_fail(w, "the name __metadata__ is reserved for metadata");
+	if (!st_dtype_name(t->dtype))
+		return st_fail(w, "dtype %d is not an enum st_dtype", (int)t->dtype);
+	if (t->ndim < 0 || t->ndim > ST_MAX_DIMS)
+		return st_fail(w, "ndim %d is outside [0, %d]", t->ndim, ST_MAX_DIMS);
+	for (int i = 0; i < t->ndim; i++)
+		if (t->shape[i] < 0 || (uint64_t)t->shape[i] > ST_MAX_INT)
+			return st_fail(w, "shape[%d] = %" PRId64 " is outside [0, 2^53)",
+				       i, t->shape[i]);
+	if (!st_check_size(w, t->dtype, t->ndim, t->shape, t->nbytes, "nbytes says"))
+		return false;
+	if (t->nbytes && !t->data)
+		return st_fail(w, "no data");
+	return true;
+}
+
+/* Checks every argument of st_write, so that nothing is created for a call
+ * that cannot succeed. */
+static bool st_check_args(const struct st_where *w, const struct st_tensor *t,
+			  size_t n, const char *const *kv, size_t nmeta)
+{
+	const char **names = malloc(((n > nmeta ? n : nmeta) + 1) * sizeof *names);
+	char show[ST_SHOW];
+	const char *dup;
+	uint64_t total = 0;
+	bool ok = false;
+
+	if (!names)
+		return st_fail(w, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		struct st_where tw = { w->file, t[i].name, w->err, w->errlen };
+
+		/* by number: a name that is not UTF-8 has no place in a message */
+		if (!t[i].name || st_utf8_prefix((const uint8_t *)t[i].name,
+						 strlen(t[i].name)) < strlen(t[i].name)) {
+			st_fail(w, "tensor %zu has no UTF-8 name", i);
+			goto out;
+		}
+		if (!st_check_write(&tw, &t[i]))
+			goto out;
+		total += t[i].nbytes;
+		if (total > ST_MAX_INT) {
+			st_fail(w, "the data reaches 2^53 bytes");
+			goto out;
+		}
+		names[i] = t[i].name;
+	}
+	dup = st_sort_names(names, n, sizeof *names);
+	if (dup) {
+		st_fail(w, "tensor '%s' appears twice", st_show(dup, show, sizeof show));
+		goto out;
+	}
+	for (size_t i = 0; i < nmeta; i++) {
+		const char *key = kv[2 * i], *value = kv[2 * i + 1];
+
+		if (!key || !value ||
+		    st_utf8_prefix((const uint8_t *)key, strlen(key)) < strlen(key) ||
+		    st_utf8_prefix((const uint8_t *)value, strlen(value)) < strlen(value)) {
+			st_fail(w, "__metadata__: entry %zu is not a pair of UTF-8 strings", i);
+			goto out;
+		}
+		names[i] = key;
+	}
+	dup = st_sort_names(names, nmeta, sizeof *names);
+	if (dup) {
+		st_fail(w, "__metadata__: key '%s' appears twice",
+			st_show(dup, show, sizeof show));
+		goto out;
+	}
+	ok = true;
+out:
+	free(names);
+	return ok;
+}
+
+/* Adds key: [v...]. cJSON prints numbers with %g, which would make an offset
+ * past 10^15 "1e+15": the integers go in as raw text instead. */
+static bool st_add_ints(cJSON *obj, const char *key, const int64_t *v, int n)
+{
+	cJSON *a = cJSON_AddArrayToObject(obj, key), *raw;
+	char num[24];
+
+	if (!a)
+		return false;
+	for (int i = 0; i < n; i++) {
+		snprintf(num, sizeof num, "%" PRId64, v[i]);
+		raw = cJSON_CreateRaw(num);
+		if (!raw)
+			return false;
+		cJSON_AddItemToArray(a, raw);
+	}
+	return true;
+}
+
+/* The header of st_write's arguments (already checked); NULL when out of
+ * memory. */
+static cJSON *st_header(const struct st_tensor *t, size_t n,
+			const char *const *kv, size_t nmeta)
+{
+	cJSON *root = cJSON_CreateObject(), *meta, *e;
+	int64_t range[2] = { 0, 0 };
+
+	if (!root)
+		return NULL;
+	if (nmeta) {
+		meta = cJSON_AddObjectToObject(root, "__metadata__");
+		if (!meta)
+			goto fail;
+		for (size_t i = 0; i < nmeta; i++)
+			if (!cJSON_AddStringToObject(meta, kv[2 * i], kv[2 * i + 1]))
+				goto fail;
+	}
+	for (size_t i = 0; i < n; i++) {
+		range[0] = range[1];
+		range[1] += (int64_t)t[i].nbytes;
+		e = cJSON_AddObjectToObject(root, t[i].name);
+		if (!e || !cJSON_AddStringToObject(e, "dtype", st_dtypes[t[i].dtype].name) ||
+		    !st_add_ints(e, "shape", t[i].shape, t[i].ndim) ||
+		    !st_add_ints(e, "data_offsets", range, 2))
+			goto fail;
+	}
+	return root;
+fail:
+	cJSON_Delete(root);
+	return NULL;
+}
+
+/* Writes the file to tmp: the header length, the header padded with spaces
+ * to a multiple of 8, then the data. */
+static bool st_put(const char *tmp, const char *header, const struct st_tensor *t,
+		   size_t n)
+{
+	static const char spaces[8] = "        ";
+	size_t len = strlen(header), pad = -len & 7;
+	uint64_t hlen = len + pad;
+	uint8_t le[8];
+	FILE *fp = fopen(tmp, "wb");
+	bool ok;
+
+	if (!fp)
+		return false;
+	for (int i = 0; i < 8; i++)
+		le[i] = (uint8_t)(hlen >> 8 * i);
+	ok = fwrite(le, 1, 8, fp) == 8 && fwrite(header, 1, len, fp) == len &&
+	     fwrite(spaces, 1, pad, fp) == pad;
+	for (size_t i = 0; ok && i < n; i++)
+		ok = !t[i].nbytes || fwrite(t[i].data, 1, t[i].nbytes, fp) == t[i].nbytes;
+	/* fclose must run either way, and reports a write its buffer held */
+	return !fclose(fp) && ok;
+}
+
+bool st_write(const char *path, const struct st_tensor *tensors, size_t n,
+	      const char *const *meta_kv, size_t nmeta, char *err, size_t errlen)
+{
+	struct st_where w = { path, NULL, err, errlen };
+	cJSON *root;
+	char *header, *tmp;
+	bool ok = false;
+
+	if (!st_check_args(&w, tensors, n, meta_kv, nmeta))
+		return false;
+	root = st_header(tensors, n, meta_kv, nmeta);
+	header = root ? cJSON_PrintUnformatted(root) : NULL;
+	cJSON_Delete(root);
+	tmp = malloc(strlen(path) + sizeof ".tmp");
+	if (!header || !tmp) {
+		st_fail(&w, "out of memory");
+		goto out;
+	}
+	sprintf(tmp, "%s.tmp", path);
+	if (!st_put(tmp, header, tensors, n))
+		st_fail(&w, "cannot write %s: %s", tmp, strerror(errno));
+	else if (rename(tmp, path))
+		st_fail(&w, "cannot move %s into place: %s", tmp, strerror(errno));
+	else
+		ok = true;
+	if (!ok)
+		remove(tmp);
+out:
+	free(header);
+	free(tmp);
+	return ok;
+}

@@ -1,0 +1,112 @@
+/* safetensors.h — reading and writing safetensors checkpoints.
+ *
+ * A safetensors file is an 8-byte little-endian header length N, N bytes of
+ * UTF-8 JSON mapping each tensor name to its dtype, shape and byte range, and
+ * then the data buffer those ranges index (row-major, little-endian).
+ *
+ * st_open maps the file read-only and validates the whole header before it
+ * returns, so that every st_tensor it hands out has a known dtype, a shape
+ * whose element count fits, and data that lies inside the file and matches
+ * the shape exactly. A rank that copies only its slices of each weight then
+ * touches only the pages of those slices.
+ *
+ * An open st_file is never modified: any number of threads may call st_find,
+ * st_at, st_meta and st_read_f32 on it at once. */
+#ifndef DTPC_SAFETENSORS_H
+#define DTPC_SAFETENSORS_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ST_MAX_DIMS 8
+
+/* The byte-sized dtypes of the format; st_dtype_name gives each one's
+ * spelling in the header ("F32", "BF16", "F8_E4M3", ...). */
+enum st_dtype {
+	ST_F32,
+	ST_F16,
+	ST_BF16,
+	ST_F64,
+	ST_I64,
+	ST_I32,
+	ST_I16,
+	ST_I8,
+	ST_U64,
+	ST_U32,
+	ST_U16,
+	ST_U8,
+	ST_BOOL,
+	ST_F8_E4M3,
+	ST_F8_E5M2,
+	ST_NDTYPES
+};
+
+/* One tensor. From st_find/st_at everything points into the st_file (name)
+ * or its mapping (data) and stays valid until st_close; data is not aligned
+ * beyond one byte. For st_write the caller fills it in and keeps ownership. */
+struct st_tensor {
+	const char *name;
+	enum st_dtype dtype;
+	int ndim;			/* 0 (a scalar) to ST_MAX_DIMS */
+	int64_t shape[ST_MAX_DIMS];	/* shape[ndim..] unused */
+	const void *data;
+	size_t nbytes;			/* product of shape * dtype size */
+};
+
+struct st_file;
+
+/* The name the header uses ("F32"); NULL for a value outside the enum. */
+const char *st_dtype_name(enum st_dtype dtype);
+/* Bytes per element; 0 for a value outside the enum. */
+size_t st_dtype_size(enum st_dtype dtype);
+/* The element count: the product of the shape (1 for a scalar). */
+int64_t st_numel(const struct st_tensor *t);
+
+/* Maps path and validates it. On success *out owns the mapping (release it
+ * with st_close); on failure *out is NULL and err holds one line, starting
+ * with path, that names the tensor and the problem. err may be NULL. The
+ * file must not shrink while it is open: reading a page that it lost kills
+ * the process with SIGBUS. */
+bool st_open(struct st_file **out, const char *path, char *err, size_t errlen);
+/* The same on len bytes at buf, which the caller owns and must keep unchanged
+ * until st_close; name stands for the file in messages. */
+bool st_open_buffer(struct st_file **out, const void *buf, size_t len,
+		    const char *name, char *err, size_t errlen);
+/* Unmaps the file and frees it; every pointer it handed out dies with it.
+ * NULL is a no-op. */
+void st_close(struct st_file *f);
+
+/* The tensor called name, or NULL; O(log n). */
+const struct st_tensor *st_find(const struct st_file *f, const char *name);
+size_t st_count(const struct st_file *f);
+/* The i-th tensor in strcmp order of names, i < st_count(f). */
+const struct st_tensor *st_at(const struct st_file *f, size_t i);
+
+/* The "__metadata__" value of key, or NULL; the string belongs to f. */
+const char *st_meta(const struct st_file *f, const char *key);
+size_t st_meta_count(const struct st_file *f);
+/* The i-th metadata entry in strcmp order of keys, i < st_meta_count(f);
+ * both strings belong to f. */
+void st_meta_at(const struct st_file *f, size_t i, const char **key,
+		const char **value);
+
+/* Copies t into dst as float32, restricted along dim to the concatenation of
+ * the ranges [starts[i], starts[i] + lens[i]) for i < nranges, in the order
+ * given: dst receives a tensor of t's shape with shape[dim] replaced by the
+ * sum of lens, and must hold that many floats. nranges == 0 copies the whole
+ * tensor (dim is then ignored; pass -1). F16 and BF16 convert exactly, F64
+ * rounds to nearest; any other dtype, a dim outside the shape or a range
+ * outside shape[dim] is an error, with nothing written to dst. */
+bool st_read_f32(const struct st_tensor *t, int dim, const int64_t *starts,
+		 const int64_t *lens, int nranges, float *dst, char *err,
+		 size_t errlen);
+
+/* Writes the n tensors (in that order, packed without gaps) and the nmeta
+ * metadata pairs meta_kv[2 * i] = meta_kv[2 * i + 1] to path. The header is
+ * padded with spaces to a multiple of 8 bytes, so the data starts 8-aligned;
+ * the same arguments always give the same bytes. The file is written to
+ * "path.tmp" and renamed over path, so that a reader never sees half of it.
+ * Names and keys must be unique UTF-8; each nbytes must match its shape. */
+bool st_write(const char *path, const struct st_tensor *tensors, size_t n,
+	      const char *const *meta_kv, size_t nmeta, char *err, size_t errlen);
+#endif

@@ -1,0 +1,749 @@
+/* session.c — libdtpc's public API: graphs, communicators, sessions. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/graph_file.h"
+#include "runtime/safetensors.h"
+#include "runtime/session.h"
+
+static _Thread_local char last_error[1024];
+
+dtpc_status rt_error(dtpc_status st, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(last_error, sizeof last_error, fmt, ap);
+	va_end(ap);
+	return st;
+}
+
+const char *dtpc_last_error(void)
+{
+	return last_error;
+}
+
+const char *dtpc_status_str(dtpc_status s)
+{
+	switch (s) {
+	case DTPC_OK: return "ok";
+	case DTPC_ERR_INVALID: return "invalid argument";
+	case DTPC_ERR_IO: return "I/O error";
+	case DTPC_ERR_FORMAT: return "malformed graph or checkpoint";
+	case DTPC_ERR_VERSION: return "incompatible graph version";
+	case DTPC_ERR_MISMATCH: return "ranks disagree";
+	case DTPC_ERR_COMM: return "communication failed";
+	case DTPC_ERR_BIND: return "weight or input binding failed";
+	case DTPC_ERR_NOMEM: return "out of memory";
+	case DTPC_ERR_STATE: return "invalid state";
+	}
+	return "unknown status";
+}
+
+double rt_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- graphs ----------------------------------------------------------------- */
+
+static dtpc_status graph_status(const char *why)
+{
+	/* the loader's message says which: a newer major version, or damage */
+	return strstr(why, "newer") ? DTPC_ERR_VERSION : DTPC_ERR_FORMAT;
+}
+
+dtpc_status dtpc_graph_open_file(const char *path, dtpc_graph **out)
+{
+	*out = NULL;
+	struct graph_file f;
+	char why[512];
+	if (!graph_file_open(&f, path, why, sizeof why))
+		return rt_error(strstr(why, "cannot") ? DTPC_ERR_IO : graph_status(why), "%s: %s",
+				path, why);
+	dtpc_graph *g = calloc(1, sizeof *g);
+	if (!g) {
+		graph_file_close(&f);
+		return rt_error(DTPC_ERR_NOMEM, "out of memory");
+	}
+	g->g = f.g;
+	g->mem = f.map;
+	g->len = f.len;
+	g->mapped = true;
+	*out = g;
+	return DTPC_OK;
+}
+
+dtpc_status dtpc_graph_open_buffer(const void *buf, size_t len, dtpc_graph **out)
+{
+	*out = NULL;
+	if (!buf && len)
+		return rt_error(DTPC_ERR_INVALID, "NULL graph buffer");
+	dtpc_graph *g = calloc(1, sizeof *g);
+	/* a private, aligned copy: the caller's buffer may be anywhere */
+	void *mem = NULL;
+	if (!g || posix_memalign(&mem, 64, len ? len : 1)) {
+		free(g);
+		return rt_error(DTPC_ERR_NOMEM, "out of memory");
+	}
+	memcpy(mem, buf, len);
+	char why[512];
+	if (!graph_parse(mem, len, &g->g, why, sizeof why)) {
+		free(mem);
+		free(g);
+		return rt_error(graph_status(why), "graph buffer: %s", why);
+	}
+	g->mem = mem;
+	g->len = len;
+	*out = g;
+	return DTPC_OK;
+}
+
+void dtpc_graph_free(dtpc_graph *g)
+{
+	if (!g)
+		return;
+	if (g->mapped) {
+		struct graph_file f = { .g = g->g, .map = g->mem, .len = g->len };
+		graph_file_close(&f);
+	} else {
+		free(g->mem);
+	}
+	free(g);
+}
+
+int dtpc_graph_world(const dtpc_graph *g)
+{
+	return (int)g->g.world;
+}
+
+uint64_t dtpc_graph_hash(const dtpc_graph *g)
+{
+	return g->g.checksum;
+}
+
+int dtpc_graph_meta_at(const dtpc_graph *g, int i, const char **key, const char **value)
+{
+	if (i < 0 || (uint32_t)i >= g->g.nmeta)
+		return 0;
+	const struct g_meta *m = &g->g.meta[i];
+	static _Thread_local char num[32];
+	*key = graph_str(&g->g, m->key);
+	if (m->type == GM_STR) {
+		*value = graph_str(&g->g, (uint32_t)m->value);
+	} else {
+		snprintf(num, sizeof num, m->type == GM_I64 ? "%lld" : "%llu",
+			 (unsigned long long)m->value);
+		*value = num;
+	}
+	return 1;
+}
+
+const char *dtpc_graph_meta(const dtpc_graph *g, const char *key)
+{
+	const char *k, *v;
+	for (int i = 0; dtpc_graph_meta_at(g, i, &k, &v); i++)
+		if (!strcmp(k, key))
+			return v;
+	return NULL;
+}
+
+/* ---- communicators ------------------------------------------------------------ */
+
+enum { DEFAULT_TIMEOUT_MS = 120000 };
+
+dtpc_status dtpc_local_world_create(int nranks, int timeout_ms, dtpc_local_world **out)
+{
+	*out = NULL;
+	if (nranks < 1 || nranks > 4096)
+		return rt_error(DTPC_ERR_INVALID, "a local world has 1 to 4096 ranks, not %d", nranks);
+	dtpc_local_world *w = calloc(1, sizeof *w);
+	if (!w || !(w->w = comm_local_world_create(nranks, timeout_ms > 0 ? timeout_ms
+									   : DEFAULT_TIMEOUT_MS))) {
+		free(w);
+		return rt_error(DTPC_ERR_NOMEM, "out of memory");
+	}
+	*out = w;
+	return DTPC_OK;
+}
+
+dtpc_status dtpc_comm_local(dtpc_local_world *w, int rank, dtpc_comm **out)
+{
+	*out = NULL;
+	dtpc_comm *c = calloc(1, sizeof *c);
+	if (!c || !(c->impl = comm_local_create(w->w, rank))) {
+		free(c);
+		return rt_error(DTPC_ERR_INVALID, "rank %d is not in the local world", rank);
+	}
+	*out = c;
+	return DTPC_OK;
+}
+
+void dtpc_local_world_free(dtpc_local_world *w)
+{
+	if (!w)
+		return;
+	comm_local_world_free(w->w);
+	free(w);
+}
+
+dtpc_status dtpc_comm_mpi(int timeout_ms, dtpc_comm **out)
+{
+	*out = NULL;
+	char why[256];
+	dtpc_comm *c = calloc(1, sizeof *c);
+	if (!c)
+		return rt_error(DTPC_ERR_NOMEM, "out of memory");
+	c->impl = comm_mpi_create(timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS, why, sizeof why);
+	if (!c->impl) {
+		free(c);
+		return rt_error(DTPC_ERR_COMM, "MPI: %s", why);
+	}
+	*out = c;
+	return DTPC_OK;
+}
+
+int dtpc_comm_rank(const dtpc_comm *c)
+{
+	return c->impl->rank;
+}
+
+int dtpc_comm_size(const dtpc_comm *c)
+{
+	return c->impl->world;
+}
+
+void dtpc_comm_free(dtpc_comm *c)
+{
+	if (!c)
+		return;
+	c->impl->ops->free(c->impl);
+	free(c);
+}
+
+/* ---- sessions -------------------------------------------------------------------- */
+
+float *rt_data(const struct dtpc_session *s, uint32_t t)
+{
+	const struct g_tensor *x = &s->g->tensors[t];
+	if (x->kind == GT_WEIGHT)
+		return s->weights[t];
+	return (float *)((char *)s->arena + x->offset);
+}
+
+dtpc_status exec_check(struct dtpc_session *s, uint32_t i);
+
+/* Every rank sends what it loaded; all must agree, or nobody runs. */
+struct hello {
+	uint64_t magic, checksum;
+	uint32_t world, rank;
+};
+
+static dtpc_status handshake(struct dtpc_session *s)
+{
+	struct comm *c = s->c;
+	int ranks[c->world];
+	struct comm_group wg = comm_world_group(c, ranks);
+	struct hello mine = { 0x64747063484c4f21ull, s->g->checksum, s->g->world, s->rank };
+	struct hello *all = calloc((size_t)c->world, sizeof *all);
+	size_t counts[c->world], displs[c->world];
+	if (!all)
+		return rt_error(DTPC_ERR_NOMEM, "out of memory");
+	for (int i = 0; i < c->world; i++) {
+		counts[i] = sizeof mine;
+		displs[i] = (size_t)i * sizeof mine;
+	}
+	struct comm_tag t = { UINT32_MAX, "startup handshake" };
+	if (c->ops->allgatherv(c, &wg, t, &mine, all, counts, displs)) {
+		free(all);
+		return rt_error(DTPC_ERR_COMM, "rank %u: startup handshake: %s", s->rank, c->error);
+	}
+	dtpc_status st = DTPC_OK;
+	for (int i = 0; i < c->world && !st; i++) {
+		if (all[i].magic != mine.magic)
+			st = rt_error(DTPC_ERR_MISMATCH, "rank %d is not a dtpc session", i);
+		else if (all[i].checksum != mine.checksum)
+			st = rt_error(DTPC_ERR_MISMATCH,
+				      "rank %d loaded a different graph (checksum %016llx; rank %u "
+				      "has %016llx)", i, (unsigned long long)all[i].checksum, s->rank,
+				      (unsigned long long)mine.checksum);
+		else if (all[i].world != mine.world || all[i].rank != (uint32_t)i)
+			st = rt_error(DTPC_ERR_MISMATCH, "rank %d says it is rank %u of %u", i,
+				      all[i].rank, all[i].world);
+	}
+	free(all);
+	return st;
+}
+
+static dtpc_status setup(struct dtpc_session *s)
+{
+	const struct g_graph *g = s->g;
+	uint32_t n = g->ntensors;
+	s->dims = calloc(n ? n : 1, sizeof *s->dims);
+	s->numel = calloc(n ? n : 1, sizeof *s->numel);
+	s->weights = calloc(n ? n : 1, sizeof *s->weights);
+	s->bound = calloc(n ? n : 1, sizeof *s->bound);
+	s->groups = calloc(g->ngroups ? g->ngroups : 1, sizeof *s->groups);
+	uint64_t nmem = 0;
+	for (uint32_t i = 0; i < g->ngroups; i++)
+		nmem += g->groups[i].size;
+	s->members = calloc(nmem ? nmem : 1, sizeof *s->members);
+	if (!s->dims || !s->numel || !s->weights || !s->bound || !s->groups || !s->members)
+		return rt_error(DTPC_ERR_NOMEM, "out of memory");
+	for (uint32_t t = 0; t < n; t++) {
+		int64_t e = 1;
+		for (int d = 0; d < g->tensors[t].ndim; d++) {
+			s->dims[t][d] = graph_local_dim(g, t, d, s->rank);
+			e *= s->dims[t][d];
+		}
+		s->numel[t] = e;
+	}
+	int *m = s->members;
+	for (uint32_t i = 0; i < g->ngroups; i++) {
+		struct comm_group *cg = &s->groups[i];
+		cg->id = (int)i;
+		cg->n = (int)g->groups[i].size;
+		cg->me = (int)graph_group_index(g, i, s->rank);
+		for (int k = 0; k < cg->n; k++)
+			m[k] = (int)graph_group_member(g, i, s->rank, (uint32_t)k);
+		cg->ranks = m;
+		m += cg->n;
+	}
+	if (posix_memalign((void **)&s->arena, 64, g->arena_bytes ? g->arena_bytes : 64))
+		return rt_error(DTPC_ERR_NOMEM, "cannot allocate the %llu-byte arena",
+				(unsigned long long)g->arena_bytes);
+	for (uint32_t i = 0; i < g->nops; i++) {
+		dtpc_status st = exec_check(s, i);
+		if (st)
+			return st;
+	}
+	if (s->workspace_bytes && !(s->workspace = malloc(s->workspace_bytes)))
+		return rt_error(DTPC_ERR_NOMEM, "out of memory");
+	return DTPC_OK;
+}
+
+dtpc_status dtpc_session_create(const dtpc_graph *G, dtpc_comm *c, dtpc_device dev,
+				dtpc_session **out)
+{
+	*out = NULL;
+	if (!G || !c)
+		return rt_error(DTPC_ERR_INVALID, "NULL graph or communicator");
+	if (dev != DTPC_DEVICE_CPU)
+		return rt_error(DTPC_ERR_INVALID, "only the CPU device is available");
+	if ((uint32_t)c->impl->world != G->g.world) {
+		dtpc_status st = rt_error(DTPC_ERR_MISMATCH,
+					  "the graph is for %u ranks, but the job has %d (rank %d)",
+					  G->g.world, c->impl->world, c->impl->rank);
+		/* tell the others, so they fail now rather than at a timeout */
+		c->impl->ops->fail(c->impl, dtpc_last_error());
+		return st;
+	}
+	struct dtpc_session *s = calloc(1, sizeof *s);
+	if (!s)
+		return rt_error(DTPC_ERR_NOMEM, "out of memory");
+	s->g = &G->g;
+	s->c = c->impl;
+	s->rank = (uint32_t)c->impl->rank;
+	s->epoch = rt_now();
+	dtpc_status st = setup(s);
+	if (st)
+		c->impl->ops->fail(c->impl, dtpc_last_error());
+	else
+		st = handshake(s);
+	if (st) {
+		char keep[sizeof last_error];
+		memcpy(keep, last_error, sizeof keep);
+		dtpc_session_free(s);
+		memcpy(last_error, keep, sizeof keep);
+		return st;
+	}
+	*out = s;
+	return DTPC_OK;
+}
+
+void dtpc_session_free(dtpc_session *s)
+{
+	if (!s)
+		return;
+	for (uint32_t t = 0; s->weights && t < s->g->ntensors; t++)
+		free(s->weights[t]);
+	free(s->weights);
+	free(s->dims);
+	free(s->numel);
+	free(s->bound);
+	free(s->groups);
+	free(s->members);
+	free(s->arena);
+	free(s->workspace);
+	free(s->events);
+	free(s);
+}
+
+/* ---- binding ------------------------------------------------------------------------ */
+
+static int64_t find_tensor(const struct dtpc_session *s, const char *name, int kind)
+{
+	for (uint32_t t = 0; t < s->g->ntensors; t++)
+		if (s->g->tensors[t].kind == kind && !strcmp(graph_str(s->g, s->g->tensors[t].name), name))
+			return t;
+	return -1;
+}
+
+/* For each local index of dim d, the global index (the rank's chunks of
+ * every block, in block order). Caller frees. */
+static int64_t *global_index(const struct dtpc_session *s, uint32_t t, int d)
+{
+	const struct g_graph *g = s->g;
+	int64_t n = s->dims[t][d];
+	int64_t *map = malloc(sizeof *map * (size_t)(n ? n : 1));
+	if (!map)
+		return NULL;
+	int32_t p = g->tensors[t].pattern[d];
+	if (p < 0) {
+		for (int64_t i = 0; i < n; i++)
+			map[i] = i;
+		return map;
+	}
+	uint32_t me = graph_group_index(g, g->patterns[p].group, s->rank);
+	uint32_t gs = g->groups[g->patterns[p].group].size;
+	int64_t k = 0, base = 0;
+	for (uint32_t b = 0; b < g->patterns[p].nblk; b++) {
+		const struct g_chunk *c = graph_chunk(g, (uint32_t)p, b, me);
+		for (int64_t i = 0; i < c->len; i++)
+			map[k++] = base + c->start + i;
+		for (uint32_t i = 0; i < gs; i++)
+			base += graph_chunk(g, (uint32_t)p, b, i)->len;
+	}
+	return map;
+}
+
+/* Calls fn(local linear index, global linear index) over a tensor's local
+ * elements, with the global tensor row-major over dims[]. */
+static dtpc_status each_element(const struct dtpc_session *s, uint32_t t,
+				void (*fn)(void *ud, int64_t local, int64_t global), void *ud)
+{
+	const struct g_tensor *x = &s->g->tensors[t];
+	int64_t *map[G_MAX_DIMS] = { NULL };
+	dtpc_status st = DTPC_OK;
+	for (int d = 0; d < x->ndim; d++)
+		if (!(map[d] = global_index(s, t, d)))
+			st = rt_error(DTPC_ERR_NOMEM, "out of memory");
+	int64_t idx[G_MAX_DIMS] = { 0 };
+	for (int64_t l = 0; !st && l < s->numel[t]; l++) {
+		int64_t gl = 0;
+		for (int d = 0; d < x->ndim; d++)
+			gl = gl * x->dims[d] + map[d][idx[d]];
+		fn(ud, l, gl);
+		for (int d = x->ndim - 1; d >= 0; d--) {
+			if (++idx[d] < s->dims[t][d])
+				break;
+			idx[d] = 0;
+		}
+	}
+	for (int d = 0; d < x->ndim; d++)
+		free(map[d]);
+	return st;
+}
+
+static uint64_t splitmix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static uint64_t name_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+struct gen {
+	float *dst;
+	uint64_t key;
+	float scale, offset;
+};
+
+/* Uniform in [-1, 1), a pure function of (seed, name, global index). */
+static void gen_element(void *ud, int64_t local, int64_t global)
+{
+	struct gen *G = ud;
+	uint64_t r = splitmix(G->key ^ splitmix((uint64_t)global));
+	float u = (float)((double)(r >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+	G->dst[local] = G->offset + G->scale * u;
+}
+
+/* Scales that keep activations O(1) through many blocks: a [out, in]
+ * matrix gets 1/sqrt(in); a norm's weight is near 1; biases and other
+ * parameters are small. */
+static void gen_scale(const struct g_tensor *x, const char *name, float *scale, float *offset)
+{
+	size_t n = strlen(name);
+	bool weight = n > 7 && !strcmp(name + n - 7, ".weight");
+	*offset = 0;
+	if (weight && x->ndim == 2) {
+		*scale = 1.0f / sqrtf((float)(x->dims[1] ? x->dims[1] : 1));
+	} else if (weight && x->ndim == 1) {
+		*offset = 1;
+		*scale = 0.1f;
+	} else {
+		*scale = 0.1f;
+	}
+}
+
+static dtpc_status alloc_weight(struct dtpc_session *s, uint32_t t)
+{
+	if (!s->weights[t] && !(s->weights[t] = malloc((size_t)(s->numel[t] ? s->numel[t] : 1) * 4)))
+		return rt_error(DTPC_ERR_NOMEM, "out of memory for weight '%s'",
+				graph_str(s->g, s->g->tensors[t].name));
+	return DTPC_OK;
+}
+
+static dtpc_status gen_tensor(struct dtpc_session *s, uint32_t t, uint64_t seed, float *dst)
+{
+	const struct g_tensor *x = &s->g->tensors[t];
+	const char *name = graph_str(s->g, x->name);
+	struct gen G = { .dst = dst, .key = splitmix(seed) ^ name_hash(name) };
+	if (x->kind == GT_WEIGHT) {
+		gen_scale(x, name, &G.scale, &G.offset);
+	} else {
+		G.scale = 1;
+	}
+	return each_element(s, t, gen_element, &G);
+}
+
+dtpc_status dtpc_session_bind_weights_seed(dtpc_session *s, uint64_t seed)
+{
+	for (uint32_t t = 0; t < s->g->ntensors; t++) {
+		if (s->g->tensors[t].kind != GT_WEIGHT)
+			continue;
+		dtpc_status st = alloc_weight(s, t);
+		if (!st)
+			st = gen_tensor(s, t, seed, s->weights[t]);
+		if (st)
+			return st;
+		s->bound[t] = true;
+	}
+	return DTPC_OK;
+}
+
+dtpc_status dtpc_session_bind_inputs_seed(dtpc_session *s, uint64_t seed)
+{
+	for (uint32_t i = 0; i < s->g->ninputs; i++) {
+		uint32_t t = s->g->inputs[i];
+		dtpc_status st = gen_tensor(s, t, seed ^ 0x696e707574ull, rt_data(s, t));
+		if (st)
+			return st;
+		s->bound[t] = true;
+	}
+	return DTPC_OK;
+}
+
+struct from_full {
+	float *dst;
+	const float *src;
+};
+
+static void copy_element(void *ud, int64_t local, int64_t global)
+{
+	struct from_full *F = ud;
+	F->dst[local] = F->src[global];
+}
+
+static dtpc_status check_shape(const struct dtpc_session *s, uint32_t t, const int64_t *shape,
+			       int ndim, const char *what)
+{
+	const struct g_tensor *x = &s->g->tensors[t];
+	bool ok = ndim == x->ndim;
+	for (int d = 0; ok && d < ndim; d++)
+		ok = shape[d] == x->dims[d];
+	if (ok)
+		return DTPC_OK;
+	char got[128] = "", want[128] = "";
+	size_t a = 0, b = 0;
+	for (int d = 0; d < ndim && a < sizeof got - 24; d++)
+		a += (size_t)snprintf(got + a, sizeof got - a, "%s%lld", d ? ", " : "", (long long)shape[d]);
+	for (int d = 0; d < x->ndim && b < sizeof want - 24; d++)
+		b += (size_t)snprintf(want + b, sizeof want - b, "%s%lld", d ? ", " : "",
+				      (long long)x->dims[d]);
+	return rt_error(DTPC_ERR_BIND, "%s '%s' has shape [%s], but the graph expects [%s]", what,
+			graph_str(s->g, x->name), got, want);
+}
+
+dtpc_status dtpc_session_bind_weight(dtpc_session *s, const char *name, const float *data,
+				     const int64_t *shape, int ndim)
+{
+	int64_t t = find_tensor(s, name, GT_WEIGHT);
+	if (t < 0)
+		return rt_error(DTPC_ERR_BIND, "the graph has no weight '%s'", name);
+	dtpc_status st = check_shape(s, (uint32_t)t, shape, ndim, "weight");
+	if (!st)
+		st = alloc_weight(s, (uint32_t)t);
+	if (st)
+		return st;
+	struct from_full F = { s->weights[t], data };
+	st = each_element(s, (uint32_t)t, copy_element, &F);
+	s->bound[t] = !st;
+	return st;
+}
+
+dtpc_status dtpc_session_set_input(dtpc_session *s, const char *name, const float *data,
+				   const int64_t *shape, int ndim)
+{
+	int64_t t = find_tensor(s, name, GT_INPUT);
+	if (t < 0)
+		return rt_error(DTPC_ERR_BIND, "the graph has no input '%s'", name);
+	dtpc_status st = check_shape(s, (uint32_t)t, shape, ndim, "input");
+	if (st)
+		return st;
+	memcpy(rt_data(s, (uint32_t)t), data, (size_t)s->numel[t] * 4);
+	s->bound[t] = true;
+	return DTPC_OK;
+}
+
+/* Reads each tensor of `kind` by name from a safetensors file: this rank's
+ * slice only (one sharded dim at most, read as ranges of that dim). */
+static dtpc_status bind_file(dtpc_session *s, const char *path, int kind)
+{
+	struct st_file *f = NULL;
+	char why[512];
+	if (!st_open(&f, path, why, sizeof why))
+		return rt_error(strstr(why, "cannot") ? DTPC_ERR_IO : DTPC_ERR_FORMAT, "%s", why);
+	dtpc_status st = DTPC_OK;
+	const char *what = kind == GT_WEIGHT ? "weight" : "input";
+	for (uint32_t t = 0; t < s->g->ntensors && !st; t++) {
+		const struct g_tensor *x = &s->g->tensors[t];
+		if (x->kind != kind)
+			continue;
+		const char *name = graph_str(s->g, x->name);
+		const struct st_tensor *e = st_find(f, name);
+		if (!e) {
+			st = rt_error(DTPC_ERR_BIND, "%s: %s '%s' is missing", path, what, name);
+			break;
+		}
+		if ((st = check_shape(s, t, e->shape, e->ndim, what)))
+			break;
+		int dim = -1, nr = 0;
+		int64_t starts[64], lens[64];
+		for (int d = 0; d < x->ndim; d++) {
+			int32_t p = x->pattern[d];
+			if (p < 0)
+				continue;
+			if (dim >= 0 || s->g->patterns[p].nblk > 64) {
+				st = rt_error(DTPC_ERR_BIND, "%s '%s' is split along several dims", what, name);
+				break;
+			}
+			dim = d;
+			uint32_t me = graph_group_index(s->g, s->g->patterns[p].group, s->rank);
+			uint32_t gs = s->g->groups[s->g->patterns[p].group].size;
+			int64_t base = 0;
+			for (uint32_t b = 0; b < s->g->patterns[p].nblk; b++) {
+				const struct g_chunk *c = graph_chunk(s->g, (uint32_t)p, b, me);
+				starts[nr] = base + c->start;
+				lens[nr++] = c->len;
+				for (uint32_t i = 0; i < gs; i++)
+					base += graph_chunk(s->g, (uint32_t)p, b, i)->len;
+			}
+		}
+		if (st)
+			break;
+		if (kind == GT_WEIGHT && (st = alloc_weight(s, t)))
+			break;
+		if (!st_read_f32(e, dim, starts, lens, nr, rt_data(s, t), why, sizeof why)) {
+			st = rt_error(DTPC_ERR_BIND, "%s: %s", path, why);
+			break;
+		}
+		s->bound[t] = true;
+	}
+	st_close(f);
+	return st;
+}
+
+dtpc_status dtpc_session_bind_weights_file(dtpc_session *s, const char *path)
+{
+	return bind_file(s, path, GT_WEIGHT);
+}
+
+dtpc_status dtpc_session_bind_inputs_file(dtpc_session *s, const char *path)
+{
+	return bind_file(s, path, GT_INPUT);
+}
+
+/* ---- running -------------------------------------------------------------------------- */
+
+static void trace_add(struct dtpc_session *s, uint32_t op, double t0, double t1)
+{
+	if (s->nevents == s->capevents) {
+		size_t nc = s->capevents ? s->capevents * 2 : 1024;
+		struct trace_event *ne = realloc(s->events, nc * sizeof *ne);
+		if (!ne)
+			return; /* tracing is best effort; the run goes on */
+		s->events = ne;
+		s->capevents = nc;
+	}
+	s->events[s->nevents++] = (struct trace_event){ op, t0 - s->epoch, t1 - s->epoch, 0 };
+}
+
+dtpc_status dtpc_session_run(dtpc_session *s)
+{
+	for (uint32_t t = 0; t < s->g->ntensors; t++) {
+		int k = s->g->tensors[t].kind;
+		if ((k == GT_WEIGHT || k == GT_INPUT) && !s->bound[t]) {
+			dtpc_status st = rt_error(DTPC_ERR_STATE, "%s '%s' is not bound",
+						  k == GT_WEIGHT ? "weight" : "input",
+						  graph_str(s->g, s->g->tensors[t].name));
+			s->c->ops->fail(s->c, dtpc_last_error());
+			return st;
+		}
+	}
+	for (uint32_t i = 0; i < s->g->nops; i++) {
+		double t0 = s->tracing ? rt_now() : 0;
+		dtpc_status st = exec_op(s, i);
+		if (st) {
+			if (st != DTPC_ERR_COMM)
+				s->c->ops->fail(s->c, dtpc_last_error());
+			return st;
+		}
+		if (s->tracing)
+			trace_add(s, i, t0, rt_now());
+	}
+	s->ran = true;
+	return DTPC_OK;
+}
+
+int dtpc_session_noutputs(const dtpc_session *s)
+{
+	return (int)s->g->noutputs;
+}
+
+dtpc_status dtpc_session_output(const dtpc_session *s, int i, const char **name,
+				const float **data, const int64_t **shape, int *ndim)
+{
+	if (i < 0 || (uint32_t)i >= s->g->noutputs)
+		return rt_error(DTPC_ERR_INVALID, "output %d of %u", i, s->g->noutputs);
+	if (!s->ran)
+		return rt_error(DTPC_ERR_STATE, "no run yet");
+	uint32_t t = s->g->outputs[i];
+	if (name)
+		*name = graph_str(s->g, s->g->tensors[t].name);
+	if (data)
+		*data = rt_data(s, t);
+	if (shape)
+		*shape = s->dims[t];
+	if (ndim)
+		*ndim = s->g->tensors[t].ndim;
+	return DTPC_OK;
+}
+
+void dtpc_session_trace(dtpc_session *s, int enable)
+{
+	s->tracing = enable != 0;
+}

@@ -1,0 +1,61 @@
+/* session.h — the runtime's internals shared by session.c and exec.c. */
+#ifndef DTPC_SESSION_H
+#define DTPC_SESSION_H
+#include <stdbool.h>
+
+#include "runtime/comm.h"
+#include "runtime/dtpc.h"
+#include "runtime/graph.h"
+
+struct dtpc_graph {
+	struct g_graph g;
+	void *mem;    /* the bytes: a mapping or a malloc'd copy */
+	size_t len;
+	bool mapped;
+};
+
+struct dtpc_comm {
+	struct comm *impl;
+};
+
+struct dtpc_local_world {
+	struct comm_local_world *w;
+};
+
+/* One span of a traced run. */
+struct trace_event {
+	uint32_t op;
+	double t0, t1; /* seconds since the session's epoch */
+	uint64_t bytes;
+};
+
+struct dtpc_session {
+	const struct g_graph *g;
+	struct comm *c;
+	uint32_t rank;
+	float *arena;
+	int64_t (*dims)[G_MAX_DIMS]; /* local shape of every tensor */
+	int64_t *numel;
+	float **weights;             /* per tensor: this rank's slice, or NULL */
+	bool *bound;                 /* per tensor: weight or input bound */
+	struct comm_group *groups;   /* per graph group, as this rank sees it */
+	int *members;
+	void *workspace;             /* attention tiles */
+	size_t workspace_bytes;
+	bool ran;
+
+	bool tracing;
+	double epoch;
+	struct trace_event *events;
+	size_t nevents, capevents;
+};
+
+/* Sets the calling thread's last error; returns st. */
+dtpc_status rt_error(dtpc_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+double rt_now(void);
+
+/* Runs op i of the graph on this rank (exec.c). */
+dtpc_status exec_op(struct dtpc_session *s, uint32_t i);
+/* A tensor's data on this rank: its arena slot or its weight slice. */
+float *rt_data(const struct dtpc_session *s, uint32_t t);
+#endif

@@ -1,0 +1,99 @@
+#!/bin/sh
+# equiv.sh BUILD [--mpi] — the equivalence matrix: every example at a
+# test-sized configuration, compiled for many meshes (--mesh / --context
+# replace the plan's), replayed on N ranks and compared with the same model
+# run unsharded on one rank (dtpc run --verify: normwise max relative error
+# <= 1e-5 per output). Prints one line per case and "equiv: N passed, N failed".
+set -u
+BUILD=${1:-build}
+MODE=${2:-local}
+DTPC="$BUILD/dtpc"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+
+# case NAME FILE PLAN MESH CONTEXT DEFINES...
+# (POSIX sh has no locals: c_* are this function's own, so it does not
+# clobber its caller's variables)
+case_() {
+	c_name=$1 c_file=$2 c_plan=$3 c_mesh=$4 c_ctx=$5
+	shift 5
+	g="$tmp/$c_name.graph"
+	if [ -n "$c_ctx" ]; then
+		"$DTPC" "$c_file" --plan "$c_plan" --mesh "$c_mesh" --context "$c_ctx" "$@" -o "$g" \
+			>"$tmp/out" 2>&1
+	else
+		"$DTPC" "$c_file" --plan "$c_plan" --mesh "$c_mesh" "$@" -o "$g" >"$tmp/out" 2>&1
+	fi
+	rc=$?
+	if [ $rc = 0 ]; then
+		if [ "$MODE" = mpi ]; then
+			n=$("$DTPC" inspect "$g" | sed -n 's/.*(world \([0-9]*\)).*/\1/p')
+			mpirun -np "$n" --oversubscribe --allow-run-as-root --mca btl self,vader \
+				"$DTPC" run "$g" --backend mpi --verify --timeout 60 >>"$tmp/out" 2>&1
+		else
+			"$DTPC" run "$g" --verify --timeout 60 >>"$tmp/out" 2>&1
+		fi
+		rc=$?
+	fi
+	if [ $rc = 0 ]; then
+		pass=$((pass + 1))
+		err=$(sed -n 's/.*max relative error \([^ ]*\).*/\1/p' "$tmp/out" | sort -g | tail -1)
+		printf "ok    %-40s %-34s max rel error %s\n" "$c_name" "$c_mesh${c_ctx:+; $c_ctx}" "$err"
+	else
+		fail=$((fail + 1))
+		printf "FAIL  %-40s %-34s\n" "$c_name" "$c_mesh${c_ctx:+; $c_ctx}"
+		sed 's/^/      /' "$tmp/out" | head -20
+	fi
+}
+
+# the meshes every example goes through: TP_PLAN (no context styles) for
+# tp alone, PLAN for every mesh with context axes
+matrix() {
+	tag=$1 file=$2 plan=$3 tp_plan=$4
+	shift 4
+	case_ "$tag-tp2" "$file" "$tp_plan" "tp = 2" "" "$@"
+	case_ "$tag-tp4" "$file" "$tp_plan" "tp = 4" "" "$@"
+	case_ "$tag-ulysses2" "$file" "$plan" "ulysses = 2" "" "$@"
+	case_ "$tag-ulysses4" "$file" "$plan" "ulysses = 4" "" "$@"
+	for rm in allgather alltoall; do
+		case_ "$tag-ring2-$rm" "$file" "$plan" "ring = 2" "rotate_method = \"$rm\"" "$@"
+		case_ "$tag-ring4-$rm" "$file" "$plan" "ring = 4" "rotate_method = \"$rm\"" "$@"
+	done
+	case_ "$tag-ring2xulysses2" "$file" "$plan" "ring = 2, ulysses = 2" "" "$@"
+	case_ "$tag-ulysses2xtp2" "$file" "$plan" "ulysses = 2, tp = 2" "" "$@"
+	case_ "$tag-tp2xulysses2xring2" "$file" "$plan" "ring = 2, ulysses = 2, tp = 2" \
+		"rotate_method = \"alltoall\"" "$@"
+}
+
+if [ "$MODE" = mpi ]; then
+	# a subset under mpirun: one rank per process
+	case_ mpi-tiny-ring2xulysses2xtp2 examples/tiny_dit.plan tiny_dit_8 \
+		"ring = 2, ulysses = 2, tp = 2" "" -D seq=64
+	case_ mpi-tiny-ring4-alltoall examples/tiny_dit.plan tiny_dit_8 "ring = 4" \
+		"rotate_method = \"alltoall\"" -D seq=64
+	case_ mpi-flux-ulysses2xtp2 examples/flux.plan flux_tiny_ring2_ulysses2_tp2 \
+		"ulysses = 2, tp = 2" ""
+	case_ mpi-tiny-ulysses-anything3 examples/tiny_dit.plan tiny_dit_8 "ulysses = 3" \
+		"ulysses_anything = true" -D seq=50 -D heads=5 -D hidden=40
+else
+	matrix tiny examples/tiny_dit.plan tiny_dit_8 tiny_dit_tp -D seq=64
+	case_ tiny-ulysses-anything3 examples/tiny_dit.plan tiny_dit_8 "ulysses = 3" \
+		"ulysses_anything = true" -D seq=50 -D heads=5 -D hidden=40
+	case_ tiny-ring-anything3 examples/tiny_dit.plan tiny_dit_8 "ring = 3" \
+		"ring_anything = true" -D seq=50
+	matrix flux examples/flux.plan flux_tiny_ring2_ulysses2_tp2 flux_tiny_tp
+	case_ flux-ulysses-anything3 examples/flux.plan flux_tiny_ring2_ulysses2_tp2 \
+		"ulysses = 3" "ulysses_anything = true" -D heads=5 -D img_seq=13 -D txt_seq=23
+	case_ flux-ring-anything3 examples/flux.plan flux_tiny_ring2_ulysses2_tp2 "ring = 3" \
+		"ring_anything = true, rotate_method = \"alltoall\"" -D img_seq=13 -D txt_seq=23
+	matrix qwenimage examples/qwenimage.plan qwenimage_tiny_usp_tp qwenimage_tiny_tp
+	case_ qwenimage-ulysses-anything2 examples/qwenimage.plan \
+		qwenimage_tiny_ulysses_anything2 "ulysses = 2" "ulysses_anything = true"
+	matrix wan examples/wan.plan wan_tiny_usp_ffn_tp wan_tiny_ffn_tp
+	case_ wan-ring-anything3 examples/wan.plan wan_tiny_ring_anything3 "ring = 3" \
+		"ring_anything = true"
+fi
+echo "equiv: $pass passed, $fail failed"
+[ "$fail" = 0 ]

@@ -1,0 +1,358 @@
+/* test_comm_mpi.c — the mpi backend on sub-groups of MPI_COMM_WORLD, 4 ranks:
+ *
+ *   mpirun -np 4 --oversubscribe --allow-run-as-root build/tests/mpi_test_comm_mpi
+ *
+ * Rank 0 prints TAP; a check passes when it passed on every rank. The exit
+ * status is non-zero on a failure. Two modes show the paths that end the
+ * job (so they are not checks here; docs/comm.md has the expected output):
+ * `--timeout` (rank 3 never arrives: the others abort after 0.3 s naming
+ * their op and group) and `--fail` (rank 2 calls fail()). */
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/comm.h"
+#include "tests/unit/unit.h"
+
+enum { NR = 4, TIMEOUT_MS = 60000 };
+
+static int rank;
+static struct comm *C;
+
+/* A check passes when it passed on every rank; rank 0 reports it. */
+#define CHECK(cond, ...)                                                                  \
+	do {                                                                              \
+		int ok_ = (cond);                                                         \
+		MPI_Allreduce(MPI_IN_PLACE, &ok_, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD); \
+		if (rank == 0)                                                            \
+			UNIT_CHECK(ok_, __VA_ARGS__);                                     \
+	} while (0)
+
+static uint64_t mix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/* Byte `pos` of stream `src`: never zero. */
+static uint8_t byte_at(uint64_t seed, uint64_t src, size_t pos)
+{
+	uint8_t b = (uint8_t)(mix(seed ^ (src << 40) ^ (pos / 8)) >> (8 * (pos % 8)));
+	return b ? b : 0x5a;
+}
+
+static void fill(void *buf, size_t len, uint64_t seed, uint64_t src)
+{
+	for (size_t i = 0; i < len; i++)
+		((uint8_t *)buf)[i] = byte_at(seed, src, i);
+}
+
+static long wrong_bytes(const void *buf, size_t len, uint64_t seed, uint64_t src)
+{
+	long bad = 0;
+	for (size_t i = 0; i < len; i++)
+		bad += ((const uint8_t *)buf)[i] != byte_at(seed, src, i);
+	return bad;
+}
+
+static float float_at(uint64_t seed, int r, size_t i)
+{
+	uint64_t h = mix(seed ^ ((uint64_t)r << 40) ^ i);
+	float f = (float)((h >> 40) + 1) / 16777216.0f;
+	return h & 1 ? f : -f;
+}
+
+static struct comm_tag tag(uint32_t op, const char *what)
+{
+	return (struct comm_tag){ .op = op, .what = what };
+}
+
+/* The 2 x 2 mesh (rank = row * 2 + col): ROW (id 0), COL (id 1), WORLD, and
+ * TAIL = ranks 1, 2, 3 (id 2), a group rank 0 is not in. NULL if not a member. */
+enum axis { ROW, COL, WORLD, TAIL };
+
+static struct comm_group *group(enum axis a, struct comm_group *g, int *ranks)
+{
+	switch (a) {
+	case ROW:
+		*g = (struct comm_group){ .id = 0, .n = 2, .me = rank % 2, .ranks = ranks };
+		ranks[0] = rank / 2 * 2;
+		ranks[1] = ranks[0] + 1;
+		return g;
+	case COL:
+		*g = (struct comm_group){ .id = 1, .n = 2, .me = rank / 2, .ranks = ranks };
+		ranks[0] = rank % 2;
+		ranks[1] = ranks[0] + 2;
+		return g;
+	case WORLD:
+		*g = comm_world_group(C, ranks);
+		return g;
+	case TAIL:
+		*g = (struct comm_group){ .id = 2, .n = 3, .me = rank - 1, .ranks = ranks };
+		for (int k = 0; k < 3; k++)
+			ranks[k] = k + 1;
+		return rank ? g : NULL;
+	}
+	return NULL;
+}
+
+/* ---- collectives, checked: each returns the wrong bytes (or -1 on an error) --- */
+
+static long t_allgatherv(const struct comm_group *g, uint32_t op, uint64_t seed, size_t scale,
+			 bool in_place)
+{
+	size_t counts[NR], displs[NR], total = 0;
+	for (int i = 0; i < g->n; i++) {
+		counts[i] = i == 1 ? 0 : scale * (size_t)(3 + 2 * i) + 7 * (size_t)i;
+		displs[i] = total;
+		total += counts[i] + 3;
+	}
+	uint8_t *recv = calloc(1, total);
+	uint8_t *send = in_place ? recv + displs[g->me] : malloc(counts[g->me] + 1);
+	fill(send, counts[g->me], seed, (uint64_t)rank);
+	long bad = -1;
+	if (C->ops->allgatherv(C, g, tag(op, "all_gather x"), send, recv, counts, displs) == COMM_OK) {
+		bad = 0;
+		for (int i = 0; i < g->n; i++) {
+			bad += wrong_bytes(recv + displs[i], counts[i], seed, (uint64_t)g->ranks[i]);
+			for (int k = 0; k < 3; k++)
+				bad += recv[displs[i] + counts[i] + (size_t)k] != 0;
+		}
+	}
+	if (!in_place)
+		free(send);
+	free(recv);
+	return bad;
+}
+
+static size_t a2a_count(int i, int k, size_t scale)
+{
+	return (i * 7 + k * 13) % 5 == 0 ? 0 : scale * (size_t)(1 + i + 2 * k) + 11 * (size_t)k;
+}
+
+static long t_alltoallv(const struct comm_group *g, uint32_t op, uint64_t seed, size_t scale)
+{
+	size_t sc[NR], sd[NR], rc[NR], rd[NR], stot = 0, rtot = 0;
+	for (int k = 0; k < g->n; k++) {
+		sc[k] = a2a_count(g->me, k, scale);
+		sd[k] = stot;
+		stot += sc[k] + 5;
+		rc[k] = a2a_count(k, g->me, scale);
+		rd[k] = rtot;
+		rtot += rc[k] + 3;
+	}
+	uint8_t *send = malloc(stot), *recv = calloc(1, rtot);
+	for (int k = 0; k < g->n; k++)
+		fill(send + sd[k], sc[k], seed, (uint64_t)(rank * 64 + g->ranks[k]));
+	long bad = -1;
+	if (C->ops->alltoallv(C, g, tag(op, "all_to_all x"), send, sc, sd, recv, rc, rd) == COMM_OK) {
+		bad = 0;
+		for (int k = 0; k < g->n; k++)
+			bad += wrong_bytes(recv + rd[k], rc[k], seed, (uint64_t)(g->ranks[k] * 64 + rank));
+	}
+	free(send);
+	free(recv);
+	return bad;
+}
+
+/* Tolerance: (P - 1) * FLT_EPSILON * sum |x|, one rounding per addition. */
+static long t_allreduce(const struct comm_group *g, uint32_t op, uint64_t seed, size_t n)
+{
+	float *buf = malloc((n ? n : 1) * sizeof *buf);
+	for (size_t i = 0; i < n; i++)
+		buf[i] = float_at(seed, rank, i);
+	long bad = -1;
+	if (C->ops->allreduce_f32(C, g, tag(op, "all_reduce x"), buf, n) == COMM_OK) {
+		bad = 0;
+		for (size_t i = 0; i < n; i++) {
+			double ref = 0, mag = 0;
+			for (int m = 0; m < g->n; m++) {
+				double x = float_at(seed, g->ranks[m], i);
+				ref += x;
+				mag += fabs(x);
+			}
+			bad += fabs(buf[i] - ref) > (g->n - 1) * (double)FLT_EPSILON * mag;
+		}
+	}
+	free(buf);
+	return bad;
+}
+
+static size_t chunk_size(int origin, size_t scale)
+{
+	return scale + 100 * (size_t)origin;
+}
+
+/* Ring attention's pattern: K and V passed right every round, with work
+ * between start and wait; uneven chunk sizes. */
+static long t_shift(const struct comm_group *g, uint32_t op0, uint64_t seed, size_t scale,
+		    int rounds)
+{
+	int n = g->n;
+	size_t cap = chunk_size(NR, scale);
+	uint8_t *buf[2][2];
+	for (int kv = 0; kv < 2; kv++) {
+		buf[kv][0] = malloc(cap);
+		buf[kv][1] = malloc(cap);
+		fill(buf[kv][0], chunk_size(rank, scale), seed + (uint64_t)kv, (uint64_t)rank);
+	}
+	long bad = 0;
+	int cur = 0;
+	for (int round = 0; round < rounds && bad >= 0; round++) {
+		int have = g->ranks[((g->me - round) % n + n) % n];
+		int next = g->ranks[((g->me - round - 1) % n + n) % n];
+		struct comm_request *req[2];
+		for (int kv = 0; kv < 2 && bad >= 0; kv++) {
+			memset(buf[kv][!cur], 0, cap);
+			uint32_t op = op0 + 2 * (uint32_t)round + (uint32_t)kv;
+			if (C->ops->shift_start(C, g, tag(op, kv ? "shift v" : "shift k"), buf[kv][cur],
+						chunk_size(have, scale), buf[kv][!cur],
+						chunk_size(next, scale), &req[kv]))
+				bad = -1;
+		}
+		if (bad < 0)
+			break;
+		usleep((useconds_t)(mix((uint64_t)(rank * 100 + round)) % 2000));
+		for (int kv = 0; kv < 2; kv++)
+			if (C->ops->shift_wait(C, req[kv]))
+				bad = -1;
+		cur = !cur;
+		for (int kv = 0; kv < 2 && bad >= 0; kv++)
+			bad += wrong_bytes(buf[kv][cur], chunk_size(next, scale), seed + (uint64_t)kv,
+					   (uint64_t)next);
+	}
+	for (int kv = 0; kv < 2; kv++) {
+		free(buf[kv][0]);
+		free(buf[kv][1]);
+	}
+	return bad;
+}
+
+/* ---- the modes that end the job ---------------------------------------------------------- */
+
+static int ending(const char *mode)
+{
+	int ranks[NR];
+	struct comm_group g;
+	float x = 1;
+	group(WORLD, &g, ranks);
+	if (!strcmp(mode, "--timeout")) {
+		if (rank == 3) {
+			sleep(30);
+			return 0;
+		}
+		C->ops->allreduce_f32(C, &g, tag(17, "all_reduce blocks.3.attn"), &x, 1);
+	} else {
+		if (rank == 2)
+			C->ops->fail(C, "kernel error: NaN in blocks.3");
+		C->ops->allreduce_f32(C, &g, tag(17, "all_reduce blocks.3.attn"), &x, 1);
+	}
+	fprintf(stderr, "rank %d: still running\n", rank);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	char err[256];
+	bool ends = argc > 1;
+	C = comm_mpi_create(ends ? 300 : TIMEOUT_MS, err, sizeof err);
+	if (!C) {
+		fprintf(stderr, "comm_mpi_create: %s\n", err);
+		return 2;
+	}
+	rank = C->rank;
+	if (C->world != NR) {
+		if (rank == 0)
+			fprintf(stderr, "needs %d ranks, has %d\n", NR, C->world);
+		C->ops->free(C);
+		return 2;
+	}
+	if (ends) {
+		int st = ending(argv[1]);
+		C->ops->free(C);
+		return st;
+	}
+
+	int ranks[4][NR];
+	struct comm_group gs[4], *g[4];
+	for (int a = ROW; a <= TAIL; a++)
+		g[a] = group((enum axis)a, &gs[a], ranks[a]);
+	static const char *const names[] = { "rows", "columns", "world", "ranks 1-3" };
+
+	uint32_t op = 0;
+	for (int a = ROW; a <= TAIL; a++) {
+		long bad = 0;
+		/* rank 0 is outside TAIL: it goes on to the next group meanwhile */
+		if (g[a]) {
+			long r[4] = { t_allgatherv(g[a], op, 11, 97, false),
+				      t_allgatherv(g[a], op + 1, 12, 97, true),
+				      t_alltoallv(g[a], op + 2, 13, 89),
+				      t_allreduce(g[a], op + 3, 14, 10007) };
+			for (int k = 0; k < 4; k++)
+				bad = r[k] < 0 || bad < 0 ? -1 : bad + r[k];
+		}
+		op += 4;
+		CHECK(bad == 0, "%s: allgatherv (uneven, one empty, in place), alltoallv, allreduce (%ld wrong)",
+		      names[a], bad);
+	}
+	long bad = t_allreduce(g[WORLD], op++, 15, 1);
+	bad += t_allreduce(g[WORLD], op++, 16, 0);
+	CHECK(bad == 0, "allreduce of 1 and 0 floats");
+
+	bad = t_shift(g[WORLD], op, 21, 5000, 6);
+	op += 12;
+	CHECK(bad == 0, "shift: ring of 4, K and V at once, 6 rounds, work between (%ld wrong)", bad);
+	bad = g[TAIL] ? t_shift(g[TAIL], op, 22, 5000, 5) : 0;
+	op += 10;
+	CHECK(bad == 0, "shift: ring of 3 (ranks 1-3), 5 rounds (%ld wrong)", bad);
+
+	bad = 0;
+	for (int it = 0; it < 60 && bad >= 0; it++) {
+		uint64_t seed = 1000 + (uint64_t)it;
+		long r[4] = { t_allgatherv(g[it % 3], op, seed, 5, it & 1),
+			      t_allreduce(g[(it + 1) % 3], op + 1, seed, 40),
+			      t_alltoallv(g[(it + 2) % 3], op + 2, seed, 3),
+			      t_shift(g[it % 2], op + 3, seed, 17, 1) };
+		op += 5;
+		for (int k = 0; k < 4; k++)
+			bad = r[k] < 0 || bad < 0 ? -1 : bad + r[k];
+	}
+	CHECK(bad == 0, "240 back-to-back collectives on rows, columns, world (%ld wrong)", bad);
+
+	const size_t MiB = 1 << 20;
+	double t0 = MPI_Wtime();
+	long r[4] = { t_allgatherv(g[WORLD], op, 31, 16 * MiB / 19, false),
+		      t_allreduce(g[WORLD], op + 1, 32, 4 * MiB),
+		      t_alltoallv(g[WORLD], op + 2, 33, 16 * MiB / 21),
+		      t_shift(g[WORLD], op + 3, 34, 16 * MiB, 1) };
+	op += 5;
+	bad = 0;
+	for (int k = 0; k < 4; k++)
+		bad = r[k] < 0 || bad < 0 ? -1 : bad + r[k];
+	CHECK(bad == 0, "16 MiB allgatherv, allreduce, alltoallv, shift (%.1f s with checking)",
+	      MPI_Wtime() - t0);
+
+	/* over MPI's int counts: refused before anything is sent */
+	size_t huge[NR] = { 8, 8, 8, 8 }, displs[NR] = { 0, 8, 16, 24 };
+	huge[1] = (size_t)INT_MAX + 1;
+	char recv[32] = { 1 };
+	int st = C->ops->allgatherv(C, g[WORLD], tag(op, "all_gather huge"), recv + displs[rank],
+				    recv, huge, displs);
+	bool refused = st == COMM_INVALID && strstr(C->error, "exceed MPI's int count");
+	float x = 1;
+	st = C->ops->allreduce_f32(C, g[WORLD], tag(op, "all_reduce huge"), &x, (size_t)INT_MAX + 1);
+	refused = refused && st == COMM_INVALID && strstr(C->error, "exceed MPI's int count");
+	CHECK(refused, "a piece over INT_MAX bytes or floats: COMM_INVALID (%s)", C->error);
+	bad = t_allreduce(g[WORLD], op + 1, 41, 100);
+	CHECK(bad == 0, "and the next collective works");
+
+	C->ops->free(C);
+	return rank == 0 ? unit_done() : 0;
+}

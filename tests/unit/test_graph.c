@@ -1,0 +1,731 @@
+/* test_graph.c — unit tests for the .graph format: runtime/graph_write.c and
+ * runtime/graph_load.c (docs/graph-format.md).
+ *
+ * A small but complete graph (mesh ring = 2 x tp = 3, uneven and block-sharded
+ * patterns, tensors of every kind, a few ops with and without groups) goes
+ * through serialize and parse; then every truncation, every flipped byte and
+ * a list of forged files (edited, checksum fixed up) must be rejected with the
+ * right message.
+ *
+ * DTPC_WRITE_SEEDS=dir also writes the seed graphs of the fuzz target
+ * (tests/fuzz/graph_corpus) into dir. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/graph.h"
+#include "tests/unit/unit.h"
+
+/* ---- the test graph -------------------------------------------------------------- */
+
+enum { AX_RING, AX_TP };
+enum { G_CTX, G_TP, G_TPRING }; /* G_TPRING lists tp before ring */
+enum { P_SEQ, P_HID, P_QKV, P_Z }; /* P_SEQ: 7 in blocks [4, 3] over ring */
+enum {
+	T_X, T_XS, T_WQKV, T_BQKV, T_QKV, T_WPROJ, T_WS, T_PROJ, T_Y, T_OUT,
+	T_T, T_Z, T_NORM, NTENSORS
+};
+
+static const char *const strings[] = {
+	"", "ring", "tp", "x", "x.shard", "qkv.weight", "qkv.bias", "qkv",
+	"proj.weight", "qkv.ws", "proj", "y", "out", "t", "z", "norm",
+	"compiler", "dtpc 0.1.0", "world", "offset", "scale",
+};
+enum { NSTRINGS = sizeof strings / sizeof strings[0] };
+
+static char strtab[256];
+static uint32_t stroff[NSTRINGS];
+
+static struct g_meta meta[4];
+
+static const struct g_axis axes[] = {
+	[AX_RING] = { 1, 2 },
+	[AX_TP] = { 2, 3 },
+};
+
+static const struct g_group groups[] = {
+	[G_CTX] = { { AX_RING }, 1, 2 },
+	[G_TP] = { { AX_TP }, 1, 3 },
+	[G_TPRING] = { { AX_TP, AX_RING }, 2, 6 },
+};
+
+static const struct g_pattern patterns[] = {
+	[P_SEQ] = { G_CTX, 2, 0 },
+	[P_HID] = { G_TP, 1, 4 },
+	[P_QKV] = { G_TP, 3, 7 },
+	[P_Z] = { G_TPRING, 1, 16 },
+};
+
+static const struct g_chunk chunks[] = {
+	{ 0, 2 }, { 2, 2 }, { 0, 2 }, { 2, 1 }, /* P_SEQ: [4 | 3] -> 4, 3 */
+	{ 0, 3 }, { 3, 3 }, { 6, 2 },           /* P_HID: 8 -> 3, 3, 2 */
+	{ 0, 2 }, { 2, 2 }, { 4, 2 },           /* P_QKV: q | k | v, 6 each */
+	{ 0, 2 }, { 2, 2 }, { 4, 2 },
+	{ 0, 2 }, { 2, 2 }, { 4, 2 },
+	{ 0, 3 }, { 3, 2 }, { 5, 2 }, { 7, 2 }, { 9, 2 }, { 11, 2 }, /* P_Z: 13 */
+};
+enum { NCHUNKS = sizeof chunks / sizeof chunks[0] };
+
+static struct g_tensor tensors[NTENSORS] = {
+	[T_X] = { 3, GT_INPUT, 3, 0, { -1, -1, -1 }, { 1, 7, 8 }, 0, 224 },
+	[T_XS] = { 4, GT_ACTIVATION, 3, 0, { -1, P_SEQ, -1 }, { 1, 7, 8 }, 256, 128 },
+	[T_WQKV] = { 5, GT_WEIGHT, 2, 0, { P_QKV, -1 }, { 18, 8 }, 0, 192 },
+	[T_BQKV] = { 6, GT_WEIGHT, 1, 0, { P_QKV }, { 18 }, 0, 24 },
+	[T_QKV] = { 7, GT_ACTIVATION, 3, 0, { -1, P_SEQ, P_QKV }, { 1, 7, 18 }, 384, 96 },
+	[T_WPROJ] = { 8, GT_WEIGHT, 2, 0, { -1, P_HID }, { 8, 8 }, 0, 96 },
+	[T_WS] = { 9, GT_SCRATCH, 1, 0, { -1 }, { 16 }, 512, 64 },
+	[T_PROJ] = { 10, GT_ACTIVATION, 3, 0, { -1, P_SEQ, P_HID }, { 1, 7, 8 }, 576, 48 },
+	[T_Y] = { 11, GT_ACTIVATION, 3, 0, { -1, P_SEQ, -1 }, { 1, 7, 8 }, 640, 128 },
+	[T_OUT] = { 12, GT_ACTIVATION, 3, G_TF_OUTPUT, { -1, -1, -1 }, { 1, 7, 8 }, 768, 224 },
+	[T_T] = { 13, GT_INPUT, 0, 0, { 0 }, { 0 }, 1024, 4 },
+	[T_Z] = { 14, GT_ACTIVATION, 2, 0, { -1, P_Z }, { 2, 13 }, 1088, 24 },
+	[T_NORM] = { 15, GT_ACTIVATION, 3, 0, { -1, -1, -1 }, { 1, 7, 8 }, 1152, 224 },
+};
+enum { ARENA = 1408 };
+
+static const uint32_t operands[] = {
+	T_X,                 /* 0: shard */
+	T_XS, T_WQKV, T_BQKV, /* 1: linear */
+	T_XS, T_WPROJ,       /* 4: linear */
+	T_PROJ,              /* 6: all_gather over tp */
+	T_Y,                 /* 7: all_gather over ring */
+	T_Y,                 /* 8: reshape */
+	T_OUT,               /* 9: layer_norm */
+};
+
+static const struct g_op ops[] = {
+	{ OP_shard, 1, 0, T_XS, G_CTX, -1, 0, { 1 }, 0 },
+	{ OP_linear, 3, 1, T_QKV, -1, T_WS, G_OF_BIAS, { 0 }, 0 },
+	{ OP_linear, 2, 4, T_PROJ, -1, -1, 0, { 0 }, 0 },
+	{ OP_all_gather, 1, 6, T_Y, G_TP, -1, 0, { 2 }, 0 },
+	{ OP_all_gather, 1, 7, T_OUT, G_CTX, -1, 0, { 1 }, 0 },
+	{ OP_reshape, 1, 8, T_Z, -1, -1, 0, { 0 }, 0 },
+	{ OP_layer_norm, 1, 9, T_NORM, -1, -1, 0, { 0 }, 1e-6 },
+};
+enum { NOPS = sizeof ops / sizeof ops[0] };
+
+static const uint32_t inputs[] = { T_X, T_T };
+static const uint32_t outputs[] = { T_OUT };
+
+static struct g_graph make_graph(void)
+{
+	size_t at = 0;
+	double scale = 0.5;
+
+	/* Unused pattern slots are -1, as the writer makes them. */
+	for (int t = 0; t < NTENSORS; t++)
+		for (int d = tensors[t].ndim; d < G_MAX_DIMS; d++)
+			tensors[t].pattern[d] = -1;
+
+	for (int i = 0; i < NSTRINGS; i++) {
+		stroff[i] = (uint32_t)at;
+		strcpy(strtab + at, strings[i]);
+		at += strlen(strings[i]) + 1;
+	}
+	meta[0] = (struct g_meta){ 16, GM_STR, 17 };
+	meta[1] = (struct g_meta){ 18, GM_U64, 6 };
+	meta[2] = (struct g_meta){ 19, GM_I64, (uint64_t)-3 };
+	meta[3] = (struct g_meta){ 20, GM_F64, 0 };
+	memcpy(&meta[3].value, &scale, sizeof scale);
+	return (struct g_graph){
+		.strtab = strtab, .strtab_size = at, .stroff = stroff,
+		.nstrings = NSTRINGS,
+		.meta = meta, .nmeta = 4,
+		.axes = axes, .naxes = 2, .world = 6,
+		.groups = groups, .ngroups = 3,
+		.patterns = patterns, .npatterns = 4,
+		.chunks = chunks, .nchunks = NCHUNKS,
+		.tensors = tensors, .ntensors = NTENSORS,
+		.ops = ops, .nops = NOPS,
+		.operands = operands, .noperands = 10,
+		.inputs = inputs, .ninputs = 2,
+		.outputs = outputs, .noutputs = 1,
+		.arena_bytes = ARENA,
+	};
+}
+
+/* The smallest valid graph: one rank, nothing to run. */
+static struct g_graph make_minimal(void)
+{
+	static const char empty[1] = "";
+	static const uint32_t off0[1] = { 0 };
+	static const struct g_axis one[1] = { { 0, 1 } };
+
+	return (struct g_graph){
+		.strtab = empty, .strtab_size = 1, .stroff = off0, .nstrings = 1,
+		.axes = one, .naxes = 1, .world = 1,
+	};
+}
+
+/* ---- helpers ------------------------------------------------------------------------- */
+
+static uint8_t *valid;
+static size_t valid_len;
+
+static size_t align_up(size_t x)
+{
+	return (x + G_ALIGN - 1) / G_ALIGN * G_ALIGN;
+}
+
+static uint8_t *copy_of(const uint8_t *f, size_t len)
+{
+	uint8_t *c = malloc(len);
+
+	memcpy(c, f, len);
+	return c;
+}
+
+static struct g_file_header *header(uint8_t *f)
+{
+	return (void *)f;
+}
+
+static struct g_section *entry(uint8_t *f, uint32_t id)
+{
+	struct g_section *tab = (void *)(f + header(f)->header_size);
+
+	for (uint32_t i = 0; i < header(f)->nsections; i++)
+		if (tab[i].id == id)
+			return &tab[i];
+	abort();
+}
+
+static void *section(uint8_t *f, uint32_t id)
+{
+	return f + entry(f, id)->offset;
+}
+
+/* After an edit, so that the check under test is reached. */
+static void fix_checksum(uint8_t *f, size_t len)
+{
+	header(f)->checksum = graph_checksum(f, len);
+}
+
+/* Parses f[0 .. len) (fixing its checksum first), which must fail with a
+ * message containing want; frees f. */
+static void reject(uint8_t *f, size_t len, const char *want, const char *what)
+{
+	char err[256] = "";
+	struct g_graph g;
+
+	fix_checksum(f, len);
+	bool ok = graph_parse(f, len, &g, err, sizeof err);
+
+	UNIT_CHECK(!ok && strstr(err, want), "rejects %s: \"%s\"", what, err);
+	if (ok || !strstr(err, want))
+		printf("#   expected a message containing \"%s\"\n", want);
+	free(f);
+}
+
+static bool parse_ok(const uint8_t *f, size_t len, struct g_graph *g)
+{
+	char err[256] = "";
+
+	if (graph_parse(f, len, g, err, sizeof err))
+		return true;
+	printf("# unexpected: %s\n", err);
+	return false;
+}
+
+static void write_seed(const char *dir, const char *name, const void *f, size_t len)
+{
+	char path[4096];
+
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	FILE *fp = fopen(path, "wb");
+
+	if (!fp || fwrite(f, 1, len, fp) != len || fclose(fp))
+		printf("# could not write %s\n", path);
+}
+
+/* ---- round trip --------------------------------------------------------------------- */
+
+#define SAME(field, n) (memcmp(p.field, g.field, (n) * sizeof *g.field) == 0)
+
+static void test_round_trip(void)
+{
+	struct g_graph g = make_graph(), p;
+	size_t len2, len3;
+
+	valid = graph_serialize(&g, &valid_len);
+	UNIT_CHECK(valid != NULL, "serializes (%zu bytes)", valid_len);
+	if (!parse_ok(valid, valid_len, &p))
+		exit(unit_done() | 1);
+	UNIT_CHECK(p.strtab_size == g.strtab_size && p.nstrings == NSTRINGS &&
+			   SAME(strtab, g.strtab_size) && SAME(stroff, NSTRINGS),
+		   "strings round-trip");
+	UNIT_CHECK(p.nmeta == 4 && SAME(meta, 4), "meta round-trips");
+	UNIT_CHECK(p.naxes == 2 && SAME(axes, 2) && p.world == 6, "axes round-trip, world 6");
+	UNIT_CHECK(p.ngroups == 3 && SAME(groups, 3), "groups round-trip");
+	UNIT_CHECK(p.npatterns == 4 && SAME(patterns, 4), "patterns round-trip");
+	UNIT_CHECK(p.nchunks == NCHUNKS && SAME(chunks, NCHUNKS), "chunks round-trip");
+	UNIT_CHECK(p.ntensors == NTENSORS && SAME(tensors, NTENSORS), "tensors round-trip");
+	UNIT_CHECK(p.nops == NOPS && SAME(ops, NOPS) && p.ops[6].eps == 1e-6,
+		   "ops round-trip");
+	UNIT_CHECK(p.noperands == 10 && SAME(operands, 10), "operands round-trip");
+	UNIT_CHECK(p.ninputs == 2 && SAME(inputs, 2) && p.noutputs == 1 && SAME(outputs, 1),
+		   "inputs and outputs round-trip");
+	UNIT_CHECK(p.arena_bytes == ARENA, "arena bytes round-trip");
+	UNIT_CHECK(p.checksum == graph_checksum(valid, valid_len) &&
+			   p.checksum == header(valid)->checksum,
+		   "checksum filled in from the file (%016llx)",
+		   (unsigned long long)p.checksum);
+	UNIT_CHECK((const uint8_t *)p.tensors > valid &&
+			   (const uint8_t *)p.tensors < valid + valid_len,
+		   "zero-copy: tables point into the buffer");
+
+	bool strs = true;
+
+	for (uint32_t i = 0; i < NSTRINGS; i++)
+		strs &= strcmp(graph_str(&p, i), strings[i]) == 0;
+	UNIT_CHECK(strs && !strcmp(graph_str(&p, NSTRINGS), "") &&
+			   !strcmp(graph_str(&p, UINT32_MAX), ""),
+		   "graph_str: every string, \"\" for bad indices");
+
+	double scale;
+
+	memcpy(&scale, &p.meta[3].value, sizeof scale);
+	UNIT_CHECK(!strcmp(graph_str(&p, (uint32_t)p.meta[0].value), "dtpc 0.1.0") &&
+			   p.meta[1].value == 6 && (int64_t)p.meta[2].value == -3 &&
+			   scale == 0.5,
+		   "meta of each type");
+
+	/* Determinism: twice, and through parse. */
+	uint8_t *again = graph_serialize(&g, &len2);
+	uint8_t *reser = graph_serialize(&p, &len3);
+
+	UNIT_CHECK(len2 == valid_len && !memcmp(again, valid, valid_len),
+		   "serializing twice gives identical bytes");
+	UNIT_CHECK(len3 == valid_len && !memcmp(reser, valid, valid_len),
+		   "serialize(parse(bytes)) == bytes");
+	free(again);
+	free(reser);
+
+	/* Unused slots do not leak into the file. */
+	struct g_tensor noisy[NTENSORS];
+	struct g_group noisy_groups[3];
+	struct g_graph n = g;
+
+	memcpy(noisy, tensors, sizeof noisy);
+	memcpy(noisy_groups, groups, sizeof noisy_groups);
+	noisy[T_T].pattern[3] = 12345;
+	noisy[T_X].dims[7] = -9;
+	noisy_groups[G_CTX].axes[5] = 7;
+	n.tensors = noisy;
+	n.groups = noisy_groups;
+	again = graph_serialize(&n, &len2);
+	UNIT_CHECK(len2 == valid_len && !memcmp(again, valid, valid_len),
+		   "garbage in unused dim and axis slots gives identical bytes");
+	free(again);
+
+	/* The minimal graph. */
+	struct g_graph m = make_minimal(), mp;
+	size_t mlen;
+	uint8_t *mf = graph_serialize(&m, &mlen);
+
+	UNIT_CHECK(mf && parse_ok(mf, mlen, &mp) && mp.world == 1 && mp.ntensors == 0 &&
+			   mp.nops == 0 && mp.nchunks == 0,
+		   "the minimal graph (world 1, no tensors) round-trips");
+
+	const char *seeds = getenv("DTPC_WRITE_SEEDS");
+
+	if (seeds) {
+		write_seed(seeds, "full.graph", valid, valid_len);
+		write_seed(seeds, "minimal.graph", mf, mlen);
+	}
+	free(mf);
+}
+
+/* ---- queries ------------------------------------------------------------------------- */
+
+static void test_queries(void)
+{
+	struct g_graph g;
+	uint32_t c[G_MAX_AXES];
+
+	if (!parse_ok(valid, valid_len, &g))
+		return;
+	graph_coords(&g, 4, c);
+	UNIT_CHECK(c[0] == 1 && c[1] == 1, "coords(4) = (1, 1)");
+	graph_coords(&g, 2, c);
+	UNIT_CHECK(c[0] == 0 && c[1] == 2, "coords(2) = (0, 2)");
+	graph_coords(&g, 5, c);
+	UNIT_CHECK(c[0] == 1 && c[1] == 2, "coords(5) = (1, 2)");
+
+	/* rank = ring * 3 + tp */
+	UNIT_CHECK(graph_group_index(&g, G_CTX, 4) == 1 && graph_group_index(&g, G_CTX, 2) == 0,
+		   "ctx group index is the ring coordinate");
+	UNIT_CHECK(graph_group_index(&g, G_TP, 5) == 2 && graph_group_index(&g, G_TP, 3) == 0,
+		   "tp group index is the tp coordinate");
+	UNIT_CHECK(graph_group_member(&g, G_CTX, 2, 1) == 5 &&
+			   graph_group_member(&g, G_CTX, 5, 0) == 2,
+		   "ctx peers keep tp: member(2, 1) = 5, member(5, 0) = 2");
+	UNIT_CHECK(graph_group_member(&g, G_TP, 4, 0) == 3 &&
+			   graph_group_member(&g, G_TP, 0, 2) == 2,
+		   "tp peers keep ring: member(4, 0) = 3, member(0, 2) = 2");
+	/* G_TPRING lists tp first: index = tp * 2 + ring. */
+	UNIT_CHECK(graph_group_index(&g, G_TPRING, 1) == 2 &&
+			   graph_group_index(&g, G_TPRING, 3) == 1 &&
+			   graph_group_index(&g, G_TPRING, 5) == 5,
+		   "tp-major group: index(1) = 2, index(3) = 1, index(5) = 5");
+	UNIT_CHECK(graph_group_member(&g, G_TPRING, 0, 3) == 4 &&
+			   graph_group_member(&g, G_TPRING, 5, 4) == 2,
+		   "tp-major group: member 3 = rank 4, member 4 = rank 2");
+
+	bool inverse = true;
+
+	for (uint32_t r = 0; r < 6; r++)
+		for (uint32_t gr = 0; gr < 3; gr++)
+			inverse &= graph_group_member(&g, gr, r, graph_group_index(&g, gr, r)) == r;
+	UNIT_CHECK(inverse, "member(rank, index(rank)) == rank for every group and rank");
+
+	const struct g_chunk *ch = graph_chunk(&g, P_SEQ, 1, 1);
+
+	UNIT_CHECK(ch->start == 2 && ch->len == 1, "chunk (block 1, index 1) of the sequence is [2, 3)");
+	UNIT_CHECK(graph_local_dim(&g, T_XS, 1, 0) == 4 && graph_local_dim(&g, T_XS, 1, 2) == 4 &&
+			   graph_local_dim(&g, T_XS, 1, 3) == 3 && graph_local_dim(&g, T_XS, 1, 5) == 3,
+		   "sequence 7 in blocks [4, 3]: 2 + 2 on ring 0, 2 + 1 on ring 1");
+	UNIT_CHECK(graph_local_dim(&g, T_XS, 2, 5) == 8 && graph_local_dim(&g, T_X, 1, 4) == 7,
+		   "whole dims are whole on every rank");
+	UNIT_CHECK(graph_local_dim(&g, T_PROJ, 2, 0) == 3 && graph_local_dim(&g, T_PROJ, 2, 4) == 3 &&
+			   graph_local_dim(&g, T_PROJ, 2, 5) == 2,
+		   "hidden 8 over tp: 3, 3, 2");
+	UNIT_CHECK(graph_local_dim(&g, T_WQKV, 0, 1) == 6, "packed qkv: 3 blocks of 2 = 6");
+	UNIT_CHECK(graph_local_dim(&g, T_Z, 1, 0) == 3 && graph_local_dim(&g, T_Z, 1, 1) == 2,
+		   "13 over the tp-major group: 3 on index 0, 2 on rank 1 (index 2)");
+	UNIT_CHECK(graph_local_numel(&g, T_PROJ, 0) == 12 && graph_local_numel(&g, T_PROJ, 5) == 6,
+		   "numel of [1, 7/seq, 8/tp]: 12 on rank 0, 6 on rank 5");
+	UNIT_CHECK(graph_local_numel(&g, T_QKV, 4) == 18 && graph_local_numel(&g, T_T, 3) == 1 &&
+			   graph_local_numel(&g, T_WQKV, 2) == 48,
+		   "numel: qkv 18 on rank 4, scalar 1, qkv weight 48");
+}
+
+/* ---- rejections ----------------------------------------------------------------------- */
+
+static void test_corruption(void)
+{
+	char err[256];
+	struct g_graph g;
+	size_t bad = 0, silent = 0;
+
+	for (size_t len = 0; len < valid_len; len++) {
+		err[0] = 0;
+		if (graph_parse(valid, len, &g, err, sizeof err))
+			bad++;
+		else if (!err[0])
+			silent++;
+	}
+	UNIT_CHECK(!bad && !silent, "every truncation (0 .. %zu bytes) is rejected with a message "
+		   "(%zu accepted, %zu silent)", valid_len - 1, bad, silent);
+
+	uint8_t *f = copy_of(valid, valid_len);
+
+	bad = silent = 0;
+	for (size_t i = 0; i < valid_len; i++) {
+		f[i] ^= 0xff;
+		err[0] = 0;
+		if (graph_parse(f, valid_len, &g, err, sizeof err))
+			bad++;
+		else if (!err[0])
+			silent++;
+		f[i] ^= 0xff;
+	}
+	UNIT_CHECK(!bad && !silent, "a flipped byte at each of %zu positions is rejected "
+		   "(%zu accepted, %zu silent)", valid_len, bad, silent);
+	free(f);
+
+	/* Truncations and flips hit the checksum first; the checksum itself: */
+	f = copy_of(valid, valid_len);
+	header(f)->checksum ^= 1;
+	UNIT_CHECK(!graph_parse(f, valid_len, &g, err, sizeof err) &&
+			   strstr(err, "checksum mismatch"),
+		   "a wrong checksum: \"%s\"", err);
+	UNIT_CHECK(!graph_parse(f, valid_len, &g, NULL, 0), "no crash without an error buffer");
+	free(f);
+
+	uint8_t *longer = calloc(1, valid_len + 8);
+
+	memcpy(longer, valid, valid_len);
+	reject(longer, valid_len + 8, "trailing data", "trailing bytes");
+
+	/* Misaligned: the same bytes one and four bytes in. */
+	uint8_t *buf = malloc(valid_len + 8);
+
+	for (int off = 1; off <= 4; off += 3) {
+		memcpy(buf + off, valid, valid_len);
+		UNIT_CHECK(!graph_parse(buf + off, valid_len, &g, err, sizeof err) &&
+				   strstr(err, "misaligned buffer"),
+			   "a buffer %d bytes off alignment: \"%s\"", off, err);
+	}
+	free(buf);
+}
+
+static void test_header(void)
+{
+	uint8_t *f;
+
+	f = copy_of(valid, valid_len);
+	f[3] = 'X';
+	reject(f, valid_len, "bad magic", "wrong magic");
+
+	f = copy_of(valid, valid_len);
+	header(f)->probe = __builtin_bswap32(G_PROBE);
+	reject(f, valid_len, "byte order", "a byte-swapped probe");
+
+	f = copy_of(valid, valid_len);
+	header(f)->major = GRAPH_MAJOR + 1;
+	reject(f, valid_len, "graph format 2.0 is newer than this runtime (1.x); "
+	       "recompile the plan or update dtpc", "major version + 1");
+
+	f = copy_of(valid, valid_len);
+	header(f)->major = GRAPH_MAJOR - 1;
+	reject(f, valid_len, "graph format 0.0 is older than this runtime (1.x)",
+	       "major version - 1");
+
+	f = copy_of(valid, valid_len);
+	header(f)->header_size = 44;
+	reject(f, valid_len, "header size 44 is invalid", "an unaligned header size");
+
+	f = copy_of(valid, valid_len);
+	header(f)->nsections = 65;
+	reject(f, valid_len, "section count 65 out of range (at most 64)", "65 sections");
+
+	/* A newer minor with a section this version does not know: accepted.
+	 * The writer leaves room for one more table entry before the first
+	 * section; the new entry is the one with id 0 there. */
+	size_t at = align_up(valid_len);
+	size_t len = at + G_ALIGN;
+	struct g_graph g;
+
+	f = calloc(1, len);
+	memcpy(f, valid, valid_len);
+	header(f)->minor = GRAPH_MINOR + 1;
+	header(f)->nsections++;
+	header(f)->file_size = len;
+	*entry(f, 0) = (struct g_section){ 200, 8, at, G_ALIGN, G_ALIGN / 8 };
+	memset(f + at, 0xab, G_ALIGN);
+	fix_checksum(f, len);
+	UNIT_CHECK(parse_ok(f, len, &g) && g.ntensors == NTENSORS,
+		   "a newer minor version with an unknown section loads");
+
+	const char *seeds = getenv("DTPC_WRITE_SEEDS");
+
+	if (seeds)
+		write_seed(seeds, "newer-minor.graph", f, len);
+	free(f);
+}
+
+static void test_sections(void)
+{
+	uint8_t *f;
+
+	f = copy_of(valid, valid_len);
+	entry(f, GS_OUTPUTS)->offset = align_up(valid_len);
+	reject(f, valid_len, "section 'outputs' (offset", "a section offset past the end");
+
+	f = copy_of(valid, valid_len);
+	entry(f, GS_OPS)->size = UINT64_MAX - 8;
+	reject(f, valid_len, "section 'ops' (offset", "a section size that wraps around");
+
+	f = copy_of(valid, valid_len);
+	entry(f, GS_INPUTS)->offset = entry(f, GS_TENSORS)->offset;
+	reject(f, valid_len, "section 'inputs' overlaps section 'tensors'", "overlapping sections");
+
+	f = copy_of(valid, valid_len);
+	entry(f, GS_META)->offset = 0;
+	reject(f, valid_len, "section 'meta' overlaps the header", "a section over the header");
+
+	f = copy_of(valid, valid_len);
+	entry(f, GS_OPS)->offset += 8;
+	reject(f, valid_len, "section 'ops': offset", "a misaligned section offset");
+
+	f = copy_of(valid, valid_len);
+	entry(f, GS_OPS)->count++;
+	reject(f, valid_len, "section 'ops': size", "size != count x element size");
+
+	f = copy_of(valid, valid_len);
+	entry(f, GS_META)->elem = 8;
+	entry(f, GS_META)->count *= 2;
+	reject(f, valid_len, "section 'meta': element size 8, expected 16",
+	       "an element size of another version");
+
+	f = copy_of(valid, valid_len);
+	entry(f, GS_OUTPUTS)->id = 99;
+	reject(f, valid_len, "missing section 'outputs'", "a missing section");
+
+	f = copy_of(valid, valid_len);
+	entry(f, GS_OUTPUTS)->id = GS_INPUTS;
+	reject(f, valid_len, "section 'inputs' appears twice", "a duplicated section");
+}
+
+static void test_tables(void)
+{
+	uint8_t *f;
+
+#define FORGE(type, id, edit)                                                  \
+	do {                                                                   \
+		f = copy_of(valid, valid_len);                                 \
+		type *s = section(f, id);                                      \
+		edit;                                                          \
+	} while (0)
+
+	FORGE(struct g_program, GS_PROGRAM, s->world = 5);
+	reject(f, valid_len, "program: world 5, but the axes make 6", "a wrong world");
+
+	FORGE(char, GS_STRTAB, s[entry(f, GS_STRTAB)->size - 1] = 'x');
+	reject(f, valid_len, "is not terminated", "a non-terminated string");
+
+	FORGE(uint32_t, GS_STROFF, s[3] = 10000);
+	reject(f, valid_len, "string 3: offset 10000 out of range", "a string offset");
+
+	FORGE(struct g_meta, GS_META, s[1].key = 700);
+	reject(f, valid_len, "meta 1: key string 700 out of range (21 strings)", "a meta key");
+
+	FORGE(struct g_meta, GS_META, s[2].type = 9);
+	reject(f, valid_len, "meta 2 ('offset'): unknown type 9", "a meta type");
+
+	FORGE(struct g_meta, GS_META, s[0].value = 1000);
+	reject(f, valid_len, "meta 0: value string 1000 out of range", "a meta string value");
+
+	FORGE(struct g_axis, GS_AXES, s[1].size = 0);
+	reject(f, valid_len, "axis 1 ('tp'): size 0", "an axis of size 0");
+
+	FORGE(struct g_axis, GS_AXES, s[0].size = 1 << 23);
+	reject(f, valid_len, "the world size exceeds 16777216 ranks", "a world over 2^24");
+
+	FORGE(struct g_axis, GS_AXES, (s[0].size = 0x10000, s[1].size = 0x10000));
+	reject(f, valid_len, "the world size exceeds", "a world overflowing 32 bits");
+
+	FORGE(struct g_group, GS_GROUPS, s[0].size = 3);
+	reject(f, valid_len, "group 0: size 3, but its axes make 2", "a group size");
+
+	FORGE(struct g_group, GS_GROUPS, s[2].axes[1] = AX_TP);
+	reject(f, valid_len, "group 2: axis 1 listed twice", "a repeated group axis");
+
+	FORGE(struct g_group, GS_GROUPS, s[1].axes[0] = 2);
+	reject(f, valid_len, "group 1: axis 2 out of range (2 axes)", "a group axis index");
+
+	FORGE(struct g_pattern, GS_PATTERNS, s[1].group = 3);
+	reject(f, valid_len, "pattern 1: group 3 out of range (3 groups)", "a pattern group");
+
+	FORGE(struct g_pattern, GS_PATTERNS, s[P_Z].chunk0 = 20);
+	reject(f, valid_len, "pattern 3: chunks 20 + 1 blocks x 6 are past the chunk table (22 chunks)",
+	       "chunk0 past the chunk table");
+
+	FORGE(struct g_pattern, GS_PATTERNS, s[P_QKV].nblk = 0);
+	reject(f, valid_len, "pattern 2: no blocks", "a pattern without blocks");
+
+	FORGE(struct g_pattern, GS_PATTERNS, s[P_HID].chunk0 = 3);
+	reject(f, valid_len, "pattern 1: chunks from 3 overlap", "patterns sharing chunks");
+
+	FORGE(struct g_chunk, GS_CHUNKS, s[1].start = 3);
+	reject(f, valid_len, "pattern 0: block 0 chunk 1 starts at 3, expected 2",
+	       "chunks not tiling a block");
+
+	FORGE(struct g_chunk, GS_CHUNKS, s[5].len = -1);
+	reject(f, valid_len, "pattern 1: block 0 chunk 1: length -1", "a negative chunk");
+
+	FORGE(struct g_tensor, GS_TENSORS, s[T_BQKV].name = 999);
+	reject(f, valid_len, "tensor 3: name string 999 out of range (21 strings)",
+	       "an out-of-range string index");
+
+	FORGE(struct g_tensor, GS_TENSORS, s[T_XS].pattern[1] = 40);
+	reject(f, valid_len, "tensor 1: pattern 40 out of range (4 patterns)",
+	       "a tensor pattern index");
+
+	FORGE(struct g_tensor, GS_TENSORS, s[T_XS].pattern[1] = -2);
+	reject(f, valid_len, "tensor 1: pattern -2 out of range", "a negative pattern index");
+
+	FORGE(struct g_tensor, GS_TENSORS, s[T_XS].kind = 7);
+	reject(f, valid_len, "tensor 1 ('x.shard'): unknown kind 7", "a tensor kind");
+
+	FORGE(struct g_tensor, GS_TENSORS, s[T_XS].ndim = 9);
+	reject(f, valid_len, "tensor 1 ('x.shard'): 9 dimensions (at most 8)", "9 dimensions");
+
+	FORGE(struct g_tensor, GS_TENSORS, s[T_X].dims[2] = -1);
+	reject(f, valid_len, "tensor 0 ('x'): dimension 2 is -1", "a negative dimension");
+
+	FORGE(struct g_tensor, GS_TENSORS, s[T_XS].dims[1] = 8);
+	reject(f, valid_len, "tensor 1 ('x.shard'): dimension 1 is 8, but pattern 0 splits 7",
+	       "a pattern total != dims");
+
+	FORGE(struct g_tensor, GS_TENSORS, (s[T_WPROJ].dims[0] = INT64_MAX / 2,
+					    s[T_WPROJ].dims[1] = 8));
+	reject(f, valid_len, "tensor 5 ('proj.weight'): element count overflows",
+	       "an element count overflow");
+
+	FORGE(struct g_tensor, GS_TENSORS, s[T_QKV].bytes = 95);
+	reject(f, valid_len, "tensor 4 ('qkv'): 95 bytes, but its largest local piece has 24 floats",
+	       "tensor bytes too small");
+
+	FORGE(struct g_tensor, GS_TENSORS, s[T_NORM].offset = 1216);
+	reject(f, valid_len, "tensor 12 ('norm'): 224 bytes at arena offset 1216 are past the arena (1408 bytes)",
+	       "arena offset + bytes > arena_bytes");
+
+	FORGE(struct g_tensor, GS_TENSORS, s[T_NORM].offset = UINT64_MAX - 63);
+	reject(f, valid_len, "are past the arena", "an arena offset that wraps around");
+
+	FORGE(struct g_tensor, GS_TENSORS, s[T_XS].offset = 260);
+	reject(f, valid_len, "tensor 1 ('x.shard'): arena offset 260 is not 64-byte aligned",
+	       "a misaligned arena offset");
+
+	FORGE(struct g_tensor, GS_TENSORS, s[T_WQKV].offset = 64);
+	reject(f, valid_len, "tensor 2 ('qkv.weight'): a weight with arena offset 64",
+	       "a weight with an arena offset");
+
+	FORGE(uint32_t, GS_OPERANDS, s[2] = 99);
+	reject(f, valid_len, "operand 2: tensor 99 out of range (13 tensors)", "an op operand index");
+
+	FORGE(struct g_op, GS_OPS, s[1].kind = OP_COUNT);
+	reject(f, valid_len, "op 1: unknown kind", "an op kind");
+
+	FORGE(struct g_op, GS_OPS, s[1].nin = 1);
+	reject(f, valid_len, "op 1 (linear): 1 operands, expected at least 2", "nin < graph_min");
+
+	FORGE(struct g_op, GS_OPS, s[6].nin = 4);
+	reject(f, valid_len, "op 6 (layer_norm): 4 operands, expected at most 3", "nin > graph_max");
+
+	FORGE(struct g_op, GS_OPS, s[6].in0 = 9 + 1);
+	reject(f, valid_len, "op 6 (layer_norm): operands 10 + 1 are past the operand table (10)",
+	       "operands past the table");
+
+	FORGE(struct g_op, GS_OPS, s[3].group = 7);
+	reject(f, valid_len, "op 3: group 7 out of range (3 groups)", "an op group index");
+
+	FORGE(struct g_op, GS_OPS, s[3].group = -1);
+	reject(f, valid_len, "op 3 (all_gather) communicates but has no group", "a comm op without group");
+
+	FORGE(struct g_op, GS_OPS, s[1].scratch = T_QKV);
+	reject(f, valid_len, "op 1: scratch 4 ('qkv') is of kind activation, expected scratch",
+	       "scratch pointing to a non-scratch tensor");
+
+	FORGE(struct g_op, GS_OPS, s[0].out = T_WQKV);
+	reject(f, valid_len, "op 0: output 2 ('qkv.weight') is of kind weight, expected activation",
+	       "an op writing a weight");
+
+	FORGE(struct g_op, GS_OPS, s[2].out = NTENSORS);
+	reject(f, valid_len, "op 2: output 13 out of range (13 tensors)", "an op output index");
+
+	FORGE(struct g_op, GS_OPS, s[3].attr[0] = 3);
+	reject(f, valid_len, "op 3 (all_gather): dimension 3 out of range (the output has 3)",
+	       "an all_gather dim");
+
+	FORGE(uint32_t, GS_INPUTS, s[0] = T_XS);
+	reject(f, valid_len, "input 0: tensor 1 ('x.shard') is of kind activation, expected input",
+	       "an input that is not GT_INPUT");
+
+	FORGE(uint32_t, GS_OUTPUTS, s[0] = 50);
+	reject(f, valid_len, "output 0: tensor 50 out of range (13 tensors)", "an output index");
+#undef FORGE
+}
+
+int main(void)
+{
+	test_round_trip();
+	test_queries();
+	test_corruption();
+	test_header();
+	test_sections();
+	test_tables();
+	free(valid);
+	return unit_done();
+}
