@@ -336,9 +336,9 @@ done:;
 	return rc;
 }
 
-void *driver_reference_graph(const char *source, const char *plan, const char *mesh,
-			     const char *context, struct override *defs, int ndefs, size_t *len,
-			     FILE *err)
+void *driver_graph_buffer(const char *source, const char *plan, const char *mesh,
+			  const char *context, struct override *defs, int ndefs, bool one_rank,
+			  size_t *len, FILE *err)
 {
 	struct arena *a = arena_create();
 	struct diag_ctx d;
@@ -362,10 +362,12 @@ void *driver_reference_graph(const char *source, const char *plan, const char *m
 	struct plan_cfg *c = plan_resolve(a, &d, &prog, p, &co);
 	if (!c || d.nerrors)
 		goto done;
-	/* the same model on one rank: every style becomes a no-op */
-	for (int i = 0; i < c->naxes; i++)
-		c->axes[i].size = 1;
-	c->ring = c->ulysses = c->tp = c->world = 1;
+	if (one_rank) {
+		/* the same model on one rank: every style becomes a no-op */
+		for (int i = 0; i < c->naxes; i++)
+			c->axes[i].size = 1;
+		c->ring = c->ulysses = c->tp = c->world = 1;
+	}
 	struct layout_result *lay = layout_run(a, &d, c);
 	struct lower_opts lo = { .source_path = source };
 	struct g_graph *g = d.nerrors ? NULL : lower_plan(a, &d, c, lay, &lo);

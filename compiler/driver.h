@@ -30,12 +30,13 @@ int driver_check(const struct check_opts *o, FILE *out, FILE *err);
  * arena, weight bytes). Same exit statuses. */
 int driver_compile(const struct check_opts *o, const char *out_path, bool verbose,
 		   FILE *out, FILE *err);
-/* The unsharded (one-rank) graph of a plan, as a serialized buffer (malloc'd;
- * the caller frees), for `dtpc run --verify`: the plan resolved with the mesh,
- * context and parameters a graph was compiled with (so the same checks pass),
- * then lowered with every mesh axis set to 1. On failure returns NULL and
- * prints the diagnostics to err. */
-void *driver_reference_graph(const char *source, const char *plan, const char *mesh,
-			     const char *context, struct override *defs, int ndefs, size_t *len,
-			     FILE *err);
+/* A plan's graph as a serialized buffer (malloc'd; the caller frees). mesh
+ * and context override the plan's (NULL: the plan's own). one_rank: the
+ * unsharded graph, for `dtpc run --verify` — the plan resolved with the
+ * mesh, context and parameters a graph was compiled with (so the same checks
+ * pass), then lowered with every mesh axis set to 1. On failure returns NULL
+ * and prints the diagnostics to err. */
+void *driver_graph_buffer(const char *source, const char *plan, const char *mesh,
+			  const char *context, struct override *defs, int ndefs, bool one_rank,
+			  size_t *len, FILE *err);
 #endif

@@ -1,8 +1,8 @@
 /* memplan.c — the static memory plan: one arena per rank.
  *
  * Every input, activation and scratch tensor lives in [def, last] over op
- * indices: inputs from before the first op, outputs to the end, scratch only
- * during its op. A linear scan over ops frees what died before the op and
+ * indices: inputs for the whole run (they stay bound between runs), outputs
+ * to the end, scratch only during its op. A linear scan over ops frees what died before the op and
  * places what it defines at the lowest fitting offset (first fit over a
  * coalescing free list). Sizes are each tensor's largest size over ranks, so
  * one plan serves every rank. Two tensors overlap in memory only if their
@@ -93,7 +93,9 @@ void memplan_run(struct arena *a, struct g_graph *g)
 	int64_t *last = arena_alloc(a, sizeof *last * (n ? n : 1));
 	for (uint32_t t = 0; t < n; t++) {
 		def[t] = T[t].kind == GT_INPUT ? -1 : (int64_t)nops;
-		last[t] = (T[t].flags & G_TF_OUTPUT) ? (int64_t)nops : -1;
+		/* outputs are read after the run; inputs stay bound for the
+		 * next run, so neither is ever overwritten */
+		last[t] = (T[t].flags & G_TF_OUTPUT) || T[t].kind == GT_INPUT ? (int64_t)nops : -1;
 	}
 	for (uint32_t i = 0; i < nops; i++) {
 		const struct g_op *o = &g->ops[i];

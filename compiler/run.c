@@ -128,8 +128,8 @@ static int verify(const struct run_opts *o, const dtpc_graph *g, dtpc_session *s
 	}
 	size_t len = 0;
 	const char *mesh = dtpc_graph_meta(g, "mesh"), *ctx = dtpc_graph_meta(g, "context");
-	void *buf = driver_reference_graph(src, plan, mesh && strcmp(mesh, "(none)") ? mesh : NULL,
-					   ctx, defs, n, &len, stderr);
+	void *buf = driver_graph_buffer(src, plan, mesh && strcmp(mesh, "(none)") ? mesh : NULL,
+					   ctx, defs, n, true, &len, stderr);
 	arena_free(a);
 	if (!buf) {
 		fprintf(stderr, "dtpc: --verify: cannot compile the one-rank reference of '%s' from '%s'\n",
@@ -214,7 +214,9 @@ static int save_outputs(const char *path, dtpc_session *s)
 	return ok ? 0 : 2;
 }
 
-static void report_time(const struct run_opts *o, struct rank_job *jobs, int n, const char *backend)
+/* jobs: the ranks timed here (all of them locally, one under MPI). */
+static void report_time(const struct run_opts *o, struct rank_job *jobs, int n, int world,
+			const char *backend)
 {
 	/* a step takes as long as its slowest rank */
 	double *worst = calloc((size_t)o->steps, sizeof *worst);
@@ -226,7 +228,7 @@ static void report_time(const struct run_opts *o, struct rank_job *jobs, int n, 
 	double first = worst[0];
 	qsort(worst, (size_t)o->steps, sizeof *worst, cmp_double);
 	printf("time: %.2f ms per step (median of %d; first %.2f ms) on %d %s rank%s\n",
-	       worst[o->steps / 2], o->steps, first, n, backend, n == 1 ? "" : "s");
+	       worst[o->steps / 2], o->steps, first, world, backend, world == 1 ? "" : "s");
 	free(worst);
 }
 
@@ -282,7 +284,7 @@ int run_local(const struct run_opts *o)
 				printf("%s%" PRId64, d ? ", " : "", shape[d]);
 			printf("]\n");
 		}
-		report_time(o, jobs, n, "local");
+		report_time(o, jobs, n, n, "local");
 		if (o->trace) {
 			dtpc_session **ss = calloc((size_t)n, sizeof *ss);
 			for (int r = 0; ss && r < n; r++)
@@ -341,7 +343,7 @@ int run_mpi(const struct run_opts *o)
 		}
 	}
 	if (!rc && rank == 0) {
-		report_time(o, &j, 1, "MPI");
+		report_time(o, &j, 1, dtpc_comm_size(c), "MPI");
 		if (o->save_outputs)
 			rc = save_outputs(o->save_outputs, j.s);
 		if (!rc && o->verify)

@@ -32,8 +32,8 @@ enum {
 	LINGER = 50,         /* yields before a barrier sleeps */
 };
 
-enum kind { K_ALLGATHERV, K_ALLREDUCE, K_ALLTOALLV, K_SHIFT };
-static const char *const kind_name[] = { "allgatherv", "allreduce_f32", "alltoallv", "shift" };
+enum kind { K_ALLGATHERV, K_ALLREDUCE, K_ALLTOALLV };
+static const char *const kind_name[] = { "allgatherv", "allreduce_f32", "alltoallv" };
 
 /* What a member posts for a collective. Peers read it between the arrival
  * barrier and the last one, while the poster is blocked in the call. */

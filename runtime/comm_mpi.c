@@ -14,13 +14,14 @@
 
 #include <limits.h>
 #include <mpi.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 enum {
-	SPIN = 64,            /* polls before the first sleep: short collectives stay fast */
-	SLEEP_MAX_NS = 50000, /* the longest sleep between polls, for bandwidth-bound waits */
+	BUSY_MS = 10,         /* polling without sleeping, for a collective's first 10 ms */
+	SLEEP_MAX_NS = 50000, /* the longest sleep between polls after that */
 	TAG_SHIFT = 1,        /* on a group's communicator */
 	MPI_WHAT = 96,
 };
@@ -76,9 +77,9 @@ static int mpi_failed(struct mpi *m, int e, const MPI_Status *st, int n, struct 
 static int wait_all(struct mpi *m, int n, MPI_Request *req, MPI_Status *st, struct comm_tag t,
 		    const char *group)
 {
-	struct timespec deadline = comm_deadline(m->timeout_ms);
+	struct timespec deadline = comm_deadline(m->timeout_ms), busy = comm_deadline(BUSY_MS);
 	long sleep_ns = 1000;
-	for (unsigned spin = 0;; spin++) {
+	for (;;) {
 		int done = 0;
 		int e = MPI_Testall(n, req, &done, st);
 		if (e != MPI_SUCCESS)
@@ -91,11 +92,15 @@ static int wait_all(struct mpi *m, int n, MPI_Request *req, MPI_Status *st, stru
 			fflush(stderr);
 			MPI_Abort(MPI_COMM_WORLD, 1);
 		}
-		if (spin >= SPIN) {
-			/* let an oversubscribed peer run; MPI progresses only in our polls */
+		/* MPI progresses only in our polls: poll hard while a collective
+		 * may still be quick, yielding to an oversubscribed peer; then
+		 * back off, so that a rank waiting for a slow one idles */
+		if (comm_past(&busy)) {
 			struct timespec ts = { 0, sleep_ns };
 			nanosleep(&ts, NULL);
 			sleep_ns = sleep_ns * 2 > SLEEP_MAX_NS ? SLEEP_MAX_NS : sleep_ns * 2;
+		} else {
+			sched_yield();
 		}
 	}
 }

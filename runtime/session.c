@@ -631,6 +631,13 @@ static dtpc_status bind_file(dtpc_session *s, const char *path, int kind)
 		}
 		if ((st = check_shape(s, t, e->shape, e->ndim, what)))
 			break;
+		if (e->dtype != ST_F32 && e->dtype != ST_F16 && e->dtype != ST_BF16 &&
+		    e->dtype != ST_F64) {
+			st = rt_error(DTPC_ERR_BIND, "%s: %s '%s' is %s; F32, F16, BF16 or F64 "
+				      "(converted to float32) are accepted", path, what, name,
+				      st_dtype_name(e->dtype));
+			break;
+		}
 		int dim = -1, nr = 0;
 		int64_t starts[64], lens[64];
 		for (int d = 0; d < x->ndim; d++) {

@@ -31,9 +31,9 @@ case_() {
 		if [ "$MODE" = mpi ]; then
 			n=$("$DTPC" inspect "$g" | sed -n 's/.*(world \([0-9]*\)).*/\1/p')
 			mpirun -np "$n" --oversubscribe --allow-run-as-root --mca btl self,vader \
-				"$DTPC" run "$g" --backend mpi --verify --timeout 60 >>"$tmp/out" 2>&1
+				"$DTPC" run "$g" --backend mpi --verify --steps 2 --timeout 60 >>"$tmp/out" 2>&1
 		else
-			"$DTPC" run "$g" --verify --timeout 60 >>"$tmp/out" 2>&1
+			"$DTPC" run "$g" --verify --steps 2 --timeout 60 >>"$tmp/out" 2>&1
 		fi
 		rc=$?
 	fi

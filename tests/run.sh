@@ -92,8 +92,8 @@ expect_exit unknown-option 2 "$DTPC" check examples/tiny_dit.plan --frob
 expect_exit missing-file 2 "$DTPC" check /nonexistent/x.plan
 expect_exit bad-world 2 "$DTPC" check examples/tiny_dit.plan --world zero
 expect_exit unknown-plan 2 "$DTPC" check examples/tiny_dit.plan --plan nope
-expect_exit world-mismatch 1 "$DTPC" check examples/tiny_dit.plan --world 4
-expect_exit world-match 0 "$DTPC" check examples/tiny_dit.plan --world 8
+expect_exit world-mismatch 1 "$DTPC" check examples/tiny_dit.plan --plan tiny_dit_8 --world 4
+expect_exit world-match 0 "$DTPC" check examples/tiny_dit.plan --plan tiny_dit_8 --world 8
 expect_exit define 0 "$DTPC" check examples/tiny_dit.plan -D seq=2048
 expect_exit define-bad-param 1 "$DTPC" check examples/tiny_dit.plan -D sq=2048
 expect_exit define-indivisible 1 "$DTPC" check examples/tiny_dit.plan -D seq=1022
@@ -117,6 +117,49 @@ for f in examples/tiny_dit.plan tests/diag/*.plan; do
 		bad "json/$(basename "$f")"
 	fi
 done
+
+# ---- equivalence: N-rank replays against the unsharded model ----------------------------------
+if sh tests/equiv.sh "$BUILD" >"$tmp/equiv" 2>&1; then :; fi
+grep -E '^(ok|FAIL)' "$tmp/equiv" | sed 's/^/  /'
+grep -A12 '^FAIL' "$tmp/equiv" | head -60
+ep=$(sed -n 's/^equiv: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$tmp/equiv")
+ef=$(sed -n 's/^equiv: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$tmp/equiv")
+if [ -n "$ep" ]; then
+	pass=$((pass + ep))
+	fail=$((fail + ef))
+	[ "$ef" = 0 ] || failed_names="$failed_names equiv:[see above]"
+else
+	bad equiv/run
+	tail -20 "$tmp/equiv"
+fi
+# a subset under mpirun (one process per rank; as root in CI)
+if [ -z "$SAN" ]; then
+	if command -v mpirun >/dev/null 2>&1; then
+		sh tests/equiv.sh "$BUILD" mpi >"$tmp/equiv_mpi" 2>&1
+		grep -E '^(ok|FAIL)' "$tmp/equiv_mpi" | sed 's/^/  /'
+		grep -A12 '^FAIL' "$tmp/equiv_mpi" | head -40
+		ep=$(sed -n 's/^equiv: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$tmp/equiv_mpi")
+		ef=$(sed -n 's/^equiv: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$tmp/equiv_mpi")
+		if [ -n "$ep" ]; then
+			pass=$((pass + ep))
+			fail=$((fail + ef))
+			[ "$ef" = 0 ] || failed_names="$failed_names equiv-mpi:[see above]"
+		else
+			bad equiv/mpi
+			tail -20 "$tmp/equiv_mpi"
+		fi
+		if [ -x "$BUILD/tests/mpi_test_comm_mpi" ]; then
+			if mpirun -np 4 --oversubscribe --allow-run-as-root --mca btl self,vader \
+				"$BUILD/tests/mpi_test_comm_mpi" >"$tmp/mpi" 2>&1; then ok; else
+				bad mpi/comm
+				grep -v '^ok' "$tmp/mpi" | head -20
+			fi
+		fi
+	else
+		echo "SKIPPED LOUDLY: mpirun not found, the MPI tests did not run"
+		bad mpi/missing
+	fi
+fi
 
 # ---- fuzz -----------------------------------------------------------------------------------
 # Each target replays its corpus, then fuzzes for FUZZ_SECONDS (default 10).

@@ -1,0 +1,296 @@
+/* test_runtime.c — the runtime's failure paths and weight binding, through
+ * the public API (runtime/dtpc.h), on the tiny DiT compiled in-process.
+ *
+ * Faults: a rank that exits early, a rank that loaded another graph, a
+ * wrong rank count — each must end every rank with a clear error well
+ * inside the communicator's timeout (300 ms here; each case must finish in
+ * under 5 s). Binding: a missing tensor, a wrong shape, a wrong dtype and a
+ * truncated file are errors naming the problem; weights read from a file
+ * give exactly the outputs of the same weights generated from a seed.
+ * Run from the repository root (it reads examples/tiny_dit.plan). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "compiler/driver.h"
+#include "runtime/dtpc.h"
+#include "runtime/safetensors.h"
+#include "runtime/session.h"
+#include "tests/unit/unit.h"
+
+enum { TIMEOUT_MS = 300 };
+
+static dtpc_graph *compile(const char *mesh, const char *seq, bool one_rank)
+{
+	struct override d = { .name = "seq", .from_cli = true };
+	d.val.kind = VAL_INT;
+	d.val.i = atoi(seq);
+	size_t len = 0;
+	void *buf = driver_graph_buffer("examples/tiny_dit.plan", "tiny_dit_8", mesh, NULL, &d, 1,
+					one_rank, &len, stderr);
+	dtpc_graph *g = NULL;
+	if (buf && dtpc_graph_open_buffer(buf, len, &g))
+		g = NULL;
+	free(buf);
+	return g;
+}
+
+enum behaviour { RUN, EXIT_EARLY, WEIGHTS_FILE };
+
+struct job {
+	const dtpc_graph *g;
+	dtpc_local_world *w;
+	int rank;
+	enum behaviour how;
+	const char *weights;
+	dtpc_status st;
+	char error[1024];
+	float *out; /* copy of output 0 */
+	int64_t n;
+};
+
+static void *rank_main(void *arg)
+{
+	struct job *j = arg;
+	dtpc_comm *c = NULL;
+	dtpc_session *s = NULL;
+	if ((j->st = dtpc_comm_local(j->w, j->rank, &c)))
+		goto out;
+	if ((j->st = dtpc_session_create(j->g, c, DTPC_DEVICE_CPU, &s)))
+		goto out;
+	if (j->how == EXIT_EARLY)
+		goto out; /* leaves without running: the others must not hang */
+	j->st = j->how == WEIGHTS_FILE ? dtpc_session_bind_weights_file(s, j->weights)
+				       : dtpc_session_bind_weights_seed(s, 7);
+	if (!j->st)
+		j->st = dtpc_session_bind_inputs_seed(s, 7);
+	if (j->st) {
+		/* a rank that cannot start tells the others */
+		s->c->ops->fail(s->c, dtpc_last_error());
+		goto out;
+	}
+	if ((j->st = dtpc_session_run(s)))
+		goto out;
+	const float *data;
+	const int64_t *shape;
+	int nd;
+	dtpc_session_output(s, 0, NULL, &data, &shape, &nd);
+	j->n = 1;
+	for (int d = 0; d < nd; d++)
+		j->n *= shape[d];
+	j->out = malloc((size_t)j->n * 4);
+	memcpy(j->out, data, (size_t)j->n * 4);
+out:
+	if (j->st)
+		snprintf(j->error, sizeof j->error, "%s", dtpc_last_error());
+	dtpc_session_free(s);
+	dtpc_comm_free(c);
+	return NULL;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Runs n ranks; graphs[r] per rank; returns seconds taken. */
+static double run_ranks(struct job *jobs, int n, const dtpc_graph *const *graphs,
+			const enum behaviour *how, const char *weights)
+{
+	dtpc_local_world *w = NULL;
+	dtpc_local_world_create(n, TIMEOUT_MS, &w);
+	pthread_t th[16];
+	double t0 = now();
+	for (int r = 0; r < n; r++) {
+		memset(&jobs[r], 0, sizeof jobs[r]);
+		jobs[r] = (struct job){ .g = graphs[r], .w = w, .rank = r, .how = how ? how[r] : RUN,
+					.weights = weights };
+		pthread_create(&th[r], NULL, rank_main, &jobs[r]);
+	}
+	for (int r = 0; r < n; r++)
+		pthread_join(th[r], NULL);
+	double dt = now() - t0;
+	dtpc_local_world_free(w);
+	return dt;
+}
+
+static void free_jobs(struct job *jobs, int n)
+{
+	for (int r = 0; r < n; r++)
+		free(jobs[r].out);
+}
+
+static bool all_failed_with(struct job *jobs, int n, const char *needle)
+{
+	bool any = false;
+	for (int r = 0; r < n; r++) {
+		if (!jobs[r].st)
+			return false;
+		any |= strstr(jobs[r].error, needle) != NULL;
+	}
+	return any;
+}
+
+static void faults(const dtpc_graph *g4, const dtpc_graph *other4, const dtpc_graph *g2)
+{
+	struct job jobs[4];
+	const dtpc_graph *same[4] = { g4, g4, g4, g4 };
+
+	enum behaviour early[4] = { RUN, RUN, EXIT_EARLY, RUN };
+	double dt = run_ranks(jobs, 4, same, early, NULL);
+	bool named = true;
+	for (int r = 0; r < 4; r++)
+		if (r != 2)
+			named &= jobs[r].st == DTPC_ERR_COMM && strstr(jobs[r].error, "2") &&
+				 strstr(jobs[r].error, "op ");
+	UNIT_CHECK(named && dt < 5, "rank 2 exits early: the others fail naming it and the op "
+		   "in %.2f s (rank 0: %s)", dt, jobs[0].error);
+	free_jobs(jobs, 4);
+
+	const dtpc_graph *mixed[4] = { g4, g4, other4, g4 };
+	dt = run_ranks(jobs, 4, mixed, NULL, NULL);
+	UNIT_CHECK(all_failed_with(jobs, 4, "different graph") && dt < 5,
+		   "rank 2 loaded another graph: every rank fails in %.2f s (%s)", dt, jobs[0].error);
+	free_jobs(jobs, 4);
+
+	const dtpc_graph *two[3] = { g2, g2, g2 };
+	dt = run_ranks(jobs, 3, two, NULL, NULL);
+	UNIT_CHECK(all_failed_with(jobs, 3, "the graph is for 2 ranks, but the job has 3") && dt < 5,
+		   "a 2-rank graph on 3 ranks: every rank fails in %.2f s (%s)", dt, jobs[0].error);
+	free_jobs(jobs, 3);
+}
+
+/* The full weights of the model, from a one-rank session bound by seed. */
+static bool write_weights(const dtpc_graph *g1, const char *path, int variant)
+{
+	dtpc_local_world *w = NULL;
+	dtpc_comm *c = NULL;
+	dtpc_session *s = NULL;
+	dtpc_local_world_create(1, TIMEOUT_MS, &w);
+	dtpc_comm_local(w, 0, &c);
+	bool ok = !dtpc_session_create(g1, c, DTPC_DEVICE_CPU, &s) &&
+		  !dtpc_session_bind_weights_seed(s, 7);
+	struct st_tensor t[256];
+	size_t n = 0;
+	static int64_t i64[128 * 128];
+	for (uint32_t k = 0; ok && k < s->g->ntensors && n < 256; k++) {
+		const struct g_tensor *x = &s->g->tensors[k];
+		if (x->kind != GT_WEIGHT)
+			continue;
+		memset(&t[n], 0, sizeof t[n]);
+		t[n].name = graph_str(s->g, x->name);
+		t[n].dtype = ST_F32;
+		t[n].ndim = x->ndim;
+		for (int d = 0; d < x->ndim; d++)
+			t[n].shape[d] = x->dims[d];
+		t[n].data = s->weights[k];
+		t[n].nbytes = (size_t)s->numel[k] * 4;
+		if (variant && !strcmp(t[n].name, "blocks.1.attn.to_k.weight")) {
+			if (variant == 1) /* missing */
+				continue;
+			if (variant == 2) /* wrong shape */
+				t[n].shape[0] /= 2, t[n].nbytes /= 2;
+			if (variant == 3) { /* wrong dtype, right shape */
+				for (size_t e = 0; e < 128 * 128; e++)
+					i64[e] = (int64_t)e;
+				t[n].dtype = ST_I64;
+				t[n].data = i64;
+				t[n].nbytes = sizeof i64;
+			}
+		}
+		n++;
+	}
+	char why[256];
+	ok = ok && st_write(path, t, n, NULL, 0, why, sizeof why);
+	dtpc_session_free(s);
+	dtpc_comm_free(c);
+	dtpc_local_world_free(w);
+	return ok;
+}
+
+static void binding(const dtpc_graph *g1, const dtpc_graph *g4)
+{
+	char dir[] = "/tmp/dtpc_runtime_XXXXXX";
+	if (!mkdtemp(dir)) {
+		UNIT_CHECK(0, "mkdtemp");
+		return;
+	}
+	char path[256];
+	struct job seed[4], file[4], bad[4];
+	const dtpc_graph *same[4] = { g4, g4, g4, g4 };
+	enum behaviour from_file[4] = { WEIGHTS_FILE, WEIGHTS_FILE, WEIGHTS_FILE, WEIGHTS_FILE };
+
+	snprintf(path, sizeof path, "%s/ok.safetensors", dir);
+	UNIT_CHECK(write_weights(g1, path, 0), "write the full weights");
+	run_ranks(seed, 4, same, NULL, NULL);
+	run_ranks(file, 4, same, from_file, path);
+	bool equal = !seed[0].st && !file[0].st && seed[0].n == file[0].n &&
+		     !memcmp(seed[0].out, file[0].out, (size_t)seed[0].n * 4);
+	UNIT_CHECK(equal, "weights from a file (each rank reads its slices) give exactly the "
+		   "seeded outputs (%s)", file[0].error);
+	free_jobs(seed, 4);
+	free_jobs(file, 4);
+
+	static const char *what[] = { NULL, "missing", "wrong shape", "wrong dtype" };
+	static const char *needle[] = { NULL, "'blocks.1.attn.to_k.weight' is missing",
+					 "has shape [64, 128], but the graph expects [128, 128]",
+					 "is I64" };
+	for (int v = 1; v <= 3; v++) {
+		snprintf(path, sizeof path, "%s/bad%d.safetensors", dir, v);
+		write_weights(g1, path, v);
+		double dt = run_ranks(bad, 4, same, from_file, path);
+		bool ok = true;
+		for (int r = 0; r < 4; r++)
+			ok &= bad[r].st == DTPC_ERR_BIND || bad[r].st == DTPC_ERR_COMM;
+		ok &= bad[0].st == DTPC_ERR_BIND && strstr(bad[0].error, needle[v]);
+		UNIT_CHECK(ok && dt < 5, "a %s weight: every rank fails in %.2f s (%s)", what[v], dt,
+			   bad[0].error);
+		free_jobs(bad, 4);
+	}
+
+	/* a file cut short */
+	snprintf(path, sizeof path, "%s/ok.safetensors", dir);
+	FILE *f = fopen(path, "r+b");
+	fseek(f, 0, SEEK_END);
+	long size = ftell(f);
+	fclose(f);
+	if (truncate(path, size - 100) == 0) {
+		double dt = run_ranks(bad, 4, same, from_file, path);
+		bool ok = bad[0].st == DTPC_ERR_FORMAT && strstr(bad[0].error, "ok.safetensors");
+		UNIT_CHECK(ok && dt < 5, "a truncated checkpoint: a clear error in %.2f s (%s)", dt,
+			   bad[0].error);
+		free_jobs(bad, 4);
+	} else {
+		UNIT_CHECK(0, "truncate");
+	}
+	for (int v = 1; v <= 3; v++) {
+		snprintf(path, sizeof path, "%s/bad%d.safetensors", dir, v);
+		remove(path);
+	}
+	snprintf(path, sizeof path, "%s/ok.safetensors", dir);
+	remove(path);
+	rmdir(dir);
+}
+
+int main(void)
+{
+	dtpc_graph *g4 = compile("ulysses = 2, tp = 2", "64", false);
+	dtpc_graph *other4 = compile("ulysses = 2, tp = 2", "128", false);
+	dtpc_graph *g2 = compile("ring = 2", "64", false);
+	dtpc_graph *g1 = compile("ulysses = 2, tp = 2", "64", true);
+	UNIT_CHECK(g4 && other4 && g2 && g1, "compile the tiny DiT graphs");
+	if (g4 && other4 && g2 && g1) {
+		faults(g4, other4, g2);
+		binding(g1, g4);
+	}
+	dtpc_graph_free(g4);
+	dtpc_graph_free(other4);
+	dtpc_graph_free(g2);
+	dtpc_graph_free(g1);
+	return unit_done();
+}
