@@ -7,3 +7,5 @@ echo "machine: $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinf
 echo "date:    $(date -u +%Y-%m-%d)"
 echo
 python3 bench/check_scaling.py "$BUILD"
+echo
+python3 bench/compile_scaling.py "$BUILD"

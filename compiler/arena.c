@@ -51,6 +51,13 @@ void arena_free(struct arena *a)
 
 void *arena_alloc(struct arena *a, size_t n)
 {
+	void *p = arena_alloc_raw(a, n);
+	memset(p, 0, n);
+	return p;
+}
+
+void *arena_alloc_raw(struct arena *a, size_t n)
+{
 	const size_t align = sizeof(max_align_t);
 	n = (n + align - 1) / align * align;
 	if (n == 0)
@@ -69,7 +76,6 @@ void *arena_alloc(struct arena *a, size_t n)
 	void *p = (char *)c->data + c->used;
 	c->used += n;
 	a->total += n;
-	memset(p, 0, n);
 	return p;
 }
 

@@ -22,7 +22,7 @@
 	do {                                                                    \
 		if ((vec).n == (vec).cap) {                                     \
 			uint64_t nc_ = (vec).cap ? (vec).cap * 2 : 64;          \
-			void *nv_ = arena_alloc((L)->a, sizeof *(vec).v * nc_); \
+			void *nv_ = arena_alloc_raw((L)->a, sizeof *(vec).v * nc_); \
 			if ((vec).n)                                            \
 				memcpy(nv_, (vec).v, sizeof *(vec).v * (vec).n); \
 			(vec).v = nv_;                                          \
@@ -30,6 +30,13 @@
 		}                                                               \
 		(vec).v[(vec).n++] = (x);                                       \
 	} while (0)
+
+enum { SPLIT_CACHE = 64, SPLIT_CACHE_BLK = 4 };
+
+struct split_cache {
+	int group, nblk, id;
+	int64_t unit, blk[SPLIT_CACHE_BLK];
+};
 
 struct lower {
 	struct arena *a;
@@ -44,6 +51,7 @@ struct lower {
 	VEC(struct g_meta) meta;
 	VEC(struct g_group) groups;
 	VEC(struct g_pattern) patterns;
+	VEC(int64_t) pattern_max; /* per pattern: its largest local length */
 	struct strmap *pattern_ids;
 	VEC(struct g_chunk) chunks;
 	VEC(struct g_tensor) tensors;
@@ -60,24 +68,36 @@ struct lower {
 	struct layout *act;  /* ... and the layout that tensor has */
 	int *weight_tensor;  /* IR weight -> graph tensor, -1 before first use */
 	struct strmap *memo; /* conversions already emitted */
+	struct split_cache split_cache[SPLIT_CACHE];
 	bool failed;
 };
 
+static int pattern_split_keyed(struct lower *L, int group, int nblk, const int64_t *blk,
+			       int64_t unit);
+
 /* ---- tables ---------------------------------------------------------------- */
 
-static uint32_t str_id(struct lower *L, const char *s)
+/* Appends a string to the table. Tensor names are nearly all distinct, so
+ * they are appended as they come; str_id interns the rest. */
+static uint32_t str_add(struct lower *L, const char *s)
 {
-	int id = strmap_get(L->strings, s);
-	if (id >= 0)
-		return (uint32_t)id;
 	PUSH(L, L->stroff, (uint32_t)L->blob.n);
 	for (const char *p = s;; p++) {
 		PUSH(L, L->blob, *p);
 		if (!*p)
 			break;
 	}
-	strmap_put(L->strings, arena_strdup(L->a, s), (int)L->stroff.n - 1);
 	return (uint32_t)L->stroff.n - 1;
+}
+
+static uint32_t str_id(struct lower *L, const char *s)
+{
+	int id = strmap_get(L->strings, s);
+	if (id >= 0)
+		return (uint32_t)id;
+	uint32_t k = str_add(L, s);
+	strmap_put(L->strings, arena_strdup(L->a, s), (int)k);
+	return k;
 }
 
 static void meta_str(struct lower *L, const char *k, const char *v)
@@ -114,32 +134,77 @@ static int group_id(struct lower *L, const int *axes, int n)
 	return (int)L->groups.n - 1;
 }
 
-/* A pattern from explicit chunks (nblk x gsize, block-major); interned. */
+/* A pattern from explicit chunks (nblk x gsize, block-major); interned by
+ * a hash of its bytes (and compared in full), so equal splits share one
+ * pattern and looking one up costs O(chunks), not a formatted key. */
 static int pattern_from_chunks(struct lower *L, int group, int nblk,
 			       const struct g_chunk *ch)
 {
 	uint32_t gs = L->groups.v[group].size;
-	char key[64];
-	snprintf(key, sizeof key, "%d/%d/", group, nblk);
-	const char *k = key;
-	for (uint64_t i = 0; i < (uint64_t)nblk * gs; i++)
-		k = arena_printf(L->a, "%s%" PRId64 ",%" PRId64 ";", k, ch[i].start, ch[i].len);
-	int id = strmap_get(L->pattern_ids, k);
-	if (id >= 0)
-		return id;
-	struct g_pattern p = { (uint32_t)group, (uint32_t)nblk, L->chunks.n };
-	for (uint64_t i = 0; i < (uint64_t)nblk * gs; i++)
-		PUSH(L, L->chunks, ch[i]);
-	PUSH(L, L->patterns, p);
-	strmap_put(L->pattern_ids, k, (int)L->patterns.n - 1);
-	return (int)L->patterns.n - 1;
+	uint64_t n = (uint64_t)nblk * gs, h = 1469598103934665603ull;
+	const unsigned char *bytes = (const unsigned char *)ch;
+	for (uint64_t i = 0; i < n * sizeof *ch; i++)
+		h = (h ^ bytes[i]) * 1099511628211ull;
+	for (int probe = 0;; probe++) {
+		char key[64];
+		snprintf(key, sizeof key, "%d/%d/%016" PRIx64 "/%d", group, nblk, h, probe);
+		int id = strmap_get(L->pattern_ids, key);
+		if (id < 0) {
+			struct g_pattern p = { (uint32_t)group, (uint32_t)nblk, L->chunks.n };
+			for (uint64_t i = 0; i < n; i++)
+				PUSH(L, L->chunks, ch[i]);
+			PUSH(L, L->patterns, p);
+			int64_t best = 0;
+			for (uint32_t r = 0; r < gs; r++) {
+				int64_t len = 0;
+				for (int b = 0; b < nblk; b++)
+					len += ch[(uint64_t)b * gs + r].len;
+				best = len > best ? len : best;
+			}
+			PUSH(L, L->pattern_max, best);
+			strmap_put(L->pattern_ids, arena_strdup(L->a, key), (int)L->patterns.n - 1);
+			return (int)L->patterns.n - 1;
+		}
+		const struct g_pattern *p = &L->patterns.v[id];
+		if ((int)p->group == group && (int)p->nblk == nblk &&
+		    !memcmp(&L->chunks.v[p->chunk0], ch, n * sizeof *ch))
+			return id;
+	}
 }
 
 /* Blocks split torch.tensor_split style: the first size % n ranks hold one
- * more; `unit` keeps whole heads (a block of 24 heads x 128 splits by heads). */
+ * more; `unit` keeps whole heads (a block of 24 heads x 128 splits by heads).
+ * Memoized by (group, unit, blocks): most tensors repeat a few splits. */
 static int pattern_split(struct lower *L, int group, int nblk, const int64_t *blk,
 			 int64_t unit)
 {
+	/* the same few splits recur for nearly every tensor: a direct-mapped
+	 * cache in front of the keyed lookup */
+	uint64_t h = (uint64_t)group * 31 + (uint64_t)unit * 17 + (uint64_t)nblk;
+	for (int b = 0; b < nblk; b++)
+		h = h * 1000003 + (uint64_t)blk[b];
+	struct split_cache *sc = &L->split_cache[h % SPLIT_CACHE];
+	if (sc->id >= 0 && sc->group == group && sc->unit == unit && sc->nblk == nblk &&
+	    nblk <= SPLIT_CACHE_BLK && !memcmp(sc->blk, blk, sizeof *blk * (size_t)nblk))
+		return sc->id;
+	int id = pattern_split_keyed(L, group, nblk, blk, unit);
+	if (nblk <= SPLIT_CACHE_BLK) {
+		*sc = (struct split_cache){ .group = group, .unit = unit, .nblk = nblk, .id = id };
+		memcpy(sc->blk, blk, sizeof *blk * (size_t)nblk);
+	}
+	return id;
+}
+
+static int pattern_split_keyed(struct lower *L, int group, int nblk, const int64_t *blk,
+			       int64_t unit)
+{
+	char key[512];
+	int k = snprintf(key, sizeof key, "split/%d/%" PRId64, group, unit);
+	for (int b = 0; b < nblk && k < (int)sizeof key - 24; b++)
+		k += snprintf(key + k, sizeof key - (size_t)k, "/%" PRId64, blk[b]);
+	int id = k < (int)sizeof key - 24 ? strmap_get(L->pattern_ids, key) : -1;
+	if (id >= 0)
+		return id;
 	uint32_t gs = L->groups.v[group].size;
 	struct g_chunk *ch = ARENA_ARRAY(L->a, struct g_chunk, (uint64_t)nblk * gs);
 	for (int b = 0; b < nblk; b++) {
@@ -150,22 +215,16 @@ static int pattern_split(struct lower *L, int group, int nblk, const int64_t *bl
 			start += len;
 		}
 	}
-	return pattern_from_chunks(L, group, nblk, ch);
+	id = pattern_from_chunks(L, group, nblk, ch);
+	if (k < (int)sizeof key - 24)
+		strmap_put(L->pattern_ids, arena_strdup(L->a, key), id);
+	return id;
 }
 
 /* The largest local length of a pattern's dim over the group. */
 static int64_t pattern_max(const struct lower *L, int p)
 {
-	const struct g_pattern *pt = &L->patterns.v[p];
-	uint32_t gs = L->groups.v[pt->group].size;
-	int64_t best = 0;
-	for (uint32_t i = 0; i < gs; i++) {
-		int64_t n = 0;
-		for (uint32_t b = 0; b < pt->nblk; b++)
-			n += L->chunks.v[pt->chunk0 + (uint64_t)b * gs + i].len;
-		best = n > best ? n : best;
-	}
-	return best;
+	return L->pattern_max.v[p];
 }
 
 static int new_tensor(struct lower *L, const char *name, int kind, const struct ir_shape *sh,
@@ -173,7 +232,7 @@ static int new_tensor(struct lower *L, const char *name, int kind, const struct 
 {
 	struct g_tensor t;
 	memset(&t, 0, sizeof t);
-	t.name = str_id(L, name);
+	t.name = str_add(L, name);
 	t.kind = (uint8_t)kind;
 	t.ndim = (uint8_t)sh->nd;
 	int64_t n = 4;
@@ -251,16 +310,17 @@ static void lay_patterns(struct lower *L, const struct ir_shape *sh, const struc
 	}
 }
 
-static const char *lay_key(struct lower *L, const struct layout *l)
+/* The memo key of (tensor, layout): written into buf, no allocation. */
+static const char *lay_key(char *buf, size_t n, int t, const struct layout *l)
 {
-	const char *k = "";
-	for (int tp = 0; tp < 2; tp++) {
+	size_t k = (size_t)snprintf(buf, n, "%d", t);
+	for (int tp = 0; tp < 2 && k < n; tp++) {
 		const struct lay_axis *x = tp ? &l->tp : &l->cp;
-		k = arena_printf(L->a, "%s|%d:%d", k, x->kind, x->dim);
-		for (int b = 0; b < x->nblk; b++)
-			k = arena_printf(L->a, "%s,%" PRId64, k, x->blk[b]);
+		k += (size_t)snprintf(buf + k, n - k, "|%d:%d", x->kind, x->dim);
+		for (int b = 0; b < x->nblk && k < n; b++)
+			k += (size_t)snprintf(buf + k, n - k, ",%" PRId64, x->blk[b]);
 	}
-	return k;
+	return buf;
 }
 
 static const struct lay_axis REPL_AXIS = { .kind = LAY_REPL, .dim = -1, .origin = -1 };
@@ -270,7 +330,8 @@ static const struct lay_axis REPL_AXIS = { .kind = LAY_REPL, .dim = -1, .origin 
 static int convert(struct lower *L, int t, struct layout from, const struct layout *to,
 		   const char *name)
 {
-	const char *key = arena_printf(L->a, "%d%s", t, lay_key(L, to));
+	char buf[512];
+	const char *key = lay_key(buf, sizeof buf, t, to);
 	int hit = strmap_get(L->memo, key);
 	if (hit >= 0)
 		return hit;
@@ -316,7 +377,7 @@ static int convert(struct lower *L, int t, struct layout from, const struct layo
 			}
 		}
 	}
-	strmap_put(L->memo, key, cur);
+	strmap_put(L->memo, arena_strdup(L->a, key), cur);
 	return cur;
 }
 
@@ -637,6 +698,8 @@ struct g_graph *lower_plan(struct arena *a, struct diag_ctx *d,
 	struct lower L = { .a = a, .d = d, .c = c, .lay = lay, .m = m,
 			   .strings = strmap_create(a, 1024), .pattern_ids = strmap_create(a, 64),
 			   .memo = strmap_create(a, 1024) };
+	for (int i = 0; i < SPLIT_CACHE; i++)
+		L.split_cache[i].id = -1;
 	int ax_ring = c->ax_ring, ax_uly = c->ax_ulysses, ax_tp = c->ax_tp;
 	int cp_axes[2] = { ax_ring, ax_uly };
 	L.g_cp = group_id(&L, cp_axes, 2);
@@ -696,7 +759,7 @@ struct g_graph *lower_plan(struct arena *a, struct diag_ctx *d,
 			g = cpy;
 		}
 		/* the caller knows an output by the model's name for it */
-		L.tensors.v[g].name = str_id(&L, m->tensors[t].name);
+		L.tensors.v[g].name = str_add(&L, m->tensors[t].name);
 		L.tensors.v[g].flags |= G_TF_OUTPUT;
 		PUSH(&L, L.outputs, (uint32_t)g);
 	}

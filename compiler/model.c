@@ -107,7 +107,7 @@ struct inst {
 	do {                                                                  \
 		if ((n) == (cap)) {                                           \
 			int nc_ = (cap) ? (cap) * 2 : 16;                     \
-			void *na_ = arena_alloc((a), sizeof *(arr) * (size_t)nc_); \
+			void *na_ = arena_alloc_raw((a), sizeof *(arr) * (size_t)nc_); \
 			if (n)                                                \
 				memcpy(na_, (arr), sizeof *(arr) * (size_t)(n)); \
 			(arr) = na_;                                          \

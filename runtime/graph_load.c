@@ -585,27 +585,23 @@ bool graph_parse(const void *buf, size_t len, struct g_graph *g, char *err,
 	return false;
 }
 
-static uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ p[i]) * 0x100000001b3ull;
-	return h;
-}
-
+/* FNV-1a over 64-bit little-endian words (then the tail bytes): each step
+ * is a bijection of the state, so any change within one word changes the
+ * result, at an eighth of the byte-wise cost (graphs reach tens of MiB). */
 uint64_t graph_checksum(const void *buf, size_t len)
 {
-	static const uint8_t zero[sizeof(uint64_t)];
-	const size_t at = offsetof(struct g_file_header, checksum);
+	const size_t at = offsetof(struct g_file_header, checksum) / 8;
 	const uint8_t *p = buf;
 	uint64_t h = 0xcbf29ce484222325ull;
-
-	if (len <= at)
-		return fnv1a(h, p, len);
-	h = fnv1a(h, p, at);
-	if (len <= at + sizeof zero)
-		return fnv1a(h, zero, len - at);
-	h = fnv1a(h, zero, sizeof zero);
-	return fnv1a(h, p + at + sizeof zero, len - at - sizeof zero);
+	size_t words = len / 8;
+	for (size_t k = 0; k < words; k++) {
+		uint64_t w;
+		memcpy(&w, p + 8 * k, sizeof w);
+		h = (h ^ (k == at ? 0 : w)) * 0x100000001b3ull;
+	}
+	for (size_t i = words * 8; i < len; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	return h;
 }
 
 /* ---- queries: the graph is valid, so they index without checks ---------------- */
