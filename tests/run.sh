@@ -118,42 +118,43 @@ for f in examples/tiny_dit.plan tests/diag/*.plan; do
 	fi
 done
 
+# A sub-suite ends with "NAME: N passed, N failed"; its counts join ours.
+absorb() {
+	name=$1 log=$2
+	line=$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed$" "$log" | tail -n 1)
+	if [ -z "$line" ]; then
+		bad "$name/run"
+		tail -20 "$log"
+		return
+	fi
+	sp=$(echo "$line" | sed 's/.*: \([0-9]*\) passed.*/\1/')
+	sf=$(echo "$line" | sed 's/.*passed, \([0-9]*\) failed/\1/')
+	pass=$((pass + sp))
+	fail=$((fail + sf))
+	[ "$sf" = 0 ] || failed_names="$failed_names $name:[see above]"
+}
+
+# ---- lowering: goldens, communication volume, determinism ------------------------------------
+sh tests/lower.sh "$BUILD" >"$tmp/lower" 2>&1
+grep -A40 '^FAIL' "$tmp/lower" | head -60
+absorb lower "$tmp/lower"
+
 # ---- equivalence: N-rank replays against the unsharded model ----------------------------------
-if sh tests/equiv.sh "$BUILD" >"$tmp/equiv" 2>&1; then :; fi
+sh tests/equiv.sh "$BUILD" >"$tmp/equiv" 2>&1
 grep -E '^(ok|FAIL)' "$tmp/equiv" | sed 's/^/  /'
 grep -A12 '^FAIL' "$tmp/equiv" | head -60
-ep=$(sed -n 's/^equiv: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$tmp/equiv")
-ef=$(sed -n 's/^equiv: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$tmp/equiv")
-if [ -n "$ep" ]; then
-	pass=$((pass + ep))
-	fail=$((fail + ef))
-	[ "$ef" = 0 ] || failed_names="$failed_names equiv:[see above]"
-else
-	bad equiv/run
-	tail -20 "$tmp/equiv"
-fi
+absorb equiv "$tmp/equiv"
 # a subset under mpirun (one process per rank; as root in CI)
 if [ -z "$SAN" ]; then
 	if command -v mpirun >/dev/null 2>&1; then
 		sh tests/equiv.sh "$BUILD" mpi >"$tmp/equiv_mpi" 2>&1
 		grep -E '^(ok|FAIL)' "$tmp/equiv_mpi" | sed 's/^/  /'
 		grep -A12 '^FAIL' "$tmp/equiv_mpi" | head -40
-		ep=$(sed -n 's/^equiv: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$tmp/equiv_mpi")
-		ef=$(sed -n 's/^equiv: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$tmp/equiv_mpi")
-		if [ -n "$ep" ]; then
-			pass=$((pass + ep))
-			fail=$((fail + ef))
-			[ "$ef" = 0 ] || failed_names="$failed_names equiv-mpi:[see above]"
-		else
-			bad equiv/mpi
-			tail -20 "$tmp/equiv_mpi"
-		fi
-		if [ -x "$BUILD/tests/mpi_test_comm_mpi" ]; then
-			if mpirun -np 4 --oversubscribe --allow-run-as-root --mca btl self,vader \
-				"$BUILD/tests/mpi_test_comm_mpi" >"$tmp/mpi" 2>&1; then ok; else
-				bad mpi/comm
-				grep -v '^ok' "$tmp/mpi" | head -20
-			fi
+		absorb equiv "$tmp/equiv_mpi"
+		if mpirun -np 4 --oversubscribe --allow-run-as-root --mca btl self,vader \
+			"$BUILD/tests/mpi_test_comm_mpi" >"$tmp/mpi" 2>&1; then ok; else
+			bad mpi/comm
+			grep -v '^ok' "$tmp/mpi" | head -20
 		fi
 	else
 		echo "SKIPPED LOUDLY: mpirun not found, the MPI tests did not run"
@@ -195,18 +196,8 @@ if [ -z "$SAN" ]; then
 	echo "building with ASan + UBSan ..."
 	if make -s SAN=1 BUILD=build-san all >"$tmp/sanbuild" 2>&1; then
 		sh "$0" build-san --no-san >"$tmp/san" 2>&1
-		tail -n 30 "$tmp/san" | grep -E '^(FAIL|==|.*runtime error)' || true
-		line=$(tail -n 1 "$tmp/san")
-		sp=$(echo "$line" | sed -n 's/^san: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
-		sf=$(echo "$line" | sed -n 's/^san: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
-		if [ -n "$sp" ]; then
-			pass=$((pass + sp))
-			fail=$((fail + sf))
-			[ "$sf" = 0 ] || failed_names="$failed_names san:[see above]"
-		else
-			bad san/run
-			tail -20 "$tmp/san"
-		fi
+		grep -E '^(FAIL|==|.*runtime error)' "$tmp/san" | head -30
+		absorb san "$tmp/san"
 	else
 		bad san/build
 		tail -20 "$tmp/sanbuild"
