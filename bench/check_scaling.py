@@ -104,7 +104,7 @@ rep = os.path.join(OUT, "tiny_dit_repeat.plan")
 with open(rep, "w") as f:
     f.write(src)
 for n in (625, 1250, 2500, 5000, 10000):
-    t = best_of([DTPC, "check", rep, "-q", "-D", f"nblocks={n}"], runs=3)
+    t = best_of([DTPC, "check", rep, "--plan", "tiny_dit_8", "-q", "-D", f"nblocks={n}"], runs=3)
     results["repeat"].append({"blocks": n, "ms": t * 1e3, "us_per_block": t * 1e6 / n})
     print(f"{n:>7} {t * 1e3:>9.1f} {t * 1e6 / n:>9.1f}")
 

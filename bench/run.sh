@@ -9,3 +9,5 @@ echo
 python3 bench/check_scaling.py "$BUILD"
 echo
 python3 bench/compile_scaling.py "$BUILD"
+echo
+python3 bench/runtime_bench.py "$BUILD"
