@@ -105,6 +105,36 @@ for f in tests/cli/*.args; do
 	echo "exit $?" >>"$tmp/out"
 	compare "cli/$(basename "$f" .args)" "${f%.args}.expected" "$tmp/out"
 done
+# The runtime's command line: an embedded graph, a trace, saved outputs.
+expect_exit embed 0 "$BUILD/examples/embed"
+"$DTPC" examples/tiny_dit.plan --plan tiny_dit_8 -D seq=64 -o "$tmp/t.graph" >/dev/null 2>&1
+if "$DTPC" run "$tmp/t.graph" --trace "$tmp/trace.json" --save-outputs "$tmp/out.st" \
+	--steps 2 >"$tmp/run" 2>&1 &&
+	python3 - "$tmp/trace.json" "$tmp/out.st" <<'PY'
+import json, struct, sys
+t = json.load(open(sys.argv[1]))["traceEvents"]
+spans = [e for e in t if e["ph"] == "X"]
+ranks = {e["tid"] for e in spans}
+comm = [e for e in spans if e["cat"] == "communication"]
+assert ranks == set(range(8)), ranks
+assert comm and all(e["args"]["bytes"] > 0 for e in comm if not e["name"].startswith("shard"))
+assert all(e["dur"] >= 0 for e in spans)
+b = open(sys.argv[2], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+assert h["proj_out"]["shape"] == [1, 64, 128] and h["proj_out"]["dtype"] == "F32", h
+PY
+then ok; else
+	bad "cli/run-trace-save"
+	cat "$tmp/run"
+fi
+expect_exit run-bad-backend 2 "$DTPC" run "$tmp/t.graph" --backend nccl
+expect_exit run-missing-graph 2 "$DTPC" run /nonexistent.graph
+expect_exit run-not-a-graph 2 "$DTPC" run examples/tiny_dit.plan
+expect_exit run-wrong-ranks 1 "$DTPC" run "$tmp/t.graph" --ranks 4 --timeout 5
+expect_exit inspect-bad-rank 2 "$DTPC" inspect "$tmp/t.graph" --rank 99
+expect_exit compile-needs-plan 2 "$DTPC" examples/flux.plan -o "$tmp/x.graph"
+
 # JSON is well-formed for a clean plan and for a broken one.
 for f in examples/tiny_dit.plan tests/diag/*.plan; do
 	[ -f "$f" ] || continue
