@@ -767,10 +767,6 @@ struct g_graph *lower_plan(struct arena *a, struct diag_ctx *d,
 		return NULL;
 
 	struct g_graph *g = ARENA_NEW(a, struct g_graph);
-	g->strtab = L.blob.v;
-	g->strtab_size = L.blob.n;
-	g->stroff = L.stroff.v;
-	g->nstrings = (uint32_t)L.stroff.n;
 	g->meta = L.meta.v;
 	g->nmeta = (uint32_t)L.meta.n;
 	struct g_axis *axes = ARENA_ARRAY(a, struct g_axis, c->naxes ? c->naxes : 1);
@@ -783,7 +779,7 @@ struct g_graph *lower_plan(struct arena *a, struct diag_ctx *d,
 	g->axes = axes;
 	g->naxes = c->naxes ? (uint32_t)c->naxes : 1;
 	g->world = (uint32_t)c->world;
-	/* strings may have grown with the axis names */
+	/* after the axis names: the last strings added */
 	g->strtab = L.blob.v;
 	g->strtab_size = L.blob.n;
 	g->stroff = L.stroff.v;

@@ -558,6 +558,15 @@ static void copy_element(void *ud, int64_t local, int64_t global)
 	F->dst[local] = F->src[global];
 }
 
+static const char *dims_str(char *buf, size_t n, const int64_t *dims, int ndim)
+{
+	size_t k = 0;
+	buf[0] = 0;
+	for (int d = 0; d < ndim && k < n - 24; d++)
+		k += (size_t)snprintf(buf + k, n - k, "%s%lld", d ? ", " : "", (long long)dims[d]);
+	return buf;
+}
+
 static dtpc_status check_shape(const struct dtpc_session *s, uint32_t t, const int64_t *shape,
 			       int ndim, const char *what)
 {
@@ -567,15 +576,10 @@ static dtpc_status check_shape(const struct dtpc_session *s, uint32_t t, const i
 		ok = shape[d] == x->dims[d];
 	if (ok)
 		return DTPC_OK;
-	char got[128] = "", want[128] = "";
-	size_t a = 0, b = 0;
-	for (int d = 0; d < ndim && a < sizeof got - 24; d++)
-		a += (size_t)snprintf(got + a, sizeof got - a, "%s%lld", d ? ", " : "", (long long)shape[d]);
-	for (int d = 0; d < x->ndim && b < sizeof want - 24; d++)
-		b += (size_t)snprintf(want + b, sizeof want - b, "%s%lld", d ? ", " : "",
-				      (long long)x->dims[d]);
+	char got[128], want[128];
 	return rt_error(DTPC_ERR_BIND, "%s '%s' has shape [%s], but the graph expects [%s]", what,
-			graph_str(s->g, x->name), got, want);
+			graph_str(s->g, x->name), dims_str(got, sizeof got, shape, ndim),
+			dims_str(want, sizeof want, x->dims, x->ndim));
 }
 
 dtpc_status dtpc_session_bind_weight(dtpc_session *s, const char *name, const float *data,
