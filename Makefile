@@ -40,6 +40,8 @@ BENCH_SRC    = $(wildcard bench/*.c)
 BENCH_BIN    = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all deps demo test bench fuzz clean
+# keep the objects of chained pattern rules (tests, benchmarks): no rebuilds
+.SECONDARY:
 all: $(BUILD)/dtpc $(UNIT_BIN) $(MPI_TEST_BIN) $(BENCH_BIN) $(BUILD)/examples/embed
 
 deps:

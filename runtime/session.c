@@ -280,7 +280,7 @@ static dtpc_status handshake(struct dtpc_session *s)
 	return st;
 }
 
-static dtpc_status setup(struct dtpc_session *s)
+dtpc_status session_prepare(struct dtpc_session *s)
 {
 	const struct g_graph *g = s->g;
 	uint32_t n = g->ntensors;
@@ -314,14 +314,22 @@ static dtpc_status setup(struct dtpc_session *s)
 		cg->ranks = m;
 		m += cg->n;
 	}
-	if (posix_memalign((void **)&s->arena, 64, g->arena_bytes ? g->arena_bytes : 64))
-		return rt_error(DTPC_ERR_NOMEM, "cannot allocate the %llu-byte arena",
-				(unsigned long long)g->arena_bytes);
 	for (uint32_t i = 0; i < g->nops; i++) {
 		dtpc_status st = exec_check(s, i);
 		if (st)
 			return st;
 	}
+	return DTPC_OK;
+}
+
+static dtpc_status setup(struct dtpc_session *s)
+{
+	dtpc_status st = session_prepare(s);
+	if (st)
+		return st;
+	if (posix_memalign((void **)&s->arena, 64, s->g->arena_bytes ? s->g->arena_bytes : 64))
+		return rt_error(DTPC_ERR_NOMEM, "cannot allocate the %llu-byte arena",
+				(unsigned long long)s->g->arena_bytes);
 	if (s->workspace_bytes && !(s->workspace = malloc(s->workspace_bytes)))
 		return rt_error(DTPC_ERR_NOMEM, "out of memory");
 	return DTPC_OK;
@@ -370,6 +378,7 @@ void dtpc_session_free(dtpc_session *s)
 {
 	if (!s)
 		return;
+	/* also frees a session that session_prepare alone filled in */
 	for (uint32_t t = 0; s->weights && t < s->g->ntensors; t++)
 		free(s->weights[t]);
 	free(s->weights);

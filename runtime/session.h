@@ -54,6 +54,10 @@ struct dtpc_session {
 dtpc_status rt_error(dtpc_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 double rt_now(void);
 
+/* Local shapes, groups and the per-op checks of exec_check for s->rank,
+ * without a communicator or an arena (also what the graph fuzzer exercises
+ * on hostile graphs that pass the loader). */
+dtpc_status session_prepare(struct dtpc_session *s);
 /* Runs op i of the graph on this rank (exec.c). */
 dtpc_status exec_op(struct dtpc_session *s, uint32_t i);
 /* A tensor's data on this rank: its arena slot or its weight slice. */

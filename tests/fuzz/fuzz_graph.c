@@ -5,12 +5,16 @@
  * checksum fields fixed up, so that mutations reach the section and table
  * checks. Whatever loads, every query is then run over every tensor, op and
  * group for a few ranks: a graph that graph_parse accepts must be safe to
- * query, so any crash or sanitizer report here is a loader bug. */
+ * query, so any crash or sanitizer report here is a loader bug. Then a
+ * session is prepared for rank 0 (local shapes, groups and every op's
+ * checks, without a communicator): a loaded graph whose ops do not fit
+ * together must be rejected there, never read out of bounds. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/graph.h"
+#include "runtime/session.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -71,6 +75,13 @@ static void parse_and_query(const uint8_t *buf, size_t size, uint32_t seed)
 	query(&g, 0);
 	query(&g, g.world - 1);
 	query(&g, seed % g.world);
+	struct dtpc_session *s = calloc(1, sizeof *s);
+	if (!s)
+		return;
+	s->g = &g;
+	s->rank = seed % g.world;
+	session_prepare(s);
+	dtpc_session_free(s);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
