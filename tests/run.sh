@@ -181,6 +181,16 @@ if [ -z "$SAN" ]; then
 		grep -E '^(ok|FAIL)' "$tmp/equiv_mpi" | sed 's/^/  /'
 		grep -A12 '^FAIL' "$tmp/equiv_mpi" | head -40
 		absorb equiv "$tmp/equiv_mpi"
+		# a wrong rank count under mpirun: every rank says so, the job ends
+		"$DTPC" tests/lower/tiny.plan --plan all --mesh "ulysses = 2, tp = 2" \
+			-o "$tmp/m.graph" >/dev/null 2>&1
+		if timeout 60 mpirun -np 3 --oversubscribe --allow-run-as-root --mca btl self,vader \
+			"$DTPC" run "$tmp/m.graph" --backend mpi --timeout 10 >"$tmp/mpi" 2>&1; then
+			bad mpi/wrong-rank-count
+		elif grep -q "the graph is for 4 ranks, but the job has 3" "$tmp/mpi"; then ok; else
+			bad mpi/wrong-rank-count
+			head -10 "$tmp/mpi"
+		fi
 		if mpirun -np 4 --oversubscribe --allow-run-as-root --mca btl self,vader \
 			"$BUILD/tests/mpi_test_comm_mpi" >"$tmp/mpi" 2>&1; then ok; else
 			bad mpi/comm
