@@ -205,6 +205,17 @@ static uint64_t fnv1a(uint64_t h, const char *p, size_t n)
 	return h;
 }
 
+/* Of the plan files read (before any pseudo-file such as <command line>):
+ * a graph records it, so --verify can tell when its source has changed. */
+static uint64_t sources_hash(const struct diag_ctx *d)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (int i = 0; i < d->nfiles; i++)
+		if (d->files[i].path[0] != '<')
+			h = fnv1a(h, d->files[i].text, d->files[i].len);
+	return h;
+}
+
 static void report(const struct g_graph *g, size_t len, FILE *out)
 {
 	fprintf(out, "graph: %zu bytes; %u ops, %u tensors; world %u\n", len, g->nops,
@@ -297,10 +308,7 @@ int driver_compile(const struct check_opts *o, const char *out_path, bool verbos
 	struct layout_result *lay = layout_run(a, &d, c);
 	if (d.nerrors)
 		goto done;
-	uint64_t h = 1469598103934665603ull;
-	for (int i = 0; i < d.nfiles; i++)
-		h = fnv1a(h, d.files[i].text, d.files[i].len);
-	struct lower_opts lo = { .source_path = o->file, .source_hash = h };
+	struct lower_opts lo = { .source_path = o->file, .source_hash = sources_hash(&d) };
 	struct g_graph *g = lower_plan(a, &d, c, lay, &lo);
 	if (!g)
 		goto done;
@@ -338,7 +346,7 @@ done:;
 
 void *driver_graph_buffer(const char *source, const char *plan, const char *mesh,
 			  const char *context, struct override *defs, int ndefs, bool one_rank,
-			  size_t *len, FILE *err)
+			  size_t *len, uint64_t *source_hash, FILE *err)
 {
 	struct arena *a = arena_create();
 	struct diag_ctx d;
@@ -369,7 +377,9 @@ void *driver_graph_buffer(const char *source, const char *plan, const char *mesh
 		c->ring = c->ulysses = c->tp = c->world = 1;
 	}
 	struct layout_result *lay = layout_run(a, &d, c);
-	struct lower_opts lo = { .source_path = source };
+	struct lower_opts lo = { .source_path = source, .source_hash = sources_hash(&d) };
+	if (source_hash)
+		*source_hash = lo.source_hash;
 	struct g_graph *g = d.nerrors ? NULL : lower_plan(a, &d, c, lay, &lo);
 	if (!g)
 		goto done;

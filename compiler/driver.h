@@ -2,6 +2,7 @@
 #ifndef DTPC_DRIVER_H
 #define DTPC_DRIVER_H
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "plan.h"
@@ -34,9 +35,10 @@ int driver_compile(const struct check_opts *o, const char *out_path, bool verbos
  * and context override the plan's (NULL: the plan's own). one_rank: the
  * unsharded graph, for `dtpc run --verify` — the plan resolved with the
  * mesh, context and parameters a graph was compiled with (so the same checks
- * pass), then lowered with every mesh axis set to 1. On failure returns NULL
- * and prints the diagnostics to err. */
+ * pass), then lowered with every mesh axis set to 1. *source_hash (if not
+ * NULL) gets the hash of the sources read, as compiles record it. On failure
+ * returns NULL and prints the diagnostics to err. */
 void *driver_graph_buffer(const char *source, const char *plan, const char *mesh,
 			  const char *context, struct override *defs, int ndefs, bool one_rank,
-			  size_t *len, FILE *err);
+			  size_t *len, uint64_t *source_hash, FILE *err);
 #endif

@@ -127,10 +127,18 @@ static int verify(const struct run_opts *o, const dtpc_graph *g, dtpc_session *s
 		n++;
 	}
 	size_t len = 0;
+	uint64_t hash = 0;
 	const char *mesh = dtpc_graph_meta(g, "mesh"), *ctx = dtpc_graph_meta(g, "context");
 	void *buf = driver_graph_buffer(src, plan, mesh && strcmp(mesh, "(none)") ? mesh : NULL,
-					   ctx, defs, n, true, &len, stderr);
+					   ctx, defs, n, true, &len, &hash, stderr);
 	arena_free(a);
+	const char *want = dtpc_graph_meta(g, "source_hash");
+	if (buf && want && strtoull(want, NULL, 10) != hash) {
+		fprintf(stderr, "dtpc: --verify: '%s' has changed since the graph was compiled; "
+			"recompile it to verify\n", src);
+		free(buf);
+		return 2;
+	}
 	if (!buf) {
 		fprintf(stderr, "dtpc: --verify: cannot compile the one-rank reference of '%s' from '%s'\n",
 			plan, src);
