@@ -174,6 +174,12 @@ sh tests/equiv.sh "$BUILD" >"$tmp/equiv" 2>&1
 grep -E '^(ok|FAIL)' "$tmp/equiv" | sed 's/^/  /'
 grep -A12 '^FAIL' "$tmp/equiv" | head -60
 absorb equiv "$tmp/equiv"
+# ---- real-model fixtures: diffusers' tiny Flux and Wan replayed on N ranks -------------------
+sh tests/fixtures.sh "$BUILD" >"$tmp/fixtures" 2>&1
+grep -E '^(ok|FAIL)' "$tmp/fixtures" | sed 's/^/  /'
+grep -A20 '^FAIL' "$tmp/fixtures" | head -60
+absorb fixtures "$tmp/fixtures"
+
 # a subset under mpirun (one process per rank; as root in CI)
 if [ -z "$SAN" ]; then
 	if command -v mpirun >/dev/null 2>&1; then
@@ -181,6 +187,9 @@ if [ -z "$SAN" ]; then
 		grep -E '^(ok|FAIL)' "$tmp/equiv_mpi" | sed 's/^/  /'
 		grep -A12 '^FAIL' "$tmp/equiv_mpi" | head -40
 		absorb equiv "$tmp/equiv_mpi"
+		sh tests/fixtures.sh "$BUILD" mpi >"$tmp/fixtures_mpi" 2>&1
+		grep -E '^(ok|FAIL)' "$tmp/fixtures_mpi" | sed 's/^/  /'
+		absorb fixtures "$tmp/fixtures_mpi"
 		# a wrong rank count under mpirun: every rank says so, the job ends
 		"$DTPC" tests/lower/tiny.plan --plan all --mesh "ulysses = 2, tp = 2" \
 			-o "$tmp/m.graph" >/dev/null 2>&1

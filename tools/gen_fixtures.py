@@ -29,8 +29,10 @@ The metadata of each file records the diffusers / torch versions and the seed.
 """
 
 import argparse
+import json
 import os
 import re
+import struct
 import subprocess
 import sys
 import tempfile
@@ -38,7 +40,6 @@ import tempfile
 import torch
 import diffusers
 from diffusers import FluxTransformer2DModel, WanTransformer3DModel
-from safetensors.torch import save_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUTDIR = os.path.join(ROOT, "tests", "fixtures")
@@ -52,8 +53,26 @@ def meta(extra):
         "torch": torch.__version__,
         "seed": str(SEED),
     }
-    m.update({k: str(v) for k, v in extra.items()})
+    m.update({k: v if isinstance(v, str) else json.dumps(v) for k, v in extra.items()})
     return m
+
+
+def save_file(tensors, path, metadata):
+    """safetensors, float32, written byte-for-byte reproducibly (the safetensors
+    package orders the metadata at random): tensors and metadata in name order,
+    the header padded with spaces to a multiple of 8."""
+    header = {"__metadata__": dict(sorted(metadata.items()))}
+    blobs, off = [], 0
+    for name in sorted(tensors):
+        t = tensors[name].detach().to(torch.float32).contiguous().cpu()
+        b = t.numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
 def bound_weights(dtpc, plan_file, plan):
