@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "runtime/comm.h"
+#include "tests/comm_data.h"
 #include "tests/unit/unit.h"
 
 enum { NR = 4, TIMEOUT_MS = 60000 };
@@ -32,42 +33,6 @@ static struct comm *C;
 		if (rank == 0)                                                            \
 			UNIT_CHECK(ok_, __VA_ARGS__);                                     \
 	} while (0)
-
-static uint64_t mix(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-/* Byte `pos` of stream `src`: never zero. */
-static uint8_t byte_at(uint64_t seed, uint64_t src, size_t pos)
-{
-	uint8_t b = (uint8_t)(mix(seed ^ (src << 40) ^ (pos / 8)) >> (8 * (pos % 8)));
-	return b ? b : 0x5a;
-}
-
-static void fill(void *buf, size_t len, uint64_t seed, uint64_t src)
-{
-	for (size_t i = 0; i < len; i++)
-		((uint8_t *)buf)[i] = byte_at(seed, src, i);
-}
-
-static long wrong_bytes(const void *buf, size_t len, uint64_t seed, uint64_t src)
-{
-	long bad = 0;
-	for (size_t i = 0; i < len; i++)
-		bad += ((const uint8_t *)buf)[i] != byte_at(seed, src, i);
-	return bad;
-}
-
-static float float_at(uint64_t seed, int r, size_t i)
-{
-	uint64_t h = mix(seed ^ ((uint64_t)r << 40) ^ i);
-	float f = (float)((h >> 40) + 1) / 16777216.0f;
-	return h & 1 ? f : -f;
-}
 
 static struct comm_tag tag(uint32_t op, const char *what)
 {
