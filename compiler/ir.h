@@ -97,6 +97,7 @@ struct ir_model {
 	int *inputs, ninputs;
 	int *outputs, noutputs;
 	dtpc_loc *output_loc;
+	int nfailed; /* statements that failed (their errors were reported) */
 };
 
 struct strmap;

@@ -130,8 +130,12 @@ static void gather(struct lp *P, int opi, int t, bool tp, const char *why,
 	P->res->nevents++;
 	if (opi < 0)
 		return;
+	/* one note per statement pair, not per repeat block */
+	int prod = P->m->tensors[t].producer;
 	struct finding *f = find(P, false, opi,
-				 arena_printf(P->a, "gather%d/%s", tp, tname(P, t)));
+				 arena_printf(P->a, "gather%d/%p", tp,
+					      prod >= 0 ? (const void *)P->m->ops[prod].stmt
+							: (const void *)tname(P, t)));
 	if (!f)
 		return;
 	const struct plan_cfg *c = P->c;

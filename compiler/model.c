@@ -814,6 +814,7 @@ static bool check_unique(struct inst *I, const char *name, dtpc_loc loc,
  * uses do not report "unknown tensor" again. */
 static void define_failed(struct inst *I, const struct mstmt *st, bool update)
 {
+	I->m->nfailed++;
 	if (update || local_binding(I, st->name))
 		return;
 	define(I, I->cur, st->name, -1, st->name_loc);

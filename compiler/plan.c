@@ -951,7 +951,9 @@ struct plan_cfg *plan_resolve(struct arena *a, struct diag_ctx *d,
 	struct override *ov = overrides(&R, model_stmt, o, &nov);
 	int before = d->nerrors;
 	c->model = model_instantiate(a, d, md, ov, nov, model_stmt->name_loc);
-	bool model_ok = d->nerrors == before;
+	/* a statement that failed (even on a syntax error reported while
+	 * parsing) leaves modules missing */
+	bool model_ok = d->nerrors == before && !c->model->nfailed;
 
 	c->ax_ring = axis_index(c, "ring");
 	c->ax_ulysses = axis_index(c, "ulysses");

@@ -49,6 +49,7 @@ int plan_lex(PLAN_STYPE *yylval, PLAN_LTYPE *yylloc, yyscan_t scanner);
 }
 
 %code {
+#include <ctype.h>
 #include <string.h>
 
 #include "compiler/arena.h"
@@ -496,6 +497,11 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner,
 			  P->prev_text);
 	else if (want_semi && got != YYSYMBOL_YYEOF)
 		diag_hint(P->diag, "is a ';' or ',' missing before %s?", found);
+	else if (!strcmp(yysymbol_name(got), "'('") && P->prev_text[0] &&
+		 !P->prev_is_keyword && (isalpha((unsigned char)P->prev_text[0]) ||
+					 P->prev_text[0] == '_'))
+		diag_hint(P->diag, "ops do not nest: give the inner op a name of its own "
+			  "(%s_out = %s(...);) and pass that name", P->prev_text, P->prev_text);
 	else if (n == 1 && got != YYSYMBOL_YYEOF)
 		diag_hint(P->diag, "is %s missing before %s?", expected, found);
 	return 0;

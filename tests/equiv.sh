@@ -94,6 +94,12 @@ else
 	matrix wan examples/wan.plan wan_tiny_usp_ffn_tp wan_tiny_ffn_tp
 	case_ wan-ring-anything3 examples/wan.plan wan_tiny_ring_anything3 "ring = 3" \
 		"ring_anything = true"
+	# a plan with unusual ops (modulation, per-head norm, cross-attention,
+	# a reshape of a tp-sharded tensor, a gather on a repeat block)
+	for m in "ring = 2, ulysses = 2, tp = 2" "ulysses = 2, tp = 2" "tp = 2, ring = 2" \
+		"ring = 4"; do
+		case_ "odd-$(echo "$m" | tr -d ' =,')" tests/plans/odd.plan p "$m" ""
+	done
 fi
 echo "equiv: $pass passed, $fail failed"
 [ "$fail" = 0 ]
