@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "arena.h"
+#include "inspect.h"
 #include "layout.h"
 #include "lower.h"
 #include "parse.h"
@@ -303,9 +304,15 @@ int driver_compile(const struct check_opts *o, const char *out_path, bool verbos
 		goto done;
 	}
 	struct plan_cfg *c = plan_resolve(a, &d, &prog, p, &o->co);
+	if (c && (o->dumps & DUMP_IR))
+		dump_ir(out, a, c->model);
+	if (c && (o->dumps & DUMP_STYLES))
+		dump_styles(out, c);
 	if (!c || d.nerrors)
 		goto done;
 	struct layout_result *lay = layout_run(a, &d, c);
+	if (o->dumps & DUMP_LAYOUT)
+		dump_layout(out, a, c, lay);
 	if (d.nerrors)
 		goto done;
 	struct lower_opts lo = { .source_path = o->file, .source_hash = sources_hash(&d) };
@@ -329,6 +336,8 @@ int driver_compile(const struct check_opts *o, const char *out_path, bool verbos
 		status = 2;
 		goto done;
 	}
+	if (o->dumps & DUMP_GRAPH)
+		inspect_graph(&back, len, 0, INSPECT_TEXT, out);
 	if (!write_file(out_path, buf, len, err))
 		status = 2;
 	else if (verbose)

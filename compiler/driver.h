@@ -10,7 +10,7 @@
 enum out_format { FMT_TEXT, FMT_JSON };
 
 /* Pass names accepted by -d (dump after that pass). */
-enum dump_pass { DUMP_AST = 1, DUMP_IR = 2, DUMP_STYLES = 4, DUMP_LAYOUT = 8 };
+enum dump_pass { DUMP_IR = 1, DUMP_STYLES = 2, DUMP_LAYOUT = 4, DUMP_GRAPH = 8 };
 
 struct check_opts {
 	const char *file;

@@ -28,7 +28,8 @@ static const char usage[] =
 	"  -D NAME=VALUE          override a model parameter (after the plan's own)\n"
 	"  --format text|json     diagnostics and summary as text (default) or JSON\n"
 	"  --color / --no-color   colour diagnostics (default: when stderr is a terminal)\n"
-	"  -d PASSES              dump after passes: i (IR), s (styles), l (layouts)\n"
+	"  -d PASSES              dump after passes: i (IR), s (styles), l (layouts),\n"
+	"                         g (the lowered graph, rank 0; compile only)\n"
 	"  -q                     no summary on success\n"
 	"  -o FILE.graph          (compile) where to write the graph\n"
 	"  -v                     (compile) print the compile report: per rank, the\n"
@@ -155,8 +156,10 @@ static int cmd_check(int argc, char **argv, int first, bool compile)
 					o.dumps |= DUMP_STYLES;
 				else if (*p == 'l')
 					o.dumps |= DUMP_LAYOUT;
+				else if (*p == 'g')
+					o.dumps |= DUMP_GRAPH;
 				else {
-					rc = bad_usage("-d takes i, s and l, not '%s'", v);
+					rc = bad_usage("-d takes i, s, l and g, not '%s'", v);
 					goto out;
 				}
 			}
