@@ -124,8 +124,3 @@ char *arena_concat(struct arena *a, ...)
 	*o = 0;
 	return d;
 }
-
-size_t arena_used(const struct arena *a)
-{
-	return a->total;
-}

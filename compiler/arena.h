@@ -24,8 +24,6 @@ char *arena_printf(struct arena *a, const char *fmt, ...)
 /* The concatenation of the strings up to a NULL: the fast path for dotted
  * names, which every statement of a large model builds. */
 char *arena_concat(struct arena *a, ...) __attribute__((sentinel));
-/* Bytes handed out so far (for the -v report and benchmarks). */
-size_t arena_used(const struct arena *a);
 
 #define ARENA_NEW(a, T) ((T *)arena_alloc((a), sizeof(T)))
 #define ARENA_ARRAY(a, T, n) ((T *)arena_alloc((a), sizeof(T) * (size_t)(n)))

@@ -48,29 +48,9 @@ int diag_add_file(struct diag_ctx *d, const char *path, const char *text,
 	return d->nfiles++;
 }
 
-const char *diag_file_path(const struct diag_ctx *d, int file)
-{
-	return file >= 0 && file < d->nfiles ? d->files[file].path : "<none>";
-}
-
 dtpc_loc loc_none(void)
 {
 	return (dtpc_loc){ .file = -1 };
-}
-
-dtpc_loc loc_span(dtpc_loc a, dtpc_loc b)
-{
-	if (a.file < 0)
-		return b;
-	if (b.file < 0 || b.file != a.file)
-		return a;
-	dtpc_loc r = a;
-	if (b.end_line > r.end_line ||
-	    (b.end_line == r.end_line && b.end_col > r.end_col)) {
-		r.end_line = b.end_line;
-		r.end_col = b.end_col;
-	}
-	return r;
 }
 
 static struct diag *add(struct diag_ctx *d, enum diag_level lv, dtpc_loc loc,
@@ -119,15 +99,6 @@ void diag_error(struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
 	va_end(ap);
 }
 
-void diag_warning(struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
-{
-	d->nwarnings++;
-	va_list ap;
-	va_start(ap, fmt);
-	push_top(d, add(d, DIAG_WARNING, loc, fmt, ap));
-	va_end(ap);
-}
-
 void diag_remark(struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
 {
 	va_list ap;
@@ -172,9 +143,8 @@ void diag_hint(struct diag_ctx *d, const char *fmt, ...)
 	va_end(ap);
 }
 
-static const char *level_name[] = { "error", "warning", "note", "hint" };
-static const char *level_color[] = { "\033[1;31m", "\033[1;35m", "\033[1;36m",
-				     "\033[1;32m" };
+static const char *level_name[] = { "error", "note", "hint" };
+static const char *level_color[] = { "\033[1;31m", "\033[1;36m", "\033[1;32m" };
 
 /* The source line of loc, then a caret under its first column and '~' under
  * the rest of the range on that line. Columns count UTF-8 characters; tabs
@@ -264,7 +234,6 @@ void diag_print_json(const struct diag_ctx *d, FILE *out, struct cJSON *extra)
 	for (const struct diag *g = d->head; g; g = g->next)
 		cJSON_AddItemToArray(arr, json_one(d, g));
 	cJSON_AddNumberToObject(root, "errors", d->nerrors);
-	cJSON_AddNumberToObject(root, "warnings", d->nwarnings);
 	if (extra)
 		cJSON_AddItemToObject(root, "summary", extra);
 	char *s = cJSON_Print(root);

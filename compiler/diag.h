@@ -20,7 +20,7 @@ typedef struct dtpc_loc {
 	int end_line, end_col; /* inclusive end of the range */
 } dtpc_loc;
 
-enum diag_level { DIAG_ERROR, DIAG_WARNING, DIAG_NOTE, DIAG_HINT };
+enum diag_level { DIAG_ERROR, DIAG_NOTE, DIAG_HINT };
 
 struct diag {
 	enum diag_level level;
@@ -44,7 +44,7 @@ struct diag_ctx {
 	struct src_file *files;
 	int nfiles, capfiles;
 	struct diag *head, *tail;
-	int nerrors, nwarnings;
+	int nerrors;
 	int max_errors; /* stop recording past this many errors (0: no limit) */
 };
 
@@ -55,14 +55,10 @@ int diag_add_file(struct diag_ctx *d, const char *path, const char *text,
 		  size_t len);
 
 dtpc_loc loc_none(void);
-/* The smallest range covering a and b (same file). */
-dtpc_loc loc_span(dtpc_loc a, dtpc_loc b);
 
 void diag_error(struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-void diag_warning(struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-/* A note or hint attaches to the most recent error or warning. */
+/* A note or hint attaches to the most recent error (or remark). */
 void diag_note(struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void diag_hint(struct diag_ctx *d, const char *fmt, ...)
@@ -73,9 +69,8 @@ void diag_remark(struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
 
 /* gcc style: `file:line:col: error: msg`, the source line, a caret line. */
 void diag_print_text(const struct diag_ctx *d, FILE *out, bool color);
-/* `{"diagnostics": [...], "errors": N, "warnings": N}` built with cJSON;
+/* `{"diagnostics": [...], "errors": N}` built with cJSON;
  * extra (may be NULL) is a cJSON object merged in as "summary". */
 struct cJSON;
 void diag_print_json(const struct diag_ctx *d, FILE *out, struct cJSON *extra);
-const char *diag_file_path(const struct diag_ctx *d, int file);
 #endif

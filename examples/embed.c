@@ -61,8 +61,9 @@ int main(void)
 		return 1;
 	}
 	int n = dtpc_graph_world(g);
-	printf("embedded graph: %zu bytes, plan %s, mesh %s, %d ranks\n", len,
-	       dtpc_graph_meta(g, "plan"), dtpc_graph_meta(g, "mesh"), n);
+	printf("embedded graph: %zu bytes (hash %016llx), plan %s, mesh %s, %d ranks\n", len,
+	       (unsigned long long)dtpc_graph_hash(g), dtpc_graph_meta(g, "plan"),
+	       dtpc_graph_meta(g, "mesh"), n);
 	dtpc_local_world *w = NULL;
 	if (dtpc_local_world_create(n, 30000, &w)) {
 		fprintf(stderr, "%s\n", dtpc_last_error());
