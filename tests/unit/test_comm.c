@@ -521,7 +521,7 @@ static void check_fault(enum fault f, const char *name, unsigned mask, double mi
 	/* a timeout must not fire early: the rank that waited longest waited the
 	 * whole timeout (the others may have started waiting later, under load,
 	 * and been woken by its failure) */
-	good = good && slowest_after < 0.1 && slowest >= min_s;
+	good = good && slowest_after < 0.25 && slowest >= min_s;
 	printf("# %s: %s\n", name, jobs[__builtin_ctz(mask)].error);
 	UNIT_CHECK(good, "%s: failed in %.3f s (timeout %.1f s), next call in %.4f s", name, slowest,
 		   FAST_MS / 1000.0, slowest_after);
