@@ -52,7 +52,8 @@ int dtpc_graph_world(const dtpc_graph *g);
 /* The graph's identity (its checksum), as compared in the handshake. */
 uint64_t dtpc_graph_hash(const dtpc_graph *g);
 /* Metadata by key ("plan", "model", "mesh", "param.seq", ...), or NULL.
- * Owned by g. Numbers are rendered as decimal text. */
+ * Strings are owned by g; numbers are rendered as decimal text into a
+ * per-thread buffer, valid until the thread's next metadata call. */
 const char *dtpc_graph_meta(const dtpc_graph *g, const char *key);
 /* The i-th metadata entry; 0 past the end. */
 int dtpc_graph_meta_at(const dtpc_graph *g, int i, const char **key, const char **value);
