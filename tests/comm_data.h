@@ -46,4 +46,32 @@ static float float_at(uint64_t seed, int r, size_t i)
 	float f = (float)((h >> 40) + 1) / 16777216.0f;
 	return h & 1 ? f : -f;
 }
+/* All-to-all sizes for sender i, receiver k: uneven, some zero. */
+static size_t a2a_count(int i, int k, size_t scale)
+{
+	return (i * 7 + k * 13) % 5 == 0 ? 0 : scale * (size_t)(1 + i + 2 * k) + 11 * (size_t)k;
+}
+
+/* Member me's all-to-all counts and displacements over n members, with
+ * gaps between the pieces (5 bytes sent, 3 received) that must stay
+ * untouched; the totals go to *stot and *rtot. */
+static void a2a_layout(int me, int n, size_t scale, size_t *sc, size_t *sd, size_t *rc,
+		       size_t *rd, size_t *stot, size_t *rtot)
+{
+	*stot = *rtot = 0;
+	for (int k = 0; k < n; k++) {
+		sc[k] = a2a_count(me, k, scale);
+		sd[k] = *stot;
+		*stot += sc[k] + 5;
+		rc[k] = a2a_count(k, me, scale);
+		rd[k] = *rtot;
+		*rtot += rc[k] + 3;
+	}
+}
+
+/* Ring-shift chunk sizes: uneven by origin. */
+static size_t chunk_size(int origin, size_t scale)
+{
+	return scale + 100 * (size_t)origin;
+}
 #endif

@@ -7,11 +7,7 @@
 set -u
 BUILD=${1:-build}
 MODE=${2:-local}
-DTPC="$BUILD/dtpc"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
+. tests/lib.sh
 
 # case NAME FILE PLAN MESH CONTEXT DEFINES...
 # (POSIX sh has no locals: c_* are this function's own, so it does not
@@ -20,23 +16,9 @@ case_() {
 	c_name=$1 c_file=$2 c_plan=$3 c_mesh=$4 c_ctx=$5
 	shift 5
 	g="$tmp/$c_name.graph"
-	if [ -n "$c_ctx" ]; then
-		"$DTPC" "$c_file" --plan "$c_plan" --mesh "$c_mesh" --context "$c_ctx" "$@" -o "$g" \
-			>"$tmp/out" 2>&1
-	else
-		"$DTPC" "$c_file" --plan "$c_plan" --mesh "$c_mesh" "$@" -o "$g" >"$tmp/out" 2>&1
-	fi
+	compile_mesh "$c_file" "$c_plan" "$c_mesh" "$c_ctx" "$g" "$@" >"$tmp/out" 2>&1 &&
+		replay "$MODE" "$g" --verify --steps 2 --timeout 60 >>"$tmp/out" 2>&1
 	rc=$?
-	if [ $rc = 0 ]; then
-		if [ "$MODE" = mpi ]; then
-			n=$("$DTPC" inspect "$g" | sed -n 's/.*(world \([0-9]*\)).*/\1/p')
-			mpirun -np "$n" --oversubscribe --allow-run-as-root --mca btl self,vader \
-				"$DTPC" run "$g" --backend mpi --verify --steps 2 --timeout 60 >>"$tmp/out" 2>&1
-		else
-			"$DTPC" run "$g" --verify --steps 2 --timeout 60 >>"$tmp/out" 2>&1
-		fi
-		rc=$?
-	fi
 	if [ $rc = 0 ]; then
 		pass=$((pass + 1))
 		err=$(sed -n 's/.*max relative error \([^ ]*\).*/\1/p' "$tmp/out" | sort -g | tail -1)
@@ -101,5 +83,4 @@ else
 		case_ "odd-$(echo "$m" | tr -d ' =,')" tests/plans/odd.plan p "$m" ""
 	done
 fi
-echo "equiv: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+summary equiv

@@ -20,13 +20,10 @@
 set -u
 BUILD=${1:-build}
 MODE=${2:-local}
-DTPC="$BUILD/dtpc"
+[ "$MODE" = --mpi ] && MODE=mpi
 FIX=tests/fixtures
 TOL=${FIXTURES_TOL:-1e-5}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
+. tests/lib.sh
 
 # compare OUT REF TOL: prints the error of every tensor of REF; fails above TOL
 # or on a missing tensor or a shape / dtype mismatch (standard library only)
@@ -79,27 +76,10 @@ case_() {
 	c_name=$1 c_model=$2 c_plan=$3 c_mesh=$4 c_ctx=$5
 	g="$tmp/$c_name.graph"
 	o="$tmp/$c_name.out.safetensors"
-	if [ -n "$c_ctx" ]; then
-		"$DTPC" "$FIX/$c_model.plan" --plan "$c_plan" --mesh "$c_mesh" --context "$c_ctx" \
-			-o "$g" >"$tmp/out" 2>&1
-	else
-		"$DTPC" "$FIX/$c_model.plan" --plan "$c_plan" --mesh "$c_mesh" -o "$g" >"$tmp/out" 2>&1
-	fi
+	compile_mesh "$FIX/$c_model.plan" "$c_plan" "$c_mesh" "$c_ctx" "$g" >"$tmp/out" 2>&1 &&
+		replay "$MODE" "$g" --timeout 60 --weights "$FIX/$c_model.weights.safetensors" \
+			--inputs "$FIX/$c_model.inputs.safetensors" --save-outputs "$o" >>"$tmp/out" 2>&1
 	rc=$?
-	if [ $rc = 0 ]; then
-		if [ "$MODE" = mpi ] || [ "$MODE" = --mpi ]; then
-			n=$("$DTPC" inspect "$g" | sed -n 's/.*(world \([0-9]*\)).*/\1/p')
-			mpirun -np "$n" --oversubscribe --allow-run-as-root --mca btl self,vader \
-				"$DTPC" run "$g" --backend mpi --timeout 60 \
-				--weights "$FIX/$c_model.weights.safetensors" \
-				--inputs "$FIX/$c_model.inputs.safetensors" --save-outputs "$o" >>"$tmp/out" 2>&1
-		else
-			"$DTPC" run "$g" --timeout 60 \
-				--weights "$FIX/$c_model.weights.safetensors" \
-				--inputs "$FIX/$c_model.inputs.safetensors" --save-outputs "$o" >>"$tmp/out" 2>&1
-		fi
-		rc=$?
-	fi
 	if [ $rc = 0 ]; then
 		python3 "$tmp/compare.py" "$o" "$FIX/$c_model.expected.safetensors" "$TOL" >>"$tmp/out" 2>&1
 		rc=$?
@@ -125,7 +105,7 @@ for f in flux wan; do
 	done
 done
 
-if [ "$MODE" = mpi ] || [ "$MODE" = --mpi ]; then
+if [ "$MODE" = mpi ]; then
 	# a subset under mpirun: one process per rank
 	case_ mpi-flux-ring2xulysses2 flux flux_fixture_cp "ring = 2, ulysses = 2" \
 		"rotate_method = \"alltoall\""
@@ -154,5 +134,4 @@ else
 	case_ wan-ring-anything3 wan wan_fixture_cp "ring = 3" \
 		"ring_anything = true, rotate_method = \"allgather\""
 fi
-echo "fixtures: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+summary fixtures

@@ -4,36 +4,16 @@
 # determinism. Ends with "lower: N passed, N failed". UPDATE=1 rewrites goldens.
 set -u
 BUILD=${1:-build}
-DTPC="$BUILD/dtpc"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+. tests/lib.sh
 
 # golden NAME PLAN MESH CONTEXT RANK DEFINES...
 golden() {
 	g_name=$1 g_plan=$2 g_mesh=$3 g_ctx=$4 g_rank=$5
 	shift 5
-	if [ -n "$g_ctx" ]; then
-		"$DTPC" tests/lower/tiny.plan --plan "$g_plan" --mesh "$g_mesh" --context "$g_ctx" \
-			"$@" -o "$tmp/g.graph" >"$tmp/c" 2>&1
-	else
-		"$DTPC" tests/lower/tiny.plan --plan "$g_plan" --mesh "$g_mesh" "$@" \
-			-o "$tmp/g.graph" >"$tmp/c" 2>&1
-	fi || { bad "lower/$g_name (compile)"; cat "$tmp/c"; return; }
+	compile_mesh tests/lower/tiny.plan "$g_plan" "$g_mesh" "$g_ctx" "$tmp/g.graph" "$@" \
+		>"$tmp/c" 2>&1 || { bad "lower/$g_name (compile)"; cat "$tmp/c"; return; }
 	"$DTPC" inspect "$tmp/g.graph" --rank "$g_rank" >"$tmp/out" 2>&1
-	exp="tests/lower/$g_name.expected"
-	if [ "${UPDATE:-}" = 1 ]; then
-		cp "$tmp/out" "$exp"
-		ok
-	elif diff -u "$exp" "$tmp/out" >"$tmp/diff" 2>&1; then
-		ok
-	else
-		bad "lower/$g_name"
-		head -40 "$tmp/diff"
-	fi
+	compare "lower/$g_name" "tests/lower/$g_name.expected" "$tmp/out"
 }
 
 golden tp tp "tp = 2" "" 0
@@ -101,5 +81,4 @@ else
 	echo "SKIPPED LOUDLY: graphviz (dot) is not installed"
 	bad "inspect/dot (graphviz missing)"
 fi
-echo "lower: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+summary lower

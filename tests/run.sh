@@ -12,33 +12,7 @@
 set -u
 BUILD=${1:-build}
 SAN=${2:-}
-DTPC="$BUILD/dtpc"
-pass=0
-fail=0
-failed_names=""
-
-ok() { pass=$((pass + 1)); }
-bad() {
-	fail=$((fail + 1))
-	failed_names="$failed_names $1"
-	echo "FAIL: $1"
-}
-
-# compare NAME EXPECTED_FILE ACTUAL_FILE
-compare() {
-	if [ "${UPDATE:-}" = 1 ]; then
-		cp "$3" "$2"
-		ok
-	elif diff -u "$2" "$3" >"$3.diff" 2>&1; then
-		ok
-	else
-		bad "$1"
-		head -40 "$3.diff"
-	fi
-}
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. tests/lib.sh
 
 # ---- unit ---------------------------------------------------------------------
 for t in "$BUILD"/tests/test_*; do

@@ -97,22 +97,10 @@ static long t_allgatherv(const struct comm_group *g, uint32_t op, uint64_t seed,
 	return bad;
 }
 
-static size_t a2a_count(int i, int k, size_t scale)
-{
-	return (i * 7 + k * 13) % 5 == 0 ? 0 : scale * (size_t)(1 + i + 2 * k) + 11 * (size_t)k;
-}
-
 static long t_alltoallv(const struct comm_group *g, uint32_t op, uint64_t seed, size_t scale)
 {
-	size_t sc[NR], sd[NR], rc[NR], rd[NR], stot = 0, rtot = 0;
-	for (int k = 0; k < g->n; k++) {
-		sc[k] = a2a_count(g->me, k, scale);
-		sd[k] = stot;
-		stot += sc[k] + 5;
-		rc[k] = a2a_count(k, g->me, scale);
-		rd[k] = rtot;
-		rtot += rc[k] + 3;
-	}
+	size_t sc[NR], sd[NR], rc[NR], rd[NR], stot, rtot;
+	a2a_layout(g->me, g->n, scale, sc, sd, rc, rd, &stot, &rtot);
 	uint8_t *send = malloc(stot), *recv = calloc(1, rtot);
 	for (int k = 0; k < g->n; k++)
 		fill(send + sd[k], sc[k], seed, (uint64_t)(rank * 64 + g->ranks[k]));
@@ -148,11 +136,6 @@ static long t_allreduce(const struct comm_group *g, uint32_t op, uint64_t seed, 
 	}
 	free(buf);
 	return bad;
-}
-
-static size_t chunk_size(int origin, size_t scale)
-{
-	return scale + 100 * (size_t)origin;
 }
 
 /* Ring attention's pattern: K and V passed right every round, with work

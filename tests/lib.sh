@@ -1,0 +1,62 @@
+# lib.sh — what the test scripts share (sourced, POSIX sh): a temporary
+# folder, pass/fail counters, golden comparison, and compiling a plan for a
+# mesh and replaying it on its ranks. Callers set BUILD first.
+DTPC="$BUILD/dtpc"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+failed_names=""
+
+ok() { pass=$((pass + 1)); }
+bad() {
+	fail=$((fail + 1))
+	failed_names="$failed_names $1"
+	echo "FAIL: $1"
+}
+
+# compare NAME EXPECTED_FILE ACTUAL_FILE (UPDATE=1 rewrites EXPECTED_FILE)
+compare() {
+	if [ "${UPDATE:-}" = 1 ]; then
+		cp "$3" "$2"
+		ok
+	elif diff -u "$2" "$3" >"$3.diff" 2>&1; then
+		ok
+	else
+		bad "$1"
+		head -40 "$3.diff"
+	fi
+}
+
+# compile_mesh FILE PLAN MESH CONTEXT GRAPH [DTPC OPTIONS...]: the plan
+# compiled with --mesh MESH and, if not empty, --context CONTEXT.
+compile_mesh() {
+	cm_file=$1 cm_plan=$2 cm_mesh=$3 cm_ctx=$4 cm_graph=$5
+	shift 5
+	if [ -n "$cm_ctx" ]; then
+		"$DTPC" "$cm_file" --plan "$cm_plan" --mesh "$cm_mesh" --context "$cm_ctx" "$@" \
+			-o "$cm_graph"
+	else
+		"$DTPC" "$cm_file" --plan "$cm_plan" --mesh "$cm_mesh" "$@" -o "$cm_graph"
+	fi
+}
+
+# replay MODE GRAPH [RUN OPTIONS...]: `dtpc run` on the graph's ranks, as
+# threads (MODE local) or one MPI process each (MODE mpi).
+replay() {
+	rp_mode=$1 rp_graph=$2
+	shift 2
+	if [ "$rp_mode" = mpi ]; then
+		rp_n=$("$DTPC" inspect "$rp_graph" | sed -n 's/.*(world \([0-9]*\)).*/\1/p')
+		mpirun -np "$rp_n" --oversubscribe --allow-run-as-root --mca btl self,vader \
+			"$DTPC" run "$rp_graph" --backend mpi "$@"
+	else
+		"$DTPC" run "$rp_graph" "$@"
+	fi
+}
+
+# summary NAME: the closing line run.sh absorbs; the status of the script.
+summary() {
+	echo "$1: $pass passed, $fail failed"
+	[ "$fail" = 0 ]
+}
