@@ -155,12 +155,14 @@ static dtpc_status check_attention(const struct dtpc_session *s, uint32_t i, con
 		"q, k, v and the output must be 3-d");
 	REQUIRE(D > 0 && Dv > 0 && dims(s, q)[2] % D == 0, i, name, "bad head dim");
 	int64_t H = dims(s, q)[2] / D;
-	REQUIRE(dims(s, k)[2] == H * D && dims(s, v)[2] == H * Dv, i, name,
+	/* by division: a hostile head dim must not overflow a product */
+	REQUIRE(dims(s, k)[2] == dims(s, q)[2] && dims(s, v)[2] % Dv == 0 &&
+			dims(s, v)[2] / Dv == H, i, name,
 		"k or v width does not match q's %lld heads", (long long)H);
 	REQUIRE(dims(s, k)[0] == dims(s, q)[0] && dims(s, v)[0] == dims(s, q)[0] &&
 			dims(s, v)[1] == dims(s, k)[1], i, name, "q, k, v batch or kv length differ");
 	REQUIRE(dims(s, o->out)[0] == dims(s, q)[0] && dims(s, o->out)[1] == dims(s, q)[1] &&
-			dims(s, o->out)[2] == H * Dv, i, name, "output shape");
+			dims(s, o->out)[2] == dims(s, v)[2], i, name, "output shape");
 	size_t ws = k_attention_workspace(dims(s, q)[1], kv_rows, D, Dv);
 	if (ws > s->workspace_bytes)
 		((struct dtpc_session *)s)->workspace_bytes = ws;
@@ -324,10 +326,13 @@ dtpc_status exec_check(struct dtpc_session *s, uint32_t i)
 			return st;
 		int64_t B = dims(s, x)[0], Sq = dims(s, x)[1];
 		int64_t H = dims(s, x)[2] / o->attr[0];
-		int64_t row = B * (dims(s, k)[2] + dims(s, opnd(s, o, 2))[2]);
-		int64_t kv = row * (o->attr[2] ? 2 * maxrows : all);
-		REQUIRE(scratch_floats(s, o) >= kv + s->numel[out] + 2 * B * H * Sq, i, name,
-			"scratch too small");
+		/* sizes from a hostile graph must not overflow on the way */
+		int64_t row, kv, lse, need;
+		bool ovf = __builtin_mul_overflow(B, dims(s, k)[2] + dims(s, opnd(s, o, 2))[2], &row) ||
+			   __builtin_mul_overflow(row, o->attr[2] ? 2 * maxrows : all, &kv) ||
+			   __builtin_mul_overflow(2 * B * H, Sq, &lse) ||
+			   __builtin_add_overflow(kv, s->numel[out] + lse, &need);
+		REQUIRE(!ovf && scratch_floats(s, o) >= need, i, name, "scratch too small");
 		return DTPC_OK;
 	}
 	case OP_ulysses_a2a: {
