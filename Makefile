@@ -18,8 +18,8 @@ WARN    = -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes \
 BLAS_CFLAGS ?= -I/usr/include/x86_64-linux-gnu/openblas-pthread
 MPI_CFLAGS  ?= $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIBS    ?= $(shell mpicc --showme:link 2>/dev/null)
-CFLAGS  = -std=gnu11 $(OPT) -g $(WARN) -MMD -MP -pthread -I. -I$(BUILD)/gen $(BLAS_CFLAGS) $(MPI_CFLAGS)
-LDLIBS  = -lcjson -lopenblas $(MPI_LIBS) -lpthread -lm
+CFLAGS  = -std=gnu11 $(OPT) -g $(WARN) -MMD -MP -pthread -I. -I$(BUILD)/gen $(BLAS_CFLAGS) $(MPI_CFLAGS) $(CUDA_CFLAGS)
+LDLIBS  = -lcjson -lopenblas $(MPI_LIBS) $(CUDA_LIBS) -lpthread -lm
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=address,undefined
@@ -27,11 +27,37 @@ endif
 # Generated scanner/parser code is not ours: same flags, fewer warnings.
 GENFLAGS = $(filter-out -Wpedantic -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Wundef -Wcast-align,$(CFLAGS)) -Wno-unused-function -Wno-sign-compare
 
+# CUDA (optional, detected): nvcc on the PATH or in /usr/local/cuda builds
+# kernels/cuda/*.cu and runtime/cuda/*.c into libdtpc; NCCL beside the
+# toolkit adds the nccl backend. Without nvcc everything else builds and
+# `make` says what it left out. CUDA_ARCH: Hopper (sm_90a machine code) plus
+# compute_90 PTX for newer GPUs.
+NVCC      ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
+CUDA_HOME ?= $(if $(NVCC),$(patsubst %/bin/,%,$(dir $(realpath $(NVCC)))))
+CUDA_ARCH ?= -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90
+NCCL_LIB  := $(firstword $(wildcard $(CUDA_HOME)/lib64/libnccl.so $(CUDA_HOME)/lib/libnccl.so \
+                                    /usr/lib/x86_64-linux-gnu/libnccl.so))
+ifneq ($(NVCC),)
+HAVE_CUDA   = 1
+CUDA_CFLAGS = -DDTPC_HAVE_CUDA -I$(CUDA_HOME)/include
+CUDA_LIBS   = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++
+ifneq ($(NCCL_LIB),)
+CUDA_CFLAGS += -DDTPC_HAVE_NCCL
+CUDA_LIBS   += -L$(dir $(NCCL_LIB)) -Wl,-rpath,$(dir $(NCCL_LIB)) -lnccl
+endif
+CU_SRC   = $(wildcard kernels/cuda/*.cu)
+CU_OBJ   = $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
+CUDA_C_SRC = $(wildcard runtime/cuda/*.c)
+GPU_TEST_BIN  = $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/test_*.c))
+GPU_BENCH_BIN = $(patsubst bench/gpu/%.c,$(BUILD)/bench/gpu/%,$(wildcard bench/gpu/*.c))
+NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall -lineinfo
+endif
+
 COMPILER_SRC = $(filter-out compiler/main.c,$(wildcard compiler/*.c))
 COMPILER_OBJ = $(COMPILER_SRC:%.c=$(BUILD)/obj/%.o) \
                $(BUILD)/obj/gen/plan.tab.o $(BUILD)/obj/gen/lex.yy.o
 RUNTIME_SRC  = $(wildcard runtime/*.c kernels/cpu/*.c)
-RUNTIME_OBJ  = $(RUNTIME_SRC:%.c=$(BUILD)/obj/%.o)
+RUNTIME_OBJ  = $(RUNTIME_SRC:%.c=$(BUILD)/obj/%.o) $(CUDA_C_SRC:%.c=$(BUILD)/obj/%.o) $(CU_OBJ)
 UNIT_SRC     = $(wildcard tests/unit/test_*.c)
 UNIT_BIN     = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 MPI_TEST_SRC = $(wildcard tests/mpi/*.c)
@@ -42,7 +68,13 @@ BENCH_BIN    = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 .PHONY: all deps demo test bench fuzz clean
 # keep the objects of chained pattern rules (tests, benchmarks): no rebuilds
 .SECONDARY:
-all: $(BUILD)/dtpc $(UNIT_BIN) $(MPI_TEST_BIN) $(BENCH_BIN) $(BUILD)/examples/embed
+all: $(BUILD)/dtpc $(UNIT_BIN) $(MPI_TEST_BIN) $(BENCH_BIN) $(BUILD)/examples/embed \
+     $(GPU_TEST_BIN) $(GPU_BENCH_BIN)
+ifeq ($(HAVE_CUDA),)
+	@echo "make: nvcc not found: built without the CUDA device and the nccl backend"
+else ifeq ($(NCCL_LIB),)
+	@echo "make: NCCL not found beside $(CUDA_HOME): built without the nccl backend"
+endif
 
 deps:
 	@sh scripts/deps.sh
@@ -65,6 +97,10 @@ $(BUILD)/obj/compiler/parse.o: $(BUILD)/gen/lex.yy.h $(BUILD)/gen/plan.tab.h
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/obj/%.o: %.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -I. -MMD -MP -c -o $@ $<
 
 $(BUILD)/libdtpcc.a: $(COMPILER_OBJ)
 	@rm -f $@
@@ -92,6 +128,10 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+$(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 # examples/embed: a program with a compiled graph linked into it.
 $(BUILD)/examples/tiny_dit_4.graph: examples/tiny_dit.plan $(BUILD)/dtpc
 	@mkdir -p $(@D)
@@ -113,7 +153,7 @@ $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_SRC)
 	@mkdir -p $(@D)
 	clang -std=gnu11 -g -O1 -I. -I$(BUILD)/gen $(BLAS_CFLAGS) $(MPI_CFLAGS) \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-		-o $@ $^ $(LDLIBS)
+		-o $@ $^ -lcjson -lopenblas $(MPI_LIBS) -lpthread -lm
 
 fuzz: $(FUZZ_BIN)
 	@for f in $(FUZZ_BIN); do \

@@ -46,6 +46,16 @@ struct comm_request;
 
 struct comm_ops {
 	const char *name;
+	/* The buffers a collective takes may be device memory of the rank's
+	 * device (NCCL). When false, a session on a device whose memory the host
+	 * cannot address stages every transfer through host memory. */
+	bool device_memory;
+	/* Optional: called once per session with every group of the graph as
+	 * this rank sees it, in graph order, before the first collective; a
+	 * backend that needs a communicator per group (NCCL's ncclCommSplit, a
+	 * collective over the whole world) makes them here. Every rank calls it
+	 * with the same groups in the same order. */
+	int (*prepare)(struct comm *c, const struct comm_group *groups, int n);
 	/* Gathers every member's `counts[i]` bytes (send: my counts[me] bytes)
 	 * into recv at displs[i]. recv may hold send at displs[me] already
 	 * (send == recv + displs[me] is allowed). */
@@ -78,6 +88,9 @@ struct comm_ops {
 struct comm {
 	const struct comm_ops *ops;
 	int rank, world;
+	int device;   /* the GPU a device-memory backend is bound to; -1 for host backends */
+	void *stream; /* device_memory backends: the compute stream to order after
+		       * (cudaStream_t), set by the session before the first collective */
 	char error[512]; /* the last COMM_FAILED's message */
 };
 
@@ -125,4 +138,14 @@ void comm_local_world_free(struct comm_local_world *w);
  * needed; MPI_Finalize at free. A timeout aborts the job (MPI_Abort) after
  * printing the message, since MPI cannot cancel a collective. */
 struct comm *comm_mpi_create(int timeout_ms, char *err, size_t errlen);
+
+/* ---- nccl: one rank per GPU --------------------------------------------------- */
+
+/* NULL when NCCL or CUDA is not available (then err says why). Under mpirun
+ * the rank, the world and the NCCL unique id come from MPI (the id is
+ * broadcast from rank 0); without MPI the world is one rank. The rank's GPU
+ * is its node-local rank modulo the GPUs it sees. A collective that does not
+ * finish within timeout_ms aborts the communicator (ncclCommAbort) and fails
+ * with the op and the group named. */
+struct comm *comm_nccl_create(int timeout_ms, char *err, size_t errlen);
 #endif

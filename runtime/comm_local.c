@@ -790,7 +790,7 @@ struct comm *comm_local_create(struct comm_local_world *w, int rank)
 	struct local *l = calloc(1, sizeof *l);
 	if (!l)
 		return NULL;
-	l->c = (struct comm){ .ops = &local_ops, .rank = rank, .world = w->n };
+	l->c = (struct comm){ .ops = &local_ops, .rank = rank, .world = w->n, .device = -1 };
 	l->w = w;
 	return &l->c;
 }

@@ -410,7 +410,7 @@ struct comm *comm_mpi_create(int timeout_ms, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	m->c = (struct comm){ .ops = &mpi_ops };
+	m->c = (struct comm){ .ops = &mpi_ops, .device = -1 };
 	m->timeout_ms = timeout_ms;
 	m->we_init = !inited;
 	MPI_Comm_rank(MPI_COMM_WORLD, &m->c.rank);

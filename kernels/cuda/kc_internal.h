@@ -1,0 +1,40 @@
+/* kc_internal.h — what the CUDA kernel files share: the context and the
+ * dtype helpers. Not installed; C++ (nvcc) only. */
+#ifndef DTPC_KC_INTERNAL_H
+#define DTPC_KC_INTERNAL_H
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/kernels_cuda.h"
+
+struct kc_ctx {
+	int device;
+	cudaStream_t stream;
+	cublasLtHandle_t lt;
+	void *lt_ws; /* cuBLASLt workspace */
+	size_t lt_ws_bytes;
+	int sm_count;
+};
+
+/* Statuses: cudaError_t values as they are; cuBLAS statuses offset so the
+ * two ranges never meet (kc_error_string tells them apart). */
+enum { KC_CUBLAS_BASE = 100000 };
+
+/* Storage <-> float32 for the three dtypes. */
+template <typename T> __device__ __forceinline__ float kc_to_f32(T v);
+template <> __device__ __forceinline__ float kc_to_f32<float>(float v) { return v; }
+template <> __device__ __forceinline__ float kc_to_f32<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <> __device__ __forceinline__ float kc_to_f32<__half>(__half v) { return __half2float(v); }
+template <typename T> __device__ __forceinline__ T kc_from_f32(float v);
+template <> __device__ __forceinline__ float kc_from_f32<float>(float v) { return v; }
+template <> __device__ __forceinline__ __nv_bfloat16 kc_from_f32<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+template <> __device__ __forceinline__ __half kc_from_f32<__half>(float v) { return __float2half(v); }
+
+/* The launch status of the last kernel on this thread (0 when accepted). */
+static inline int kc_launched(void)
+{
+	return (int)cudaGetLastError();
+}
+#endif

@@ -1,0 +1,99 @@
+/* kernels_cuda.h — the CUDA compute kernels of the runtime (C interface).
+ *
+ * The CUDA counterpart of kernels/cpu/kernels.h: the same functions with the
+ * same meaning, sizes and argument order, on device pointers, with a storage
+ * dtype. Accumulation is always float32 (GEMM, norms' statistics, attention's
+ * scores, softmax and output, the ring merge); the log-sum-exp vectors of
+ * attention and the merge are always float32 whatever the storage dtype.
+ * Norm weights and biases, RoPE tables, shift/scale and linear biases have
+ * the storage dtype of the tensors they apply to.
+ *
+ * Every kernel is enqueued on the context's stream and returns at once:
+ * 0 when the launch was accepted, else a cudaError_t / cublasStatus_t value
+ * (nonzero); kc_error_string() names it. Errors of the kernels themselves
+ * surface at kc_sync(). Strides count elements, not bytes. Buffers are
+ * owned by the caller; a kernel keeps no pointer past its return.
+ *
+ * A context owns a device ordinal, a stream, a cuBLASLt handle and the GEMM
+ * workspace. One context per rank; several contexts may share a GPU. */
+#ifndef DTPC_KERNELS_CUDA_H
+#define DTPC_KERNELS_CUDA_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum kc_dtype { KC_F32 = 0, KC_BF16 = 1, KC_F16 = 2 };
+enum kc_binop { KC_ADD = 0, KC_MUL = 1 };
+enum { KC_MAX_DIMS = 8 };
+
+typedef struct kc_ctx kc_ctx;
+
+/* Bytes per element of a storage dtype. */
+size_t kc_dtype_size(enum kc_dtype t);
+/* The text of a status some kc_ call returned ("" for 0). */
+const char *kc_error_string(int status);
+
+/* Number of CUDA devices (0 when there is no driver or no GPU; never fails). */
+int kc_device_count(void);
+/* A context on device `ordinal`; err holds the reason on failure (nonzero). */
+int kc_create(kc_ctx **out, int ordinal, char *err, size_t errlen);
+void kc_destroy(kc_ctx *c);
+/* The context's cudaStream_t, as void * for C callers. */
+void *kc_stream(kc_ctx *c);
+/* Waits for everything enqueued; returns the first error of any kernel. */
+int kc_sync(kc_ctx *c);
+
+/* Device memory (cudaMalloc on the context's device). */
+int kc_alloc(kc_ctx *c, void **p, size_t bytes);
+void kc_free(kc_ctx *c, void *p);
+/* Synchronous copies between host and device, ordered after the stream's
+ * earlier work. */
+int kc_upload(kc_ctx *c, void *dst, const void *src, size_t bytes);
+int kc_download(kc_ctx *c, void *dst, const void *src, size_t bytes);
+/* Asynchronous device-to-device copy on the stream. */
+int kc_copy(kc_ctx *c, void *dst, const void *src, size_t bytes);
+/* Fills bytes with a byte value (tests poison outputs with 0xff = NaN). */
+int kc_memset(kc_ctx *c, void *p, int value, size_t bytes);
+
+/* y[m, n] = x[m, k] . w[n, k]^T (+ b[n]); through cuBLASLt with the bias as
+ * its epilogue. */
+int kc_linear(kc_ctx *c, enum kc_dtype t, const void *x, const void *w, const void *b,
+	      void *y, int64_t m, int64_t k, int64_t n);
+int kc_layer_norm(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t rows,
+		  int64_t n, float eps, const void *w, const void *b);
+int kc_rms_norm(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t rows, int64_t n,
+		int64_t group, float eps, const void *w);
+int kc_gelu(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t n, bool tanh_approx);
+int kc_silu(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t n);
+int kc_binary(kc_ctx *c, enum kc_dtype t, enum kc_binop op, const void *a,
+	      const int64_t *ashape, const void *b, const int64_t *bshape, void *out,
+	      const int64_t *oshape, int nd);
+int kc_modulate(kc_ctx *c, enum kc_dtype t, const void *x, const void *shift,
+		const void *scale, void *y, int64_t B, int64_t S, int64_t H, int64_t s_stride);
+/* rows x cols elements of elem_bytes each between strided 2-D views. */
+int kc_copy2d(kc_ctx *c, size_t elem_bytes, void *dst, int64_t dst_stride, const void *src,
+	      int64_t src_stride, int64_t rows, int64_t cols);
+int kc_rope(kc_ctx *c, enum kc_dtype t, const void *x, int64_t x_stride, const void *cos,
+	    const void *sin, void *y, int64_t y_stride, int64_t B, int64_t S, int64_t heads,
+	    int64_t D);
+/* Bytes of device workspace kc_attention needs (may be 0). */
+size_t kc_attention_workspace(enum kc_dtype t, int64_t B, int64_t Sq, int64_t Skv, int64_t H,
+			      int64_t D, int64_t Dv);
+/* Non-causal SDPA, scale 1/sqrt(D); lse [B, H, Sq] float32 or NULL. The
+ * same layouts as k_attention (q/k/v row strides; out contiguous). */
+int kc_attention(kc_ctx *c, enum kc_dtype t, const void *q, int64_t q_stride, const void *k,
+		 int64_t k_stride, const void *v, int64_t v_stride, void *out, float *lse,
+		 int64_t B, int64_t Sq, int64_t Skv, int64_t H, int64_t D, int64_t Dv,
+		 void *workspace);
+/* Ring attention's merge (k_lse_merge); out/out_blk in dtype t, lse float32. */
+int kc_lse_merge(kc_ctx *c, enum kc_dtype t, void *out, float *lse, const void *out_blk,
+		 const float *lse_blk, int64_t B, int64_t Sq, int64_t H, int64_t Dv);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
