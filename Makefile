@@ -24,6 +24,13 @@ ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=address,undefined
 endif
+# make TSAN=1 BUILD=build-tsan: a ThreadSanitizer build. The local backend's
+# ranks are threads of one process; tests/run.sh runs the runtime and comm
+# tests and multi-rank replays of it.
+ifeq ($(TSAN),1)
+CFLAGS  += -fsanitize=thread -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=thread
+endif
 # Generated scanner/parser code is not ours: same flags, fewer warnings.
 GENFLAGS = $(filter-out -Wpedantic -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Wundef -Wcast-align,$(CFLAGS)) -Wno-unused-function -Wno-sign-compare
 
@@ -32,7 +39,12 @@ GENFLAGS = $(filter-out -Wpedantic -Wshadow -Wmissing-prototypes -Wstrict-protot
 # toolkit adds the nccl backend. Without nvcc everything else builds and
 # `make` says what it left out. CUDA_ARCH: Hopper (sm_90a machine code) plus
 # compute_90 PTX for newer GPUs.
+# CUDA=1 builds the CUDA parts (while they are being written they are
+# opt-in so that CPU-side work links; `make CUDA=1 ...`).
+CUDA      ?= 0
+ifeq ($(CUDA),1)
 NVCC      ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
+endif
 CUDA_HOME ?= $(if $(NVCC),$(patsubst %/bin/,%,$(dir $(realpath $(NVCC)))))
 CUDA_ARCH ?= -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90
 NCCL_LIB  := $(firstword $(wildcard $(CUDA_HOME)/lib64/libnccl.so $(CUDA_HOME)/lib/libnccl.so \
@@ -71,7 +83,7 @@ BENCH_BIN    = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 all: $(BUILD)/dtpc $(UNIT_BIN) $(MPI_TEST_BIN) $(BENCH_BIN) $(BUILD)/examples/embed \
      $(GPU_TEST_BIN) $(GPU_BENCH_BIN)
 ifeq ($(HAVE_CUDA),)
-	@echo "make: nvcc not found: built without the CUDA device and the nccl backend"
+	@echo "make: built without the CUDA device and the nccl backend (CUDA=1 builds them; nvcc needed)"
 else ifeq ($(NCCL_LIB),)
 	@echo "make: NCCL not found beside $(CUDA_HOME): built without the nccl backend"
 endif

@@ -30,6 +30,7 @@ typedef enum dtpc_status {
 	DTPC_ERR_BIND,        /* a weight or input is missing or has the wrong shape/dtype */
 	DTPC_ERR_NOMEM,
 	DTPC_ERR_STATE,       /* e.g. run before every weight was bound */
+	DTPC_ERR_DEVICE,      /* the device failed: a kernel, a copy, device memory */
 } dtpc_status;
 
 /* A static string naming the status ("communication failed"). */
@@ -73,19 +74,37 @@ void dtpc_local_world_free(dtpc_local_world *w);
 /* This process's rank of an MPI job (MPI_Init on first use). */
 dtpc_status dtpc_comm_mpi(int timeout_ms, dtpc_comm **out);
 
+/* This process's rank of a job with one rank per GPU over NCCL: under
+ * mpirun the world is MPI's (the NCCL id is broadcast over MPI), else one
+ * rank. Sessions on it must use DTPC_DEVICE_CUDA. A collective that does not
+ * finish within timeout_ms (0: 120 s) aborts the job's communicators. */
+dtpc_status dtpc_comm_nccl(int timeout_ms, dtpc_comm **out);
+
 int dtpc_comm_rank(const dtpc_comm *c);
 int dtpc_comm_size(const dtpc_comm *c);
 void dtpc_comm_free(dtpc_comm *c);
 
 /* ---- sessions ------------------------------------------------------------------- */
 
-typedef enum dtpc_device { DTPC_DEVICE_CPU = 0 } dtpc_device;
+/* Devices a session computes on. */
+typedef enum dtpc_device { DTPC_DEVICE_CPU = 0, DTPC_DEVICE_CUDA = 1 } dtpc_device;
+
+/* How many devices of a kind this build can use on this machine: 1 for the
+ * CPU; for CUDA the GPUs visible (0 when built without CUDA, or with no
+ * GPU or driver). */
+int dtpc_device_count(dtpc_device dev);
+/* "cpu", "cuda"; NULL for an unknown value. */
+const char *dtpc_device_name(dtpc_device dev);
 
 typedef struct dtpc_session dtpc_session;
 
-/* A rank's session: its shapes, weight slices and arena. Collective: does
- * the startup handshake (graph hash, world size, rank numbers) with every
- * other rank. g and c must outlive the session. */
+/* A rank's session: its shapes, weight slices and arena, on `dev`. On
+ * CUDA the rank's GPU is the nccl backend's (its node-local rank), else
+ * the rank modulo the GPUs visible, so N local ranks may share one GPU; a
+ * backend that cannot take device memory (local, mpi) then moves its bytes
+ * through host memory. Collective: does the startup handshake (graph hash,
+ * world size, rank numbers) with every other rank. g and c must outlive
+ * the session. */
 dtpc_status dtpc_session_create(const dtpc_graph *g, dtpc_comm *c, dtpc_device dev,
 				dtpc_session **out);
 void dtpc_session_free(dtpc_session *s);
@@ -109,8 +128,17 @@ dtpc_status dtpc_session_set_input(dtpc_session *s, const char *name, const floa
 /* One forward pass. Collective. */
 dtpc_status dtpc_session_run(dtpc_session *s);
 
-/* Outputs, whole on every rank after a run. data stays owned by the session
- * and valid until the next run or free. */
+/* From the second run on, record the forward pass once as a device graph
+ * (CUDA graphs) and replay it: on by default, used where valid (a CUDA
+ * device, no collective that stages through the host, no tracing); a no-op
+ * on the CPU. */
+void dtpc_session_graphs(dtpc_session *s, int enable);
+/* Whether the last run replayed a device graph. */
+int dtpc_session_graphed(const dtpc_session *s);
+
+/* Outputs, whole on every rank after a run, in host memory whatever the
+ * device. data stays owned by the session and valid until the next run or
+ * free. */
 int dtpc_session_noutputs(const dtpc_session *s);
 dtpc_status dtpc_session_output(const dtpc_session *s, int i, const char **name,
 				const float **data, const int64_t **shape, int *ndim);

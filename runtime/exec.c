@@ -1,5 +1,11 @@
 /* exec.c — one graph op on one rank: kernels, layout moves and collectives.
  *
+ * Compute and copies go through the session's device (device.h), never to a
+ * kernel directly. Collectives take arena memory; where the device's memory
+ * is not the host's and the backend cannot take device memory, the bytes a
+ * collective sends are downloaded to the arena's host mirror first and what
+ * it received is uploaded after (staging).
+ *
  * Local shapes come from the graph's patterns (session.c precomputes them).
  * exec_check() runs before the first op, at session creation, and proves for
  * every op that each kernel stays inside its buffers on this rank; exec_op()
@@ -10,7 +16,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kernels/cpu/kernels.h"
 #include "runtime/graph_stats.h"
 #include "runtime/session.h"
 
@@ -81,6 +86,60 @@ static struct comm_tag tag(const struct dtpc_session *s, uint32_t i)
 	return (struct comm_tag){ i, op_table[o->kind].name };
 }
 
+/* The index of op o in the graph. */
+static uint32_t op_index(const struct dtpc_session *s, const struct g_op *o)
+{
+	return (uint32_t)(o - s->g->ops);
+}
+
+static dtpc_status dev_fail(const struct dtpc_session *s, const struct g_op *o)
+{
+	uint32_t i = op_index(s, o);
+	return rt_error(DTPC_ERR_DEVICE, "rank %u, op %u (%s %s): %s", s->rank, i,
+			op_table[o->kind].name, graph_str(s->g, s->g->tensors[o->out].name),
+			s->dv->ops->error(s->dv));
+}
+
+/* Runs a device call of op o; a failure returns from the calling function. */
+#define DEV(s_, o_, fn, ...)                                                \
+	do {                                                                \
+		if ((s_)->dv->ops->fn((s_)->dv, __VA_ARGS__))               \
+			return dev_fail(s_, o_);                            \
+	} while (0)
+
+/* What a collective is given for arena memory p: p itself, or where the
+ * session stages, p's place in the host mirror. */
+static void *cbuf(const struct dtpc_session *s, const void *p)
+{
+	if (!s->staged)
+		return (void *)p;
+	return (char *)s->host + ((const char *)p - (const char *)s->arena);
+}
+
+/* Staging: before a collective sends bytes, and after it received them. */
+static dtpc_status to_host(const struct dtpc_session *s, const struct g_op *o, const void *p,
+			   size_t bytes)
+{
+	if (s->staged && s->dv->ops->download(s->dv, cbuf(s, p), p, bytes))
+		return dev_fail(s, o);
+	return DTPC_OK;
+}
+
+static dtpc_status to_dev(const struct dtpc_session *s, const struct g_op *o, void *p,
+			  size_t bytes)
+{
+	if (s->staged && s->dv->ops->upload(s->dv, p, cbuf(s, p), bytes))
+		return dev_fail(s, o);
+	return DTPC_OK;
+}
+
+#define TRY(expr)                              \
+	do {                                   \
+		dtpc_status st_ = (expr);      \
+		if (st_)                       \
+			return st_;            \
+	} while (0)
+
 static dtpc_status comm_fail(const struct dtpc_session *s, uint32_t i)
 {
 	return rt_error(DTPC_ERR_COMM, "rank %u, op %u (%s %s): %s", s->rank, i,
@@ -145,7 +204,7 @@ static bool bcast_shape(const struct dtpc_session *s, uint32_t a, uint32_t out, 
 	return true;
 }
 
-static dtpc_status check_attention(const struct dtpc_session *s, uint32_t i, const struct g_op *o,
+static dtpc_status check_attention(struct dtpc_session *s, uint32_t i, const struct g_op *o,
 				   int64_t kv_rows)
 {
 	const char *name = op_table[o->kind].name;
@@ -163,14 +222,15 @@ static dtpc_status check_attention(const struct dtpc_session *s, uint32_t i, con
 			dims(s, v)[1] == dims(s, k)[1], i, name, "q, k, v batch or kv length differ");
 	REQUIRE(dims(s, o->out)[0] == dims(s, q)[0] && dims(s, o->out)[1] == dims(s, q)[1] &&
 			dims(s, o->out)[2] == dims(s, v)[2], i, name, "output shape");
-	size_t ws = k_attention_workspace(dims(s, q)[1], kv_rows, D, Dv);
+	/* the fuzzer prepares sessions without a device: size for the CPU's */
+	size_t ws = s->dv ? s->dv->ops->attention_workspace(s->dv, dims(s, q)[0], dims(s, q)[1],
+							     kv_rows, H, D, Dv)
+			  : k_attention_workspace(dims(s, q)[1], kv_rows, D, Dv);
 	if (ws > s->workspace_bytes)
-		((struct dtpc_session *)s)->workspace_bytes = ws;
+		s->workspace_bytes = ws;
 	return DTPC_OK;
 }
 
-/* Proves op i safe on this rank, and sizes the attention workspace. */
-dtpc_status exec_check(struct dtpc_session *s, uint32_t i);
 dtpc_status exec_check(struct dtpc_session *s, uint32_t i)
 {
 	const struct g_graph *g = s->g;
@@ -183,7 +243,7 @@ dtpc_status exec_check(struct dtpc_session *s, uint32_t i)
 	}
 	if (o->scratch >= 0)
 		REQUIRE((uint32_t)o->scratch != out, i, name, "scratch is the output");
-	switch (o->kind) {
+	switch ((enum op_kind)o->kind) {
 	case OP_linear: {
 		uint32_t w = opnd(s, o, 1);
 		REQUIRE(nd(s, w) == 2 && nd(s, x) >= 1 && nd(s, out) == nd(s, x), i, name, "ranks");
@@ -360,14 +420,16 @@ dtpc_status exec_check(struct dtpc_session *s, uint32_t i)
 			"scratch too small");
 		return DTPC_OK;
 	}
-	default:
-		return rt_error(DTPC_ERR_FORMAT, "graph op %u: %s cannot run in a graph", i, name);
+	case OP_param:
+	case OP_COUNT:
+		break;
 	}
+	return rt_error(DTPC_ERR_FORMAT, "graph op %u: %s cannot run in a graph", i, name);
 }
 
 /* ---- layout moves ---------------------------------------------------------------- */
 
-static void exec_shard(struct dtpc_session *s, const struct g_op *o)
+static dtpc_status exec_shard(struct dtpc_session *s, const struct g_op *o)
 {
 	const struct g_graph *g = s->g;
 	uint32_t x = opnd(s, o, 0), out = o->out;
@@ -378,46 +440,76 @@ static void exec_shard(struct dtpc_session *s, const struct g_op *o)
 	int64_t gstart = 0, lstart = 0;
 	for (uint32_t b = 0; b < g->patterns[p].nblk; b++) {
 		const struct g_chunk *c = graph_chunk(g, (uint32_t)p, b, me);
-		k_copy2d(rt_data(s, out) + lstart * in_, dims(s, out)[d] * in_,
-			 rt_data(s, x) + (gstart + c->start) * in_, dims(s, x)[d] * in_, rows,
-			 c->len * in_);
+		DEV(s, o, copy2d, rt_data(s, out) + lstart * in_, dims(s, out)[d] * in_,
+		    rt_data(s, x) + (gstart + c->start) * in_, dims(s, x)[d] * in_, rows,
+		    c->len * in_);
 		lstart += c->len;
 		gstart += block_size(g, p, b);
 	}
+	return DTPC_OK;
 }
 
-static dtpc_status exec_all_gather(struct dtpc_session *s, uint32_t i)
+/* Byte counts and displacements of a collective over up to n members: the
+ * session's buffers, sized once for its largest group (no stack arrays
+ * sized by a graph). */
+struct counts {
+	size_t *c, *d, *c2, *d2;
+};
+
+static struct counts counts_of(const struct dtpc_session *s)
+{
+	size_t n = s->max_group;
+	return (struct counts){ s->cbufs, s->cbufs + n, s->cbufs + 2 * n, s->cbufs + 3 * n };
+}
+
+static dtpc_status exec_all_gather(struct dtpc_session *s, const struct g_op *o)
 {
 	const struct g_graph *g = s->g;
-	const struct g_op *o = &g->ops[i];
-	uint32_t x = opnd(s, o, 0), out = o->out;
+	uint32_t x = opnd(s, o, 0), out = o->out, i = op_index(s, o);
 	int d = (int)o->attr[0];
 	int32_t p = g->tensors[x].pattern[d];
 	const struct comm_group *cg = &s->groups[o->group];
 	uint32_t nb = g->patterns[p].nblk;
 	int64_t in_ = inner(s, x, d), rows = outer(s, x, d);
-	size_t counts[cg->n], displs[cg->n];
+	struct counts C = counts_of(s);
 	size_t at = 0;
 	for (int m = 0; m < cg->n; m++) {
-		counts[m] = (size_t)(rows * chunk_prefix(g, p, nb, (uint32_t)m) * in_) * 4;
-		displs[m] = at;
-		at += counts[m];
+		C.c[m] = (size_t)(rows * chunk_prefix(g, p, nb, (uint32_t)m) * in_) * 4;
+		C.d[m] = at;
+		at += C.c[m];
 	}
 	float *buf = scratch(s, o);
-	if (s->c->ops->allgatherv(s->c, cg, tag(s, i), rt_data(s, x), buf, counts, displs))
+	TRY(to_host(s, o, rt_data(s, x), C.c[cg->me]));
+	if (s->c->ops->allgatherv(s->c, cg, tag(s, i), cbuf(s, rt_data(s, x)), cbuf(s, buf), C.c,
+				  C.d))
 		return comm_fail(s, i);
+	TRY(to_dev(s, o, buf, at));
 	/* member m's piece holds its chunk of every block, row after row */
 	for (int m = 0; m < cg->n; m++) {
 		int64_t mine = chunk_prefix(g, p, nb, (uint32_t)m), off = 0, gstart = 0;
 		for (uint32_t b = 0; b < nb; b++) {
 			const struct g_chunk *c = graph_chunk(g, (uint32_t)p, b, (uint32_t)m);
-			k_copy2d(rt_data(s, out) + (gstart + c->start) * in_, dims(s, out)[d] * in_,
-				 buf + displs[m] / 4 + off * in_, mine * in_, rows, c->len * in_);
+			DEV(s, o, copy2d, rt_data(s, out) + (gstart + c->start) * in_,
+			    dims(s, out)[d] * in_, buf + C.d[m] / 4 + off * in_, mine * in_, rows,
+			    c->len * in_);
 			off += c->len;
 			gstart += block_size(g, p, b);
 		}
 	}
 	return DTPC_OK;
+}
+
+static dtpc_status exec_all_reduce(struct dtpc_session *s, const struct g_op *o)
+{
+	uint32_t x = opnd(s, o, 0), out = o->out, i = op_index(s, o);
+	float *y = rt_data(s, out);
+	size_t bytes = (size_t)s->numel[out] * 4;
+	DEV(s, o, copy, y, rt_data(s, x), bytes);
+	TRY(to_host(s, o, y, bytes));
+	if (s->c->ops->allreduce_f32(s->c, &s->groups[o->group], tag(s, i), cbuf(s, y),
+				     (size_t)s->numel[out]))
+		return comm_fail(s, i);
+	return to_dev(s, o, y, bytes);
 }
 
 /* The rows (per batch) and the row offset of member m's sequence chunk
@@ -454,28 +546,29 @@ static int64_t gathered_row(const struct seq_map *M, uint32_t b, int m)
 
 /* Moves member m's rows between its own [B, rows_m, C] piece and their
  * places in the gathered [B, Sr, C] (to_gathered: piece -> gathered). */
-static void copy_member_rows(const struct seq_map *M, int m, int64_t B, int64_t Sr, int64_t C,
-			     float *piece, float *gathered, bool to_gathered)
+static dtpc_status copy_member_rows(struct dtpc_session *s, const struct g_op *o,
+				    const struct seq_map *M, int m, int64_t B, int64_t Sr,
+				    int64_t C, float *piece, float *gathered, bool to_gathered)
 {
 	uint32_t idx = member_index(M, m);
 	int64_t mr = member_rows(M, m);
-	for (int64_t bt = 0; bt < B; bt++)
-		for (uint32_t b = 0; b < M->nb; b++) {
-			int64_t len = graph_chunk(M->g, (uint32_t)M->p, b, idx)->len;
-			float *pc = piece + (bt * mr + chunk_prefix(M->g, M->p, b, idx)) * C;
-			float *gt = gathered + (bt * Sr + gathered_row(M, b, m)) * C;
-			if (to_gathered)
-				memcpy(gt, pc, (size_t)(len * C) * 4);
-			else
-				memcpy(pc, gt, (size_t)(len * C) * 4);
-		}
+	for (uint32_t b = 0; b < M->nb; b++) {
+		int64_t len = graph_chunk(M->g, (uint32_t)M->p, b, idx)->len;
+		float *pc = piece + chunk_prefix(M->g, M->p, b, idx) * C;
+		float *gt = gathered + gathered_row(M, b, m) * C;
+		/* one strided copy per block: B runs of len rows */
+		if (to_gathered)
+			DEV(s, o, copy2d, gt, Sr * C, pc, mr * C, B, len * C);
+		else
+			DEV(s, o, copy2d, pc, mr * C, gt, Sr * C, B, len * C);
+	}
+	return DTPC_OK;
 }
 
-static dtpc_status exec_ulysses(struct dtpc_session *s, uint32_t i)
+static dtpc_status exec_ulysses(struct dtpc_session *s, const struct g_op *o)
 {
 	const struct g_graph *g = s->g;
-	const struct g_op *o = &g->ops[i];
-	uint32_t x = opnd(s, o, 0), out = o->out;
+	uint32_t x = opnd(s, o, 0), out = o->out, i = op_index(s, o);
 	bool fwd = o->attr[0] == 0;
 	uint32_t seq_t = fwd ? x : out, head_t = fwd ? out : x;
 	const struct comm_group *cg = &s->groups[o->group];
@@ -485,7 +578,7 @@ static dtpc_status exec_ulysses(struct dtpc_session *s, uint32_t i)
 	int64_t B = dims(s, x)[0], W = dims(s, seq_t)[2], C = dims(s, head_t)[2];
 	int64_t Sl = dims(s, seq_t)[1], Sr = dims(s, head_t)[1];
 	int n = cg->n;
-	size_t sc[n], sd[n], rc[n], rd[n];
+	struct counts K = counts_of(s);
 	float *send = scratch(s, o), *recv = send + s->numel[x];
 	size_t sat = 0, rat = 0;
 	for (int m = 0; m < n; m++) {
@@ -494,40 +587,58 @@ static dtpc_status exec_ulysses(struct dtpc_session *s, uint32_t i)
 		 * back: the reverse */
 		int64_t so = fwd ? B * Sl * h->len : B * member_rows(&M, m) * C;
 		int64_t ro = fwd ? B * member_rows(&M, m) * C : B * Sl * h->len;
-		sc[m] = (size_t)so * 4;
-		rc[m] = (size_t)ro * 4;
-		sd[m] = sat;
-		rd[m] = rat;
-		sat += sc[m];
-		rat += rc[m];
-		float *dst = send + sd[m] / 4;
-		if (fwd) {
-			k_copy2d(dst, h->len, rt_data(s, x) + h->start, W, B * Sl, h->len);
-			continue;
-		}
-		copy_member_rows(&M, m, B, Sr, C, dst, rt_data(s, x), false);
+		K.c[m] = (size_t)so * 4;
+		K.c2[m] = (size_t)ro * 4;
+		K.d[m] = sat;
+		K.d2[m] = rat;
+		sat += K.c[m];
+		rat += K.c2[m];
+		float *dst = send + K.d[m] / 4;
+		if (fwd)
+			DEV(s, o, copy2d, dst, h->len, rt_data(s, x) + h->start, W, B * Sl, h->len);
+		else
+			TRY(copy_member_rows(s, o, &M, m, B, Sr, C, dst, rt_data(s, x), false));
 	}
-	if (s->c->ops->alltoallv(s->c, cg, tag(s, i), send, sc, sd, recv, rc, rd))
+	TRY(to_host(s, o, send, sat));
+	if (s->c->ops->alltoallv(s->c, cg, tag(s, i), cbuf(s, send), K.c, K.d, cbuf(s, recv), K.c2,
+				 K.d2))
 		return comm_fail(s, i);
+	TRY(to_dev(s, o, recv, rat));
 	for (int m = 0; m < n; m++) {
-		const float *src = recv + rd[m] / 4;
-		if (!fwd) {
-			const struct g_chunk *h = graph_chunk(g, (uint32_t)hp, 0, (uint32_t)m);
-			k_copy2d(rt_data(s, out) + h->start, W, src, h->len, B * Sl, h->len);
+		float *src = recv + K.d2[m] / 4;
+		if (fwd) {
+			TRY(copy_member_rows(s, o, &M, m, B, Sr, C, src, rt_data(s, out), true));
 			continue;
 		}
-		copy_member_rows(&M, m, B, Sr, C, (float *)src, rt_data(s, out), true);
+		const struct g_chunk *h = graph_chunk(g, (uint32_t)hp, 0, (uint32_t)m);
+		DEV(s, o, copy2d, rt_data(s, out) + h->start, W, src, h->len, B * Sl, h->len);
 	}
 	return DTPC_OK;
 }
 
 /* ---- ring attention ----------------------------------------------------------------- */
 
-static dtpc_status exec_ring(struct dtpc_session *s, uint32_t i)
+/* Attention of q against one chunk of rows keys: the first chunk writes the
+ * accumulator, later ones a block merged into it. */
+static dtpc_status ring_step(struct dtpc_session *s, const struct g_op *o, bool first,
+			     const float *kc, const float *vc, int64_t rows, float *acc,
+			     float *lse, float *blk, float *lse_blk)
+{
+	uint32_t q = opnd(s, o, 0);
+	int64_t D = o->attr[0], Dv = o->attr[1];
+	int64_t B = dims(s, q)[0], Sq = dims(s, q)[1], H = dims(s, q)[2] / D;
+	DEV(s, o, attention, rt_data(s, q), H * D, kc, H * D, vc, H * Dv, first ? acc : blk,
+	    first ? lse : lse_blk, B, Sq, rows, H, D, Dv, s->workspace);
+	if (!first)
+		DEV(s, o, lse_merge, acc, lse, blk, lse_blk, B, Sq, H, Dv);
+	return DTPC_OK;
+}
+
+static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 {
 	const struct g_graph *g = s->g;
-	const struct g_op *o = &g->ops[i];
 	uint32_t q = opnd(s, o, 0), k = opnd(s, o, 1), v = opnd(s, o, 2), out = o->out;
+	uint32_t i = op_index(s, o);
 	const struct comm_group *cg = &s->groups[o->group];
 	int32_t p = g->tensors[k].pattern[1];
 	uint32_t nb = g->patterns[p].nblk;
@@ -535,7 +646,7 @@ static dtpc_status exec_ring(struct dtpc_session *s, uint32_t i)
 	int64_t D = o->attr[0], Dv = o->attr[1];
 	int64_t B = dims(s, q)[0], Sq = dims(s, q)[1], H = dims(s, q)[2] / D;
 	int64_t Wk = H * D, Wv = H * Dv;
-	int64_t rows[P], all = 0, maxrows = 0;
+	int64_t *rows = s->rowbuf, all = 0, maxrows = 0;
 	for (int m = 0; m < P; m++) {
 		rows[m] = chunk_prefix(g, p, nb, (uint32_t)m);
 		all += rows[m];
@@ -549,52 +660,56 @@ static dtpc_status exec_ring(struct dtpc_session *s, uint32_t i)
 
 	if (!rotate) {
 		/* every chunk's K, then every chunk's V, each [B, rows, W] */
-		size_t kc[P], kd[P], vc[P], vd[P];
+		struct counts C = counts_of(s);
 		size_t at = 0;
 		for (int m = 0; m < P; m++) {
-			kc[m] = (size_t)(B * rows[m] * Wk) * 4;
-			kd[m] = at;
-			at += kc[m];
+			C.c[m] = (size_t)(B * rows[m] * Wk) * 4;
+			C.d[m] = at;
+			at += C.c[m];
 		}
 		for (int m = 0; m < P; m++) {
-			vc[m] = (size_t)(B * rows[m] * Wv) * 4;
-			vd[m] = at;
-			at += vc[m];
+			C.c2[m] = (size_t)(B * rows[m] * Wv) * 4;
+			C.d2[m] = at;
+			at += C.c2[m];
 		}
-		if (s->c->ops->allgatherv(s->c, cg, tag(s, i), rt_data(s, k), buf, kc, kd) ||
-		    s->c->ops->allgatherv(s->c, cg, tag(s, i), rt_data(s, v), buf, vc, vd))
+		TRY(to_host(s, o, rt_data(s, k), C.c[me]));
+		TRY(to_host(s, o, rt_data(s, v), C.c2[me]));
+		if (s->c->ops->allgatherv(s->c, cg, tag(s, i), cbuf(s, rt_data(s, k)), cbuf(s, buf),
+					  C.c, C.d) ||
+		    s->c->ops->allgatherv(s->c, cg, tag(s, i), cbuf(s, rt_data(s, v)), cbuf(s, buf),
+					  C.c2, C.d2))
 			return comm_fail(s, i);
-		for (int m = 0; m < P; m++) {
-			bool first = m == 0;
-			k_attention(rt_data(s, q), Wk, buf + kd[m] / 4, Wk, buf + vd[m] / 4, Wv,
-				    first ? acc : blk, first ? lse : lse_blk, B, Sq, rows[m], H, D, Dv,
-				    s->workspace);
-			if (!first)
-				k_lse_merge(acc, lse, blk, lse_blk, B, Sq, H, Dv);
-		}
+		TRY(to_dev(s, o, buf, at));
+		for (int m = 0; m < P; m++)
+			TRY(ring_step(s, o, m == 0, buf + C.d[m] / 4, buf + C.d2[m] / 4, rows[m], acc,
+				      lse, blk, lse_blk));
 		return DTPC_OK;
 	}
 	/* Rotation: hold chunk (me - step), pass it right while attending to
 	 * it; K and V travel together as [K | V] of the chunk's size. */
 	float *cur = buf, *next = buf + B * (Wk + Wv) * maxrows;
-	memcpy(cur, rt_data(s, k), (size_t)(B * rows[me] * Wk) * 4);
-	memcpy(cur + B * rows[me] * Wk, rt_data(s, v), (size_t)(B * rows[me] * Wv) * 4);
+	DEV(s, o, copy, cur, rt_data(s, k), (size_t)(B * rows[me] * Wk) * 4);
+	DEV(s, o, copy, cur + B * rows[me] * Wk, rt_data(s, v), (size_t)(B * rows[me] * Wv) * 4);
 	for (int step = 0; step < P; step++) {
 		int src = ((me - step) % P + P) % P, nsrc = ((src - 1) % P + P) % P;
+		size_t sbytes = (size_t)(B * rows[src] * (Wk + Wv)) * 4;
+		size_t rbytes = (size_t)(B * rows[nsrc] * (Wk + Wv)) * 4;
 		struct comm_request *req = NULL;
-		if (step < P - 1 &&
-		    s->c->ops->shift_start(s->c, cg, tag(s, i), cur,
-					   (size_t)(B * rows[src] * (Wk + Wv)) * 4, next,
-					   (size_t)(B * rows[nsrc] * (Wk + Wv)) * 4, &req))
-			return comm_fail(s, i);
-		bool first = step == 0;
-		k_attention(rt_data(s, q), Wk, cur, Wk, cur + B * rows[src] * Wk, Wv,
-			    first ? acc : blk, first ? lse : lse_blk, B, Sq, rows[src], H, D, Dv,
-			    s->workspace);
-		if (!first)
-			k_lse_merge(acc, lse, blk, lse_blk, B, Sq, H, Dv);
+		if (step < P - 1) {
+			TRY(to_host(s, o, cur, sbytes));
+			if (s->c->ops->shift_start(s->c, cg, tag(s, i), cbuf(s, cur), sbytes,
+						   cbuf(s, next), rbytes, &req))
+				return comm_fail(s, i);
+		}
+		dtpc_status st = ring_step(s, o, step == 0, cur, cur + B * rows[src] * Wk, rows[src],
+					   acc, lse, blk, lse_blk);
+		/* the transfer owns its buffers until it is waited for */
 		if (req && s->c->ops->shift_wait(s->c, req))
-			return comm_fail(s, i);
+			return st ? st : comm_fail(s, i);
+		if (st)
+			return st;
+		if (req)
+			TRY(to_dev(s, o, next, rbytes));
 		float *t = cur;
 		cur = next;
 		next = t;
@@ -604,36 +719,38 @@ static dtpc_status exec_ring(struct dtpc_session *s, uint32_t i)
 
 /* ---- compute ------------------------------------------------------------------------ */
 
-static void exec_binary(struct dtpc_session *s, const struct g_op *o)
+static dtpc_status exec_binary(struct dtpc_session *s, const struct g_op *o)
 {
 	uint32_t a = opnd(s, o, 0), b = opnd(s, o, 1), out = o->out;
 	int64_t as[K_MAX_DIMS], bs[K_MAX_DIMS];
 	bcast_shape(s, a, out, false, as);
 	bcast_shape(s, b, out, o->flags & G_OF_BH, bs);
-	k_binary(o->kind == OP_add ? K_ADD : K_MUL, rt_data(s, a), as, rt_data(s, b), bs,
-		 rt_data(s, out), dims(s, out), nd(s, out));
+	DEV(s, o, binary, o->kind == OP_add ? K_ADD : K_MUL, rt_data(s, a), as, rt_data(s, b), bs,
+	    rt_data(s, out), dims(s, out), nd(s, out));
+	return DTPC_OK;
 }
 
-static void exec_modulate(struct dtpc_session *s, const struct g_op *o)
+static dtpc_status exec_modulate(struct dtpc_session *s, const struct g_op *o)
 {
 	uint32_t x = opnd(s, o, 0), shift = opnd(s, o, 1), scale = opnd(s, o, 2), out = o->out;
 	const int64_t *xs = dims(s, x);
 	if (nd(s, x) == 3 && ((o->flags & G_OF_BH) || (same_dims(s, x, shift) && same_dims(s, x, scale)))) {
-		k_modulate(rt_data(s, x), rt_data(s, shift), rt_data(s, scale), rt_data(s, out),
-			   xs[0], xs[1], xs[2], (o->flags & G_OF_BH) ? 0 : xs[2]);
-		return;
+		DEV(s, o, modulate, rt_data(s, x), rt_data(s, shift), rt_data(s, scale),
+		    rt_data(s, out), xs[0], xs[1], xs[2], (o->flags & G_OF_BH) ? 0 : xs[2]);
+		return DTPC_OK;
 	}
 	/* other broadcasts: y = x * scale + x + shift */
 	int64_t ss[K_MAX_DIMS], hs[K_MAX_DIMS];
 	bcast_shape(s, scale, out, false, ss);
 	bcast_shape(s, shift, out, false, hs);
 	float *y = rt_data(s, out);
-	k_binary(K_MUL, rt_data(s, x), xs, rt_data(s, scale), ss, y, xs, nd(s, x));
-	k_binary(K_ADD, y, xs, rt_data(s, x), xs, y, xs, nd(s, x));
-	k_binary(K_ADD, y, xs, rt_data(s, shift), hs, y, xs, nd(s, x));
+	DEV(s, o, binary, K_MUL, rt_data(s, x), xs, rt_data(s, scale), ss, y, xs, nd(s, x));
+	DEV(s, o, binary, K_ADD, y, xs, rt_data(s, x), xs, y, xs, nd(s, x));
+	DEV(s, o, binary, K_ADD, y, xs, rt_data(s, shift), hs, y, xs, nd(s, x));
+	return DTPC_OK;
 }
 
-static void exec_slice(struct dtpc_session *s, const struct g_op *o)
+static dtpc_status exec_slice(struct dtpc_session *s, const struct g_op *o)
 {
 	const struct g_graph *g = s->g;
 	uint32_t x = opnd(s, o, 0), out = o->out;
@@ -649,20 +766,22 @@ static void exec_slice(struct dtpc_session *s, const struct g_op *o)
 		start = chunk_prefix(g, p, b, me);
 	}
 	int64_t in_ = inner(s, x, d);
-	k_copy2d(rt_data(s, out), dims(s, out)[d] * in_, rt_data(s, x) + start * in_,
-		 dims(s, x)[d] * in_, outer(s, x, d), dims(s, out)[d] * in_);
+	DEV(s, o, copy2d, rt_data(s, out), dims(s, out)[d] * in_, rt_data(s, x) + start * in_,
+	    dims(s, x)[d] * in_, outer(s, x, d), dims(s, out)[d] * in_);
+	return DTPC_OK;
 }
 
-static void exec_concat(struct dtpc_session *s, const struct g_op *o)
+static dtpc_status exec_concat(struct dtpc_session *s, const struct g_op *o)
 {
 	int d = (int)o->attr[0];
 	int64_t in_ = inner(s, o->out, d), at = 0;
 	for (uint32_t k = 0; k < o->nin; k++) {
 		uint32_t t = opnd(s, o, (int)k);
-		k_copy2d(rt_data(s, o->out) + at * in_, dims(s, o->out)[d] * in_, rt_data(s, t),
-			 dims(s, t)[d] * in_, outer(s, t, d), dims(s, t)[d] * in_);
+		DEV(s, o, copy2d, rt_data(s, o->out) + at * in_, dims(s, o->out)[d] * in_,
+		    rt_data(s, t), dims(s, t)[d] * in_, outer(s, t, d), dims(s, t)[d] * in_);
 		at += dims(s, t)[d];
 	}
+	return DTPC_OK;
 }
 
 dtpc_status exec_op(struct dtpc_session *s, uint32_t i)
@@ -670,78 +789,73 @@ dtpc_status exec_op(struct dtpc_session *s, uint32_t i)
 	const struct g_op *o = &s->g->ops[i];
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
 	float *y = rt_data(s, out);
-	switch (o->kind) {
+	switch ((enum op_kind)o->kind) {
 	case OP_linear: {
 		int64_t K = dims(s, x)[nd(s, x) - 1], N = dims(s, out)[nd(s, out) - 1];
-		k_linear(rt_data(s, x), rt_data(s, opnd(s, o, 1)),
-			 (o->flags & G_OF_BIAS) ? rt_data(s, opnd(s, o, 2)) : NULL, y,
-			 K ? s->numel[x] / K : 0, K, N);
+		DEV(s, o, linear, rt_data(s, x), rt_data(s, opnd(s, o, 1)),
+		    (o->flags & G_OF_BIAS) ? rt_data(s, opnd(s, o, 2)) : NULL, y,
+		    K ? s->numel[x] / K : 0, K, N);
 		return DTPC_OK;
 	}
 	case OP_layer_norm: {
 		int64_t n = dims(s, x)[nd(s, x) - 1];
 		bool aff = o->flags & G_OF_AFFINE;
-		k_layer_norm(rt_data(s, x), y, n ? s->numel[x] / n : 0, n, (float)o->eps,
-			     aff ? rt_data(s, opnd(s, o, 1)) : NULL, aff ? rt_data(s, opnd(s, o, 2)) : NULL);
+		DEV(s, o, layer_norm, rt_data(s, x), y, n ? s->numel[x] / n : 0, n, (float)o->eps,
+		    aff ? rt_data(s, opnd(s, o, 1)) : NULL, aff ? rt_data(s, opnd(s, o, 2)) : NULL);
 		return DTPC_OK;
 	}
 	case OP_rms_norm: {
 		int64_t n = dims(s, x)[nd(s, x) - 1];
-		k_rms_norm(rt_data(s, x), y, n ? s->numel[x] / n : 0, n, o->attr[0], (float)o->eps,
-			   (o->flags & G_OF_AFFINE) ? rt_data(s, opnd(s, o, 1)) : NULL);
+		DEV(s, o, rms_norm, rt_data(s, x), y, n ? s->numel[x] / n : 0, n, o->attr[0],
+		    (float)o->eps, (o->flags & G_OF_AFFINE) ? rt_data(s, opnd(s, o, 1)) : NULL);
 		return DTPC_OK;
 	}
 	case OP_gelu:
-		k_gelu(rt_data(s, x), y, s->numel[x], o->flags & G_OF_TANH);
+		DEV(s, o, gelu, rt_data(s, x), y, s->numel[x], o->flags & G_OF_TANH);
 		return DTPC_OK;
 	case OP_silu:
-		k_silu(rt_data(s, x), y, s->numel[x]);
+		DEV(s, o, silu, rt_data(s, x), y, s->numel[x]);
 		return DTPC_OK;
 	case OP_add:
 	case OP_mul:
-		exec_binary(s, o);
-		return DTPC_OK;
+		return exec_binary(s, o);
 	case OP_modulate:
-		exec_modulate(s, o);
-		return DTPC_OK;
+		return exec_modulate(s, o);
 	case OP_slice:
-		exec_slice(s, o);
-		return DTPC_OK;
+		return exec_slice(s, o);
 	case OP_concat:
-		exec_concat(s, o);
-		return DTPC_OK;
+		return exec_concat(s, o);
 	case OP_reshape:
-		memcpy(y, rt_data(s, x), (size_t)s->numel[x] * 4);
+		DEV(s, o, copy, y, rt_data(s, x), (size_t)s->numel[x] * 4);
 		return DTPC_OK;
 	case OP_rope: {
 		int64_t W = dims(s, x)[2], D = o->attr[0];
-		k_rope(rt_data(s, x), W, rt_data(s, opnd(s, o, 1)), rt_data(s, opnd(s, o, 2)), y, W,
-		       dims(s, x)[0], dims(s, x)[1], W / D, D);
+		DEV(s, o, rope, rt_data(s, x), W, rt_data(s, opnd(s, o, 1)), rt_data(s, opnd(s, o, 2)),
+		    y, W, dims(s, x)[0], dims(s, x)[1], W / D, D);
 		return DTPC_OK;
 	}
 	case OP_attention: {
 		uint32_t k = opnd(s, o, 1), v = opnd(s, o, 2);
 		int64_t D = o->attr[0], Dv = o->attr[1], H = dims(s, x)[2] / D;
-		k_attention(rt_data(s, x), H * D, rt_data(s, k), H * D, rt_data(s, v), H * Dv, y, NULL,
-			    dims(s, x)[0], dims(s, x)[1], dims(s, k)[1], H, D, Dv, s->workspace);
+		DEV(s, o, attention, rt_data(s, x), H * D, rt_data(s, k), H * D, rt_data(s, v),
+		    H * Dv, y, NULL, dims(s, x)[0], dims(s, x)[1], dims(s, k)[1], H, D, Dv,
+		    s->workspace);
 		return DTPC_OK;
 	}
 	case OP_shard:
-		exec_shard(s, o);
-		return DTPC_OK;
+		return exec_shard(s, o);
 	case OP_all_gather:
-		return exec_all_gather(s, i);
+		return exec_all_gather(s, o);
 	case OP_all_reduce:
-		memcpy(y, rt_data(s, x), (size_t)s->numel[x] * 4);
-		if (s->c->ops->allreduce_f32(s->c, &s->groups[o->group], tag(s, i), y,
-					     (size_t)s->numel[out]))
-			return comm_fail(s, i);
-		return DTPC_OK;
+		return exec_all_reduce(s, o);
 	case OP_ulysses_a2a:
-		return exec_ulysses(s, i);
+		return exec_ulysses(s, o);
 	case OP_ring_attention:
-		return exec_ring(s, i);
-	default:
-		return rt_error(DTPC_ERR_FORMAT, "graph op %u cannot run", i);
+		return exec_ring(s, o);
+	case OP_param:
+	case OP_COUNT:
+		break;
 	}
+	/* exec_check refused these at session creation */
+	return rt_error(DTPC_ERR_FORMAT, "graph op %u cannot run", i);
 }

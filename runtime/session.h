@@ -4,6 +4,7 @@
 #include <stdbool.h>
 
 #include "runtime/comm.h"
+#include "runtime/device.h"
 #include "runtime/dtpc.h"
 #include "runtime/graph.h"
 
@@ -33,10 +34,23 @@ struct dtpc_session {
 	const struct g_graph *g;
 	struct comm *c;
 	uint32_t rank;
-	float *arena;
+	struct dev *dv;              /* computes; owns arena, weights, workspace */
+	float *arena;                /* device memory */
+	void *host;                  /* the arena's host mirror (the arena itself
+				      * where the device's memory is the host's):
+				      * inputs are written and outputs read here */
+	bool staged;                 /* collectives go through the host mirror */
+	size_t max_group;            /* the largest group's size */
+	size_t *cbufs;               /* 4 x max_group: collectives' counts */
+	int64_t *rowbuf;             /* max_group: ring chunks' rows */
+	bool graphs;                 /* replay forward passes as device graphs */
+	bool graph_ready;            /* captured: later runs replay */
+	bool replayed;               /* the last run replayed the graph */
+	unsigned runs;
 	int64_t (*dims)[G_MAX_DIMS]; /* local shape of every tensor */
 	int64_t *numel;
-	float **weights;             /* per tensor: this rank's slice, or NULL */
+	float **weights;             /* per tensor: this rank's slice (device
+				      * memory), or NULL */
 	bool *bound;                 /* per tensor: weight or input bound */
 	struct comm_group *groups;   /* per graph group, as this rank sees it */
 	int *members;
@@ -58,6 +72,8 @@ double rt_now(void);
  * without a communicator or an arena (also what the graph fuzzer exercises
  * on hostile graphs that pass the loader). */
 dtpc_status session_prepare(struct dtpc_session *s);
+/* Proves op i safe on this rank and sizes the attention workspace (exec.c). */
+dtpc_status exec_check(struct dtpc_session *s, uint32_t i);
 /* Runs op i of the graph on this rank (exec.c). */
 dtpc_status exec_op(struct dtpc_session *s, uint32_t i);
 /* A tensor's data on this rank: its arena slot or its weight slice. */

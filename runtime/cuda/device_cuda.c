@@ -1,0 +1,245 @@
+/* device_cuda.c — the CUDA device: a kc_ context (kernels/cuda) per session,
+ * device memory from cudaMalloc, every kernel on the context's one stream.
+ * Kernels are asynchronous; a launch that fails is reported at once, a
+ * kernel that fails at sync(). Forward passes can be captured into a CUDA
+ * graph and replayed (the session decides when that is valid). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/kernels_cuda.h"
+#include "runtime/device.h"
+
+struct cuda_dev {
+	struct dev d;
+	kc_ctx *kc;
+	cudaGraph_t graph;
+	cudaGraphExec_t exec;
+	char error[256];
+};
+
+static struct cuda_dev *cd(struct dev *d)
+{
+	return (struct cuda_dev *)d;
+}
+
+/* Records a nonzero status's text; returns the status. */
+static int fail(struct dev *d, int st, const char *what)
+{
+	if (st)
+		snprintf(cd(d)->error, sizeof cd(d)->error, "CUDA %s: %s", what, kc_error_string(st));
+	return st;
+}
+
+static void cuda_destroy(struct dev *d)
+{
+	if (cd(d)->exec)
+		cudaGraphExecDestroy(cd(d)->exec);
+	if (cd(d)->graph)
+		cudaGraphDestroy(cd(d)->graph);
+	kc_destroy(cd(d)->kc);
+	free(d);
+}
+
+static const char *cuda_error(struct dev *d)
+{
+	return cd(d)->error;
+}
+
+static void *cuda_alloc(struct dev *d, size_t bytes)
+{
+	void *p = NULL;
+	/* cudaMalloc aligns to 256 bytes: the arena's 64-byte offsets stay aligned */
+	int st = kc_alloc(cd(d)->kc, &p, bytes ? bytes : 256);
+	if (st) {
+		char what[64];
+		snprintf(what, sizeof what, "allocation of %zu bytes", bytes);
+		fail(d, st, what);
+		return NULL;
+	}
+	return p;
+}
+
+static void cuda_free(struct dev *d, void *p)
+{
+	kc_free(cd(d)->kc, p);
+}
+
+static int cuda_upload(struct dev *d, void *dst, const void *src, size_t bytes)
+{
+	return fail(d, kc_upload(cd(d)->kc, dst, src, bytes), "upload");
+}
+
+static int cuda_download(struct dev *d, void *dst, const void *src, size_t bytes)
+{
+	return fail(d, kc_download(cd(d)->kc, dst, src, bytes), "download");
+}
+
+static int cuda_copy(struct dev *d, void *dst, const void *src, size_t bytes)
+{
+	if (dst == src || !bytes)
+		return 0;
+	return fail(d, kc_copy(cd(d)->kc, dst, src, bytes), "copy");
+}
+
+static int cuda_sync(struct dev *d)
+{
+	return fail(d, kc_sync(cd(d)->kc), "kernel");
+}
+
+static void *cuda_stream(struct dev *d)
+{
+	return kc_stream(cd(d)->kc);
+}
+
+static int cuda_linear(struct dev *d, const float *x, const float *w, const float *b, float *y,
+		       int64_t m, int64_t k, int64_t n)
+{
+	return fail(d, kc_linear(cd(d)->kc, KC_F32, x, w, b, y, m, k, n), "linear");
+}
+
+static int cuda_layer_norm(struct dev *d, const float *x, float *y, int64_t rows, int64_t n,
+			   float eps, const float *w, const float *b)
+{
+	return fail(d, kc_layer_norm(cd(d)->kc, KC_F32, x, y, rows, n, eps, w, b), "layer_norm");
+}
+
+static int cuda_rms_norm(struct dev *d, const float *x, float *y, int64_t rows, int64_t n,
+			 int64_t group, float eps, const float *w)
+{
+	return fail(d, kc_rms_norm(cd(d)->kc, KC_F32, x, y, rows, n, group, eps, w), "rms_norm");
+}
+
+static int cuda_gelu(struct dev *d, const float *x, float *y, int64_t n, bool tanh_approx)
+{
+	return fail(d, kc_gelu(cd(d)->kc, KC_F32, x, y, n, tanh_approx), "gelu");
+}
+
+static int cuda_silu(struct dev *d, const float *x, float *y, int64_t n)
+{
+	return fail(d, kc_silu(cd(d)->kc, KC_F32, x, y, n), "silu");
+}
+
+static int cuda_binary(struct dev *d, enum k_binop op, const float *a, const int64_t *ashape,
+		       const float *b, const int64_t *bshape, float *out, const int64_t *oshape,
+		       int nd)
+{
+	return fail(d, kc_binary(cd(d)->kc, KC_F32, op == K_ADD ? KC_ADD : KC_MUL, a, ashape, b,
+				 bshape, out, oshape, nd), "add/mul");
+}
+
+static int cuda_modulate(struct dev *d, const float *x, const float *shift, const float *scale,
+			 float *y, int64_t B, int64_t S, int64_t H, int64_t s_stride)
+{
+	return fail(d, kc_modulate(cd(d)->kc, KC_F32, x, shift, scale, y, B, S, H, s_stride),
+		    "modulate");
+}
+
+static int cuda_copy2d(struct dev *d, float *dst, int64_t dst_stride, const float *src,
+		       int64_t src_stride, int64_t rows, int64_t cols)
+{
+	return fail(d, kc_copy2d(cd(d)->kc, sizeof(float), dst, dst_stride, src, src_stride, rows,
+				 cols), "copy2d");
+}
+
+static int cuda_rope(struct dev *d, const float *x, int64_t x_stride, const float *cos,
+		     const float *sin, float *y, int64_t y_stride, int64_t B, int64_t S,
+		     int64_t heads, int64_t D)
+{
+	return fail(d, kc_rope(cd(d)->kc, KC_F32, x, x_stride, cos, sin, y, y_stride, B, S, heads,
+			       D), "rope");
+}
+
+static size_t cuda_attention_workspace(struct dev *d, int64_t B, int64_t Sq, int64_t Skv,
+				       int64_t H, int64_t D, int64_t Dv)
+{
+	return kc_attention_workspace(KC_F32, B, Sq, Skv, H, D, Dv);
+}
+
+static int cuda_attention(struct dev *d, const float *q, int64_t q_stride, const float *k,
+			  int64_t k_stride, const float *v, int64_t v_stride, float *out,
+			  float *lse, int64_t B, int64_t Sq, int64_t Skv, int64_t H, int64_t D,
+			  int64_t Dv, void *workspace)
+{
+	return fail(d, kc_attention(cd(d)->kc, KC_F32, q, q_stride, k, k_stride, v, v_stride, out,
+				    lse, B, Sq, Skv, H, D, Dv, workspace), "attention");
+}
+
+static int cuda_lse_merge(struct dev *d, float *out, float *lse, const float *out_blk,
+			  const float *lse_blk, int64_t B, int64_t Sq, int64_t H, int64_t Dv)
+{
+	return fail(d, kc_lse_merge(cd(d)->kc, KC_F32, out, lse, out_blk, lse_blk, B, Sq, H, Dv),
+		    "lse_merge");
+}
+
+static int cuda_capture_begin(struct dev *d)
+{
+	cudaStream_t st = kc_stream(cd(d)->kc);
+	return fail(d, (int)cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal),
+		    "graph capture");
+}
+
+static int cuda_capture_end(struct dev *d)
+{
+	struct cuda_dev *c = cd(d);
+	int st = (int)cudaStreamEndCapture(kc_stream(c->kc), &c->graph);
+	if (!st)
+		st = (int)cudaGraphInstantiate(&c->exec, c->graph, 0);
+	return fail(d, st, "graph capture");
+}
+
+static int cuda_replay(struct dev *d)
+{
+	return fail(d, (int)cudaGraphLaunch(cd(d)->exec, kc_stream(cd(d)->kc)), "graph launch");
+}
+
+static const struct dev_ops cuda_ops = {
+	.name = "cuda",
+	.host_memory = false,
+	.graphs = true,
+	.destroy = cuda_destroy,
+	.error = cuda_error,
+	.alloc = cuda_alloc,
+	.free = cuda_free,
+	.upload = cuda_upload,
+	.download = cuda_download,
+	.copy = cuda_copy,
+	.sync = cuda_sync,
+	.stream = cuda_stream,
+	.linear = cuda_linear,
+	.layer_norm = cuda_layer_norm,
+	.rms_norm = cuda_rms_norm,
+	.gelu = cuda_gelu,
+	.silu = cuda_silu,
+	.binary = cuda_binary,
+	.modulate = cuda_modulate,
+	.copy2d = cuda_copy2d,
+	.rope = cuda_rope,
+	.attention_workspace = cuda_attention_workspace,
+	.attention = cuda_attention,
+	.lse_merge = cuda_lse_merge,
+	.capture_begin = cuda_capture_begin,
+	.capture_end = cuda_capture_end,
+	.replay = cuda_replay,
+};
+
+struct dev *dev_cuda_create(int ordinal, char *err, size_t errlen)
+{
+	struct cuda_dev *c = calloc(1, sizeof *c);
+	if (!c) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	if (kc_create(&c->kc, ordinal, err, errlen)) {
+		free(c);
+		return NULL;
+	}
+	c->d.ops = &cuda_ops;
+	return &c->d;
+}
+
+int dev_cuda_count(void)
+{
+	return kc_device_count();
+}

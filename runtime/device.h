@@ -1,0 +1,95 @@
+/* device.h — the compute devices behind one interface (ggml's backends).
+ *
+ * A session owns one device. The executor (exec.c) computes only through
+ * this table and moves bytes only through its copies, so the same graph runs
+ * on every device: the CPU (device_cpu.c, kernels/cpu) and CUDA
+ * (runtime/cuda/device_cuda.c, kernels/cuda). Kernels mean exactly what
+ * kernels/cpu/kernels.h says, on the device's pointers, with float32 storage
+ * (the graph's only dtype today). A device may run kernels asynchronously:
+ * a kernel returns 0 when it was accepted, and failures of running kernels
+ * surface at sync(); the text of any failure is error().
+ *
+ * Memory: the session's arena, its weights and the attention workspace come
+ * from alloc(). Where host_memory is false the host cannot address them:
+ * the session keeps a host mirror of the arena for inputs, outputs and
+ * collectives that stage through the host (docs/architecture.md). */
+#ifndef DTPC_DEVICE_H
+#define DTPC_DEVICE_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/cpu/kernels.h"
+
+#ifdef DTPC_HAVE_CUDA
+#define DTPC_BUILT_WITH_CUDA 1
+#else
+#define DTPC_BUILT_WITH_CUDA 0
+#endif
+
+struct dev;
+
+struct dev_ops {
+	const char *name;
+	bool host_memory;      /* the host reads and writes device pointers */
+	bool graphs;           /* capture_* and replay are implemented */
+	void (*destroy)(struct dev *d);
+	const char *(*error)(struct dev *d); /* the last failure's text */
+
+	/* memory: alloc returns NULL on failure (error() says why) */
+	void *(*alloc)(struct dev *d, size_t bytes);
+	void (*free)(struct dev *d, void *p);
+	int (*upload)(struct dev *d, void *dst, const void *src, size_t bytes);
+	int (*download)(struct dev *d, void *dst, const void *src, size_t bytes);
+	int (*copy)(struct dev *d, void *dst, const void *src, size_t bytes);
+	int (*sync)(struct dev *d);
+	void *(*stream)(struct dev *d); /* what a device-memory comm orders after */
+
+	/* kernels (kernels/cpu/kernels.h) */
+	int (*linear)(struct dev *d, const float *x, const float *w, const float *b, float *y,
+		      int64_t m, int64_t k, int64_t n);
+	int (*layer_norm)(struct dev *d, const float *x, float *y, int64_t rows, int64_t n,
+			  float eps, const float *w, const float *b);
+	int (*rms_norm)(struct dev *d, const float *x, float *y, int64_t rows, int64_t n,
+			int64_t group, float eps, const float *w);
+	int (*gelu)(struct dev *d, const float *x, float *y, int64_t n, bool tanh_approx);
+	int (*silu)(struct dev *d, const float *x, float *y, int64_t n);
+	int (*binary)(struct dev *d, enum k_binop op, const float *a, const int64_t *ashape,
+		      const float *b, const int64_t *bshape, float *out, const int64_t *oshape,
+		      int nd);
+	int (*modulate)(struct dev *d, const float *x, const float *shift, const float *scale,
+			float *y, int64_t B, int64_t S, int64_t H, int64_t s_stride);
+	int (*copy2d)(struct dev *d, float *dst, int64_t dst_stride, const float *src,
+		      int64_t src_stride, int64_t rows, int64_t cols);
+	int (*rope)(struct dev *d, const float *x, int64_t x_stride, const float *cos,
+		    const float *sin, float *y, int64_t y_stride, int64_t B, int64_t S,
+		    int64_t heads, int64_t D);
+	size_t (*attention_workspace)(struct dev *d, int64_t B, int64_t Sq, int64_t Skv,
+				      int64_t H, int64_t D, int64_t Dv);
+	int (*attention)(struct dev *d, const float *q, int64_t q_stride, const float *k,
+			 int64_t k_stride, const float *v, int64_t v_stride, float *out,
+			 float *lse, int64_t B, int64_t Sq, int64_t Skv, int64_t H, int64_t D,
+			 int64_t Dv, void *workspace);
+	int (*lse_merge)(struct dev *d, float *out, float *lse, const float *out_blk,
+			 const float *lse_blk, int64_t B, int64_t Sq, int64_t H, int64_t Dv);
+
+	/* Optional (graphs): record everything enqueued between capture_begin
+	 * and capture_end, then run it again with replay. */
+	int (*capture_begin)(struct dev *d);
+	int (*capture_end)(struct dev *d);
+	int (*replay)(struct dev *d);
+};
+
+struct dev {
+	const struct dev_ops *ops;
+};
+
+/* The CPU device: never fails to create. */
+struct dev *dev_cpu_create(void);
+
+/* A CUDA device on GPU `ordinal` (NULL with err set when CUDA is absent from
+ * this build, there is no such GPU, or its context cannot be made). */
+struct dev *dev_cuda_create(int ordinal, char *err, size_t errlen);
+/* GPUs this build can use (0 without CUDA). */
+int dev_cuda_count(void);
+#endif
