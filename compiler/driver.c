@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "arena.h"
 #include "inspect.h"
@@ -79,6 +80,20 @@ static void dump_layout(FILE *out, struct arena *a, const struct plan_cfg *c,
 			lay_str(a, &r->tensors[t].tp), m->tensors[t].name);
 }
 
+bool driver_readable(const char *path, FILE *err)
+{
+	struct stat st;
+	FILE *f = fopen(path, "rb");
+	const char *why = !f ? strerror(errno)
+		: fstat(fileno(f), &st) ? strerror(errno)
+		: !S_ISREG(st.st_mode) ? "not a regular file" : NULL;
+	if (f)
+		fclose(f);
+	if (why)
+		fprintf(err, "dtpc: cannot read '%s': %s\n", path, why);
+	return !why;
+}
+
 /* ---- passes ---------------------------------------------------------------- */
 
 /* Models and plans are declared once across all imported files. */
@@ -127,6 +142,10 @@ int driver_check(const struct check_opts *o, FILE *out, FILE *err)
 	struct program prog;
 	int status = 0;
 	cJSON *summaries = cJSON_CreateArray();
+	if (!driver_readable(o->file, err)) {
+		status = 2;
+		goto done;
+	}
 	if (!parse_program(a, &d, o->file, &prog)) {
 		fprintf(err, "dtpc: cannot read '%s': %s\n", o->file, strerror(errno));
 		status = 2;
@@ -276,6 +295,10 @@ int driver_compile(const struct check_opts *o, const char *out_path, bool verbos
 	diag_init(&d, a);
 	struct program prog;
 	int status = 0;
+	if (!driver_readable(o->file, err)) {
+		status = 2;
+		goto done;
+	}
 	if (!parse_program(a, &d, o->file, &prog)) {
 		fprintf(err, "dtpc: cannot read '%s': %s\n", o->file, strerror(errno));
 		status = 2;

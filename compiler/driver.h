@@ -21,6 +21,11 @@ struct check_opts {
 	bool quiet; /* no summary (benchmarks) */
 };
 
+/* A file a command reads, checked before any work is done, so that every
+ * command reports a missing or unreadable file (or a folder) alike: one
+ * message on err, exit status 2. */
+bool driver_readable(const char *path, FILE *err);
+
 /* `dtpc check`: parse, resolve and check every selected plan. Returns the
  * exit status of DESIGN.md §3: 0 clean, 1 errors, 2 usage or I/O error. */
 int driver_check(const struct check_opts *o, FILE *out, FILE *err);

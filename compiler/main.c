@@ -72,6 +72,28 @@ static const char *need_value(int argc, char **argv, int *i)
 	return argv[++*i];
 }
 
+/* --mesh and --context each give the body of one statement of their own
+ * kind. A ';' or a brace outside strings and comments would end it and
+ * smuggle in others: a mesh through --context, or rules that would be
+ * dropped unread. */
+static bool one_statement(const char *text)
+{
+	for (const char *p = text; *p; p++) {
+		if (*p == '"') {
+			/* a string ends at its quote or, unterminated, at the line */
+			for (p++; *p && *p != '"' && *p != '\n'; p++)
+				p += *p == '\\' && p[1];
+		} else if (*p == '#') {
+			p += strcspn(p, "\n");
+		} else if (strchr(";{}", *p)) {
+			return false;
+		}
+		if (!*p)
+			break;
+	}
+	return true;
+}
+
 /* check and compile share their options; compile adds -o and -v. */
 static int cmd_check(int argc, char **argv, int first, bool compile)
 {
@@ -102,9 +124,20 @@ static int cmd_check(int argc, char **argv, int first, bool compile)
 		} else if (!strcmp(s, "--mesh")) {
 			if (!(o.co.mesh = need_value(argc, argv, &i)))
 				goto missing;
+			if (!one_statement(o.co.mesh)) {
+				rc = bad_usage("--mesh takes the axes of one mesh statement, such as "
+					       "--mesh \"ring = 2, tp = 2\", not '%s'", o.co.mesh);
+				goto out;
+			}
 		} else if (!strcmp(s, "--context")) {
 			if (!(o.co.context = need_value(argc, argv, &i)))
 				goto missing;
+			if (!one_statement(o.co.context)) {
+				rc = bad_usage("--context takes the options of one context statement, "
+					       "such as --context 'rotate_method = \"alltoall\"', "
+					       "not '%s'", o.co.context);
+				goto out;
+			}
 		} else if (!strcmp(s, "--world")) {
 			if (!(v = need_value(argc, argv, &i)))
 				goto missing;
@@ -198,6 +231,10 @@ static int cmd_inspect(int argc, char **argv)
 	enum inspect_format f = INSPECT_TEXT;
 	for (int i = 2; i < argc; i++) {
 		const char *s = argv[i], *v;
+		if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
+			fputs(usage, stdout);
+			return 0;
+		}
 		if (!strcmp(s, "--rank")) {
 			if (!(v = need_value(argc, argv, &i)))
 				return bad_usage("option '%s' needs a value", s);
@@ -228,6 +265,8 @@ static int cmd_inspect(int argc, char **argv)
 		return bad_usage("%s", "inspect needs a graph file");
 	struct graph_file gf;
 	char err[256];
+	if (!driver_readable(file, stderr))
+		return 2;
 	if (!graph_file_open(&gf, file, err, sizeof err)) {
 		fprintf(stderr, "dtpc: %s: %s\n", file, err);
 		return 2;
@@ -243,8 +282,11 @@ static int cmd_run(int argc, char **argv)
 	bool mpi = false;
 	for (int i = 2; i < argc; i++) {
 		const char *s = argv[i], *v = NULL;
-		bool flag = !strcmp(s, "--verify");
-		if (flag) {
+		if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
+			fputs(usage, stdout);
+			return 0;
+		}
+		if (!strcmp(s, "--verify")) {
 			o.verify = true;
 			continue;
 		}

@@ -863,17 +863,34 @@ struct ir_model *plan_model_only(struct arena *a, struct diag_ctx *d,
 	return model_instantiate(a, d, m, ov, nov, m->name_loc);
 }
 
+/* One option as a statement of its own kind: anything else its text holds
+ * (a mesh inside --context) has been reported as a syntax error and is not
+ * taken. The statement is copied out alone, without what followed it. */
+static struct pstmt *cli_statement(struct resolver *R, const char *text, enum pstmt_kind k)
+{
+	/* the ';' on a line of its own: a '#' in the option cannot hide it */
+	const char *src = arena_printf(R->a, "plan command_line {\n  %s %s\n;\n}\n",
+				       k == PS_MESH ? "mesh" : "context", text);
+	struct file_ast ast;
+	parse_buffer(R->a, R->d, "<command line>", src, strlen(src), &ast);
+	for (const struct pstmt *s = ast.plans ? ast.plans->body : NULL; s; s = s->next)
+		if (s->kind == k) {
+			struct pstmt *one = ARENA_NEW(R->a, struct pstmt);
+			*one = *s;
+			one->next = NULL;
+			return one;
+		}
+	return NULL;
+}
+
+/* --mesh, then --context. */
 static const struct pstmt *cli_statements(struct resolver *R, const struct compile_opts *o)
 {
-	if (!o->mesh && !o->context)
-		return NULL;
-	const char *text = arena_printf(R->a, "plan command_line {\n%s%s%s%s%s%s}\n",
-					o->mesh ? "  mesh " : "", o->mesh ? o->mesh : "",
-					o->mesh ? ";\n" : "", o->context ? "  context " : "",
-					o->context ? o->context : "", o->context ? ";\n" : "");
-	struct file_ast ast;
-	parse_buffer(R->a, R->d, "<command line>", text, strlen(text), &ast);
-	return ast.plans ? ast.plans->body : NULL;
+	struct pstmt *mesh = o->mesh ? cli_statement(R, o->mesh, PS_MESH) : NULL;
+	struct pstmt *ctx = o->context ? cli_statement(R, o->context, PS_CONTEXT) : NULL;
+	if (mesh)
+		mesh->next = ctx;
+	return mesh ? mesh : ctx;
 }
 
 struct plan_cfg *plan_resolve(struct arena *a, struct diag_ctx *d,

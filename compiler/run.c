@@ -4,6 +4,8 @@
 #include "run.h"
 
 #include <cblas.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -78,18 +80,41 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Normwise max relative error: max |a - b| / max |ref|. Elementwise ratios
+/* How an output compares with the reference, as nccl-tests reports it: the
+ * normwise max relative error max |a - b| / max |ref| (elementwise ratios
  * blow up where the reference crosses zero, which says nothing about the
- * parallel program. */
-static double rel_error(const float *a, const float *ref, int64_t n)
+ * parallel program), and the count of wrong elements beside it, so one bad
+ * element is not lost in the norm. Comparisons are written so that NaN fails
+ * them: a non-finite element in either tensor is always wrong. */
+struct compare {
+	double err;      /* normwise; NaN if an element is not finite */
+	int64_t nwrong;  /* |a - b| > tol * max |ref|, plus every non-finite one */
+	int64_t nonfinite;
+	int64_t first;   /* index of the first wrong element, -1 if none */
+};
+
+static struct compare compare_outputs(const float *a, const float *ref, int64_t n, double tol)
 {
 	double num = 0, den = 0;
+	for (int64_t i = 0; i < n; i++)
+		if (isfinite(a[i]) && isfinite(ref[i])) {
+			num = fmax(num, fabs((double)a[i] - (double)ref[i]));
+			den = fmax(den, fabs((double)ref[i]));
+		}
+	struct compare c = { .err = den > 0 ? num / den : num, .first = -1 };
+	double bound = tol * (den > 0 ? den : 1);
 	for (int64_t i = 0; i < n; i++) {
-		double d = fabs((double)a[i] - (double)ref[i]);
-		num = d > num ? d : num;
-		den = fabs((double)ref[i]) > den ? fabs((double)ref[i]) : den;
+		bool finite = isfinite(a[i]) && isfinite(ref[i]);
+		if (finite && fabs((double)a[i] - (double)ref[i]) <= bound)
+			continue;
+		c.nonfinite += !finite;
+		if (c.nwrong++ == 0)
+			c.first = i;
 	}
-	return den > 0 ? num / den : num;
+	/* the norm of a tensor that holds a NaN or an infinity is not finite */
+	if (c.nonfinite)
+		c.err = NAN;
+	return c;
 }
 
 static int64_t numel(const int64_t *shape, int nd)
@@ -185,10 +210,18 @@ static int verify(const struct run_opts *o, const dtpc_graph *g, dtpc_session *s
 			rc = 1;
 			break;
 		}
-		double e = rel_error(out, ref, numel(shape, nd));
-		printf("verify: output %-24s max relative error %.3g (tolerance %.0e): %s\n", name, e,
-		       o->tolerance, e <= o->tolerance ? "ok" : "FAILED");
-		if (!(e <= o->tolerance))
+		int64_t count = numel(shape, nd);
+		struct compare c = compare_outputs(out, ref, count, o->tolerance);
+		bool ok = c.nwrong == 0;
+		printf("verify: output %-24s max relative error %.3g (tolerance %.0e), "
+		       "#wrong %" PRId64 " of %" PRId64, name, c.err, o->tolerance, c.nwrong, count);
+		if (c.nonfinite)
+			printf(" (%" PRId64 " not finite)", c.nonfinite);
+		if (c.first >= 0)
+			printf(", first at index %" PRId64 ": %.9g, reference %.9g", c.first,
+			       (double)out[c.first], (double)ref[c.first]);
+		printf(": %s\n", ok ? "ok" : "FAILED");
+		if (!ok)
 			rc = 1;
 	}
 	dtpc_session_free(j.s);
@@ -222,6 +255,35 @@ static int save_outputs(const char *path, dtpc_session *s)
 	return ok ? 0 : 2;
 }
 
+/* An output path is tried before the forward pass, not after it: an existing
+ * file must be writable, a new one creatable (it is not left behind). */
+static bool writable(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0666);
+	bool created = fd >= 0;
+	if (fd < 0 && errno == EEXIST)
+		fd = open(path, O_WRONLY);
+	if (fd < 0) {
+		fprintf(stderr, "dtpc: cannot write '%s': %s\n", path, strerror(errno));
+		return false;
+	}
+	close(fd);
+	if (created)
+		unlink(path);
+	return true;
+}
+
+/* Every file this rank reads or writes, checked before any work: a missing
+ * or unwritable file is an I/O error (exit status 2), whatever the backend.
+ * trace: this rank's trace path, or NULL. */
+static bool files_ok(const struct run_opts *o, const char *trace, bool saves)
+{
+	return driver_readable(o->graph, stderr) &&
+	       (!o->weights || driver_readable(o->weights, stderr)) &&
+	       (!o->inputs || driver_readable(o->inputs, stderr)) &&
+	       (!trace || writable(trace)) && (!saves || !o->save_outputs || writable(o->save_outputs));
+}
+
 /* jobs: the ranks timed here (all of them locally, one under MPI). */
 static void report_time(const struct run_opts *o, struct rank_job *jobs, int n, int world,
 			const char *backend)
@@ -242,6 +304,8 @@ static void report_time(const struct run_opts *o, struct rank_job *jobs, int n, 
 
 int run_local(const struct run_opts *o)
 {
+	if (!files_ok(o, o->trace, true))
+		return 2;
 	dtpc_graph *g = NULL;
 	if (dtpc_graph_open_file(o->graph, &g)) {
 		fprintf(stderr, "dtpc: %s\n", dtpc_last_error());
@@ -279,7 +343,7 @@ int run_local(const struct run_opts *o)
 		if (jobs[r].st) {
 			fprintf(stderr, "dtpc: rank %d: %s: %s\n", r, dtpc_status_str(jobs[r].st),
 				jobs[r].error);
-			rc = 1;
+			rc = jobs[r].st == DTPC_ERR_IO || rc == 2 ? 2 : 1;
 		}
 	if (!rc) {
 		const char *name;
@@ -328,6 +392,13 @@ int run_mpi(const struct run_opts *o)
 		return 2;
 	}
 	int rank = dtpc_comm_rank(c), rc = 0;
+	char trace[4096];
+	snprintf(trace, sizeof trace, "%s.rank%d.json", o->trace ? o->trace : "", rank);
+	/* rank 0 alone writes the outputs */
+	if (!files_ok(o, o->trace ? trace : NULL, rank == 0)) {
+		dtpc_comm_free(c);
+		return 2;
+	}
 	dtpc_graph *g = NULL;
 	if (dtpc_graph_open_file(o->graph, &g)) {
 		fprintf(stderr, "dtpc: rank %d: %s\n", rank, dtpc_last_error());
@@ -340,12 +411,10 @@ int run_mpi(const struct run_opts *o)
 	rank_main(&j);
 	if (j.st) {
 		fprintf(stderr, "dtpc: rank %d: %s: %s\n", rank, dtpc_status_str(j.st), j.error);
-		rc = 1;
+		rc = j.st == DTPC_ERR_IO ? 2 : 1;
 	}
 	if (!rc && o->trace) {
-		char path[4096];
-		snprintf(path, sizeof path, "%s.rank%d.json", o->trace, rank);
-		if (dtpc_trace_write(path, &j.s, 1)) {
+		if (dtpc_trace_write(trace, &j.s, 1)) {
 			fprintf(stderr, "dtpc: %s\n", dtpc_last_error());
 			rc = 2;
 		}

@@ -1,0 +1,85 @@
+#!/bin/sh
+# commands.sh BUILD — verdicts and exit statuses of the commands, where a
+# golden case cannot express them (quoted arguments, files made on the fly):
+# `run --verify` fails on a NaN (and counts it); a missing or unreadable file
+# is an I/O error (2) before any work, worded alike by every command; an
+# output that cannot be written is found before the forward pass; --mesh and
+# --context take one statement of their own kind. Ends with
+# "clicmd: N passed, N failed".
+set -u
+BUILD=${1:-build}
+. tests/lib.sh
+
+# expect NAME STATUS PATTERN COMMAND...: the exit status, and PATTERN
+# (grep -E) in the output
+expect() {
+	e_name=$1 e_want=$2 e_pat=$3
+	shift 3
+	"$@" >"$tmp/out" 2>&1
+	e_got=$?
+	if [ "$e_got" = "$e_want" ] && grep -qE "$e_pat" "$tmp/out"; then ok; else
+		bad "clicmd/$e_name"
+		echo "  expected exit $e_want and /$e_pat/, got $e_got: $*"
+		head -5 "$tmp/out"
+	fi
+}
+
+cat >"$tmp/m.plan" <<'PLAN'
+model m { input x : [1, 4, 8]; proj_in = linear(x, 8); y = gelu(proj_in); output y; }
+plan p { model m; mesh tp = 2; "proj_in" : colwise; }
+PLAN
+"$DTPC" "$tmp/m.plan" -o "$tmp/m.graph" >/dev/null 2>&1 || bad clicmd/compile
+# weights with one NaN in a bias: every output element it reaches is NaN
+python3 - "$tmp" <<'PY'
+import json, struct, sys
+def save(path, tensors):
+    hdr, blob = {}, b""
+    for name, shape, vals in tensors:
+        b = struct.pack("<%df" % len(vals), *vals)
+        hdr[name] = {"dtype": "F32", "shape": shape,
+                     "data_offsets": [len(blob), len(blob) + len(b)]}
+        blob += b
+    h = json.dumps(hdr).encode()
+    h += b" " * (-len(h) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + blob)
+w = [0.01 * i for i in range(64)]
+bias = [0.0] * 8
+save(sys.argv[1] + "/good.safetensors", [("proj_in.weight", [8, 8], w), ("proj_in.bias", [8], bias)])
+bias[3] = float("nan")
+save(sys.argv[1] + "/nan.safetensors", [("proj_in.weight", [8, 8], w), ("proj_in.bias", [8], bias)])
+PY
+g="$tmp/m.graph"
+expect verify-ok 0 '#wrong 0 of 32: ok' "$DTPC" run "$g" --weights "$tmp/good.safetensors" --verify
+expect verify-nan 1 'error nan .*#wrong 4 of 32 \(4 not finite\), first at index 3: nan.*FAILED' \
+	"$DTPC" run "$g" --weights "$tmp/nan.safetensors" --verify
+expect missing-weights 2 "cannot read '$tmp/none': No such file" \
+	"$DTPC" run "$g" --weights "$tmp/none"
+expect missing-inputs 2 "cannot read '$tmp/none'" "$DTPC" run "$g" --inputs "$tmp/none"
+expect inputs-folder 2 "cannot read '$tmp': not a regular file" "$DTPC" run "$g" --inputs "$tmp"
+# a folder reads the same for every command
+expect run-folder 2 "^dtpc: cannot read '$tmp': not a regular file" "$DTPC" run "$tmp"
+expect check-folder 2 "^dtpc: cannot read '$tmp': not a regular file" "$DTPC" check "$tmp"
+expect inspect-folder 2 "^dtpc: cannot read '$tmp': not a regular file" "$DTPC" inspect "$tmp"
+# unwritable outputs stop the run before its forward pass ("time:" is printed after it)
+expect bad-trace 2 "cannot write '$tmp/no/t.json'" "$DTPC" run "$g" --trace "$tmp/no/t.json"
+expect bad-save 2 "cannot write '$tmp/no/o.st'" "$DTPC" run "$g" --save-outputs "$tmp/no/o.st"
+if grep -q '^time:' "$tmp/out"; then bad clicmd/bad-save-ran; else ok; fi
+expect run-help 0 '^usage: dtpc' "$DTPC" run --help
+expect inspect-help 0 '^usage: dtpc' "$DTPC" inspect --help
+# --mesh and --context: one statement each, of their own kind
+tiny="examples/tiny_dit.plan --plan tiny_dit_8"
+# shellcheck disable=SC2086
+expect context-with-mesh 2 "^dtpc: --context takes the options of one context statement" \
+	"$DTPC" check $tiny --context 'rotate_method = "alltoall"; mesh tp = 2'
+# shellcheck disable=SC2086
+expect mesh-with-rule 2 "^dtpc: --mesh takes the axes of one mesh statement" \
+	"$DTPC" check $tiny --mesh 'tp = 2; "blocks.*" : colwise'
+# without the ';' it is a syntax error, and the mesh is not taken from --context
+# shellcheck disable=SC2086
+expect context-mesh-unseparated 1 "^1 error generated" \
+	"$DTPC" check $tiny --context 'rotate_method = "alltoall" mesh tp = 2'
+# a ';' inside a string or a comment ends nothing
+# shellcheck disable=SC2086
+expect context-string-semicolon 1 "rotate_method must be" \
+	"$DTPC" check $tiny --context 'rotate_method = "all;gather" # ;'
+summary clicmd
