@@ -77,7 +77,7 @@ MPI_TEST_BIN = $(MPI_TEST_SRC:tests/mpi/%.c=$(BUILD)/tests/mpi_%)
 BENCH_SRC    = $(wildcard bench/*.c)
 BENCH_BIN    = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps demo test bench fuzz clean
+.PHONY: all deps demo test bench fuzz clean gpu-bundle
 # keep the objects of chained pattern rules (tests, benchmarks): no rebuilds
 .SECONDARY:
 all: $(BUILD)/dtpc $(UNIT_BIN) $(MPI_TEST_BIN) $(BENCH_BIN) $(BUILD)/examples/embed \
@@ -182,6 +182,13 @@ test: deps all
 
 bench: all
 	@sh bench/run.sh $(BUILD)
+
+# The GPU checks' programs and the libraries a bare GPU machine lacks, in one
+# folder: make CUDA=1 BUILD=build-gpu gpu-bundle, then tests/gpu/run.sh
+# build-gpu/bundle there.
+gpu-bundle: all
+	@test -n "$(HAVE_CUDA)" || { echo "gpu-bundle needs the CUDA build (make CUDA=1)"; exit 2; }
+	@sh scripts/gpu_bundle.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) build-san

@@ -38,8 +38,15 @@ static const char usage[] =
 	"\n"
 	"\n"
 	"options of run:\n"
-	"  --backend local|mpi    threads of this process (default), or one MPI process\n"
-	"                         per rank (mpirun -np N dtpc run FILE --backend mpi)\n"
+	"  --backend local|mpi|nccl  threads of this process (default), one MPI process\n"
+	"                         per rank (mpirun -np N dtpc run FILE --backend mpi), or\n"
+	"                         one process per GPU over NCCL (alone: one rank; under\n"
+	"                         mpirun: MPI's ranks; implies --device cuda)\n"
+	"  --device cpu|cuda      where the ranks compute (default cpu); local ranks share\n"
+	"                         the GPUs round-robin, moving collectives' bytes through\n"
+	"                         host memory\n"
+	"  --cuda-graph on|off    replay steps after the first as one CUDA graph where\n"
+	"                         the graph has no collective (default on)\n"
 	"  --ranks N              local ranks (default: the graph's world size)\n"
 	"  --seed S               seed of generated weights and inputs (default 1)\n"
 	"  --weights FILE         bind weights by name from a safetensors file\n"
@@ -278,8 +285,9 @@ static int cmd_inspect(int argc, char **argv)
 
 static int cmd_run(int argc, char **argv)
 {
-	struct run_opts o = { .seed = 1, .steps = 1, .tolerance = 1e-5, .timeout_ms = 120000 };
-	bool mpi = false;
+	struct run_opts o = { .seed = 1, .steps = 1, .tolerance = 1e-5, .timeout_ms = 120000,
+			      .cuda_graph = true };
+	bool device_given = false;
 	for (int i = 2; i < argc; i++) {
 		const char *s = argv[i], *v = NULL;
 		if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
@@ -294,9 +302,26 @@ static int cmd_run(int argc, char **argv)
 			return bad_usage("option '%s' needs a value", s);
 		char *end = NULL;
 		if (!strcmp(s, "--backend")) {
-			if (strcmp(v, "local") && strcmp(v, "mpi"))
-				return bad_usage("--backend is local or mpi, not '%s'", v);
-			mpi = !strcmp(v, "mpi");
+			if (!strcmp(v, "local"))
+				o.backend = RUN_LOCAL;
+			else if (!strcmp(v, "mpi"))
+				o.backend = RUN_MPI;
+			else if (!strcmp(v, "nccl"))
+				o.backend = RUN_NCCL;
+			else
+				return bad_usage("--backend is local, mpi or nccl, not '%s'", v);
+		} else if (!strcmp(s, "--device")) {
+			if (!strcmp(v, "cpu"))
+				o.device = DTPC_DEVICE_CPU;
+			else if (!strcmp(v, "cuda"))
+				o.device = DTPC_DEVICE_CUDA;
+			else
+				return bad_usage("--device is cpu or cuda, not '%s'", v);
+			device_given = true;
+		} else if (!strcmp(s, "--cuda-graph")) {
+			if (strcmp(v, "on") && strcmp(v, "off"))
+				return bad_usage("--cuda-graph is on or off, not '%s'", v);
+			o.cuda_graph = !strcmp(v, "on");
 		} else if (!strcmp(s, "--ranks")) {
 			long n = strtol(v, &end, 10);
 			if (*end || n < 1 || n > 4096)
@@ -338,9 +363,21 @@ static int cmd_run(int argc, char **argv)
 	}
 	if (!o.graph)
 		return bad_usage("%s", "run needs a graph file");
-	if (mpi && o.ranks)
+	if (o.backend != RUN_LOCAL && o.ranks)
 		return bad_usage("%s", "--ranks is for the local backend; mpirun -np sets the ranks");
-	return mpi ? run_mpi(&o) : run_local(&o);
+	if (o.backend == RUN_NCCL) {
+		if (device_given && o.device != DTPC_DEVICE_CUDA)
+			return bad_usage("%s", "the nccl backend computes on the CUDA device");
+		o.device = DTPC_DEVICE_CUDA;
+	}
+	if (o.device != DTPC_DEVICE_CPU && dtpc_device_count(o.device) <= 0)
+		return bad_usage("--device %s: %s", dtpc_device_name(o.device),
+#ifdef DTPC_HAVE_CUDA
+				 "no GPU is visible to this process");
+#else
+				 "this dtpc was built without CUDA (make CUDA=1, with nvcc)");
+#endif
+	return o.backend == RUN_LOCAL ? run_local(&o) : run_mpi(&o);
 }
 
 int main(int argc, char **argv)

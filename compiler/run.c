@@ -44,8 +44,9 @@ static void *rank_main(void *arg)
 	dtpc_status st;
 	if (!j->comm && (st = dtpc_comm_local(j->world, j->rank, &j->comm)))
 		return job_fail(j, st), NULL;
-	if ((st = dtpc_session_create(j->g, j->comm, DTPC_DEVICE_CPU, &j->s)))
+	if ((st = dtpc_session_create(j->g, j->comm, o->device, &j->s)))
 		return job_fail(j, st), NULL;
+	dtpc_session_graphs(j->s, o->cuda_graph);
 	st = o->weights ? dtpc_session_bind_weights_file(j->s, o->weights)
 			: dtpc_session_bind_weights_seed(j->s, o->seed);
 	if (!st)
@@ -173,9 +174,12 @@ static int verify(const struct run_opts *o, const dtpc_graph *g, dtpc_session *s
 	dtpc_status st = dtpc_graph_open_buffer(buf, len, &rg);
 	free(buf);
 	double *ms = calloc(1, sizeof *ms);
+	/* the reference is the plain CPU program, whatever the run's device */
 	struct run_opts ro = *o;
 	ro.steps = 1;
 	ro.trace = NULL;
+	ro.device = DTPC_DEVICE_CPU;
+	ro.backend = RUN_LOCAL;
 	struct rank_job j = { .o = &ro, .g = rg, .rank = 0, .step_ms = ms };
 	if (!st)
 		st = dtpc_local_world_create(1, o->timeout_ms, &j.world);
@@ -297,8 +301,12 @@ static void report_time(const struct run_opts *o, struct rank_job *jobs, int n, 
 			worst[k] = jobs[r].step_ms[k] > worst[k] ? jobs[r].step_ms[k] : worst[k];
 	double first = worst[0];
 	qsort(worst, (size_t)o->steps, sizeof *worst, cmp_double);
-	printf("time: %.2f ms per step (median of %d; first %.2f ms) on %d %s rank%s\n",
-	       worst[o->steps / 2], o->steps, first, world, backend, world == 1 ? "" : "s");
+	printf("time: %.2f ms per step (median of %d; first %.2f ms) on %d %s rank%s", worst[o->steps / 2],
+	       o->steps, first, world, backend, world == 1 ? "" : "s");
+	if (o->device != DTPC_DEVICE_CPU)
+		printf(", %s device%s", dtpc_device_name(o->device),
+		       jobs[0].s && dtpc_session_graphed(jobs[0].s) ? ", CUDA graph replay" : "");
+	printf("\n");
 	free(worst);
 }
 
@@ -387,7 +395,8 @@ int run_local(const struct run_opts *o)
 int run_mpi(const struct run_opts *o)
 {
 	dtpc_comm *c = NULL;
-	if (dtpc_comm_mpi(o->timeout_ms, &c)) {
+	bool nccl = o->backend == RUN_NCCL;
+	if (nccl ? dtpc_comm_nccl(o->timeout_ms, &c) : dtpc_comm_mpi(o->timeout_ms, &c)) {
 		fprintf(stderr, "dtpc: %s\n", dtpc_last_error());
 		return 2;
 	}
@@ -420,7 +429,7 @@ int run_mpi(const struct run_opts *o)
 		}
 	}
 	if (!rc && rank == 0) {
-		report_time(o, &j, 1, dtpc_comm_size(c), "MPI");
+		report_time(o, &j, 1, dtpc_comm_size(c), nccl ? "NCCL" : "MPI");
 		if (o->save_outputs)
 			rc = save_outputs(o->save_outputs, j.s);
 		if (!rc && o->verify)

@@ -4,6 +4,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "runtime/dtpc.h"
+
+enum run_backend { RUN_LOCAL, RUN_MPI, RUN_NCCL };
+
 struct run_opts {
 	const char *graph;
 	int ranks;            /* local: ranks to start (default: the graph's world) */
@@ -16,9 +20,13 @@ struct run_opts {
 	double tolerance;     /* --verify's bound on the max relative error */
 	int steps;
 	int timeout_ms;
+	enum run_backend backend;
+	dtpc_device device;   /* where every rank computes (nccl: CUDA) */
+	bool cuda_graph;      /* replay steps after the first as CUDA graphs */
 };
 
 /* Exit statuses: 0 ok, 1 the run or the verification failed, 2 usage/I/O. */
 int run_local(const struct run_opts *o);
+/* One rank per process: MPI on the CPU, or NCCL (under mpirun or alone). */
 int run_mpi(const struct run_opts *o);
 #endif

@@ -1,0 +1,33 @@
+#!/bin/sh
+# gpu_bundle.sh BUILD — one folder, BUILD/bundle, that runs the GPU checks on
+# a bare GPU machine (tests/gpu/run.sh BUILD/bundle): dtpc, the GPU test and
+# benchmark programs, stripped, laid out as in BUILD, and in lib/ the shared
+# libraries they need that such a machine lacks (cJSON, OpenBLAS, Open MPI's
+# runtime, the CUDA runtime). cuBLASLt and NCCL are too large to carry (half a
+# gigabyte and 200 MB); the GPU machine's CUDA toolkit or its Python packages
+# (nvidia-cublas, nvidia-nccl) provide them: run.sh looks in both.
+set -eu
+BUILD=${1:-build}
+B="$BUILD/bundle"
+rm -rf "$B"
+mkdir -p "$B/lib" "$B/tests/gpu" "$B/bench/gpu" "$B/examples"
+cp "$BUILD/dtpc" "$B/"
+for f in "$BUILD"/tests/gpu/test_* "$BUILD"/bench/gpu/*; do
+	[ -f "$f" ] && [ -x "$f" ] || continue
+	case $f in *.o|*.d) continue ;; esac
+	rel=${f#"$BUILD"/}
+	cp "$f" "$B/$rel"
+done
+find "$B" -type f -perm -u+x -exec strip --strip-debug {} +
+# every library a program loads, except the C library's own and the driver's
+# (the GPU machine has those), and the two that are too large to carry
+for f in $(find "$B" -type f -perm -u+x); do
+	ldd "$f" | awk '/=> \//{print $3}'
+done | sort -u | while read -r lib; do
+	case $(basename "$lib") in
+	libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libcuda.so*|\
+	libcublas*|libnccl*|libstdc++*|libgcc_s*) ;;
+	*) cp -L "$lib" "$B/lib/" ;;
+	esac
+done
+du -sh "$B" | awk '{print "gpu-bundle: " $1 " in " $2}'

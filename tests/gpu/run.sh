@@ -1,0 +1,139 @@
+#!/bin/sh
+# tests/gpu/run.sh [BUILD] — every GPU check of dtpc in one command of at most
+# 8 minutes, on a machine with an NVIDIA GPU. BUILD is a CUDA build
+# (make CUDA=1 BUILD=build-gpu), or the folder `make gpu-bundle` made of one
+# for a machine that cannot build (BUILD/bundle); without BUILD/dtpc the
+# script builds with the machine's nvcc first.
+#
+#  kernels   every CUDA kernel against the CPU kernels (tests/gpu/test_*: fresh
+#            random inputs at sizes off the tiles, outputs poisoned with NaN
+#            first; f32 <= 1e-5, bf16/f16 <= 1e-2 normwise)
+#  equiv     the equivalence matrix (tests/equiv.sh) with every rank on the
+#            CUDA device, N ranks sharing the GPU through the local backend,
+#            against the one-rank CPU run (--verify, 1e-5)
+#  fixtures  diffusers' tiny Flux and Wan on the CUDA device (1e-5)
+#  graphs    CUDA graph replay on and off give the same outputs
+#  nccl      the nccl backend at world 1 (--verify)
+#  bench     the table: attention vs PyTorch SDPA, GEMM vs cuBLASLt, copies,
+#            launch overhead, a full-size Flux block vs PyTorch eager
+#
+# Ends with "gpu: N passed, N failed, N skipped"; the table is printed last.
+# With OUT set (the device tool's output folder) the logs go there too.
+set -u
+BUILD=${1:-build-gpu}
+T0=$(date +%s)
+if [ ! -x "$BUILD/dtpc" ]; then
+	echo "== build ($BUILD)"
+	make CUDA=1 BUILD="$BUILD" -j"$(nproc)" all >"${TMPDIR:-/tmp}/gpu-build.log" 2>&1 ||
+		{ tail -30 "${TMPDIR:-/tmp}/gpu-build.log"; exit 2; }
+fi
+# Libraries a bundle carries, then the large ones the machine has: cuBLASLt
+# and NCCL from its CUDA toolkit or from PyTorch's wheels.
+LDP="$BUILD/lib"
+site=$(python3 -c 'import nvidia, os; print(os.path.dirname(list(nvidia.__path__)[0]))' 2>/dev/null)
+for d in "$site"/nvidia/cu13/lib "$site"/nvidia/*/lib /usr/local/cuda/lib64; do
+	[ -d "$d" ] && LDP="$LDP:$d"
+done
+export LD_LIBRARY_PATH="$LDP${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+. tests/lib.sh
+LOG=${OUT:-$tmp}
+TABLE="$LOG/table.txt"
+: >"$TABLE"
+row() { echo "$*" >>"$TABLE"; }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -2
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+row "GPU: ${GPU:-none}; $(date -u +%Y-%m-%d)"
+
+# check NAME SECONDS CMD...: exit 0 passes, 77 skips, anything else fails
+check() {
+	ck_name=$1 ck_t=$2
+	shift 2
+	timeout "$ck_t" "$@" >"$LOG/$ck_name.log" 2>&1
+	ck_rc=$?
+	case $ck_rc in
+	0) ok; echo "ok   $ck_name" ;;
+	77) skipped "$ck_name" "$(tail -1 "$LOG/$ck_name.log")" ;;
+	*) bad "$ck_name"; echo "     exit $ck_rc"; grep -v '^ok ' "$LOG/$ck_name.log" | tail -25 ;;
+	esac
+}
+
+# absorb NAME LOG: a test script's "NAME: N passed, N failed, N skipped" line
+absorb() {
+	ab=$(sed -n "s/^$1: \([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p" "$2" | tail -1)
+	if [ -z "$ab" ]; then
+		bad "$1"
+		tail -20 "$2"
+		return
+	fi
+	set -- "$1" "$2" $ab
+	pass=$((pass + $3))
+	fail=$((fail + $4))
+	[ "$4" = 0 ] || { failed_names="$failed_names $1"; grep -A12 '^FAIL' "$2" | head -60; }
+	echo "$1: $3 passed, $4 failed"
+}
+
+echo "== kernels"
+for t in "$BUILD"/tests/gpu/test_*; do
+	[ -x "$t" ] || continue
+	check "kernels-$(basename "$t")" 120 "$t"
+done
+
+echo "== equivalence matrix on the CUDA device ($(($(date +%s) - T0)) s)"
+DTPC_RUN_ARGS="--device cuda" timeout 300 sh tests/equiv.sh "$BUILD" >"$LOG/equiv.log" 2>&1
+absorb equiv "$LOG/equiv.log"
+echo "== diffusers fixtures on the CUDA device ($(($(date +%s) - T0)) s)"
+DTPC_RUN_ARGS="--device cuda" timeout 120 sh tests/fixtures.sh "$BUILD" >"$LOG/fixtures.log" 2>&1
+absorb fixtures "$LOG/fixtures.log"
+
+echo "== CUDA graphs, nccl ($(($(date +%s) - T0)) s)"
+"$DTPC" examples/tiny_dit.plan --plan tiny_dit_tp --mesh "tp = 1" -o "$tmp/one.graph" >/dev/null
+for m in on off; do
+	check "graph-$m" 60 "$DTPC" run "$tmp/one.graph" --device cuda --cuda-graph $m --steps 3 \
+		--verify --save-outputs "$tmp/$m.st"
+done
+grep -q "CUDA graph replay" "$LOG/graph-on.log" && ok || bad "graph-on-replays"
+if cmp -s "$tmp/on.st" "$tmp/off.st"; then ok; else bad "graph-on-off-same-outputs"; fi
+check nccl-world1 60 "$DTPC" run "$tmp/one.graph" --backend nccl --steps 3 --verify
+"$DTPC" examples/tiny_dit.plan --plan tiny_dit_8 --mesh "ulysses = 2, tp = 2" -o "$tmp/four.graph" \
+	>/dev/null
+if command -v mpirun >/dev/null && [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 4 ]; then
+	check nccl-world4 120 mpirun -np 4 --allow-run-as-root "$DTPC" run "$tmp/four.graph" \
+		--backend nccl --verify
+else
+	skipped nccl-world4 "needs mpirun and 4 GPUs"
+fi
+
+echo "== benchmarks ($(($(date +%s) - T0)) s)"
+bench() {
+	bn=$1 bt=$2
+	shift 2
+	timeout "$bt" "$@" >"$LOG/$bn.log" 2>&1 || echo "bench $bn: exit $? (see $bn.log)"
+}
+[ -x "$BUILD/bench/gpu/attn_bench" ] && bench attn 90 "$BUILD/bench/gpu/attn_bench"
+bench sdpa 90 python3 bench/gpu/sdpa_peer.py
+[ -x "$BUILD/bench/gpu/kernel_bench" ] && bench kernel 90 "$BUILD/bench/gpu/kernel_bench"
+"$DTPC" bench/gpu/flux_block.plan --plan flux_block -o "$tmp/fb.graph" >/dev/null
+bench flux_dtpc_graph 90 "$DTPC" run "$tmp/fb.graph" --device cuda --steps 10
+bench flux_dtpc_eager 90 "$DTPC" run "$tmp/fb.graph" --device cuda --steps 10 --cuda-graph off
+bench flux_torch 90 python3 bench/gpu/flux_block_torch.py --dtype f32 --steps 10
+
+row ""
+row "attention forward (bf16), TFLOP/s: dtpc vs PyTorch SDPA"
+cat "$LOG/attn.log" "$LOG/sdpa.log" 2>/dev/null | grep -E '^(attn|sdpa|merge|copy) ' >>"$TABLE"
+row ""
+row "kernels through the runtime vs the library alone"
+grep -E '^(gemm|pack|unpack|copy|norm|rms_norm|layer_norm|launch|replay) ' "$LOG/kernel.log" \
+	>>"$TABLE" 2>/dev/null
+row ""
+row "Flux.1 block at full size (1 double block + embedders + output; f32, one GPU):"
+ms_g=$(sed -n 's/^time: \([0-9.]*\) ms.*/\1/p' "$LOG/flux_dtpc_graph.log")
+ms_e=$(sed -n 's/^time: \([0-9.]*\) ms.*/\1/p' "$LOG/flux_dtpc_eager.log")
+ms_t=$(sed -n 's/^torch_eager dtype=f32 ms=\([0-9.]*\).*/\1/p' "$LOG/flux_torch.log")
+row "  dtpc (CUDA graph) ${ms_g:-?} ms, dtpc (no graph) ${ms_e:-?} ms, PyTorch eager ${ms_t:-?} ms"
+echo
+echo "gpu: $pass passed, $fail failed, $skip skipped (in $(($(date +%s) - T0)) s)"
+[ -n "$failed_names" ] && echo "failed:$failed_names"
+echo
+cat "$TABLE"
+[ "$fail" = 0 ]
