@@ -248,6 +248,28 @@ static void check_context(struct resolver *R)
 	}
 }
 
+/* Only ring, ulysses and tp have styles today; along another axis (cfg, dp)
+ * every rank computes what its neighbours compute. That is a waste, not a
+ * wrong result, so it is a note at the axis. An axis that gains a style
+ * leaves this list. */
+static void note_idle_axes(struct resolver *R)
+{
+	static const char *const styled[] = { "ring", "ulysses", "tp" };
+	struct plan_cfg *c = R->c;
+	for (int i = 0; i < c->naxes; i++) {
+		bool used = false;
+		for (size_t k = 0; k < sizeof styled / sizeof *styled; k++)
+			used |= !strcmp(c->axes[i].name, styled[k]);
+		if (used || c->axes[i].size < 2)
+			continue;
+		diag_remark(R->d, c->axes[i].loc, "no style splits over '%s': its %" PRId64
+			    " ranks along '%s' compute the same result", c->axes[i].name,
+			    c->axes[i].size, c->axes[i].name);
+		diag_hint(R->d, "styles use ring, ulysses and tp; set %s = 1 unless the "
+			  "copies are wanted", c->axes[i].name);
+	}
+}
+
 /* ---- rules ----------------------------------------------------------------- */
 
 /* Parses `blocks = [a, b, ...]` of colwise/rowwise. */
@@ -991,6 +1013,7 @@ struct plan_cfg *plan_resolve(struct arena *a, struct diag_ctx *d,
 	check_degree(&R, CTX_UDEG, degree[CTX_UDEG], c->ulysses, c->ax_ulysses, "ulysses");
 	check_degree(&R, CTX_TDEG, degree[CTX_TDEG], c->tp, c->ax_tp, "tp");
 	check_context(&R);
+	note_idle_axes(&R);
 
 	c->styles = ARENA_ARRAY(a, struct style_use *, c->model->nmodules);
 	/* Rules over a model that did not instantiate cleanly would only

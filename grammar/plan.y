@@ -121,6 +121,25 @@ static void yyerror(const dtpc_loc *loc, yyscan_t scanner,
 		(L).tail = (x);               \
 	} while (0)
 #define ONE(L, x) ((L).head = (L).tail = (x))
+
+/* A statement kept although it lacks its ';' (the error productions ending
+ * in `error`): bison stays quiet until three tokens have been shifted after
+ * an error, which hid a second missing ';' right after the first one. When
+ * the lookahead starts the next statement, the parser resumes there, so it
+ * is safe to report the next error at once; any other lookahead is left to
+ * the `error ';'` productions (reporting it now would report it twice). */
+#define RESUME_IF(starts)             \
+	do {                          \
+		if (starts)           \
+			yyerrok;      \
+	} while (0)
+#define STARTS_DECL(t) ((t) == IMPORT || (t) == MODEL || (t) == PLAN || (t) == END)
+#define STARTS_MSTMT(t)                                                        \
+	((t) == INPUT || (t) == OUTPUT || (t) == REPEAT || (t) == IDENT ||     \
+	 (t) == MESH || (t) == CONTEXT || (t) == TENSOR || (t) == '}')
+#define STARTS_PSTMT(t)                                                        \
+	((t) == MODEL || (t) == MESH || (t) == CONTEXT || (t) == TENSOR ||     \
+	 (t) == STRING || (t) == '}')
 }
 
 %union {
@@ -187,6 +206,15 @@ decl:
 		*P->ast->imports_tail = im;
 		P->ast->imports_tail = &im->next;
 	}
+|	IMPORT STRING error {
+		/* only the ';' is missing: the import is kept */
+		struct import *im = ARENA_NEW(P->arena, struct import);
+		im->path = $2;
+		im->loc = @2;
+		*P->ast->imports_tail = im;
+		P->ast->imports_tail = &im->next;
+		RESUME_IF(STARTS_DECL(yychar));
+	}
 |	model { *P->ast->models_tail = $1; P->ast->models_tail = &$1->next; }
 |	plan { *P->ast->plans_tail = $1; P->ast->plans_tail = &$1->next; }
 |	error ';'
@@ -247,6 +275,7 @@ mstmt:
 		$$->op = $3;
 		$$->op_loc = @3;
 		$$->args = $5.head;
+		RESUME_IF(STARTS_MSTMT(yychar));
 	}
 |	path '=' error ';' {
 		/* A broken right-hand side: the name is still defined (as
@@ -256,6 +285,7 @@ mstmt:
 |	INPUT name ':' '[' exprs ']' error {
 		$$ = mkmstmt(P, MS_INPUT, @$, $2, @2);
 		$$->dims = $5.head;
+		RESUME_IF(STARTS_MSTMT(yychar));
 	}
 |	REPEAT IDENT '[' expr ']' '{' mstmts '}' {
 		$$ = mkmstmt(P, MS_REPEAT, @$, $2, @2);
@@ -265,6 +295,11 @@ mstmt:
 |	OUTPUT paths ';' {
 		$$ = mkmstmt(P, MS_OUTPUT, @$, NULL, @1);
 		$$->outputs = $2.head;
+	}
+|	OUTPUT paths error {
+		$$ = mkmstmt(P, MS_OUTPUT, @$, NULL, @1);
+		$$->outputs = $2.head;
+		RESUME_IF(STARTS_MSTMT(yychar));
 	}
 |	error ';' { $$ = NULL; }
 ;
@@ -370,13 +405,23 @@ pstmt:
 		$$ = mkpstmt(P, PS_MODEL, @$, $3.head);
 		$$->name = $2;
 		$$->name_loc = @2;
+		RESUME_IF(STARTS_PSTMT(yychar));
 	}
 |	MESH kvlist ';' { $$ = mkpstmt(P, PS_MESH, @$, $2.head); }
-|	MESH kvlist error { $$ = mkpstmt(P, PS_MESH, @$, $2.head); }
+|	MESH kvlist error {
+		$$ = mkpstmt(P, PS_MESH, @$, $2.head);
+		RESUME_IF(STARTS_PSTMT(yychar));
+	}
 |	CONTEXT kvlist ';' { $$ = mkpstmt(P, PS_CONTEXT, @$, $2.head); }
-|	CONTEXT kvlist error { $$ = mkpstmt(P, PS_CONTEXT, @$, $2.head); }
+|	CONTEXT kvlist error {
+		$$ = mkpstmt(P, PS_CONTEXT, @$, $2.head);
+		RESUME_IF(STARTS_PSTMT(yychar));
+	}
 |	TENSOR kvlist ';' { $$ = mkpstmt(P, PS_TENSOR, @$, $2.head); }
-|	TENSOR kvlist error { $$ = mkpstmt(P, PS_TENSOR, @$, $2.head); }
+|	TENSOR kvlist error {
+		$$ = mkpstmt(P, PS_TENSOR, @$, $2.head);
+		RESUME_IF(STARTS_PSTMT(yychar));
+	}
 |	STRING ':' styles ';' {
 		$$ = mkpstmt(P, PS_RULE, @$, NULL);
 		$$->name = $1;
@@ -388,6 +433,7 @@ pstmt:
 		$$->name = $1;
 		$$->name_loc = @1;
 		$$->styles = $3.head;
+		RESUME_IF(STARTS_PSTMT(yychar));
 	}
 |	error ';' { $$ = NULL; }
 ;
