@@ -78,7 +78,26 @@ static bool arith(struct eval_ctx *c, const struct expr *e,
 	return true;
 }
 
+/* Evaluation recurses over the tree; a bounded depth keeps a generated
+ * expression (a default of 50,000 `+`s) from overflowing the stack. */
+static bool eval(struct eval_ctx *c, const struct expr *e, struct value *out, int depth);
+
 bool expr_eval(struct eval_ctx *c, const struct expr *e, struct value *out)
+{
+	return eval(c, e, out, 0);
+}
+
+/* Reported at the node past the limit, once per too-deep subtree. */
+static bool too_deep(struct eval_ctx *c, const struct expr *e, int depth)
+{
+	if (depth < EXPR_MAX_DEPTH)
+		return false;
+	diag_error(c->diag, e->loc, "expression nested too deeply (limit %d)", EXPR_MAX_DEPTH);
+	diag_hint(c->diag, "split it into parameters, each using the previous ones");
+	return true;
+}
+
+static bool eval(struct eval_ctx *c, const struct expr *e, struct value *out, int depth)
 {
 	memset(out, 0, sizeof *out);
 	out->loc = e->loc;
@@ -119,6 +138,8 @@ bool expr_eval(struct eval_ctx *c, const struct expr *e, struct value *out)
 		return false;
 	}
 	case EX_LIST: {
+		if (too_deep(c, e, depth))
+			return false;
 		int n = 0;
 		for (const struct expr *x = e->items; x; x = x->next)
 			n++;
@@ -128,12 +149,12 @@ bool expr_eval(struct eval_ctx *c, const struct expr *e, struct value *out)
 		int k = 0;
 		bool ok = true;
 		for (const struct expr *x = e->items; x; x = x->next)
-			ok &= expr_eval(c, x, &out->items[k++]);
+			ok &= eval(c, x, &out->items[k++], depth + 1);
 		return ok;
 	}
 	case EX_NEG: {
 		struct value a;
-		if (!expr_eval(c, e->a, &a))
+		if (too_deep(c, e, depth) || !eval(c, e->a, &a, depth + 1))
 			return false;
 		if (a.kind == VAL_INT && a.i != INT64_MIN) {
 			out->kind = VAL_INT;
@@ -150,8 +171,10 @@ bool expr_eval(struct eval_ctx *c, const struct expr *e, struct value *out)
 	}
 	case EX_BIN: {
 		struct value a, b;
-		bool ok = expr_eval(c, e->a, &a);
-		ok &= expr_eval(c, e->b, &b);
+		if (too_deep(c, e, depth))
+			return false;
+		bool ok = eval(c, e->a, &a, depth + 1);
+		ok &= eval(c, e->b, &b, depth + 1);
 		return ok && arith(c, e, &a, &b, out);
 	}
 	}

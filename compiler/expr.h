@@ -39,6 +39,9 @@ struct eval_ctx {
 	const char *const *(*candidates)(void *ud, int *n);
 };
 
+/* Expressions nest at most this deep (operators, negations, lists). */
+enum { EXPR_MAX_DEPTH = 256 };
+
 /* Evaluates e; false (after a diagnostic) on error. */
 bool expr_eval(struct eval_ctx *c, const struct expr *e, struct value *out);
 const char *value_kind_name(enum value_kind k);

@@ -45,12 +45,10 @@ int64_t layout_local(int64_t size, int64_t n, int64_t r)
 
 static const struct lay_axis REPL = { .kind = LAY_REPL, .dim = -1, .origin = -1 };
 
-/* The first finding of its kind at a model statement is kept; later ones
- * (the same statement in other repeat instances) only count. */
-static struct finding *find(struct lp *P, bool error, int opi, const char *kind)
+/* The first finding under a key is kept, at loc; later ones only count. */
+static struct finding *find_key(struct lp *P, bool error, int opi, const char *key,
+				dtpc_loc loc)
 {
-	const struct ir_op *o = &P->m->ops[opi];
-	const char *key = arena_printf(P->a, "%p/%s", (const void *)o->stmt, kind);
 	int k = strmap_get(P->keys, key);
 	if (k >= 0) {
 		P->byidx[k]->count++;
@@ -60,7 +58,7 @@ static struct finding *find(struct lp *P, bool error, int opi, const char *kind)
 	f->error = error;
 	f->op = opi;
 	f->count = 1;
-	f->loc = o->loc;
+	f->loc = loc;
 	*P->tail = f;
 	P->tail = &f->next;
 	if (P->nfind == P->capfind) {
@@ -73,6 +71,15 @@ static struct finding *find(struct lp *P, bool error, int opi, const char *kind)
 	P->byidx[P->nfind] = f;
 	strmap_put(P->keys, key, P->nfind++);
 	return f;
+}
+
+/* The first finding of its kind at a model statement is kept; later ones
+ * (the same statement in other repeat instances) only count. */
+static struct finding *find(struct lp *P, bool error, int opi, const char *kind)
+{
+	const struct ir_op *o = &P->m->ops[opi];
+	return find_key(P, error, opi, arena_printf(P->a, "%p/%s", (const void *)o->stmt, kind),
+			o->loc);
 }
 
 static void fnote(struct finding *f, dtpc_loc loc, const char *text)
@@ -329,9 +336,7 @@ static int bdim(struct opctx *X, int i, int d)
 {
 	const struct ir_shape *o = &X->P->m->tensors[X->o->out].shape;
 	const struct ir_shape *s = &X->P->m->tensors[X->o->in[i]].shape;
-	/* the [B, H] over [B, S, H] rule takes precedence, as in model.c */
-	if (o->nd == 3 && s->nd == 2 && s->d[0] == o->d[0] && s->d[1] == o->d[2])
-		return d == 0 ? 0 : d == 2 ? 1 : -1;
+	/* right-aligned, as model.c broadcasts */
 	int k = d - (o->nd - s->nd);
 	if (k < 0 || (s->d[k] == 1 && o->d[d] != 1))
 		return -1;
@@ -486,6 +491,13 @@ static void rule_concat(struct opctx *X)
 				else if (out.dim != x->dim || !same_blocks(&out, x))
 					need_whole(X, i, x->dim, tp, "the inputs are sharded differently");
 			}
+			/* Replicated inputs have the same size along out.dim (not
+			 * the concat dim): sliced locally to match. */
+			for (int i = 0; sharded(&out) && i < X->o->nin; i++) {
+				struct lay_axis *x = tp ? &X->in[i].tp : &X->in[i].cp;
+				if (!sharded(x))
+					*x = out;
+			}
 		}
 		if (tp)
 			X->out.tp = out;
@@ -494,24 +506,56 @@ static void rule_concat(struct opctx *X)
 	}
 }
 
+/* The layout rope's cos/sin tables ([S, D]) must have on one axis group,
+ * given x's ([B, S, heads * D]) there: rows follow a sequence split; a
+ * feature split keeps the tables whole when every rank holds whole heads,
+ * and slices their columns like x when there is one head cut into even
+ * chunks (each rotation pair then stays on one rank). Any other feature
+ * split cuts heads unevenly: x is gathered. */
+static struct lay_axis rope_tables(struct opctx *X, bool tp)
+{
+	struct lp *P = X->P;
+	struct lay_axis *x = tp ? &X->in[0].tp : &X->in[0].cp;
+	int64_t n = tp ? P->c->tp : plan_cp(P->c);
+	struct lay_axis want = REPL;
+	if (!sharded(x) || x->dim == 0)
+		return want;
+	if (x->dim == 1) {
+		want = *x;
+		want.dim = 0;
+		return want;
+	}
+	int64_t width = dim_size(X, 0, 2), hd = width / X->o->attr[0];
+	int nb;
+	const int64_t *b = blocks_of(P, x, width, &nb);
+	bool whole = true;
+	for (int i = 0; i < nb; i++)
+		whole &= b[i] % n == 0 && (b[i] / n) % hd == 0;
+	if (whole)
+		return want;
+	if (!x->nblk && width == hd && hd % n == 0 && (hd / n) % 2 == 0) {
+		want = *x;
+		want.dim = 1;
+		return want;
+	}
+	need_whole(X, 0, 2, tp, "its shards would split rope's heads "
+		   "into pieces that are not whole heads or even chunks of one head");
+	return want;
+}
+
 static void rule_rope(struct opctx *X)
 {
-	/* cos/sin rows follow x's sequence shards: replicated tables are sliced
-	 * locally; sharded ones must match x's blocks. */
-	struct lay_axis *x = &X->in[0].cp;
-	for (int i = 1; i <= 2; i++) {
-		struct lay_axis *t = &X->in[i].cp;
-		if (!sharded(t)) {
-			if (sharded(x) && x->dim == 1) { /* sliced locally, row by row */
-				*t = *x;
-				t->dim = 0;
-			}
-			continue;
+	for (int tp = 0; tp < 2; tp++) {
+		struct lay_axis want = rope_tables(X, tp);
+		for (int i = 1; i <= 2; i++) {
+			struct lay_axis *t = tp ? &X->in[i].tp : &X->in[i].cp;
+			if (sharded(t) && !(sharded(&want) && t->dim == want.dim &&
+					    same_blocks(t, &want)))
+				need_whole(X, i, t->dim, tp, "rope's tables must follow "
+					   "the shards of its input");
+			if (!sharded(t) && sharded(&want)) /* sliced locally */
+				*t = want;
 		}
-		if (!sharded(x) || x->dim != 1 || t->dim != 0 || !same_blocks(x, t))
-			need_whole(X, i, t->dim, false,
-				   "its rows must follow the sequence shards of rope's input");
-		need_whole(X, i, 1, true, "rope tables are not sharded by tp");
 	}
 	X->out = X->in[0];
 }
@@ -678,17 +722,46 @@ static void rule_reshape(struct opctx *X)
 
 /* ---- driver ------------------------------------------------------------------ */
 
+/* gather(dim = D) on a module none of whose outputs is split along D over
+ * ring x ulysses would do nothing: an error at the style (once per rule),
+ * unless the mesh has no context axes (a plan reused across meshes). */
+static void gather_nothing(struct lp *P, int mi, const struct style_use *u, const int *outs,
+			   int n)
+{
+	const struct lay_axis *other = NULL;
+	for (int i = 0; i < n; i++)
+		if (sharded(&P->L[outs[i]].cp))
+			other = &P->L[outs[i]].cp;
+	struct finding *f = find_key(P, true, -1, arena_printf(P->a, "gather/%d", u->rule),
+				     u->src->loc);
+	if (!f)
+		return;
+	f->msg = arena_printf(P->a, "gather(dim = %d) on '%s' does nothing: its output is not "
+			      "split along dim %d over ring x ulysses", u->dim,
+			      P->m->modules[mi].name, u->dim);
+	if (other)
+		f->hint = arena_printf(P->a, "its output is split along dim %d: gather(dim = %d)",
+				       other->dim, other->dim);
+	else
+		f->hint = "remove the gather; only context-parallel splits are gathered";
+}
+
 static void module_out_styles(struct lp *P, int mi, const int *outs, int n)
 {
 	const struct plan_cfg *c = P->c;
 	for (const struct style_use *u = c->styles[mi]; u; u = u->next) {
+		bool gathered = false;
 		for (int i = 0; i < n; i++) {
 			struct lay_axis *x = &P->L[outs[i]].cp;
 			if (u->kind == ST_SPLIT && u->port_tensor == -1 && plan_cp(c) > 1)
 				apply_split(P, x, u);
-			else if (u->kind == ST_GATHER && sharded(x) && x->dim == u->dim)
+			else if (u->kind == ST_GATHER && sharded(x) && x->dim == u->dim) {
 				*x = REPL;
+				gathered = true;
+			}
 		}
+		if (u->kind == ST_GATHER && !gathered && plan_cp(c) > 1)
+			gather_nothing(P, mi, u, outs, n);
 	}
 }
 
@@ -799,9 +872,11 @@ struct layout_result *layout_run(struct arena *a, struct diag_ctx *d,
 				diag_note(d, style_loc(&P, x->origin, tp ? ST_COLWISE : ST_SPLIT),
 					  "the sharding comes from this rule");
 			/* A carried variable has no module of its own: its
-			 * repeat block's output is what a rule can gather. */
-			const struct ir_op *po = &m->ops[m->tensors[t].producer];
-			int mi = po->module_index >= 0 ? po->module_index : po->instance;
+			 * repeat block's output is what a rule can gather. A
+			 * model input has no producing op: the root gathers it. */
+			int prod = m->tensors[t].producer;
+			const struct ir_op *po = prod >= 0 ? &m->ops[prod] : NULL;
+			int mi = !po ? 0 : po->module_index >= 0 ? po->module_index : po->instance;
 			if (tp)
 				diag_hint(d, "end the tensor-parallel path with a rowwise linear, "
 					  "which returns replicated outputs");

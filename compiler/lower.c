@@ -69,6 +69,10 @@ struct lower {
 	int *weight_tensor;  /* IR weight -> graph tensor, -1 before first use */
 	struct strmap *memo; /* conversions already emitted */
 	struct split_cache split_cache[SPLIT_CACHE];
+	/* Bytes of every arena tensor, each rounded up to G_ALIGN: memplan.c
+	 * places them at offsets below this sum, so bounding it here keeps
+	 * its offset arithmetic from overflowing. */
+	uint64_t arena_sum;
 	bool failed;
 };
 
@@ -235,14 +239,28 @@ static int new_tensor(struct lower *L, const char *name, int kind, const struct 
 	t.name = str_add(L, name);
 	t.kind = (uint8_t)kind;
 	t.ndim = (uint8_t)sh->nd;
-	int64_t n = 4;
+	/* model.c bounds every IR tensor (2^48 elements), but a scratch
+	 * buffer sums several: checked all the same */
+	uint64_t n = 4, aligned;
+	bool ovf = false;
 	for (int d = 0; d < G_MAX_DIMS; d++) {
 		t.pattern[d] = d < sh->nd && pat ? pat[d] : -1;
 		t.dims[d] = d < sh->nd ? sh->d[d] : 0;
 		if (d < sh->nd)
-			n *= t.pattern[d] >= 0 ? pattern_max(L, t.pattern[d]) : sh->d[d];
+			ovf |= __builtin_mul_overflow(n, (uint64_t)(t.pattern[d] >= 0 ?
+					pattern_max(L, t.pattern[d]) : sh->d[d]), &n);
 	}
-	t.bytes = (uint64_t)n;
+	t.bytes = n;
+	if (kind != GT_WEIGHT)
+		ovf |= __builtin_add_overflow(n, (uint64_t)G_ALIGN - 1, &aligned) ||
+		       __builtin_add_overflow(L->arena_sum, aligned / G_ALIGN * G_ALIGN,
+					      &L->arena_sum) ||
+		       L->arena_sum > (uint64_t)INT64_MAX;
+	if (ovf && !L->failed) {
+		diag_error(L->d, loc_none(), "'%s': the tensors of this graph need more than "
+			   "2^63 bytes", name);
+		L->failed = true;
+	}
 	PUSH(L, L->tensors, t);
 	return (int)L->tensors.n - 1;
 }
@@ -569,20 +587,6 @@ static void lower_cp_attention(struct lower *L, int opi, const int *qkv)
 	L->val[o->out] = out;
 }
 
-/* add/mul/modulate broadcast a [B, H] operand over [B, S, H]: the graph
- * says so with G_OF_BH, since shapes alone cannot tell it from numpy's
- * right-aligned rule when B == S. */
-static bool bh_operand(const struct lower *L, const struct ir_op *o)
-{
-	const struct ir_shape *x = &L->m->tensors[o->in[0]].shape;
-	for (int i = 1; i < o->nin; i++) {
-		const struct ir_shape *y = &L->m->tensors[o->in[i]].shape;
-		if (x->nd == 3 && y->nd == 2 && y->d[0] == x->d[0] && y->d[1] == x->d[2])
-			return true;
-	}
-	return false;
-}
-
 static void lower_op(struct lower *L, int opi)
 {
 	const struct ir_op *o = &L->m->ops[opi];
@@ -591,12 +595,8 @@ static void lower_op(struct lower *L, int opi)
 		L->val[o->out] = weight(L, o->weight0, -1, NULL);
 		return;
 	}
-	int in[64 + 2]; /* + a norm's weights */
-	int nin = o->nin < 64 ? o->nin : 64;
-	if (o->nin > 64 && !L->failed) {
-		diag_error(L->d, o->loc, "an op with more than 64 inputs cannot be lowered");
-		L->failed = true;
-	}
+	int *in = ARENA_ARRAY(L->a, int, o->nin + 2); /* + a norm's weights */
+	int nin = o->nin;
 	for (int i = 0; i < nin; i++)
 		in[i] = operand(L, opi, i);
 	if (o->kind == OP_linear) {
@@ -628,11 +628,6 @@ static void lower_op(struct lower *L, int opi)
 	case OP_gelu:
 		g->flags |= o->flag ? G_OF_TANH : 0;
 		break;
-	case OP_add:
-	case OP_mul:
-	case OP_modulate:
-		g->flags |= bh_operand(L, o) ? G_OF_BH : 0;
-		break;
 	case OP_slice:
 		g->attr[0] = o->attr[0];
 		g->attr[1] = o->attr[1];
@@ -641,9 +636,13 @@ static void lower_op(struct lower *L, int opi)
 	case OP_concat:
 		g->attr[0] = o->attr[0];
 		break;
-	case OP_rope:
-		g->attr[0] = L->m->tensors[o->in[0]].shape.d[2] / o->attr[0];
+	case OP_rope: {
+		/* the local head dim: the tables' width, whole or, for one head
+		 * cut into even chunks, this rank's chunk (layout.c) */
+		const struct g_tensor *cos = &L->tensors.v[in[1]];
+		g->attr[0] = cos->pattern[1] >= 0 ? pattern_max(L, cos->pattern[1]) : cos->dims[1];
 		break;
+	}
 	case OP_attention:
 		g->attr[0] = L->m->tensors[o->in[0]].shape.d[2] / o->attr[0];
 		g->attr[1] = L->m->tensors[o->in[2]].shape.d[2] / o->attr[0];

@@ -28,6 +28,8 @@ static uint64_t align_up(uint64_t x)
 	return (x + G_ALIGN - 1) / G_ALIGN * G_ALIGN;
 }
 
+/* Offsets and the top stay below the sum of every tensor's aligned size,
+ * which lower.c keeps under 2^63: this arithmetic cannot overflow. */
 static uint64_t fl_take(struct freelist *f, uint64_t size)
 {
 	size = align_up(size ? size : 1);

@@ -91,6 +91,13 @@ struct name_list {
  * `repeat` (nested 10^6 x 10^6) ends with an error instead of eating memory. */
 enum { INST_BUDGET = 4000000 };
 
+/* Upper bound on the elements of all tensors and weights of one model
+ * (2^48: 1 PiB of float32), checked as each is made. Element counts, byte
+ * sizes and arena offsets computed from them later (lower.c, memplan.c, the
+ * loader) then stay far from 64-bit overflow. */
+#define MODEL_MAX_ELEMS_LOG2 48
+static const int64_t MODEL_MAX_ELEMS = (int64_t)1 << MODEL_MAX_ELEMS_LOG2;
+
 struct inst {
 	struct arena *a;
 	struct diag_ctx *d;
@@ -101,6 +108,7 @@ struct inst {
 	struct strmap *modules; /* module name -> module index */
 	struct scope *cur;
 	bool over_budget;
+	int64_t elems; /* of all tensors and weights so far: <= MODEL_MAX_ELEMS */
 };
 
 #define GROW(a, arr, n, cap)                                                  \
@@ -189,6 +197,22 @@ static void add_weight(struct inst *I, int op, const char *suffix,
 	w->op = op;
 }
 
+/* Counts a new tensor or weight against MODEL_MAX_ELEMS; false after an
+ * error at loc. */
+static bool within_budget(struct inst *I, const char *name, const struct ir_shape *sh,
+			  dtpc_loc loc)
+{
+	int64_t n = shape_numel(sh), total;
+	if (n >= 0 && !__builtin_add_overflow(I->elems, n, &total) && total <= MODEL_MAX_ELEMS) {
+		I->elems = total;
+		return true;
+	}
+	diag_error(I->d, loc, "'%s' %s is too large: a model holds at most 2^%d elements "
+		   "(1 PiB of float32) in all its tensors and weights", name,
+		   shape_str(I->a, sh), MODEL_MAX_ELEMS_LOG2);
+	return false;
+}
+
 static struct ir_shape shape1(int64_t a)
 {
 	return (struct ir_shape){ .nd = 1, .d = { a } };
@@ -268,7 +292,8 @@ static enum lookup_result param_lookup(void *ud, const char *name, dtpc_loc loc,
 	int p = strmap_get(I->params, name);
 	if (p >= 0) {
 		*out = I->m->params[p];
-		return LOOKUP_OK;
+		/* a parameter whose default failed was reported there */
+		return out->kind == VAL_NONE ? LOOKUP_REPORTED : LOOKUP_OK;
 	}
 	if (I->cur && find_binding(I, name)) {
 		diag_error(I->d, loc, "'%s' is a tensor; a number is expected here",
@@ -487,20 +512,14 @@ static bool positive(struct inst *I, const struct value *v, const char *what)
 	return false;
 }
 
-/* add/mul/modulate: equal shapes; a [B, H] operand over a [B, S, H] one
- * (DESIGN.md §2); else numpy broadcasting of size-1 dims. */
+/* add/mul/modulate: PyTorch's broadcasting, dims aligned from the right,
+ * each pair equal or one of them 1. Never by guessing from sizes: a
+ * per-batch [B, H] vector over [B, S, H] is written [B, 1, H] in the model
+ * (a reshape), so the meaning never depends on whether B == S. */
 static bool broadcast(struct inst *I, const struct ir_shape *a,
 		      const struct ir_shape *b, struct ir_shape *out)
 {
 	(void)I;
-	if (a->nd == 3 && b->nd == 2 && a->d[0] == b->d[0] && a->d[2] == b->d[1]) {
-		*out = *a;
-		return true;
-	}
-	if (b->nd == 3 && a->nd == 2 && b->d[0] == a->d[0] && b->d[2] == a->d[1]) {
-		*out = *b;
-		return true;
-	}
 	int nd = a->nd > b->nd ? a->nd : b->nd;
 	out->nd = nd;
 	for (int i = 0; i < nd; i++) {
@@ -630,8 +649,9 @@ static bool shape_rule(struct inst *I, struct ir_op *o, const struct bound *b,
 					   op_table[o->kind].name,
 					   I->m->tensors[o->in[i]].name, shape_str(I->a, y),
 					   xname, shape_str(I->a, x));
-				diag_hint(I->d, "shapes must be equal, [B, H] against "
-					  "[B, S, H], or differ only in size-1 dims");
+				diag_hint(I->d, "shapes broadcast as in PyTorch, aligned from the "
+					  "right; reshape a per-batch [B, H] to [B, 1, H] to "
+					  "apply it over a sequence");
 				return false;
 			}
 			if (o->kind != OP_modulate)
@@ -644,10 +664,13 @@ static bool shape_rule(struct inst *I, struct ir_op *o, const struct bound *b,
 		if (!norm_dim(I, &v[1], x->nd, &d) || !positive(I, &v[3], "slice length"))
 			return false;
 		if (v[2].i < 0 || v[2].i > x->d[d] - v[3].i) {
+			int64_t end;
+			const char *ends = __builtin_add_overflow(v[2].i, v[3].i, &end)
+				? arena_printf(I->a, "%" PRId64 " + %" PRId64, v[2].i, v[3].i)
+				: arena_printf(I->a, "%" PRId64, end);
 			diag_error(I->d, v[2].loc,
-				   "slice [%" PRId64 ", %" PRId64 ") is out of bounds: dim %d "
-				   "of '%s' has size %" PRId64, v[2].i, v[2].i + v[3].i,
-				   d, xname, x->d[d]);
+				   "slice [%" PRId64 ", %s) is out of bounds: dim %d "
+				   "of '%s' has size %" PRId64, v[2].i, ends, d, xname, x->d[d]);
 			return false;
 		}
 		*out = *x;
@@ -661,6 +684,11 @@ static bool shape_rule(struct inst *I, struct ir_op *o, const struct bound *b,
 		int d;
 		if (!norm_dim(I, &v[1], x->nd, &d))
 			return false;
+		if (o->nin > UINT16_MAX) { /* a graph op's operand count is 16-bit */
+			diag_error(I->d, o->loc, "concat of %d tensors: at most %d", o->nin,
+				   UINT16_MAX);
+			return false;
+		}
 		*out = *x;
 		for (int i = 1; i < o->nin; i++) {
 			const struct ir_shape *y = tshape(I, o->in[i]);
@@ -675,7 +703,10 @@ static bool shape_rule(struct inst *I, struct ir_op *o, const struct bound *b,
 				diag_hint(I->d, "all dims but the concat dim must be equal");
 				return false;
 			}
-			out->d[d] += y->d[d];
+			if (__builtin_add_overflow(out->d[d], y->d[d], &out->d[d])) {
+				diag_error(I->d, o->loc, "concat along dim %d: the size overflows", d);
+				return false;
+			}
 		}
 		o->attr[0] = d;
 		return true;
@@ -851,7 +882,7 @@ static void do_input(struct inst *I, const struct mstmt *st)
 		}
 		sh.d[sh.nd++] = v.i;
 	}
-	if (!ok) {
+	if (!ok || !within_budget(I, st->name, &sh, st->loc)) {
 		define_failed(I, st, false);
 		return;
 	}
@@ -945,7 +976,13 @@ static void do_assign(struct inst *I, const struct mstmt *st)
 	int opi = m->nops++;
 	m->ops[opi] = o;
 	struct ir_shape out;
-	if (!shape_rule(I, &m->ops[opi], &b, &out, opi)) {
+	bool fits = shape_rule(I, &m->ops[opi], &b, &out, opi);
+	if (fits && m->ops[opi].kind != OP_param)
+		fits = within_budget(I, m->ops[opi].module, &out, st->loc);
+	for (int w = 0; fits && w < m->ops[opi].nweights; w++)
+		fits = within_budget(I, m->weights[m->ops[opi].weight0 + w].name,
+				     &m->weights[m->ops[opi].weight0 + w].shape, st->loc);
+	if (!fits) {
 		/* Keep the op out of the IR but its name defined, so later uses
 		 * do not cascade into "unknown tensor" errors. */
 		m->nweights -= m->ops[opi].nweights;
@@ -1045,6 +1082,16 @@ static void do_output(struct inst *I, const struct mstmt *st)
 			if (!b || !b->failed)
 				diag_error(I->d, r->loc, "unknown tensor '%s' in output",
 					   r->name);
+			continue;
+		}
+		/* outputs are bound and saved by name: each name once */
+		int dup = -1;
+		for (int i = 0; i < m->noutputs; i++)
+			if (m->outputs[i] == b->tensor)
+				dup = i;
+		if (dup >= 0) {
+			diag_error(I->d, r->loc, "'%s' is an output twice", r->name);
+			diag_note(I->d, m->output_loc[dup], "first listed here");
 			continue;
 		}
 		int *no = ARENA_ARRAY(I->a, int, m->noutputs + 1);

@@ -14,6 +14,7 @@
 #include "arena.h"
 #include "glob.h"
 #include "parse.h"
+#include "runtime/graph.h"
 
 const char *const style_names[ST_COUNT] = {
 	"colwise", "rowwise", "replicate", "ring", "ulysses", "split", "gather",
@@ -117,6 +118,17 @@ static void read_mesh(struct resolver *R, const struct pstmt *s)
 		}
 		if (c->naxes == MESH_MAX_AXES)
 			continue;
+		/* The axes taken so far make at most G_MAX_WORLD ranks, so this
+		 * product (<= 2^24 * 2^20) cannot overflow. */
+		int64_t world = v.i;
+		for (int i = 0; i < c->naxes; i++)
+			world *= c->axes[i].size;
+		if (world > G_MAX_WORLD) {
+			diag_error(R->d, kv->val->loc,
+				   "the mesh would have %" PRId64 " ranks: a graph holds at most "
+				   "%d (2^24)", world, G_MAX_WORLD);
+			continue;
+		}
 		c->axes[c->naxes++] = (struct mesh_axis){ kv->name, v.i, kv->loc };
 	}
 }
@@ -1000,7 +1012,7 @@ struct plan_cfg *plan_resolve(struct arena *a, struct diag_ctx *d,
 	c->ring = c->ax_ring >= 0 ? c->axes[c->ax_ring].size : 1;
 	c->ulysses = c->ax_ulysses >= 0 ? c->axes[c->ax_ulysses].size : 1;
 	c->tp = c->ax_tp >= 0 ? c->axes[c->ax_tp].size : 1;
-	c->world = 1;
+	c->world = 1; /* read_mesh kept it within G_MAX_WORLD */
 	for (int i = 0; i < c->naxes; i++)
 		c->world *= c->axes[i].size;
 	if (o->world && o->world != c->world) {

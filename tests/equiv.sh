@@ -82,5 +82,35 @@ else
 		"ring = 4"; do
 		case_ "odd-$(echo "$m" | tr -d ' =,')" tests/plans/odd.plan p "$m" ""
 	done
+	# plans check accepted that once failed at run time (tests/plans/trust.plan)
+	T=tests/plans/trust.plan
+	case_ trust-rope-one-head-tp2 $T rope_tp "tp = 2" ""
+	case_ trust-rope-whole-heads-tp2 $T rope_tp "tp = 2" "" -D heads=2 -D head_dim=4
+	case_ trust-rope-cut-heads-tp4 $T rope_tp "tp = 4" "" -D heads=2 -D head_dim=4
+	case_ trust-rope-table-split-ring2 $T rope_table "ring = 2" ""
+	case_ trust-concat-mixed-tp2 $T concat_mixed "tp = 2" ""
+	case_ trust-identity-ring2 $T identity "ring = 2" ""
+	case_ trust-wide-concat-tp2 $T wide_concat "tp = 2" ""
+	# right-aligned broadcasting with batch == seq: y (x + [seq, hidden]) must
+	# equal z (x + [1, seq, hidden]); --verify cannot see this (its reference
+	# broadcasts the same way), so the outputs are compared
+	if "$DTPC" $T --plan bcast -o "$tmp/b.graph" >"$tmp/out" 2>&1 &&
+		"$DTPC" run "$tmp/b.graph" --save-outputs "$tmp/b.st" >>"$tmp/out" 2>&1 &&
+		python3 - "$tmp/b.st" >>"$tmp/out" 2>&1 <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+data = lambda k: b[8 + n + h[k]["data_offsets"][0]:8 + n + h[k]["data_offsets"][1]]
+assert data("y") == data("z"), "x + [S, H] differs from x + [1, S, H]"
+PY
+	then
+		pass=$((pass + 1))
+		echo "ok    trust-broadcast-right-aligned"
+	else
+		fail=$((fail + 1))
+		echo "FAIL  trust-broadcast-right-aligned"
+		sed 's/^/      /' "$tmp/out" | head -20
+	fi
 fi
 summary equiv
