@@ -730,13 +730,24 @@ static dtpc_status exec_binary(struct dtpc_session *s, const struct g_op *o)
 	return DTPC_OK;
 }
 
+/* t is [B, 1, H] against x [B, S, H]. */
+static bool per_batch_row(const struct dtpc_session *s, uint32_t t, uint32_t x)
+{
+	return nd(s, t) == 3 && nd(s, x) == 3 && dims(s, t)[0] == dims(s, x)[0] &&
+	       dims(s, t)[1] == 1 && dims(s, t)[2] == dims(s, x)[2];
+}
+
 static dtpc_status exec_modulate(struct dtpc_session *s, const struct g_op *o)
 {
 	uint32_t x = opnd(s, o, 0), shift = opnd(s, o, 1), scale = opnd(s, o, 2), out = o->out;
 	const int64_t *xs = dims(s, x);
-	if (nd(s, x) == 3 && ((o->flags & G_OF_BH) || (same_dims(s, x, shift) && same_dims(s, x, scale)))) {
+	/* one row per batch ([B, 1, H], or [B, H] under the flag of version 1.0
+	 * graphs) or per position ([B, S, H]): the fused kernel */
+	bool per_batch = (o->flags & G_OF_BH) || (per_batch_row(s, shift, x) &&
+						   per_batch_row(s, scale, x));
+	if (nd(s, x) == 3 && (per_batch || (same_dims(s, x, shift) && same_dims(s, x, scale)))) {
 		DEV(s, o, modulate, rt_data(s, x), rt_data(s, shift), rt_data(s, scale),
-		    rt_data(s, out), xs[0], xs[1], xs[2], (o->flags & G_OF_BH) ? 0 : xs[2]);
+		    rt_data(s, out), xs[0], xs[1], xs[2], per_batch ? 0 : xs[2]);
 		return DTPC_OK;
 	}
 	/* other broadcasts: y = x * scale + x + shift */
