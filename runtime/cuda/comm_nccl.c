@@ -1,0 +1,1002 @@
+/* comm_nccl.c — the nccl backend: one rank per GPU, buffers in device memory.
+ *
+ * Every communicator is NCCL's non-blocking kind (ncclConfig_t.blocking = 0),
+ * so no NCCL call can hold this thread: a call returns ncclSuccess or
+ * ncclInProgress, and we poll ncclCommGetAsyncError — and, once the work is
+ * on the GPU, a CUDA event — against a deadline. A wait that passes its
+ * deadline, and any NCCL or CUDA error, aborts that communicator
+ * (ncclCommAbort) and marks the backend failed: every later call fails at
+ * once with the first message. NCCL cannot tell the peers; they see their
+ * own deadline pass (or NCCL's remote error), so every rank ends bounded.
+ *
+ * The world communicator comes from ncclCommInitRankConfig (the unique id
+ * travels over MPI under mpirun); prepare() splits it into one communicator
+ * per graph group of two or more members (ncclCommSplit, a collective over
+ * the world); groups of one member need none (their collectives are device
+ * copies). docs/comm.md, "The nccl backend", has the whole story. */
+#include "runtime/comm.h"
+
+#ifdef DTPC_HAVE_NCCL
+#include <mpi.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+/* nccl.h and the CUDA headers it includes are not -Wundef and
+ * -Wstrict-prototypes clean (C++ tests, `f()` declarations) */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wundef"
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <nccl.h>
+#pragma GCC diagnostic pop
+
+enum {
+	BUSY_POLLS = 100,       /* a wait's first polls only yield: small collectives are quick */
+	SLEEP_MIN_NS = 20000,   /* then it sleeps, 20 µs doubling ... */
+	SLEEP_MAX_NS = 1000000, /* ... up to 1 ms */
+	SETUP_MIN_MS = 30000,   /* making a communicator takes seconds: never wait less */
+	NAME = 64,
+	WHAT = 96,
+	MSG = 512,
+};
+
+/* A graph group's communicator, by group id. */
+struct ngroup {
+	ncclComm_t comm; /* NULL for a group of one member, or once aborted */
+	int n;
+	int *ranks;      /* NULL: no group with this id was prepared */
+	char name[NAME]; /* "[0 2 4 6]" */
+	char cname[NAME + 32]; /* NCCL's commName, for NCCL_DEBUG lines */
+};
+
+struct nccl {
+	struct comm c;
+	int timeout_ms;
+	bool mpi_init;     /* we called MPI_Init_thread: we call MPI_Finalize */
+	ncclComm_t world;  /* NULL once aborted */
+	char world_name[NAME];
+	struct ngroup *groups;
+	int ngroups;
+	cudaStream_t own;  /* c->stream until the session sets its compute stream */
+	cudaStream_t side; /* ring shifts, so the compute stream runs on meanwhile */
+	cudaEvent_t done;  /* recorded after a collective's work */
+	cudaEvent_t ready; /* the point of c->stream a shift starts after */
+	bool failed;
+	char why[MSG];     /* the first failure, which every later call reports */
+};
+
+struct comm_request {
+	cudaEvent_t done;  /* on the side stream, after the shift's transfer */
+	ncclComm_t *slot;  /* the group's communicator; NULL for a group of one */
+	char label[WHAT + 32];
+	char group[NAME];
+	char wait[NAME];
+};
+
+/* What a wait is about, for its messages. */
+struct op {
+	char label[WHAT + 32]; /* "op 17 (all_gather h)" */
+	const char *group;     /* "[0 2 4 6]" */
+	char wait[NAME];       /* the members this rank waits for: "[2 4 6]", or "" */
+};
+
+static struct nccl *to_nccl(struct comm *c)
+{
+	return (struct nccl *)c;
+}
+
+static cudaStream_t stream_of(struct nccl *n)
+{
+	return (cudaStream_t)n->c.stream;
+}
+
+static int setup_ms(const struct nccl *n)
+{
+	return n->timeout_ms > SETUP_MIN_MS ? n->timeout_ms : SETUP_MIN_MS;
+}
+
+/* ---- waiting --------------------------------------------------------------------- */
+
+struct backoff {
+	int polls;
+	long ns;
+};
+
+static void pause_poll(struct backoff *b)
+{
+	if (++b->polls <= BUSY_POLLS) {
+		sched_yield();
+		return;
+	}
+	struct timespec ts = { 0, b->ns };
+	nanosleep(&ts, NULL);
+	b->ns = b->ns * 2 > SLEEP_MAX_NS ? SLEEP_MAX_NS : b->ns * 2;
+}
+
+/* ---- failure ---------------------------------------------------------------------- */
+
+/* Records msg as the backend's failure (the first one wins), aborts *slot
+ * and returns COMM_FAILED with c->error = msg. */
+static int failed_with(struct nccl *n, ncclComm_t *slot, const char *msg)
+{
+	if (!n->failed) {
+		n->failed = true;
+		snprintf(n->why, sizeof n->why, "%s", msg);
+	}
+	if (slot && *slot) {
+		ncclCommAbort(*slot);
+		*slot = NULL;
+	}
+	return comm_errorf(&n->c, COMM_FAILED, "%s", msg);
+}
+
+static int fail_fast(struct nccl *n)
+{
+	return comm_errorf(&n->c, COMM_FAILED, "%s", n->why);
+}
+
+static int nccl_failed(struct nccl *n, ncclComm_t *slot, const struct op *o, ncclResult_t r)
+{
+	/* NCCL's detail, read before the abort frees the communicator */
+	const char *detail = ncclGetLastError(slot ? *slot : NULL);
+	char msg[MSG];
+	snprintf(msg, sizeof msg, "rank %d: NCCL error in %s of group %s: %s%s%s%s", n->c.rank,
+		 o->label, o->group, ncclGetErrorString(r), detail && *detail ? " (" : "",
+		 detail ? detail : "", detail && *detail ? ")" : "");
+	return failed_with(n, slot, msg);
+}
+
+static int cuda_failed(struct nccl *n, ncclComm_t *slot, const struct op *o, const char *call,
+		       cudaError_t e)
+{
+	cudaGetLastError(); /* clears a non-sticky error: it is reported here */
+	char msg[MSG];
+	snprintf(msg, sizeof msg, "rank %d: CUDA error in %s of group %s: %s: %s (%s)", n->c.rank,
+		 o->label, o->group, call, cudaGetErrorName(e), cudaGetErrorString(e));
+	return failed_with(n, slot, msg);
+}
+
+static int timed_out(struct nccl *n, ncclComm_t *slot, const struct op *o, int ms, bool on_gpu)
+{
+	char msg[MSG];
+	if (!*o->wait)
+		snprintf(msg, sizeof msg,
+			 "rank %d: timed out after %d ms in %s of group %s: GPU %d did not get to the end "
+			 "of it (no other rank takes part)",
+			 n->c.rank, ms, o->label, o->group, n->c.device);
+	else
+		snprintf(msg, sizeof msg,
+			 "rank %d: timed out after %d ms in %s of group %s waiting for ranks %s (%s); "
+			 "aborted the group's NCCL communicator",
+			 n->c.rank, ms, o->label, o->group, o->wait,
+			 on_gpu ? "the transfer was on the GPU and did not finish"
+				: "NCCL had not yet set the transfer up with them");
+	return failed_with(n, slot, msg);
+}
+
+/* Polls what was issued on *slot (slot NULL: no communicator) to its end:
+ * first until NCCL has put it on the GPU (a non-blocking communicator may
+ * return before), then — with ev — until ev, recorded on s after it (or
+ * already, when recorded), has passed. Without ev it returns once the work
+ * is on the GPU. */
+static int settle(struct nccl *n, ncclComm_t *slot, cudaStream_t s, cudaEvent_t ev,
+		  bool recorded, const struct op *o, int ms)
+{
+	struct timespec deadline = comm_deadline(ms);
+	struct backoff b = { 0, SLEEP_MIN_NS };
+	for (;;) {
+		ncclResult_t a = ncclSuccess;
+		if (slot) {
+			ncclResult_t r = ncclCommGetAsyncError(*slot, &a);
+			if (r != ncclSuccess)
+				a = r;
+			if (a != ncclSuccess && a != ncclInProgress)
+				return nccl_failed(n, slot, o, a);
+		}
+		if (a == ncclSuccess && !recorded) {
+			if (!ev)
+				return COMM_OK;
+			cudaError_t e = cudaEventRecord(ev, s);
+			if (e != cudaSuccess)
+				return cuda_failed(n, slot, o, "cudaEventRecord", e);
+			recorded = true;
+		}
+		if (recorded) {
+			cudaError_t e = cudaEventQuery(ev);
+			if (e == cudaSuccess)
+				return COMM_OK;
+			if (e != cudaErrorNotReady)
+				return cuda_failed(n, slot, o, "waiting for the transfer", e);
+		}
+		if (comm_past(&deadline))
+			return timed_out(n, slot, o, ms, recorded);
+		pause_poll(&b);
+	}
+}
+
+/* The first error of a sequence of NCCL calls (ncclInProgress is none). */
+static ncclResult_t first_error(ncclResult_t sofar, ncclResult_t r)
+{
+	return sofar != ncclSuccess && sofar != ncclInProgress ? sofar : r;
+}
+
+static bool nccl_error(ncclResult_t r)
+{
+	return r != ncclSuccess && r != ncclInProgress;
+}
+
+/* ---- groups ---------------------------------------------------------------------- */
+
+/* The communicator a collective on g runs on. */
+struct target {
+	ncclComm_t *slot; /* NULL: a group of one, no communicator */
+	const char *name;
+};
+
+static int find_target(struct nccl *n, const struct comm_group *g, const char *fn,
+		       struct target *out)
+{
+	char here[NAME];
+	if (g->id == -1) {
+		bool world = g->n == n->c.world;
+		for (int i = 0; world && i < g->n; i++)
+			world = g->ranks[i] == i;
+		if (!world)
+			return comm_errorf(&n->c, COMM_INVALID,
+					   "%s: rank %d: group id -1 is the world %s in rank order, not %s",
+					   fn, n->c.rank, n->world_name,
+					   comm_ranks_str(g->ranks, g->n, here, sizeof here));
+		*out = (struct target){ &n->world, n->world_name };
+		return COMM_OK;
+	}
+	if (g->id < 0 || g->id >= n->ngroups || !n->groups[g->id].ranks)
+		return comm_errorf(&n->c, COMM_INVALID,
+				   "%s: rank %d: group id %d was not prepared (prepare() must name every group first)",
+				   fn, n->c.rank, g->id);
+	struct ngroup *ng = &n->groups[g->id];
+	if (ng->n != g->n || memcmp(ng->ranks, g->ranks, (size_t)g->n * sizeof *g->ranks))
+		return comm_errorf(&n->c, COMM_INVALID,
+				   "%s: rank %d: group id %d is %s here but was prepared as %s", fn,
+				   n->c.rank, g->id, comm_ranks_str(g->ranks, g->n, here, sizeof here),
+				   ng->name);
+	*out = (struct target){ ng->n > 1 ? &ng->comm : NULL, ng->name };
+	return COMM_OK;
+}
+
+static void op_init(struct op *o, struct comm_tag t, const char *group)
+{
+	snprintf(o->label, sizeof o->label, "op %u (%.*s)", t.op, WHAT, comm_what(t));
+	o->group = group;
+	o->wait[0] = 0;
+}
+
+/* The members other than me, or with ring set my two neighbours. More
+ * than LISTED ranks never fit the text, which then ends in "...". */
+enum { LISTED = NAME / 2 };
+
+static void op_waits_for(struct op *o, const struct comm_group *g, bool ring)
+{
+	int who[LISTED], k = 0;
+	if (ring) {
+		int left = g->ranks[(g->me + g->n - 1) % g->n], right = g->ranks[(g->me + 1) % g->n];
+		if (g->n > 1)
+			who[k++] = left;
+		if (g->n > 2)
+			who[k++] = right;
+	} else {
+		for (int i = 0; i < g->n && k < LISTED; i++)
+			if (i != g->me)
+				who[k++] = g->ranks[i];
+	}
+	if (k)
+		comm_ranks_str(who, k, o->wait, sizeof o->wait);
+}
+
+/* NCCL takes any pointer the rank's GPU can address; host memory the
+ * driver does not know would fault on the GPU, so it is refused here. */
+static int check_ptr(struct nccl *n, const char *fn, const char *which, const void *p,
+		     size_t bytes)
+{
+	if (!bytes)
+		return COMM_OK;
+	struct cudaPointerAttributes a;
+	cudaError_t e = cudaPointerGetAttributes(&a, p);
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		return comm_errorf(&n->c, COMM_INVALID, "%s: rank %d: %s (%p): %s", fn, n->c.rank,
+				   which, p, cudaGetErrorString(e));
+	}
+	if (a.type == cudaMemoryTypeUnregistered)
+		return comm_errorf(&n->c, COMM_INVALID,
+				   "%s: rank %d: %s (%p) is host memory; the nccl backend takes device memory of GPU %d",
+				   fn, n->c.rank, which, p, n->c.device);
+	if (a.type == cudaMemoryTypeDevice && a.device != n->c.device)
+		return comm_errorf(&n->c, COMM_INVALID,
+				   "%s: rank %d: %s (%p) is memory of GPU %d, not of this rank's GPU %d",
+				   fn, n->c.rank, which, p, a.device, n->c.device);
+	return COMM_OK;
+}
+
+/* The first byte a member's pieces select in buf (NULL when none). */
+static const char *first_piece(const void *buf, const size_t *counts, const size_t *displs, int k,
+			       size_t *bytes)
+{
+	for (int i = 0; i < k; i++)
+		if (counts[i]) {
+			*bytes = counts[i];
+			return (const char *)buf + displs[i];
+		}
+	*bytes = 0;
+	return NULL;
+}
+
+/* Every call starts here: the calling thread may not be the one that made c. */
+static int begin(struct nccl *n, const struct op *o)
+{
+	cudaError_t e = cudaSetDevice(n->c.device);
+	if (e != cudaSuccess)
+		return cuda_failed(n, NULL, o, "cudaSetDevice", e);
+	return COMM_OK;
+}
+
+/* ---- collectives ------------------------------------------------------------------ */
+
+static int nccl_allgatherv(struct comm *c, const struct comm_group *g, struct comm_tag t,
+			   const void *send, void *recv, const size_t *counts, const size_t *displs)
+{
+	struct nccl *n = to_nccl(c);
+	struct target tg;
+	int st = comm_check_allgatherv(c, g, send, recv, counts, displs);
+	if (st || (st = find_target(n, g, "allgatherv", &tg)))
+		return st;
+	char *r = recv;
+	int me = g->me;
+	bool in_place = send == r + displs[me];
+	size_t rbytes;
+	const char *rfirst = first_piece(recv, counts, displs, g->n, &rbytes);
+	if ((!in_place && (st = check_ptr(n, "allgatherv", "send", send, counts[me]))) ||
+	    (st = check_ptr(n, "allgatherv", "recv", rfirst, rbytes)))
+		return st;
+	if (n->failed)
+		return fail_fast(n);
+	struct op o;
+	op_init(&o, t, tg.name);
+	op_waits_for(&o, g, false);
+	if ((st = begin(n, &o)))
+		return st;
+	cudaStream_t s = stream_of(n);
+	bool equal = counts[0] > 0, contiguous = true;
+	for (int i = 0; i < g->n; i++) {
+		equal = equal && counts[i] == counts[0];
+		contiguous = contiguous && displs[i] == (size_t)i * counts[0];
+	}
+	cudaError_t e = cudaSuccess;
+	if (tg.slot && equal) {
+		/* Equal pieces (the same on every member, since counts are):
+		 * NCCL's own all-gather, into recv or, where this member's
+		 * layout has gaps, into scratch placed afterwards. */
+		size_t count = counts[0];
+		void *tmp = NULL;
+		if (!contiguous && (e = cudaMallocAsync(&tmp, count * (size_t)g->n, s)) != cudaSuccess)
+			return cuda_failed(n, tg.slot, &o, "cudaMallocAsync", e);
+		ncclResult_t res = ncclAllGather(send, contiguous ? recv : tmp, count, ncclInt8,
+						 *tg.slot, s);
+		if (nccl_error(res)) {
+			if (tmp)
+				cudaFreeAsync(tmp, s);
+			return nccl_failed(n, tg.slot, &o, res);
+		}
+		if (!contiguous) {
+			/* the copies may only follow the all-gather on the stream */
+			if ((st = settle(n, tg.slot, s, NULL, false, &o, n->timeout_ms)))
+				return st;
+			for (int i = 0; i < g->n && e == cudaSuccess; i++)
+				e = cudaMemcpyAsync(r + displs[i], (char *)tmp + (size_t)i * count, count,
+						    cudaMemcpyDeviceToDevice, s);
+			cudaError_t fe = cudaFreeAsync(tmp, s);
+			if (e != cudaSuccess || (e = fe) != cudaSuccess)
+				return cuda_failed(n, tg.slot, &o, "placing the gathered pieces", e);
+		}
+		return settle(n, tg.slot, s, n->done, false, &o, n->timeout_ms);
+	}
+	if (!in_place && counts[me] &&
+	    (e = cudaMemcpyAsync(r + displs[me], send, counts[me], cudaMemcpyDeviceToDevice, s)) !=
+		    cudaSuccess)
+		return cuda_failed(n, tg.slot, &o, "cudaMemcpyAsync of my own piece", e);
+	if (tg.slot) {
+		/* NCCL has no all-gather-v: a send to and a receive from each peer,
+		 * as one group so they progress together */
+		ncclResult_t res = ncclGroupStart();
+		for (int k = 0; k < g->n; k++) {
+			if (k == me)
+				continue;
+			if (counts[me])
+				res = first_error(res, ncclSend(send, counts[me], ncclInt8, k, *tg.slot, s));
+			if (counts[k])
+				res = first_error(res, ncclRecv(r + displs[k], counts[k], ncclInt8, k,
+								*tg.slot, s));
+		}
+		res = first_error(res, ncclGroupEnd());
+		if (nccl_error(res))
+			return nccl_failed(n, tg.slot, &o, res);
+	}
+	return settle(n, tg.slot, s, n->done, false, &o, n->timeout_ms);
+}
+
+static int nccl_allreduce_f32(struct comm *c, const struct comm_group *g, struct comm_tag t,
+			      float *buf, size_t count)
+{
+	struct nccl *n = to_nccl(c);
+	struct target tg;
+	int st = comm_check_group(c, g, "allreduce_f32");
+	if (st || (st = find_target(n, g, "allreduce_f32", &tg)) ||
+	    (st = check_ptr(n, "allreduce_f32", "buf", buf, count * sizeof *buf)))
+		return st;
+	if (n->failed)
+		return fail_fast(n);
+	struct op o;
+	op_init(&o, t, tg.name);
+	op_waits_for(&o, g, false);
+	if ((st = begin(n, &o)))
+		return st;
+	cudaStream_t s = stream_of(n);
+	if (tg.slot && count) {
+		ncclResult_t res = ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, *tg.slot, s);
+		if (nccl_error(res))
+			return nccl_failed(n, tg.slot, &o, res);
+	}
+	return settle(n, tg.slot, s, n->done, false, &o, n->timeout_ms);
+}
+
+static int nccl_alltoallv(struct comm *c, const struct comm_group *g, struct comm_tag t,
+			  const void *send, const size_t *scounts, const size_t *sdispls,
+			  void *recv, const size_t *rcounts, const size_t *rdispls)
+{
+	struct nccl *n = to_nccl(c);
+	struct target tg;
+	int me = g ? g->me : 0;
+	int st = comm_check_alltoallv(c, g, send, scounts, sdispls, recv, rcounts, rdispls);
+	if (st || (st = find_target(n, g, "alltoallv", &tg)))
+		return st;
+	if (scounts[me] != rcounts[me])
+		return comm_errorf(c, COMM_INVALID,
+				   "alltoallv: rank %d sends itself %zu bytes but expects %zu", c->rank,
+				   scounts[me], rcounts[me]);
+	size_t sb, rb;
+	const char *sfirst = first_piece(send, scounts, sdispls, g->n, &sb);
+	const char *rfirst = first_piece(recv, rcounts, rdispls, g->n, &rb);
+	if ((st = check_ptr(n, "alltoallv", "send", sfirst, sb)) ||
+	    (st = check_ptr(n, "alltoallv", "recv", rfirst, rb)))
+		return st;
+	if (n->failed)
+		return fail_fast(n);
+	struct op o;
+	op_init(&o, t, tg.name);
+	op_waits_for(&o, g, false);
+	if ((st = begin(n, &o)))
+		return st;
+	cudaStream_t s = stream_of(n);
+	const char *sp = send;
+	char *rp = recv;
+	cudaError_t e;
+	if (rcounts[me] && (e = cudaMemcpyAsync(rp + rdispls[me], sp + sdispls[me], rcounts[me],
+					       cudaMemcpyDeviceToDevice, s)) != cudaSuccess)
+		return cuda_failed(n, tg.slot, &o, "cudaMemcpyAsync of my own piece", e);
+	if (tg.slot) {
+		/* a zero count is skipped on both ends: the sender's count to
+		 * me is my count from it */
+		ncclResult_t res = ncclGroupStart();
+		for (int k = 0; k < g->n; k++) {
+			if (k == me)
+				continue;
+			if (scounts[k])
+				res = first_error(res, ncclSend(sp + sdispls[k], scounts[k], ncclInt8, k,
+								*tg.slot, s));
+			if (rcounts[k])
+				res = first_error(res, ncclRecv(rp + rdispls[k], rcounts[k], ncclInt8, k,
+								*tg.slot, s));
+		}
+		res = first_error(res, ncclGroupEnd());
+		if (nccl_error(res))
+			return nccl_failed(n, tg.slot, &o, res);
+	}
+	return settle(n, tg.slot, s, n->done, false, &o, n->timeout_ms);
+}
+
+/* The shift runs on the side stream after the point of c->stream where it
+ * was started (the block to send is ready there), so the compute stream
+ * goes on with attention meanwhile. shift_start returns once the transfer
+ * is on the GPU; shift_wait waits for its event. */
+static int nccl_shift_start(struct comm *c, const struct comm_group *g, struct comm_tag t,
+			    const void *send, size_t sbytes, void *recv, size_t rbytes,
+			    struct comm_request **out)
+{
+	struct nccl *n = to_nccl(c);
+	struct target tg;
+	int st = comm_check_shift(c, g, send, sbytes, recv, rbytes);
+	if (st || (st = find_target(n, g, "shift", &tg)) ||
+	    (st = check_ptr(n, "shift", "send", send, sbytes)) ||
+	    (st = check_ptr(n, "shift", "recv", recv, rbytes)))
+		return st;
+	if (g->n == 1 && sbytes != rbytes)
+		return comm_errorf(c, COMM_INVALID,
+				   "shift: rank %d, alone in group %s, sends %zu bytes but expects %zu",
+				   c->rank, tg.name, sbytes, rbytes);
+	if (n->failed)
+		return fail_fast(n);
+	struct comm_request *q = calloc(1, sizeof *q);
+	if (!q)
+		return comm_errorf(c, COMM_FAILED, "rank %d: out of memory", c->rank);
+	struct op o;
+	op_init(&o, t, tg.name);
+	op_waits_for(&o, g, true);
+	memcpy(q->label, o.label, sizeof q->label);
+	snprintf(q->group, sizeof q->group, "%s", tg.name);
+	memcpy(q->wait, o.wait, sizeof q->wait);
+	q->slot = tg.slot;
+	if ((st = begin(n, &o)))
+		goto fail;
+	cudaError_t e;
+	if ((e = cudaEventCreateWithFlags(&q->done, cudaEventDisableTiming)) != cudaSuccess) {
+		q->done = NULL;
+		st = cuda_failed(n, tg.slot, &o, "cudaEventCreateWithFlags", e);
+		goto fail;
+	}
+	if ((e = cudaEventRecord(n->ready, stream_of(n))) != cudaSuccess ||
+	    (e = cudaStreamWaitEvent(n->side, n->ready, 0)) != cudaSuccess) {
+		st = cuda_failed(n, tg.slot, &o, "ordering the shift after the compute stream", e);
+		goto fail;
+	}
+	if (g->n == 1) {
+		if (rbytes && (e = cudaMemcpyAsync(recv, send, rbytes, cudaMemcpyDeviceToDevice,
+						   n->side)) != cudaSuccess) {
+			st = cuda_failed(n, tg.slot, &o, "cudaMemcpyAsync", e);
+			goto fail;
+		}
+	} else {
+		/* the group's communicator numbers its members in group order */
+		int left = (g->me + g->n - 1) % g->n, right = (g->me + 1) % g->n;
+		ncclResult_t res = ncclGroupStart();
+		if (sbytes)
+			res = first_error(res, ncclSend(send, sbytes, ncclInt8, right, *tg.slot, n->side));
+		if (rbytes)
+			res = first_error(res, ncclRecv(recv, rbytes, ncclInt8, left, *tg.slot, n->side));
+		res = first_error(res, ncclGroupEnd());
+		if (nccl_error(res)) {
+			st = nccl_failed(n, tg.slot, &o, res);
+			goto fail;
+		}
+		/* NCCL wants its last call on a non-blocking communicator
+		 * complete before the next one */
+		if ((st = settle(n, tg.slot, n->side, NULL, false, &o, n->timeout_ms)))
+			goto fail;
+	}
+	if ((e = cudaEventRecord(q->done, n->side)) != cudaSuccess) {
+		st = cuda_failed(n, tg.slot, &o, "cudaEventRecord", e);
+		goto fail;
+	}
+	*out = q;
+	return COMM_OK;
+fail:
+	if (q->done)
+		cudaEventDestroy(q->done);
+	free(q);
+	return st;
+}
+
+static int nccl_shift_wait(struct comm *c, struct comm_request *q)
+{
+	struct nccl *n = to_nccl(c);
+	struct op o;
+	memcpy(o.label, q->label, sizeof o.label);
+	o.group = q->group;
+	memcpy(o.wait, q->wait, sizeof o.wait);
+	int st;
+	if (n->failed)
+		st = fail_fast(n);
+	else if (!(st = begin(n, &o)))
+		st = settle(n, q->slot, n->side, q->done, true, &o, n->timeout_ms);
+	cudaEventDestroy(q->done);
+	free(q);
+	return st;
+}
+
+/* ---- communicators ---------------------------------------------------------------- */
+
+/* Ends a communicator: gracefully (ncclCommFinalize, polled, then
+ * ncclCommDestroy) while the backend is healthy, else — or when that
+ * fails or times out — with ncclCommAbort. */
+static void close_comm(struct nccl *n, ncclComm_t *slot, const char *group)
+{
+	if (!*slot)
+		return;
+	if (!n->failed) {
+		struct op o;
+		snprintf(o.label, sizeof o.label, "free (ncclCommFinalize)");
+		o.group = group;
+		o.wait[0] = 0;
+		ncclResult_t r = ncclCommFinalize(*slot);
+		if (nccl_error(r))
+			nccl_failed(n, slot, &o, r);
+		else if (!settle(n, slot, NULL, NULL, false, &o, setup_ms(n))) {
+			ncclCommDestroy(*slot);
+			*slot = NULL;
+		}
+	}
+	if (*slot) {
+		ncclCommAbort(*slot);
+		*slot = NULL;
+	}
+}
+
+static void release_groups(struct nccl *n)
+{
+	for (int i = 0; i < n->ngroups; i++) {
+		close_comm(n, &n->groups[i].comm, n->groups[i].name);
+		free(n->groups[i].ranks);
+	}
+	free(n->groups);
+	n->groups = NULL;
+	n->ngroups = 0;
+}
+
+static bool same_groups(const struct nccl *n, const struct comm_group *gs, int k)
+{
+	int prepared = 0;
+	for (int i = 0; i < n->ngroups; i++)
+		prepared += n->groups[i].ranks != NULL;
+	if (prepared != k)
+		return false;
+	for (int i = 0; i < k; i++) {
+		const struct ngroup *ng = gs[i].id < n->ngroups ? &n->groups[gs[i].id] : NULL;
+		if (!ng || !ng->ranks || ng->n != gs[i].n ||
+		    memcmp(ng->ranks, gs[i].ranks, (size_t)gs[i].n * sizeof *gs[i].ranks))
+			return false;
+	}
+	return true;
+}
+
+/* One ncclCommSplit of the world: members of a group instance share the
+ * color (its smallest world rank, which no other instance of the group
+ * contains) and are ordered by their index in it. */
+static int split(struct nccl *n, const struct comm_group *g, struct ngroup *ng)
+{
+	int color = g->ranks[0];
+	for (int i = 1; i < g->n; i++)
+		if (g->ranks[i] < color)
+			color = g->ranks[i];
+	struct op o;
+	snprintf(o.label, sizeof o.label, "prepare (ncclCommSplit of group id %d)", g->id);
+	o.group = ng->name;
+	o.wait[0] = 0;
+	op_waits_for(&o, g, false);
+	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+	cfg.blocking = 0;
+	cfg.commName = ng->cname;
+	ncclResult_t r = ncclCommSplit(n->world, color, g->me, &ng->comm, &cfg);
+	if (nccl_error(r))
+		return nccl_failed(n, &n->world, &o, r);
+	/* NCCL's split runs as a job of the parent: poll the world until it
+	 * is done and has stored the new communicator */
+	int ms = setup_ms(n);
+	struct timespec deadline = comm_deadline(ms);
+	struct backoff b = { 0, SLEEP_MIN_NS };
+	for (;;) {
+		ncclResult_t a = ncclSuccess;
+		r = ncclCommGetAsyncError(n->world, &a);
+		if (r != ncclSuccess)
+			a = r;
+		if (nccl_error(a))
+			return nccl_failed(n, &n->world, &o, a);
+		if (a == ncclSuccess && __atomic_load_n(&ng->comm, __ATOMIC_ACQUIRE))
+			break;
+		if (comm_past(&deadline))
+			/* aborting the parent also aborts a child still being made */
+			return timed_out(n, &n->world, &o, ms, false);
+		pause_poll(&b);
+	}
+	return settle(n, &ng->comm, NULL, NULL, false, &o, ms);
+}
+
+static int nccl_prepare(struct comm *c, const struct comm_group *gs, int k)
+{
+	struct nccl *n = to_nccl(c);
+	int maxid = -1, st;
+	if (k < 0 || (k && !gs))
+		return comm_errorf(c, COMM_INVALID, "prepare: rank %d: %d groups at %p", c->rank, k,
+				   (const void *)gs);
+	for (int i = 0; i < k; i++) {
+		if ((st = comm_check_group(c, &gs[i], "prepare")))
+			return st;
+		if (gs[i].id < 0)
+			return comm_errorf(c, COMM_INVALID,
+					   "prepare: rank %d: group %d has id %d (graph groups have ids >= 0)",
+					   c->rank, i, gs[i].id);
+		for (int j = 0; j < i; j++)
+			if (gs[j].id == gs[i].id)
+				return comm_errorf(c, COMM_INVALID,
+						   "prepare: rank %d: groups %d and %d share id %d",
+						   c->rank, j, i, gs[i].id);
+		for (int a = 0; a < gs[i].n; a++)
+			for (int b = 0; b < a; b++)
+				if (gs[i].ranks[a] == gs[i].ranks[b])
+					return comm_errorf(c, COMM_INVALID,
+							   "prepare: rank %d: group id %d names rank %d twice",
+							   c->rank, gs[i].id, gs[i].ranks[a]);
+		if (gs[i].id > maxid)
+			maxid = gs[i].id;
+	}
+	if (n->failed)
+		return fail_fast(n);
+	if (same_groups(n, gs, k))
+		return COMM_OK;
+	struct op o;
+	snprintf(o.label, sizeof o.label, "prepare");
+	o.group = n->world_name;
+	o.wait[0] = 0;
+	if ((st = begin(n, &o)))
+		return st;
+	release_groups(n);
+	if (n->failed)
+		return fail_fast(n);
+	n->groups = calloc((size_t)maxid + 1, sizeof *n->groups);
+	if (!n->groups && maxid >= 0)
+		return comm_errorf(c, COMM_FAILED, "rank %d: out of memory", c->rank);
+	n->ngroups = maxid + 1;
+	/* every rank splits for every group in the same order: each split is
+	 * a collective over the world */
+	for (int i = 0; i < k; i++) {
+		const struct comm_group *g = &gs[i];
+		struct ngroup *ng = &n->groups[g->id];
+		ng->ranks = malloc((size_t)g->n * sizeof *ng->ranks);
+		if (!ng->ranks)
+			return comm_errorf(c, COMM_FAILED, "rank %d: out of memory", c->rank);
+		memcpy(ng->ranks, g->ranks, (size_t)g->n * sizeof *ng->ranks);
+		ng->n = g->n;
+		comm_ranks_str(g->ranks, g->n, ng->name, sizeof ng->name);
+		snprintf(ng->cname, sizeof ng->cname, "dtpc group %d %s", g->id, ng->name);
+		if (g->n > 1 && (st = split(n, g, ng)))
+			return st;
+	}
+	return COMM_OK;
+}
+
+static void nccl_fail(struct comm *c, const char *why)
+{
+	struct nccl *n = to_nccl(c);
+	char msg[MSG];
+	snprintf(msg, sizeof msg, "rank %d failed: %s", c->rank, why);
+	/* NCCL cannot tell the peers: aborting ends whatever of ours they
+	 * wait on, so they see an error or their deadline */
+	failed_with(n, &n->world, msg);
+	for (int i = 0; i < n->ngroups; i++)
+		failed_with(n, &n->groups[i].comm, msg);
+	fprintf(stderr, "dtpc: %s\n", n->why);
+	fflush(stderr);
+}
+
+static void nccl_free(struct comm *c)
+{
+	struct nccl *n = to_nccl(c);
+	cudaSetDevice(c->device);
+	release_groups(n);
+	close_comm(n, &n->world, n->world_name);
+	cudaEventDestroy(n->done);
+	cudaEventDestroy(n->ready);
+	cudaStreamDestroy(n->side);
+	cudaStreamDestroy(n->own);
+	if (n->mpi_init)
+		MPI_Finalize();
+	free(n);
+}
+
+static const struct comm_ops nccl_ops = {
+	.name = "nccl",
+	.device_memory = true,
+	.prepare = nccl_prepare,
+	.allgatherv = nccl_allgatherv,
+	.allreduce_f32 = nccl_allreduce_f32,
+	.alltoallv = nccl_alltoallv,
+	.shift_start = nccl_shift_start,
+	.shift_wait = nccl_shift_wait,
+	.fail = nccl_fail,
+	.free = nccl_free,
+};
+
+/* ---- startup ---------------------------------------------------------------------- */
+
+/* Polls an MPI request: 0 done, 1 past the deadline, 2 an MPI error. */
+static int mpi_wait(MPI_Request *req, int ms)
+{
+	struct timespec deadline = comm_deadline(ms);
+	struct backoff b = { 0, SLEEP_MIN_NS };
+	for (;;) {
+		int done = 0;
+		if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+			return 2;
+		if (done)
+			return 0;
+		if (comm_past(&deadline))
+			return 1;
+		pause_poll(&b);
+	}
+}
+
+/* This rank's GPU, streams, events and (rank 0) the unique id: false with
+ * err set on failure. */
+static bool local_setup(struct nccl *n, ncclUniqueId *id, char *err, size_t errlen)
+{
+	int ndev = 0, rank = n->c.rank;
+	cudaError_t e = cudaGetDeviceCount(&ndev);
+	if (e != cudaSuccess || ndev < 1) {
+		snprintf(err, errlen, "rank %d: no CUDA device (%s)", rank,
+			 e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount found none");
+		return false;
+	}
+	/* ranks of one node take its GPUs in turn */
+	const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+	int local = lr ? atoi(lr) : rank;
+	n->c.device = (local < 0 ? 0 : local) % ndev;
+	/* own: ordered with the legacy default stream, like a caller's plain
+	 * cudaMemcpy; side: ordered only by the events we make it wait on */
+	const char *step = "cudaSetDevice";
+	e = cudaSetDevice(n->c.device);
+	if (e == cudaSuccess) {
+		step = "cudaStreamCreate";
+		e = cudaStreamCreate(&n->own);
+	}
+	if (e == cudaSuccess)
+		e = cudaStreamCreateWithFlags(&n->side, cudaStreamNonBlocking);
+	if (e == cudaSuccess) {
+		step = "cudaEventCreateWithFlags";
+		e = cudaEventCreateWithFlags(&n->done, cudaEventDisableTiming);
+	}
+	if (e == cudaSuccess)
+		e = cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming);
+	if (e != cudaSuccess) {
+		snprintf(err, errlen, "rank %d: GPU %d of %d: %s: %s", rank, n->c.device, ndev, step,
+			 cudaGetErrorString(e));
+		return false;
+	}
+	n->c.stream = n->own;
+	ncclResult_t r = rank == 0 ? ncclGetUniqueId(id) : ncclSuccess;
+	if (r != ncclSuccess) {
+		snprintf(err, errlen, "rank 0: ncclGetUniqueId: %s (%s)", ncclGetErrorString(r),
+			 ncclGetLastError(NULL));
+		return false;
+	}
+	return true;
+}
+
+/* Every rank learns whether all set up, then the unique id from rank 0.
+ * *pending: an MPI operation is still under way (it timed out). */
+static bool share_id(struct nccl *n, bool ok, ncclUniqueId *id, bool *pending, char *err,
+		     size_t errlen)
+{
+	int ms = setup_ms(n), first_bad = ok ? n->c.world : n->c.rank, w;
+	MPI_Request req;
+	MPI_Iallreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req);
+	if ((w = mpi_wait(&req, ms))) {
+		*pending = w == 1;
+		if (w == 1)
+			snprintf(err, errlen,
+				 "rank %d: timed out after %d ms waiting for every rank of %d to start the nccl backend",
+				 n->c.rank, ms, n->c.world);
+		else
+			snprintf(err, errlen,
+				 "rank %d: MPI error waiting for every rank of %d to start the nccl backend",
+				 n->c.rank, n->c.world);
+		return false;
+	}
+	if (!ok)
+		return false; /* err says why already */
+	if (first_bad < n->c.world) {
+		snprintf(err, errlen, "rank %d: rank %d could not start the nccl backend (its own message says why)",
+			 n->c.rank, first_bad);
+		return false;
+	}
+	MPI_Ibcast(id, (int)sizeof *id, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+	if ((w = mpi_wait(&req, ms))) {
+		*pending = w == 1;
+		snprintf(err, errlen, "rank %d: %s the NCCL unique id from rank 0", n->c.rank,
+			 w == 1 ? "timed out waiting for" : "MPI error receiving");
+		return false;
+	}
+	return true;
+}
+
+/* ncclCommInitRankConfig, non-blocking, polled against the setup deadline. */
+static bool init_world(struct nccl *n, ncclUniqueId id, char *err, size_t errlen)
+{
+	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+	cfg.blocking = 0;
+	cfg.commName = "dtpc world";
+	int ms = setup_ms(n);
+	ncclResult_t r = ncclCommInitRankConfig(&n->world, n->c.world, id, n->c.rank, &cfg);
+	struct timespec deadline = comm_deadline(ms);
+	struct backoff b = { 0, SLEEP_MIN_NS };
+	while (!nccl_error(r) && n->world) {
+		ncclResult_t a = ncclSuccess, q = ncclCommGetAsyncError(n->world, &a);
+		r = q != ncclSuccess ? q : a;
+		if (r == ncclSuccess)
+			return true;
+		if (r == ncclInProgress && comm_past(&deadline)) {
+			snprintf(err, errlen,
+				 "rank %d: timed out after %d ms making the NCCL communicator of %d ranks on GPU %d "
+				 "(a rank did not arrive, or NCCL could not connect); aborted it",
+				 n->c.rank, ms, n->c.world, n->c.device);
+			ncclCommAbort(n->world);
+			n->world = NULL;
+			return false;
+		}
+		pause_poll(&b);
+	}
+	const char *detail = ncclGetLastError(n->world);
+	snprintf(err, errlen, "rank %d: ncclCommInitRankConfig (%d ranks, GPU %d): %s%s%s%s",
+		 n->c.rank, n->c.world, n->c.device, ncclGetErrorString(nccl_error(r) ? r : ncclInternalError),
+		 detail && *detail ? " (" : "", detail ? detail : "", detail && *detail ? ")" : "");
+	if (n->world)
+		ncclCommAbort(n->world);
+	n->world = NULL;
+	return false;
+}
+
+struct comm *comm_nccl_create(int timeout_ms, char *err, size_t errlen)
+{
+	int inited = 0, finalized = 0, provided;
+	MPI_Initialized(&inited);
+	MPI_Finalized(&finalized);
+	bool use_mpi = inited || getenv("OMPI_COMM_WORLD_SIZE");
+	if (use_mpi && finalized) {
+		snprintf(err, errlen, "MPI was finalized already");
+		return NULL;
+	}
+	/* the runtime calls the backend from one thread at a time, not always the main one */
+	if (use_mpi && !inited &&
+	    MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+		snprintf(err, errlen, "MPI_Init_thread failed");
+		return NULL;
+	}
+	struct nccl *n = calloc(1, sizeof *n);
+	if (!n) {
+		snprintf(err, errlen, "out of memory");
+		if (use_mpi && !inited)
+			MPI_Finalize();
+		return NULL;
+	}
+	n->c = (struct comm){ .ops = &nccl_ops, .rank = 0, .world = 1, .device = -1 };
+	n->timeout_ms = timeout_ms > 0 ? timeout_ms : 1;
+	n->mpi_init = use_mpi && !inited;
+	if (use_mpi) {
+		MPI_Comm_rank(MPI_COMM_WORLD, &n->c.rank);
+		MPI_Comm_size(MPI_COMM_WORLD, &n->c.world);
+	}
+	int ranks[LISTED], listed = n->c.world < LISTED ? n->c.world : LISTED;
+	for (int i = 0; i < listed; i++)
+		ranks[i] = i;
+	comm_ranks_str(ranks, listed, n->world_name, sizeof n->world_name);
+	ncclUniqueId id;
+	memset(&id, 0, sizeof id);
+	bool pending = false;
+	bool ok = local_setup(n, &id, err, errlen);
+	if (use_mpi && n->c.world > 1)
+		ok = share_id(n, ok, &id, &pending, err, errlen);
+	if (ok && init_world(n, id, err, errlen))
+		return &n->c;
+	if (n->done)
+		cudaEventDestroy(n->done);
+	if (n->ready)
+		cudaEventDestroy(n->ready);
+	if (n->side)
+		cudaStreamDestroy(n->side);
+	if (n->own)
+		cudaStreamDestroy(n->own);
+	/* MPI_Finalize would wait for a collective that never completes */
+	if (n->mpi_init && !pending)
+		MPI_Finalize();
+	free(n);
+	return NULL;
+}
+#endif
