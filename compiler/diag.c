@@ -2,6 +2,7 @@
 #include "diag.h"
 
 #include <cjson/cJSON.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,6 +206,35 @@ void diag_print_text(const struct diag_ctx *d, FILE *out, bool color)
 	if (d->max_errors && d->nerrors > d->max_errors)
 		fprintf(out, "dtpc: %d more errors not shown\n",
 			d->nerrors - d->max_errors);
+}
+
+/* 2^53: every integer up to it is exact in a double */
+#define EXACT_IN_DOUBLE (INT64_C(1) << 53)
+
+cJSON *json_int(int64_t v)
+{
+	if (v >= -EXACT_IN_DOUBLE && v <= EXACT_IN_DOUBLE)
+		return cJSON_CreateNumber((double)v);
+	char buf[24];
+	snprintf(buf, sizeof buf, "%" PRId64, v);
+	return cJSON_CreateRaw(buf);
+}
+
+cJSON *json_uint(uint64_t v)
+{
+	if (v <= (uint64_t)EXACT_IN_DOUBLE)
+		return cJSON_CreateNumber((double)v);
+	char buf[24];
+	snprintf(buf, sizeof buf, "%" PRIu64, v);
+	return cJSON_CreateRaw(buf);
+}
+
+const char *json_int_text(const cJSON *n, char buf[24])
+{
+	if (cJSON_IsRaw(n))
+		return n->valuestring;
+	snprintf(buf, 24, "%.0f", cJSON_IsNumber(n) ? n->valuedouble : 0);
+	return buf;
 }
 
 static cJSON *json_one(const struct diag_ctx *d, const struct diag *g)

@@ -9,6 +9,7 @@
 #define DTPC_DIAG_H
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 struct arena;
@@ -73,4 +74,13 @@ void diag_print_text(const struct diag_ctx *d, FILE *out, bool color);
  * extra (may be NULL) is a cJSON object merged in as "summary". */
 struct cJSON;
 void diag_print_json(const struct diag_ctx *d, FILE *out, struct cJSON *extra);
+
+/* A 64-bit integer as a JSON number that stays exact: cJSON holds numbers
+ * as doubles, so one beyond 2^53 goes in as its decimal text (a raw item,
+ * still a number in the document). Every integer that may pass 2^53 is
+ * made so. */
+struct cJSON *json_int(int64_t v);
+struct cJSON *json_uint(uint64_t v);
+/* The decimal text of such a number (json_int's, or a plain number). */
+const char *json_int_text(const struct cJSON *n, char buf[24]);
 #endif

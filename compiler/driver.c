@@ -134,6 +134,52 @@ static int finish(const struct check_opts *o, struct diag_ctx *d, cJSON *summari
 	return d->nerrors ? 1 : 0;
 }
 
+/* ---- hints ------------------------------------------------------------------ */
+
+static bool same_error(const struct diag *x, const struct diag *y)
+{
+	return x->loc.file == y->loc.file && x->loc.line == y->loc.line &&
+	       x->loc.col == y->loc.col && !strcmp(x->msg, y->msg);
+}
+
+/* A hint that proposes a context option ("set OPT = VALUE in the context
+ * ...") is tried before it is offered: the plan is checked again with the
+ * option added to --context. It stays only if that removes an error and
+ * adds none; otherwise it says why the option would not help. from: the
+ * first diagnostic of this plan's checks. */
+static void try_context_hints(struct arena *a, struct diag *from, const struct program *prog,
+			      const struct plan *p, const struct compile_opts *co)
+{
+	for (struct diag *e = from; e; e = e->next)
+		for (struct diag *h = e->children; h; h = h->next) {
+			const char *end = strstr(h->msg, " in the context");
+			if (h->level != DIAG_HINT || strncmp(h->msg, "set ", 4) || !end)
+				continue;
+			const char *opt = arena_strndup(a, h->msg + 4, (size_t)(end - h->msg - 4));
+			struct compile_opts with = *co;
+			with.context = co->context ? arena_printf(a, "%s, %s", co->context, opt) : opt;
+			struct diag_ctx d2;
+			diag_init(&d2, a);
+			struct plan_cfg *c = plan_resolve(a, &d2, prog, p, &with);
+			if (c && !d2.nerrors)
+				layout_run(a, &d2, c);
+			int before = 0;
+			for (const struct diag *x = from; x; x = x->next)
+				before += x->level == DIAG_ERROR;
+			const struct diag *added = NULL;
+			for (const struct diag *x = d2.head; x && !added; x = x->next) {
+				bool known = x->level != DIAG_ERROR;
+				for (const struct diag *y = from; y && !known; y = y->next)
+					known = same_error(x, y);
+				added = known ? NULL : x;
+			}
+			if (added || d2.nerrors >= before)
+				h->msg = arena_printf(a, "%s would not help: %s", opt,
+						      added ? added->msg : "the error stays");
+			diag_release(&d2);
+		}
+}
+
 int driver_check(const struct check_opts *o, FILE *out, FILE *err)
 {
 	struct arena *a = arena_create();
@@ -194,6 +240,7 @@ int driver_check(const struct check_opts *o, FILE *out, FILE *err)
 		if (only ? p != only : p->loc.file != 0)
 			continue;
 		int before = d.nerrors;
+		struct diag *mark = d.tail;
 		struct plan_cfg *c = plan_resolve(a, &d, &prog, p, &o->co);
 		if (!c)
 			continue;
@@ -204,6 +251,7 @@ int driver_check(const struct check_opts *o, FILE *out, FILE *err)
 		if (d.nerrors > before)
 			continue;
 		struct layout_result *lay = layout_run(a, &d, c);
+		try_context_hints(a, mark ? mark->next : d.head, &prog, p, &o->co);
 		if (o->dumps & DUMP_LAYOUT)
 			dump_layout(out, a, c, lay);
 		if (d.nerrors == before)
@@ -326,6 +374,7 @@ int driver_compile(const struct check_opts *o, const char *out_path, bool verbos
 		status = 2;
 		goto done;
 	}
+	struct diag *mark = d.tail;
 	struct plan_cfg *c = plan_resolve(a, &d, &prog, p, &o->co);
 	if (c && (o->dumps & DUMP_IR))
 		dump_ir(out, a, c->model);
@@ -334,6 +383,7 @@ int driver_compile(const struct check_opts *o, const char *out_path, bool verbos
 	if (!c || d.nerrors)
 		goto done;
 	struct layout_result *lay = layout_run(a, &d, c);
+	try_context_hints(a, mark ? mark->next : d.head, &prog, p, &o->co);
 	if (o->dumps & DUMP_LAYOUT)
 		dump_layout(out, a, c, lay);
 	if (d.nerrors)

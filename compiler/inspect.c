@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "diag.h"
 #include "runtime/graph_stats.h"
 
 static const char *axis_name(const struct g_graph *g, uint32_t a)
@@ -203,7 +204,7 @@ static cJSON *rank_json(const struct g_graph *g, uint32_t rank)
 		cJSON_AddStringToObject(j, "output", graph_str(g, g->tensors[o->out].name));
 		cJSON *sh = cJSON_AddArrayToObject(j, "shape");
 		for (int d = 0; d < g->tensors[o->out].ndim; d++)
-			cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)graph_local_dim(g, o->out, d, rank)));
+			cJSON_AddItemToArray(sh, json_int(graph_local_dim(g, o->out, d, rank)));
 		cJSON *in = cJSON_AddArrayToObject(j, "inputs");
 		for (uint32_t k = 0; k < o->nin; k++)
 			cJSON_AddItemToArray(in, cJSON_CreateNumber(g->operands[o->in0 + k]));
@@ -212,13 +213,13 @@ static cJSON *rank_json(const struct g_graph *g, uint32_t rank)
 			for (uint32_t k = 0; k < g->groups[o->group].size; k++)
 				cJSON_AddItemToArray(mem, cJSON_CreateNumber(
 					graph_group_member(g, (uint32_t)o->group, rank, k)));
-			cJSON_AddNumberToObject(j, "bytes", (double)graph_comm_bytes(g, i, rank));
+			cJSON_AddItemToObject(j, "bytes", json_uint(graph_comm_bytes(g, i, rank)));
 			cJSON_AddStringToObject(j, "why", why(g, o));
 		}
 		cJSON_AddItemToArray(ops, j);
 	}
-	cJSON_AddNumberToObject(r, "arena_bytes", (double)g->arena_bytes);
-	cJSON_AddNumberToObject(r, "weight_bytes", (double)graph_weight_bytes(g, rank));
+	cJSON_AddItemToObject(r, "arena_bytes", json_uint(g->arena_bytes));
+	cJSON_AddItemToObject(r, "weight_bytes", json_uint(graph_weight_bytes(g, rank)));
 	return r;
 }
 
@@ -266,16 +267,21 @@ int inspect_graph(const struct g_graph *g, size_t len, int64_t rank, enum inspec
 	}
 	if (f == INSPECT_JSON) {
 		cJSON *j = cJSON_CreateObject();
-		cJSON_AddNumberToObject(j, "bytes", (double)len);
+		cJSON_AddItemToObject(j, "bytes", json_uint(len));
 		cJSON_AddNumberToObject(j, "world", g->world);
 		cJSON *meta = cJSON_AddObjectToObject(j, "meta");
-		for (uint32_t i = 0; i < g->nmeta; i++)
-			if (g->meta[i].type == GM_STR)
-				cJSON_AddStringToObject(meta, graph_str(g, g->meta[i].key),
-							graph_str(g, (uint32_t)g->meta[i].value));
-			else
-				cJSON_AddNumberToObject(meta, graph_str(g, g->meta[i].key),
-							(double)g->meta[i].value);
+		for (uint32_t i = 0; i < g->nmeta; i++) {
+			const struct g_meta *m = &g->meta[i];
+			const char *key = graph_str(g, m->key);
+			double fv;
+			memcpy(&fv, &m->value, sizeof fv);
+			/* by type, as the text header prints them */
+			cJSON_AddItemToObject(meta, key,
+					      m->type == GM_STR ? cJSON_CreateString(graph_str(g, (uint32_t)m->value))
+					      : m->type == GM_I64 ? json_int((int64_t)m->value)
+					      : m->type == GM_F64 ? cJSON_CreateNumber(fv)
+								  : json_uint(m->value));
+		}
 		cJSON *ranks = cJSON_AddArrayToObject(j, "ranks");
 		for (uint32_t r = 0; r < g->world; r++)
 			if (rank < 0 ? r == 0 : r == (uint32_t)rank)

@@ -14,13 +14,15 @@
 #include "strmap.h"
 
 /* The distinct per-rank sizes of a dim of `size` split n ways, largest
- * first: "256", or "22/21/20" for a block-sharded uneven split (each block
+ * first: [256], or [22, 21, 20] for a block-sharded uneven split (each block
  * is split on its own, tensor_split style). */
-static const char *per_rank(struct arena *a, const struct lay_axis *x, int64_t size,
-			    int64_t n)
+static cJSON *per_rank(const struct lay_axis *x, int64_t size, int64_t n)
 {
-	if (x->kind != LAY_SHARD || n <= 1)
-		return arena_printf(a, "%" PRId64, size);
+	cJSON *sizes = cJSON_CreateArray();
+	if (x->kind != LAY_SHARD || n <= 1) {
+		cJSON_AddItemToArray(sizes, json_int(size));
+		return sizes;
+	}
 	int64_t seen[8];
 	int ns = 0;
 	for (int64_t r = 0; r < n && ns < 8; r++) {
@@ -35,10 +37,9 @@ static const char *per_rank(struct arena *a, const struct lay_axis *x, int64_t s
 		if (!dup)
 			seen[ns++] = local;
 	}
-	const char *s = "";
 	for (int i = 0; i < ns; i++)
-		s = arena_printf(a, "%s%s%" PRId64, s, i ? "/" : "", seen[i]);
-	return s;
+		cJSON_AddItemToArray(sizes, json_int(seen[i]));
+	return sizes;
 }
 
 /* "blocks.*.attn" for the attention of every block, from blocks.0.attn. */
@@ -76,18 +77,18 @@ static cJSON *attention_json(struct arena *a, const struct plan_cfg *c,
 	int64_t local = tp_heads ? heads / c->tp : heads;
 	int64_t u = uly ? c->ulysses : 1;
 	int64_t per = (local + u - 1) / u;
-	cJSON_AddNumberToObject(j, "heads", (double)heads);
-	cJSON_AddNumberToObject(j, "heads_per_rank", (double)per);
+	cJSON_AddItemToObject(j, "heads", json_int(heads));
+	cJSON_AddItemToObject(j, "heads_per_rank", json_int(per));
 	if (per * u != local)
-		cJSON_AddNumberToObject(j, "padded_heads", (double)(per * u - local));
+		cJSON_AddItemToObject(j, "padded_heads", json_int(per * u - local));
 	const struct ir_shape *q = &m->tensors[o->in[0]].shape;
 	const struct ir_shape *k = &m->tensors[o->in[1]].shape;
 	bool qs = in[0].cp.kind == LAY_SHARD;
 	int64_t cpn = plan_cp(c);
-	cJSON_AddNumberToObject(j, "q_tokens", (double)q->d[1]);
-	cJSON_AddStringToObject(j, "q_tokens_per_rank", per_rank(a, &in[0].cp, q->d[1], cpn));
-	cJSON_AddNumberToObject(j, "kv_tokens", (double)k->d[1]);
-	cJSON_AddStringToObject(j, "kv_tokens_per_rank", per_rank(a, &in[1].cp, k->d[1], cpn));
+	cJSON_AddItemToObject(j, "q_tokens", json_int(q->d[1]));
+	cJSON_AddItemToObject(j, "q_tokens_per_rank", per_rank(&in[0].cp, q->d[1], cpn));
+	cJSON_AddItemToObject(j, "kv_tokens", json_int(k->d[1]));
+	cJSON_AddItemToObject(j, "kv_tokens_per_rank", per_rank(&in[1].cp, k->d[1], cpn));
 	const char *how = "local";
 	if (uly && ring)
 		how = c->rotate == ROTATE_ALLGATHER ? "ulysses all-to-all, ring all-gather"
@@ -103,8 +104,8 @@ static cJSON *attention_json(struct arena *a, const struct plan_cfg *c,
 		/* Ulysses gathers the sequence over its group: each rank then
 		 * holds the tokens of one ring position. */
 		struct lay_axis whole = in[0].cp;
-		cJSON_AddStringToObject(j, "tokens_during_attention",
-					per_rank(a, &whole, q->d[1], c->ring));
+		cJSON_AddItemToObject(j, "tokens_during_attention",
+				      per_rank(&whole, q->d[1], c->ring));
 	}
 	return j;
 }
@@ -120,16 +121,16 @@ cJSON *summary_build(struct arena *a, const struct plan_cfg *c,
 	for (int i = 0; i < m->nparams; i++) {
 		const struct value *v = &m->params[i];
 		if (v->kind == VAL_INT)
-			cJSON_AddNumberToObject(params, m->param_names[i], (double)v->i);
+			cJSON_AddItemToObject(params, m->param_names[i], json_int(v->i));
 		else
 			cJSON_AddStringToObject(params, m->param_names[i], value_str(a, v));
 	}
-	cJSON_AddNumberToObject(j, "world", (double)c->world);
+	cJSON_AddItemToObject(j, "world", json_int(c->world));
 	cJSON *mesh = cJSON_AddArrayToObject(j, "mesh");
 	for (int i = 0; i < c->naxes; i++) {
 		cJSON *ax = cJSON_CreateObject();
 		cJSON_AddStringToObject(ax, "axis", c->axes[i].name);
-		cJSON_AddNumberToObject(ax, "size", (double)c->axes[i].size);
+		cJSON_AddItemToObject(ax, "size", json_int(c->axes[i].size));
 		cJSON_AddItemToArray(mesh, ax);
 	}
 	/* Row-major over the axes as written: the last axis varies fastest,
@@ -217,7 +218,7 @@ cJSON *summary_build(struct arena *a, const struct plan_cfg *c,
 	for (int i = 0; i < m->nweights; i++)
 		wbytes += shape_numel(&m->weights[i].shape);
 	cJSON_AddNumberToObject(j, "weights", m->nweights);
-	cJSON_AddNumberToObject(j, "weight_elements", (double)wbytes);
+	cJSON_AddItemToObject(j, "weight_elements", json_int(wbytes));
 	cJSON_AddNumberToObject(j, "inserted_gathers", lay->nevents);
 	return j;
 }
@@ -234,14 +235,31 @@ static double jnum(const cJSON *o, const char *k)
 	return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
 
+/* An integer member as exact text (it may be beyond 2^53). */
+static const char *jint(const cJSON *o, const char *k, char buf[24])
+{
+	return json_int_text(cJSON_GetObjectItem(o, k), buf);
+}
+
+/* Per-rank sizes [22, 21, 20] as 22/21/20. */
+static void print_sizes(const cJSON *a, FILE *out)
+{
+	const cJSON *n;
+	char buf[24];
+	int i = 0;
+	cJSON_ArrayForEach(n, a)
+		fprintf(out, "%s%s", i++ ? "/" : "", json_int_text(n, buf));
+}
+
 void summary_print_text(const cJSON *j, FILE *out)
 {
 	fprintf(out, "plan %s: model %s(", jstr(j, "plan"), jstr(j, "model"));
 	const cJSON *p;
 	int i = 0;
+	char b1[24], b2[24];
 	cJSON_ArrayForEach(p, cJSON_GetObjectItem(j, "parameters")) {
-		if (cJSON_IsNumber(p))
-			fprintf(out, "%s%s = %.0f", i++ ? ", " : "", p->string, p->valuedouble);
+		if (cJSON_IsNumber(p) || cJSON_IsRaw(p))
+			fprintf(out, "%s%s = %s", i++ ? ", " : "", p->string, json_int_text(p, b1));
 		else
 			fprintf(out, "%s%s = %s", i++ ? ", " : "", p->string, p->valuestring);
 	}
@@ -288,21 +306,25 @@ void summary_print_text(const cJSON *j, FILE *out)
 		fprintf(out, "  attention per rank\n");
 	const cJSON *a;
 	cJSON_ArrayForEach(a, att) {
-		fprintf(out, "    %s (x%.0f): %.0f heads -> %.0f per rank", jstr(a, "module"),
-			jnum(a, "count"), jnum(a, "heads"), jnum(a, "heads_per_rank"));
+		fprintf(out, "    %s (x%.0f): %s heads -> %s per rank", jstr(a, "module"),
+			jnum(a, "count"), jint(a, "heads", b1), jint(a, "heads_per_rank", b2));
 		if (cJSON_GetObjectItem(a, "padded_heads"))
-			fprintf(out, " (%.0f padding)", jnum(a, "padded_heads"));
-		fprintf(out, "; q %.0f -> %s tokens, kv %.0f -> %s tokens; %s",
-			jnum(a, "q_tokens"), jstr(a, "q_tokens_per_rank"), jnum(a, "kv_tokens"),
-			jstr(a, "kv_tokens_per_rank"), jstr(a, "context"));
-		if (cJSON_GetObjectItem(a, "tokens_during_attention"))
-			fprintf(out, " (%s tokens while attending)",
-				jstr(a, "tokens_during_attention"));
+			fprintf(out, " (%s padding)", jint(a, "padded_heads", b1));
+		fprintf(out, "; q %s -> ", jint(a, "q_tokens", b1));
+		print_sizes(cJSON_GetObjectItem(a, "q_tokens_per_rank"), out);
+		fprintf(out, " tokens, kv %s -> ", jint(a, "kv_tokens", b1));
+		print_sizes(cJSON_GetObjectItem(a, "kv_tokens_per_rank"), out);
+		fprintf(out, " tokens; %s", jstr(a, "context"));
+		if (cJSON_GetObjectItem(a, "tokens_during_attention")) {
+			fprintf(out, " (");
+			print_sizes(cJSON_GetObjectItem(a, "tokens_during_attention"), out);
+			fprintf(out, " tokens while attending)");
+		}
 		fprintf(out, "\n");
 	}
-	fprintf(out, "  model     %.0f ops, %.0f modules, %.0f weights (%.0f elements)\n",
+	fprintf(out, "  model     %.0f ops, %.0f modules, %.0f weights (%s elements)\n",
 		jnum(j, "ops"), jnum(j, "modules"), jnum(j, "weights"),
-		jnum(j, "weight_elements"));
+		jint(j, "weight_elements", b1));
 	if (jnum(j, "inserted_gathers"))
 		fprintf(out, "  inserted  %.0f gather%s (see the notes)\n",
 			jnum(j, "inserted_gathers"), jnum(j, "inserted_gathers") == 1 ? "" : "s");

@@ -5,7 +5,7 @@
 # is an I/O error (2) before any work, worded alike by every command; an
 # output that cannot be written is found before the forward pass; --mesh and
 # --context take one statement of their own kind. Ends with
-# "clicmd: N passed, N failed".
+# "clicmd: N passed, N failed". inspect's JSON keeps 64-bit values exact.
 set -u
 BUILD=${1:-build}
 . tests/lib.sh
@@ -66,6 +66,18 @@ expect bad-save 2 "cannot write '$tmp/no/o.st'" "$DTPC" run "$g" --save-outputs 
 if grep -q '^time:' "$tmp/out"; then bad clicmd/bad-save-ran; else ok; fi
 expect run-help 0 '^usage: dtpc' "$DTPC" run --help
 expect inspect-help 0 '^usage: dtpc' "$DTPC" inspect --help
+# inspect's JSON: 64-bit values exact (source_hash passes 2^53)
+"$DTPC" inspect "$g" --format json >"$tmp/i.json" 2>&1
+"$DTPC" inspect "$g" >"$tmp/i.txt" 2>&1
+if python3 - "$tmp/i.json" "$tmp/i.txt" <<'PY'
+import json, re, sys
+meta = json.load(open(sys.argv[1]))["meta"]
+text = open(sys.argv[2]).read()
+want = int(re.search(r"source_hash\s+(\d+)", text).group(1))
+assert meta["source_hash"] == want, (meta["source_hash"], want)
+PY
+then ok; else bad clicmd/inspect-json-int64; fi
+
 # --mesh and --context: one statement each, of their own kind
 tiny="examples/tiny_dit.plan --plan tiny_dit_8"
 # shellcheck disable=SC2086
