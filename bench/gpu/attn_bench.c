@@ -1,0 +1,211 @@
+/* attn_bench.c — kc_attention (bf16 forward) throughput and kc_lse_merge
+ * bandwidth on CUDA device 0.
+ *
+ * Attention: B = 1, H * D = 3072 (H = 24 at D = 128, 48 at D = 64),
+ * Sq = Skv = S for S in 1024 .. 16384; flops = 4 B H S^2 D (two GEMMs).
+ * Merge: B = 1, 4096 tokens, 24 heads of 128, bf16; bytes = out read and
+ * written, out_blk read, both lse read and lse written; shown beside a
+ * device-to-device cudaMemcpy of the out tensor (bytes = read + write).
+ * Each figure: 3 warm-up runs, then the median of 10, each timed by its own
+ * pair of CUDA events on the context's stream.
+ *
+ * One line per case, fields `key=value` after the name:
+ *   attn bf16 d=128 s=4096 b=1 h=24 tflops=... ms=...
+ *   lse_merge bf16 s=4096 h=24 dv=128 gbps=... ms=...
+ *   memcpy_d2d bytes=... gbps=... ms=...
+ * bench/gpu/sdpa_peer.py prints PyTorch's figures in the same format. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda/kernels_cuda.h"
+
+enum { WARMUP = 3, REPS = 10 };
+
+static kc_ctx *ctx;
+
+static void check(int st, const char *what)
+{
+	if (st) {
+		fprintf(stderr, "attn_bench: %s: %s\n", what, kc_error_string(st));
+		exit(1);
+	}
+}
+
+static void *dev_alloc(size_t bytes)
+{
+	void *p;
+
+	check(kc_alloc(ctx, &p, bytes), "kc_alloc");
+	return p;
+}
+
+static uint64_t rng_state = 0x5851f42d4c957f2dull;
+
+static uint64_t rng_next(void)
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* n bf16 values uniform in (-1, 1) (truncated from float: only the spread
+ * of the values matters here) uploaded into a new device buffer. */
+static void *dev_random_bf16(size_t n)
+{
+	uint16_t *h = malloc(n * sizeof *h);
+	void *d = dev_alloc(n * sizeof *h);
+
+	if (!h) {
+		fprintf(stderr, "attn_bench: out of host memory\n");
+		exit(1);
+	}
+	for (size_t i = 0; i < n; i++) {
+		float f = (float)((2.0 * (double)(rng_next() >> 40) + 1.0) / 16777216.0 - 1.0);
+		uint32_t u;
+
+		memcpy(&u, &f, 4);
+		h[i] = (uint16_t)(u >> 16);
+	}
+	check(kc_upload(ctx, d, h, n * sizeof *h), "kc_upload");
+	free(h);
+	return d;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* What one timed run does. */
+struct job {
+	int kind; /* 0 attention, 1 merge, 2 memcpy */
+	void *q, *k, *v, *out, *out2;
+	float *lse, *lse2;
+	int64_t S, H, D;
+	size_t bytes;
+};
+
+static void run_job(const struct job *j)
+{
+	int st;
+
+	if (j->kind == 0)
+		st = kc_attention(ctx, KC_BF16, j->q, j->H * j->D, j->k, j->H * j->D, j->v,
+				  j->H * j->D, j->out, j->lse, 1, j->S, j->S, j->H, j->D, j->D,
+				  NULL);
+	else if (j->kind == 1)
+		st = kc_lse_merge(ctx, KC_BF16, j->out, j->lse, j->out2, j->lse2, 1, j->S, j->H,
+				  j->D);
+	else
+		st = kc_copy(ctx, j->out, j->out2, j->bytes);
+	check(st, "launch");
+}
+
+/* Median milliseconds of REPS runs after WARMUP. */
+static double time_job(const struct job *j)
+{
+	cudaStream_t s = (cudaStream_t)kc_stream(ctx);
+	cudaEvent_t ev[2 * REPS];
+	float ms[REPS];
+
+	for (int i = 0; i < 2 * REPS; i++)
+		check((int)cudaEventCreate(&ev[i]), "cudaEventCreate");
+	for (int i = 0; i < WARMUP; i++)
+		run_job(j);
+	check(kc_sync(ctx), "warm-up");
+	for (int i = 0; i < REPS; i++) {
+		check((int)cudaEventRecord(ev[2 * i], s), "cudaEventRecord");
+		run_job(j);
+		check((int)cudaEventRecord(ev[2 * i + 1], s), "cudaEventRecord");
+	}
+	check(kc_sync(ctx), "timed runs");
+	for (int i = 0; i < REPS; i++)
+		check((int)cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]),
+		      "cudaEventElapsedTime");
+	for (int i = 0; i < 2 * REPS; i++)
+		cudaEventDestroy(ev[i]);
+	qsort(ms, REPS, sizeof ms[0], cmp_float);
+	return 0.5 * ((double)ms[REPS / 2 - 1] + (double)ms[REPS / 2]);
+}
+
+int main(void)
+{
+	static const int64_t seqs[] = { 1024, 2048, 4096, 8192, 16384 };
+	static const int64_t dims[] = { 64, 128 };
+	const int64_t HD = 3072, SMAX = 16384;
+	char err[256];
+
+	if (kc_device_count() == 0) {
+		printf("# SKIP no CUDA device\n");
+		return 77;
+	}
+	check(kc_create(&ctx, 0, err, sizeof err), err);
+
+	/* one set of operands at the largest size; smaller cases use prefixes */
+	struct job j = { 0 };
+	j.q = dev_random_bf16((size_t)(SMAX * HD));
+	j.k = dev_random_bf16((size_t)(SMAX * HD));
+	j.v = dev_random_bf16((size_t)(SMAX * HD));
+	j.out = dev_alloc((size_t)(SMAX * HD) * 2);
+	j.lse = dev_alloc((size_t)SMAX * (size_t)(HD / 64) * sizeof(float));
+	for (size_t di = 0; di < 2; di++) {
+		for (size_t si = 0; si < sizeof seqs / sizeof seqs[0]; si++) {
+			j.D = dims[di];
+			j.H = HD / j.D;
+			j.S = seqs[si];
+			double ms = time_job(&j);
+			double flops = 4.0 * (double)j.H * (double)j.S * (double)j.S * (double)j.D;
+
+			printf("attn bf16 d=%lld s=%lld b=1 h=%lld tflops=%.1f ms=%.3f\n",
+			       (long long)j.D, (long long)j.S, (long long)j.H, flops / ms * 1e-9, ms);
+			fflush(stdout);
+		}
+	}
+	kc_free(ctx, j.q);
+	kc_free(ctx, j.k);
+	kc_free(ctx, j.v);
+	kc_free(ctx, j.out);
+	kc_free(ctx, j.lse);
+
+	/* merge: lse in [-4, 4) on both sides, so every row mixes both */
+	struct job m = { .kind = 1, .S = 4096, .H = 24, .D = 128 };
+	size_t n = (size_t)(m.S * m.H * m.D), nrow = (size_t)(m.S * m.H);
+	float *hl = malloc(nrow * sizeof *hl);
+	if (!hl) {
+		fprintf(stderr, "attn_bench: out of host memory\n");
+		return 1;
+	}
+	m.out = dev_random_bf16(n);
+	m.out2 = dev_random_bf16(n);
+	m.lse = dev_alloc(nrow * sizeof(float));
+	m.lse2 = dev_alloc(nrow * sizeof(float));
+	for (int side = 0; side < 2; side++) {
+		for (size_t i = 0; i < nrow; i++)
+			hl[i] = (float)(8.0 * (double)(rng_next() >> 40) / 16777216.0 - 4.0);
+		check(kc_upload(ctx, side ? m.lse2 : m.lse, hl, nrow * sizeof *hl), "kc_upload");
+	}
+	free(hl);
+	double ms = time_job(&m);
+	double bytes = 3.0 * (double)n * 2.0 + 3.0 * (double)nrow * sizeof(float);
+	printf("lse_merge bf16 s=%lld h=%lld dv=%lld gbps=%.1f ms=%.4f\n", (long long)m.S,
+	       (long long)m.H, (long long)m.D, bytes / ms * 1e-6, ms);
+
+	struct job c = { .kind = 2, .out = m.out, .out2 = m.out2, .bytes = n * 2 };
+	ms = time_job(&c);
+	printf("memcpy_d2d bytes=%zu gbps=%.1f ms=%.4f\n", c.bytes,
+	       2.0 * (double)c.bytes / ms * 1e-6, ms);
+	kc_free(ctx, m.out);
+	kc_free(ctx, m.out2);
+	kc_free(ctx, m.lse);
+	kc_free(ctx, m.lse2);
+	kc_destroy(ctx);
+	return 0;
+}

@@ -1,0 +1,674 @@
+/* test_cuda_attention.c — kc_attention and kc_lse_merge against the CPU
+ * kernels (k_attention, k_lse_merge) on the same inputs.
+ *
+ * Inputs are uniform in (-1, 1), never 0, from a fixed-seed PRNG; for bf16
+ * and f16 they are rounded to the storage dtype before the float reference
+ * sees them, so the comparison measures only the kernel's own error (its
+ * roundings of P and of the output). Sizes are not multiples of any tile,
+ * so masks and tails are exercised, and layouts cover contiguous operands,
+ * q/k/v inside one packed [B, S, 3*H*D] buffer, padded row strides, and
+ * operands one element off 16-byte alignment (the generic path for bf16 and
+ * f16). Device outputs are filled with 0xff bytes (NaN in every dtype)
+ * before each launch, so an element the kernel never writes shows as NaN.
+ *
+ * Measures: out by normwise relative error ||got - ref||_2 / ||ref||_2 (a
+ * sum of many rounded terms; an elementwise bound would be meaningless
+ * where the reference is near 0); lse by absolute error (it is a logarithm:
+ * an absolute error e is a relative error e of the softmax denominator).
+ * Two negative controls perturb one input after the reference is taken and
+ * must be detected.
+ *
+ * TAP on stdout; exit 1 on any failure, 77 without a CUDA device. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/kernels.h"
+#include "kernels/cuda/kernels_cuda.h"
+
+#define TOL_OUT_F32 1e-5
+#define TOL_OUT_LOW 1e-2 /* bf16, f16 */
+#define TOL_LSE_F32 1e-4
+#define TOL_LSE_LOW 2e-2
+
+static int n_tests, n_failed;
+static kc_ctx *ctx;
+
+static void tap(int ok, const char *name, const char *detail)
+{
+	++n_tests;
+	if (!ok)
+		++n_failed;
+	printf("%sok %d - %s%s%s\n", ok ? "" : "not ", n_tests, name, detail[0] ? " " : "",
+	       detail);
+	fflush(stdout);
+}
+
+/* ---- inputs ---- */
+
+static uint64_t rng_state = 0x9d2c5680a3b1e4f7ull;
+
+static uint64_t rng_next(void)
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* Odd multiples of 2^-24 in (-1, 1): never 0. */
+static float urand(void)
+{
+	return (float)((2.0 * (double)(rng_next() >> 40) + 1.0) / 16777216.0 - 1.0);
+}
+
+/* ---- storage dtypes on the host (round to nearest even) ---- */
+
+static uint16_t f32_to_bf16(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (uint16_t)(u >> 16);
+}
+
+static float bf16_to_f32(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static uint16_t f32_to_f16(float f)
+{
+	uint32_t u, a, e, m, k, rem, half, shift;
+	uint16_t sign;
+
+	memcpy(&u, &f, 4);
+	sign = (uint16_t)((u >> 16) & 0x8000u);
+	a = u & 0x7fffffffu;
+	if (a > 0x7f800000u)
+		return sign | 0x7e00u;
+	if (a >= 0x477ff000u) /* >= 65520 rounds to infinity */
+		return sign | 0x7c00u;
+	if (a <= 0x33000000u) /* <= 2^-25: ties to the even 0 */
+		return sign;
+	e = a >> 23;
+	m = (a & 0x7fffffu) | 0x800000u;
+	if (e < 113) { /* below 2^-14: subnormal, units of 2^-24 */
+		shift = 126 - e;
+		k = m >> shift;
+		rem = m & ((1u << shift) - 1u);
+		half = 1u << (shift - 1);
+		if (rem > half || (rem == half && (k & 1u)))
+			k++;
+		return sign | (uint16_t)k; /* k = 0x400 is the smallest normal */
+	}
+	k = ((e - 112) << 10) | ((m >> 13) & 0x3ffu);
+	rem = m & 0x1fffu;
+	if (rem > 0x1000u || (rem == 0x1000u && (k & 1u)))
+		k++; /* a carry into the exponent is still right */
+	return sign | (uint16_t)k;
+}
+
+static float f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
+	float f;
+
+	if (e == 0) {
+		f = ldexpf((float)m, -24);
+		return sign ? -f : f;
+	}
+	u = sign | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112) << 23) | (m << 13));
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static const char *dtype_name(enum kc_dtype t)
+{
+	return t == KC_F32 ? "f32" : t == KC_BF16 ? "bf16" : "f16";
+}
+
+/* x rounded to dtype t, as a float. */
+static float round_to(enum kc_dtype t, float x)
+{
+	if (t == KC_BF16)
+		return bf16_to_f32(f32_to_bf16(x));
+	if (t == KC_F16)
+		return f16_to_f32(f32_to_f16(x));
+	return x;
+}
+
+/* n floats into dtype t (exact when they were rounded to t). */
+static void *to_dtype(enum kc_dtype t, const float *x, size_t n)
+{
+	void *p = malloc(n * kc_dtype_size(t) + 1);
+
+	if (!p) {
+		fprintf(stderr, "out of host memory\n");
+		exit(1);
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (t == KC_F32)
+			((float *)p)[i] = x[i];
+		else if (t == KC_BF16)
+			((uint16_t *)p)[i] = f32_to_bf16(x[i]);
+		else
+			((uint16_t *)p)[i] = f32_to_f16(x[i]);
+	}
+	return p;
+}
+
+static void from_dtype(enum kc_dtype t, const void *p, float *x, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (t == KC_F32)
+			x[i] = ((const float *)p)[i];
+		else if (t == KC_BF16)
+			x[i] = bf16_to_f32(((const uint16_t *)p)[i]);
+		else
+			x[i] = f16_to_f32(((const uint16_t *)p)[i]);
+	}
+}
+
+static void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+
+	if (!p) {
+		fprintf(stderr, "out of host memory\n");
+		exit(1);
+	}
+	return p;
+}
+
+/* ---- device helpers: any failure ends the test with the reason ---- */
+
+static void check(int st, const char *what)
+{
+	if (st) {
+		printf("not ok %d - %s: %s\n", ++n_tests, what, kc_error_string(st));
+		printf("# %d passed, %d failed\n", n_tests - n_failed - 1, n_failed + 1);
+		exit(1);
+	}
+}
+
+static void *dev_alloc(size_t bytes)
+{
+	void *p;
+
+	check(kc_alloc(ctx, &p, bytes), "kc_alloc");
+	return p;
+}
+
+/* ---- comparisons ---- */
+
+/* Normwise relative error of got against ref; fails on any non-finite got
+ * (NaN there means the element was never written). On failure `detail`
+ * says which element and how; `coords` names the element at a flat index. */
+static int compare_out(const float *got, const float *ref, size_t n, double tol, double *err,
+		       void (*coords)(size_t, char *, size_t, const void *), const void *cx,
+		       char *detail, size_t dl)
+{
+	double num = 0.0, den = 0.0, worst = -1.0;
+	size_t wi = 0;
+	char where[96];
+
+	for (size_t i = 0; i < n; i++) {
+		if (!isfinite(got[i])) {
+			coords(i, where, sizeof where, cx);
+			snprintf(detail, dl, "# out%s = %g (unwritten or non-finite), expected %.6g",
+				 where, (double)got[i], (double)ref[i]);
+			*err = INFINITY;
+			return 0;
+		}
+		double d = (double)got[i] - (double)ref[i];
+
+		num += d * d;
+		den += (double)ref[i] * ref[i];
+		if (fabs(d) > worst) {
+			worst = fabs(d);
+			wi = i;
+		}
+	}
+	*err = den > 0.0 ? sqrt(num / den) : sqrt(num);
+	coords(wi, where, sizeof where, cx);
+	snprintf(detail, dl, "# rel err %.3g (tol %.0e); worst out%s = %.6g, expected %.6g",
+		 *err, tol, where, (double)got[wi], (double)ref[wi]);
+	return *err <= tol;
+}
+
+/* Absolute error of log-sum-exps; -inf (an empty row) must match exactly. */
+static int compare_lse(const float *got, const float *ref, size_t n, double tol, double *err,
+		       void (*coords)(size_t, char *, size_t, const void *), const void *cx,
+		       char *detail, size_t dl)
+{
+	double worst = 0.0;
+	char where[96];
+
+	for (size_t i = 0; i < n; i++) {
+		int both_empty = got[i] == -INFINITY && ref[i] == -INFINITY;
+		double d = both_empty ? 0.0 : fabs((double)got[i] - (double)ref[i]);
+
+		if (isnan(got[i]) || (!both_empty && !(d <= tol))) {
+			coords(i, where, sizeof where, cx);
+			snprintf(detail, dl, "# lse%s = %.7g, expected %.7g (tol %.0e)", where,
+				 (double)got[i], (double)ref[i], tol);
+			*err = isnan(d) ? INFINITY : d;
+			return 0;
+		}
+		if (d > worst)
+			worst = d;
+	}
+	*err = worst;
+	detail[0] = 0;
+	return 1;
+}
+
+/* ---- attention ---- */
+
+enum layout { CONTIG, PACKED, PADDED, OFFSET };
+static const char *layout_name[] = { "contiguous", "packed qkv", "padded strides",
+				     "misaligned" };
+
+struct attn_shape {
+	int64_t B, Sq, Skv, H, D, Dv;
+};
+
+static void out_coords(size_t i, char *s, size_t n, const void *cx)
+{
+	const struct attn_shape *a = cx;
+	int64_t d = (int64_t)i % a->Dv, h = (int64_t)i / a->Dv % a->H;
+	int64_t q = (int64_t)i / (a->Dv * a->H) % a->Sq, b = (int64_t)i / (a->Dv * a->H * a->Sq);
+
+	snprintf(s, n, "[b=%lld,s=%lld,h=%lld,d=%lld]", (long long)b, (long long)q, (long long)h,
+		 (long long)d);
+}
+
+static void lse_coords(size_t i, char *s, size_t n, const void *cx)
+{
+	const struct attn_shape *a = cx;
+	int64_t q = (int64_t)i % a->Sq, h = (int64_t)i / a->Sq % a->H, b = (int64_t)i / (a->Sq * a->H);
+
+	snprintf(s, n, "[b=%lld,h=%lld,s=%lld]", (long long)b, (long long)h, (long long)q);
+}
+
+/* One kc_attention case against k_attention. perturb: the negative control,
+ * one value element changed after the reference is taken; the case passes
+ * when the comparison then fails. */
+static void attn_case(enum kc_dtype t, int64_t B, int64_t Sq, int64_t Skv, int64_t H, int64_t D,
+		      int64_t Dv, enum layout lay, int want_lse, int perturb)
+{
+	struct attn_shape shp = { B, Sq, Skv, H, D, Dv };
+	size_t es = kc_dtype_size(t);
+	/* element offset of q, k, v in their (one or three) host buffers */
+	int64_t qs, ks, vs, qoff = 0, koff = 0, voff = 0;
+	int64_t nq, nk, nv; /* buffer lengths in elements */
+
+	if (lay == PACKED) {
+		qs = ks = vs = H * D + H * D + H * Dv;
+		koff = H * D;
+		voff = 2 * H * D;
+	} else if (lay == PADDED) {
+		qs = H * D + 8;
+		ks = H * D + 24;
+		vs = H * Dv + 16;
+	} else if (lay == OFFSET) {
+		qs = H * D + 1;
+		ks = H * D + 3;
+		vs = H * Dv + 1;
+		qoff = koff = voff = 1;
+	} else {
+		qs = ks = H * D;
+		vs = H * Dv;
+	}
+	nq = qoff + B * Sq * qs;
+	nk = koff + B * Skv * ks;
+	nv = voff + B * Skv * vs;
+	if (lay == PACKED)
+		nk = nv = nq;
+
+	float *qf = xmalloc((size_t)nq * sizeof *qf);
+	float *kf = lay == PACKED ? qf : xmalloc((size_t)nk * sizeof *kf);
+	float *vf = lay == PACKED ? qf : xmalloc((size_t)nv * sizeof *vf);
+	for (int64_t i = 0; i < nq; i++)
+		qf[i] = round_to(t, urand());
+	if (lay != PACKED) {
+		for (int64_t i = 0; i < nk; i++)
+			kf[i] = round_to(t, urand());
+		for (int64_t i = 0; i < nv; i++)
+			vf[i] = round_to(t, urand());
+	}
+
+	size_t nout = (size_t)(B * Sq * H * Dv), nlse = (size_t)(B * H * Sq);
+	float *ref = xmalloc(nout * sizeof *ref), *ref_lse = xmalloc(nlse * sizeof *ref_lse);
+	void *ws = xmalloc(k_attention_workspace(Sq, Skv, D, Dv));
+	k_attention(qf + qoff, qs, kf + koff, ks, vf + voff, vs, ref, ref_lse, B, Sq, Skv, H, D,
+		    Dv, ws);
+	free(ws);
+	if (perturb)
+		vf[voff] = round_to(t, vf[voff] + 8.0f);
+
+	/* device copies */
+	void *hq = to_dtype(t, qf, (size_t)nq), *hk = NULL, *hv = NULL;
+	char *dq = dev_alloc((size_t)nq * es), *dk = dq, *dv = dq;
+	check(kc_upload(ctx, dq, hq, (size_t)nq * es), "kc_upload q");
+	if (lay != PACKED) {
+		hk = to_dtype(t, kf, (size_t)nk);
+		hv = to_dtype(t, vf, (size_t)nv);
+		dk = dev_alloc((size_t)nk * es);
+		dv = dev_alloc((size_t)nv * es);
+		check(kc_upload(ctx, dk, hk, (size_t)nk * es), "kc_upload k");
+		check(kc_upload(ctx, dv, hv, (size_t)nv * es), "kc_upload v");
+	}
+	void *dout = dev_alloc(nout * es);
+	float *dlse = dev_alloc(nlse * sizeof(float));
+	check(kc_memset(ctx, dout, 0xff, nout * es), "kc_memset out");
+	check(kc_memset(ctx, dlse, 0xff, nlse * sizeof(float)), "kc_memset lse");
+
+	size_t wsb = kc_attention_workspace(t, B, Sq, Skv, H, D, Dv);
+	void *dws = wsb ? dev_alloc(wsb) : NULL;
+	char name[256], detail[512] = "";
+	snprintf(name, sizeof name, "%sattention %s B=%lld Sq=%lld Skv=%lld H=%lld D=%lld Dv=%lld %s%s",
+		 perturb ? "negative control: " : "", dtype_name(t), (long long)B, (long long)Sq,
+		 (long long)Skv, (long long)H, (long long)D, (long long)Dv, layout_name[lay],
+		 want_lse ? "" : " lse=NULL");
+
+	int st = kc_attention(ctx, t, dq + (size_t)qoff * es, qs, dk + (size_t)koff * es, ks,
+			      dv + (size_t)voff * es, vs, dout, want_lse ? dlse : NULL, B, Sq, Skv,
+			      H, D, Dv, dws);
+	if (st == 0)
+		st = kc_sync(ctx);
+	if (st) {
+		snprintf(detail, sizeof detail, "# kc_attention: %s", kc_error_string(st));
+		tap(0, name, detail);
+		/* a kernel fault leaves the context unusable: stop here */
+		printf("# %d passed, %d failed\n", n_tests - n_failed, n_failed);
+		exit(1);
+	}
+
+	void *hout = xmalloc(nout * es);
+	float *got = xmalloc(nout * sizeof *got), *got_lse = xmalloc(nlse * sizeof *got_lse);
+	check(kc_download(ctx, hout, dout, nout * es), "kc_download out");
+	check(kc_download(ctx, got_lse, dlse, nlse * sizeof(float)), "kc_download lse");
+	from_dtype(t, hout, got, nout);
+
+	double tol_o = t == KC_F32 ? TOL_OUT_F32 : TOL_OUT_LOW;
+	double tol_l = t == KC_F32 ? TOL_LSE_F32 : TOL_LSE_LOW;
+	double eo, el = 0.0;
+	char dl[256] = "";
+	int ok = compare_out(got, ref, nout, tol_o, &eo, out_coords, &shp, detail, sizeof detail);
+	if (want_lse) {
+		int okl = compare_lse(got_lse, ref_lse, nlse, tol_l, &el, lse_coords, &shp, dl,
+				      sizeof dl);
+		if (!okl) {
+			size_t len = strlen(detail);
+			snprintf(detail + len, sizeof detail - len, "; %s", dl);
+		}
+		ok = ok && okl;
+	} else {
+		/* the untouched lse buffer must still be all 0xff bytes */
+		for (size_t i = 0; i < nlse && ok; i++) {
+			uint32_t u;
+
+			memcpy(&u, &got_lse[i], 4);
+			if (u != 0xffffffffu) {
+				snprintf(detail, sizeof detail,
+					 "# lse=NULL but lse[%zu] was written (%g)", i,
+					 (double)got_lse[i]);
+				ok = 0;
+			}
+		}
+	}
+	if (perturb) {
+		char d2[600];
+
+		snprintf(d2, sizeof d2, "# %s", ok ? "NOT DETECTED: " : "detected: ");
+		strncat(d2, detail + 2, sizeof d2 - strlen(d2) - 1);
+		tap(!ok, name, d2);
+	} else {
+		if (ok) {
+			snprintf(detail, sizeof detail, "# rel err %.2e, lse abs err %.2e", eo, el);
+		}
+		tap(ok, name, detail);
+	}
+
+	free(hout);
+	free(got);
+	free(got_lse);
+	free(ref);
+	free(ref_lse);
+	free(hq);
+	free(hk);
+	free(hv);
+	if (lay != PACKED) {
+		free(kf);
+		free(vf);
+		kc_free(ctx, dk);
+		kc_free(ctx, dv);
+	}
+	free(qf);
+	kc_free(ctx, dq);
+	kc_free(ctx, dout);
+	kc_free(ctx, dlse);
+	kc_free(ctx, dws);
+}
+
+static void attention_tests(enum kc_dtype t)
+{
+	static const struct {
+		int64_t B, H, Sq, Skv;
+		enum layout lay;
+	} fast[] = {
+		{ 1, 1, 1, 1, CONTIG },	     { 1, 3, 3, 5, CONTIG },
+		{ 2, 1, 67, 130, CONTIG },   { 1, 3, 129, 513, CONTIG },
+		{ 2, 3, 1000, 2049, CONTIG }, { 1, 1, 1, 2049, CONTIG },
+		{ 2, 3, 1000, 1, CONTIG },   { 1, 3, 129, 5, CONTIG },
+		{ 2, 1, 3, 513, CONTIG },    { 2, 3, 130, 130, PACKED },
+		{ 1, 3, 1000, 1000, PACKED }, { 2, 3, 67, 513, PADDED },
+		{ 1, 3, 67, 130, OFFSET },   { 2, 12, 1000, 513, CONTIG },
+		{ 1, 1, 64, 64, CONTIG },    { 1, 2, 128, 192, CONTIG },
+	};
+	static const int64_t dims[] = { 64, 128 };
+
+	for (size_t di = 0; di < 2; di++)
+		for (size_t i = 0; i < sizeof fast / sizeof fast[0]; i++)
+			attn_case(t, fast[i].B, fast[i].Sq, fast[i].Skv, fast[i].H, dims[di],
+				  dims[di], fast[i].lay, 1, 0);
+
+	/* generic sizes */
+	attn_case(t, 1, 1, 1, 1, 16, 24, CONTIG, 1, 0);
+	attn_case(t, 2, 3, 5, 3, 16, 24, CONTIG, 1, 0);
+	attn_case(t, 1, 67, 130, 3, 16, 24, CONTIG, 1, 0);
+	attn_case(t, 2, 129, 513, 1, 16, 24, PADDED, 1, 0);
+	attn_case(t, 1, 1000, 2049, 3, 16, 24, CONTIG, 1, 0);
+	attn_case(t, 1, 17, 17, 2, 16, 24, OFFSET, 1, 0);
+	attn_case(t, 1, 67, 130, 3, 72, 72, CONTIG, 1, 0);
+	attn_case(t, 2, 1000, 513, 1, 72, 72, CONTIG, 1, 0);
+	attn_case(t, 1, 129, 129, 3, 72, 72, PACKED, 1, 0);
+	attn_case(t, 2, 3, 17, 2, 72, 72, OFFSET, 1, 0);
+	attn_case(t, 1, 129, 513, 3, 128, 64, CONTIG, 1, 0);
+	attn_case(t, 1, 67, 130, 2, 256, 256, CONTIG, 1, 0);
+	attn_case(t, 1, 67, 130, 3, 64, 64, CONTIG, 0, 0);
+	attn_case(t, 1, 67, 130, 3, 16, 24, CONTIG, 0, 0);
+}
+
+/* ---- the ring merge ---- */
+
+struct merge_shape {
+	int64_t B, Sq, H, Dv;
+};
+
+static void mout_coords(size_t i, char *s, size_t n, const void *cx)
+{
+	const struct merge_shape *m = cx;
+	struct attn_shape a = { m->B, m->Sq, 1, m->H, 1, m->Dv };
+
+	out_coords(i, s, n, &a);
+}
+
+static void mlse_coords(size_t i, char *s, size_t n, const void *cx)
+{
+	const struct merge_shape *m = cx;
+	struct attn_shape a = { m->B, m->Sq, 1, m->H, 1, m->Dv };
+
+	lse_coords(i, s, n, &a);
+}
+
+/* One kc_lse_merge case against k_lse_merge. About one row in seven of
+ * each operand is empty (lse -inf), with NaN in its out to catch a merge
+ * that reads it; rows empty on both sides keep finite accumulator values,
+ * which the merge must leave as they are. offset: out and out_blk one
+ * element off 16-byte alignment (the scalar path). */
+static void merge_case(enum kc_dtype t, int64_t B, int64_t Sq, int64_t H, int64_t Dv, int offset,
+		       int perturb)
+{
+	struct merge_shape shp = { B, Sq, H, Dv };
+	size_t es = kc_dtype_size(t), nrow = (size_t)(B * Sq * H), n = nrow * (size_t)Dv;
+	float *oa = xmalloc(n * sizeof *oa), *ob = xmalloc(n * sizeof *ob);
+	float *la = xmalloc(nrow * sizeof *la), *lb = xmalloc(nrow * sizeof *lb);
+	int64_t prow = -1; /* a row with both sides present, for the control */
+
+	for (int64_t b = 0; b < B; b++)
+		for (int64_t s = 0; s < Sq; s++)
+			for (int64_t h = 0; h < H; h++) {
+				size_t li = (size_t)((b * H + h) * Sq + s);
+				size_t oi = (size_t)(((b * Sq + s) * H + h) * Dv);
+				int ea = rng_next() % 7 == 0, eb = rng_next() % 7 == 0;
+
+				la[li] = ea ? -INFINITY : 4.0f * urand();
+				lb[li] = eb ? -INFINITY : 4.0f * urand();
+				for (int64_t d = 0; d < Dv; d++) {
+					oa[oi + d] = ea && !eb ? NAN : round_to(t, urand());
+					ob[oi + d] = eb ? NAN : round_to(t, urand());
+				}
+				if (!ea && !eb && prow < 0)
+					prow = (int64_t)oi;
+			}
+
+	void *ha = to_dtype(t, oa, n), *hb = to_dtype(t, ob, n);
+	float *ref = xmalloc(n * sizeof *ref), *ref_lse = xmalloc(nrow * sizeof *ref_lse);
+	memcpy(ref, oa, n * sizeof *ref);
+	memcpy(ref_lse, la, nrow * sizeof *ref_lse);
+	k_lse_merge(ref, ref_lse, ob, lb, B, Sq, H, Dv);
+	if (perturb && prow >= 0) {
+		ob[prow] = round_to(t, ob[prow] + 8.0f);
+		free(hb);
+		hb = to_dtype(t, ob, n);
+	}
+
+	size_t off = offset ? es : 0;
+	char *da = dev_alloc(n * es + off), *db = dev_alloc(n * es + off);
+	float *dla = dev_alloc(nrow * sizeof(float)), *dlb = dev_alloc(nrow * sizeof(float));
+	check(kc_upload(ctx, da + off, ha, n * es), "kc_upload out");
+	check(kc_upload(ctx, db + off, hb, n * es), "kc_upload out_blk");
+	check(kc_upload(ctx, dla, la, nrow * sizeof(float)), "kc_upload lse");
+	check(kc_upload(ctx, dlb, lb, nrow * sizeof(float)), "kc_upload lse_blk");
+
+	char name[256], detail[512] = "", dl[256] = "";
+	snprintf(name, sizeof name, "%slse_merge %s B=%lld Sq=%lld H=%lld Dv=%lld%s",
+		 perturb ? "negative control: " : "", dtype_name(t), (long long)B, (long long)Sq,
+		 (long long)H, (long long)Dv, offset ? " misaligned" : "");
+	int st = kc_lse_merge(ctx, t, da + off, dla, db + off, dlb, B, Sq, H, Dv);
+	if (st == 0)
+		st = kc_sync(ctx);
+	if (st) {
+		snprintf(detail, sizeof detail, "# kc_lse_merge: %s", kc_error_string(st));
+		tap(0, name, detail);
+		printf("# %d passed, %d failed\n", n_tests - n_failed, n_failed);
+		exit(1);
+	}
+
+	void *hout = xmalloc(n * es);
+	float *got = xmalloc(n * sizeof *got), *got_lse = xmalloc(nrow * sizeof *got_lse);
+	check(kc_download(ctx, hout, da + off, n * es), "kc_download out");
+	check(kc_download(ctx, got_lse, dla, nrow * sizeof(float)), "kc_download lse");
+	from_dtype(t, hout, got, n);
+
+	double tol_o = t == KC_F32 ? TOL_OUT_F32 : TOL_OUT_LOW;
+	double tol_l = t == KC_F32 ? TOL_LSE_F32 : TOL_LSE_LOW;
+	double eo, el;
+	int ok = compare_out(got, ref, n, tol_o, &eo, mout_coords, &shp, detail, sizeof detail);
+	int okl = compare_lse(got_lse, ref_lse, nrow, tol_l, &el, mlse_coords, &shp, dl, sizeof dl);
+	if (!okl) {
+		size_t len = strlen(detail);
+		snprintf(detail + len, sizeof detail - len, "; %s", dl);
+	}
+	ok = ok && okl;
+	if (perturb) {
+		char d2[600];
+
+		snprintf(d2, sizeof d2, "# %s", ok ? "NOT DETECTED: " : "detected: ");
+		strncat(d2, detail + 2, sizeof d2 - strlen(d2) - 1);
+		tap(!ok && prow >= 0, name, d2);
+	} else {
+		if (ok)
+			snprintf(detail, sizeof detail, "# rel err %.2e, lse abs err %.2e", eo, el);
+		tap(ok, name, detail);
+	}
+
+	free(hout);
+	free(got);
+	free(got_lse);
+	free(ref);
+	free(ref_lse);
+	free(ha);
+	free(hb);
+	free(oa);
+	free(ob);
+	free(la);
+	free(lb);
+	kc_free(ctx, da);
+	kc_free(ctx, db);
+	kc_free(ctx, dla);
+	kc_free(ctx, dlb);
+}
+
+static void merge_tests(enum kc_dtype t)
+{
+	merge_case(t, 1, 1, 1, 1, 0, 0);
+	merge_case(t, 2, 17, 3, 24, 0, 0);
+	merge_case(t, 1, 5, 2, 7, 0, 0);
+	merge_case(t, 2, 67, 3, 72, 0, 0);
+	merge_case(t, 2, 130, 3, 13, 0, 0);
+	merge_case(t, 1, 3, 2, 64, 1, 0);
+	merge_case(t, 2, 67, 3, 128, 1, 0);
+	merge_case(t, 1, 4096, 24, 128, 0, 0);
+	merge_case(t, 1, 1000, 3, 256, 0, 0);
+}
+
+int main(void)
+{
+	char err[256];
+	static const enum kc_dtype types[] = { KC_F32, KC_BF16, KC_F16 };
+
+	if (kc_device_count() == 0) {
+		printf("# SKIP no CUDA device\n");
+		return 77;
+	}
+	check(kc_create(&ctx, 0, err, sizeof err), err);
+
+	/* the comparisons must notice a single wrong input */
+	attn_case(KC_F32, 1, 3, 5, 1, 64, 64, CONTIG, 1, 1);
+	attn_case(KC_BF16, 1, 67, 130, 3, 128, 128, CONTIG, 1, 1);
+	merge_case(KC_F32, 1, 5, 2, 64, 0, 1);
+
+	for (size_t i = 0; i < 3; i++) {
+		attention_tests(types[i]);
+		merge_tests(types[i]);
+	}
+	kc_destroy(ctx);
+	printf("1..%d\n", n_tests);
+	printf("# %d passed, %d failed\n", n_tests - n_failed, n_failed);
+	return n_failed ? 1 : 0;
+}
