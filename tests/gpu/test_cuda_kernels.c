@@ -1,0 +1,938 @@
+/* test_cuda_kernels.c — the CUDA kernels (kernels_cuda.h) against the CPU
+ * kernels (kernels/cpu/kernels.h), in float32, bfloat16 and float16.
+ *
+ * Every case draws fresh inputs in [-1, 1) (never 0) from a seeded PRNG; for
+ * 16-bit storage the inputs are rounded to it first, so the CPU reference
+ * sees exactly the values the device reads. Sizes are odd and straddle every
+ * tile and vector width; pointers are offset by one element to reach the
+ * unaligned paths; in-place variants run where the CPU header allows them.
+ * Device outputs are poisoned with 0xff bytes (NaN in every dtype) before
+ * each launch, so an element nobody wrote fails.
+ *
+ * A case passes when every element is finite, the normwise relative error
+ * ||got - ref||_2 / ||ref||_2 is at most TOL (1e-5 float32, 1e-2 16-bit:
+ * the output's own rounding is 2^-9 for bf16), and no element is off by
+ * more than 10 TOL (|ref_i| + rms(ref)), which catches a single wrong
+ * element that the norm of a large tensor would dilute. Negative controls
+ * check that the comparison does catch each kind of fault.
+ *
+ * Output is TAP; the last line is "# N passed, N failed"; the exit status is
+ * nonzero on any failure, and 77 (skip) without a CUDA device. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/kernels.h"
+#include "kernels/cuda/kernels_cuda.h"
+
+static kc_ctx *ctx;
+static int n_pass, n_fail;
+
+static const enum kc_dtype DTYPES[] = {KC_F32, KC_BF16, KC_F16};
+static const char *const DNAME[] = {"f32", "bf16", "f16"};
+
+/* ---- reporting ------------------------------------------------------------------ */
+
+static void finish(void)
+{
+	printf("1..%d\n# %d passed, %d failed\n", n_pass + n_fail, n_pass, n_fail);
+}
+
+static void pass(const char *name)
+{
+	printf("ok %d - %s\n", n_pass + n_fail + 1, name);
+	n_pass++;
+}
+
+static void __attribute__((format(printf, 2, 3))) fail(const char *name, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("not ok %d - %s: ", n_pass + n_fail + 1, name);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	n_fail++;
+}
+
+/* A failed allocation or copy leaves nothing sensible to test. */
+static void fatal(const char *what, int st)
+{
+	fail(what, "%s", kc_error_string(st));
+	finish();
+	exit(1);
+}
+
+#define CK(call)                                  \
+	do {                                      \
+		int st_ = (call);                 \
+		if (st_)                          \
+			fatal(#call, st_);        \
+	} while (0)
+
+/* The launch status of the op under test, then the stream's. A launch that
+ * was refused fails the case; a kernel fault is sticky and ends the run. */
+static int launched(const char *name, int st)
+{
+	if (st) {
+		fail(name, "launch refused: %s", kc_error_string(st));
+		return 0;
+	}
+	st = kc_sync(ctx);
+	if (st) {
+		fail(name, "kernel failed: %s", kc_error_string(st));
+		finish();
+		exit(1);
+	}
+	return 1;
+}
+
+/* ---- random inputs and dtypes ------------------------------------------------------ */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+/* splitmix64 */
+static uint64_t rng_next(void)
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* Uniform on the odd multiples of 2^-24 in (-1, 1): never 0. */
+static float urand(void)
+{
+	return (float)((2.0 * (double)(rng_next() >> 40) + 1.0) / 16777216.0 - 1.0);
+}
+
+static uint16_t f2bf(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x40);
+	u += 0x7fffu + ((u >> 16) & 1); /* round to nearest, ties to even */
+	return (uint16_t)(u >> 16);
+}
+
+static float bf2f(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static uint16_t f2h(float f)
+{
+	uint32_t x, sign, ax;
+
+	memcpy(&x, &f, 4);
+	sign = (x >> 16) & 0x8000u;
+	ax = x & 0x7fffffffu;
+	if (ax > 0x7f800000u)
+		return (uint16_t)(sign | 0x7e00u);
+	if (ax >= 0x477ff000u) /* 65520 and up round to infinity */
+		return (uint16_t)(sign | 0x7c00u);
+	if (ax < 0x38800000u) /* below 2^-14: subnormal (or 0), in units of 2^-24 */
+		return (uint16_t)(sign | (uint32_t)lrintf(fabsf(f) * 16777216.0f));
+	uint32_t h = ((((ax >> 23) - 127 + 15) << 10) | ((ax & 0x7fffffu) >> 13));
+	uint32_t rem = ax & 0x1fffu;
+
+	if (rem > 0x1000u || (rem == 0x1000u && (h & 1)))
+		h++; /* a carry into the exponent is still right */
+	return (uint16_t)(sign | h);
+}
+
+static float h2f(uint16_t h)
+{
+	int e = (h >> 10) & 31, m = h & 1023;
+	float v;
+
+	if (e == 0)
+		v = ldexpf((float)m, -24);
+	else if (e == 31)
+		v = m ? NAN : INFINITY;
+	else
+		v = ldexpf((float)(1024 + m), e - 25);
+	return h & 0x8000 ? -v : v;
+}
+
+static float round_to(enum kc_dtype t, float v)
+{
+	return t == KC_BF16 ? bf2f(f2bf(v)) : t == KC_F16 ? h2f(f2h(v)) : v;
+}
+
+static void to_storage(enum kc_dtype t, const float *src, void *dst, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (t == KC_F32) {
+			memcpy((char *)dst + 4 * i, &src[i], 4);
+		} else {
+			uint16_t h = t == KC_BF16 ? f2bf(src[i]) : f2h(src[i]);
+
+			memcpy((char *)dst + 2 * i, &h, 2);
+		}
+	}
+}
+
+static void from_storage(enum kc_dtype t, const void *src, float *dst, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (t == KC_F32) {
+			memcpy(&dst[i], (const char *)src + 4 * i, 4);
+		} else {
+			uint16_t h;
+
+			memcpy(&h, (const char *)src + 2 * i, 2);
+			dst[i] = t == KC_BF16 ? bf2f(h) : h2f(h);
+		}
+	}
+}
+
+/* ---- buffers: everything a case allocates is freed by end_case() ------------------------ */
+
+enum { MAX_ALLOCS = 64 };
+static void *dev_allocs[MAX_ALLOCS], *host_allocs[MAX_ALLOCS];
+static int n_dev, n_host;
+
+static void *hmalloc(size_t bytes)
+{
+	void *p = malloc(bytes ? bytes : 1);
+
+	if (!p || n_host == MAX_ALLOCS) {
+		fprintf(stderr, "test: out of host memory or allocation slots\n");
+		exit(1);
+	}
+	host_allocs[n_host++] = p;
+	return p;
+}
+
+static void *dmalloc(size_t bytes)
+{
+	void *p;
+
+	if (n_dev == MAX_ALLOCS) {
+		fprintf(stderr, "test: out of allocation slots\n");
+		exit(1);
+	}
+	CK(kc_alloc(ctx, &p, bytes));
+	dev_allocs[n_dev++] = p;
+	return p;
+}
+
+static void end_case(void)
+{
+	while (n_dev)
+		kc_free(ctx, dev_allocs[--n_dev]);
+	while (n_host)
+		free(host_allocs[--n_host]);
+}
+
+/* n random floats, already rounded to the storage dtype. */
+static float *hrand(enum kc_dtype t, size_t n)
+{
+	float *p = hmalloc(n * sizeof *p);
+
+	for (size_t i = 0; i < n; i++)
+		p[i] = round_to(t, urand());
+	return p;
+}
+
+static float *hcopy(const float *src, size_t n)
+{
+	float *p = hmalloc(n * sizeof *p);
+
+	memcpy(p, src, n * sizeof *p);
+	return p;
+}
+
+/* A device copy of n floats in dtype t, `off` elements into a fresh buffer
+ * (off = 1 misaligns it for every vector width). NULL when n is 0. */
+static void *dupload(enum kc_dtype t, const float *h, size_t n, size_t off)
+{
+	size_t es = kc_dtype_size(t);
+	void *staging, *d;
+
+	if (n == 0)
+		return NULL;
+	staging = hmalloc(n * es);
+	d = (char *)dmalloc((n + off) * es) + off * es;
+	to_storage(t, h, staging, n);
+	CK(kc_upload(ctx, d, staging, n * es));
+	return d;
+}
+
+/* n elements of dtype t filled with NaN (0xff bytes), `off` elements in. */
+static void *dpoison(enum kc_dtype t, size_t n, size_t off)
+{
+	size_t es = kc_dtype_size(t);
+	void *d = (char *)dmalloc((n + off) * es) + off * es;
+
+	CK(kc_memset(ctx, d, 0xff, n * es));
+	return d;
+}
+
+static float *ddownload(enum kc_dtype t, const void *d, size_t n)
+{
+	size_t es = kc_dtype_size(t);
+	void *staging = hmalloc(n * es);
+	float *h = hmalloc(n * sizeof *h);
+
+	CK(kc_download(ctx, staging, d, n * es));
+	from_storage(t, staging, h, n);
+	return h;
+}
+
+/* ---- the comparison ----------------------------------------------------------------- */
+
+static double tol_of(enum kc_dtype t)
+{
+	return t == KC_F32 ? 1e-5 : 1e-2;
+}
+
+/* 1 when got matches ref (see the header comment); else 0 with the reason,
+ * naming the element, in detail. */
+static int compare(const float *got, const float *ref, size_t n, double tol, char *detail,
+		   size_t len)
+{
+	double num = 0, den = 0, worst = -1, rms, rel;
+	size_t wi = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!isfinite(got[i])) {
+			snprintf(detail, len, "element %zu: expected %.9g, got %g (never written?)",
+				 i, ref[i], got[i]);
+			return 0;
+		}
+		double d = (double)got[i] - ref[i];
+
+		num += d * d;
+		den += (double)ref[i] * ref[i];
+		if (fabs(d) > worst) {
+			worst = fabs(d);
+			wi = i;
+		}
+	}
+	rms = n ? sqrt(den / (double)n) : 0;
+	rel = den > 0 ? sqrt(num / den) : sqrt(num);
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)got[i] - ref[i]);
+
+		if (d > 10 * tol * (fabs(ref[i]) + rms)) {
+			snprintf(detail, len,
+				 "element %zu: expected %.9g, got %.9g (error %.3g > 10 tol (|ref| + "
+				 "rms %.3g); normwise %.3g)",
+				 i, ref[i], got[i], d, rms, rel);
+			return 0;
+		}
+	}
+	if (rel > tol) {
+		snprintf(detail, len,
+			 "normwise relative error %.3g > %.0e; worst element %zu: expected %.9g, "
+			 "got %.9g",
+			 rel, tol, wi, ref[wi], got[wi]);
+		return 0;
+	}
+	return 1;
+}
+
+static void check(const char *name, enum kc_dtype t, const float *got, const float *ref, size_t n)
+{
+	char detail[512];
+
+	if (compare(got, ref, n, tol_of(t), detail, sizeof detail))
+		pass(name);
+	else
+		fail(name, "%s", detail);
+}
+
+/* The comparison itself must catch what it is there to catch. */
+static void negative_controls(void)
+{
+	const size_t n = 5000;
+
+	for (int di = 0; di < 3; di++) {
+		enum kc_dtype t = DTYPES[di];
+		double tol = tol_of(t), norm = 0;
+		float *ref = hrand(t, n), *got = hmalloc(n * sizeof *got);
+		char name[128], detail[512];
+
+		for (size_t i = 0; i < n; i++) {
+			got[i] = round_to(t, ref[i]);
+			norm += (double)ref[i] * ref[i];
+		}
+		norm = sqrt(norm);
+		snprintf(name, sizeof name, "negative control %s: identical data passes", DNAME[di]);
+		if (compare(got, ref, n, tol, detail, sizeof detail))
+			pass(name);
+		else
+			fail(name, "%s", detail);
+
+		/* One reference element off by 5% of the whole norm: normwise. */
+		float *bad = hcopy(ref, n);
+
+		bad[1234] += (float)(0.05 * norm);
+		snprintf(name, sizeof name, "negative control %s: a perturbed element fails", DNAME[di]);
+		if (!compare(got, bad, n, tol, detail, sizeof detail))
+			pass(name);
+		else
+			fail(name, "comparison passed a reference element moved by 5%% of the norm");
+
+		/* One element off by 20 tol (|ref| + 1): too small for the norm of
+		 * 5000 elements, caught elementwise. */
+		bad = hcopy(ref, n);
+		bad[4321] += (float)(20 * tol * (fabs(bad[4321]) + 1));
+		snprintf(name, sizeof name, "negative control %s: one wrong element fails", DNAME[di]);
+		if (!compare(got, bad, n, tol, detail, sizeof detail))
+			pass(name);
+		else
+			fail(name, "comparison passed one element off by 20 tol");
+
+		float *nan = hcopy(got, n);
+
+		nan[n - 1] = NAN;
+		snprintf(name, sizeof name, "negative control %s: a NaN fails", DNAME[di]);
+		if (!compare(nan, ref, n, tol, detail, sizeof detail))
+			pass(name);
+		else
+			fail(name, "comparison passed a NaN");
+		end_case();
+	}
+}
+
+/* ---- context -------------------------------------------------------------------------- */
+
+static void test_context(int devices)
+{
+	char err[256] = "";
+	kc_ctx *bad = NULL;
+	int st;
+
+	if (kc_dtype_size(KC_F32) == 4 && kc_dtype_size(KC_BF16) == 2 && kc_dtype_size(KC_F16) == 2)
+		pass("kc_dtype_size");
+	else
+		fail("kc_dtype_size", "got %zu %zu %zu", kc_dtype_size(KC_F32),
+		     kc_dtype_size(KC_BF16), kc_dtype_size(KC_F16));
+	if (kc_error_string(0)[0] == '\0' && kc_error_string(1)[0] != '\0' &&
+	    kc_error_string(100000 + 7)[0] != '\0')
+		pass("kc_error_string");
+	else
+		fail("kc_error_string", "'%s' '%s' '%s'", kc_error_string(0), kc_error_string(1),
+		     kc_error_string(100000 + 7));
+	st = kc_create(&bad, devices, err, sizeof err);
+	if (st != 0 && bad == NULL && err[0])
+		pass("kc_create on a device that does not exist fails with a reason");
+	else
+		fail("kc_create on a device that does not exist fails with a reason",
+		     "status %d, context %p, message '%s'", st, (void *)bad, err);
+	if (bad)
+		kc_destroy(bad);
+
+	/* kc_copy and kc_memset round trip. */
+	const size_t n = 1001;
+	unsigned char *src = hmalloc(n), *back = hmalloc(n);
+	unsigned char *d1 = dmalloc(n), *d2 = dmalloc(n);
+	int ok = 1;
+
+	for (size_t i = 0; i < n; i++)
+		src[i] = (unsigned char)rng_next();
+	CK(kc_upload(ctx, d1, src, n));
+	CK(kc_memset(ctx, d2, 0x5a, n));
+	CK(kc_copy(ctx, d2 + 1, d1 + 3, n - 7));
+	if (launched("kc_copy", 0)) {
+		CK(kc_download(ctx, back, d2, n));
+		for (size_t i = 0; i < n && ok; i++) {
+			unsigned char want = i >= 1 && i < n - 6 ? src[i + 2] : 0x5a;
+
+			if (back[i] != want) {
+				fail("kc_copy and kc_memset", "byte %zu: expected %#x, got %#x", i,
+				     want, back[i]);
+				ok = 0;
+			}
+		}
+		if (ok)
+			pass("kc_copy and kc_memset");
+	}
+	end_case();
+}
+
+/* ---- linear ----------------------------------------------------------------------------- */
+
+/* path: NULL (cuBLASLt, bias fused), "unfused" or "tiled" (DTPC_KC_LINEAR).
+ * xoff/boff offset x and b by that many elements (misaligned). */
+static void test_linear_case(int di, const char *path, int64_t m, int64_t k, int64_t n,
+			     int bias, size_t xoff, size_t boff)
+{
+	enum kc_dtype t = DTYPES[di];
+	char name[200];
+	float *x = hrand(t, (size_t)(m * k)), *w = hrand(t, (size_t)(n * k));
+	float *b = bias ? hrand(t, (size_t)n) : NULL, *ref = hmalloc((size_t)(m * n) * sizeof *ref);
+	void *dx = dupload(t, x, (size_t)(m * k), xoff), *dw = dupload(t, w, (size_t)(n * k), 0);
+	void *db = bias ? dupload(t, b, (size_t)n, boff) : NULL;
+	void *dy = dpoison(t, (size_t)(m * n), 0);
+
+	snprintf(name, sizeof name, "linear %s m=%lld k=%lld n=%lld%s%s%s%s%s", DNAME[di],
+		 (long long)m, (long long)k, (long long)n, bias ? " bias" : "",
+		 xoff ? " x-misaligned" : "", boff ? " bias-misaligned" : "",
+		 path ? " path=" : "", path ? path : "");
+	/* With k = 0, sgemm's C is beta C: give it a C to scale. */
+	memset(ref, 0, (size_t)(m * n) * sizeof *ref);
+	k_linear(x, w, b, ref, m, k, n);
+	if (path)
+		setenv("DTPC_KC_LINEAR", path, 1);
+	else
+		unsetenv("DTPC_KC_LINEAR");
+	int st = kc_linear(ctx, t, dx, dw, db, dy, m, k, n);
+
+	unsetenv("DTPC_KC_LINEAR");
+	if (launched(name, st))
+		check(name, t, ddownload(t, dy, (size_t)(m * n)), ref, (size_t)(m * n));
+	end_case();
+}
+
+static void test_linear(void)
+{
+	static const int64_t shapes[][3] = {
+		{1, 3, 5},    {7, 64, 96},   {129, 257, 383}, {1000, 64, 5},
+		{1000, 257, 96}, {7, 3, 1},  {64, 128, 256},  {3, 0, 5},
+	};
+	static const char *const paths[] = {NULL, "unfused", "tiled"};
+
+	for (int di = 0; di < 3; di++) {
+		for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+			for (int p = 0; p < 3; p++)
+				for (int bias = 0; bias < 2; bias++)
+					test_linear_case(di, paths[p], shapes[s][0], shapes[s][1],
+							 shapes[s][2], bias, 0, 0);
+		test_linear_case(di, NULL, 129, 257, 383, 1, 0, 1);
+		test_linear_case(di, NULL, 7, 64, 96, 1, 1, 0);
+		test_linear_case(di, NULL, 64, 128, 256, 1, 1, 1);
+	}
+}
+
+/* ---- norms ------------------------------------------------------------------------------- */
+
+static void test_layer_norm_case(int di, int64_t rows, int64_t n, int has_w, int has_b,
+				 int inplace, size_t off)
+{
+	enum kc_dtype t = DTYPES[di];
+	const size_t total = (size_t)(rows * n);
+	const float eps = 1e-6f;
+	char name[200];
+	float *x = hrand(t, total), *w = has_w ? hrand(t, (size_t)n) : NULL;
+	float *b = has_b ? hrand(t, (size_t)n) : NULL, *ref = hmalloc(total * sizeof *ref);
+	void *dx = dupload(t, x, total, off), *dw = has_w ? dupload(t, w, (size_t)n, 0) : NULL;
+	void *db = has_b ? dupload(t, b, (size_t)n, 0) : NULL;
+	void *dy = inplace ? dx : dpoison(t, total, off);
+
+	snprintf(name, sizeof name, "layer_norm %s rows=%lld n=%lld%s%s%s%s", DNAME[di],
+		 (long long)rows, (long long)n, has_w ? " w" : "", has_b ? " b" : "",
+		 inplace ? " in-place" : "", off ? " misaligned" : "");
+	k_layer_norm(x, ref, rows, n, eps, w, b);
+	if (launched(name, kc_layer_norm(ctx, t, dx, dy, rows, n, eps, dw, db)))
+		check(name, t, ddownload(t, dy, total), ref, total);
+	end_case();
+}
+
+static void test_rms_norm_case(int di, int64_t rows, int64_t n, int64_t group, int has_w,
+			       int inplace, size_t off)
+{
+	enum kc_dtype t = DTYPES[di];
+	const size_t total = (size_t)(rows * n);
+	const float eps = 1e-6f;
+	char name[200];
+	float *x = hrand(t, total), *w = has_w ? hrand(t, (size_t)group) : NULL;
+	float *ref = hmalloc(total * sizeof *ref);
+	void *dx = dupload(t, x, total, off), *dw = has_w ? dupload(t, w, (size_t)group, 0) : NULL;
+	void *dy = inplace ? dx : dpoison(t, total, off);
+
+	snprintf(name, sizeof name, "rms_norm %s rows=%lld n=%lld group=%lld%s%s%s", DNAME[di],
+		 (long long)rows, (long long)n, (long long)group, has_w ? " w" : "",
+		 inplace ? " in-place" : "", off ? " misaligned" : "");
+	k_rms_norm(x, ref, rows, n, group, eps, w);
+	if (launched(name, kc_rms_norm(ctx, t, dx, dy, rows, n, group, eps, dw)))
+		check(name, t, ddownload(t, dy, total), ref, total);
+	end_case();
+}
+
+static void test_norms(void)
+{
+	static const int64_t ln[][2] = {{1, 1}, {7, 7}, {129, 3077}, {1000, 96}, {3, 3072}};
+	static const int64_t rms[][3] = {{1, 7, 7},	  {7, 96, 32},	   {129, 3077, 181},
+					 {3, 3077, 17},	  {1000, 384, 128}, {2, 3072, 3072},
+					 {4, 3072, 128}};
+
+	for (int di = 0; di < 3; di++) {
+		for (size_t s = 0; s < sizeof ln / sizeof ln[0]; s++)
+			for (int wb = 0; wb < 4; wb++)
+				test_layer_norm_case(di, ln[s][0], ln[s][1], wb & 1, wb >> 1, 0, 0);
+		test_layer_norm_case(di, 129, 3077, 1, 1, 1, 0);
+		test_layer_norm_case(di, 5, 3072, 1, 1, 1, 0);
+		test_layer_norm_case(di, 5, 3072, 1, 1, 0, 1);
+		for (size_t s = 0; s < sizeof rms / sizeof rms[0]; s++)
+			for (int has_w = 0; has_w < 2; has_w++)
+				test_rms_norm_case(di, rms[s][0], rms[s][1], rms[s][2], has_w, 0, 0);
+		test_rms_norm_case(di, 129, 3077, 181, 1, 1, 0);
+		test_rms_norm_case(di, 4, 3072, 128, 1, 1, 0);
+		test_rms_norm_case(di, 5, 96, 96, 1, 0, 1);
+	}
+}
+
+/* ---- activations --------------------------------------------------------------------------- */
+
+enum act { GELU, GELU_TANH, SILU };
+
+static void test_act_case(int di, enum act a, int64_t n, int inplace, size_t off)
+{
+	static const char *const anames[] = {"gelu", "gelu_tanh", "silu"};
+	enum kc_dtype t = DTYPES[di];
+	char name[200];
+	float *x = hmalloc((size_t)n * sizeof *x), *ref = hmalloc((size_t)n * sizeof *ref);
+	void *dx, *dy;
+	int st;
+
+	/* Inputs over [-8, 8) rather than [-1, 1): the tails are where the
+	 * erfc and sigmoid forms matter. */
+	for (int64_t i = 0; i < n; i++)
+		x[i] = round_to(t, 8 * urand());
+	dx = dupload(t, x, (size_t)n, off);
+	dy = inplace ? dx : dpoison(t, (size_t)n, off);
+	snprintf(name, sizeof name, "%s %s n=%lld%s%s", anames[a], DNAME[di], (long long)n,
+		 inplace ? " in-place" : "", off ? " misaligned" : "");
+	if (a == SILU) {
+		k_silu(x, ref, n);
+		st = kc_silu(ctx, t, dx, dy, n);
+	} else {
+		k_gelu(x, ref, n, a == GELU_TANH);
+		st = kc_gelu(ctx, t, dx, dy, n, a == GELU_TANH);
+	}
+	if (launched(name, st))
+		check(name, t, ddownload(t, dy, (size_t)n), ref, (size_t)n);
+	end_case();
+}
+
+static void test_activations(void)
+{
+	static const int64_t sizes[] = {1, 7, 3077, 257 * 1000 + 3};
+
+	for (int di = 0; di < 3; di++) {
+		for (int a = GELU; a <= SILU; a++) {
+			for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+				test_act_case(di, (enum act)a, sizes[s], 0, 0);
+			test_act_case(di, (enum act)a, 3077, 1, 0);
+			test_act_case(di, (enum act)a, 257 * 1000 + 3, 1, 0);
+			test_act_case(di, (enum act)a, 3077, 0, 1);
+		}
+	}
+}
+
+/* ---- binary ------------------------------------------------------------------------------------ */
+
+struct bin_case {
+	int nd;
+	int64_t o[K_MAX_DIMS], a[K_MAX_DIMS], b[K_MAX_DIMS];
+};
+
+static size_t volume(const int64_t *s, int nd)
+{
+	size_t v = 1;
+
+	for (int i = 0; i < nd; i++)
+		v *= (size_t)s[i];
+	return v;
+}
+
+static void shape_str(char *buf, size_t len, const int64_t *s, int nd)
+{
+	size_t used = (size_t)snprintf(buf, len, "[");
+
+	for (int i = 0; i < nd && used < len; i++)
+		used += (size_t)snprintf(buf + used, len - used, i ? ",%lld" : "%lld", (long long)s[i]);
+	if (used < len)
+		snprintf(buf + used, len - used, "]");
+}
+
+/* inplace: 0 none, 1 out == a, 2 out == b (that operand must have oshape). */
+static void test_binary_case(int di, enum kc_binop op, const struct bin_case *c, int inplace,
+			     size_t off)
+{
+	enum kc_dtype t = DTYPES[di];
+	size_t no = volume(c->o, c->nd), na = volume(c->a, c->nd), nb = volume(c->b, c->nd);
+	char name[300], so[80], sa[80], sb[80];
+	float *a = hrand(t, na), *b = hrand(t, nb), *ref = hmalloc(no * sizeof *ref);
+	void *da = dupload(t, a, na, off), *db = dupload(t, b, nb, off);
+	void *dout = inplace == 1 ? da : inplace == 2 ? db : dpoison(t, no, off);
+
+	shape_str(so, sizeof so, c->o, c->nd);
+	shape_str(sa, sizeof sa, c->a, c->nd);
+	shape_str(sb, sizeof sb, c->b, c->nd);
+	snprintf(name, sizeof name, "binary %s %s %s %s -> %s%s%s", op == KC_ADD ? "add" : "mul",
+		 DNAME[di], sa, sb, so, inplace == 1 ? " out=a" : inplace == 2 ? " out=b" : "",
+		 off ? " misaligned" : "");
+	k_binary(op == KC_ADD ? K_ADD : K_MUL, a, c->a, b, c->b, ref, c->o, c->nd);
+	if (launched(name, kc_binary(ctx, t, op, da, c->a, db, c->b, dout, c->o, c->nd)))
+		check(name, t, ddownload(t, dout, no), ref, no);
+	end_case();
+}
+
+static void test_binary(void)
+{
+	static const struct bin_case cases[] = {
+		{2, {7, 3077}, {7, 3077}, {7, 3077}},
+		{1, {3077}, {1}, {3077}},
+		{3, {3, 7, 5}, {3, 7, 5}, {3, 1, 5}},
+		{3, {3, 7, 96}, {3, 7, 96}, {3, 1, 96}},
+		{3, {3, 7, 96}, {1, 7, 1}, {3, 1, 96}},
+		{3, {3, 7, 33}, {3, 7, 33}, {3, 7, 1}},
+		{0, {0}, {0}, {0}},
+		{8, {2, 1, 3, 1, 5, 2, 1, 33}, {2, 1, 1, 1, 5, 1, 1, 33}, {1, 1, 3, 1, 1, 2, 1, 1}},
+		{4, {2, 7, 3, 40}, {2, 7, 3, 40}, {1, 7, 1, 40}},
+	};
+	const size_t nc = sizeof cases / sizeof cases[0];
+
+	for (int di = 0; di < 3; di++) {
+		for (int op = KC_ADD; op <= KC_MUL; op++) {
+			for (size_t i = 0; i < nc; i++)
+				test_binary_case(di, (enum kc_binop)op, &cases[i], 0, 0);
+			test_binary_case(di, (enum kc_binop)op, &cases[0], 0, 1);
+			test_binary_case(di, (enum kc_binop)op, &cases[0], 1, 0);
+			test_binary_case(di, (enum kc_binop)op, &cases[1], 2, 0);
+			test_binary_case(di, (enum kc_binop)op, &cases[3], 1, 0);
+			test_binary_case(di, (enum kc_binop)op, &cases[2], 1, 0);
+		}
+	}
+}
+
+/* ---- modulate ------------------------------------------------------------------------------------ */
+
+static void test_modulate_case(int di, int64_t B, int64_t S, int64_t H, int per_pos, int inplace,
+			       size_t off)
+{
+	enum kc_dtype t = DTYPES[di];
+	const size_t total = (size_t)(B * S * H), np = (size_t)(per_pos ? B * S * H : B * H);
+	const int64_t s_stride = per_pos ? H : 0;
+	char name[200];
+	float *x = hrand(t, total), *sh = hrand(t, np), *sc = hrand(t, np);
+	float *ref = hmalloc(total * sizeof *ref);
+	void *dx = dupload(t, x, total, off), *dsh = dupload(t, sh, np, 0), *dsc = dupload(t, sc, np, 0);
+	void *dy = inplace ? dx : dpoison(t, total, off);
+
+	snprintf(name, sizeof name, "modulate %s B=%lld S=%lld H=%lld s_stride=%lld%s%s", DNAME[di],
+		 (long long)B, (long long)S, (long long)H, (long long)s_stride,
+		 inplace ? " in-place" : "", off ? " misaligned" : "");
+	k_modulate(x, sh, sc, ref, B, S, H, s_stride);
+	if (launched(name, kc_modulate(ctx, t, dx, dsh, dsc, dy, B, S, H, s_stride)))
+		check(name, t, ddownload(t, dy, total), ref, total);
+	end_case();
+}
+
+static void test_modulate(void)
+{
+	static const int64_t shapes[][3] = {{1, 1, 7}, {2, 7, 96}, {3, 129, 3077}, {2, 5, 3072}};
+
+	for (int di = 0; di < 3; di++) {
+		for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+			for (int per_pos = 0; per_pos < 2; per_pos++)
+				test_modulate_case(di, shapes[s][0], shapes[s][1], shapes[s][2],
+						   per_pos, 0, 0);
+		test_modulate_case(di, 3, 129, 3077, 0, 1, 0);
+		test_modulate_case(di, 2, 5, 3072, 1, 1, 0);
+		test_modulate_case(di, 2, 5, 3072, 0, 0, 1);
+	}
+}
+
+/* ---- copy2d ------------------------------------------------------------------------------------------ */
+
+/* Byte-exact: the view's elements are the source's, every other byte of the
+ * destination buffer is still 0xff. off misaligns dst by that many bytes. */
+static void test_copy2d_case(size_t eb, int64_t rows, int64_t cols, int64_t dst_stride,
+			     int64_t src_stride, size_t off)
+{
+	char name[200];
+	const size_t src_bytes = (size_t)((rows - 1) * src_stride + cols) * eb;
+	const size_t dst_bytes = (size_t)((rows - 1) * dst_stride + cols) * eb + off;
+	unsigned char *src = hmalloc(src_bytes), *want = hmalloc(dst_bytes), *got = hmalloc(dst_bytes);
+	unsigned char *dsrc = dmalloc(src_bytes), *ddst = dmalloc(dst_bytes);
+
+	snprintf(name, sizeof name, "copy2d elem_bytes=%zu rows=%lld cols=%lld dst_stride=%lld "
+		 "src_stride=%lld%s", eb, (long long)rows, (long long)cols, (long long)dst_stride,
+		 (long long)src_stride, off ? " dst-misaligned" : "");
+	for (size_t i = 0; i < src_bytes; i++)
+		src[i] = (unsigned char)rng_next();
+	memset(want, 0xff, dst_bytes);
+	for (int64_t r = 0; r < rows; r++)
+		memcpy(want + off + (size_t)(r * dst_stride) * eb, src + (size_t)(r * src_stride) * eb,
+		       (size_t)cols * eb);
+	CK(kc_upload(ctx, dsrc, src, src_bytes));
+	CK(kc_memset(ctx, ddst, 0xff, dst_bytes));
+	if (launched(name, kc_copy2d(ctx, eb, ddst + off, dst_stride, dsrc, src_stride, rows, cols))) {
+		CK(kc_download(ctx, got, ddst, dst_bytes));
+		size_t i = 0;
+
+		while (i < dst_bytes && got[i] == want[i])
+			i++;
+		if (i == dst_bytes)
+			pass(name);
+		else
+			fail(name, "byte %zu of the destination (row %zu): expected %#x, got %#x", i,
+			     (i - off) / eb / (size_t)dst_stride, want[i], got[i]);
+	}
+	end_case();
+}
+
+static void test_copy2d(void)
+{
+	static const size_t ebs[] = {4, 2, 1, 6};
+
+	for (size_t e = 0; e < sizeof ebs / sizeof ebs[0]; e++) {
+		size_t eb = ebs[e];
+
+		test_copy2d_case(eb, 7, 13, 13, 13, 0);	    /* contiguous */
+		test_copy2d_case(eb, 129, 769, 769, 3077, 0); /* pack a column chunk */
+		test_copy2d_case(eb, 129, 769, 3077, 769, 0); /* unpack it */
+		test_copy2d_case(eb, 1, 5, 5, 9, 0);
+		test_copy2d_case(eb, 7, 33, 40, 0, 0);	/* one row repeated: a kernel */
+		test_copy2d_case(eb, 5, 10, 11, 3, 0);	/* overlapping source rows */
+		test_copy2d_case(eb, 7, 33, 40, 0, 1);
+		test_copy2d_case(eb, 64, 256, 512, 256, 0);
+	}
+}
+
+/* ---- rope ------------------------------------------------------------------------------------------------ */
+
+/* x and y are [B, S, heads * D] with row strides x_stride and y_stride;
+ * inplace makes y x (y_stride must equal x_stride). Checks the view's
+ * elements numerically and that every other element of y's buffer is
+ * unchanged (NaN, or x's own for in-place). */
+static void test_rope_case(int di, int64_t B, int64_t S, int64_t heads, int64_t D,
+			   int64_t x_stride, int64_t y_stride, int inplace, size_t off)
+{
+	enum kc_dtype t = DTYPES[di];
+	const int64_t rows = B * S, w = heads * D;
+	const size_t xn = (size_t)((rows - 1) * x_stride + w), yn = (size_t)((rows - 1) * y_stride + w);
+	const size_t vn = (size_t)(rows * w);
+	char name[240];
+	float *x = hrand(t, xn), *cs = hrand(t, (size_t)(S * D)), *sn = hrand(t, (size_t)(S * D));
+	float *yref = inplace ? hcopy(x, xn) : hmalloc(yn * sizeof *yref);
+	float *vref = hmalloc(vn * sizeof *vref), *vgot = hmalloc(vn * sizeof *vgot);
+	void *dx = dupload(t, x, xn, off), *dc = dupload(t, cs, (size_t)(S * D), 0);
+	void *ds = dupload(t, sn, (size_t)(S * D), 0);
+	void *dy = inplace ? dx : dpoison(t, yn, 0);
+
+	snprintf(name, sizeof name,
+		 "rope %s B=%lld S=%lld heads=%lld D=%lld x_stride=%lld y_stride=%lld%s%s",
+		 DNAME[di], (long long)B, (long long)S, (long long)heads, (long long)D,
+		 (long long)x_stride, (long long)y_stride, inplace ? " in-place" : "",
+		 off ? " misaligned" : "");
+	if (!inplace)
+		for (size_t i = 0; i < yn; i++)
+			yref[i] = NAN;
+	k_rope(x, x_stride, cs, sn, yref, y_stride, B, S, heads, D);
+	if (!launched(name, kc_rope(ctx, t, dx, x_stride, dc, ds, dy, y_stride, B, S, heads, D))) {
+		end_case();
+		return;
+	}
+	float *got = ddownload(t, dy, yn);
+
+	for (int64_t r = 0; r < rows; r++) {
+		memcpy(vref + r * w, yref + r * y_stride, (size_t)w * sizeof *vref);
+		memcpy(vgot + r * w, got + r * y_stride, (size_t)w * sizeof *vgot);
+		/* The gap after the row: untouched. */
+		for (int64_t i = w; r < rows - 1 && i < y_stride; i++) {
+			float g = got[r * y_stride + i], e = yref[r * y_stride + i];
+
+			if (!(isnan(g) && isnan(e)) && memcmp(&g, &e, sizeof g) != 0) {
+				fail(name, "element %lld past row %lld's view was written: expected %g, "
+				     "got %g", (long long)i, (long long)r, e, g);
+				end_case();
+				return;
+			}
+		}
+	}
+	check(name, t, vgot, vref, vn);
+	end_case();
+}
+
+static void test_rope(void)
+{
+	for (int di = 0; di < 3; di++) {
+		test_rope_case(di, 1, 1, 1, 2, 2, 2, 0, 0);
+		test_rope_case(di, 2, 7, 3, 64, 3 * 3 * 64, 3 * 64, 0, 0); /* q inside packed qkv */
+		test_rope_case(di, 2, 7, 3, 64, 3 * 3 * 64, 3 * 3 * 64, 1, 0);
+		test_rope_case(di, 1, 129, 5, 6, 60, 60, 1, 0);
+		test_rope_case(di, 2, 33, 3, 128, 3 * 128 + 1, 3 * 128, 0, 0); /* odd stride */
+		test_rope_case(di, 2, 33, 3, 128, 3 * 128, 3 * 128 + 3, 0, 1);
+		test_rope_case(di, 3, 77, 24, 128, 24 * 128, 24 * 128, 0, 0);
+	}
+}
+
+/* ---- refused arguments ------------------------------------------------------------------------------- */
+
+static void test_refusals(void)
+{
+	void *d = dmalloc(4096);
+	int64_t sh[1] = {4}, sh2[1] = {3};
+
+	if (kc_rms_norm(ctx, KC_F32, d, d, 2, 10, 4, 1e-6f, NULL) != 0)
+		pass("rms_norm refuses a group that does not divide n");
+	else
+		fail("rms_norm refuses a group that does not divide n", "status 0");
+	if (kc_rope(ctx, KC_F32, d, 3, d, d, d, 3, 1, 1, 1, 3) != 0)
+		pass("rope refuses an odd head dim");
+	else
+		fail("rope refuses an odd head dim", "status 0");
+	if (kc_modulate(ctx, KC_F32, d, d, d, d, 1, 2, 8, 3) != 0)
+		pass("modulate refuses s_stride other than 0 or H");
+	else
+		fail("modulate refuses s_stride other than 0 or H", "status 0");
+	if (kc_binary(ctx, KC_F32, KC_ADD, d, sh2, d, sh, d, sh, 1) != 0)
+		pass("binary refuses shapes that do not broadcast");
+	else
+		fail("binary refuses shapes that do not broadcast", "status 0");
+	int st = kc_sync(ctx);
+
+	if (st == 0)
+		pass("refusals leave the stream clean");
+	else
+		fail("refusals leave the stream clean", "%s", kc_error_string(st));
+	end_case();
+}
+
+int main(void)
+{
+	char err[256];
+	int devices = kc_device_count(), st;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (devices == 0) {
+		printf("# SKIP no CUDA device\n");
+		return 77;
+	}
+	st = kc_create(&ctx, 0, err, sizeof err);
+	if (st) {
+		printf("not ok 1 - kc_create: %s\n1..1\n# 0 passed, 1 failed\n", err);
+		return 1;
+	}
+	negative_controls();
+	test_context(devices);
+	test_linear();
+	test_norms();
+	test_activations();
+	test_binary();
+	test_modulate();
+	test_copy2d();
+	test_rope();
+	test_refusals();
+	kc_destroy(ctx);
+	finish();
+	return n_fail ? 1 : 0;
+}
