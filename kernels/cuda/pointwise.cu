@@ -6,7 +6,9 @@
  * and next to no integer arithmetic per element (64-bit division costs more
  * than the load it indexes). Each kernel comes in a vector width W: W = 16
  * bytes' worth of elements when every pointer and row length lets each
- * thread's chunk start on a 16-byte boundary, else W = 1 for any layout.
+ * thread's chunk start on a 16-byte boundary, else W = 1 for any layout
+ * (RoPE: a whole pair when pairs are aligned; copy2d: the widest unit up to
+ * 16 bytes that the addresses allow).
  * Math is float32 whatever the storage dtype.
  *
  * In-place use (y == x) is safe everywhere the CPU header allows it: every
