@@ -1,14 +1,25 @@
 # lib.sh — what the test scripts share (sourced, POSIX sh): a temporary
-# folder, pass/fail counters, golden comparison, and compiling a plan for a
-# mesh and replaying it on its ranks. Callers set BUILD first.
+# folder, pass/fail/skip/rewrite counters, golden comparison, and compiling a
+# plan for a mesh and replaying it on its ranks. Callers set BUILD first.
+#
+# Counting is honest: a check that did not run is "skipped", a golden that
+# UPDATE=1 overwrote is "rewritten" (it was compared with nothing), and
+# neither is ever counted as passed.
 DTPC="$BUILD/dtpc"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 pass=0
 fail=0
+skip=0
+rewritten=0
 failed_names=""
 
 ok() { pass=$((pass + 1)); }
+# skipped NAME WHY: a check that could not run here
+skipped() {
+	skip=$((skip + 1))
+	echo "skip $1: $2"
+}
 bad() {
 	fail=$((fail + 1))
 	failed_names="$failed_names $1"
@@ -18,8 +29,9 @@ bad() {
 # compare NAME EXPECTED_FILE ACTUAL_FILE (UPDATE=1 rewrites EXPECTED_FILE)
 compare() {
 	if [ "${UPDATE:-}" = 1 ]; then
+		cmp -s "$3" "$2" || echo "rewrote $2"
 		cp "$3" "$2"
-		ok
+		rewritten=$((rewritten + 1))
 	elif diff -u "$2" "$3" >"$3.diff" 2>&1; then
 		ok
 	else
@@ -51,12 +63,17 @@ replay() {
 		mpirun -np "$rp_n" --oversubscribe --allow-run-as-root --mca btl self,vader \
 			"$DTPC" run "$rp_graph" --backend mpi "$@"
 	else
-		"$DTPC" run "$rp_graph" "$@"
+		# shellcheck disable=SC2086 # DTPC_RUN_ARGS: extra options, e.g. the
+		# GPU script's "--device cuda"
+		"$DTPC" run "$rp_graph" "$@" ${DTPC_RUN_ARGS:-}
 	fi
 }
 
-# summary NAME: the closing line run.sh absorbs; the status of the script.
+# summary NAME: the closing lines run.sh absorbs ("NAME: N rewritten" only
+# under UPDATE=1, then "NAME: N passed, N failed, N skipped"); the status of
+# the script.
 summary() {
-	echo "$1: $pass passed, $fail failed"
+	[ "${UPDATE:-}" = 1 ] && echo "$1: $rewritten rewritten"
+	echo "$1: $pass passed, $fail failed, $skip skipped"
 	[ "$fail" = 0 ]
 }

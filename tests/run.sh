@@ -1,14 +1,17 @@
 #!/bin/sh
-# run.sh BUILD [--no-san] — every test of dtpc; ends with "N passed, N failed".
+# run.sh BUILD [--no-san] — every test of dtpc; ends with
+# "N passed, N failed, N skipped".
 #
 #  unit      build/tests/test_* (TAP)
 #  diag      tests/diag/*.plan: exact diagnostics against *.expected
 #  valid     examples/*.plan: clean, summary against tests/valid/*.expected
 #  cli       usage errors, --format json, exit statuses
 #  fuzz      the parser fuzz target over its corpus, then a short run
-#  san       all of the above again, built with ASan + UBSan
+#  san       all of the above but MPI and fuzzing again, built with ASan +
+#            UBSan in BUILD-san
 #
-# UPDATE=1 rewrites the golden files from the current output (review the diff).
+# UPDATE=1 rewrites the golden files from the current output (review the
+# diff); rewritten goldens are counted as rewritten, not as passed.
 set -u
 BUILD=${1:-build}
 SAN=${2:-}
@@ -24,6 +27,27 @@ for t in "$BUILD"/tests/test_*; do
 		bad "$name"
 		grep -v '^ok ' "$tmp/unit.out" | head -20
 	fi
+	# A TAP check marked "# SKIP" did not run: it counts as skipped, not as
+	# part of the binary's pass, and says why.
+	sed -n 's/^ok [0-9]* - \(.*\) # SKIP \(.*\)/\1: \2/p' "$tmp/unit.out" >"$tmp/unit.skip"
+	while IFS= read -r why; do
+		skipped "$name" "$why"
+	done <"$tmp/unit.skip"
+done
+
+# ---- GPU tests (built when nvcc exists): exit 77 means no CUDA device here ----------------
+for t in "$BUILD"/tests/gpu/test_*; do
+	[ -x "$t" ] || continue
+	name=gpu/$(basename "$t")
+	"$t" >"$tmp/gpu.out" 2>&1
+	case $? in
+	0) ok ;;
+	77) skipped "$name" "no CUDA device" ;;
+	*)
+		bad "$name"
+		grep -v '^ok ' "$tmp/gpu.out" | head -20
+		;;
+	esac
 done
 
 # ---- golden diagnostics -----------------------------------------------------------
@@ -122,20 +146,24 @@ for f in examples/tiny_dit.plan tests/diag/*.plan; do
 	fi
 done
 
-# A sub-suite ends with "NAME: N passed, N failed"; its counts join ours.
+# A sub-suite ends with "NAME: N passed, N failed, N skipped" (after
+# "NAME: N rewritten" under UPDATE=1); its counts join ours.
 absorb() {
 	name=$1 log=$2
-	line=$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed$" "$log" | tail -n 1)
+	line=$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$" "$log" | tail -n 1)
 	if [ -z "$line" ]; then
 		bad "$name/run"
 		tail -20 "$log"
 		return
 	fi
-	sp=$(echo "$line" | sed 's/.*: \([0-9]*\) passed.*/\1/')
-	sf=$(echo "$line" | sed 's/.*passed, \([0-9]*\) failed/\1/')
-	pass=$((pass + sp))
-	fail=$((fail + sf))
-	[ "$sf" = 0 ] || failed_names="$failed_names $name:[see above]"
+	# shellcheck disable=SC2046
+	set -- $(echo "${line#"$name": }" | tr -cd '0-9 ')
+	pass=$((pass + $1))
+	fail=$((fail + $2))
+	skip=$((skip + $3))
+	[ "$2" = 0 ] || failed_names="$failed_names $name:[see above]"
+	r=$(sed -n "s/^$name: \([0-9]*\) rewritten$/\1/p" "$log" | tail -n 1)
+	rewritten=$((rewritten + ${r:-0}))
 }
 
 # ---- lowering: goldens, communication volume, determinism ------------------------------------
@@ -191,7 +219,7 @@ fuzz_target() {
 	name=$1
 	shift
 	bin="$BUILD/fuzz/fuzz_$name"
-	if ! make -s "$bin" >"$tmp/fuzzbuild" 2>&1; then
+	if ! make -s BUILD="$BUILD" "$bin" >"$tmp/fuzzbuild" 2>&1; then
 		echo "fuzz target $name did not build (clang with libFuzzer missing?):"
 		tail -20 "$tmp/fuzzbuild"
 		bad "fuzz/$name/build"
@@ -215,11 +243,13 @@ if [ -z "$SAN" ]; then
 fi
 
 # ---- the same suite under ASan + UBSan ---------------------------------------------------------
+# (without MPI and fuzzing: libFuzzer targets carry their own sanitizers). The
+# pass checks the goldens: under UPDATE=1 they were rewritten above, once.
 if [ -z "$SAN" ]; then
 	echo "building with ASan + UBSan ..."
-	if make -s SAN=1 BUILD=build-san all >"$tmp/sanbuild" 2>&1; then
-		sh "$0" build-san --no-san >"$tmp/san" 2>&1
-		grep -E '^(FAIL|==|.*runtime error)' "$tmp/san" | head -30
+	if make -s SAN=1 BUILD="$BUILD-san" all >"$tmp/sanbuild" 2>&1; then
+		UPDATE='' sh "$0" "$BUILD-san" --no-san >"$tmp/san" 2>&1
+		grep -E '^(FAIL|skip|==|.*runtime error)' "$tmp/san" | head -30
 		absorb san "$tmp/san"
 	else
 		bad san/build
@@ -229,8 +259,9 @@ fi
 
 [ -n "$failed_names" ] && echo "failed:$failed_names"
 if [ -n "$SAN" ]; then
-	echo "san: $pass passed, $fail failed"
+	summary san
 else
-	echo "$pass passed, $fail failed"
+	[ "${UPDATE:-}" = 1 ] && echo "$rewritten rewritten (UPDATE=1: review git diff tests/)"
+	echo "$pass passed, $fail failed, $skip skipped"
+	[ "$fail" = 0 ]
 fi
-[ "$fail" = 0 ]
