@@ -87,22 +87,71 @@ static const char *human(uint64_t b, char *buf, size_t n)
 	return buf;
 }
 
+static const char *const dtype_name[] = { [G_DT_F32] = "f32", [G_DT_BF16] = "bf16",
+					   [G_DT_F16] = "f16" };
+
+static const struct {
+	uint64_t bit;
+	const char *name;
+} caps[] = {
+	{ G_CAP_F32, "f32" },
+	{ G_CAP_BF16, "bf16" },
+	{ G_CAP_F16, "f16" },
+	{ G_CAP_CUDA, "cuda" },
+};
+
+/* A full shape: [18, 8]. */
+static void dims_str(const int64_t *dims, uint32_t ndim, char *buf, size_t n)
+{
+	size_t k = (size_t)snprintf(buf, n, "[");
+	for (uint32_t d = 0; d < ndim && k < n; d++)
+		k += (size_t)snprintf(buf + k, n - k, "%s%" PRId64, d ? ", " : "", dims[d]);
+	if (k < n)
+		snprintf(buf + k, n - k, "]");
+}
+
 static void print_header(const struct g_graph *g, size_t len, FILE *out)
 {
-	fprintf(out, "graph: %zu bytes, checksum %016" PRIx64 "\n", len, g->checksum);
+	char by[48];
+	fprintf(out, "graph: %zu bytes (format %d.%u), checksum %016" PRIx64 "\n", len,
+		GRAPH_MAJOR, g->minor, g->checksum);
 	for (uint32_t i = 0; i < g->nmeta; i++) {
-		const struct g_meta *m = &g->meta[i];
-		fprintf(out, "  %-20s ", graph_str(g, m->key));
-		switch (m->type) {
-		case GM_STR: fprintf(out, "%s\n", graph_str(g, (uint32_t)m->value)); break;
-		case GM_I64: fprintf(out, "%" PRId64 "\n", (int64_t)m->value); break;
-		case GM_F64: {
-			double f;
-			memcpy(&f, &m->value, sizeof f);
-			fprintf(out, "%g\n", f);
+		int n = graph_meta_text(g, i, NULL, 0);
+		char *v = malloc((size_t)n + 1);
+		if (!v)
 			break;
+		graph_meta_text(g, i, v, (size_t)n + 1);
+		fprintf(out, "  %-20s %s\n", graph_str(g, g->meta[i].key), v);
+		free(v);
+	}
+	/* what a runtime must have to run it */
+	fprintf(out, "requires:");
+	for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++)
+		if (g->need.caps & caps[c].bit)
+			fprintf(out, " %s", caps[c].name);
+	fprintf(out, "; ops");
+	for (int k = 0; k < OP_COUNT; k++)
+		if (g->need.ops >> k & 1)
+			fprintf(out, " %s", op_table[k].name);
+	fprintf(out, " (compiled by %s)\n",
+		graph_compiler_str(g->need.compiler, by, sizeof by));
+	if (g->minor >= 1) {
+		uint64_t bytes = 0;
+		for (uint32_t i = 0; i < g->nweights; i++) {
+			uint64_t n = 4;
+			for (uint32_t d = 0; d < g->weights[i].ndim; d++)
+				n *= (uint64_t)g->weights[i].shape[d];
+			bytes += n;
 		}
-		default: fprintf(out, "%" PRIu64 "\n", m->value); break;
+		char b[32];
+		fprintf(out, "weights manifest: %u tensors, %s in all\n", g->nweights,
+			human(bytes, b, sizeof b));
+		for (uint32_t i = 0; i < g->nweights; i++) {
+			const struct g_weight *w = &g->weights[i];
+			char sh[96];
+			dims_str(w->shape, w->ndim, sh, sizeof sh);
+			fprintf(out, "  %-50s %-4s %s\n", graph_str(g, w->name),
+				dtype_name[w->dtype], sh);
 		}
 	}
 	fprintf(out, "mesh:");
@@ -192,6 +241,38 @@ static void print_rank(const struct g_graph *g, uint32_t rank, FILE *out)
 	}
 }
 
+/* A metadata value as JSON, by type; a type this reader skipped as its
+ * text ("(type 9)"). */
+static cJSON *meta_json(const struct g_graph *g, uint32_t i)
+{
+	const struct g_meta *m = &g->meta[i];
+	double f;
+	switch (m->type) {
+	case GM_U64: return json_uint(m->value);
+	case GM_I64: return json_int((int64_t)m->value);
+	case GM_F64:
+		memcpy(&f, &m->value, sizeof f);
+		return cJSON_CreateNumber(f);
+	case GM_STR: return cJSON_CreateString(graph_str(g, (uint32_t)m->value));
+	case GM_BOOL: return cJSON_CreateBool(m->value != 0);
+	case GM_I64_ARRAY:
+	case GM_STR_ARRAY: {
+		cJSON *a = cJSON_CreateArray();
+		const uint64_t *v = graph_meta_items(g, i);
+		for (uint64_t k = 0; k < graph_meta_len(g, i); k++)
+			cJSON_AddItemToArray(a, m->type == GM_I64_ARRAY
+						? json_int((int64_t)v[k])
+						: cJSON_CreateString(graph_str(g, (uint32_t)v[k])));
+		return a;
+	}
+	default: {
+		char buf[32];
+		graph_meta_text(g, i, buf, sizeof buf);
+		return cJSON_CreateString(buf);
+	}
+	}
+}
+
 static cJSON *rank_json(const struct g_graph *g, uint32_t rank)
 {
 	cJSON *r = cJSON_CreateObject();
@@ -269,18 +350,32 @@ int inspect_graph(const struct g_graph *g, size_t len, int64_t rank, enum inspec
 		cJSON *j = cJSON_CreateObject();
 		cJSON_AddItemToObject(j, "bytes", json_uint(len));
 		cJSON_AddNumberToObject(j, "world", g->world);
+		cJSON_AddStringToObject(j, "format", g->minor ? "1.1" : "1.0");
 		cJSON *meta = cJSON_AddObjectToObject(j, "meta");
-		for (uint32_t i = 0; i < g->nmeta; i++) {
-			const struct g_meta *m = &g->meta[i];
-			const char *key = graph_str(g, m->key);
-			double fv;
-			memcpy(&fv, &m->value, sizeof fv);
-			/* by type, as the text header prints them */
-			cJSON_AddItemToObject(meta, key,
-					      m->type == GM_STR ? cJSON_CreateString(graph_str(g, (uint32_t)m->value))
-					      : m->type == GM_I64 ? json_int((int64_t)m->value)
-					      : m->type == GM_F64 ? cJSON_CreateNumber(fv)
-								  : json_uint(m->value));
+		for (uint32_t i = 0; i < g->nmeta; i++)
+			cJSON_AddItemToObject(meta, graph_str(g, g->meta[i].key), meta_json(g, i));
+		char by[48];
+		cJSON *need = cJSON_AddObjectToObject(j, "requires");
+		cJSON_AddStringToObject(need, "compiler",
+					graph_compiler_str(g->need.compiler, by, sizeof by));
+		cJSON *cj = cJSON_AddArrayToObject(need, "caps");
+		for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++)
+			if (g->need.caps & caps[c].bit)
+				cJSON_AddItemToArray(cj, cJSON_CreateString(caps[c].name));
+		cJSON *oj = cJSON_AddArrayToObject(need, "ops");
+		for (int k = 0; k < OP_COUNT; k++)
+			if (g->need.ops >> k & 1)
+				cJSON_AddItemToArray(oj, cJSON_CreateString(op_table[k].name));
+		cJSON *wj = cJSON_AddArrayToObject(j, "weights");
+		for (uint32_t i = 0; i < g->nweights; i++) {
+			const struct g_weight *w = &g->weights[i];
+			cJSON *e = cJSON_CreateObject();
+			cJSON_AddStringToObject(e, "name", graph_str(g, w->name));
+			cJSON_AddStringToObject(e, "dtype", dtype_name[w->dtype]);
+			cJSON *sh = cJSON_AddArrayToObject(e, "shape");
+			for (uint32_t d = 0; d < w->ndim; d++)
+				cJSON_AddItemToArray(sh, json_int(w->shape[d]));
+			cJSON_AddItemToArray(wj, e);
 		}
 		cJSON *ranks = cJSON_AddArrayToObject(j, "ranks");
 		for (uint32_t r = 0; r < g->world; r++)

@@ -49,6 +49,7 @@ struct lower {
 	VEC(uint32_t) stroff;
 	struct strmap *strings;
 	VEC(struct g_meta) meta;
+	VEC(uint64_t) meta_items; /* the lists of array metadata */
 	VEC(struct g_group) groups;
 	VEC(struct g_pattern) patterns;
 	VEC(int64_t) pattern_max; /* per pattern: its largest local length */
@@ -113,6 +114,51 @@ static void meta_str(struct lower *L, const char *k, const char *v)
 static void meta_u64(struct lower *L, const char *k, uint64_t v)
 {
 	struct g_meta m = { str_id(L, k), GM_U64, v };
+	PUSH(L, L->meta, m);
+}
+
+static void meta_bool(struct lower *L, const char *k, bool v)
+{
+	struct g_meta m = { str_id(L, k), GM_BOOL, v };
+	PUSH(L, L->meta, m);
+}
+
+/* A model parameter, typed as the language has it, so that a reader gets
+ * the exact value (an f64's bits, not "%g" of it). A list of integers or
+ * of strings is a list; any other list (mixed, nested, of floats) has no
+ * metadata type and is stored as the language writes it. */
+static void meta_value(struct lower *L, const char *k, const struct value *v)
+{
+	struct g_meta m = { str_id(L, k), GM_STR, 0 };
+	bool ints = v->kind == VAL_LIST, strs = v->kind == VAL_LIST;
+
+	for (int i = 0; v->kind == VAL_LIST && i < v->n; i++) {
+		ints &= v->items[i].kind == VAL_INT;
+		strs &= v->items[i].kind == VAL_STR;
+	}
+	switch (v->kind) {
+	case VAL_INT: m = (struct g_meta){ m.key, GM_I64, (uint64_t)v->i }; break;
+	case VAL_FLOAT:
+		m.type = GM_F64;
+		memcpy(&m.value, &v->f, sizeof m.value);
+		break;
+	case VAL_BOOL: m = (struct g_meta){ m.key, GM_BOOL, v->i != 0 }; break;
+	case VAL_STR: m.value = str_id(L, v->s); break;
+	case VAL_LIST:
+		if (ints || strs) {
+			/* an empty list is a list of integers */
+			m.type = ints ? GM_I64_ARRAY : GM_STR_ARRAY;
+			m.value = L->meta_items.n;
+			PUSH(L, L->meta_items, (uint64_t)v->n);
+			for (int i = 0; i < v->n; i++)
+				PUSH(L, L->meta_items, ints ? (uint64_t)v->items[i].i
+							    : str_id(L, v->items[i].s));
+			break;
+		}
+		m.value = str_id(L, value_str(L->a, v));
+		break;
+	case VAL_NONE: m.value = str_id(L, value_str(L->a, v)); break;
+	}
 	PUSH(L, L->meta, m);
 }
 
@@ -726,10 +772,9 @@ struct g_graph *lower_plan(struct arena *a, struct diag_ctx *d,
 					     c->rotate == ROTATE_ALLGATHER ? "allgather" : "alltoall",
 					     c->ulysses_anything ? "true" : "false",
 					     c->ring_anything ? "true" : "false"));
-	meta_u64(&L, "convert_to_fp32", c->convert_to_fp32);
+	meta_bool(&L, "convert_to_fp32", c->convert_to_fp32);
 	for (int i = 0; i < m->nparams; i++)
-		meta_str(&L, arena_printf(a, "param.%s", m->param_names[i]),
-			 value_str(a, &m->params[i]));
+		meta_value(&L, arena_printf(a, "param.%s", m->param_names[i]), &m->params[i]);
 
 	L.val = ARENA_ARRAY(a, int, m->ntensors ? m->ntensors : 1);
 	L.act = ARENA_ARRAY(a, struct layout, m->ntensors ? m->ntensors : 1);
@@ -768,6 +813,8 @@ struct g_graph *lower_plan(struct arena *a, struct diag_ctx *d,
 	struct g_graph *g = ARENA_NEW(a, struct g_graph);
 	g->meta = L.meta.v;
 	g->nmeta = (uint32_t)L.meta.n;
+	g->meta_items = L.meta_items.v;
+	g->nmeta_items = L.meta_items.n;
 	struct g_axis *axes = ARENA_ARRAY(a, struct g_axis, c->naxes ? c->naxes : 1);
 	for (int i = 0; i < c->naxes; i++)
 		axes[i] = (struct g_axis){ str_id(&L, c->axes[i].name), (uint32_t)c->axes[i].size };

@@ -7,7 +7,9 @@
  * shapes, weight slices and communication peers from its mesh coordinates.
  * The on-disk format is docs/graph-format.md; every struct below is written
  * as is (little-endian, naturally aligned, no implicit padding), so a loaded
- * graph points into the file's bytes. */
+ * graph points into the file's bytes. The _Static_asserts at the end pin
+ * every record's size and the op ids: a change that moves them changes the
+ * format, and must be a new major version. */
 #ifndef DTPC_GRAPH_H
 #define DTPC_GRAPH_H
 #include <stdbool.h>
@@ -19,7 +21,7 @@
 #define GRAPH_MAGIC "DTPCGRPH"
 enum {
 	GRAPH_MAJOR = 1,
-	GRAPH_MINOR = 0,
+	GRAPH_MINOR = 1, /* 1.1: typed metadata, requirements, weights manifest */
 	G_MAX_DIMS = 8,
 	G_MAX_AXES = 8,
 	G_NATTR = 6,
@@ -28,14 +30,29 @@ enum {
 
 /* ---- tables (each a section of the file) ---------------------------------- */
 
-enum g_meta_type { GM_U64 = 1, GM_I64 = 2, GM_F64 = 3, GM_STR = 4 };
+/* Metadata value types. 1-4 are format 1.0's, 5-7 came with 1.1. A reader
+ * skips a type it does not know when the file's minor version is newer than
+ * its own (a later minor added it), and rejects it otherwise. */
+enum g_meta_type {
+	GM_U64 = 1,
+	GM_I64 = 2,
+	GM_F64 = 3,
+	GM_STR = 4,
+	GM_BOOL = 5,      /* value 0 or 1 */
+	GM_I64_ARRAY = 6, /* value: index of a list in the meta_items table */
+	GM_STR_ARRAY = 7, /* ... whose items are string indices */
+	GM_TYPES          /* one past the last type this version knows */
+};
 
-/* A typed key/value: compiler version, plan and model names, source hash... */
+/* A typed key/value: compiler version, plan and model names, source hash,
+ * the model's parameters... */
 struct g_meta {
 	uint32_t key;   /* string index */
 	uint32_t type;  /* enum g_meta_type */
-	uint64_t value; /* u64, i64 or f64 bits, or a string index */
+	uint64_t value; /* u64, i64 or f64 bits, a string index, 0/1, or a list */
 };
+/* A list is meta_items[value] = n followed by its n items (i64 bits or
+ * string indices); lists are disjoint and in the order of their metas. */
 
 /* A mesh axis, outermost first. Ranks are row-major over the axes: the last
  * axis varies fastest. */
@@ -95,6 +112,43 @@ struct g_tensor {
 };
 
 enum { G_TF_OUTPUT = 1 }; /* a model output (gathered whole) */
+
+/* Storage dtypes. Every tensor is float32 in 1.1; the others name what a
+ * graph may come to require (G_CAP_BF16, G_CAP_F16). */
+enum g_dtype { G_DT_F32 = 1, G_DT_BF16 = 2, G_DT_F16 = 3 };
+
+/* One entry of the weights manifest: a checkpoint tensor the graph binds,
+ * by name, with its full shape and the dtype the graph holds it in (a binder
+ * converts the checkpoint's to it). Sorted by name (bytewise), names unique,
+ * one entry per GT_WEIGHT tensor: a binder can find a name by bisection and
+ * refuse a checkpoint that lacks one, or has it in another shape, before it
+ * reads any data. */
+struct g_weight {
+	uint32_t name;   /* string index: the checkpoint name (= the tensor's) */
+	uint32_t tensor; /* the GT_WEIGHT tensor holding this rank's slice */
+	uint32_t dtype;  /* enum g_dtype */
+	uint32_t ndim;
+	int64_t shape[G_MAX_DIMS]; /* the full shape; 0 past ndim */
+};
+
+/* What a runtime must have to run the graph, beyond reading the format.
+ * A runtime refuses a graph that sets a bit it lacks or does not know
+ * (DTPC_ERR_VERSION), so a new dtype, device or op is a new bit rather than
+ * a silent misreading. */
+enum {
+	G_CAP_F32 = 1 << 0,   /* float32 tensors */
+	G_CAP_BF16 = 1 << 1,  /* bfloat16 tensors */
+	G_CAP_F16 = 1 << 2,   /* float16 tensors */
+	G_CAP_CUDA = 1 << 16, /* runs only on a CUDA device */
+};
+#define G_CAP_KNOWN (G_CAP_F32 | G_CAP_BF16 | G_CAP_F16 | G_CAP_CUDA)
+
+struct g_requires {
+	uint32_t compiler; /* the producing dtpc: major << 16 | minor << 8 | patch */
+	uint32_t reserved; /* 0; readers ignore it */
+	uint64_t caps;     /* G_CAP_* */
+	uint64_t ops;      /* bit k: op id k occurs (ids below 64) */
+};
 
 /* An op. Operands are operands[in0 .. in0 + nin); out is its result tensor;
  * group is the communication group (-1 for local ops); scratch is a
@@ -169,6 +223,17 @@ struct g_graph {
 	uint32_t ninputs, noutputs;
 	uint64_t arena_bytes; /* every rank's activation arena */
 	uint64_t checksum;    /* of the file: identifies the graph (handshake) */
+
+	/* Format 1.1. The writer ignores weights and need.ops (it derives them
+	 * from the tensors and ops) and ORs G_CAP_F32 into need.caps; the
+	 * loader of a 1.0 file leaves the manifest empty and fills need as a
+	 * 1.0 graph implies: compiler 0 (unknown), f32, the ops it has. */
+	const uint64_t *meta_items; /* the lists of array metadata */
+	uint64_t nmeta_items;
+	const struct g_weight *weights; /* the weights manifest */
+	uint32_t nweights;
+	struct g_requires need;
+	uint16_t minor; /* the file's format minor version (read only) */
 };
 
 /* ---- the file: header, section table, sections (docs/graph-format.md) ------ */
@@ -210,6 +275,10 @@ enum g_section_id {
 	GS_OPERANDS,    /* uint32_t */
 	GS_INPUTS,      /* uint32_t */
 	GS_OUTPUTS,     /* uint32_t */
+	/* 1.1 */
+	GS_META_ITEMS,  /* uint64_t: the lists of array metadata */
+	GS_REQUIRES,    /* struct g_requires, one */
+	GS_WEIGHTS,     /* struct g_weight: the weights manifest */
 	GS_COUNT        /* one past the last id this version knows */
 };
 
@@ -224,8 +293,10 @@ uint64_t graph_checksum(const void *buf, size_t len);
 
 /* ---- writing --------------------------------------------------------------------- */
 
-/* Serializes g (its checksum field is ignored) into a malloc'd buffer.
- * Deterministic: equal graphs give equal bytes. Returns NULL on OOM. */
+/* Serializes g (its checksum field is ignored) into a malloc'd buffer, in
+ * the current format (GRAPH_MAJOR.GRAPH_MINOR), with this dtpc's version as
+ * the producer's. Deterministic: equal graphs give equal bytes. Returns NULL
+ * on OOM. */
 void *graph_serialize(const struct g_graph *g, size_t *len);
 
 /* ---- loading ------------------------------------------------------------------------ */
@@ -238,9 +309,33 @@ void *graph_serialize(const struct g_graph *g, size_t *len);
 bool graph_parse(const void *buf, size_t len, struct g_graph *g, char *err,
 		 size_t errlen);
 
+/* Why a graph was refused: damage (or forgery), or a graph this runtime is
+ * too old for (a newer major version, a capability or op it lacks) — the
+ * latter is DTPC_ERR_VERSION to a caller of libdtpc. */
+enum graph_fault { GRAPH_FAULT_NONE, GRAPH_FAULT_FORMAT, GRAPH_FAULT_VERSION, GRAPH_FAULT_IO };
+/* graph_parse, also saying why it failed (GRAPH_FAULT_NONE on success). */
+bool graph_parse_fault(const void *buf, size_t len, struct g_graph *g, char *err,
+		       size_t errlen, enum graph_fault *fault);
+/* The capabilities this build of the runtime has (G_CAP_*). */
+uint64_t graph_runtime_caps(void);
+
 /* ---- queries shared by the compiler, the inspector and the runtime ------------------- */
 
 const char *graph_str(const struct g_graph *g, uint32_t i);
+/* The index of the metadata entry with this key, or -1. */
+int64_t graph_meta_find(const struct g_graph *g, const char *key);
+/* Metadata entry i's value as text, snprintf-style (returns the length it
+ * needs): numbers in decimal (f64 exactly: %.17g), bools true/false,
+ * strings as they are, lists as [1, 2] or ["a", "b"] with strings quoted,
+ * a type this reader skipped as "(type N)". */
+int graph_meta_text(const struct g_graph *g, uint32_t i, char *buf, size_t n);
+/* A list's length and items (GM_*_ARRAY entries). */
+uint64_t graph_meta_len(const struct g_graph *g, uint32_t i);
+const uint64_t *graph_meta_items(const struct g_graph *g, uint32_t i);
+/* The weights manifest entry of a checkpoint name, or NULL (bisection). */
+const struct g_weight *graph_weight_find(const struct g_graph *g, const char *name);
+/* "dtpc 0.2.0" for need.compiler into buf; "an unknown dtpc" for 0. */
+const char *graph_compiler_str(uint32_t compiler, char *buf, size_t n);
 /* The rank's coordinate on each axis. */
 void graph_coords(const struct g_graph *g, uint32_t rank, uint32_t *coords);
 /* The rank's index in a group, and the world rank of member `index` of the
@@ -254,4 +349,31 @@ const struct g_chunk *graph_chunk(const struct g_graph *g, uint32_t pattern,
 /* Local size of dim d of tensor t on a rank; local shape into shape[]. */
 int64_t graph_local_dim(const struct g_graph *g, uint32_t t, int d, uint32_t rank);
 int64_t graph_local_numel(const struct g_graph *g, uint32_t t, uint32_t rank);
+
+/* ---- pinned: the on-disk record sizes and op ids of format 1.x ---------------------- */
+
+_Static_assert(sizeof(struct g_file_header) == 40, "g_file_header is 40 bytes in 1.x");
+_Static_assert(sizeof(struct g_section) == 32, "g_section is 32 bytes in 1.x");
+_Static_assert(sizeof(struct g_program) == 16, "g_program is 16 bytes in 1.x");
+_Static_assert(sizeof(struct g_meta) == 16, "g_meta is 16 bytes in 1.x");
+_Static_assert(sizeof(struct g_axis) == 8, "g_axis is 8 bytes in 1.x");
+_Static_assert(sizeof(struct g_group) == 16, "g_group is 16 bytes in 1.x");
+_Static_assert(sizeof(struct g_pattern) == 16, "g_pattern is 16 bytes in 1.x");
+_Static_assert(sizeof(struct g_chunk) == 16, "g_chunk is 16 bytes in 1.x");
+_Static_assert(sizeof(struct g_tensor) == 120, "g_tensor is 120 bytes in 1.x");
+_Static_assert(sizeof(struct g_op) == 80, "g_op is 80 bytes in 1.x");
+_Static_assert(sizeof(struct g_requires) == 24, "g_requires is 24 bytes in 1.x");
+_Static_assert(sizeof(struct g_weight) == 80, "g_weight is 80 bytes in 1.x");
+_Static_assert(offsetof(struct g_file_header, checksum) == 32, "the checksum word is word 4");
+_Static_assert(offsetof(struct g_tensor, dims) == 40 && offsetof(struct g_op, attr) == 24,
+	       "no implicit padding in g_tensor and g_op");
+/* Op ids are stored in graphs: ops.def may only grow at its end. Adding an
+ * op updates OP_COUNT here (and docs/graph-format.md's list); a new id of 64
+ * or more needs a wider g_requires.ops, i.e. a new capability bit and
+ * section in a minor version. */
+_Static_assert(OP_COUNT == 19, "a new op: update OP_COUNT here and the op list in "
+	       "docs/graph-format.md");
+_Static_assert(OP_linear == 0 && OP_gelu == 3 && OP_attention == 11 && OP_param == 12 &&
+	       OP_shard == 14 && OP_ring_attention == 18, "op ids are never renumbered");
+_Static_assert(OP_COUNT <= 64, "g_requires.ops has 64 bits");
 #endif

@@ -12,6 +12,7 @@
 bool graph_file_open(struct graph_file *f, const char *path, char *err, size_t errlen)
 {
 	memset(f, 0, sizeof *f);
+	f->fault = GRAPH_FAULT_IO;
 	int fd = open(path, O_RDONLY);
 	if (fd < 0) {
 		snprintf(err, errlen, "cannot open: %s", strerror(errno));
@@ -25,6 +26,7 @@ bool graph_file_open(struct graph_file *f, const char *path, char *err, size_t e
 	}
 	if (st.st_size == 0) {
 		snprintf(err, errlen, "empty file: not a graph");
+		f->fault = GRAPH_FAULT_FORMAT;
 		close(fd);
 		return false;
 	}
@@ -35,7 +37,7 @@ bool graph_file_open(struct graph_file *f, const char *path, char *err, size_t e
 		snprintf(err, errlen, "cannot map: %s", strerror(errno));
 		return false;
 	}
-	if (!graph_parse(map, (size_t)st.st_size, &f->g, err, errlen)) {
+	if (!graph_parse_fault(map, (size_t)st.st_size, &f->g, err, errlen, &f->fault)) {
 		munmap(map, (size_t)st.st_size);
 		return false;
 	}

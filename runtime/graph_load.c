@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compiler/version.h"
+
 struct loader {
 	const uint8_t *buf;
 	size_t len;
@@ -23,28 +25,46 @@ struct loader {
 	char *err;
 	size_t errlen;
 	uint64_t table_end; /* where the section table ends */
+	uint16_t minor;     /* the file's minor version */
+	enum graph_fault fault;
 };
 
 /* What this version knows of each section: for the messages, the element
- * size it must have, and the largest count the g_graph field can hold. */
+ * size it must have, the largest count the g_graph field can hold, and the
+ * minor version from which a file must have it. */
 static const struct {
 	const char *name;
 	uint32_t elem;
 	uint64_t max;
+	uint16_t since;
 } known[GS_COUNT] = {
-	[GS_PROGRAM] = { "program", sizeof(struct g_program), 1 },
-	[GS_STRTAB] = { "strtab", 1, UINT64_MAX },
-	[GS_STROFF] = { "stroff", sizeof(uint32_t), UINT32_MAX },
-	[GS_META] = { "meta", sizeof(struct g_meta), UINT32_MAX },
-	[GS_AXES] = { "axes", sizeof(struct g_axis), UINT32_MAX },
-	[GS_GROUPS] = { "groups", sizeof(struct g_group), UINT32_MAX },
-	[GS_PATTERNS] = { "patterns", sizeof(struct g_pattern), UINT32_MAX },
-	[GS_CHUNKS] = { "chunks", sizeof(struct g_chunk), UINT64_MAX },
-	[GS_TENSORS] = { "tensors", sizeof(struct g_tensor), UINT32_MAX },
-	[GS_OPS] = { "ops", sizeof(struct g_op), UINT32_MAX },
-	[GS_OPERANDS] = { "operands", sizeof(uint32_t), UINT32_MAX },
-	[GS_INPUTS] = { "inputs", sizeof(uint32_t), UINT32_MAX },
-	[GS_OUTPUTS] = { "outputs", sizeof(uint32_t), UINT32_MAX },
+	[GS_PROGRAM] = { "program", sizeof(struct g_program), 1, 0 },
+	[GS_STRTAB] = { "strtab", 1, UINT64_MAX, 0 },
+	[GS_STROFF] = { "stroff", sizeof(uint32_t), UINT32_MAX, 0 },
+	[GS_META] = { "meta", sizeof(struct g_meta), UINT32_MAX, 0 },
+	[GS_AXES] = { "axes", sizeof(struct g_axis), UINT32_MAX, 0 },
+	[GS_GROUPS] = { "groups", sizeof(struct g_group), UINT32_MAX, 0 },
+	[GS_PATTERNS] = { "patterns", sizeof(struct g_pattern), UINT32_MAX, 0 },
+	[GS_CHUNKS] = { "chunks", sizeof(struct g_chunk), UINT64_MAX, 0 },
+	[GS_TENSORS] = { "tensors", sizeof(struct g_tensor), UINT32_MAX, 0 },
+	[GS_OPS] = { "ops", sizeof(struct g_op), UINT32_MAX, 0 },
+	[GS_OPERANDS] = { "operands", sizeof(uint32_t), UINT32_MAX, 0 },
+	[GS_INPUTS] = { "inputs", sizeof(uint32_t), UINT32_MAX, 0 },
+	[GS_OUTPUTS] = { "outputs", sizeof(uint32_t), UINT32_MAX, 0 },
+	[GS_META_ITEMS] = { "meta_items", sizeof(uint64_t), UINT64_MAX, 1 },
+	[GS_REQUIRES] = { "requires", sizeof(struct g_requires), 1, 1 },
+	[GS_WEIGHTS] = { "weights", sizeof(struct g_weight), UINT32_MAX, 1 },
+};
+
+/* Names of the capability bits, for refusals. */
+static const struct {
+	uint64_t bit;
+	const char *name;
+} cap_names[] = {
+	{ G_CAP_F32, "float32 tensors" },
+	{ G_CAP_BF16, "bfloat16 tensors" },
+	{ G_CAP_F16, "float16 tensors" },
+	{ G_CAP_CUDA, "a CUDA device" },
 };
 
 static const char *const tensor_kind[] = {
@@ -72,6 +92,24 @@ static bool fail(struct loader *l, const char *fmt, ...)
 		vsnprintf(l->err, l->errlen, fmt, ap);
 		va_end(ap);
 	}
+	return false;
+}
+
+/* A graph this runtime is too old for: the caller reports
+ * DTPC_ERR_VERSION, and the message says what to update. */
+static bool too_new(struct loader *l, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static bool too_new(struct loader *l, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (l->err && l->errlen) {
+		va_start(ap, fmt);
+		vsnprintf(l->err, l->errlen, fmt, ap);
+		va_end(ap);
+	}
+	l->fault = GRAPH_FAULT_VERSION;
 	return false;
 }
 
@@ -109,12 +147,13 @@ static bool check_header(struct loader *l)
 			    " instead of 0x%08x (written on a host of the other byte order?)",
 			    h->probe, G_PROBE);
 	if (h->major > GRAPH_MAJOR)
-		return fail(l, "graph format %u.%u is newer than this runtime (%d.x); "
-			    "recompile the plan or update dtpc",
-			    h->major, h->minor, GRAPH_MAJOR);
+		return too_new(l, "graph format %u.%u is newer than this runtime (%d.x); "
+			       "recompile the plan or update dtpc",
+			       h->major, h->minor, GRAPH_MAJOR);
 	if (h->major < GRAPH_MAJOR)
 		return fail(l, "graph format %u.%u is older than this runtime (%d.x); "
 			    "recompile the plan", h->major, h->minor, GRAPH_MAJOR);
+	l->minor = h->minor;
 	if (h->file_size > l->len)
 		return fail(l, "truncated: the header says %" PRIu64
 			    " bytes but the file has %zu", h->file_size, l->len);
@@ -192,8 +231,38 @@ static bool check_sections(struct loader *l, const void **data, uint64_t *count)
 		count[s->id] = s->count;
 	}
 	for (uint32_t id = 1; id < GS_COUNT; id++)
-		if (!data[id])
-			return fail(l, "missing section '%s'", known[id].name);
+		if (!data[id] && l->minor >= known[id].since)
+			return fail(l, "missing section '%s' (format %d.%u has it)",
+				    known[id].name, GRAPH_MAJOR, l->minor);
+	return true;
+}
+
+/* Refuses, before anything else is read, a graph that needs what this
+ * runtime lacks: a capability bit it lacks or does not know, an op id past
+ * its table. The op bits are checked against the ops in check_op. */
+static bool check_requires(struct loader *l)
+{
+	const struct g_requires *r = &l->g->need;
+	uint64_t lack = r->caps & ~graph_runtime_caps();
+	char by[48];
+
+	graph_compiler_str(r->compiler, by, sizeof by);
+	if (lack & ~(uint64_t)G_CAP_KNOWN)
+		return too_new(l, "the graph needs capabilities unknown to this runtime "
+			       "(bits 0x%" PRIx64 "); it was compiled by %s: use a newer "
+			       "dtpc runtime (this is dtpc " DTPC_VERSION ")",
+			       lack & ~(uint64_t)G_CAP_KNOWN, by);
+	for (size_t i = 0; i < sizeof cap_names / sizeof cap_names[0]; i++)
+		if (lack & cap_names[i].bit)
+			return too_new(l, "the graph needs %s, which this runtime (dtpc "
+				       DTPC_VERSION ") does not support; it was compiled by %s: "
+				       "use a newer dtpc runtime built with it",
+				       cap_names[i].name, by);
+	if (OP_COUNT < 64 && r->ops >> OP_COUNT)
+		return too_new(l, "the graph uses op id %d, unknown to this runtime (dtpc "
+			       DTPC_VERSION ", %d ops); it was compiled by %s: use a newer "
+			       "dtpc runtime", __builtin_ctzll(r->ops >> OP_COUNT) + OP_COUNT,
+			       OP_COUNT, by);
 	return true;
 }
 
@@ -214,22 +283,72 @@ static bool check_strings(struct loader *l)
 	return true;
 }
 
+/* A list: meta_items[value] is its length n, its items follow. Lists are
+ * disjoint and ascending (as patterns' chunks), so that checking them is
+ * linear in the file size. */
+static bool check_list(struct loader *l, uint32_t i, uint64_t *prev_end)
+{
+	const struct g_graph *g = l->g;
+	const struct g_meta *m = &g->meta[i];
+	uint64_t end;
+
+	if (m->value >= g->nmeta_items ||
+	    __builtin_add_overflow(m->value + 1, g->meta_items[m->value], &end) ||
+	    end > g->nmeta_items)
+		return fail(l, "meta %" PRIu32 " ('%s'): list at item %" PRIu64
+			    " is past the meta_items table (%" PRIu64 " items)", i,
+			    graph_str(g, m->key), m->value, g->nmeta_items);
+	if (m->value < *prev_end)
+		return fail(l, "meta %" PRIu32 " ('%s'): list at item %" PRIu64
+			    " overlaps an earlier one (which ends at %" PRIu64 ")", i,
+			    graph_str(g, m->key), m->value, *prev_end);
+	*prev_end = end;
+	if (m->type == GM_STR_ARRAY)
+		for (uint64_t k = m->value + 1; k < end; k++)
+			if (!in_range(l, "meta", i, "list string", (int64_t)g->meta_items[k],
+				      g->nstrings, "strings"))
+				return false;
+	return true;
+}
+
 static bool check_meta(struct loader *l)
 {
 	const struct g_graph *g = l->g;
+	uint64_t lists_end = 0;
+	/* the types of the file's version: 1.0 had 1 to 4 */
+	uint32_t last = l->minor ? GM_TYPES - 1 : GM_STR;
 
 	for (uint32_t i = 0; i < g->nmeta; i++) {
 		const struct g_meta *m = &g->meta[i];
 
 		if (!in_range(l, "meta", i, "key string", m->key, g->nstrings, "strings"))
 			return false;
-		if (m->type < GM_U64 || m->type > GM_STR)
-			return fail(l, "meta %" PRIu32 " ('%s'): unknown type %" PRIu32, i,
-				    graph_str(g, m->key), m->type);
-		if (m->type == GM_STR &&
-		    !in_range(l, "meta", i, "value string", (int64_t)m->value,
-			      g->nstrings, "strings"))
-			return false;
+		/* A type of a later minor than this reader's means nothing to
+		 * it and is skipped; in a version it knows, it is damage. */
+		if (!m->type || (m->type > last && l->minor <= GRAPH_MINOR))
+			return fail(l, "meta %" PRIu32 " ('%s'): unknown type %" PRIu32
+				    " (format %d.%u has types 1 to %" PRIu32 ")", i,
+				    graph_str(g, m->key), m->type, GRAPH_MAJOR, l->minor,
+				    l->minor > GRAPH_MINOR ? (uint32_t)GM_TYPES - 1 : last);
+		switch (m->type) {
+		case GM_STR:
+			if (!in_range(l, "meta", i, "value string", (int64_t)m->value,
+				      g->nstrings, "strings"))
+				return false;
+			break;
+		case GM_BOOL:
+			if (m->value > 1)
+				return fail(l, "meta %" PRIu32 " ('%s'): bool %" PRIu64
+					    " (0 or 1)", i, graph_str(g, m->key), m->value);
+			break;
+		case GM_I64_ARRAY:
+		case GM_STR_ARRAY:
+			if (!check_list(l, i, &lists_end))
+				return false;
+			break;
+		default: /* any bits are a u64, i64 or f64; later types are skipped */
+			break;
+		}
 	}
 	return true;
 }
@@ -463,6 +582,9 @@ static bool check_op(struct loader *l, uint32_t i)
 
 	const struct op_info *info = &op_table[op->kind];
 
+	if (!(l->g->need.ops >> op->kind & 1))
+		return fail(l, "op %" PRIu32 " (%s): not among the ops the graph says it uses",
+			    i, info->name);
 	if (info->graph_min >= 0 && op->nin < info->graph_min)
 		return fail(l, "op %" PRIu32 " (%s): %u operands, expected at least %d",
 			    i, info->name, op->nin, info->graph_min);
@@ -499,6 +621,51 @@ static bool check_op(struct loader *l, uint32_t i)
 	return true;
 }
 
+/* The manifest: sorted by name (so unique), each entry naming a weight
+ * tensor by that tensor's own name, with its shape; as many entries as
+ * weight tensors, so each weight has exactly one. */
+static bool check_weights(struct loader *l)
+{
+	const struct g_graph *g = l->g;
+	uint32_t nweight_tensors = 0;
+
+	for (uint32_t t = 0; t < g->ntensors; t++)
+		nweight_tensors += g->tensors[t].kind == GT_WEIGHT;
+	if (l->minor >= 1 && g->nweights != nweight_tensors)
+		return fail(l, "weights: %" PRIu32 " entries for %" PRIu32 " weight tensors",
+			    g->nweights, nweight_tensors);
+	for (uint32_t i = 0; i < g->nweights; i++) {
+		const struct g_weight *w = &g->weights[i];
+
+		if (!in_range(l, "weight", i, "name string", w->name, g->nstrings, "strings") ||
+		    !check_ref(l, "weight", i, "tensor", w->tensor, GT_WEIGHT))
+			return false;
+
+		const struct g_tensor *t = &g->tensors[w->tensor];
+		const char *name = graph_str(g, w->name);
+
+		if (strcmp(name, graph_str(g, t->name)))
+			return fail(l, "weight %" PRIu32 " ('%s'): tensor %" PRIu32
+				    " is named '%s'", i, name, w->tensor, graph_str(g, t->name));
+		if (i && strcmp(graph_str(g, g->weights[i - 1].name), name) >= 0)
+			return fail(l, "weight %" PRIu32 " ('%s'): not after '%s' (the manifest "
+				    "is sorted by name, names unique)", i, name,
+				    graph_str(g, g->weights[i - 1].name));
+		if (w->dtype != G_DT_F32)
+			return fail(l, "weight %" PRIu32 " ('%s'): dtype %" PRIu32
+				    ", but its tensor holds float32", i, name, w->dtype);
+		if (w->ndim != t->ndim)
+			return fail(l, "weight %" PRIu32 " ('%s'): %" PRIu32
+				    " dimensions, its tensor has %u", i, name, w->ndim, t->ndim);
+		for (int d = 0; d < G_MAX_DIMS; d++)
+			if (w->shape[d] != (d < t->ndim ? t->dims[d] : 0))
+				return fail(l, "weight %" PRIu32 " ('%s'): dimension %d is %"
+					    PRId64 ", its tensor's %" PRId64, i, name, d,
+					    w->shape[d], d < t->ndim ? t->dims[d] : 0);
+	}
+	return true;
+}
+
 static bool check_program(struct loader *l)
 {
 	const struct g_graph *g = l->g;
@@ -516,7 +683,7 @@ static bool check_program(struct loader *l)
 	for (uint32_t i = 0; i < g->noutputs; i++)
 		if (!check_ref(l, "output", i, "tensor", g->outputs[i], 0))
 			return false;
-	return true;
+	return check_weights(l);
 }
 
 static bool load(struct loader *l)
@@ -526,6 +693,7 @@ static bool load(struct loader *l)
 	uint64_t count[GS_COUNT] = { 0 };
 	struct g_graph *g = l->g;
 
+	memset(g, 0, sizeof *g);
 	if ((uintptr_t)l->buf % 8)
 		return fail(l, "misaligned buffer: a graph must be loaded at an "
 			    "8-byte aligned address");
@@ -564,25 +732,61 @@ static bool load(struct loader *l)
 	g->noutputs = (uint32_t)count[GS_OUTPUTS];
 	g->arena_bytes = prog->arena_bytes;
 	g->checksum = h->checksum;
+	g->meta_items = data[GS_META_ITEMS];
+	g->nmeta_items = count[GS_META_ITEMS];
+	g->weights = data[GS_WEIGHTS];
+	g->nweights = (uint32_t)count[GS_WEIGHTS];
+	g->minor = l->minor;
+	if (data[GS_REQUIRES]) {
+		g->need = *(const struct g_requires *)data[GS_REQUIRES];
+	} else {
+		/* A 1.0 graph: float32 on any device, its ops (each kind is
+		 * checked against OP_COUNT before use). */
+		const struct g_op *ops = data[GS_OPS];
+
+		g->need.caps = G_CAP_F32;
+		for (uint64_t i = 0; i < count[GS_OPS]; i++)
+			if (ops[i].kind < OP_COUNT)
+				g->need.ops |= 1ull << ops[i].kind;
+	}
 
 	/* In dependency order: each check may use what the earlier ones
-	 * proved (strings before names, groups before patterns...). */
-	return check_strings(l) && check_meta(l) && check_axes(l, prog) &&
-	       check_groups(l) && check_patterns_and_tensors(l) && check_program(l);
+	 * proved (strings before names, groups before patterns...); first
+	 * whether this runtime can run the graph at all. */
+	return check_requires(l) && check_strings(l) && check_meta(l) &&
+	       check_axes(l, prog) && check_groups(l) && check_patterns_and_tensors(l) &&
+	       check_program(l);
+}
+
+bool graph_parse_fault(const void *buf, size_t len, struct g_graph *g, char *err,
+		       size_t errlen, enum graph_fault *fault)
+{
+	struct loader l = { .buf = buf, .len = len, .g = g, .err = err, .errlen = errlen,
+			    .fault = GRAPH_FAULT_FORMAT };
+	bool ok = load(&l);
+
+	if (fault)
+		*fault = ok ? GRAPH_FAULT_NONE : l.fault;
+	if (!ok)
+		/* Leave nothing half-checked behind for a caller that
+		 * ignores the result. */
+		memset(g, 0, sizeof *g);
+	return ok;
 }
 
 bool graph_parse(const void *buf, size_t len, struct g_graph *g, char *err,
 		 size_t errlen)
 {
-	struct loader l = { .buf = buf, .len = len, .g = g, .err = err, .errlen = errlen };
+	return graph_parse_fault(buf, len, g, err, errlen, NULL);
+}
 
-	memset(g, 0, sizeof *g);
-	if (load(&l))
-		return true;
-	/* Leave nothing half-checked behind for a caller that ignores the
-	 * result. */
-	memset(g, 0, sizeof *g);
-	return false;
+uint64_t graph_runtime_caps(void)
+{
+#ifdef DTPC_HAVE_CUDA
+	return G_CAP_F32 | G_CAP_CUDA;
+#else
+	return G_CAP_F32;
+#endif
 }
 
 /* FNV-1a over 64-bit little-endian words (then the tail bytes): each step
@@ -609,6 +813,103 @@ uint64_t graph_checksum(const void *buf, size_t len)
 const char *graph_str(const struct g_graph *g, uint32_t i)
 {
 	return i < g->nstrings ? g->strtab + g->stroff[i] : "";
+}
+
+int64_t graph_meta_find(const struct g_graph *g, const char *key)
+{
+	for (uint32_t i = 0; i < g->nmeta; i++)
+		if (!strcmp(graph_str(g, g->meta[i].key), key))
+			return i;
+	return -1;
+}
+
+uint64_t graph_meta_len(const struct g_graph *g, uint32_t i)
+{
+	return g->meta_items[g->meta[i].value];
+}
+
+const uint64_t *graph_meta_items(const struct g_graph *g, uint32_t i)
+{
+	return g->meta_items + g->meta[i].value + 1;
+}
+
+/* Appends to a snprintf-style buffer: at tracks the length wanted. */
+static void put(char *buf, size_t n, size_t *at, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void put(char *buf, size_t n, size_t *at, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	va_start(ap, fmt);
+	k = vsnprintf(*at < n ? buf + *at : NULL, *at < n ? n - *at : 0, fmt, ap);
+	va_end(ap);
+	*at += k > 0 ? (size_t)k : 0;
+}
+
+int graph_meta_text(const struct g_graph *g, uint32_t i, char *buf, size_t n)
+{
+	const struct g_meta *m = &g->meta[i];
+	size_t at = 0;
+	double f;
+
+	if (n)
+		buf[0] = 0;
+	switch (m->type) {
+	case GM_U64: put(buf, n, &at, "%" PRIu64, m->value); break;
+	case GM_I64: put(buf, n, &at, "%" PRId64, (int64_t)m->value); break;
+	case GM_F64:
+		memcpy(&f, &m->value, sizeof f);
+		put(buf, n, &at, "%.17g", f);
+		break;
+	case GM_STR: put(buf, n, &at, "%s", graph_str(g, (uint32_t)m->value)); break;
+	case GM_BOOL: put(buf, n, &at, "%s", m->value ? "true" : "false"); break;
+	case GM_I64_ARRAY:
+	case GM_STR_ARRAY: {
+		const uint64_t *v = graph_meta_items(g, i);
+
+		put(buf, n, &at, "[");
+		for (uint64_t k = 0; k < graph_meta_len(g, i); k++)
+			if (m->type == GM_I64_ARRAY)
+				put(buf, n, &at, "%s%" PRId64, k ? ", " : "", (int64_t)v[k]);
+			else
+				put(buf, n, &at, "%s\"%s\"", k ? ", " : "",
+				    graph_str(g, (uint32_t)v[k]));
+		put(buf, n, &at, "]");
+		break;
+	}
+	default: put(buf, n, &at, "(type %" PRIu32 ")", m->type); break;
+	}
+	return at > INT32_MAX ? INT32_MAX : (int)at;
+}
+
+const struct g_weight *graph_weight_find(const struct g_graph *g, const char *name)
+{
+	uint32_t lo = 0, hi = g->nweights;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(graph_str(g, g->weights[mid].name), name);
+
+		if (!c)
+			return &g->weights[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+const char *graph_compiler_str(uint32_t compiler, char *buf, size_t n)
+{
+	if (!compiler)
+		snprintf(buf, n, "an unknown dtpc");
+	else
+		snprintf(buf, n, "dtpc %" PRIu32 ".%" PRIu32 ".%" PRIu32, compiler >> 16,
+			 compiler >> 8 & 0xff, compiler & 0xff);
+	return buf;
 }
 
 void graph_coords(const struct g_graph *g, uint32_t rank, uint32_t *coords)

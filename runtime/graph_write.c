@@ -8,8 +8,17 @@
  * equal files and equal checksums (the ranks' handshake compares them). */
 #include "runtime/graph.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "compiler/version.h"
+
+/* The format is little-endian and the records are written as they lie in
+ * memory: a big-endian writer would need a byte-swapping pass, which no
+ * supported host needs. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+	       "graph_write.c writes records natively: little-endian hosts only");
 
 struct out_section {
 	uint32_t id, elem;
@@ -42,12 +51,83 @@ static void canonicalize(uint8_t *file, const struct g_section *tensors,
 			gr[i].axes[k] = 0;
 }
 
+/* DTPC_VERSION "major.minor.patch" as g_requires.compiler packs it. */
+static uint32_t compiler_version(void)
+{
+	unsigned major = 0, minor = 0, patch = 0;
+
+	sscanf(DTPC_VERSION, "%u.%u.%u", &major, &minor, &patch);
+	return (major & 0xffff) << 16 | (minor & 0xff) << 8 | (patch & 0xff);
+}
+
+/* What a runtime needs: f32 (every tensor is float32 in 1.1), the caller's
+ * other bits, and the ops the program uses. */
+static struct g_requires requirements(const struct g_graph *g)
+{
+	struct g_requires r = {
+		.compiler = compiler_version(),
+		.caps = g->need.caps | G_CAP_F32,
+	};
+
+	for (uint32_t i = 0; i < g->nops; i++)
+		r.ops |= 1ull << g->ops[i].kind;
+	return r;
+}
+
+struct named {
+	const char *name;
+	uint32_t tensor;
+};
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(((const struct named *)a)->name, ((const struct named *)b)->name);
+}
+
+/* The weights manifest: every weight tensor by name (sorted, for the
+ * binder's bisection), with its full shape. A weight's dims are its
+ * checkpoint shape (weights are split once, so dims are global sizes).
+ * NULL only when out of memory. */
+static struct g_weight *manifest(const struct g_graph *g, uint32_t *n)
+{
+	struct named *w = malloc((g->ntensors ? g->ntensors : 1) * sizeof *w);
+	struct g_weight *m = calloc(g->ntensors ? g->ntensors : 1, sizeof *m);
+
+	*n = 0;
+	if (!w || !m) {
+		free(w);
+		free(m);
+		return NULL;
+	}
+	for (uint32_t t = 0; t < g->ntensors; t++)
+		if (g->tensors[t].kind == GT_WEIGHT)
+			w[(*n)++] = (struct named){ graph_str(g, g->tensors[t].name), t };
+	qsort(w, *n, sizeof *w, by_name);
+	for (uint32_t i = 0; i < *n; i++) {
+		const struct g_tensor *t = &g->tensors[w[i].tensor];
+
+		m[i].name = t->name;
+		m[i].tensor = w[i].tensor;
+		m[i].dtype = G_DT_F32;
+		m[i].ndim = t->ndim;
+		memcpy(m[i].shape, t->dims, t->ndim * sizeof *t->dims);
+	}
+	free(w);
+	return m;
+}
+
 void *graph_serialize(const struct g_graph *g, size_t *len)
 {
 	const struct g_program prog = {
 		.arena_bytes = g->arena_bytes,
 		.world = g->world,
 	};
+	const struct g_requires need = requirements(g);
+	uint32_t nweights;
+	struct g_weight *weights = manifest(g, &nweights);
+
+	if (!weights)
+		return NULL;
 	/* In id order, so that table[id - 1] is section id. */
 	const struct out_section in[] = {
 		{ GS_PROGRAM, sizeof prog, &prog, 1 },
@@ -63,6 +143,9 @@ void *graph_serialize(const struct g_graph *g, size_t *len)
 		{ GS_OPERANDS, sizeof *g->operands, g->operands, g->noperands },
 		{ GS_INPUTS, sizeof *g->inputs, g->inputs, g->ninputs },
 		{ GS_OUTPUTS, sizeof *g->outputs, g->outputs, g->noutputs },
+		{ GS_META_ITEMS, sizeof *g->meta_items, g->meta_items, g->nmeta_items },
+		{ GS_REQUIRES, sizeof need, &need, 1 },
+		{ GS_WEIGHTS, sizeof *weights, weights, nweights },
 	};
 	enum { N = sizeof in / sizeof in[0] };
 	struct g_section table[N];
@@ -82,8 +165,10 @@ void *graph_serialize(const struct g_graph *g, size_t *len)
 
 	uint8_t *file = calloc(1, pos);
 
-	if (!file)
+	if (!file) {
+		free(weights);
 		return NULL;
+	}
 	memset(&h, 0, sizeof h);
 	memcpy(h.magic, GRAPH_MAGIC, sizeof h.magic);
 	h.major = GRAPH_MAJOR;
@@ -97,6 +182,7 @@ void *graph_serialize(const struct g_graph *g, size_t *len)
 	for (int i = 0; i < N; i++)
 		if (table[i].size) /* data may be NULL when empty */
 			memcpy(file + table[i].offset, in[i].data, table[i].size);
+	free(weights);
 	canonicalize(file, &table[GS_TENSORS - 1], &table[GS_GROUPS - 1]);
 
 	h.checksum = graph_checksum(file, pos);

@@ -7,12 +7,20 @@
  * a list of forged files (edited, checksum fixed up) must be rejected with the
  * right message.
  *
+ * Format 1.1's additions have their own tests: typed metadata (and skipping
+ * a type of a newer minor), the requirements a runtime refuses a graph over,
+ * the weights manifest, and reading a 1.0 file (tests/unit/graph-1.0.graph:
+ * this graph as dtpc 0.1.0 wrote it).
+ *
  * DTPC_WRITE_SEEDS=dir also writes the seed graphs of the fuzz target
  * (tests/fuzz/graph_corpus) into dir. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "compiler/version.h"
 #include "runtime/graph.h"
+#include "runtime/graph_file.h"
 #include "tests/unit/unit.h"
 
 /* ---- the test graph -------------------------------------------------------------- */
@@ -29,13 +37,18 @@ static const char *const strings[] = {
 	"", "ring", "tp", "x", "x.shard", "qkv.weight", "qkv.bias", "qkv",
 	"proj.weight", "qkv.ws", "proj", "y", "out", "t", "z", "norm",
 	"compiler", "dtpc 0.1.0", "world", "offset", "scale",
+	"flag", "shape", "names", "a", "b",
 };
 enum { NSTRINGS = sizeof strings / sizeof strings[0] };
 
 static char strtab[256];
 static uint32_t stroff[NSTRINGS];
 
-static struct g_meta meta[4];
+enum { NMETA = 7 };
+static struct g_meta meta[NMETA];
+/* meta 5 ('shape') is [2, 4, -8], meta 6 ('names') ["a", "b"] */
+static const uint64_t meta_items[] = { 3, 2, 4, (uint64_t)-8, 2, 24, 25 };
+enum { NITEMS = sizeof meta_items / sizeof meta_items[0] };
 
 static const struct g_axis axes[] = {
 	[AX_RING] = { 1, 2 },
@@ -126,10 +139,14 @@ static struct g_graph make_graph(void)
 	meta[2] = (struct g_meta){ 19, GM_I64, (uint64_t)-3 };
 	meta[3] = (struct g_meta){ 20, GM_F64, 0 };
 	memcpy(&meta[3].value, &scale, sizeof scale);
+	meta[4] = (struct g_meta){ 21, GM_BOOL, 1 };
+	meta[5] = (struct g_meta){ 22, GM_I64_ARRAY, 0 };
+	meta[6] = (struct g_meta){ 23, GM_STR_ARRAY, 4 };
 	return (struct g_graph){
 		.strtab = strtab, .strtab_size = at, .stroff = stroff,
 		.nstrings = NSTRINGS,
-		.meta = meta, .nmeta = 4,
+		.meta = meta, .nmeta = NMETA,
+		.meta_items = meta_items, .nmeta_items = NITEMS,
 		.axes = axes, .naxes = 2, .world = 6,
 		.groups = groups, .ngroups = 3,
 		.patterns = patterns, .npatterns = 4,
@@ -237,6 +254,32 @@ static void write_seed(const char *dir, const char *name, const void *f, size_t 
 		printf("# could not write %s\n", path);
 }
 
+/* valid as a newer minor (GRAPH_MINOR + 1) with room for one more section
+ * table entry (id 0, empty, which readers skip): every section moved
+ * G_ALIGN bytes on. The file is align_up(valid_len) + G_ALIGN bytes. */
+static uint8_t *newer_minor(const uint8_t *v, size_t vlen)
+{
+	size_t len = align_up(vlen) + G_ALIGN;
+	uint8_t *f = calloc(1, len);
+	const struct g_file_header *h = (const void *)v;
+	uint64_t first = UINT64_MAX;
+	struct g_section *tab = (void *)(f + h->header_size);
+
+	memcpy(f, v, h->header_size + h->nsections * sizeof *tab);
+	for (uint32_t i = 0; i < h->nsections; i++)
+		if (tab[i].offset < first)
+			first = tab[i].offset;
+	memcpy(f + first + G_ALIGN, v + first, vlen - first);
+	for (uint32_t i = 0; i < h->nsections; i++)
+		tab[i].offset += G_ALIGN;
+	tab[h->nsections] = (struct g_section){ 0, 1, first, 0, 0 };
+	header(f)->nsections++;
+	header(f)->minor = GRAPH_MINOR + 1;
+	header(f)->file_size = len;
+	fix_checksum(f, len);
+	return f;
+}
+
 /* ---- round trip --------------------------------------------------------------------- */
 
 #define SAME(field, n) (memcmp(p.field, g.field, (n) * sizeof *g.field) == 0)
@@ -253,7 +296,9 @@ static void test_round_trip(void)
 	UNIT_CHECK(p.strtab_size == g.strtab_size && p.nstrings == NSTRINGS &&
 			   SAME(strtab, g.strtab_size) && SAME(stroff, NSTRINGS),
 		   "strings round-trip");
-	UNIT_CHECK(p.nmeta == 4 && SAME(meta, 4), "meta round-trips");
+	UNIT_CHECK(p.nmeta == NMETA && SAME(meta, NMETA), "meta round-trips");
+	UNIT_CHECK(p.nmeta_items == NITEMS && SAME(meta_items, NITEMS), "meta lists round-trip");
+	UNIT_CHECK(p.minor == GRAPH_MINOR, "written as format %d.%d", GRAPH_MAJOR, GRAPH_MINOR);
 	UNIT_CHECK(p.naxes == 2 && SAME(axes, 2) && p.world == 6, "axes round-trip, world 6");
 	UNIT_CHECK(p.ngroups == 3 && SAME(groups, 3), "groups round-trip");
 	UNIT_CHECK(p.npatterns == 4 && SAME(patterns, 4), "patterns round-trip");
@@ -473,11 +518,13 @@ static void test_header(void)
 
 	f = copy_of(valid, valid_len);
 	header(f)->major = GRAPH_MAJOR + 1;
+	header(f)->minor = 0;
 	reject(f, valid_len, "graph format 2.0 is newer than this runtime (1.x); "
 	       "recompile the plan or update dtpc", "major version + 1");
 
 	f = copy_of(valid, valid_len);
 	header(f)->major = GRAPH_MAJOR - 1;
+	header(f)->minor = 0;
 	reject(f, valid_len, "graph format 0.0 is older than this runtime (1.x)",
 	       "major version - 1");
 
@@ -490,19 +537,19 @@ static void test_header(void)
 	reject(f, valid_len, "section count 65 out of range (at most 64)", "65 sections");
 
 	/* A newer minor with a section this version does not know: accepted.
-	 * The writer leaves room for one more table entry before the first
-	 * section; the new entry is the one with id 0 there. */
-	size_t at = align_up(valid_len);
-	size_t len = at + G_ALIGN;
+	 * Every section moves G_ALIGN bytes on to make room for one more
+	 * table entry, the new one (id 200) after them. */
+	uint8_t *f0 = newer_minor(valid, valid_len);
+	size_t len = align_up(valid_len) + 2 * G_ALIGN;
 	struct g_graph g;
 
 	f = calloc(1, len);
-	memcpy(f, valid, valid_len);
-	header(f)->minor = GRAPH_MINOR + 1;
+	memcpy(f, f0, align_up(valid_len) + G_ALIGN);
+	free(f0);
 	header(f)->nsections++;
 	header(f)->file_size = len;
-	*entry(f, 0) = (struct g_section){ 200, 8, at, G_ALIGN, G_ALIGN / 8 };
-	memset(f + at, 0xab, G_ALIGN);
+	*entry(f, 0) = (struct g_section){ 200, 8, len - G_ALIGN, G_ALIGN, G_ALIGN / 8 };
+	memset(f + len - G_ALIGN, 0xab, G_ALIGN);
 	fix_checksum(f, len);
 	UNIT_CHECK(parse_ok(f, len, &g) && g.ntensors == NTENSORS,
 		   "a newer minor version with an unknown section loads");
@@ -578,7 +625,7 @@ static void test_tables(void)
 	reject(f, valid_len, "string 3: offset 10000 out of range", "a string offset");
 
 	FORGE(struct g_meta, GS_META, s[1].key = 700);
-	reject(f, valid_len, "meta 1: key string 700 out of range (21 strings)", "a meta key");
+	reject(f, valid_len, "meta 1: key string 700 out of range (26 strings)", "a meta key");
 
 	FORGE(struct g_meta, GS_META, s[2].type = 9);
 	reject(f, valid_len, "meta 2 ('offset'): unknown type 9", "a meta type");
@@ -625,7 +672,7 @@ static void test_tables(void)
 	reject(f, valid_len, "pattern 1: block 0 chunk 1: length -1", "a negative chunk");
 
 	FORGE(struct g_tensor, GS_TENSORS, s[T_BQKV].name = 999);
-	reject(f, valid_len, "tensor 3: name string 999 out of range (21 strings)",
+	reject(f, valid_len, "tensor 3: name string 999 out of range (26 strings)",
 	       "an out-of-range string index");
 
 	FORGE(struct g_tensor, GS_TENSORS, s[T_XS].pattern[1] = 40);
@@ -718,6 +765,257 @@ static void test_tables(void)
 #undef FORGE
 }
 
+#define FORGE_META(edit)                                                       \
+	do {                                                                   \
+		f = copy_of(valid, valid_len);                                 \
+		struct g_meta *s = section(f, GS_META);                        \
+		edit;                                                          \
+	} while (0)
+
+/* ---- format 1.1: typed metadata ------------------------------------------------------ */
+
+static void text_is(const struct g_graph *g, uint32_t i, const char *want)
+{
+	char buf[64];
+	int n = graph_meta_text(g, i, buf, sizeof buf);
+
+	UNIT_CHECK(!strcmp(buf, want) && n == (int)strlen(want), "meta %u as text: %s (want %s)",
+		   i, buf, want);
+}
+
+static void test_meta_types(void)
+{
+	struct g_graph g;
+	uint8_t *f;
+	char small[4];
+
+	if (!parse_ok(valid, valid_len, &g))
+		return;
+	text_is(&g, 0, "dtpc 0.1.0");
+	text_is(&g, 1, "6");
+	text_is(&g, 2, "-3");
+	text_is(&g, 3, "0.5");
+	text_is(&g, 4, "true");
+	text_is(&g, 5, "[2, 4, -8]");
+	text_is(&g, 6, "[\"a\", \"b\"]");
+	UNIT_CHECK(graph_meta_text(&g, 5, small, sizeof small) == 10 && !strcmp(small, "[2,"),
+		   "meta text truncates as snprintf does, returning the length it needs");
+	UNIT_CHECK(graph_meta_find(&g, "names") == 6 && graph_meta_find(&g, "nope") == -1,
+		   "meta by key");
+	UNIT_CHECK(graph_meta_len(&g, 5) == 3 && (int64_t)graph_meta_items(&g, 5)[2] == -8,
+		   "an i64 list's items are exact");
+
+	/* an exact f64 (not "%g" of it) */
+	double third = 1.0 / 3, back;
+	f = copy_of(valid, valid_len);
+	memcpy(&((struct g_meta *)section(f, GS_META))[3].value, &third, sizeof third);
+	fix_checksum(f, valid_len);
+	if (parse_ok(f, valid_len, &g)) {
+		memcpy(&back, &g.meta[3].value, sizeof back);
+		text_is(&g, 3, "0.33333333333333331");
+		UNIT_CHECK(back == third, "an f64 round-trips exactly");
+	}
+	free(f);
+
+	/* A type this reader does not know: skipped in a newer minor, damage
+	 * in a minor it knows. */
+	f = newer_minor(valid, valid_len);
+	size_t len = align_up(valid_len) + G_ALIGN;
+	((struct g_meta *)section(f, GS_META))[4].type = 99;
+	fix_checksum(f, len);
+	UNIT_CHECK(parse_ok(f, len, &g) && g.meta[4].type == 99,
+		   "an unknown metadata type in a newer minor version is skipped");
+	if (g.nmeta)
+		text_is(&g, 4, "(type 99)");
+	((struct g_meta *)section(f, GS_META))[4].type = 0;
+	reject(f, len, "meta 4 ('flag'): unknown type 0", "type 0, even in a newer minor");
+
+	FORGE_META(s[4].type = 99);
+	reject(f, valid_len, "meta 4 ('flag'): unknown type 99 (format 1.1 has types 1 to 7)",
+	       "an unknown type in this minor version");
+	FORGE_META(s[4].value = 2);
+	reject(f, valid_len, "meta 4 ('flag'): bool 2 (0 or 1)", "a bool of 2");
+	FORGE_META(s[5].value = NITEMS);
+	reject(f, valid_len, "meta 5 ('shape'): list at item 7 is past the meta_items table",
+	       "a list past the items");
+	FORGE_META(s[6].value = 2);
+	reject(f, valid_len, "meta 6 ('names'): list at item 2 overlaps an earlier one",
+	       "overlapping lists");
+	f = copy_of(valid, valid_len);
+	((uint64_t *)section(f, GS_META_ITEMS))[0] = UINT64_MAX;
+	reject(f, valid_len, "list at item 0 is past", "a list length that wraps around");
+	f = copy_of(valid, valid_len);
+	((uint64_t *)section(f, GS_META_ITEMS))[6] = 500;
+	reject(f, valid_len, "meta 6: list string 500 out of range (26 strings)",
+	       "a string list item");
+}
+
+/* ---- format 1.1: requirements ------------------------------------------------------- */
+
+static void refuse(uint8_t *f, size_t len, enum graph_fault want_fault, const char *want,
+		   const char *what)
+{
+	char err[256] = "";
+	struct g_graph g;
+	enum graph_fault fault;
+
+	fix_checksum(f, len);
+	bool ok = graph_parse_fault(f, len, &g, err, sizeof err, &fault);
+
+	UNIT_CHECK(!ok && fault == want_fault && strstr(err, want), "refuses %s: \"%s\"", what,
+		   err);
+	if (ok || !strstr(err, want))
+		printf("#   expected a message containing \"%s\"\n", want);
+	free(f);
+}
+
+static struct g_requires *need_of(uint8_t *f)
+{
+	return section(f, GS_REQUIRES);
+}
+
+static void test_requires(void)
+{
+	struct g_graph g;
+	enum graph_fault fault;
+	uint8_t *f;
+	unsigned major, minor, patch;
+
+	sscanf(DTPC_VERSION, "%u.%u.%u", &major, &minor, &patch);
+	if (!parse_ok(valid, valid_len, &g))
+		return;
+	UNIT_CHECK(g.need.compiler == (major << 16 | minor << 8 | patch),
+		   "the producing compiler's version is recorded (" DTPC_VERSION ")");
+	UNIT_CHECK(g.need.caps == G_CAP_F32, "a float32 graph needs f32 only");
+	UNIT_CHECK(g.need.ops == (1ull << OP_shard | 1ull << OP_linear | 1ull << OP_all_gather |
+				  1ull << OP_reshape | 1ull << OP_layer_norm),
+		   "the ops the graph uses");
+	UNIT_CHECK(graph_parse_fault(valid, valid_len, &g, NULL, 0, &fault) &&
+			   fault == GRAPH_FAULT_NONE, "no fault on success");
+
+	f = copy_of(valid, valid_len);
+	need_of(f)->caps |= G_CAP_BF16;
+	need_of(f)->compiler = 0x000300;
+	refuse(f, valid_len, GRAPH_FAULT_VERSION,
+	       "the graph needs bfloat16 tensors, which this runtime (dtpc " DTPC_VERSION
+	       ") does not support; it was compiled by dtpc 0.3.0", "a capability it lacks");
+	if (!(graph_runtime_caps() & G_CAP_CUDA)) {
+		f = copy_of(valid, valid_len);
+		need_of(f)->caps |= G_CAP_CUDA;
+		refuse(f, valid_len, GRAPH_FAULT_VERSION, "the graph needs a CUDA device",
+		       "a device this build lacks");
+	}
+	f = copy_of(valid, valid_len);
+	need_of(f)->caps |= 1ull << 40;
+	refuse(f, valid_len, GRAPH_FAULT_VERSION,
+	       "the graph needs capabilities unknown to this runtime (bits 0x10000000000)",
+	       "a capability bit of a newer version");
+	f = copy_of(valid, valid_len);
+	need_of(f)->ops |= 1ull << (OP_COUNT + 1);
+	refuse(f, valid_len, GRAPH_FAULT_VERSION, "the graph uses op id 20, unknown to this runtime",
+	       "an op of a newer version");
+	f = copy_of(valid, valid_len);
+	need_of(f)->ops &= ~(1ull << OP_reshape);
+	refuse(f, valid_len, GRAPH_FAULT_FORMAT,
+	       "op 5 (reshape): not among the ops the graph says it uses", "an op it does not list");
+	f = copy_of(valid, valid_len);
+	header(f)->major = GRAPH_MAJOR + 1;
+	refuse(f, valid_len, GRAPH_FAULT_VERSION, "is newer than this runtime", "a newer major");
+	f = copy_of(valid, valid_len);
+	f[0] = 'X';
+	refuse(f, valid_len, GRAPH_FAULT_FORMAT, "bad magic", "damage, as damage");
+	f = copy_of(valid, valid_len);
+	entry(f, GS_REQUIRES)->id = 0;
+	refuse(f, valid_len, GRAPH_FAULT_FORMAT, "missing section 'requires' (format 1.1 has it)",
+	       "a 1.1 file without its requirements");
+}
+
+/* ---- format 1.1: the weights manifest ----------------------------------------------- */
+
+static void test_weights(void)
+{
+	struct g_graph g;
+	uint8_t *f;
+
+	if (!parse_ok(valid, valid_len, &g))
+		return;
+	UNIT_CHECK(g.nweights == 3 && g.weights[0].tensor == T_WPROJ &&
+			   g.weights[1].tensor == T_BQKV && g.weights[2].tensor == T_WQKV,
+		   "one entry per weight, sorted by name");
+	const struct g_weight *w = graph_weight_find(&g, "qkv.weight");
+	UNIT_CHECK(w && w->tensor == T_WQKV && w->dtype == G_DT_F32 && w->ndim == 2 &&
+			   w->shape[0] == 18 && w->shape[1] == 8 && w->shape[2] == 0,
+		   "a weight by name: its full shape and dtype");
+	UNIT_CHECK(graph_weight_find(&g, "proj.weight") == &g.weights[0] &&
+			   !graph_weight_find(&g, "qkv") && !graph_weight_find(&g, "zzz"),
+		   "names not in the manifest are not found");
+
+#define FORGE_W(edit)                                                          \
+	do {                                                                   \
+		f = copy_of(valid, valid_len);                                 \
+		struct g_weight *s = section(f, GS_WEIGHTS);                   \
+		edit;                                                          \
+	} while (0)
+	FORGE_W(s[2].shape[0] = 17);
+	reject(f, valid_len, "weight 2 ('qkv.weight'): dimension 0 is 17, its tensor's 18",
+	       "a manifest shape unlike the tensor's");
+	FORGE_W(s[2].shape[5] = 1);
+	reject(f, valid_len, "dimension 5 is 1, its tensor's 0", "a shape slot past ndim");
+	FORGE_W(s[0] = s[1]);
+	reject(f, valid_len, "weight 1 ('qkv.bias'): not after 'qkv.bias'", "a repeated name");
+	FORGE_W((s[0] = s[1], s[1].name = 8, s[1].tensor = T_WPROJ));
+	reject(f, valid_len, "weight 1 ('proj.weight'): not after 'qkv.bias'", "an unsorted manifest");
+	FORGE_W(s[1].tensor = T_WQKV);
+	reject(f, valid_len, "weight 1 ('qkv.bias'): tensor 2 is named 'qkv.weight'",
+	       "an entry naming another tensor");
+	FORGE_W(s[1].tensor = T_QKV);
+	reject(f, valid_len, "weight 1: tensor 4 ('qkv') is of kind activation, expected weight",
+	       "an entry for an activation");
+	FORGE_W(s[1].dtype = G_DT_BF16);
+	reject(f, valid_len, "weight 1 ('qkv.bias'): dtype 2, but its tensor holds float32",
+	       "a dtype unlike the tensor's");
+	FORGE_W(s[1].ndim = 2);
+	reject(f, valid_len, "weight 1 ('qkv.bias'): 2 dimensions, its tensor has 1", "an ndim");
+	f = copy_of(valid, valid_len);
+	entry(f, GS_WEIGHTS)->count--;
+	entry(f, GS_WEIGHTS)->size -= sizeof(struct g_weight);
+	reject(f, valid_len, "weights: 2 entries for 3 weight tensors", "a weight left out");
+#undef FORGE_W
+}
+
+/* ---- format 1.0 files ------------------------------------------------------------------ */
+
+static void test_v1_0(void)
+{
+	struct graph_file gf;
+	char err[256];
+
+	/* This graph as dtpc 0.1.0 wrote it, before format 1.1. */
+	if (!graph_file_open(&gf, "tests/unit/graph-1.0.graph", err, sizeof err)) {
+		UNIT_CHECK(0, "a 1.0 file loads: %s", err);
+		return;
+	}
+	const struct g_graph *g = &gf.g;
+	struct g_graph now;
+
+	UNIT_CHECK(g->minor == 0 && g->nweights == 0 && g->nmeta_items == 0,
+		   "a 1.0 file: minor 0, no manifest, no lists");
+	UNIT_CHECK(g->need.compiler == 0 && g->need.caps == G_CAP_F32 &&
+			   parse_ok(valid, valid_len, &now) && g->need.ops == now.need.ops,
+		   "a 1.0 file needs what a 1.0 graph implies: f32 and its ops");
+	UNIT_CHECK(g->ntensors == NTENSORS && g->nops == NOPS && g->nmeta == 4 &&
+			   !memcmp(g->tensors, tensors, sizeof tensors) &&
+			   !memcmp(g->ops, ops, sizeof ops) && !memcmp(g->meta, meta, 4 * sizeof *meta),
+		   "a 1.0 file reads as it was written");
+
+	/* a 1.1 metadata type in a 1.0 file is damage */
+	uint8_t *f = copy_of(gf.map, gf.len);
+	((struct g_meta *)section(f, GS_META))[1].type = GM_BOOL + 2;
+	reject(f, gf.len, "meta 1 ('world'): unknown type 7 (format 1.0 has types 1 to 4)",
+	       "a type of a later minor in a 1.0 file");
+	graph_file_close(&gf);
+}
+
 int main(void)
 {
 	test_round_trip();
@@ -726,6 +1024,10 @@ int main(void)
 	test_header();
 	test_sections();
 	test_tables();
+	test_meta_types();
+	test_requires();
+	test_weights();
+	test_v1_0();
 	free(valid);
 	return unit_done();
 }
