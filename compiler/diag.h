@@ -14,7 +14,8 @@
 
 struct arena;
 
-/* 1-based lines and columns; col counts bytes. file < 0: no location. */
+/* 1-based lines and columns; col counts characters (UTF-8 code points, as the
+ * scanner advances: a tab is one), not bytes. file < 0: no location. */
 typedef struct dtpc_loc {
 	int file;
 	int line, col;

@@ -1,9 +1,12 @@
 /* kernels.h — the CPU compute kernels of the runtime.
  *
  * Every tensor is float32, row-major and contiguous unless a stride is given
- * (strides count floats, not bytes); sizes are int64_t. Kernels are
- * single-threaded: the runtime runs one rank per thread and decides itself how
- * many threads OpenBLAS may use, so nothing here touches that setting.
+ * (strides count floats, not bytes); sizes are int64_t. Kernels start no
+ * threads of their own and never touch OpenBLAS's thread count: the GEMMs use
+ * whatever the process set. `dtpc run` (compiler/run.c) sets one BLAS thread
+ * per rank when it runs several ranks as threads; libdtpc sets nothing, so a
+ * program that links it and runs N ranks in one process sets that itself
+ * (openblas_set_num_threads, or OPENBLAS_NUM_THREADS=1).
  *
  * Ownership is the same for every function: callers own all buffers (inputs,
  * outputs and workspaces); a kernel allocates nothing, keeps no pointer past
