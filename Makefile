@@ -16,8 +16,12 @@ WARN    = -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes \
           -Wmissing-prototypes -Wformat=2 -Wundef -Wcast-align \
           -Wno-unused-parameter
 BLAS_CFLAGS ?= -I/usr/include/x86_64-linux-gnu/openblas-pthread
-MPI_CFLAGS  ?= $(shell mpicc --showme:compile 2>/dev/null)
-MPI_LIBS    ?= $(shell mpicc --showme:link 2>/dev/null)
+# MPI (optional, detected): with Open MPI's mpicc the mpi backend and
+# tests/mpi are built; without it comm_mpi_create says the build has none.
+# `make HAVE_MPI=` builds without MPI where mpicc exists.
+HAVE_MPI    ?= $(if $(shell command -v mpicc 2>/dev/null),1)
+MPI_CFLAGS  ?= $(if $(HAVE_MPI),-DDTPC_HAVE_MPI $(shell mpicc --showme:compile 2>/dev/null))
+MPI_LIBS    ?= $(if $(HAVE_MPI),$(shell mpicc --showme:link 2>/dev/null))
 CFLAGS  = -std=gnu11 $(OPT) -g $(WARN) -MMD -MP -pthread -I. -I$(BUILD)/gen $(BLAS_CFLAGS) $(MPI_CFLAGS) $(CUDA_CFLAGS)
 LDLIBS  = -lcjson -lopenblas $(MPI_LIBS) $(CUDA_LIBS) -lpthread -lm
 ifeq ($(SAN),1)
@@ -72,9 +76,9 @@ RUNTIME_SRC  = $(wildcard runtime/*.c kernels/cpu/*.c)
 RUNTIME_OBJ  = $(RUNTIME_SRC:%.c=$(BUILD)/obj/%.o) $(CUDA_C_SRC:%.c=$(BUILD)/obj/%.o) $(CU_OBJ)
 UNIT_SRC     = $(wildcard tests/unit/test_*.c)
 UNIT_BIN     = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-MPI_TEST_SRC = $(wildcard tests/mpi/*.c)
+MPI_TEST_SRC = $(if $(HAVE_MPI),$(wildcard tests/mpi/*.c))
 MPI_TEST_BIN = $(MPI_TEST_SRC:tests/mpi/%.c=$(BUILD)/tests/mpi_%)
-BENCH_SRC    = $(wildcard bench/*.c)
+BENCH_SRC    = $(filter-out $(if $(HAVE_MPI),,bench/comm_bench.c),$(wildcard bench/*.c))
 BENCH_BIN    = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all deps demo test bench fuzz clean gpu-bundle
@@ -194,3 +198,62 @@ clean:
 	rm -rf $(BUILD) build-san
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# ---- the installable library: libdtpc.so, make install / uninstall ----------------
+# libdtpc.so exports only the dtpc_* API (DTPC_API in dtpc.h): everything is
+# compiled hidden and position-independent, and a version script keeps any
+# other global out of the dynamic symbol table (tests/install.sh checks it).
+# Its soname carries the major version of compiler/version.h.
+CFLAGS    += -fPIC -fvisibility=hidden
+NVCCFLAGS += -Xcompiler -fvisibility=hidden
+VERSION   := $(shell sed -n 's/^\#define DTPC_VERSION "\(.*\)"/\1/p' compiler/version.h)
+SONAME     = libdtpc.so.$(firstword $(subst ., ,$(VERSION)))
+PREFIX    ?= /usr/local
+LIBDIR    ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR    ?= $(PREFIX)/share/man
+# what a static link of libdtpc needs besides it (pkg-config --static)
+LIBS_PRIVATE = -lcjson -lopenblas $(MPI_LIBS) $(CUDA_LIBS) -lpthread -lm
+
+.PHONY: install uninstall no-mpi-note
+all: $(BUILD)/libdtpc.so $(if $(HAVE_MPI),,no-mpi-note)
+
+no-mpi-note:
+	@echo "make: built without MPI (no mpicc, or HAVE_MPI= given): no mpi backend, tests/mpi or bench/comm_bench"
+
+$(BUILD)/libdtpc.map:
+	@mkdir -p $(@D)
+	printf '{ global: dtpc_*; local: *; };\n' >$@
+
+# A sanitizer runtime is linked by the program, not the library: only a
+# plain build can insist on no undefined symbols.
+$(BUILD)/libdtpc.so.$(VERSION): $(RUNTIME_OBJ) $(BUILD)/libdtpc.map
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,--version-script,$(BUILD)/libdtpc.map \
+		$(if $(SAN)$(TSAN),,-Wl,--no-undefined) -o $@ $(RUNTIME_OBJ) $(LIBS_PRIVATE)
+
+$(BUILD)/libdtpc.so: $(BUILD)/libdtpc.so.$(VERSION)
+	ln -sf libdtpc.so.$(VERSION) $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $@
+
+# DESTDIR stages the files (packaging); PREFIX is where they will live.
+install: $(BUILD)/dtpc $(BUILD)/libdtpc.a $(BUILD)/libdtpc.so
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) \
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5
+	install -m 755 $(BUILD)/dtpc $(DESTDIR)$(PREFIX)/bin/dtpc
+	install -m 755 $(BUILD)/libdtpc.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sf libdtpc.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libdtpc.so
+	install -m 644 $(BUILD)/libdtpc.a $(DESTDIR)$(LIBDIR)/libdtpc.a
+	install -m 644 runtime/dtpc.h $(DESTDIR)$(INCLUDEDIR)/dtpc.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+		-e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS_PRIVATE@|$(strip $(LIBS_PRIVATE))|' \
+		dtpc.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/dtpc.pc
+	install -m 644 doc/man/dtpc.1 $(DESTDIR)$(MANDIR)/man1/dtpc.1
+	install -m 644 doc/man/dtpc-plan.5 $(DESTDIR)$(MANDIR)/man5/dtpc-plan.5
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/dtpc $(DESTDIR)$(LIBDIR)/libdtpc.so \
+		$(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libdtpc.so.$(VERSION) \
+		$(DESTDIR)$(LIBDIR)/libdtpc.a $(DESTDIR)$(INCLUDEDIR)/dtpc.h \
+		$(DESTDIR)$(LIBDIR)/pkgconfig/dtpc.pc $(DESTDIR)$(MANDIR)/man1/dtpc.1 \
+		$(DESTDIR)$(MANDIR)/man5/dtpc-plan.5

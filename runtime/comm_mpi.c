@@ -9,8 +9,13 @@
  *
  * MPI counts are ints: a member's piece (and its offset) must stay under
  * INT_MAX bytes (allreduce: INT_MAX floats), else COMM_INVALID. A dtpc
- * collective moves one activation, far below that. */
+ * collective moves one activation, far below that.
+ *
+ * Built without MPI (the Makefile found no mpicc: no DTPC_HAVE_MPI), the
+ * backend is absent and comm_mpi_create says so. */
 #include "runtime/comm.h"
+
+#ifdef DTPC_HAVE_MPI
 
 #include <limits.h>
 #include <mpi.h>
@@ -432,3 +437,12 @@ struct comm *comm_mpi_create(int timeout_ms, char *err, size_t errlen)
 	MPI_Comm_set_errhandler(m->world, MPI_ERRORS_RETURN);
 	return &m->c;
 }
+#else
+#include <stdio.h>
+
+struct comm *comm_mpi_create(int timeout_ms, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "this build has no MPI backend (dtpc was built without mpicc)");
+	return NULL;
+}
+#endif

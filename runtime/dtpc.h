@@ -19,6 +19,14 @@
 extern "C" {
 #endif
 
+/* The library is built with -fvisibility=hidden: only what is marked
+ * DTPC_API is exported from libdtpc.so. */
+#if defined(__GNUC__)
+#define DTPC_API __attribute__((visibility("default")))
+#else
+#define DTPC_API
+#endif
+
 typedef enum dtpc_status {
 	DTPC_OK = 0,
 	DTPC_ERR_INVALID,     /* a bad argument */
@@ -34,30 +42,30 @@ typedef enum dtpc_status {
 } dtpc_status;
 
 /* A static string naming the status ("communication failed"). */
-const char *dtpc_status_str(dtpc_status s);
+DTPC_API const char *dtpc_status_str(dtpc_status s);
 /* The calling thread's last error message ("" if none). Valid until the
  * thread's next dtpc call. */
-const char *dtpc_last_error(void);
+DTPC_API const char *dtpc_last_error(void);
 
 /* ---- graphs --------------------------------------------------------------- */
 
 typedef struct dtpc_graph dtpc_graph;
 
 /* Maps and validates a .graph file. */
-dtpc_status dtpc_graph_open_file(const char *path, dtpc_graph **out);
+DTPC_API dtpc_status dtpc_graph_open_file(const char *path, dtpc_graph **out);
 /* Validates a graph in memory; the bytes are copied. */
-dtpc_status dtpc_graph_open_buffer(const void *buf, size_t len, dtpc_graph **out);
-void dtpc_graph_free(dtpc_graph *g);
+DTPC_API dtpc_status dtpc_graph_open_buffer(const void *buf, size_t len, dtpc_graph **out);
+DTPC_API void dtpc_graph_free(dtpc_graph *g);
 /* Ranks the graph was compiled for. */
-int dtpc_graph_world(const dtpc_graph *g);
+DTPC_API int dtpc_graph_world(const dtpc_graph *g);
 /* The graph's identity (its checksum), as compared in the handshake. */
-uint64_t dtpc_graph_hash(const dtpc_graph *g);
+DTPC_API uint64_t dtpc_graph_hash(const dtpc_graph *g);
 /* Metadata by key ("plan", "model", "mesh", "param.seq", ...), or NULL.
  * Strings are owned by g; numbers are rendered as decimal text into a
  * per-thread buffer, valid until the thread's next metadata call. */
-const char *dtpc_graph_meta(const dtpc_graph *g, const char *key);
+DTPC_API const char *dtpc_graph_meta(const dtpc_graph *g, const char *key);
 /* The i-th metadata entry; 0 past the end. */
-int dtpc_graph_meta_at(const dtpc_graph *g, int i, const char **key, const char **value);
+DTPC_API int dtpc_graph_meta_at(const dtpc_graph *g, int i, const char **key, const char **value);
 
 /* ---- communicators ----------------------------------------------------------- */
 
@@ -66,23 +74,23 @@ typedef struct dtpc_local_world dtpc_local_world;
 
 /* N ranks as threads of this process: one world, then one comm per rank
  * (each used by one thread). timeout_ms bounds every wait (0: 120 s). */
-dtpc_status dtpc_local_world_create(int nranks, int timeout_ms, dtpc_local_world **out);
-dtpc_status dtpc_comm_local(dtpc_local_world *w, int rank, dtpc_comm **out);
+DTPC_API dtpc_status dtpc_local_world_create(int nranks, int timeout_ms, dtpc_local_world **out);
+DTPC_API dtpc_status dtpc_comm_local(dtpc_local_world *w, int rank, dtpc_comm **out);
 /* Free every rank's comm before the world. */
-void dtpc_local_world_free(dtpc_local_world *w);
+DTPC_API void dtpc_local_world_free(dtpc_local_world *w);
 
 /* This process's rank of an MPI job (MPI_Init on first use). */
-dtpc_status dtpc_comm_mpi(int timeout_ms, dtpc_comm **out);
+DTPC_API dtpc_status dtpc_comm_mpi(int timeout_ms, dtpc_comm **out);
 
 /* This process's rank of a job with one rank per GPU over NCCL: under
  * mpirun the world is MPI's (the NCCL id is broadcast over MPI), else one
  * rank. Sessions on it must use DTPC_DEVICE_CUDA. A collective that does not
  * finish within timeout_ms (0: 120 s) aborts the job's communicators. */
-dtpc_status dtpc_comm_nccl(int timeout_ms, dtpc_comm **out);
+DTPC_API dtpc_status dtpc_comm_nccl(int timeout_ms, dtpc_comm **out);
 
-int dtpc_comm_rank(const dtpc_comm *c);
-int dtpc_comm_size(const dtpc_comm *c);
-void dtpc_comm_free(dtpc_comm *c);
+DTPC_API int dtpc_comm_rank(const dtpc_comm *c);
+DTPC_API int dtpc_comm_size(const dtpc_comm *c);
+DTPC_API void dtpc_comm_free(dtpc_comm *c);
 
 /* ---- sessions ------------------------------------------------------------------- */
 
@@ -92,9 +100,9 @@ typedef enum dtpc_device { DTPC_DEVICE_CPU = 0, DTPC_DEVICE_CUDA = 1 } dtpc_devi
 /* How many devices of a kind this build can use on this machine: 1 for the
  * CPU; for CUDA the GPUs visible (0 when built without CUDA, or with no
  * GPU or driver). */
-int dtpc_device_count(dtpc_device dev);
+DTPC_API int dtpc_device_count(dtpc_device dev);
 /* "cpu", "cuda"; NULL for an unknown value. */
-const char *dtpc_device_name(dtpc_device dev);
+DTPC_API const char *dtpc_device_name(dtpc_device dev);
 
 typedef struct dtpc_session dtpc_session;
 
@@ -105,50 +113,50 @@ typedef struct dtpc_session dtpc_session;
  * through host memory. Collective: does the startup handshake (graph hash,
  * world size, rank numbers) with every other rank. g and c must outlive
  * the session. */
-dtpc_status dtpc_session_create(const dtpc_graph *g, dtpc_comm *c, dtpc_device dev,
+DTPC_API dtpc_status dtpc_session_create(const dtpc_graph *g, dtpc_comm *c, dtpc_device dev,
 				dtpc_session **out);
-void dtpc_session_free(dtpc_session *s);
+DTPC_API void dtpc_session_free(dtpc_session *s);
 
 /* Weights. From a safetensors file by name: each rank reads only its slices,
  * converting F16/BF16/F64 to float32; shapes are checked against the graph.
  * From a seed: every weight's full tensor is a function of (seed, name,
  * element index), so runs on any number of ranks see the same model. From
  * memory: `data` is the full tensor (the rank copies its slice). */
-dtpc_status dtpc_session_bind_weights_file(dtpc_session *s, const char *path);
-dtpc_status dtpc_session_bind_weights_seed(dtpc_session *s, uint64_t seed);
-dtpc_status dtpc_session_bind_weight(dtpc_session *s, const char *name, const float *data,
+DTPC_API dtpc_status dtpc_session_bind_weights_file(dtpc_session *s, const char *path);
+DTPC_API dtpc_status dtpc_session_bind_weights_seed(dtpc_session *s, uint64_t seed);
+DTPC_API dtpc_status dtpc_session_bind_weight(dtpc_session *s, const char *name, const float *data,
 				     const int64_t *shape, int ndim);
 
 /* Inputs, whole (each rank takes its part as the graph says). */
-dtpc_status dtpc_session_bind_inputs_file(dtpc_session *s, const char *path);
-dtpc_status dtpc_session_bind_inputs_seed(dtpc_session *s, uint64_t seed);
-dtpc_status dtpc_session_set_input(dtpc_session *s, const char *name, const float *data,
+DTPC_API dtpc_status dtpc_session_bind_inputs_file(dtpc_session *s, const char *path);
+DTPC_API dtpc_status dtpc_session_bind_inputs_seed(dtpc_session *s, uint64_t seed);
+DTPC_API dtpc_status dtpc_session_set_input(dtpc_session *s, const char *name, const float *data,
 				   const int64_t *shape, int ndim);
 
 /* One forward pass. Collective. */
-dtpc_status dtpc_session_run(dtpc_session *s);
+DTPC_API dtpc_status dtpc_session_run(dtpc_session *s);
 
 /* From the second run on, record the forward pass once as a device graph
  * (CUDA graphs) and replay it: on by default, used where valid (a CUDA
  * device, no collective that stages through the host, no tracing); a no-op
  * on the CPU. */
-void dtpc_session_graphs(dtpc_session *s, int enable);
+DTPC_API void dtpc_session_graphs(dtpc_session *s, int enable);
 /* Whether the last run replayed a device graph. */
-int dtpc_session_graphed(const dtpc_session *s);
+DTPC_API int dtpc_session_graphed(const dtpc_session *s);
 
 /* Outputs, whole on every rank after a run, in host memory whatever the
  * device. data stays owned by the session and valid until the next run or
  * free. */
-int dtpc_session_noutputs(const dtpc_session *s);
-dtpc_status dtpc_session_output(const dtpc_session *s, int i, const char **name,
+DTPC_API int dtpc_session_noutputs(const dtpc_session *s);
+DTPC_API dtpc_status dtpc_session_output(const dtpc_session *s, int i, const char **name,
 				const float **data, const int64_t **shape, int *ndim);
 
 /* Chrome/Perfetto tracing: with tracing on, every run records one span per
  * op (compute or communication; bytes on communication spans). */
-void dtpc_session_trace(dtpc_session *s, int enable);
+DTPC_API void dtpc_session_trace(dtpc_session *s, int enable);
 /* Writes the spans of n sessions (one track per rank) as a Chrome trace
  * JSON file; an MPI rank passes its own session (one file per rank). */
-dtpc_status dtpc_trace_write(const char *path, dtpc_session *const *sessions, int n);
+DTPC_API dtpc_status dtpc_trace_write(const char *path, dtpc_session *const *sessions, int n);
 
 #ifdef __cplusplus
 }

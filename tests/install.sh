@@ -1,0 +1,168 @@
+#!/bin/sh
+# install.sh BUILD — the installed library as a deployment uses it: `make
+# install` into a temporary prefix, then a small C program built with
+# `pkg-config --cflags --libs dtpc` opens a graph compiled by the installed
+# dtpc, runs it on a one-rank local world with seeded weights and inputs and
+# reads its output, against the installed libdtpc.so (and once linked
+# statically, through Libs.private). The installed .so exports only dtpc_*
+# symbols (_init and _fini, if a toolchain exports them, are allowed); its
+# soname is libdtpc.so.MAJOR; DESTDIR stages; `make uninstall` removes
+# every file. Ends with "install: N passed, N failed, N skipped".
+set -u
+BUILD=${1:-build}
+. tests/lib.sh
+
+prefix=$tmp/prefix
+version=$(sed -n 's/^#define DTPC_VERSION "\(.*\)"/\1/p' compiler/version.h)
+soname=libdtpc.so.${version%%.*}
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+
+# check NAME COMMAND...: passes when COMMAND succeeds
+check() {
+	c_name=$1
+	shift
+	if "$@" >"$tmp/check.out" 2>&1; then ok; else
+		bad "install/$c_name"
+		head -20 "$tmp/check.out"
+	fi
+}
+
+if ! make -s BUILD="$BUILD" install PREFIX="$prefix" DESTDIR= >"$tmp/make.out" 2>&1; then
+	bad install/make-install
+	tail -20 "$tmp/make.out"
+	summary install
+	exit
+fi
+ok
+
+files="bin/dtpc lib/libdtpc.so lib/$soname lib/libdtpc.so.$version lib/libdtpc.a
+include/dtpc.h lib/pkgconfig/dtpc.pc share/man/man1/dtpc.1 share/man/man5/dtpc-plan.5"
+missing=""
+for f in $files; do
+	[ -e "$prefix/$f" ] || missing="$missing $f"
+done
+if [ -z "$missing" ]; then ok; else bad "install/files: missing$missing"; fi
+
+if readelf -d "$prefix/lib/libdtpc.so.$version" | grep -q "Library soname: \[$soname\]"; then ok; else
+	bad "install/soname: not $soname"
+	readelf -d "$prefix/lib/libdtpc.so.$version" | grep -i soname
+fi
+
+# Only the API is exported: no internal name (graph_parse, exec_op...).
+nm -D --defined-only "$prefix/lib/libdtpc.so" | awk '{ print $NF }' >"$tmp/syms"
+grep -v -e '^dtpc_' -e '^_init$' -e '^_fini$' "$tmp/syms" >"$tmp/extra"
+if [ -s "$tmp/extra" ]; then
+	bad "install/exports: $(wc -l <"$tmp/extra") symbols besides dtpc_*"
+	head -10 "$tmp/extra"
+elif grep -q '^dtpc_session_run$' "$tmp/syms"; then ok; else
+	bad "install/exports: dtpc_session_run is not exported"
+fi
+
+cat >"$tmp/m.plan" <<'PLAN'
+model m { input x : [1, 4, 8]; proj_in = linear(x, 8); y = gelu(proj_in); output y; }
+plan p { model m; }
+PLAN
+check compile-plan "$prefix/bin/dtpc" "$tmp/m.plan" --plan p -o "$tmp/m.graph"
+
+cat >"$tmp/use.c" <<'PROG'
+/* Open a graph, one rank, seeded weights and inputs, run, read output 0. */
+#include <dtpc.h>
+#include <math.h>
+#include <stdio.h>
+
+#define TRY(call)                                                               \
+	do {                                                                    \
+		if ((call) != DTPC_OK) {                                        \
+			fprintf(stderr, "%s: %s\n", #call, dtpc_last_error());  \
+			return 1;                                               \
+		}                                                               \
+	} while (0)
+
+int main(int argc, char **argv)
+{
+	dtpc_graph *g;
+	dtpc_local_world *w;
+	dtpc_comm *c;
+	dtpc_session *s;
+	const char *name;
+	const float *y;
+	const int64_t *shape;
+	int nd;
+	double sum = 0;
+
+	if (argc != 2)
+		return 2;
+	TRY(dtpc_graph_open_file(argv[1], &g));
+	TRY(dtpc_local_world_create(1, 0, &w));
+	TRY(dtpc_comm_local(w, 0, &c));
+	TRY(dtpc_session_create(g, c, DTPC_DEVICE_CPU, &s));
+	TRY(dtpc_session_bind_weights_seed(s, 7));
+	TRY(dtpc_session_bind_inputs_seed(s, 7));
+	TRY(dtpc_session_run(s));
+	TRY(dtpc_session_output(s, 0, &name, &y, &shape, &nd));
+	for (int i = 0; i < 32; i++)
+		sum += fabs(y[i]);
+	printf("%s [%lld, %lld, %lld] %s\n", name, (long long)shape[0], (long long)shape[1],
+	       (long long)shape[2], isfinite(sum) && sum > 0 ? "finite, not zero" : "BAD");
+	dtpc_session_free(s);
+	dtpc_comm_free(c);
+	dtpc_local_world_free(w);
+	dtpc_graph_free(g);
+	return 0;
+}
+PROG
+want="y [1, 4, 8] finite, not zero"
+
+# shellcheck disable=SC2046 # pkg-config's words are separate arguments
+if ${CC:-cc} -o "$tmp/use" "$tmp/use.c" $(pkg-config --cflags --libs dtpc) -lm >"$tmp/cc.out" 2>&1; then
+	ok
+	out=$(LD_LIBRARY_PATH="$prefix/lib" "$tmp/use" "$tmp/m.graph" 2>&1)
+	if [ "$out" = "$want" ]; then ok; else bad "install/run-shared: $out"; fi
+	# the program ran against the installed library, not another one
+	if LD_LIBRARY_PATH="$prefix/lib" ldd "$tmp/use" | grep -q "$soname => $prefix/lib/$soname"; then ok; else
+		bad "install/ldd: $soname not resolved in the prefix"
+		LD_LIBRARY_PATH="$prefix/lib" ldd "$tmp/use" | grep dtpc
+	fi
+else
+	bad install/cc-shared
+	head -20 "$tmp/cc.out"
+fi
+
+# Statically: libdtpc.a and the libraries of Libs.private.
+# shellcheck disable=SC2046
+if ${CC:-cc} -o "$tmp/use-static" "$tmp/use.c" $(pkg-config --cflags dtpc) "$prefix/lib/libdtpc.a" \
+	$(pkg-config --static --libs dtpc | sed 's/-ldtpc//') -lm >"$tmp/cc.out" 2>&1; then
+	out=$(env -u LD_LIBRARY_PATH "$tmp/use-static" "$tmp/m.graph" 2>&1)
+	if [ "$out" = "$want" ]; then ok; else bad "install/run-static: $out"; fi
+else
+	bad install/cc-static
+	head -20 "$tmp/cc.out"
+fi
+
+# The man pages format without warnings.
+if command -v groff >/dev/null 2>&1; then
+	for m in man1/dtpc.1 man5/dtpc-plan.5; do
+		if groff -man -Tutf8 -ww -z "$prefix/share/man/$m" >"$tmp/groff" 2>&1 && ! [ -s "$tmp/groff" ]; then
+			ok
+		else
+			bad "install/man: $m"
+			head -5 "$tmp/groff"
+		fi
+	done
+else
+	skipped install/man "groff is not installed"
+fi
+
+check uninstall make -s BUILD="$BUILD" uninstall PREFIX="$prefix" DESTDIR=
+left=$(find "$prefix" ! -type d | sed "s|^$prefix/||")
+if [ -z "$left" ]; then ok; else bad "install/uninstall left: $left"; fi
+
+# DESTDIR stages under another root; the .pc file names the final prefix.
+stage=$tmp/stage
+check destdir make -s BUILD="$BUILD" install PREFIX=/opt/dtpc DESTDIR="$stage"
+if [ -x "$stage/opt/dtpc/bin/dtpc" ] &&
+	grep -qx 'prefix=/opt/dtpc' "$stage/opt/dtpc/lib/pkgconfig/dtpc.pc"; then ok; else
+	bad "install/destdir: not staged under DESTDIR with prefix /opt/dtpc"
+fi
+
+summary install
