@@ -221,6 +221,15 @@ all: $(BUILD)/libdtpc.so $(if $(HAVE_MPI),,no-mpi-note)
 no-mpi-note:
 	@echo "make: built without MPI (no mpicc, or HAVE_MPI= given): no mpi backend, tests/mpi or bench/comm_bench"
 
+# A build folder made before -fPIC joined CFLAGS holds runtime objects the
+# .so cannot take. Every runtime object depends on a stamp made when the
+# folder first meets this Makefile (at parse time: .SECONDARY would let a
+# missing stamp go unmade), so such a folder rebuilds them once.
+ifeq ($(wildcard $(BUILD)/obj/.pic),)
+$(shell mkdir -p $(BUILD)/obj && touch $(BUILD)/obj/.pic)
+endif
+$(RUNTIME_OBJ): $(BUILD)/obj/.pic
+
 $(BUILD)/libdtpc.map:
 	@mkdir -p $(@D)
 	printf '{ global: dtpc_*; local: *; };\n' >$@
