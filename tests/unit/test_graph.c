@@ -20,6 +20,7 @@
 
 #include "compiler/version.h"
 #include "runtime/graph.h"
+#include "runtime/dtpc.h"
 #include "runtime/graph_file.h"
 #include "tests/unit/unit.h"
 
@@ -905,6 +906,15 @@ static void test_requires(void)
 		refuse(f, valid_len, GRAPH_FAULT_VERSION, "the graph needs a CUDA device",
 		       "a device this build lacks");
 	}
+	/* through the API: a refusal is DTPC_ERR_VERSION, not a damaged file */
+	dtpc_graph *dg = NULL;
+	f = copy_of(valid, valid_len);
+	need_of(f)->caps |= G_CAP_BF16;
+	fix_checksum(f, valid_len);
+	UNIT_CHECK(dtpc_graph_open_buffer(f, valid_len, &dg) == DTPC_ERR_VERSION && !dg &&
+			   strstr(dtpc_last_error(), "needs bfloat16 tensors"),
+		   "libdtpc refuses it with DTPC_ERR_VERSION: %s", dtpc_last_error());
+	free(f);
 	f = copy_of(valid, valid_len);
 	need_of(f)->caps |= 1ull << 40;
 	refuse(f, valid_len, GRAPH_FAULT_VERSION,
