@@ -18,7 +18,8 @@
 #            launch overhead, a full-size Flux block vs PyTorch eager
 #
 # Ends with "gpu: N passed, N failed, N skipped"; the table is printed last.
-# With OUT set (the device tool's output folder) the logs go there too.
+# With OUT set (a folder that outlives the run) the logs are left there as
+# OUT/gpu-logs.tar.gz and the table as OUT/table.txt.
 set -u
 BUILD=${1:-build-gpu}
 T0=$(date +%s)
@@ -36,7 +37,8 @@ for d in "$site"/nvidia/cu13/lib "$site"/nvidia/*/lib /usr/local/cuda/lib64; do
 done
 export LD_LIBRARY_PATH="$LDP${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 . tests/lib.sh
-LOG=${OUT:-$tmp}
+LOG=$tmp/logs
+mkdir -p "$LOG"
 TABLE="$LOG/table.txt"
 : >"$TABLE"
 row() { echo "$*" >>"$TABLE"; }
@@ -80,7 +82,7 @@ for t in "$BUILD"/tests/gpu/test_*; do
 done
 
 echo "== equivalence matrix on the CUDA device ($(($(date +%s) - T0)) s)"
-DTPC_RUN_ARGS="--device cuda" timeout 300 sh tests/equiv.sh "$BUILD" >"$LOG/equiv.log" 2>&1
+DTPC_RUN_ARGS="--device cuda" timeout 240 sh tests/equiv.sh "$BUILD" >"$LOG/equiv.log" 2>&1
 absorb equiv "$LOG/equiv.log"
 echo "== diffusers fixtures on the CUDA device ($(($(date +%s) - T0)) s)"
 DTPC_RUN_ARGS="--device cuda" timeout 120 sh tests/fixtures.sh "$BUILD" >"$LOG/fixtures.log" 2>&1
@@ -120,7 +122,7 @@ bench flux_torch 90 python3 bench/gpu/flux_block_torch.py --dtype f32 --steps 10
 
 row ""
 row "attention forward (bf16), TFLOP/s: dtpc vs PyTorch SDPA"
-cat "$LOG/attn.log" "$LOG/sdpa.log" 2>/dev/null | grep -E '^(attn|sdpa|merge|copy) ' >>"$TABLE"
+cat "$LOG/attn.log" "$LOG/sdpa.log" 2>/dev/null | grep -E '^(attn|attn_own|sdpa|lse_merge|memcpy_d2d) ' >>"$TABLE"
 row ""
 row "kernels through the runtime vs the library alone"
 grep -E '^(gemm|pack|unpack|copy|norm|rms_norm|layer_norm|launch|replay) ' "$LOG/kernel.log" \
@@ -136,4 +138,8 @@ echo "gpu: $pass passed, $fail failed, $skip skipped (in $(($(date +%s) - T0)) s
 [ -n "$failed_names" ] && echo "failed:$failed_names"
 echo
 cat "$TABLE"
+if [ -n "${OUT:-}" ]; then
+	cp "$TABLE" "$OUT/table.txt"
+	tar czf "$OUT/gpu-logs.tar.gz" -C "$LOG" .
+fi
 [ "$fail" = 0 ]
