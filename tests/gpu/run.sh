@@ -119,6 +119,20 @@ bench sdpa 90 python3 bench/gpu/sdpa_peer.py
 bench flux_dtpc_graph 90 "$DTPC" run "$tmp/fb.graph" --device cuda --steps 10
 bench flux_dtpc_eager 90 "$DTPC" run "$tmp/fb.graph" --device cuda --steps 10 --cuda-graph off
 bench flux_torch 90 python3 bench/gpu/flux_block_torch.py --dtype f32 --steps 10
+# where the block's time goes: a traced step (each op waited for) by op kind
+bench flux_trace 90 "$DTPC" run "$tmp/fb.graph" --device cuda --steps 2 --trace "$tmp/fb.json"
+python3 - "$tmp/fb.json" >"$LOG/flux_ops.log" 2>&1 <<'PY'
+import json, sys
+spans = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+last = spans[len(spans) // 2:]  # the second step
+by = {}
+for e in last:
+    k = e["name"].split()[0]
+    by[k] = by.get(k, 0.0) + e["dur"] / 1000
+total = sum(by.values())
+print(f"flux_ops total_ms={total:.2f} " +
+      " ".join(f"{k}={v:.2f}" for k, v in sorted(by.items(), key=lambda kv: -kv[1])))
+PY
 
 row ""
 row "attention forward (bf16), TFLOP/s: dtpc vs PyTorch SDPA"
@@ -133,6 +147,7 @@ ms_g=$(sed -n 's/^time: \([0-9.]*\) ms.*/\1/p' "$LOG/flux_dtpc_graph.log")
 ms_e=$(sed -n 's/^time: \([0-9.]*\) ms.*/\1/p' "$LOG/flux_dtpc_eager.log")
 ms_t=$(sed -n 's/^torch_eager dtype=f32 ms=\([0-9.]*\).*/\1/p' "$LOG/flux_torch.log")
 row "  dtpc (CUDA graph) ${ms_g:-?} ms, dtpc (no graph) ${ms_e:-?} ms, PyTorch eager ${ms_t:-?} ms"
+row "  by op kind (one traced step, each op waited for, ms): $(cat "$LOG/flux_ops.log")"
 echo
 echo "gpu: $pass passed, $fail failed, $skip skipped (in $(($(date +%s) - T0)) s)"
 [ -n "$failed_names" ] && echo "failed:$failed_names"
