@@ -107,8 +107,14 @@ $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(@D)
 	$(CC) $(GENFLAGS) -c -o $@ $<
 
+# The language's op signatures, from the op table (no table filled at run time).
+$(BUILD)/gen/op_sigs.h: runtime/ops.def scripts/gen_sigs.awk
+	@mkdir -p $(@D)
+	awk -f scripts/gen_sigs.awk runtime/ops.def >$@
+
 # Sources that include the generated headers must wait for them.
 $(BUILD)/obj/compiler/parse.o: $(BUILD)/gen/lex.yy.h $(BUILD)/gen/plan.tab.h
+$(BUILD)/obj/compiler/model.o: $(BUILD)/gen/op_sigs.h
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
@@ -160,12 +166,13 @@ $(BUILD)/obj/examples/embed_graph.o: examples/embed_graph.S $(BUILD)/examples/ti
 $(BUILD)/examples/embed: $(BUILD)/obj/examples/embed.o $(BUILD)/obj/examples/embed_graph.o $(BUILD)/libdtpc.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-# libFuzzer targets (clang only): the parser, the graph loader, safetensors.
+# libFuzzer targets (clang only): the parser, the graph loader, safetensors,
+# the whole pipeline (fuzz_pipeline: parse to a prepared session).
 # Each links the whole compiler and runtime, built with the fuzzer's
 # instrumentation; `make fuzz` runs each for a minute.
 FUZZ_SRC = $(COMPILER_SRC) $(RUNTIME_SRC) $(BUILD)/gen/plan.tab.c $(BUILD)/gen/lex.yy.c
 FUZZ_BIN = $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_SRC)
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_SRC) | $(BUILD)/gen/op_sigs.h
 	@mkdir -p $(@D)
 	clang -std=gnu11 -g -O1 -I. -I$(BUILD)/gen $(BLAS_CFLAGS) $(MPI_CFLAGS) \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
@@ -177,6 +184,17 @@ fuzz: $(FUZZ_BIN)
 		echo "== $$f"; \
 		$$f -max_total_time=60 -max_len=65536 $(BUILD)/fuzz/corpus_$$n tests/fuzz/$${n}_corpus || exit 1; \
 	done
+
+# The property test's long run (tests/prop/gen.py; make test runs 400 plans
+# of seed 1): a new seed each day, printed, so a failure reproduces with
+# PROP_SEED=N.
+PROP_SEED  ?= $(shell date +%Y%m%d)
+PROP_COUNT ?= 3000
+.PHONY: fuzz-prop clean-tsan
+fuzz: fuzz-prop
+fuzz-prop: $(BUILD)/dtpc
+	python3 tests/prop/gen.py --dtpc $(BUILD)/dtpc --out $(BUILD)/prop --seed $(PROP_SEED) \
+		--count $(PROP_COUNT)
 
 demo: deps all
 	@sh scripts/demo.sh $(BUILD)
@@ -196,6 +214,11 @@ gpu-bundle: all
 
 clean:
 	rm -rf $(BUILD) build-san
+
+# tests/run.sh's ThreadSanitizer build
+clean: clean-tsan
+clean-tsan:
+	rm -rf build-tsan
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 

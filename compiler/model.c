@@ -36,30 +36,11 @@ struct sig {
 	int n;
 };
 
-static struct sig sigs[OP_COUNT];
-static char sig_text[OP_COUNT][96];
+#include "op_sigs.h"
 
-/* ops.def writes signatures as text so the table stays one line per op;
- * they are split once, on first use. */
 static const struct sig *op_sig(int op)
 {
-	struct sig *s = &sigs[op];
-	if (s->n)
-		return s;
-	char *t = sig_text[op];
-	snprintf(t, sizeof sig_text[op], "%s", op_table[op].signature);
-	for (char *tok = strtok(t, ", "); tok && s->n < SIG_MAX;
-	     tok = strtok(NULL, ", ")) {
-		struct sig_param *p = &s->p[s->n++];
-		char *colon = strchr(tok, ':');
-		*colon = 0;
-		p->variadic = !strcmp(tok, "*");
-		snprintf(p->name, sizeof p->name, "%s", p->variadic ? "inputs" : tok);
-		p->kind = colon[1];
-		char *eq = strchr(colon + 1, '=');
-		p->def = eq ? eq + 1 : NULL;
-	}
-	return s;
+	return &sigs[op];
 }
 
 /* ---- state --------------------------------------------------------------- */

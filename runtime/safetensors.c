@@ -549,6 +549,13 @@ bool st_open_buffer(struct st_file **out, const void *buf, size_t len,
 
 bool st_open(struct st_file **out, const char *path, char *err, size_t errlen)
 {
+	enum st_fault fault;
+	return st_open_fault(out, path, err, errlen, &fault);
+}
+
+bool st_open_fault(struct st_file **out, const char *path, char *err, size_t errlen,
+		   enum st_fault *fault)
+{
 	struct st_where w = { path, NULL, err, errlen };
 	void *map = NULL;
 	struct stat sb;
@@ -556,6 +563,7 @@ bool st_open(struct st_file **out, const char *path, char *err, size_t errlen)
 	int fd, e;
 
 	*out = NULL;
+	*fault = ST_FAULT_IO;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return st_fail(&w, "cannot open: %s", strerror(errno));
@@ -574,11 +582,13 @@ bool st_open(struct st_file **out, const char *path, char *err, size_t errlen)
 		}
 	}
 	close(fd);
+	*fault = ST_FAULT_FORMAT;
 	if (!st_load(out, map, len, &w)) {
 		if (map)
 			munmap(map, len);
 		return false;
 	}
+	*fault = ST_FAULT_NONE;
 	(*out)->map = map;
 	(*out)->maplen = len;
 	return true;

@@ -68,6 +68,11 @@ int64_t st_numel(const struct st_tensor *t);
  * file must not shrink while it is open: reading a page that it lost kills
  * the process with SIGBUS. */
 bool st_open(struct st_file **out, const char *path, char *err, size_t errlen);
+/* Why st_open failed: the file could not be opened, read or mapped (I/O),
+ * or its contents are malformed. */
+enum st_fault { ST_FAULT_NONE, ST_FAULT_IO, ST_FAULT_FORMAT };
+bool st_open_fault(struct st_file **out, const char *path, char *err, size_t errlen,
+		   enum st_fault *fault);
 /* The same on len bytes at buf, which the caller owns and must keep unchanged
  * until st_close; name stands for the file in messages. */
 bool st_open_buffer(struct st_file **out, const void *buf, size_t len,

@@ -53,10 +53,18 @@ double rt_now(void)
 
 /* ---- graphs ----------------------------------------------------------------- */
 
-static dtpc_status graph_status(const char *why)
+static dtpc_status graph_status(enum graph_fault f)
 {
-	/* the loader's message says which: a newer major version, or damage */
-	return strstr(why, "newer") ? DTPC_ERR_VERSION : DTPC_ERR_FORMAT;
+	switch (f) {
+	case GRAPH_FAULT_IO:
+		return DTPC_ERR_IO;
+	case GRAPH_FAULT_VERSION:
+		return DTPC_ERR_VERSION;
+	case GRAPH_FAULT_NONE:
+	case GRAPH_FAULT_FORMAT:
+		break;
+	}
+	return DTPC_ERR_FORMAT;
 }
 
 dtpc_status dtpc_graph_open_file(const char *path, dtpc_graph **out)
@@ -65,8 +73,7 @@ dtpc_status dtpc_graph_open_file(const char *path, dtpc_graph **out)
 	struct graph_file f;
 	char why[512];
 	if (!graph_file_open(&f, path, why, sizeof why))
-		return rt_error(strstr(why, "cannot") ? DTPC_ERR_IO : graph_status(why), "%s: %s",
-				path, why);
+		return rt_error(graph_status(f.fault), "%s: %s", path, why);
 	dtpc_graph *g = calloc(1, sizeof *g);
 	if (!g) {
 		graph_file_close(&f);
@@ -95,10 +102,11 @@ dtpc_status dtpc_graph_open_buffer(const void *buf, size_t len, dtpc_graph **out
 	if (len)
 		memcpy(mem, buf, len);
 	char why[512];
-	if (!graph_parse(mem, len, &g->g, why, sizeof why)) {
+	enum graph_fault fault;
+	if (!graph_parse_fault(mem, len, &g->g, why, sizeof why, &fault)) {
 		free(mem);
 		free(g);
-		return rt_error(graph_status(why), "graph buffer: %s", why);
+		return rt_error(graph_status(fault), "graph buffer: %s", why);
 	}
 	g->mem = mem;
 	g->len = len;
@@ -134,15 +142,15 @@ int dtpc_graph_meta_at(const dtpc_graph *g, int i, const char **key, const char 
 	if (i < 0 || (uint32_t)i >= g->g.nmeta)
 		return 0;
 	const struct g_meta *m = &g->g.meta[i];
-	static _Thread_local char num[32];
 	*key = graph_str(&g->g, m->key);
 	if (m->type == GM_STR) {
 		*value = graph_str(&g->g, (uint32_t)m->value);
-	} else {
-		snprintf(num, sizeof num, m->type == GM_I64 ? "%lld" : "%llu",
-			 (unsigned long long)m->value);
-		*value = num;
+		return 1;
 	}
+	/* numbers, bools and lists as text (a list past the buffer is cut) */
+	static _Thread_local char text[4096];
+	graph_meta_text(&g->g, (uint32_t)i, text, sizeof text);
+	*value = text;
 	return 1;
 }
 
@@ -805,13 +813,55 @@ dtpc_status dtpc_session_set_input(dtpc_session *s, const char *name, const floa
 
 /* Reads each tensor of `kind` by name from a safetensors file: this rank's
  * slice only (one sharded dim at most, read as ranges of that dim). */
+/* A graph's weights manifest (format 1.1) against a checkpoint's header,
+ * before any data is read: every weight the graph needs is there, with its
+ * full shape and a dtype that converts. Names the first few that are not
+ * and counts them all, so a checkpoint of another model or size is refused
+ * at once. */
+static dtpc_status check_manifest(const dtpc_session *s, const struct st_file *f,
+				  const char *path)
+{
+	char bad[512] = "";
+	size_t at = 0;
+	uint32_t nbad = 0;
+	for (uint32_t i = 0; i < s->g->nweights; i++) {
+		const struct g_weight *w = &s->g->weights[i];
+		const char *name = graph_str(s->g, w->name);
+		const struct st_tensor *e = st_find(f, name);
+		char why[200];
+		if (!e)
+			snprintf(why, sizeof why, "is missing");
+		else if (e->dtype != ST_F32 && e->dtype != ST_F16 && e->dtype != ST_BF16 &&
+			 e->dtype != ST_F64)
+			snprintf(why, sizeof why, "is %s (F32, F16, BF16 or F64 convert)",
+				 st_dtype_name(e->dtype));
+		else if ((uint32_t)e->ndim != w->ndim ||
+			 memcmp(e->shape, w->shape, w->ndim * sizeof *w->shape)) {
+			char got[80], want[80];
+			snprintf(why, sizeof why, "has shape [%s], but the graph expects [%s]",
+				 dims_str(got, sizeof got, e->shape, e->ndim),
+				 dims_str(want, sizeof want, w->shape, (int)w->ndim));
+		} else {
+			continue;
+		}
+		if (nbad++ < 3 && at < sizeof bad)
+			at += (size_t)snprintf(bad + at, sizeof bad - at, "%s'%s' %s",
+					       nbad > 1 ? "; " : "", name, why);
+	}
+	if (!nbad)
+		return DTPC_OK;
+	return rt_error(DTPC_ERR_BIND, "%s does not hold this graph's weights: %s%s (%u of %u "
+			"weights)", path, bad, nbad > 3 ? ", ..." : "", nbad, s->g->nweights);
+}
+
 static dtpc_status bind_file(dtpc_session *s, const char *path, int kind)
 {
 	struct st_file *f = NULL;
 	char why[512];
-	if (!st_open(&f, path, why, sizeof why))
-		return rt_error(strstr(why, "cannot") ? DTPC_ERR_IO : DTPC_ERR_FORMAT, "%s", why);
-	dtpc_status st = DTPC_OK;
+	enum st_fault fault;
+	if (!st_open_fault(&f, path, why, sizeof why, &fault))
+		return rt_error(fault == ST_FAULT_IO ? DTPC_ERR_IO : DTPC_ERR_FORMAT, "%s", why);
+	dtpc_status st = kind == GT_WEIGHT ? check_manifest(s, f, path) : DTPC_OK;
 	const char *what = kind == GT_WEIGHT ? "weight" : "input";
 	for (uint32_t t = 0; t < s->g->ntensors && !st; t++) {
 		const struct g_tensor *x = &s->g->tensors[t];

@@ -1,0 +1,39 @@
+# gen_sigs.awk — the language's op signatures as a C table, made at build
+# time from runtime/ops.def (the one table of ops), so the compiler holds no
+# lazily filled global: `awk -f scripts/gen_sigs.awk runtime/ops.def`.
+#
+# An OP line ends with its signature, "name:kind[=default], ..."; `*:t` is a
+# variadic list of tensors, named "inputs" in messages.
+BEGIN {
+	print "/* op_sigs.h — generated from runtime/ops.def by scripts/gen_sigs.awk */"
+	print "static const struct sig sigs[OP_COUNT] = {"
+}
+/^OP\(/ {
+	name = $0
+	sub(/^OP\( */, "", name)
+	sub(/ *,.*/, "", name)
+	sig = $0
+	sub(/^[^"]*"/, "", sig)
+	sub(/".*$/, "", sig)
+	n = split(sig, params, /, */)
+	line = "\t[OP_" name "] = { {"
+	count = 0
+	for (i = 1; i <= n; i++) {
+		if (params[i] == "")
+			continue
+		p = params[i]
+		pname = p; sub(/:.*/, "", pname)
+		kind = p; sub(/^[^:]*:/, "", kind); def = kind
+		sub(/=.*/, "", kind)
+		if (def ~ /=/) { sub(/^[^=]*=/, "", def); def = "\"" def "\"" } else def = "NULL"
+		variadic = pname == "*" ? "true" : "false"
+		if (pname == "*")
+			pname = "inputs"
+		line = line (count ? ", " : " ") "{ \"" pname "\", '" kind "', " def ", " variadic " }"
+		count++
+	}
+	# ops that plans cannot name (graph-only ops) have no signature: zero
+	if (count)
+		print line " }, " count " },"
+}
+END { print "};" }
