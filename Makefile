@@ -43,16 +43,21 @@ GENFLAGS = $(filter-out -Wpedantic -Wshadow -Wmissing-prototypes -Wstrict-protot
 # toolkit adds the nccl backend. Without nvcc everything else builds and
 # `make` says what it left out. CUDA_ARCH: Hopper (sm_90a machine code) plus
 # compute_90 PTX for newer GPUs.
-# CUDA=1 builds the CUDA parts (while they are being written they are
-# opt-in so that CPU-side work links; `make CUDA=1 ...`).
-CUDA      ?= 0
-ifeq ($(CUDA),1)
+# CUDA=0 leaves them out where nvcc exists; sanitizer builds (SAN, TSAN)
+# leave them out unless CUDA=1 is given (device code is not what they check).
+# The nccl backend bootstraps over MPI: it needs MPI too.
+CUDA      ?= $(if $(SAN)$(TSAN),0,auto)
+ifneq ($(CUDA),0)
 NVCC      ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 endif
 CUDA_HOME ?= $(if $(NVCC),$(patsubst %/bin/,%,$(dir $(realpath $(NVCC)))))
 CUDA_ARCH ?= -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90
-NCCL_LIB  := $(firstword $(wildcard $(CUDA_HOME)/lib64/libnccl.so $(CUDA_HOME)/lib/libnccl.so \
-                                    /usr/lib/x86_64-linux-gnu/libnccl.so))
+NCCL_LIB  := $(if $(HAVE_MPI),$(firstword $(wildcard $(CUDA_HOME)/lib64/libnccl.so $(CUDA_HOME)/lib/libnccl.so \
+                                    /usr/lib/x86_64-linux-gnu/libnccl.so)))
+# cuDNN beside the toolkit (header and library) adds its fused attention as
+# kc_attention's second implementation (kernels/cuda/attention_cudnn.cu).
+CUDNN_LIB := $(if $(wildcard $(CUDA_HOME)/include/cudnn.h),$(firstword \
+               $(wildcard $(CUDA_HOME)/lib64/libcudnn.so $(CUDA_HOME)/lib/libcudnn.so)))
 ifneq ($(NVCC),)
 HAVE_CUDA   = 1
 CUDA_CFLAGS = -DDTPC_HAVE_CUDA -I$(CUDA_HOME)/include
@@ -61,12 +66,17 @@ ifneq ($(NCCL_LIB),)
 CUDA_CFLAGS += -DDTPC_HAVE_NCCL
 CUDA_LIBS   += -L$(dir $(NCCL_LIB)) -Wl,-rpath,$(dir $(NCCL_LIB)) -lnccl
 endif
+ifneq ($(CUDNN_LIB),)
+CUDA_CFLAGS += -DDTPC_HAVE_CUDNN
+CUDA_LIBS   += -L$(dir $(CUDNN_LIB)) -Wl,-rpath,$(dir $(CUDNN_LIB)) -lcudnn
+endif
 CU_SRC   = $(wildcard kernels/cuda/*.cu)
 CU_OBJ   = $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
 CUDA_C_SRC = $(wildcard runtime/cuda/*.c)
 GPU_TEST_BIN  = $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/test_*.c))
 GPU_BENCH_BIN = $(patsubst bench/gpu/%.c,$(BUILD)/bench/gpu/%,$(wildcard bench/gpu/*.c))
 NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall -lineinfo
+NVCCFLAGS += $(if $(CUDNN_LIB),-DDTPC_HAVE_CUDNN)
 endif
 
 COMPILER_SRC = $(filter-out compiler/main.c,$(wildcard compiler/*.c))
@@ -87,9 +97,9 @@ BENCH_BIN    = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 all: $(BUILD)/dtpc $(UNIT_BIN) $(MPI_TEST_BIN) $(BENCH_BIN) $(BUILD)/examples/embed \
      $(GPU_TEST_BIN) $(GPU_BENCH_BIN)
 ifeq ($(HAVE_CUDA),)
-	@echo "make: built without the CUDA device and the nccl backend (CUDA=1 builds them; nvcc needed)"
+	@echo "make: built without the CUDA device and the nccl backend ($(if $(filter 0,$(CUDA)),CUDA=0,no nvcc found))"
 else ifeq ($(NCCL_LIB),)
-	@echo "make: NCCL not found beside $(CUDA_HOME): built without the nccl backend"
+	@echo "make: built without the nccl backend (it needs NCCL beside $(CUDA_HOME) and MPI)"
 endif
 
 deps:
@@ -244,14 +254,16 @@ all: $(BUILD)/libdtpc.so $(if $(HAVE_MPI),,no-mpi-note)
 no-mpi-note:
 	@echo "make: built without MPI (no mpicc, or HAVE_MPI= given): no mpi backend, tests/mpi or bench/comm_bench"
 
-# A build folder made before -fPIC joined CFLAGS holds runtime objects the
-# .so cannot take. Every runtime object depends on a stamp made when the
-# folder first meets this Makefile (at parse time: .SECONDARY would let a
-# missing stamp go unmade), so such a folder rebuilds them once.
-ifeq ($(wildcard $(BUILD)/obj/.pic),)
-$(shell mkdir -p $(BUILD)/obj && touch $(BUILD)/obj/.pic)
+# Objects depend on the build's configuration (its flags: CUDA on or off,
+# MPI, -fPIC for the .so): a folder built with other flags rebuilds them
+# once. The stamp is rewritten at parse time when the flags differ from the
+# ones it holds (.SECONDARY would let a stamp made by a rule go unmade).
+BUILD_CONFIG := $(CC) $(CFLAGS) | $(NVCC) $(NVCCFLAGS)
+ifneq ($(file < $(BUILD)/obj/.config),$(BUILD_CONFIG))
+$(shell mkdir -p $(BUILD)/obj)
+$(file > $(BUILD)/obj/.config,$(BUILD_CONFIG))
 endif
-$(RUNTIME_OBJ): $(BUILD)/obj/.pic
+$(RUNTIME_OBJ) $(COMPILER_OBJ) $(BUILD)/obj/compiler/main.o: $(BUILD)/obj/.config
 
 $(BUILD)/libdtpc.map:
 	@mkdir -p $(@D)
