@@ -43,6 +43,8 @@ struct dev_ops {
 	int (*download)(struct dev *d, void *dst, const void *src, size_t bytes);
 	int (*copy)(struct dev *d, void *dst, const void *src, size_t bytes);
 	int (*sync)(struct dev *d);
+	/* Optional: threads the device's kernels may use (CPU). */
+	void (*threads)(struct dev *d, int n);
 	void *(*stream)(struct dev *d); /* what a device-memory comm orders after */
 
 	/* kernels (kernels/cpu/kernels.h) */

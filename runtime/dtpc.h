@@ -141,6 +141,10 @@ DTPC_API dtpc_status dtpc_session_run(dtpc_session *s);
  * device, no collective that stages through the host, no tracing); a no-op
  * on the CPU. */
 DTPC_API void dtpc_session_graphs(dtpc_session *s, int enable);
+/* Threads this rank's CPU kernels may use (attention, pointwise ops, norms
+ * and the BLAS library), n >= 1; the default is the machine's cores divided
+ * by the ranks of this process. No effect on other devices. */
+DTPC_API dtpc_status dtpc_session_threads(dtpc_session *s, int n);
 /* Whether the last run replayed a device graph. */
 DTPC_API int dtpc_session_graphed(const dtpc_session *s);
 

@@ -1027,6 +1027,15 @@ dtpc_status dtpc_session_run(dtpc_session *s)
 	return DTPC_OK;
 }
 
+dtpc_status dtpc_session_threads(dtpc_session *s, int n)
+{
+	if (n < 1 || n > 4096)
+		return rt_error(DTPC_ERR_INVALID, "threads per rank: 1 to 4096, not %d", n);
+	if (s->dv->ops->threads)
+		s->dv->ops->threads(s->dv, n);
+	return DTPC_OK;
+}
+
 void dtpc_session_graphs(dtpc_session *s, int enable)
 {
 	s->graphs = enable && s->dv->ops->graphs && graphable(s->g);
