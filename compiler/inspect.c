@@ -58,7 +58,7 @@ static void shape_str(const struct g_graph *g, uint32_t t, uint32_t rank, char *
 /* Why the compiler put a collective or a reshuffle here. */
 static const char *why(const struct g_graph *g, const struct g_op *o)
 {
-	switch (o->kind) {
+	switch ((enum op_kind)o->kind) {
 	case OP_shard: return "local slice: a consumer wants this tensor split";
 	case OP_all_gather: return "a consumer needs this tensor whole along the dim";
 	case OP_all_reduce: return "sums the partial products of a rowwise linear";
@@ -68,10 +68,25 @@ static const char *why(const struct g_graph *g, const struct g_op *o)
 	case OP_ring_attention:
 		return o->attr[2] == 0 ? "ring attention: KV all-gathered, per-chunk LSE merge"
 				       : "ring attention: KV rotated with send/recv, LSE merge";
-	default:
-		(void)g;
-		return "";
+	case OP_linear:
+	case OP_layer_norm:
+	case OP_rms_norm:
+	case OP_gelu:
+	case OP_silu:
+	case OP_add:
+	case OP_mul:
+	case OP_modulate:
+	case OP_slice:
+	case OP_concat:
+	case OP_rope:
+	case OP_attention:
+	case OP_param:
+	case OP_reshape:
+	case OP_COUNT:
+		break;
 	}
+	(void)g;
+	return "";
 }
 
 static const char *human(uint64_t b, char *buf, size_t n)

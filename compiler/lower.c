@@ -661,7 +661,7 @@ static void lower_op(struct lower *L, int opi)
 	int out = out_tensor(L, o->out, &L->lay->produced[o->out], NULL);
 	int k = emit(L, o->kind, in, nin, out, -1);
 	struct g_op *g = op_at(L, k);
-	switch (o->kind) {
+	switch ((enum op_kind)o->kind) {
 	case OP_layer_norm:
 		g->eps = o->eps;
 		g->flags |= o->flag ? G_OF_AFFINE : 0;
@@ -693,7 +693,19 @@ static void lower_op(struct lower *L, int opi)
 		g->attr[0] = L->m->tensors[o->in[0]].shape.d[2] / o->attr[0];
 		g->attr[1] = L->m->tensors[o->in[2]].shape.d[2] / o->attr[0];
 		break;
-	default:
+	case OP_linear:
+	case OP_silu:
+	case OP_add:
+	case OP_mul:
+	case OP_modulate:
+	case OP_param:
+	case OP_reshape:
+	case OP_shard:
+	case OP_all_gather:
+	case OP_all_reduce:
+	case OP_ulysses_a2a:
+	case OP_ring_attention:
+	case OP_COUNT:
 		break;
 	}
 	L->val[o->out] = out;

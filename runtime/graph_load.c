@@ -605,7 +605,7 @@ static bool check_op(struct loader *l, uint32_t i)
 			    info->name);
 	if (op->scratch != -1 && !check_ref(l, "op", i, "scratch", op->scratch, GT_SCRATCH))
 		return false;
-	switch (op->kind) {
+	switch ((enum op_kind)op->kind) {
 	case OP_slice:
 	case OP_concat:
 	case OP_shard:
@@ -615,7 +615,22 @@ static bool check_op(struct loader *l, uint32_t i)
 				    " out of range (the output has %u)", i, info->name,
 				    op->attr[0], g->tensors[op->out].ndim);
 		break;
-	default:
+	case OP_linear:
+	case OP_layer_norm:
+	case OP_rms_norm:
+	case OP_gelu:
+	case OP_silu:
+	case OP_add:
+	case OP_mul:
+	case OP_modulate:
+	case OP_rope:
+	case OP_attention:
+	case OP_param:
+	case OP_reshape:
+	case OP_all_reduce:
+	case OP_ulysses_a2a:
+	case OP_ring_attention:
+	case OP_COUNT:
 		break;
 	}
 	return true;

@@ -27,7 +27,7 @@ uint64_t graph_comm_bytes(const struct g_graph *g, uint32_t op, uint32_t rank)
 	uint32_t P = g->groups[o->group].size;
 	uint32_t me = graph_group_index(g, (uint32_t)o->group, rank);
 	uint32_t in = g->operands[o->in0];
-	switch (o->kind) {
+	switch ((enum op_kind)o->kind) {
 	case OP_all_gather:
 		/* every other rank's chunk arrives once */
 		return local_bytes(g, o->out, rank) - local_bytes(g, in, rank);
@@ -70,9 +70,26 @@ uint64_t graph_comm_bytes(const struct g_graph *g, uint32_t op, uint32_t rank)
 				       : kt->dims[sd];
 		return per_row * (uint64_t)(total - next);
 	}
-	default:
-		return 0;
+	case OP_linear:
+	case OP_layer_norm:
+	case OP_rms_norm:
+	case OP_gelu:
+	case OP_silu:
+	case OP_add:
+	case OP_mul:
+	case OP_modulate:
+	case OP_slice:
+	case OP_concat:
+	case OP_rope:
+	case OP_attention:
+	case OP_param:
+	case OP_reshape:
+	case OP_shard:
+	case OP_COUNT:
+		break;
 	}
+	/* local ops move nothing */
+	return 0;
 }
 
 uint64_t graph_weight_bytes(const struct g_graph *g, uint32_t rank)
