@@ -3,9 +3,10 @@
 # a bare GPU machine (tests/gpu/run.sh BUILD/bundle): dtpc, the GPU test and
 # benchmark programs, stripped, laid out as in BUILD, and in lib/ the shared
 # libraries they need that such a machine lacks (cJSON, OpenBLAS, Open MPI's
-# runtime, the CUDA runtime). cuBLASLt and NCCL are too large to carry (half a
-# gigabyte and 200 MB); the GPU machine's CUDA toolkit or its Python packages
-# (nvidia-cublas, nvidia-nccl) provide them: run.sh looks in both.
+# runtime, the CUDA runtime). cuBLASLt, NCCL and cuDNN are too large to carry
+# (half a gigabyte, 200 MB, and cuDNN's engines with the version-matched stub
+# that loads them); the GPU machine's CUDA toolkit or its Python packages
+# (nvidia-cublas, nvidia-nccl, nvidia-cudnn) provide them: run.sh looks in both.
 set -eu
 BUILD=${1:-build}
 B="$BUILD/bundle"
@@ -26,7 +27,7 @@ for f in $(find "$B" -type f -perm -u+x); do
 done | sort -u | while read -r lib; do
 	case $(basename "$lib") in
 	libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libcuda.so*|\
-	libcublas*|libnccl*|libstdc++*|libgcc_s*) ;;
+	libcublas*|libnccl*|libcudnn*|libstdc++*|libgcc_s*) ;;
 	*) cp -L "$lib" "$B/lib/" ;;
 	esac
 done

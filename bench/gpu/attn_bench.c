@@ -3,6 +3,10 @@
  *
  * Attention: B = 1, H * D = 3072 (H = 24 at D = 128, 48 at D = 64),
  * Sq = Skv = S for S in 1024 .. 16384; flops = 4 B H S^2 D (two GEMMs).
+ * Each case twice: `attn`, kc_attention as it dispatches by default (cuDNN's
+ * fused attention where the build has cuDNN and it takes the shape), and
+ * `attn_own`, its own kernel (DTPC_KC_ATTENTION=own); then `attn f32` at
+ * D = 128, S = 4096 (the generic f32 path, the only one f32 has).
  * Merge: B = 1, 4096 tokens, 24 heads of 128, bf16; bytes = out read and
  * written, out_blk read, both lse read and lse written; shown beside a
  * device-to-device cudaMemcpy of the out tensor (bytes = read + write).
@@ -11,6 +15,8 @@
  *
  * One line per case, fields `key=value` after the name:
  *   attn bf16 d=128 s=4096 b=1 h=24 tflops=... ms=...
+ *   attn_own bf16 d=128 s=4096 b=1 h=24 tflops=... ms=...
+ *   attn f32 d=128 s=4096 b=1 h=24 tflops=... ms=...
  *   lse_merge bf16 s=4096 h=24 dv=128 gbps=... ms=...
  *   memcpy_d2d bytes=... gbps=... ms=...
  * bench/gpu/sdpa_peer.py prints PyTorch's figures in the same format. */
@@ -54,12 +60,14 @@ static uint64_t rng_next(void)
 	return z ^ (z >> 31);
 }
 
-/* n bf16 values uniform in (-1, 1) (truncated from float: only the spread
- * of the values matters here) uploaded into a new device buffer. */
-static void *dev_random_bf16(size_t n)
+/* n values uniform in (-1, 1) in bf16 (truncated from float: only the
+ * spread of the values matters here) or f32, uploaded into a new device
+ * buffer. */
+static void *dev_random(enum kc_dtype t, size_t n)
 {
-	uint16_t *h = malloc(n * sizeof *h);
-	void *d = dev_alloc(n * sizeof *h);
+	size_t es = kc_dtype_size(t);
+	unsigned char *h = malloc(n * es);
+	void *d = dev_alloc(n * es);
 
 	if (!h) {
 		fprintf(stderr, "attn_bench: out of host memory\n");
@@ -70,11 +78,22 @@ static void *dev_random_bf16(size_t n)
 		uint32_t u;
 
 		memcpy(&u, &f, 4);
-		h[i] = (uint16_t)(u >> 16);
+		if (t == KC_F32) {
+			memcpy(h + 4 * i, &u, 4);
+		} else {
+			uint16_t b = (uint16_t)(u >> 16);
+
+			memcpy(h + 2 * i, &b, 2);
+		}
 	}
-	check(kc_upload(ctx, d, h, n * sizeof *h), "kc_upload");
+	check(kc_upload(ctx, d, h, n * es), "kc_upload");
 	free(h);
 	return d;
+}
+
+static void *dev_random_bf16(size_t n)
+{
+	return dev_random(KC_BF16, n);
 }
 
 static int cmp_float(const void *a, const void *b)
@@ -87,6 +106,7 @@ static int cmp_float(const void *a, const void *b)
 /* What one timed run does. */
 struct job {
 	int kind; /* 0 attention, 1 merge, 2 memcpy */
+	enum kc_dtype t; /* attention's */
 	void *q, *k, *v, *out, *out2;
 	float *lse, *lse2;
 	int64_t S, H, D;
@@ -98,7 +118,7 @@ static void run_job(const struct job *j)
 	int st;
 
 	if (j->kind == 0)
-		st = kc_attention(ctx, KC_BF16, j->q, j->H * j->D, j->k, j->H * j->D, j->v,
+		st = kc_attention(ctx, j->t, j->q, j->H * j->D, j->k, j->H * j->D, j->v,
 				  j->H * j->D, j->out, j->lse, 1, j->S, j->S, j->H, j->D, j->D,
 				  NULL);
 	else if (j->kind == 1)
@@ -156,24 +176,55 @@ int main(void)
 	j.v = dev_random_bf16((size_t)(SMAX * HD));
 	j.out = dev_alloc((size_t)(SMAX * HD) * 2);
 	j.lse = dev_alloc((size_t)SMAX * (size_t)(HD / 64) * sizeof(float));
+	j.t = KC_BF16;
 	for (size_t di = 0; di < 2; di++) {
 		for (size_t si = 0; si < sizeof seqs / sizeof seqs[0]; si++) {
 			j.D = dims[di];
 			j.H = HD / j.D;
 			j.S = seqs[si];
-			double ms = time_job(&j);
 			double flops = 4.0 * (double)j.H * (double)j.S * (double)j.S * (double)j.D;
+			for (int own = 0; own < 2; own++) {
+				if (own)
+					setenv("DTPC_KC_ATTENTION", "own", 1);
+				else
+					unsetenv("DTPC_KC_ATTENTION");
+				double ms = time_job(&j);
 
-			printf("attn bf16 d=%lld s=%lld b=1 h=%lld tflops=%.1f ms=%.3f\n",
-			       (long long)j.D, (long long)j.S, (long long)j.H, flops / ms * 1e-9, ms);
-			fflush(stdout);
+				printf("%s bf16 d=%lld s=%lld b=1 h=%lld tflops=%.1f ms=%.3f\n",
+				       own ? "attn_own" : "attn", (long long)j.D, (long long)j.S,
+				       (long long)j.H, flops / ms * 1e-9, ms);
+				fflush(stdout);
+			}
 		}
 	}
+	unsetenv("DTPC_KC_ATTENTION");
 	kc_free(ctx, j.q);
 	kc_free(ctx, j.k);
 	kc_free(ctx, j.v);
 	kc_free(ctx, j.out);
 	kc_free(ctx, j.lse);
+
+	/* f32: the generic path, at one size */
+	struct job f = { .kind = 0, .t = KC_F32, .S = 4096, .D = 128 };
+	f.H = HD / f.D;
+	f.q = dev_random(KC_F32, (size_t)(f.S * HD));
+	f.k = dev_random(KC_F32, (size_t)(f.S * HD));
+	f.v = dev_random(KC_F32, (size_t)(f.S * HD));
+	f.out = dev_alloc((size_t)(f.S * HD) * 4);
+	f.lse = dev_alloc((size_t)(f.S * f.H) * sizeof(float));
+	{
+		double ms = time_job(&f);
+		double flops = 4.0 * (double)f.H * (double)f.S * (double)f.S * (double)f.D;
+
+		printf("attn f32 d=%lld s=%lld b=1 h=%lld tflops=%.1f ms=%.3f\n", (long long)f.D,
+		       (long long)f.S, (long long)f.H, flops / ms * 1e-9, ms);
+		fflush(stdout);
+	}
+	kc_free(ctx, f.q);
+	kc_free(ctx, f.k);
+	kc_free(ctx, f.v);
+	kc_free(ctx, f.out);
+	kc_free(ctx, f.lse);
 
 	/* merge: lse in [-4, 4) on both sides, so every row mixes both */
 	struct job m = { .kind = 1, .S = 4096, .H = 24, .D = 128 };

@@ -704,6 +704,13 @@ extern "C" size_t kc_attention_workspace(enum kc_dtype t, int64_t B, int64_t Sq,
 	return 0;
 }
 
+/* attention_cudnn.cu: cuDNN's fused attention; 0 when it was enqueued, -1
+ * when cuDNN declines (nothing enqueued): this file's kernel runs. */
+int kc_cudnn_attention(kc_ctx *c, enum kc_dtype t, const void *q, int64_t q_stride,
+		       const void *k, int64_t k_stride, const void *v, int64_t v_stride,
+		       void *out, float *lse, int64_t B, int64_t Sq, int64_t Skv, int64_t H,
+		       int64_t D, int64_t Dv);
+
 extern "C" int kc_attention(kc_ctx *c, enum kc_dtype t, const void *q, int64_t q_stride,
 			    const void *k, int64_t k_stride, const void *v, int64_t v_stride,
 			    void *out, float *lse, int64_t B, int64_t Sq, int64_t Skv, int64_t H,
@@ -720,6 +727,9 @@ extern "C" int kc_attention(kc_ctx *c, enum kc_dtype t, const void *q, int64_t q
 	if (e != cudaSuccess)
 		return (int)e;
 
+	if (kc_cudnn_attention(c, t, q, q_stride, k, k_stride, v, v_stride, out, lse, B, Sq, Skv,
+			       H, D, Dv) == 0)
+		return 0;
 	const float scale_log2 = (float)(kLog2e / sqrt((double)D));
 	switch (t) {
 	case KC_F32:

@@ -38,6 +38,9 @@ int kc_use_device(kc_ctx *c)
 	return status(cudaSetDevice(c->device));
 }
 
+/* attention_cudnn.cu: frees the context's cuDNN handle and plans. */
+void kc_cudnn_release(kc_ctx *c);
+
 extern "C" size_t kc_dtype_size(enum kc_dtype t)
 {
 	return t == KC_F32 ? 4 : 2;
@@ -118,6 +121,7 @@ extern "C" void kc_destroy(kc_ctx *c)
 	kc_use_device(c);
 	if (c->stream)
 		cudaStreamSynchronize(c->stream);
+	kc_cudnn_release(c);
 	if (c->lt_ws)
 		cudaFree(c->lt_ws);
 	if (c->lt)
