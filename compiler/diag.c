@@ -87,7 +87,7 @@ static bool over_limit(const struct diag_ctx *d)
 	return d->max_errors && d->nerrors > d->max_errors;
 }
 
-void diag_error(struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
+void diag_error_at(const char *origin, struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
 {
 	d->nerrors++;
 	if (over_limit(d)) {
@@ -96,16 +96,20 @@ void diag_error(struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
 	}
 	va_list ap;
 	va_start(ap, fmt);
-	push_top(d, add(d, DIAG_ERROR, loc, fmt, ap));
+	struct diag *g = add(d, DIAG_ERROR, loc, fmt, ap);
 	va_end(ap);
+	g->origin = origin;
+	push_top(d, g);
 }
 
-void diag_remark(struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
+void diag_remark_at(const char *origin, struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	push_top(d, add(d, DIAG_NOTE, loc, fmt, ap));
+	struct diag *g = add(d, DIAG_NOTE, loc, fmt, ap);
 	va_end(ap);
+	g->origin = origin;
+	push_top(d, g);
 }
 
 static void attach(struct diag_ctx *d, struct diag *g)

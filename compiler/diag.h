@@ -28,6 +28,9 @@ struct diag {
 	enum diag_level level;
 	dtpc_loc loc;
 	const char *msg;
+	/* the compiler source file that reported it (__FILE__): names the
+	 * family of checks, a rule of `check --format sarif` */
+	const char *origin;
 	struct diag *next;     /* next top-level diagnostic */
 	struct diag *children; /* notes and hints of an error */
 	struct diag *last_child;
@@ -58,16 +61,20 @@ int diag_add_file(struct diag_ctx *d, const char *path, const char *text,
 
 dtpc_loc loc_none(void);
 
-void diag_error(struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+/* diag_error and diag_remark record the calling source file (the rule of
+ * SARIF output) through these macros; the functions take it first. */
+#define diag_error(d, loc, ...) diag_error_at(__FILE__, d, loc, __VA_ARGS__)
+#define diag_remark(d, loc, ...) diag_remark_at(__FILE__, d, loc, __VA_ARGS__)
+void diag_error_at(const char *origin, struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 /* A note or hint attaches to the most recent error (or remark). */
 void diag_note(struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void diag_hint(struct diag_ctx *d, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* A note that stands alone (compiler-inserted collectives): not an error. */
-void diag_remark(struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+void diag_remark_at(const char *origin, struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 /* gcc style: `file:line:col: error: msg`, the source line, a caret line. */
 void diag_print_text(const struct diag_ctx *d, FILE *out, bool color);
@@ -75,6 +82,10 @@ void diag_print_text(const struct diag_ctx *d, FILE *out, bool color);
  * extra (may be NULL) is a cJSON object merged in as "summary". */
 struct cJSON;
 void diag_print_json(const struct diag_ctx *d, FILE *out, struct cJSON *extra);
+/* A SARIF 2.1.0 log (sarif.c): one run of dtpc, a rule per family of checks
+ * (the pass that reports them), a result per error or remark with its notes
+ * as related locations. */
+void diag_print_sarif(const struct diag_ctx *d, FILE *out);
 
 /* A 64-bit integer as a JSON number that stays exact: cJSON holds numbers
  * as doubles, so one beyond 2^53 goes in as its decimal text (a raw item,

@@ -119,6 +119,8 @@ static int finish(const struct check_opts *o, struct diag_ctx *d, cJSON *summari
 	if (o->format == FMT_JSON) {
 		diag_print_json(d, out, summaries);
 		summaries = NULL;
+	} else if (o->format == FMT_SARIF) {
+		diag_print_sarif(d, out);
 	} else {
 		diag_print_text(d, err, o->color);
 		if (d->nerrors)

@@ -7,7 +7,7 @@
 
 #include "plan.h"
 
-enum out_format { FMT_TEXT, FMT_JSON };
+enum out_format { FMT_TEXT, FMT_JSON, FMT_SARIF };
 
 /* Pass names accepted by -d (dump after that pass). */
 enum dump_pass { DUMP_IR = 1, DUMP_STYLES = 2, DUMP_LAYOUT = 4, DUMP_GRAPH = 8 };

@@ -26,7 +26,8 @@ static const char usage[] =
 	"  --context OPTIONS      override context options:\n"
 	"                         --context 'rotate_method = \"alltoall\"'\n"
 	"  -D NAME=VALUE          override a model parameter (after the plan's own)\n"
-	"  --format text|json     diagnostics and summary as text (default) or JSON\n"
+	"  --format FORMAT        diagnostics and summary as text (default) or json;\n"
+	"                         (check) sarif: diagnostics as SARIF 2.1.0 (code scanning)\n"
 	"  --color / --no-color   colour diagnostics (default: when stderr is a terminal)\n"
 	"  -d PASSES              dump after passes: i (IR), s (styles), l (layouts),\n"
 	"                         g (the lowered graph, rank 0; compile only)\n"
@@ -175,8 +176,11 @@ static int cmd_check(int argc, char **argv, int first, bool compile)
 				o.format = FMT_JSON;
 			else if (!strcmp(v, "text"))
 				o.format = FMT_TEXT;
+			else if (!strcmp(v, "sarif") && !compile)
+				o.format = FMT_SARIF;
 			else {
-				rc = bad_usage("--format is text or json, not '%s'", v);
+				rc = bad_usage("--format is text or json%s, not '%s'",
+					       compile ? "" : " or sarif", v);
 				goto out;
 			}
 		} else if (!strcmp(s, "--color")) {
