@@ -47,8 +47,10 @@ static void *rank_main(void *arg)
 	if ((st = dtpc_session_create(j->g, j->comm, o->device, &j->s)))
 		return job_fail(j, st), NULL;
 	dtpc_session_graphs(j->s, o->cuda_graph);
-	st = o->weights ? dtpc_session_bind_weights_file(j->s, o->weights)
-			: dtpc_session_bind_weights_seed(j->s, o->seed);
+	st = dtpc_session_dtype(j->s, o->dtype);
+	if (!st)
+		st = o->weights ? dtpc_session_bind_weights_file(j->s, o->weights)
+				: dtpc_session_bind_weights_seed(j->s, o->seed);
 	if (!st)
 		st = o->inputs ? dtpc_session_bind_inputs_file(j->s, o->inputs)
 			       : dtpc_session_bind_inputs_seed(j->s, o->seed);
@@ -179,6 +181,7 @@ static int verify(const struct run_opts *o, const dtpc_graph *g, dtpc_session *s
 	ro.steps = 1;
 	ro.trace = NULL;
 	ro.device = DTPC_DEVICE_CPU;
+	ro.dtype = DTPC_F32;
 	ro.backend = RUN_LOCAL;
 	struct rank_job j = { .o = &ro, .g = rg, .rank = 0, .step_ms = ms };
 	if (!st)

@@ -4,8 +4,10 @@
  * this table and moves bytes only through its copies, so the same graph runs
  * on every device: the CPU (device_cpu.c, kernels/cpu) and CUDA
  * (runtime/cuda/device_cuda.c, kernels/cuda). Kernels mean exactly what
- * kernels/cpu/kernels.h says, on the device's pointers, with float32 storage
- * (the graph's only dtype today). A device may run kernels asynchronously:
+ * kernels/cpu/kernels.h says, on the device's pointers, with elements of the
+ * device's storage dtype (float32 unless set_dtype chose bf16 or f16; the
+ * pointers stay typed float * as carriers) and float32 accumulation; the
+ * log-sum-exp vectors are float32 always. A device may run kernels asynchronously:
  * a kernel returns 0 when it was accepted, and failures of running kernels
  * surface at sync(); the text of any failure is error().
  *
@@ -20,6 +22,7 @@
 #include <stdint.h>
 
 #include "kernels/cpu/kernels.h"
+#include "runtime/dtpc.h"
 
 #ifdef DTPC_HAVE_CUDA
 #define DTPC_BUILT_WITH_CUDA 1
@@ -45,6 +48,11 @@ struct dev_ops {
 	int (*sync)(struct dev *d);
 	/* Optional: threads the device's kernels may use (CPU). */
 	void (*threads)(struct dev *d, int n);
+	/* Optional (a device that stores bf16/f16): the storage dtype of every
+	 * kernel's data from now on, and conversions between dtypes. */
+	int (*set_dtype)(struct dev *d, dtpc_dtype t);
+	int (*convert)(struct dev *d, void *dst, dtpc_dtype dt, const void *src, dtpc_dtype st,
+		       int64_t n);
 	void *(*stream)(struct dev *d); /* what a device-memory comm orders after */
 
 	/* kernels (kernels/cpu/kernels.h) */

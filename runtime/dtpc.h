@@ -94,6 +94,10 @@ DTPC_API void dtpc_comm_free(dtpc_comm *c);
 
 /* ---- sessions ------------------------------------------------------------------- */
 
+/* Storage dtypes. Accumulation is float32 whatever the storage (GEMMs, norm
+ * statistics, softmax, the ring merge's log-sum-exp, all-reduce sums). */
+typedef enum dtpc_dtype { DTPC_F32 = 0, DTPC_BF16 = 1, DTPC_F16 = 2 } dtpc_dtype;
+
 /* Devices a session computes on. */
 typedef enum dtpc_device { DTPC_DEVICE_CPU = 0, DTPC_DEVICE_CUDA = 1 } dtpc_device;
 
@@ -141,6 +145,13 @@ DTPC_API dtpc_status dtpc_session_run(dtpc_session *s);
  * device, no collective that stages through the host, no tracing); a no-op
  * on the CPU. */
 DTPC_API void dtpc_session_graphs(dtpc_session *s, int enable);
+/* The storage dtype of the session's activations and weights (default
+ * float32), set before any weight or input is bound. Data still cross the
+ * API in float32: bound weights and inputs are rounded to the dtype, outputs
+ * converted back. bf16 and f16 need the CUDA device; the CPU stores float32.
+ * The graph's memory plan is sized for float32, so a narrower dtype leaves
+ * part of the arena unused. */
+DTPC_API dtpc_status dtpc_session_dtype(dtpc_session *s, dtpc_dtype t);
 /* Threads this rank's CPU kernels may use (attention, pointwise ops, norms
  * and the BLAS library), n >= 1; the default is the machine's cores divided
  * by the ranks of this process. No effect on other devices. */

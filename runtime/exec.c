@@ -92,6 +92,24 @@ static uint32_t op_index(const struct dtpc_session *s, const struct g_op *o)
 	return (uint32_t)(o - s->g->ops);
 }
 
+/* Tensor data are in the session's storage dtype (float32, or bf16/f16 on
+ * a device that has them): element e of the data at p, the bytes of n
+ * elements, the byte offset b of a buffer. */
+static float *el(const struct dtpc_session *s, const float *p, int64_t e)
+{
+	return (float *)((char *)p + e * (int64_t)s->esize);
+}
+
+static size_t bytes(const struct dtpc_session *s, int64_t n)
+{
+	return (size_t)n * s->esize;
+}
+
+static float *at_byte(const float *p, size_t b)
+{
+	return (float *)((char *)p + b);
+}
+
 static dtpc_status dev_fail(const struct dtpc_session *s, const struct g_op *o)
 {
 	uint32_t i = op_index(s, o);
@@ -440,8 +458,8 @@ static dtpc_status exec_shard(struct dtpc_session *s, const struct g_op *o)
 	int64_t gstart = 0, lstart = 0;
 	for (uint32_t b = 0; b < g->patterns[p].nblk; b++) {
 		const struct g_chunk *c = graph_chunk(g, (uint32_t)p, b, me);
-		DEV(s, o, copy2d, rt_data(s, out) + lstart * in_, dims(s, out)[d] * in_,
-		    rt_data(s, x) + (gstart + c->start) * in_, dims(s, x)[d] * in_, rows,
+		DEV(s, o, copy2d, el(s, rt_data(s, out), lstart * in_), dims(s, out)[d] * in_,
+		    el(s, rt_data(s, x), (gstart + c->start) * in_), dims(s, x)[d] * in_, rows,
 		    c->len * in_);
 		lstart += c->len;
 		gstart += block_size(g, p, b);
@@ -474,7 +492,7 @@ static dtpc_status exec_all_gather(struct dtpc_session *s, const struct g_op *o)
 	struct counts C = counts_of(s);
 	size_t at = 0;
 	for (int m = 0; m < cg->n; m++) {
-		C.c[m] = (size_t)(rows * chunk_prefix(g, p, nb, (uint32_t)m) * in_) * 4;
+		C.c[m] = bytes(s, rows * chunk_prefix(g, p, nb, (uint32_t)m) * in_);
 		C.d[m] = at;
 		at += C.c[m];
 	}
@@ -489,8 +507,9 @@ static dtpc_status exec_all_gather(struct dtpc_session *s, const struct g_op *o)
 		int64_t mine = chunk_prefix(g, p, nb, (uint32_t)m), off = 0, gstart = 0;
 		for (uint32_t b = 0; b < nb; b++) {
 			const struct g_chunk *c = graph_chunk(g, (uint32_t)p, b, (uint32_t)m);
-			DEV(s, o, copy2d, rt_data(s, out) + (gstart + c->start) * in_,
-			    dims(s, out)[d] * in_, buf + C.d[m] / 4 + off * in_, mine * in_, rows,
+			DEV(s, o, copy2d, el(s, rt_data(s, out), (gstart + c->start) * in_),
+			    dims(s, out)[d] * in_, at_byte(buf, C.d[m] + bytes(s, off * in_)),
+			    mine * in_, rows,
 			    c->len * in_);
 			off += c->len;
 			gstart += block_size(g, p, b);
@@ -503,13 +522,27 @@ static dtpc_status exec_all_reduce(struct dtpc_session *s, const struct g_op *o)
 {
 	uint32_t x = opnd(s, o, 0), out = o->out, i = op_index(s, o);
 	float *y = rt_data(s, out);
-	size_t bytes = (size_t)s->numel[out] * 4;
-	DEV(s, o, copy, y, rt_data(s, x), bytes);
-	TRY(to_host(s, o, y, bytes));
-	if (s->c->ops->allreduce_f32(s->c, &s->groups[o->group], tag(s, i), cbuf(s, y),
-				     (size_t)s->numel[out]))
+	int64_t n = s->numel[out];
+	if (s->esize == 4) {
+		DEV(s, o, copy, y, rt_data(s, x), bytes(s, n));
+		TRY(to_host(s, o, y, bytes(s, n)));
+		if (s->c->ops->allreduce_f32(s->c, &s->groups[o->group], tag(s, i), cbuf(s, y),
+					     (size_t)n))
+			return comm_fail(s, i);
+		return to_dev(s, o, y, bytes(s, n));
+	}
+	/* a narrower dtype sums in float32: the partial products are rounded
+	 * once, after the sum (session.c sized the two buffers) */
+	float *t = s->widen, *h = s->staged ? s->widen_host : t;
+	DEV(s, o, convert, t, DTPC_F32, rt_data(s, x), s->dtype, n);
+	if (s->staged && s->dv->ops->download(s->dv, h, t, (size_t)n * 4))
+		return dev_fail(s, o);
+	if (s->c->ops->allreduce_f32(s->c, &s->groups[o->group], tag(s, i), h, (size_t)n))
 		return comm_fail(s, i);
-	return to_dev(s, o, y, bytes);
+	if (s->staged && s->dv->ops->upload(s->dv, t, h, (size_t)n * 4))
+		return dev_fail(s, o);
+	DEV(s, o, convert, y, s->dtype, t, DTPC_F32, n);
+	return DTPC_OK;
 }
 
 /* The rows (per batch) and the row offset of member m's sequence chunk
@@ -554,8 +587,8 @@ static dtpc_status copy_member_rows(struct dtpc_session *s, const struct g_op *o
 	int64_t mr = member_rows(M, m);
 	for (uint32_t b = 0; b < M->nb; b++) {
 		int64_t len = graph_chunk(M->g, (uint32_t)M->p, b, idx)->len;
-		float *pc = piece + chunk_prefix(M->g, M->p, b, idx) * C;
-		float *gt = gathered + gathered_row(M, b, m) * C;
+		float *pc = el(s, piece, chunk_prefix(M->g, M->p, b, idx) * C);
+		float *gt = el(s, gathered, gathered_row(M, b, m) * C);
 		/* one strided copy per block: B runs of len rows */
 		if (to_gathered)
 			DEV(s, o, copy2d, gt, Sr * C, pc, mr * C, B, len * C);
@@ -579,7 +612,7 @@ static dtpc_status exec_ulysses(struct dtpc_session *s, const struct g_op *o)
 	int64_t Sl = dims(s, seq_t)[1], Sr = dims(s, head_t)[1];
 	int n = cg->n;
 	struct counts K = counts_of(s);
-	float *send = scratch(s, o), *recv = send + s->numel[x];
+	float *send = scratch(s, o), *recv = el(s, send, s->numel[x]);
 	size_t sat = 0, rat = 0;
 	for (int m = 0; m < n; m++) {
 		const struct g_chunk *h = graph_chunk(g, (uint32_t)hp, 0, (uint32_t)m);
@@ -587,15 +620,15 @@ static dtpc_status exec_ulysses(struct dtpc_session *s, const struct g_op *o)
 		 * back: the reverse */
 		int64_t so = fwd ? B * Sl * h->len : B * member_rows(&M, m) * C;
 		int64_t ro = fwd ? B * member_rows(&M, m) * C : B * Sl * h->len;
-		K.c[m] = (size_t)so * 4;
-		K.c2[m] = (size_t)ro * 4;
+		K.c[m] = bytes(s, so);
+		K.c2[m] = bytes(s, ro);
 		K.d[m] = sat;
 		K.d2[m] = rat;
 		sat += K.c[m];
 		rat += K.c2[m];
-		float *dst = send + K.d[m] / 4;
+		float *dst = at_byte(send, K.d[m]);
 		if (fwd)
-			DEV(s, o, copy2d, dst, h->len, rt_data(s, x) + h->start, W, B * Sl, h->len);
+			DEV(s, o, copy2d, dst, h->len, el(s, rt_data(s, x), h->start), W, B * Sl, h->len);
 		else
 			TRY(copy_member_rows(s, o, &M, m, B, Sr, C, dst, rt_data(s, x), false));
 	}
@@ -605,13 +638,13 @@ static dtpc_status exec_ulysses(struct dtpc_session *s, const struct g_op *o)
 		return comm_fail(s, i);
 	TRY(to_dev(s, o, recv, rat));
 	for (int m = 0; m < n; m++) {
-		float *src = recv + K.d2[m] / 4;
+		float *src = at_byte(recv, K.d2[m]);
 		if (fwd) {
 			TRY(copy_member_rows(s, o, &M, m, B, Sr, C, src, rt_data(s, out), true));
 			continue;
 		}
 		const struct g_chunk *h = graph_chunk(g, (uint32_t)hp, 0, (uint32_t)m);
-		DEV(s, o, copy2d, rt_data(s, out) + h->start, W, src, h->len, B * Sl, h->len);
+		DEV(s, o, copy2d, el(s, rt_data(s, out), h->start), W, src, h->len, B * Sl, h->len);
 	}
 	return DTPC_OK;
 }
@@ -655,7 +688,10 @@ static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 	bool rotate = o->attr[2] != 0;
 	float *buf = scratch(s, o);
 	int64_t kvfloats = B * (Wk + Wv) * (rotate ? 2 * maxrows : all);
-	float *blk = buf + kvfloats, *lse = blk + s->numel[out], *lse_blk = lse + B * H * Sq;
+	/* scratch: K/V chunks and a block's output in the storage dtype, then
+	 * the two log-sum-exp vectors in float32 (sized in floats throughout by
+	 * the compiler, so a narrower dtype leaves room) */
+	float *blk = el(s, buf, kvfloats), *lse = el(s, blk, s->numel[out]), *lse_blk = lse + B * H * Sq;
 	float *acc = rt_data(s, out);
 
 	if (!rotate) {
@@ -663,12 +699,12 @@ static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 		struct counts C = counts_of(s);
 		size_t at = 0;
 		for (int m = 0; m < P; m++) {
-			C.c[m] = (size_t)(B * rows[m] * Wk) * 4;
+			C.c[m] = bytes(s, B * rows[m] * Wk);
 			C.d[m] = at;
 			at += C.c[m];
 		}
 		for (int m = 0; m < P; m++) {
-			C.c2[m] = (size_t)(B * rows[m] * Wv) * 4;
+			C.c2[m] = bytes(s, B * rows[m] * Wv);
 			C.d2[m] = at;
 			at += C.c2[m];
 		}
@@ -681,19 +717,19 @@ static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 			return comm_fail(s, i);
 		TRY(to_dev(s, o, buf, at));
 		for (int m = 0; m < P; m++)
-			TRY(ring_step(s, o, m == 0, buf + C.d[m] / 4, buf + C.d2[m] / 4, rows[m], acc,
+			TRY(ring_step(s, o, m == 0, at_byte(buf, C.d[m]), at_byte(buf, C.d2[m]), rows[m], acc,
 				      lse, blk, lse_blk));
 		return DTPC_OK;
 	}
 	/* Rotation: hold chunk (me - step), pass it right while attending to
 	 * it; K and V travel together as [K | V] of the chunk's size. */
-	float *cur = buf, *next = buf + B * (Wk + Wv) * maxrows;
-	DEV(s, o, copy, cur, rt_data(s, k), (size_t)(B * rows[me] * Wk) * 4);
-	DEV(s, o, copy, cur + B * rows[me] * Wk, rt_data(s, v), (size_t)(B * rows[me] * Wv) * 4);
+	float *cur = buf, *next = el(s, buf, B * (Wk + Wv) * maxrows);
+	DEV(s, o, copy, cur, rt_data(s, k), bytes(s, B * rows[me] * Wk));
+	DEV(s, o, copy, el(s, cur, B * rows[me] * Wk), rt_data(s, v), bytes(s, B * rows[me] * Wv));
 	for (int step = 0; step < P; step++) {
 		int src = ((me - step) % P + P) % P, nsrc = ((src - 1) % P + P) % P;
-		size_t sbytes = (size_t)(B * rows[src] * (Wk + Wv)) * 4;
-		size_t rbytes = (size_t)(B * rows[nsrc] * (Wk + Wv)) * 4;
+		size_t sbytes = bytes(s, B * rows[src] * (Wk + Wv));
+		size_t rbytes = bytes(s, B * rows[nsrc] * (Wk + Wv));
 		struct comm_request *req = NULL;
 		if (step < P - 1) {
 			TRY(to_host(s, o, cur, sbytes));
@@ -701,7 +737,7 @@ static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 						   cbuf(s, next), rbytes, &req))
 				return comm_fail(s, i);
 		}
-		dtpc_status st = ring_step(s, o, step == 0, cur, cur + B * rows[src] * Wk, rows[src],
+		dtpc_status st = ring_step(s, o, step == 0, cur, el(s, cur, B * rows[src] * Wk), rows[src],
 					   acc, lse, blk, lse_blk);
 		/* the transfer owns its buffers until it is waited for */
 		if (req && s->c->ops->shift_wait(s->c, req))
@@ -777,7 +813,7 @@ static dtpc_status exec_slice(struct dtpc_session *s, const struct g_op *o)
 		start = chunk_prefix(g, p, b, me);
 	}
 	int64_t in_ = inner(s, x, d);
-	DEV(s, o, copy2d, rt_data(s, out), dims(s, out)[d] * in_, rt_data(s, x) + start * in_,
+	DEV(s, o, copy2d, rt_data(s, out), dims(s, out)[d] * in_, el(s, rt_data(s, x), start * in_),
 	    dims(s, x)[d] * in_, outer(s, x, d), dims(s, out)[d] * in_);
 	return DTPC_OK;
 }
@@ -788,7 +824,7 @@ static dtpc_status exec_concat(struct dtpc_session *s, const struct g_op *o)
 	int64_t in_ = inner(s, o->out, d), at = 0;
 	for (uint32_t k = 0; k < o->nin; k++) {
 		uint32_t t = opnd(s, o, (int)k);
-		DEV(s, o, copy2d, rt_data(s, o->out) + at * in_, dims(s, o->out)[d] * in_,
+		DEV(s, o, copy2d, el(s, rt_data(s, o->out), at * in_), dims(s, o->out)[d] * in_,
 		    rt_data(s, t), dims(s, t)[d] * in_, outer(s, t, d), dims(s, t)[d] * in_);
 		at += dims(s, t)[d];
 	}
@@ -837,7 +873,7 @@ dtpc_status exec_op(struct dtpc_session *s, uint32_t i)
 	case OP_concat:
 		return exec_concat(s, o);
 	case OP_reshape:
-		DEV(s, o, copy, y, rt_data(s, x), (size_t)s->numel[x] * 4);
+		DEV(s, o, copy, y, rt_data(s, x), bytes(s, s->numel[x]));
 		return DTPC_OK;
 	case OP_rope: {
 		int64_t W = dims(s, x)[2], D = o->attr[0];

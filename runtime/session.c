@@ -460,6 +460,8 @@ static dtpc_status setup(struct dtpc_session *s, dtpc_device dev)
 				"the %s device: %s", s->rank, (unsigned long long)arena, d->name,
 				d->error(s->dv));
 	s->host = s->arena;
+	s->dtype = DTPC_F32;
+	s->esize = 4;
 	if (!d->host_memory && !(s->host = malloc(arena)))
 		return rt_error(DTPC_ERR_NOMEM, "cannot allocate the %llu-byte host mirror",
 				(unsigned long long)arena);
@@ -533,6 +535,9 @@ void dtpc_session_free(dtpc_session *s)
 			s->dv->ops->free(s->dv, s->workspace);
 		if (s->host != s->arena)
 			free(s->host);
+		if (s->widen)
+			s->dv->ops->free(s->dv, s->widen);
+		free(s->widen_host);
 		s->dv->ops->destroy(s->dv);
 	}
 	free(s->weights);
@@ -689,9 +694,15 @@ static dtpc_status bind_finish(struct dtpc_session *s, uint32_t t, float *host, 
 		s->bound[t] = !st && host;
 		return st;
 	}
-	if (!st && s->dv->ops->upload(s->dv, rt_data(s, t), host, (size_t)s->numel[t] * 4))
+	const struct dev_ops *d = s->dv->ops;
+	size_t f32_bytes = (size_t)s->numel[t] * 4;
+	/* a narrower dtype: up in float32, rounded on the device */
+	float *up = s->dtype == DTPC_F32 ? rt_data(s, t) : s->widen;
+	if (!st && (d->upload(s->dv, up, host, f32_bytes) ||
+		    (up != rt_data(s, t) &&
+		     d->convert(s->dv, rt_data(s, t), s->dtype, up, DTPC_F32, s->numel[t]))))
 		st = rt_error(DTPC_ERR_DEVICE, "uploading '%s': %s",
-			      graph_str(s->g, s->g->tensors[t].name), s->dv->ops->error(s->dv));
+			      graph_str(s->g, s->g->tensors[t].name), d->error(s->dv));
 	if (s->g->tensors[t].kind == GT_WEIGHT)
 		free(host);
 	s->bound[t] = !st;
@@ -993,7 +1004,14 @@ static dtpc_status fetch_outputs(dtpc_session *s)
 		return rt_error(DTPC_ERR_DEVICE, "rank %u: %s", s->rank, d->error(s->dv));
 	for (uint32_t i = 0; !d->host_memory && i < s->g->noutputs; i++) {
 		uint32_t t = s->g->outputs[i];
-		if (d->download(s->dv, (char *)s->host + s->g->tensors[t].offset, rt_data(s, t),
+		float *from = rt_data(s, t);
+		if (s->dtype != DTPC_F32 &&
+		    d->convert(s->dv, s->widen, DTPC_F32, from, s->dtype, s->numel[t]))
+			return rt_error(DTPC_ERR_DEVICE, "rank %u: output '%s': %s", s->rank,
+					graph_str(s->g, s->g->tensors[t].name), d->error(s->dv));
+		if (s->dtype != DTPC_F32)
+			from = s->widen;
+		if (d->download(s->dv, (char *)s->host + s->g->tensors[t].offset, from,
 				(size_t)s->numel[t] * 4))
 			return rt_error(DTPC_ERR_DEVICE, "rank %u: output '%s': %s", s->rank,
 					graph_str(s->g, s->g->tensors[t].name), d->error(s->dv));
@@ -1024,6 +1042,36 @@ dtpc_status dtpc_session_run(dtpc_session *s)
 	}
 	s->runs++;
 	s->ran = true;
+	return DTPC_OK;
+}
+
+dtpc_status dtpc_session_dtype(dtpc_session *s, dtpc_dtype t)
+{
+	const struct dev_ops *d = s->dv->ops;
+	if (t == s->dtype)
+		return DTPC_OK;
+	if (t != DTPC_F32 && t != DTPC_BF16 && t != DTPC_F16)
+		return rt_error(DTPC_ERR_INVALID, "unknown dtype %d", (int)t);
+	for (uint32_t i = 0; i < s->g->ntensors; i++)
+		if (s->bound[i])
+			return rt_error(DTPC_ERR_STATE, "the dtype is set before any weight or input "
+					"is bound");
+	if (!d->set_dtype || !d->convert)
+		return rt_error(DTPC_ERR_INVALID, "the %s device stores float32 only", d->name);
+	/* the float32 twin of the largest tensor (scratch aside) */
+	int64_t most = 1;
+	for (uint32_t i = 0; i < s->g->ntensors; i++)
+		if (s->g->tensors[i].kind != GT_SCRATCH && s->numel[i] > most)
+			most = s->numel[i];
+	if (!s->widen && !(s->widen = d->alloc(s->dv, (size_t)most * 4)))
+		return rt_error(DTPC_ERR_NOMEM, "rank %u: no device memory for a %lld-element "
+				"float32 buffer: %s", s->rank, (long long)most, d->error(s->dv));
+	if (s->staged && !s->widen_host && !(s->widen_host = malloc((size_t)most * 4)))
+		return rt_error(DTPC_ERR_NOMEM, "out of memory");
+	if (d->set_dtype(s->dv, t))
+		return rt_error(DTPC_ERR_DEVICE, "rank %u: %s", s->rank, d->error(s->dv));
+	s->dtype = t;
+	s->esize = t == DTPC_F32 ? 4 : 2;
 	return DTPC_OK;
 }
 

@@ -40,6 +40,12 @@ struct dtpc_session {
 				      * where the device's memory is the host's):
 				      * inputs are written and outputs read here */
 	bool staged;                 /* collectives go through the host mirror */
+	dtpc_dtype dtype;            /* storage dtype of every arena tensor and weight */
+	size_t esize;                /* its bytes per element */
+	float *widen;                /* narrower dtypes: a float32 device buffer
+				      * for the largest tensor (binding, outputs,
+				      * all-reduce sums) */
+	float *widen_host;           /* and its host twin, for staged all-reduces */
 	size_t max_group;            /* the largest group's size */
 	size_t *cbufs;               /* 4 x max_group: collectives' counts */
 	int64_t *rowbuf;             /* max_group: ring chunks' rows */

@@ -25,8 +25,7 @@ static int status(cudaError_t e)
 	return (int)e;
 }
 
-/* Declared by the kernel files that call it (the C header does not export
- * it). cudaSetDevice only when the device differs, as it is not needed
+/* Declared in kc_internal.h (the C header does not export it). cudaSetDevice only when the device differs, as it is not needed
  * otherwise and costs more than the query; neither is refused during a
  * stream capture. */
 int kc_use_device(kc_ctx *c)

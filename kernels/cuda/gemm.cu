@@ -43,9 +43,6 @@
 
 #include "kernels/cuda/kc_internal.h"
 
-/* context.cu: makes c's device current. */
-int kc_use_device(kc_ctx *c);
-
 namespace {
 
 int lt_status(cublasStatus_t s)

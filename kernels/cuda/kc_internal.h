@@ -32,6 +32,9 @@ template <> __device__ __forceinline__ float kc_from_f32<float>(float v) { retur
 template <> __device__ __forceinline__ __nv_bfloat16 kc_from_f32<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
 template <> __device__ __forceinline__ __half kc_from_f32<__half>(float v) { return __float2half(v); }
 
+/* context.cu: makes c's device current (a rank's thread may have another). */
+int kc_use_device(kc_ctx *c);
+
 /* The launch status of the last kernel on this thread (0 when accepted). */
 static inline int kc_launched(void)
 {

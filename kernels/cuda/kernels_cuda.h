@@ -56,6 +56,10 @@ int kc_upload(kc_ctx *c, void *dst, const void *src, size_t bytes);
 int kc_download(kc_ctx *c, void *dst, const void *src, size_t bytes);
 /* Asynchronous device-to-device copy on the stream. */
 int kc_copy(kc_ctx *c, void *dst, const void *src, size_t bytes);
+/* n elements of dtype st at src as dtype dt at dst (rounding to nearest
+ * even); a plain copy when the dtypes agree. Asynchronous. */
+int kc_convert(kc_ctx *c, enum kc_dtype dt, void *dst, enum kc_dtype st, const void *src,
+	       int64_t n);
 /* Fills bytes with a byte value (tests poison outputs with 0xff = NaN). */
 int kc_memset(kc_ctx *c, void *p, int value, size_t bytes);
 

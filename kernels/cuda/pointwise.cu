@@ -19,9 +19,6 @@
 
 #include "kernels/cuda/kc_internal.h"
 
-/* context.cu: makes c's device current. */
-int kc_use_device(kc_ctx *c);
-
 namespace {
 
 const int THREADS = 256;

@@ -11,9 +11,13 @@
 #include "kernels/cuda/kernels_cuda.h"
 #include "runtime/device.h"
 
+_Static_assert((int)DTPC_F32 == (int)KC_F32 && (int)DTPC_BF16 == (int)KC_BF16 &&
+		       (int)DTPC_F16 == (int)KC_F16, "dtpc_dtype and kc_dtype agree");
+
 struct cuda_dev {
 	struct dev d;
 	kc_ctx *kc;
+	enum kc_dtype t; /* every kernel's storage dtype */
 	cudaGraph_t graph;
 	cudaGraphExec_t exec;
 	char error[256];
@@ -96,65 +100,65 @@ static void *cuda_stream(struct dev *d)
 static int cuda_linear(struct dev *d, const float *x, const float *w, const float *b, float *y,
 		       int64_t m, int64_t k, int64_t n)
 {
-	return fail(d, kc_linear(cd(d)->kc, KC_F32, x, w, b, y, m, k, n), "linear");
+	return fail(d, kc_linear(cd(d)->kc, cd(d)->t, x, w, b, y, m, k, n), "linear");
 }
 
 static int cuda_layer_norm(struct dev *d, const float *x, float *y, int64_t rows, int64_t n,
 			   float eps, const float *w, const float *b)
 {
-	return fail(d, kc_layer_norm(cd(d)->kc, KC_F32, x, y, rows, n, eps, w, b), "layer_norm");
+	return fail(d, kc_layer_norm(cd(d)->kc, cd(d)->t, x, y, rows, n, eps, w, b), "layer_norm");
 }
 
 static int cuda_rms_norm(struct dev *d, const float *x, float *y, int64_t rows, int64_t n,
 			 int64_t group, float eps, const float *w)
 {
-	return fail(d, kc_rms_norm(cd(d)->kc, KC_F32, x, y, rows, n, group, eps, w), "rms_norm");
+	return fail(d, kc_rms_norm(cd(d)->kc, cd(d)->t, x, y, rows, n, group, eps, w), "rms_norm");
 }
 
 static int cuda_gelu(struct dev *d, const float *x, float *y, int64_t n, bool tanh_approx)
 {
-	return fail(d, kc_gelu(cd(d)->kc, KC_F32, x, y, n, tanh_approx), "gelu");
+	return fail(d, kc_gelu(cd(d)->kc, cd(d)->t, x, y, n, tanh_approx), "gelu");
 }
 
 static int cuda_silu(struct dev *d, const float *x, float *y, int64_t n)
 {
-	return fail(d, kc_silu(cd(d)->kc, KC_F32, x, y, n), "silu");
+	return fail(d, kc_silu(cd(d)->kc, cd(d)->t, x, y, n), "silu");
 }
 
 static int cuda_binary(struct dev *d, enum k_binop op, const float *a, const int64_t *ashape,
 		       const float *b, const int64_t *bshape, float *out, const int64_t *oshape,
 		       int nd)
 {
-	return fail(d, kc_binary(cd(d)->kc, KC_F32, op == K_ADD ? KC_ADD : KC_MUL, a, ashape, b,
+	return fail(d, kc_binary(cd(d)->kc, cd(d)->t, op == K_ADD ? KC_ADD : KC_MUL, a, ashape, b,
 				 bshape, out, oshape, nd), "add/mul");
 }
 
 static int cuda_modulate(struct dev *d, const float *x, const float *shift, const float *scale,
 			 float *y, int64_t B, int64_t S, int64_t H, int64_t s_stride)
 {
-	return fail(d, kc_modulate(cd(d)->kc, KC_F32, x, shift, scale, y, B, S, H, s_stride),
+	return fail(d, kc_modulate(cd(d)->kc, cd(d)->t, x, shift, scale, y, B, S, H, s_stride),
 		    "modulate");
 }
 
 static int cuda_copy2d(struct dev *d, float *dst, int64_t dst_stride, const float *src,
 		       int64_t src_stride, int64_t rows, int64_t cols)
 {
-	return fail(d, kc_copy2d(cd(d)->kc, sizeof(float), dst, dst_stride, src, src_stride, rows,
-				 cols), "copy2d");
+	return fail(d, kc_copy2d(cd(d)->kc, kc_dtype_size(cd(d)->t), dst, dst_stride, src,
+				 src_stride, rows, cols), "copy2d");
 }
 
 static int cuda_rope(struct dev *d, const float *x, int64_t x_stride, const float *cos,
 		     const float *sin, float *y, int64_t y_stride, int64_t B, int64_t S,
 		     int64_t heads, int64_t D)
 {
-	return fail(d, kc_rope(cd(d)->kc, KC_F32, x, x_stride, cos, sin, y, y_stride, B, S, heads,
+	return fail(d, kc_rope(cd(d)->kc, cd(d)->t, x, x_stride, cos, sin, y, y_stride, B, S, heads,
 			       D), "rope");
 }
 
 static size_t cuda_attention_workspace(struct dev *d, int64_t B, int64_t Sq, int64_t Skv,
 				       int64_t H, int64_t D, int64_t Dv)
 {
-	return kc_attention_workspace(KC_F32, B, Sq, Skv, H, D, Dv);
+	return kc_attention_workspace(cd(d)->t, B, Sq, Skv, H, D, Dv);
 }
 
 static int cuda_attention(struct dev *d, const float *q, int64_t q_stride, const float *k,
@@ -162,15 +166,29 @@ static int cuda_attention(struct dev *d, const float *q, int64_t q_stride, const
 			  float *lse, int64_t B, int64_t Sq, int64_t Skv, int64_t H, int64_t D,
 			  int64_t Dv, void *workspace)
 {
-	return fail(d, kc_attention(cd(d)->kc, KC_F32, q, q_stride, k, k_stride, v, v_stride, out,
+	return fail(d, kc_attention(cd(d)->kc, cd(d)->t, q, q_stride, k, k_stride, v, v_stride, out,
 				    lse, B, Sq, Skv, H, D, Dv, workspace), "attention");
 }
 
 static int cuda_lse_merge(struct dev *d, float *out, float *lse, const float *out_blk,
 			  const float *lse_blk, int64_t B, int64_t Sq, int64_t H, int64_t Dv)
 {
-	return fail(d, kc_lse_merge(cd(d)->kc, KC_F32, out, lse, out_blk, lse_blk, B, Sq, H, Dv),
+	return fail(d, kc_lse_merge(cd(d)->kc, cd(d)->t, out, lse, out_blk, lse_blk, B, Sq, H, Dv),
 		    "lse_merge");
+}
+
+/* dtpc_dtype and kc_dtype number the dtypes alike */
+static int cuda_set_dtype(struct dev *d, dtpc_dtype t)
+{
+	cd(d)->t = (enum kc_dtype)t;
+	return 0;
+}
+
+static int cuda_convert(struct dev *d, void *dst, dtpc_dtype dt, const void *src, dtpc_dtype st,
+			int64_t n)
+{
+	return fail(d, kc_convert(cd(d)->kc, (enum kc_dtype)dt, dst, (enum kc_dtype)st, src, n),
+		    "convert");
 }
 
 static int cuda_capture_begin(struct dev *d)
@@ -219,6 +237,8 @@ static const struct dev_ops cuda_ops = {
 	.attention_workspace = cuda_attention_workspace,
 	.attention = cuda_attention,
 	.lse_merge = cuda_lse_merge,
+	.set_dtype = cuda_set_dtype,
+	.convert = cuda_convert,
 	.capture_begin = cuda_capture_begin,
 	.capture_end = cuda_capture_end,
 	.replay = cuda_replay,
@@ -236,6 +256,7 @@ struct dev *dev_cuda_create(int ordinal, char *err, size_t errlen)
 		return NULL;
 	}
 	c->d.ops = &cuda_ops;
+	c->t = KC_F32;
 	return &c->d;
 }
 

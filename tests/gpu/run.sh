@@ -12,6 +12,8 @@
 #            CUDA device, N ranks sharing the GPU through the local backend,
 #            against the one-rank CPU run (--verify, 1e-5)
 #  fixtures  diffusers' tiny Flux and Wan on the CUDA device (1e-5)
+#  bf16      the matrix and the fixtures again with every rank storing bf16
+#            (--dtype bf16; against the float32 references, 2e-2)
 #  graphs    CUDA graph replay on and off give the same outputs
 #  nccl      the nccl backend at world 1 (--verify)
 #  bench     the table: attention vs PyTorch SDPA, GEMM vs cuBLASLt, copies,
@@ -88,11 +90,21 @@ echo "== diffusers fixtures on the CUDA device ($(($(date +%s) - T0)) s)"
 DTPC_RUN_ARGS="--device cuda" timeout 120 sh tests/fixtures.sh "$BUILD" >"$LOG/fixtures.log" 2>&1
 absorb fixtures "$LOG/fixtures.log"
 
+echo "== the same in bf16 ($(($(date +%s) - T0)) s)"
+DTPC_RUN_ARGS="--device cuda --dtype bf16" timeout 240 sh tests/equiv.sh "$BUILD" \
+	>"$LOG/equiv-bf16.log" 2>&1
+absorb equiv "$LOG/equiv-bf16.log"
+DTPC_RUN_ARGS="--device cuda --dtype bf16" FIXTURES_TOL=2e-2 timeout 120 \
+	sh tests/fixtures.sh "$BUILD" >"$LOG/fixtures-bf16.log" 2>&1
+absorb fixtures "$LOG/fixtures-bf16.log"
+
 echo "== CUDA graphs, nccl ($(($(date +%s) - T0)) s)"
 "$DTPC" examples/tiny_dit.plan --plan tiny_dit_tp --mesh "tp = 1" -o "$tmp/one.graph" >/dev/null
 for m in on off; do
 	check "graph-$m" 60 "$DTPC" run "$tmp/one.graph" --device cuda --cuda-graph $m --steps 3 \
 		--verify --save-outputs "$tmp/$m.st"
+	check "graph-$m-bf16" 60 "$DTPC" run "$tmp/one.graph" --device cuda --cuda-graph $m \
+		--dtype bf16 --steps 3 --verify
 done
 grep -q "CUDA graph replay" "$LOG/graph-on.log" && ok || bad "graph-on-replays"
 if cmp -s "$tmp/on.st" "$tmp/off.st"; then ok; else bad "graph-on-off-same-outputs"; fi
@@ -119,9 +131,13 @@ bench sdpa 90 python3 bench/gpu/sdpa_peer.py
 bench flux_dtpc_graph 90 "$DTPC" run "$tmp/fb.graph" --device cuda --steps 10
 bench flux_dtpc_eager 90 "$DTPC" run "$tmp/fb.graph" --device cuda --steps 10 --cuda-graph off
 bench flux_torch 90 python3 bench/gpu/flux_block_torch.py --dtype f32 --steps 10
+bench flux_dtpc_bf16 90 "$DTPC" run "$tmp/fb.graph" --device cuda --dtype bf16 --steps 10
+bench flux_torch_bf16 90 python3 bench/gpu/flux_block_torch.py --dtype bf16 --steps 10
 # where the block's time goes: a traced step (each op waited for) by op kind
 bench flux_trace 90 "$DTPC" run "$tmp/fb.graph" --device cuda --steps 2 --trace "$tmp/fb.json"
-python3 - "$tmp/fb.json" >"$LOG/flux_ops.log" 2>&1 <<'PY'
+bench flux_trace_bf16 90 "$DTPC" run "$tmp/fb.graph" --device cuda --dtype bf16 --steps 2 \
+	--trace "$tmp/fb16.json"
+for tr in fb fb16; do python3 - "$tmp/$tr.json" >"$LOG/${tr}_ops.log" 2>&1 <<'PY'
 import json, sys
 spans = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
 last = spans[len(spans) // 2:]  # the second step
@@ -130,9 +146,10 @@ for e in last:
     k = e["name"].split()[0]
     by[k] = by.get(k, 0.0) + e["dur"] / 1000
 total = sum(by.values())
-print(f"flux_ops total_ms={total:.2f} " +
+print(f"total_ms={total:.2f} " +
       " ".join(f"{k}={v:.2f}" for k, v in sorted(by.items(), key=lambda kv: -kv[1])))
 PY
+done
 
 row ""
 row "attention forward (bf16), TFLOP/s: dtpc vs PyTorch SDPA"
@@ -142,12 +159,13 @@ row "kernels through the runtime vs the library alone"
 grep -E '^(gemm|pack|unpack|copy|norm|rms_norm|layer_norm|launch|replay) ' "$LOG/kernel.log" \
 	>>"$TABLE" 2>/dev/null
 row ""
-row "Flux.1 block at full size (1 double block + embedders + output; f32, one GPU):"
-ms_g=$(sed -n 's/^time: \([0-9.]*\) ms.*/\1/p' "$LOG/flux_dtpc_graph.log")
-ms_e=$(sed -n 's/^time: \([0-9.]*\) ms.*/\1/p' "$LOG/flux_dtpc_eager.log")
-ms_t=$(sed -n 's/^torch_eager dtype=f32 ms=\([0-9.]*\).*/\1/p' "$LOG/flux_torch.log")
-row "  dtpc (CUDA graph) ${ms_g:-?} ms, dtpc (no graph) ${ms_e:-?} ms, PyTorch eager ${ms_t:-?} ms"
-row "  by op kind (one traced step, each op waited for, ms): $(cat "$LOG/flux_ops.log")"
+row "Flux.1 block at full size (1 double block + embedders + output; one GPU):"
+step() { sed -n 's/^time: \([0-9.]*\) ms.*/\1/p' "$LOG/$1.log"; }
+torch_ms() { sed -n 's/^torch_eager dtype=[a-z0-9]* ms=\([0-9.]*\).*/\1/p' "$LOG/$1.log"; }
+row "  f32:  dtpc (CUDA graph) $(step flux_dtpc_graph) ms, dtpc (no graph) $(step flux_dtpc_eager) ms, PyTorch eager $(torch_ms flux_torch) ms"
+row "  bf16: dtpc (CUDA graph) $(step flux_dtpc_bf16) ms, PyTorch eager $(torch_ms flux_torch_bf16) ms"
+row "  f32 by op kind (one traced step, each op waited for, ms): $(cat "$LOG/fb_ops.log")"
+row "  bf16 by op kind: $(cat "$LOG/fb16_ops.log")"
 echo
 echo "gpu: $pass passed, $fail failed, $skip skipped (in $(($(date +%s) - T0)) s)"
 [ -n "$failed_names" ] && echo "failed:$failed_names"
