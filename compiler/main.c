@@ -48,13 +48,16 @@ static const char usage[] =
 	"                         host memory\n"
 	"  --cuda-graph on|off    replay steps after the first as one CUDA graph where\n"
 	"                         the graph has no collective (default on)\n"
+	"  --dtype f32|bf16|f16   storage dtype of activations and weights (default f32;\n"
+	"                         bf16/f16 need --device cuda); accumulation is float32\n"
 	"  --ranks N              local ranks (default: the graph's world size)\n"
 	"  --seed S               seed of generated weights and inputs (default 1)\n"
 	"  --weights FILE         bind weights by name from a safetensors file\n"
 	"  --inputs FILE          bind inputs by name from a safetensors file\n"
 	"  --save-outputs FILE    write the (whole) outputs as safetensors\n"
 	"  --verify               compare with the model run unsharded on one rank;\n"
-	"                         fail above --tolerance (default 1e-5), normwise:\n"
+	"                         fail above --tolerance (default 1e-5; 2e-2 for bf16\n"
+	"                         and f16: the reference is float32), normwise:\n"
 	"                         max |out - ref| / max |ref| per output\n"
 	"  --trace FILE.json      Chrome/Perfetto trace, one track per rank\n"
 	"  --steps K              forward passes (default 1); the median time is printed\n"
@@ -291,7 +294,7 @@ static int cmd_run(int argc, char **argv)
 {
 	struct run_opts o = { .seed = 1, .steps = 1, .tolerance = 1e-5, .timeout_ms = 120000,
 			      .cuda_graph = true };
-	bool device_given = false;
+	bool device_given = false, tolerance_given = false;
 	for (int i = 2; i < argc; i++) {
 		const char *s = argv[i], *v = NULL;
 		if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
@@ -322,6 +325,15 @@ static int cmd_run(int argc, char **argv)
 			else
 				return bad_usage("--device is cpu or cuda, not '%s'", v);
 			device_given = true;
+		} else if (!strcmp(s, "--dtype")) {
+			if (!strcmp(v, "f32"))
+				o.dtype = DTPC_F32;
+			else if (!strcmp(v, "bf16"))
+				o.dtype = DTPC_BF16;
+			else if (!strcmp(v, "f16"))
+				o.dtype = DTPC_F16;
+			else
+				return bad_usage("--dtype is f32, bf16 or f16, not '%s'", v);
 		} else if (!strcmp(s, "--cuda-graph")) {
 			if (strcmp(v, "on") && strcmp(v, "off"))
 				return bad_usage("--cuda-graph is on or off, not '%s'", v);
@@ -346,6 +358,7 @@ static int cmd_run(int argc, char **argv)
 				return bad_usage("--timeout needs seconds, not '%s'", v);
 			o.timeout_ms = (int)(t * 1000) ? (int)(t * 1000) : 1;
 		} else if (!strcmp(s, "--tolerance")) {
+			tolerance_given = true;
 			o.tolerance = strtod(v, &end);
 			if (*end || !(o.tolerance >= 0))
 				return bad_usage("--tolerance needs a number, not '%s'", v);
@@ -374,6 +387,11 @@ static int cmd_run(int argc, char **argv)
 			return bad_usage("%s", "the nccl backend computes on the CUDA device");
 		o.device = DTPC_DEVICE_CUDA;
 	}
+	if (o.dtype != DTPC_F32 && o.device != DTPC_DEVICE_CUDA)
+		return bad_usage("%s", "--dtype bf16 and f16 need --device cuda (the CPU stores float32)");
+	/* a narrow dtype against the float32 reference: bf16 keeps 8 bits */
+	if (o.dtype != DTPC_F32 && !tolerance_given)
+		o.tolerance = 2e-2;
 	if (o.device != DTPC_DEVICE_CPU && dtpc_device_count(o.device) <= 0)
 		return bad_usage("--device %s: %s", dtpc_device_name(o.device),
 #ifdef DTPC_HAVE_CUDA
