@@ -7,6 +7,7 @@
 
 #include "arena.h"
 #include "driver.h"
+#include "embed.h"
 #include "inspect.h"
 #include "run.h"
 #include "runtime/graph_file.h"
@@ -17,6 +18,9 @@ static const char usage[] =
 	"       dtpc FILE.plan -o FILE.graph [options] [-v]  compile a plan to a graph\n"
 	"       dtpc inspect FILE.graph [--rank R] [--format text|json|dot]\n"
 	"       dtpc run FILE.graph [run options]              replay a graph on N ranks\n"
+	"       dtpc embed FILE.graph -o FILE.c|FILE.o [--symbol NAME]\n"
+	"                                 the graph as linkable data: NAME[] and NAME_size\n"
+	"                                 (default dtpc_embedded_graph); .o through $CC\n"
 	"       dtpc --help | --version\n"
 	"\n"
 	"options of check and compile:\n"
@@ -61,6 +65,8 @@ static const char usage[] =
 	"                         max |out - ref| / max |ref| per output\n"
 	"  --trace FILE.json      Chrome/Perfetto trace, one track per rank\n"
 	"  --steps K              forward passes (default 1); the median time is printed\n"
+	"  --threads T            CPU threads per rank for its kernels and the BLAS\n"
+	"                         (default: cores / ranks on this machine)\n"
 	"  --timeout SECONDS      bound on every wait for another rank (default 120)\n"
 	"\n"
 	"exit status: 0 clean, 1 errors in the plan (or a failed run), 2 usage or I/O error\n";
@@ -290,6 +296,35 @@ static int cmd_inspect(int argc, char **argv)
 	return rc;
 }
 
+static int cmd_embed(int argc, char **argv)
+{
+	const char *file = NULL, *out = NULL, *symbol = "dtpc_embedded_graph";
+	for (int i = 2; i < argc; i++) {
+		const char *s = argv[i];
+		if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
+			fputs(usage, stdout);
+			return 0;
+		}
+		if (!strcmp(s, "-o") || !strcmp(s, "--symbol")) {
+			const char *v = need_value(argc, argv, &i);
+			if (!v)
+				return bad_usage("option '%s' needs a value", s);
+			*(s[1] == 'o' ? &out : &symbol) = v;
+		} else if (s[0] == '-') {
+			return bad_usage("unknown option '%s'", s);
+		} else if (file) {
+			return bad_usage("one graph file at a time ('%s')", s);
+		} else {
+			file = s;
+		}
+	}
+	if (!file)
+		return bad_usage("%s", "embed needs a graph file");
+	if (!out)
+		return bad_usage("%s", "embed needs -o FILE.c or -o FILE.o");
+	return embed_graph(file, out, symbol, stderr);
+}
+
 static int cmd_run(int argc, char **argv)
 {
 	struct run_opts o = { .seed = 1, .steps = 1, .tolerance = 1e-5, .timeout_ms = 120000,
@@ -338,6 +373,11 @@ static int cmd_run(int argc, char **argv)
 			if (strcmp(v, "on") && strcmp(v, "off"))
 				return bad_usage("--cuda-graph is on or off, not '%s'", v);
 			o.cuda_graph = !strcmp(v, "on");
+		} else if (!strcmp(s, "--threads")) {
+			long n = strtol(v, &end, 10);
+			if (*end || n < 1 || n > 4096)
+				return bad_usage("--threads needs 1 to 4096, not '%s'", v);
+			o.threads = (int)n;
 		} else if (!strcmp(s, "--ranks")) {
 			long n = strtol(v, &end, 10);
 			if (*end || n < 1 || n > 4096)
@@ -421,6 +461,8 @@ int main(int argc, char **argv)
 		return cmd_inspect(argc, argv);
 	if (!strcmp(cmd, "run"))
 		return cmd_run(argc, argv);
+	if (!strcmp(cmd, "embed"))
+		return cmd_embed(argc, argv);
 	if (cmd[0] != '-' && strchr(cmd, '.'))
 		return cmd_check(argc, argv, 1, true);
 	return bad_usage("unknown command '%s'", cmd);

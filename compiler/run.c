@@ -3,7 +3,6 @@
  * unsharded on one rank. */
 #include "run.h"
 
-#include <cblas.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -36,6 +35,20 @@ static void job_fail(struct rank_job *j, dtpc_status st)
 	snprintf(j->error, sizeof j->error, "%s", dtpc_last_error());
 }
 
+/* --threads, or under MPI the cores divided by the ranks on this node (Open
+ * MPI and MPICH name them): the session's own default only sees the ranks
+ * of its process. 0: that default. */
+static int threads_per_rank(const struct run_opts *o)
+{
+	if (o->threads || o->backend == RUN_LOCAL)
+		return o->threads;
+	const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+	if (!local)
+		local = getenv("MPI_LOCALNRANKS");
+	long n = local ? strtol(local, NULL, 10) : 0, cores = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 && cores / n > 1 ? (int)(cores / n) : 1;
+}
+
 /* One rank: session, weights, inputs, K forward passes. */
 static void *rank_main(void *arg)
 {
@@ -47,6 +60,12 @@ static void *rank_main(void *arg)
 	if ((st = dtpc_session_create(j->g, j->comm, o->device, &j->s)))
 		return job_fail(j, st), NULL;
 	dtpc_session_graphs(j->s, o->cuda_graph);
+	if (threads_per_rank(o) && (st = dtpc_session_threads(j->s, threads_per_rank(o)))) {
+		job_fail(j, st);
+		dtpc_session_free(j->s);
+		j->s = NULL;
+		return NULL;
+	}
 	st = dtpc_session_dtype(j->s, o->dtype);
 	if (!st)
 		st = o->weights ? dtpc_session_bind_weights_file(j->s, o->weights)
@@ -323,8 +342,6 @@ int run_local(const struct run_opts *o)
 		return 2;
 	}
 	int n = o->ranks ? o->ranks : dtpc_graph_world(g);
-	/* N ranks share this machine's cores: one BLAS thread each */
-	openblas_set_num_threads(n > 1 ? 1 : (int)sysconf(_SC_NPROCESSORS_ONLN));
 	dtpc_local_world *w = NULL;
 	if (dtpc_local_world_create(n, o->timeout_ms, &w)) {
 		fprintf(stderr, "dtpc: %s\n", dtpc_last_error());
@@ -417,7 +434,6 @@ int run_mpi(const struct run_opts *o)
 		dtpc_comm_free(c);
 		return 2;
 	}
-	openblas_set_num_threads(1);
 	double *ms = calloc((size_t)o->steps, sizeof *ms);
 	struct rank_job j = { .o = o, .g = g, .comm = c, .rank = rank, .step_ms = ms };
 	rank_main(&j);

@@ -19,6 +19,7 @@ struct run_opts {
 	bool verify;
 	double tolerance;     /* --verify's bound on the max relative error */
 	int steps;
+	int threads;          /* CPU threads per rank (0: cores / ranks of the process) */
 	int timeout_ms;
 	enum run_backend backend;
 	dtpc_device device;   /* where every rank computes (nccl: CUDA) */

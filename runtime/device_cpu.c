@@ -1,15 +1,133 @@
 /* device_cpu.c — the CPU device: host memory and the kernels of kernels/cpu.
  * Every call runs to completion before it returns, so sync() has nothing to
- * wait for and no call can fail except an allocation. */
+ * wait for and no call can fail except an allocation.
+ *
+ * Threads: each device (one per rank) owns a k_pool that runs attention, the
+ * pointwise ops and the norms, split into contiguous ranges of rows. Its size
+ * is what dtpc_session_threads set, or by default this machine's cores
+ * divided by the CPU devices alive in this process (the ranks that are
+ * threads here), looked up again at each kernel, so it follows ranks as
+ * sessions come and go. GEMMs run on OpenBLAS, whose thread count is one
+ * per process (openblas_set_num_threads; Debian's 0.3.21 has no per-thread
+ * setting): the device sets it to its pool's size, so ranks of one process
+ * that ask for different counts share the last one set. */
+#include <cblas.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/device.h"
 
+struct cpu_dev {
+	struct dev base;
+	struct k_pool *pool;
+	int threads;     /* set by threads(); 0: the default */
+	int applied;     /* the size pool() last made (0: none yet) */
+	void *ws;        /* attention workspaces, one share per pool thread */
+	size_t ws_bytes;
+};
+
+static atomic_int live_devices;
+static pthread_mutex_t blas_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static struct cpu_dev *cpu(struct dev *d)
+{
+	return (struct cpu_dev *)d;
+}
+
+static int cores(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n < 1 ? 1 : n > 4096 ? 4096 : (int)n;
+}
+
+/* OpenBLAS's threads, changed only when they differ: a change while another
+ * rank of the process is inside a GEMM is what the lock cannot prevent. */
+static void blas_threads(int n)
+{
+	pthread_mutex_lock(&blas_mu);
+	if (openblas_get_num_threads() != n)
+		openblas_set_num_threads(n);
+	pthread_mutex_unlock(&blas_mu);
+}
+
+/* The pool for this call, resized when the wanted size changed. A pool that
+ * cannot be made leaves the kernels on the calling thread (NULL). */
+static struct k_pool *pool(struct cpu_dev *c)
+{
+	int want = c->threads;
+
+	if (!want) {
+		int live = atomic_load(&live_devices);
+
+		want = cores() / (live < 1 ? 1 : live);
+		want = want < 1 ? 1 : want;
+	}
+	if (c->applied != want) {
+		k_pool_free(c->pool);
+		c->pool = want > 1 ? k_pool_create(want) : NULL;
+		c->applied = want;
+		blas_threads(want);
+	}
+	return c->pool;
+}
+
+/* [0, n) in contiguous ranges of at least `grain` units, one task each, a
+ * few per thread so uneven ranges balance. */
+struct range_job {
+	void (*fn)(const void *args, int64_t lo, int64_t hi);
+	const void *args;
+	int64_t n, per;
+};
+
+static void range_task(void *arg, int64_t t, int worker)
+{
+	const struct range_job *j = arg;
+	int64_t lo = t * j->per, hi = lo + j->per < j->n ? lo + j->per : j->n;
+
+	j->fn(j->args, lo, hi);
+}
+
+static void par_range(struct cpu_dev *c, int64_t n, int64_t grain,
+		      void (*fn)(const void *args, int64_t lo, int64_t hi), const void *args)
+{
+	struct k_pool *p = pool(c);
+	int64_t tasks = 4 * (int64_t)k_pool_threads(p);
+
+	if (n <= 0)
+		return;
+	if (tasks > (n + grain - 1) / grain)
+		tasks = (n + grain - 1) / grain;
+	if (tasks <= 1) {
+		fn(args, 0, n);
+		return;
+	}
+	struct range_job j = { fn, args, n, (n + tasks - 1) / tasks };
+
+	k_pool_run(p, (n + j.per - 1) / j.per, range_task, &j);
+}
+
+/* Elements, or rows of about this many elements, below which a task does
+ * not pay for waking a thread. */
+#define GRAIN 16384
+
+static int64_t rows_grain(int64_t row)
+{
+	return row >= GRAIN ? 1 : GRAIN / (row > 0 ? row : 1);
+}
+
 static void cpu_destroy(struct dev *d)
 {
-	free(d);
+	struct cpu_dev *c = cpu(d);
+
+	k_pool_free(c->pool);
+	free(c->ws);
+	atomic_fetch_sub(&live_devices, 1);
+	free(c);
 }
 
 static const char *cpu_error(struct dev *d)
@@ -46,36 +164,92 @@ static void *cpu_stream(struct dev *d)
 	return NULL;
 }
 
+static void cpu_threads(struct dev *d, int n)
+{
+	cpu(d)->threads = n;
+	pool(cpu(d));
+}
+
 static int cpu_linear(struct dev *d, const float *x, const float *w, const float *b, float *y,
 		      int64_t m, int64_t k, int64_t n)
 {
+	pool(cpu(d)); /* sets the BLAS threads the first time */
 	k_linear(x, w, b, y, m, k, n);
 	return 0;
+}
+
+struct norm_args {
+	const float *x, *w, *b;
+	float *y;
+	int64_t n, group;
+	float eps;
+};
+
+static void layer_norm_range(const void *a, int64_t lo, int64_t hi)
+{
+	const struct norm_args *r = a;
+
+	k_layer_norm(r->x + lo * r->n, r->y + lo * r->n, hi - lo, r->n, r->eps, r->w, r->b);
 }
 
 static int cpu_layer_norm(struct dev *d, const float *x, float *y, int64_t rows, int64_t n,
 			  float eps, const float *w, const float *b)
 {
-	k_layer_norm(x, y, rows, n, eps, w, b);
+	struct norm_args a = { .x = x, .w = w, .b = b, .y = y, .n = n, .eps = eps };
+
+	par_range(cpu(d), rows, rows_grain(n), layer_norm_range, &a);
 	return 0;
+}
+
+static void rms_norm_range(const void *a, int64_t lo, int64_t hi)
+{
+	const struct norm_args *r = a;
+
+	k_rms_norm(r->x + lo * r->n, r->y + lo * r->n, hi - lo, r->n, r->group, r->eps, r->w);
 }
 
 static int cpu_rms_norm(struct dev *d, const float *x, float *y, int64_t rows, int64_t n,
 			int64_t group, float eps, const float *w)
 {
-	k_rms_norm(x, y, rows, n, group, eps, w);
+	struct norm_args a = { .x = x, .w = w, .y = y, .n = n, .group = group, .eps = eps };
+
+	par_range(cpu(d), rows, rows_grain(n), rms_norm_range, &a);
 	return 0;
+}
+
+struct act_args {
+	const float *x;
+	float *y;
+	bool tanh_approx;
+};
+
+static void gelu_range(const void *a, int64_t lo, int64_t hi)
+{
+	const struct act_args *r = a;
+
+	k_gelu(r->x + lo, r->y + lo, hi - lo, r->tanh_approx);
 }
 
 static int cpu_gelu(struct dev *d, const float *x, float *y, int64_t n, bool tanh_approx)
 {
-	k_gelu(x, y, n, tanh_approx);
+	struct act_args a = { x, y, tanh_approx };
+
+	par_range(cpu(d), n, GRAIN, gelu_range, &a);
 	return 0;
+}
+
+static void silu_range(const void *a, int64_t lo, int64_t hi)
+{
+	const struct act_args *r = a;
+
+	k_silu(r->x + lo, r->y + lo, hi - lo);
 }
 
 static int cpu_silu(struct dev *d, const float *x, float *y, int64_t n)
 {
-	k_silu(x, y, n);
+	struct act_args a = { x, y, false };
+
+	par_range(cpu(d), n, GRAIN, silu_range, &a);
 	return 0;
 }
 
@@ -87,28 +261,90 @@ static int cpu_binary(struct dev *d, enum k_binop op, const float *a, const int6
 	return 0;
 }
 
+/* Rows of [B, S, ...] split over positions; a range never crosses a batch. */
+struct seq_args {
+	const float *x, *shift, *scale, *cos, *sin;
+	float *y;
+	int64_t S, H, s_stride, x_stride, y_stride, heads, D;
+};
+
+static void modulate_range(const void *a, int64_t lo, int64_t hi)
+{
+	const struct seq_args *r = a;
+	/* per-batch shift / scale rows are H apart, per-position ones S * H */
+	int64_t b_stride = r->s_stride ? r->S * r->H : r->H;
+
+	for (int64_t row = lo; row < hi;) {
+		int64_t b = row / r->S, s0 = row % r->S;
+		int64_t ns = hi - row < r->S - s0 ? hi - row : r->S - s0;
+		int64_t off = b * b_stride + s0 * r->s_stride;
+
+		k_modulate(r->x + row * r->H, r->shift + off, r->scale + off, r->y + row * r->H, 1,
+			   ns, r->H, r->s_stride);
+		row += ns;
+	}
+}
+
 static int cpu_modulate(struct dev *d, const float *x, const float *shift, const float *scale,
 			float *y, int64_t B, int64_t S, int64_t H, int64_t s_stride)
 {
-	k_modulate(x, shift, scale, y, B, S, H, s_stride);
+	struct seq_args a = { .x = x, .shift = shift, .scale = scale, .y = y, .S = S, .H = H,
+			      .s_stride = s_stride };
+
+	par_range(cpu(d), B * S, rows_grain(H), modulate_range, &a);
 	return 0;
+}
+
+struct copy_args {
+	float *dst;
+	const float *src;
+	int64_t dst_stride, src_stride, cols;
+};
+
+static void copy2d_range(const void *a, int64_t lo, int64_t hi)
+{
+	const struct copy_args *r = a;
+
+	k_copy2d(r->dst + lo * r->dst_stride, r->dst_stride, r->src + lo * r->src_stride,
+		 r->src_stride, hi - lo, r->cols);
 }
 
 static int cpu_copy2d(struct dev *d, float *dst, int64_t dst_stride, const float *src,
 		      int64_t src_stride, int64_t rows, int64_t cols)
 {
-	k_copy2d(dst, dst_stride, src, src_stride, rows, cols);
+	struct copy_args a = { dst, src, dst_stride, src_stride, cols };
+
+	/* Copies are bandwidth-bound: a thread pays off only on larger ranges. */
+	par_range(cpu(d), rows, rows_grain(cols) * 4, copy2d_range, &a);
 	return 0;
+}
+
+static void rope_range(const void *a, int64_t lo, int64_t hi)
+{
+	const struct seq_args *r = a;
+
+	for (int64_t row = lo; row < hi;) {
+		int64_t s0 = row % r->S, ns = hi - row < r->S - s0 ? hi - row : r->S - s0;
+
+		k_rope(r->x + row * r->x_stride, r->x_stride, r->cos + s0 * r->D, r->sin + s0 * r->D,
+		       r->y + row * r->y_stride, r->y_stride, 1, ns, r->heads, r->D);
+		row += ns;
+	}
 }
 
 static int cpu_rope(struct dev *d, const float *x, int64_t x_stride, const float *cos,
 		    const float *sin, float *y, int64_t y_stride, int64_t B, int64_t S,
 		    int64_t heads, int64_t D)
 {
-	k_rope(x, x_stride, cos, sin, y, y_stride, B, S, heads, D);
+	struct seq_args a = { .x = x, .cos = cos, .sin = sin, .y = y, .S = S,
+			      .x_stride = x_stride, .y_stride = y_stride, .heads = heads, .D = D };
+
+	par_range(cpu(d), B * S, rows_grain(heads * D), rope_range, &a);
 	return 0;
 }
 
+/* The session sizes one thread's workspace; the other threads' shares are
+ * the device's own, grown on demand. */
 static size_t cpu_attention_workspace(struct dev *d, int64_t B, int64_t Sq, int64_t Skv,
 				      int64_t H, int64_t D, int64_t Dv)
 {
@@ -120,8 +356,25 @@ static int cpu_attention(struct dev *d, const float *q, int64_t q_stride, const 
 			 float *lse, int64_t B, int64_t Sq, int64_t Skv, int64_t H, int64_t D,
 			 int64_t Dv, void *workspace)
 {
-	k_attention(q, q_stride, k, k_stride, v, v_stride, out, lse, B, Sq, Skv, H, D, Dv,
-		    workspace);
+	struct cpu_dev *c = cpu(d);
+	struct k_pool *p = pool(c);
+	size_t need = (size_t)k_pool_threads(p) * k_attention_workspace(Sq, Skv, D, Dv);
+
+	if (p && need > c->ws_bytes) {
+		void *ws = NULL;
+
+		free(c->ws);
+		c->ws = posix_memalign(&ws, 64, need) ? NULL : ws;
+		c->ws_bytes = c->ws ? need : 0;
+	}
+	/* Without the device's workspaces (no pool, or no memory for them)
+	 * the session's one serves the calling thread alone. */
+	if (p && c->ws)
+		k_attention_pool(p, q, q_stride, k, k_stride, v, v_stride, out, lse, B, Sq, Skv, H,
+				 D, Dv, c->ws);
+	else
+		k_attention(q, q_stride, k, k_stride, v, v_stride, out, lse, B, Sq, Skv, H, D, Dv,
+			    workspace);
 	return 0;
 }
 
@@ -143,6 +396,7 @@ static const struct dev_ops cpu_ops = {
 	.download = cpu_copy,
 	.copy = cpu_copy,
 	.sync = cpu_sync,
+	.threads = cpu_threads,
 	.stream = cpu_stream,
 	.linear = cpu_linear,
 	.layer_norm = cpu_layer_norm,
@@ -160,10 +414,13 @@ static const struct dev_ops cpu_ops = {
 
 struct dev *dev_cpu_create(void)
 {
-	struct dev *d = malloc(sizeof *d);
-	if (d)
-		d->ops = &cpu_ops;
-	return d;
+	struct cpu_dev *c = calloc(1, sizeof *c);
+
+	if (!c)
+		return NULL;
+	c->base.ops = &cpu_ops;
+	atomic_fetch_add(&live_devices, 1);
+	return &c->base;
 }
 
 #ifndef DTPC_HAVE_CUDA

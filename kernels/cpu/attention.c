@@ -1,102 +1,165 @@
-/* attention.c — tiled (flash-style) attention and the ring merge of partial
- * results (see kernels.h).
+/* attention.c — flash-style attention and the ring merge of partial results
+ * (see kernels.h).
  *
- * For each batch, head and block of query rows, the key/value rows are
- * visited tile by tile. A tile's scores S = scale Q K^T come from one sgemm
- * that reads q and k in place through their row strides; each row of S is
- * turned into exp(S - running max) while the running max and denominator are
- * updated, the output accumulator is rescaled by exp(old max - new max), and
- * a second sgemm adds P V. Only the block's accumulator, its running max and
- * sum, and one tile of scores live in the workspace, so memory does not grow
- * with the sequence lengths. */
+ * Work is split into tasks of one batch, one head and one block of ATT_TQ
+ * query rows, run on the caller's pool. A task visits the keys in tiles of
+ * ATT_TK rows, so what it touches stays in L2 whatever the sequence length:
+ * Q^T [D, TQ], one tile of keys and values read in place, the scores S^T
+ * [TK, TQ] and the accumulator O [TQ, Dv] — about 270 KiB at head dim 128.
+ *
+ * Scores are computed transposed (S^T = K Q^T): keys are rows, queries are
+ * vector lanes, so the running max, the exponentials and the denominators of
+ * VW queries advance together with no horizontal reduction, and P V reads P
+ * straight from S^T. Both products run on one register-tiled kernel (6 rows
+ * by two vectors) rather than sgemm: at these sizes BLAS spends its time
+ * packing, and a BLAS call from inside the pool would start BLAS threads of
+ * its own. The exponential is a vector polynomial (attn_isa.h), not expf,
+ * which took a third of the time of the previous kernel.
+ *
+ * The vector body is compiled three times (AVX-512, AVX2 + FMA, the
+ * baseline) and chosen per call by __builtin_cpu_supports: no global state
+ * and no ifunc resolver, which ThreadSanitizer's runtime cannot load. */
 #include "kernels/cpu/kernels.h"
 
 #include <assert.h>
-#include <cblas.h>
-#include <limits.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
-/* Tiles clipped to the problem, so short sequences get small workspaces. The
- * one place both k_attention_workspace and k_attention take them from. */
-static void attn_tiles(int64_t Sq, int64_t Skv, int64_t *tq, int64_t *tk)
+#define ATT_MR 6                  /* rows of the register tile */
+#define ATT_TQ K_ATTN_TILE_Q      /* a multiple of ATT_MR and of every NR */
+#define ATT_TK K_ATTN_TILE_KV     /* a multiple of ATT_MR */
+#define ATT_NR_MAX 32             /* the widest register tile (AVX-512) */
+
+_Static_assert(ATT_TQ % ATT_MR == 0 && ATT_TQ % ATT_NR_MAX == 0, "query block vs tiles");
+_Static_assert(ATT_TK % ATT_MR == 0, "key tile vs register tile");
+
+/* One k_attention call, shared read-only by its tasks. */
+struct attn_job {
+	const float *q, *k, *v;
+	float *out, *lse;
+	int64_t q_stride, k_stride, v_stride;
+	int64_t Sq, Skv, H, D, Dv;
+	int64_t dvp;       /* Dv rounded up to ATT_NR_MAX: the workspace's row */
+	float scale;
+	float *ws;         /* per worker: ws_floats each */
+	size_t ws_floats;
+};
+
+/* Floats of one worker's workspace (attn_isa.h lays it out). */
+static size_t attn_ws_floats(int64_t D, int64_t Dv)
 {
-	*tq = Sq < K_ATTN_TILE_Q ? Sq : K_ATTN_TILE_Q;
-	*tk = Skv < K_ATTN_TILE_KV ? Skv : K_ATTN_TILE_KV;
+	int64_t dvp = (Dv + ATT_NR_MAX - 1) / ATT_NR_MAX * ATT_NR_MAX;
+
+	/* Q^T, S^T, a padded V tile, O, max / sum / rescale, a key tail;
+	 * rounded to 16 floats so every worker's share stays 64-byte aligned. */
+	size_t n = (size_t)(D * ATT_TQ + ATT_TK * ATT_TQ + ATT_TK * dvp + ATT_TQ * dvp +
+			    3 * ATT_TQ + ATT_MR * D);
+	return (n + 15) / 16 * 16;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx2,fma")
+#define VW 16
+#define ISA avx512
+#include "kernels/cpu/attn_isa.h"
+#undef ISA
+#undef VW
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#define VW 8
+#define ISA avx2
+#include "kernels/cpu/attn_isa.h"
+#undef ISA
+#undef VW
+#pragma GCC pop_options
+#endif
+
+#define VW 4
+#define ISA base
+#include "kernels/cpu/attn_isa.h"
+#undef ISA
+#undef VW
+
+enum attn_isa { ISA_BASE, ISA_AVX2, ISA_AVX512 };
+
+/* The widest instruction set the CPU has, or a narrower one named by
+ * DTPC_CPU_ISA (avx2, base) so tests and benchmarks reach every variant on
+ * one machine. */
+static enum attn_isa best_isa(void)
+{
+	const char *want = getenv("DTPC_CPU_ISA");
+	enum attn_isa cap = !want ? ISA_AVX512 : !strcmp(want, "avx2") ? ISA_AVX2
+					       : !strcmp(want, "base") ? ISA_BASE : ISA_AVX512;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (cap >= ISA_AVX512 && __builtin_cpu_supports("avx512f"))
+		return ISA_AVX512;
+	if (cap >= ISA_AVX2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+		return ISA_AVX2;
+#endif
+	return ISA_BASE;
+}
+
+void k_vexp(const float *x, float *y, int64_t n)
+{
+	switch (best_isa()) {
+#if defined(__x86_64__) && defined(__GNUC__)
+	case ISA_AVX512:
+		k_vexp_avx512(x, y, n);
+		return;
+	case ISA_AVX2:
+		k_vexp_avx2(x, y, n);
+		return;
+#endif
+	default:
+		k_vexp_base(x, y, n);
+	}
 }
 
 size_t k_attention_workspace(int64_t Sq, int64_t Skv, int64_t D, int64_t Dv)
 {
-	int64_t tq, tk;
-
-	/* q and k are read in place by sgemm, so D sizes nothing here. */
-	(void)D;
-	attn_tiles(Sq, Skv, &tq, &tk);
-	/* Scores [tq, tk], accumulator [tq, Dv], running max and sum [tq]. */
-	return (size_t)(tq * tk + tq * Dv + 2 * tq) * sizeof(float);
+	/* Tiles are fixed, so the sequence lengths size nothing. */
+	(void)Sq;
+	(void)Skv;
+	return attn_ws_floats(D, Dv) * sizeof(float);
 }
 
-/* Views shared by every query block of one k_attention call. */
-struct attn_args {
-	const float *k, *v;	/* this batch and head's first key/value row */
-	int64_t q_stride, k_stride, v_stride, out_stride;
-	int64_t Skv, D, Dv, tk;
-	float scale;
-	float *s, *o, *m, *l;	/* workspace: scores, accumulator, max, sum */
-};
-
-/* Attention of nq query rows starting at q against all Skv keys; writes nq
- * output rows (out_stride apart) and, when lse != NULL, nq log-denominators. */
-static void attn_block(const struct attn_args *A, const float *q, int64_t nq,
-		       float *out, float *lse)
+void k_attention_pool(struct k_pool *pool, const float *q, int64_t q_stride, const float *k,
+		      int64_t k_stride, const float *v, int64_t v_stride, float *out, float *lse,
+		      int64_t B, int64_t Sq, int64_t Skv, int64_t H, int64_t D, int64_t Dv,
+		      void *workspace)
 {
-	float *s = A->s, *o = A->o, *m = A->m, *l = A->l;
-	int64_t Dv = A->Dv;
+	assert(Sq >= 1 && Skv >= 1 && D >= 1 && Dv >= 1);
+	assert(q_stride >= H * D && k_stride >= H * D && v_stride >= H * Dv);
 
-	for (int64_t i = 0; i < nq; i++) {
-		m[i] = -INFINITY;
-		l[i] = 0.0f;
+	struct attn_job J = {
+		.q = q, .k = k, .v = v, .out = out, .lse = lse,
+		.q_stride = q_stride, .k_stride = k_stride, .v_stride = v_stride,
+		.Sq = Sq, .Skv = Skv, .H = H, .D = D, .Dv = Dv,
+		.dvp = (Dv + ATT_NR_MAX - 1) / ATT_NR_MAX * ATT_NR_MAX,
+		.scale = (float)(1.0 / sqrt((double)D)),
+		.ws = workspace, .ws_floats = attn_ws_floats(D, Dv),
+	};
+	int64_t tasks = B * H * ((Sq + ATT_TQ - 1) / ATT_TQ);
+	void (*task)(void *, int64_t, int) = attn_task_base;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+	switch (best_isa()) {
+	case ISA_AVX512:
+		task = attn_task_avx512;
+		break;
+	case ISA_AVX2:
+		task = attn_task_avx2;
+		break;
+	default:
+		break;
 	}
-	/* Zeroed so the first tile's rescale by exp(-inf) = 0 is harmless. */
-	memset(o, 0, (size_t)(nq * Dv) * sizeof *o);
-	for (int64_t j0 = 0; j0 < A->Skv; j0 += A->tk) {
-		int64_t nk = A->Skv - j0 < A->tk ? A->Skv - j0 : A->tk;
-
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk,
-			    (int)A->D, A->scale, q, (int)A->q_stride,
-			    A->k + j0 * A->k_stride, (int)A->k_stride, 0.0f, s, (int)nk);
-		for (int64_t i = 0; i < nq; i++) {
-			float *si = s + i * nk, *oi = o + i * Dv;
-			float mx = m[i], sum = 0.0f;
-
-			for (int64_t j = 0; j < nk; j++)
-				mx = si[j] > mx ? si[j] : mx;
-			for (int64_t j = 0; j < nk; j++) {
-				si[j] = expf(si[j] - mx);
-				sum += si[j];
-			}
-			float alpha = expf(m[i] - mx);
-
-			l[i] = l[i] * alpha + sum;
-			m[i] = mx;
-			if (alpha != 1.0f) {
-				for (int64_t d = 0; d < Dv; d++)
-					oi[d] *= alpha;
-			}
-		}
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)Dv,
-			    (int)nk, 1.0f, s, (int)nk, A->v + j0 * A->v_stride,
-			    (int)A->v_stride, 1.0f, o, (int)Dv);
-	}
-	for (int64_t i = 0; i < nq; i++) {
-		float inv = 1.0f / l[i];
-		float *outi = out + i * A->out_stride;
-
-		for (int64_t d = 0; d < Dv; d++)
-			outi[d] = o[i * Dv + d] * inv;
-		if (lse)
-			lse[i] = m[i] + logf(l[i]);
-	}
+#endif
+	k_pool_run(pool, tasks, task, &J);
 }
 
 void k_attention(const float *q, int64_t q_stride, const float *k, int64_t k_stride,
@@ -104,39 +167,8 @@ void k_attention(const float *q, int64_t q_stride, const float *k, int64_t k_str
 		 int64_t B, int64_t Sq, int64_t Skv, int64_t H, int64_t D, int64_t Dv,
 		 void *workspace)
 {
-	int64_t tq, tk;
-
-	assert(Sq >= 1 && Skv >= 1 && D >= 1 && Dv >= 1);
-	assert(q_stride >= H * D && k_stride >= H * D && v_stride >= H * Dv);
-	/* CBLAS takes int leading dimensions. */
-	assert(q_stride <= INT_MAX && k_stride <= INT_MAX && v_stride <= INT_MAX);
-	attn_tiles(Sq, Skv, &tq, &tk);
-
-	struct attn_args A = {
-		.q_stride = q_stride, .k_stride = k_stride, .v_stride = v_stride,
-		.out_stride = H * Dv, .Skv = Skv, .D = D, .Dv = Dv, .tk = tk,
-		.scale = (float)(1.0 / sqrt((double)D)),
-	};
-
-	A.s = workspace;
-	A.o = A.s + tq * tk;
-	A.m = A.o + tq * Dv;
-	A.l = A.m + tq;
-	for (int64_t b = 0; b < B; b++) {
-		for (int64_t h = 0; h < H; h++) {
-			const float *qh = q + b * Sq * q_stride + h * D;
-
-			A.k = k + b * Skv * k_stride + h * D;
-			A.v = v + b * Skv * v_stride + h * Dv;
-			for (int64_t i0 = 0; i0 < Sq; i0 += tq) {
-				int64_t nq = Sq - i0 < tq ? Sq - i0 : tq;
-
-				attn_block(&A, qh + i0 * q_stride, nq,
-					   out + (b * Sq + i0) * H * Dv + h * Dv,
-					   lse ? lse + (b * H + h) * Sq + i0 : NULL);
-			}
-		}
-	}
+	k_attention_pool(NULL, q, q_stride, k, k_stride, v, v_stride, out, lse, B, Sq, Skv, H, D,
+			 Dv, workspace);
 }
 
 void k_lse_merge(float *out, float *lse, const float *out_blk, const float *lse_blk,

@@ -2,17 +2,17 @@
  *
  * Every tensor is float32, row-major and contiguous unless a stride is given
  * (strides count floats, not bytes); sizes are int64_t. Kernels start no
- * threads of their own and never touch OpenBLAS's thread count: the GEMMs use
- * whatever the process set. `dtpc run` (compiler/run.c) sets one BLAS thread
- * per rank when it runs several ranks as threads; libdtpc sets nothing, so a
- * program that links it and runs N ranks in one process sets that itself
- * (openblas_set_num_threads, or OPENBLAS_NUM_THREADS=1).
+ * threads of their own: the *_pool variants run on a caller's k_pool (NULL:
+ * on the calling thread alone), and the GEMMs use whatever BLAS threads the
+ * process set. The CPU device (runtime/device_cpu.c) owns one pool per rank
+ * and sets the BLAS library's threads (see dtpc_session_threads).
  *
  * Ownership is the same for every function: callers own all buffers (inputs,
  * outputs and workspaces); a kernel allocates nothing, keeps no pointer past
  * its return and holds no state between calls, so ranks may call any kernel
- * concurrently on disjoint outputs. Sizes are preconditions checked with
- * assert(): a plan that the compiler accepted never violates them. */
+ * concurrently on disjoint outputs (each with its own pool). Sizes are
+ * preconditions checked with assert(): a plan that the compiler accepted
+ * never violates them. */
 #ifndef DTPC_KERNELS_H
 #define DTPC_KERNELS_H
 #include <stdbool.h>
@@ -22,11 +22,26 @@
 /* The most dimensions k_binary takes; the same bound as the compiler's IR. */
 #define K_MAX_DIMS 8
 
-/* Attention tiles: query rows per block and key/value rows per tile. They fix
- * the workspace at O(K_ATTN_TILE_Q * (K_ATTN_TILE_KV + Dv)) floats whatever the
- * sequence lengths; exported so tests can pick lengths that straddle tiles. */
-#define K_ATTN_TILE_Q 128
-#define K_ATTN_TILE_KV 512
+/* Attention tiles: query rows per task and key/value rows per tile. They fix
+ * the workspace whatever the sequence lengths; exported so tests can pick
+ * lengths that straddle tiles. */
+#define K_ATTN_TILE_Q 96
+#define K_ATTN_TILE_KV 192
+
+/* A pool of n threads, the caller counted as one (n - 1 are started), for
+ * one caller at a time. k_pool_create returns NULL when out of memory, and a
+ * smaller pool when threads cannot be started. */
+struct k_pool;
+struct k_pool *k_pool_create(int n);
+void k_pool_free(struct k_pool *p);
+/* Threads a job runs on: 1 for NULL. */
+int k_pool_threads(const struct k_pool *p);
+/* Runs fn(arg, task, worker) for every task in [0, ntasks) on the pool's
+ * threads and returns when all are done; worker in [0, k_pool_threads(p))
+ * names the thread, so a task may use that worker's share of a workspace.
+ * p == NULL runs them in order on the calling thread (worker 0). */
+void k_pool_run(struct k_pool *p, int64_t ntasks, void (*fn)(void *arg, int64_t task, int worker),
+		void *arg);
 
 enum k_binop { K_ADD, K_MUL };
 
@@ -89,8 +104,8 @@ void k_copy2d(float *dst, int64_t dst_stride, const float *src, int64_t src_stri
 void k_rope(const float *x, int64_t x_stride, const float *cos, const float *sin,
 	    float *y, int64_t y_stride, int64_t B, int64_t S, int64_t heads, int64_t D);
 
-/* Bytes of workspace k_attention needs for these sizes; at most a few hundred
- * KiB for any sequence length (the tiles bound it). */
+/* Bytes of workspace k_attention needs for these sizes, a few hundred KiB
+ * at most (the tiles bound it; the sequence lengths do not matter). */
 size_t k_attention_workspace(int64_t Sq, int64_t Skv, int64_t D, int64_t Dv);
 
 /* Non-causal scaled dot-product attention with scale 1/sqrt(D), computed
@@ -101,11 +116,25 @@ size_t k_attention_workspace(int64_t Sq, int64_t Skv, int64_t D, int64_t Dv);
  *   (logsumexp of the scaled scores, max included), or NULL when unwanted.
  * Strides let q, k and v point into packed buffers. Sq, Skv >= 1. workspace
  * holds k_attention_workspace(Sq, Skv, D, Dv) bytes aligned for float; out
- * must not overlap the inputs. Callers own all buffers, the workspace too. */
+ * must not overlap the inputs. Callers own all buffers, the workspace too.
+ * Vectorised for AVX-512 or AVX2 where the CPU has them (chosen per call). */
 void k_attention(const float *q, int64_t q_stride, const float *k, int64_t k_stride,
 		 const float *v, int64_t v_stride, float *out, float *lse,
 		 int64_t B, int64_t Sq, int64_t Skv, int64_t H, int64_t D, int64_t Dv,
 		 void *workspace);
+/* k_attention over the heads and query blocks in parallel on pool; the
+ * workspace holds k_pool_threads(pool) times k_attention_workspace bytes,
+ * 64-byte aligned (one share per thread). The result does not depend on the
+ * pool's size. */
+void k_attention_pool(struct k_pool *pool, const float *q, int64_t q_stride, const float *k,
+		      int64_t k_stride, const float *v, int64_t v_stride, float *out, float *lse,
+		      int64_t B, int64_t Sq, int64_t Skv, int64_t H, int64_t D, int64_t Dv,
+		      void *workspace);
+
+/* y = exp(x) for n floats with the vectorised exponential attention uses:
+ * within 2 ulp of expf where the result is normal, inf above 88.72, 0 for
+ * -inf, NaN for NaN (tests/unit measures it). y may equal x. */
+void k_vexp(const float *x, float *y, int64_t n);
 
 /* Ring attention's merge of a partial result (out_blk, lse_blk) into the
  * accumulator (out, lse), in place:

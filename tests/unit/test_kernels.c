@@ -12,6 +12,7 @@
  * e is a relative error e of the softmax denominator. */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -559,11 +560,133 @@ static void check_attention(const char *what, const struct attn_case *c)
 	run_attention(c, out2, NULL);
 	UNIT_CHECK(!memcmp(out, out2, (size_t)no * sizeof *out),
 		   "attention %s: lse = NULL gives the same out", what);
+
+	/* On pools of 2 and 3 threads (tasks land on other workers' shares
+	 * of the workspace): the same bits as on the calling thread. */
+	for (int n = 2; n <= 3; n++) {
+		struct k_pool *pool = k_pool_create(n);
+		int nt = k_pool_threads(pool);
+		void *ws = aligned_alloc(64, (size_t)nt * k_attention_workspace(c->Sq, c->Skv, c->D,
+										  c->Dv));
+		float *lse2 = malloc((size_t)nl * sizeof *lse2);
+
+		k_attention_pool(pool, c->q, c->qs, c->k, c->ks, c->v, c->vs, out2, lse2, c->B,
+				 c->Sq, c->Skv, c->H, c->D, c->Dv, ws);
+		UNIT_CHECK(nt == n && !memcmp(out, out2, (size_t)no * sizeof *out) &&
+				   !memcmp(lse, lse2, (size_t)nl * sizeof *lse),
+			   "attention %s: a pool of %d threads gives the same out and lse", what, n);
+		free(lse2);
+		free(ws);
+		k_pool_free(pool);
+	}
 	free(out);
 	free(out2);
 	free(lse);
 	free(rout);
 	free(rlse);
+}
+
+/* Negative control: the last key row (a tail of the last tile) changed
+ * after the reference was computed must show as an error above the
+ * tolerance, or the checks above could pass with keys dropped. */
+static void test_attention_control(void)
+{
+	struct attn_case c = { .B = 1, .Sq = 5, .Skv = K_ATTN_TILE_KV + 1, .H = 1, .D = 64,
+			       .Dv = 64 };
+	int64_t no = c.Sq * c.Dv, nl = c.Sq;
+
+	c.qs = c.ks = c.vs = 64;
+	float *q = fill_u(c.Sq * 64), *k = fill_u(c.Skv * 64), *v = fill_u(c.Skv * 64);
+	float *out = malloc((size_t)no * sizeof *out), *lse = malloc((size_t)nl * sizeof *lse);
+	double *rout = dalloc(no), *rlse = dalloc(nl);
+
+	c.q = q;
+	c.k = k;
+	c.v = v;
+	ref_attention(&c, rout, rlse);
+	for (int64_t d = 0; d < 64; d++) {
+		k[(c.Skv - 1) * 64 + d] = q[d] * 8.0f;
+		v[(c.Skv - 1) * 64 + d] = 4.0f;
+	}
+	run_attention(&c, out, lse);
+	double e = err_norm(out, rout, no);
+
+	UNIT_CHECK(e > 100 * TOL_GEMM,
+		   "attention control: the last key changed shows (normwise %.2e > %.0e)", e,
+		   100 * TOL_GEMM);
+	free(q);
+	free(k);
+	free(v);
+	free(out);
+	free(lse);
+	free(rout);
+	free(rlse);
+}
+
+/* k_vexp against glibc's expf at every 97th float of [-105, 89] (about 11M
+ * points, every binade's mantissas), in ulps of expf's result where that
+ * is normal, absolutely in the subnormal range, plus the special values.
+ * Measured: 1 ulp at most (AVX-512, AVX2 and the baseline alike); the
+ * bound checked is 2. Negative control: the same measure sees a result
+ * 3 ulps off. */
+static double ulp_err(float got, float want)
+{
+	return fabs((double)got - want) / (double)(nextafterf(fabsf(want), INFINITY) - fabsf(want));
+}
+
+static void test_vexp(void)
+{
+	enum { CHUNK = 4096 };
+	float x[CHUNK], y[CHUNK];
+	double worst = 0, worst_x = 0, sub = 0;
+	int n = 0;
+	int32_t lo, hi;
+	float flo = -105.0f, fhi = 89.0f;
+
+	memcpy(&lo, &flo, 4);
+	memcpy(&hi, &fhi, 4);
+	/* Walk the negative floats from -105 up to -0, then 0 up to 89, by bit
+	 * pattern: (sign-magnitude) negatives count down. */
+	for (int64_t b = -(int64_t)(lo & 0x7fffffff); b <= hi; b += 97) {
+		int32_t bits = b < 0 ? (int32_t)(0x80000000u | (uint32_t)-b) : (int32_t)b;
+
+		memcpy(&x[n], &bits, 4);
+		if (++n < CHUNK && b + 97 <= hi)
+			continue;
+		k_vexp(x, y, n);
+		for (int i = 0; i < n; i++) {
+			float want = expf(x[i]);
+
+			if (want >= 1.17549435e-38f && !isinf(want)) {
+				double u = ulp_err(y[i], want);
+
+				if (u > worst) {
+					worst = u;
+					worst_x = x[i];
+				}
+			} else if (!isinf(want)) {
+				sub = fmax(sub, fabs((double)y[i] - want));
+			}
+		}
+		n = 0;
+	}
+	UNIT_CHECK(worst <= 2.0, "k_vexp: max error %.2f ulp (at x = %.7g) <= 2 where expf is normal",
+		   worst, worst_x);
+	UNIT_CHECK(sub <= 2.9e-45, "k_vexp: subnormal results within 2 subnormal steps (%.2g)", sub);
+
+	float sx[6] = { -INFINITY, INFINITY, NAN, 88.8f, 0.0f, -200.0f }, sy[6];
+
+	k_vexp(sx, sy, 6);
+	UNIT_CHECK(sy[0] == 0.0f && isinf(sy[1]) && isnan(sy[2]) && isinf(sy[3]) && sy[4] == 1.0f &&
+			   sy[5] == 0.0f,
+		   "k_vexp: exp(-inf) = 0, exp(inf) = inf, NaN, overflow to inf, exp(0) = 1, "
+		   "underflow to 0");
+	float w = expf(1.5f), off = w;
+
+	for (int i = 0; i < 3; i++)
+		off = nextafterf(off, INFINITY);
+	UNIT_CHECK(ulp_err(off, w) > 2.0, "k_vexp control: 3 ulps off measures %.1f ulp > 2",
+		   ulp_err(off, w));
 }
 
 static void test_attention(void)
@@ -616,6 +739,41 @@ static void test_attention(void)
 	free(q);
 	free(k);
 	free(v);
+
+	/* Head dims 64 and 128 (the models') and 40 (not a multiple of any
+	 * vector width, so V goes through the padded copy); lengths that end
+	 * one row past a query block, and key tiles ending in a partial
+	 * register tile (TILE_KV + 7: 7 % 6 = 1 key in the tail). */
+	static const int64_t hd[][4] = {
+		/* D, Dv, Sq, Skv */
+		{ 64, 64, K_ATTN_TILE_Q + 1, K_ATTN_TILE_KV + 7 },
+		{ 128, 128, K_ATTN_TILE_Q + 5, K_ATTN_TILE_KV + 11 },
+		{ 40, 40, 2 * K_ATTN_TILE_Q + 1, 2 * K_ATTN_TILE_KV + 5 },
+		{ 64, 64, 1, 1 },
+	};
+
+	for (size_t i = 0; i < sizeof hd / sizeof hd[0]; i++) {
+		struct attn_case e = { .B = 1, .Sq = hd[i][2], .Skv = hd[i][3], .H = 2,
+				       .D = hd[i][0], .Dv = hd[i][1] };
+		char what[96];
+
+		e.qs = e.ks = e.H * e.D;
+		e.vs = e.H * e.Dv;
+		q = fill_u(e.B * e.Sq * e.qs);
+		for (int64_t j = 0; j < e.B * e.Sq * e.qs; j++)
+			q[j] *= 3.0f;
+		k = fill_u(e.B * e.Skv * e.ks);
+		v = fill_u(e.B * e.Skv * e.vs);
+		e.q = q;
+		e.k = k;
+		e.v = v;
+		snprintf(what, sizeof what, "D=%lld Dv=%lld Sq=%lld Skv=%lld", (long long)e.D,
+			 (long long)e.Dv, (long long)e.Sq, (long long)e.Skv);
+		check_attention(what, &e);
+		free(q);
+		free(k);
+		free(v);
+	}
 
 	size_t ws = k_attention_workspace(4096, 4096, 128, 128);
 
@@ -747,7 +905,19 @@ int main(void)
 	test_modulate_case(true);
 	test_copy2d();
 	test_rope();
-	test_attention();
+	/* The vector kernels once per instruction set this CPU can run (the
+	 * narrower ones through DTPC_CPU_ISA), so the AVX2 and baseline
+	 * variants are checked on an AVX-512 machine too. */
+	static const char *const isa[] = { "avx512", "avx2", "base" };
+
+	for (size_t i = 0; i < sizeof isa / sizeof isa[0]; i++) {
+		setenv("DTPC_CPU_ISA", isa[i], 1);
+		printf("# vector kernels: DTPC_CPU_ISA=%s\n", isa[i]);
+		test_vexp();
+		test_attention();
+		test_attention_control();
+	}
+	unsetenv("DTPC_CPU_ISA");
 	test_lse_merge_blocks();
 	test_lse_merge_extremes();
 	return unit_done();

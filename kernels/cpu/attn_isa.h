@@ -1,0 +1,253 @@
+/* attn_isa.h — the vector body of the CPU attention and exponential, included
+ * by attention.c once per instruction set under `#pragma GCC target`, with
+ * VW (floats per vector) and ISA (the name suffix) defined. Written with
+ * GCC's vector extensions so the one text compiles to AVX-512, AVX2 or the
+ * baseline's SSE; attention.c picks the variant at run time.
+ *
+ * The layout (attention.c's header says why): for one query block of TQ rows,
+ * Q^T scaled is packed [D, TQ]; per key tile, scores are computed transposed,
+ * S^T [keys, TQ] = K Q^T, so the softmax runs down columns, one query per
+ * lane, with no horizontal reduction; then O [TQ, Dv] += P V with P read
+ * from S^T. Both products are one register-tiled kernel, C (+)= A B with B's
+ * rows vectors and A's elements broadcast through any strides. */
+
+#define CAT_(a, b) a##_##b
+#define CAT(a, b) CAT_(a, b)
+#define NAME(x) CAT(x, ISA)
+#define V NAME(vf)
+#define VU NAME(vfu)
+#define VI NAME(vi)
+#define NR (2 * VW) /* columns of a register tile */
+
+typedef float V __attribute__((vector_size(VW * 4)));
+typedef float VU __attribute__((vector_size(VW * 4), aligned(4)));
+typedef int32_t VI __attribute__((vector_size(VW * 4)));
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* x in every lane: x - 0 is x for every x (-0 and NaN too), so the compiler
+ * folds it to one broadcast, where 0 + x would cost an add first. */
+INLINE V NAME(splat)(float x)
+{
+	return x - (V){ 0 };
+}
+
+/* mask ? yes : no, lane by lane, as bits (a false compare keeps NaN lanes). */
+INLINE V NAME(sel)(VI mask, V yes, V no)
+{
+	return (V)(((VI)yes & mask) | ((VI)no & ~mask));
+}
+
+/* exp(x): x = n ln2 + r with |r| <= ln2 / 2 (ln2 split in two so n ln2 is
+ * exact), Cephes' degree-6 polynomial for e^r, and 2^n built in the exponent
+ * bits as two factors 2^(n/2) 2^(n - n/2) so that the largest results
+ * overflow to inf and the smallest fall through the subnormals to 0 as expf
+ * does (below -105 even the halfway case rounds to 0). Measured against
+ * glibc's expf over [-105, 89] (tests/unit,
+ * test_vexp): at most 2 ulp in the normal range, NaN for NaN, inf for large
+ * x, 0 for -inf. */
+INLINE V NAME(vexp)(V x)
+{
+	x = NAME(sel)((VI)(x < -105.0f), NAME(splat)(-105.0f), x);
+	x = NAME(sel)((VI)(x > 89.0f), NAME(splat)(89.0f), x);
+	/* Round to nearest through the float's own rounding: 1.5 2^23 leaves
+	 * no fraction bits for |x log2 e| < 2^22. */
+	V n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+	V r = x - n * 0.693359375f;
+
+	r = r - n * -2.12194440e-4f;
+	V p = NAME(splat)(1.9875691500e-4f);
+
+	p = p * r + 1.3981999507e-3f;
+	p = p * r + 8.3334519073e-3f;
+	p = p * r + 4.1665795894e-2f;
+	p = p * r + 1.6666665459e-1f;
+	p = p * r + 5.0000001201e-1f;
+	V y = p * (r * r) + r + 1.0f;
+	VI ni = __builtin_convertvector(n, VI);
+	VI h = ni >> 1;
+
+	return y * (V)((h + 127) << 23) * (V)((ni - h + 127) << 23);
+}
+
+void NAME(k_vexp)(const float *x, float *y, int64_t n);
+void NAME(k_vexp)(const float *x, float *y, int64_t n)
+{
+	int64_t i = 0;
+
+	for (; i + VW <= n; i += VW)
+		*(VU *)(y + i) = NAME(vexp)(*(const VU *)(x + i));
+	if (i < n) {
+		/* The tail through a full vector, padded with zeros. */
+		float buf[VW] = { 0 };
+
+		for (int64_t j = i; j < n; j++)
+			buf[j - i] = x[j];
+		*(VU *)buf = NAME(vexp)(*(VU *)buf);
+		for (int64_t j = i; j < n; j++)
+			y[j] = buf[j - i];
+	}
+}
+
+/* C[MR, NR] (+)= A[MR, kc] B[kc, NR]: A(r, k) = a[r ars + k acs], B's rows
+ * ldb apart. 2 MR accumulators: enough independent FMAs to cover their
+ * latency on two FMA ports. */
+INLINE void NAME(tile)(int64_t kc, const float *a, int64_t ars, int64_t acs, const float *b,
+		       int64_t ldb, float *c, int64_t ldc, bool acc)
+{
+	V c0[ATT_MR], c1[ATT_MR];
+
+#pragma GCC unroll 8
+	for (int r = 0; r < ATT_MR; r++)
+		c0[r] = c1[r] = (V){ 0 };
+	for (int64_t k = 0; k < kc; k++) {
+		V b0 = *(const VU *)(b + k * ldb), b1 = *(const VU *)(b + k * ldb + VW);
+		const float *ak = a + k * acs;
+
+#pragma GCC unroll 8
+		for (int r = 0; r < ATT_MR; r++) {
+			V ar = NAME(splat)(ak[r * ars]);
+
+			c0[r] += ar * b0;
+			c1[r] += ar * b1;
+		}
+	}
+#pragma GCC unroll 8
+	for (int r = 0; r < ATT_MR; r++) {
+		VU *p0 = (VU *)(c + r * ldc), *p1 = (VU *)(c + r * ldc + VW);
+
+		if (acc) {
+			*p0 += c0[r];
+			*p1 += c1[r];
+		} else {
+			*p0 = c0[r];
+			*p1 = c1[r];
+		}
+	}
+}
+
+/* C[m, n] (+)= A[m, kc] B[kc, n] with m % MR == 0 and n % NR == 0; column
+ * panels outside so a panel of B stays in L1 across the row tiles. */
+static void NAME(gemm)(int64_t m, int64_t n, int64_t kc, const float *a, int64_t ars,
+		       int64_t acs, const float *b, int64_t ldb, float *c, int64_t ldc, bool acc)
+{
+	for (int64_t j = 0; j < n; j += NR)
+		for (int64_t i = 0; i < m; i += ATT_MR)
+			NAME(tile)(kc, a + i * ars, ars, acs, b + j, ldb, c + i * ldc + j, ldc, acc);
+}
+
+/* One query block (batch b, head h, rows i0 .. i0 + TQ) against all keys. */
+static void NAME(attn_block)(const struct attn_job *J, int64_t b, int64_t h, int64_t i0,
+			     float *ws)
+{
+	const int64_t D = J->D, Dv = J->Dv, Dvr = (Dv + NR - 1) / NR * NR;
+	const int64_t nq = J->Sq - i0 < ATT_TQ ? J->Sq - i0 : ATT_TQ;
+	float *qt = ws, *s = qt + D * ATT_TQ, *vp = s + ATT_TK * ATT_TQ;
+	float *o = vp + ATT_TK * J->dvp, *m = o + ATT_TQ * J->dvp, *l = m + ATT_TQ;
+	float *al = l + ATT_TQ, *kt = al + ATT_TQ;
+	const float *q = J->q + (b * J->Sq + i0) * J->q_stride + h * D;
+	const float *k = J->k + b * J->Skv * J->k_stride + h * D;
+	const float *v = J->v + b * J->Skv * J->v_stride + h * Dv;
+
+	/* Q^T, scaled once here rather than in every score; query columns
+	 * past the block's end are zeros and their results are dropped. */
+	for (int64_t d = 0; d < D; d++) {
+		for (int64_t i = 0; i < nq; i++)
+			qt[d * ATT_TQ + i] = q[i * J->q_stride + d] * J->scale;
+		for (int64_t i = nq; i < ATT_TQ; i++)
+			qt[d * ATT_TQ + i] = 0.0f;
+	}
+	for (int64_t i = 0; i < ATT_TQ; i++) {
+		m[i] = -INFINITY;
+		l[i] = 0.0f;
+	}
+	memset(o, 0, (size_t)(ATT_TQ * Dvr) * sizeof *o);
+	for (int64_t j0 = 0; j0 < J->Skv; j0 += ATT_TK) {
+		const int64_t nk = J->Skv - j0 < ATT_TK ? J->Skv - j0 : ATT_TK;
+		const int64_t nfull = nk / ATT_MR * ATT_MR;
+		const float *kj = k + j0 * J->k_stride;
+
+		NAME(gemm)(nfull, ATT_TQ, D, kj, J->k_stride, 1, qt, ATT_TQ, s, ATT_TQ, false);
+		if (nfull < nk) {
+			/* The last rows of keys through a zero-padded copy: the
+			 * register tile always reads MR rows. */
+			memset(kt, 0, (size_t)(ATT_MR * D) * sizeof *kt);
+			for (int64_t r = 0; r < nk - nfull; r++)
+				memcpy(kt + r * D, kj + (nfull + r) * J->k_stride,
+				       (size_t)D * sizeof *kt);
+			NAME(gemm)(ATT_MR, ATT_TQ, D, kt, D, 1, qt, ATT_TQ, s + nfull * ATT_TQ,
+				   ATT_TQ, false);
+		}
+		/* Online softmax down the columns of S^T, VW queries at once. */
+		for (int64_t i = 0; i < ATT_TQ; i += VW) {
+			V mx = *(VU *)(m + i), sum = (V){ 0 };
+
+			for (int64_t j = 0; j < nk; j++) {
+				V sj = *(VU *)(s + j * ATT_TQ + i);
+
+				mx = NAME(sel)((VI)(sj > mx), sj, mx);
+			}
+			for (int64_t j = 0; j < nk; j++) {
+				V pj = NAME(vexp)(*(VU *)(s + j * ATT_TQ + i) - mx);
+
+				*(VU *)(s + j * ATT_TQ + i) = pj;
+				sum += pj;
+			}
+			V a = NAME(vexp)(*(VU *)(m + i) - mx);
+
+			*(VU *)(al + i) = a;
+			*(VU *)(l + i) = *(VU *)(l + i) * a + sum;
+			*(VU *)(m + i) = mx;
+		}
+		if (j0 > 0) {
+			for (int64_t i = 0; i < ATT_TQ; i++) {
+				V a = NAME(splat)(al[i]);
+
+				for (int64_t d = 0; d < Dvr; d += VW)
+					*(VU *)(o + i * Dvr + d) *= a;
+			}
+		}
+		/* V in place when its rows are whole register tiles, else
+		 * through a copy padded with zero columns. */
+		const float *vb = v + j0 * J->v_stride;
+		int64_t ldv = J->v_stride;
+
+		if (Dv != Dvr) {
+			for (int64_t j = 0; j < nk; j++) {
+				memcpy(vp + j * Dvr, vb + j * J->v_stride, (size_t)Dv * sizeof *vp);
+				memset(vp + j * Dvr + Dv, 0, (size_t)(Dvr - Dv) * sizeof *vp);
+			}
+			vb = vp;
+			ldv = Dvr;
+		}
+		NAME(gemm)(ATT_TQ, Dvr, nk, s, 1, ATT_TQ, vb, ldv, o, Dvr, true);
+	}
+	float *out = J->out + (b * J->Sq + i0) * J->H * Dv + h * Dv;
+
+	for (int64_t i = 0; i < nq; i++) {
+		float inv = 1.0f / l[i];
+
+		for (int64_t d = 0; d < Dv; d++)
+			out[i * J->H * Dv + d] = o[i * Dvr + d] * inv;
+		if (J->lse)
+			J->lse[(b * J->H + h) * J->Sq + i0 + i] = m[i] + logf(l[i]);
+	}
+}
+
+static void NAME(attn_task)(void *arg, int64_t t, int worker)
+{
+	const struct attn_job *J = arg;
+	int64_t nb = (J->Sq + ATT_TQ - 1) / ATT_TQ;
+
+	NAME(attn_block)(J, t / nb / J->H, t / nb % J->H, t % nb * ATT_TQ,
+			 J->ws + (size_t)worker * J->ws_floats);
+}
+
+#undef INLINE
+#undef NR
+#undef VI
+#undef VU
+#undef V
+#undef NAME
+#undef CAT
+#undef CAT_
