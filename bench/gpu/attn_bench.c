@@ -23,84 +23,15 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-
-#include <cuda_runtime_api.h>
 
 #include "kernels/cuda/kernels_cuda.h"
+#include "tests/gpu/gpu_util.h"
 
 enum { WARMUP = 3, REPS = 10 };
-
-static kc_ctx *ctx;
-
-static void check(int st, const char *what)
-{
-	if (st) {
-		fprintf(stderr, "attn_bench: %s: %s\n", what, kc_error_string(st));
-		exit(1);
-	}
-}
-
-static void *dev_alloc(size_t bytes)
-{
-	void *p;
-
-	check(kc_alloc(ctx, &p, bytes), "kc_alloc");
-	return p;
-}
-
-static uint64_t rng_state = 0x5851f42d4c957f2dull;
-
-static uint64_t rng_next(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-/* n values uniform in (-1, 1) in bf16 (truncated from float: only the
- * spread of the values matters here) or f32, uploaded into a new device
- * buffer. */
-static void *dev_random(enum kc_dtype t, size_t n)
-{
-	size_t es = kc_dtype_size(t);
-	unsigned char *h = malloc(n * es);
-	void *d = dev_alloc(n * es);
-
-	if (!h) {
-		fprintf(stderr, "attn_bench: out of host memory\n");
-		exit(1);
-	}
-	for (size_t i = 0; i < n; i++) {
-		float f = (float)((2.0 * (double)(rng_next() >> 40) + 1.0) / 16777216.0 - 1.0);
-		uint32_t u;
-
-		memcpy(&u, &f, 4);
-		if (t == KC_F32) {
-			memcpy(h + 4 * i, &u, 4);
-		} else {
-			uint16_t b = (uint16_t)(u >> 16);
-
-			memcpy(h + 2 * i, &b, 2);
-		}
-	}
-	check(kc_upload(ctx, d, h, n * es), "kc_upload");
-	free(h);
-	return d;
-}
 
 static void *dev_random_bf16(size_t n)
 {
 	return dev_random(KC_BF16, n);
-}
-
-static int cmp_float(const void *a, const void *b)
-{
-	float x = *(const float *)a, y = *(const float *)b;
-
-	return (x > y) - (x < y);
 }
 
 /* What one timed run does. */
@@ -113,8 +44,9 @@ struct job {
 	size_t bytes;
 };
 
-static void run_job(const struct job *j)
+static int run_job(void *p)
 {
+	const struct job *j = p;
 	int st;
 
 	if (j->kind == 0)
@@ -127,33 +59,13 @@ static void run_job(const struct job *j)
 	else
 		st = kc_copy(ctx, j->out, j->out2, j->bytes);
 	check(st, "launch");
+	return 0;
 }
 
-/* Median milliseconds of REPS runs after WARMUP. */
-static double time_job(const struct job *j)
+/* Median milliseconds of REPS runs after WARMUP, issued back to back. */
+static double time_job(struct job *j)
 {
-	cudaStream_t s = (cudaStream_t)kc_stream(ctx);
-	cudaEvent_t ev[2 * REPS];
-	float ms[REPS];
-
-	for (int i = 0; i < 2 * REPS; i++)
-		check((int)cudaEventCreate(&ev[i]), "cudaEventCreate");
-	for (int i = 0; i < WARMUP; i++)
-		run_job(j);
-	check(kc_sync(ctx), "warm-up");
-	for (int i = 0; i < REPS; i++) {
-		check((int)cudaEventRecord(ev[2 * i], s), "cudaEventRecord");
-		run_job(j);
-		check((int)cudaEventRecord(ev[2 * i + 1], s), "cudaEventRecord");
-	}
-	check(kc_sync(ctx), "timed runs");
-	for (int i = 0; i < REPS; i++)
-		check((int)cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]),
-		      "cudaEventElapsedTime");
-	for (int i = 0; i < 2 * REPS; i++)
-		cudaEventDestroy(ev[i]);
-	qsort(ms, REPS, sizeof ms[0], cmp_float);
-	return 0.5 * ((double)ms[REPS / 2 - 1] + (double)ms[REPS / 2]);
+	return time_median_ms(run_job, j, WARMUP, REPS, 0);
 }
 
 int main(void)
@@ -163,6 +75,7 @@ int main(void)
 	const int64_t HD = 3072, SMAX = 16384;
 	char err[256];
 
+	gpu_util_init("attn_bench", 0x5851f42d4c957f2dull, NULL);
 	if (kc_device_count() == 0) {
 		printf("# SKIP no CUDA device\n");
 		return 77;
@@ -229,11 +142,7 @@ int main(void)
 	/* merge: lse in [-4, 4) on both sides, so every row mixes both */
 	struct job m = { .kind = 1, .S = 4096, .H = 24, .D = 128 };
 	size_t n = (size_t)(m.S * m.H * m.D), nrow = (size_t)(m.S * m.H);
-	float *hl = malloc(nrow * sizeof *hl);
-	if (!hl) {
-		fprintf(stderr, "attn_bench: out of host memory\n");
-		return 1;
-	}
+	float *hl = xmalloc(nrow * sizeof *hl);
 	m.out = dev_random_bf16(n);
 	m.out2 = dev_random_bf16(n);
 	m.lse = dev_alloc(nrow * sizeof(float));

@@ -36,20 +36,11 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda/kernels_cuda.h"
+#include "tests/gpu/gpu_util.h"
 
 enum { WARMUP = 3, REPS = 10, LAUNCHES = 10000 };
 
-static kc_ctx *ctx;
 static cudaStream_t stream;
-static cudaEvent_t ev0, ev1;
-
-static void check(int st, const char *what)
-{
-	if (st) {
-		fprintf(stderr, "kernel_bench: %s: %s\n", what, kc_error_string(st));
-		exit(1);
-	}
-}
 
 static void check_lt(cublasStatus_t s, const char *what)
 {
@@ -59,85 +50,11 @@ static void check_lt(cublasStatus_t s, const char *what)
 	}
 }
 
-static void *dev_alloc(size_t bytes)
-{
-	void *p;
-
-	check(kc_alloc(ctx, &p, bytes), "kc_alloc");
-	return p;
-}
-
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-
-static uint64_t rng_next(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-/* A device buffer of n random values in (-1, 1) of dtype t (bf16/f16 by
- * truncation: only the spread of the values matters here; f16 is not
- * benchmarked). */
-static void *dev_random(enum kc_dtype t, size_t n)
-{
-	size_t es = kc_dtype_size(t);
-	unsigned char *h = malloc(n * es);
-	void *d = dev_alloc(n * es);
-
-	if (!h) {
-		fprintf(stderr, "kernel_bench: out of host memory\n");
-		exit(1);
-	}
-	for (size_t i = 0; i < n; i++) {
-		float f = (float)((2.0 * (double)(rng_next() >> 40) + 1.0) / 16777216.0 - 1.0);
-		uint32_t u;
-
-		memcpy(&u, &f, 4);
-		if (t == KC_F32) {
-			memcpy(h + 4 * i, &u, 4);
-		} else {
-			uint16_t b = (uint16_t)(u >> 16);
-
-			memcpy(h + 2 * i, &b, 2);
-		}
-	}
-	check(kc_upload(ctx, d, h, n * es), "kc_upload");
-	free(h);
-	return d;
-}
-
-static int cmp_float(const void *a, const void *b)
-{
-	float x = *(const float *)a, y = *(const float *)b;
-
-	return (x > y) - (x < y);
-}
-
-/* Median milliseconds of one call of fn(arg) (see the header comment). */
+/* Median milliseconds of one call of fn(arg) (see the header comment), each
+ * waited for before the next is issued. */
 static double time_ms(int (*fn)(void *), void *arg)
 {
-	float t[REPS];
-
-	for (int i = 0; i < WARMUP; i++)
-		check(fn(arg), "warm-up");
-	for (int i = 0; i < REPS; i++) {
-		check((int)cudaEventRecord(ev0, stream), "cudaEventRecord");
-		check(fn(arg), "timed run");
-		check((int)cudaEventRecord(ev1, stream), "cudaEventRecord");
-		check((int)cudaEventSynchronize(ev1), "cudaEventSynchronize");
-		check((int)cudaEventElapsedTime(&t[i], ev0, ev1), "cudaEventElapsedTime");
-	}
-	check(kc_sync(ctx), "kc_sync");
-	qsort(t, REPS, sizeof t[0], cmp_float);
-	return (t[REPS / 2 - 1] + t[REPS / 2]) / 2.0;
-}
-
-static const char *dname(enum kc_dtype t)
-{
-	return t == KC_F32 ? "f32" : t == KC_BF16 ? "bf16" : "f16";
+	return time_median_ms(fn, arg, WARMUP, REPS, 1);
 }
 
 /* ---- GEMM -------------------------------------------------------------------------- */
@@ -251,7 +168,7 @@ static void bench_gemm(void)
 
 			printf("gemm %s m=%lld k=%lld n=%lld ours_tflops=%.1f cublaslt_tflops=%.1f "
 			       "ratio=%.3f ours_ms=%.4f cublaslt_ms=%.4f\n",
-			       dname(t), (long long)g.m, (long long)g.k, (long long)g.n,
+			       dtype_name(t), (long long)g.m, (long long)g.k, (long long)g.n,
 			       flop / ours * 1e-9, flop / direct * 1e-9, direct / ours, ours, direct);
 			fflush(stdout);
 			gemm_release(&g);
@@ -402,13 +319,14 @@ static void bench_norms(void)
 		double ms;
 
 		ms = time_ms(layer_norm_op, &q);
-		printf("layer_norm %s rows=%lld n=%lld gbps=%.0f ms=%.4f\n", dname(t),
+		printf("layer_norm %s rows=%lld n=%lld gbps=%.0f ms=%.4f\n", dtype_name(t),
 		       (long long)rows, (long long)n, bytes / ms * 1e-6, ms);
 		for (int g = 0; g < 2; g++) {
 			q.group = g ? 128 : n;
 			ms = time_ms(rms_norm_op, &q);
-			printf("rms_norm %s rows=%lld n=%lld group=%lld gbps=%.0f ms=%.4f\n", dname(t),
-			       (long long)rows, (long long)n, (long long)q.group, bytes / ms * 1e-6, ms);
+			printf("rms_norm %s rows=%lld n=%lld group=%lld gbps=%.0f ms=%.4f\n",
+			       dtype_name(t), (long long)rows, (long long)n, (long long)q.group,
+			       bytes / ms * 1e-6, ms);
 		}
 		fflush(stdout);
 		kc_free(ctx, q.y);
@@ -467,6 +385,7 @@ int main(void)
 {
 	char err[256];
 
+	gpu_util_init("kernel_bench", 0x2545f4914f6cdd1dull, NULL);
 	if (kc_device_count() == 0) {
 		printf("# SKIP no CUDA device\n");
 		return 77;
@@ -476,14 +395,10 @@ int main(void)
 		return 1;
 	}
 	stream = (cudaStream_t)kc_stream(ctx);
-	check((int)cudaEventCreate(&ev0), "cudaEventCreate");
-	check((int)cudaEventCreate(&ev1), "cudaEventCreate");
 	bench_launch();
 	bench_norms();
 	bench_pack();
 	bench_gemm();
-	cudaEventDestroy(ev1);
-	cudaEventDestroy(ev0);
 	kc_destroy(ctx);
 	return 0;
 }

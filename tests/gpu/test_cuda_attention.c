@@ -25,7 +25,6 @@
  *
  * TAP on stdout; exit 1 on any failure, 77 without a CUDA device. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +32,7 @@
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/kernels_cuda.h"
+#include "tests/gpu/gpu_util.h"
 
 #define TOL_OUT_F32 1e-5
 #define TOL_OUT_LOW 1e-2 /* bf16, f16 */
@@ -40,7 +40,6 @@
 #define TOL_LSE_LOW 2e-2
 
 static int n_tests, n_failed;
-static kc_ctx *ctx;
 
 static void tap(int ok, const char *name, const char *detail)
 {
@@ -52,168 +51,24 @@ static void tap(int ok, const char *name, const char *detail)
 	fflush(stdout);
 }
 
-/* ---- inputs ---- */
-
-static uint64_t rng_state = 0x9d2c5680a3b1e4f7ull;
-
-static uint64_t rng_next(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-/* Odd multiples of 2^-24 in (-1, 1): never 0. */
-static float urand(void)
-{
-	return (float)((2.0 * (double)(rng_next() >> 40) + 1.0) / 16777216.0 - 1.0);
-}
-
-/* ---- storage dtypes on the host (round to nearest even) ---- */
-
-static uint16_t f32_to_bf16(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
-	u += 0x7fffu + ((u >> 16) & 1u);
-	return (uint16_t)(u >> 16);
-}
-
-static float bf16_to_f32(uint16_t h)
-{
-	uint32_t u = (uint32_t)h << 16;
-	float f;
-
-	memcpy(&f, &u, 4);
-	return f;
-}
-
-static uint16_t f32_to_f16(float f)
-{
-	uint32_t u, a, e, m, k, rem, half, shift;
-	uint16_t sign;
-
-	memcpy(&u, &f, 4);
-	sign = (uint16_t)((u >> 16) & 0x8000u);
-	a = u & 0x7fffffffu;
-	if (a > 0x7f800000u)
-		return sign | 0x7e00u;
-	if (a >= 0x477ff000u) /* >= 65520 rounds to infinity */
-		return sign | 0x7c00u;
-	if (a <= 0x33000000u) /* <= 2^-25: ties to the even 0 */
-		return sign;
-	e = a >> 23;
-	m = (a & 0x7fffffu) | 0x800000u;
-	if (e < 113) { /* below 2^-14: subnormal, units of 2^-24 */
-		shift = 126 - e;
-		k = m >> shift;
-		rem = m & ((1u << shift) - 1u);
-		half = 1u << (shift - 1);
-		if (rem > half || (rem == half && (k & 1u)))
-			k++;
-		return sign | (uint16_t)k; /* k = 0x400 is the smallest normal */
-	}
-	k = ((e - 112) << 10) | ((m >> 13) & 0x3ffu);
-	rem = m & 0x1fffu;
-	if (rem > 0x1000u || (rem == 0x1000u && (k & 1u)))
-		k++; /* a carry into the exponent is still right */
-	return sign | (uint16_t)k;
-}
-
-static float f16_to_f32(uint16_t h)
-{
-	uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
-	float f;
-
-	if (e == 0) {
-		f = ldexpf((float)m, -24);
-		return sign ? -f : f;
-	}
-	u = sign | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112) << 23) | (m << 13));
-	memcpy(&f, &u, 4);
-	return f;
-}
-
-static const char *dtype_name(enum kc_dtype t)
-{
-	return t == KC_F32 ? "f32" : t == KC_BF16 ? "bf16" : "f16";
-}
-
-/* x rounded to dtype t, as a float. */
-static float round_to(enum kc_dtype t, float x)
-{
-	if (t == KC_BF16)
-		return bf16_to_f32(f32_to_bf16(x));
-	if (t == KC_F16)
-		return f16_to_f32(f32_to_f16(x));
-	return x;
-}
+/* ---- host buffers in a storage dtype ---- */
 
 /* n floats into dtype t (exact when they were rounded to t). */
 static void *to_dtype(enum kc_dtype t, const float *x, size_t n)
 {
-	void *p = malloc(n * kc_dtype_size(t) + 1);
+	void *p = xmalloc(n * kc_dtype_size(t));
 
-	if (!p) {
-		fprintf(stderr, "out of host memory\n");
-		exit(1);
-	}
-	for (size_t i = 0; i < n; i++) {
-		if (t == KC_F32)
-			((float *)p)[i] = x[i];
-		else if (t == KC_BF16)
-			((uint16_t *)p)[i] = f32_to_bf16(x[i]);
-		else
-			((uint16_t *)p)[i] = f32_to_f16(x[i]);
-	}
+	to_storage(t, x, p, n);
 	return p;
 }
 
-static void from_dtype(enum kc_dtype t, const void *p, float *x, size_t n)
+/* ---- device statuses: any failure ends the test with the reason ---- */
+
+static void tap_fatal(const char *what, int st)
 {
-	for (size_t i = 0; i < n; i++) {
-		if (t == KC_F32)
-			x[i] = ((const float *)p)[i];
-		else if (t == KC_BF16)
-			x[i] = bf16_to_f32(((const uint16_t *)p)[i]);
-		else
-			x[i] = f16_to_f32(((const uint16_t *)p)[i]);
-	}
-}
-
-static void *xmalloc(size_t n)
-{
-	void *p = malloc(n ? n : 1);
-
-	if (!p) {
-		fprintf(stderr, "out of host memory\n");
-		exit(1);
-	}
-	return p;
-}
-
-/* ---- device helpers: any failure ends the test with the reason ---- */
-
-static void check(int st, const char *what)
-{
-	if (st) {
-		printf("not ok %d - %s: %s\n", ++n_tests, what, kc_error_string(st));
-		printf("# %d passed, %d failed\n", n_tests - n_failed - 1, n_failed + 1);
-		exit(1);
-	}
-}
-
-static void *dev_alloc(size_t bytes)
-{
-	void *p;
-
-	check(kc_alloc(ctx, &p, bytes), "kc_alloc");
-	return p;
+	printf("not ok %d - %s: %s\n", ++n_tests, what, kc_error_string(st));
+	printf("# %d passed, %d failed\n", n_tests - n_failed - 1, n_failed + 1);
+	exit(1);
 }
 
 /* ---- comparisons ---- */
@@ -225,28 +80,17 @@ static int compare_out(const float *got, const float *ref, size_t n, double tol,
 		       void (*coords)(size_t, char *, size_t, const void *), const void *cx,
 		       char *detail, size_t dl)
 {
-	double num = 0.0, den = 0.0, worst = -1.0;
-	size_t wi = 0;
+	double den;
+	size_t wi, bad = normwise_error(got, ref, n, err, &wi, &den);
 	char where[96];
 
-	for (size_t i = 0; i < n; i++) {
-		if (!isfinite(got[i])) {
-			coords(i, where, sizeof where, cx);
-			snprintf(detail, dl, "# out%s = %g (unwritten or non-finite), expected %.6g",
-				 where, (double)got[i], (double)ref[i]);
-			*err = INFINITY;
-			return 0;
-		}
-		double d = (double)got[i] - (double)ref[i];
-
-		num += d * d;
-		den += (double)ref[i] * ref[i];
-		if (fabs(d) > worst) {
-			worst = fabs(d);
-			wi = i;
-		}
+	if (bad < n) {
+		coords(bad, where, sizeof where, cx);
+		snprintf(detail, dl, "# out%s = %g (unwritten or non-finite), expected %.6g", where,
+			 (double)got[bad], (double)ref[bad]);
+		*err = INFINITY;
+		return 0;
 	}
-	*err = den > 0.0 ? sqrt(num / den) : sqrt(num);
 	coords(wi, where, sizeof where, cx);
 	snprintf(detail, dl, "# rel err %.3g (tol %.0e); worst out%s = %.6g, expected %.6g",
 		 *err, tol, where, (double)got[wi], (double)ref[wi]);
@@ -412,7 +256,7 @@ static void attn_case(enum kc_dtype t, int64_t B, int64_t Sq, int64_t Skv, int64
 
 		check(kc_download(ctx, hout, dout, nout * es), "kc_download out");
 		check(kc_download(ctx, got_lse, dlse, nlse * sizeof(float)), "kc_download lse");
-		from_dtype(t, hout, got, nout);
+		from_storage(t, hout, got, nout);
 
 		double tol_o = t == KC_F32 ? TOL_OUT_F32 : TOL_OUT_LOW;
 		double tol_l = t == KC_F32 ? TOL_LSE_F32 : TOL_LSE_LOW;
@@ -608,7 +452,7 @@ static void merge_case(enum kc_dtype t, int64_t B, int64_t Sq, int64_t H, int64_
 	float *got = xmalloc(n * sizeof *got), *got_lse = xmalloc(nrow * sizeof *got_lse);
 	check(kc_download(ctx, hout, da + off, n * es), "kc_download out");
 	check(kc_download(ctx, got_lse, dla, nrow * sizeof(float)), "kc_download lse");
-	from_dtype(t, hout, got, n);
+	from_storage(t, hout, got, n);
 
 	double tol_o = t == KC_F32 ? TOL_OUT_F32 : TOL_OUT_LOW;
 	double tol_l = t == KC_F32 ? TOL_LSE_F32 : TOL_LSE_LOW;
@@ -667,6 +511,7 @@ int main(void)
 	char err[256];
 	static const enum kc_dtype types[] = { KC_F32, KC_BF16, KC_F16 };
 
+	gpu_util_init("test_cuda_attention", 0x9d2c5680a3b1e4f7ull, tap_fatal);
 	if (kc_device_count() == 0) {
 		printf("# SKIP no CUDA device\n");
 		return 77;

@@ -27,8 +27,8 @@
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/kernels_cuda.h"
+#include "tests/gpu/gpu_util.h"
 
-static kc_ctx *ctx;
 static int n_pass, n_fail;
 
 static const enum kc_dtype DTYPES[] = {KC_F32, KC_BF16, KC_F16};
@@ -67,12 +67,8 @@ static void fatal(const char *what, int st)
 	exit(1);
 }
 
-#define CK(call)                                  \
-	do {                                      \
-		int st_ = (call);                 \
-		if (st_)                          \
-			fatal(#call, st_);        \
-	} while (0)
+/* check() ends in fatal() (gpu_util_init in main). */
+#define CK(call) check((call), #call)
 
 /* The launch status of the op under test, then the stream's. A launch that
  * was refused fails the case; a kernel fault is sticky and ends the run. */
@@ -89,113 +85,6 @@ static int launched(const char *name, int st)
 		exit(1);
 	}
 	return 1;
-}
-
-/* ---- random inputs and dtypes ------------------------------------------------------ */
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-/* splitmix64 */
-static uint64_t rng_next(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-/* Uniform on the odd multiples of 2^-24 in (-1, 1): never 0. */
-static float urand(void)
-{
-	return (float)((2.0 * (double)(rng_next() >> 40) + 1.0) / 16777216.0 - 1.0);
-}
-
-static uint16_t f2bf(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((u >> 16) | 0x40);
-	u += 0x7fffu + ((u >> 16) & 1); /* round to nearest, ties to even */
-	return (uint16_t)(u >> 16);
-}
-
-static float bf2f(uint16_t h)
-{
-	uint32_t u = (uint32_t)h << 16;
-	float f;
-
-	memcpy(&f, &u, 4);
-	return f;
-}
-
-static uint16_t f2h(float f)
-{
-	uint32_t x, sign, ax;
-
-	memcpy(&x, &f, 4);
-	sign = (x >> 16) & 0x8000u;
-	ax = x & 0x7fffffffu;
-	if (ax > 0x7f800000u)
-		return (uint16_t)(sign | 0x7e00u);
-	if (ax >= 0x477ff000u) /* 65520 and up round to infinity */
-		return (uint16_t)(sign | 0x7c00u);
-	if (ax < 0x38800000u) /* below 2^-14: subnormal (or 0), in units of 2^-24 */
-		return (uint16_t)(sign | (uint32_t)lrintf(fabsf(f) * 16777216.0f));
-	uint32_t h = ((((ax >> 23) - 127 + 15) << 10) | ((ax & 0x7fffffu) >> 13));
-	uint32_t rem = ax & 0x1fffu;
-
-	if (rem > 0x1000u || (rem == 0x1000u && (h & 1)))
-		h++; /* a carry into the exponent is still right */
-	return (uint16_t)(sign | h);
-}
-
-static float h2f(uint16_t h)
-{
-	int e = (h >> 10) & 31, m = h & 1023;
-	float v;
-
-	if (e == 0)
-		v = ldexpf((float)m, -24);
-	else if (e == 31)
-		v = m ? NAN : INFINITY;
-	else
-		v = ldexpf((float)(1024 + m), e - 25);
-	return h & 0x8000 ? -v : v;
-}
-
-static float round_to(enum kc_dtype t, float v)
-{
-	return t == KC_BF16 ? bf2f(f2bf(v)) : t == KC_F16 ? h2f(f2h(v)) : v;
-}
-
-static void to_storage(enum kc_dtype t, const float *src, void *dst, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		if (t == KC_F32) {
-			memcpy((char *)dst + 4 * i, &src[i], 4);
-		} else {
-			uint16_t h = t == KC_BF16 ? f2bf(src[i]) : f2h(src[i]);
-
-			memcpy((char *)dst + 2 * i, &h, 2);
-		}
-	}
-}
-
-static void from_storage(enum kc_dtype t, const void *src, float *dst, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		if (t == KC_F32) {
-			memcpy(&dst[i], (const char *)src + 4 * i, 4);
-		} else {
-			uint16_t h;
-
-			memcpy(&h, (const char *)src + 2 * i, 2);
-			dst[i] = t == KC_BF16 ? bf2f(h) : h2f(h);
-		}
-	}
 }
 
 /* ---- buffers: everything a case allocates is freed by end_case() ------------------------ */
@@ -304,26 +193,15 @@ static double tol_of(enum kc_dtype t)
 static int compare(const float *got, const float *ref, size_t n, double tol, char *detail,
 		   size_t len)
 {
-	double num = 0, den = 0, worst = -1, rms, rel;
-	size_t wi = 0;
+	double den, rms, rel;
+	size_t wi, bad = normwise_error(got, ref, n, &rel, &wi, &den);
 
-	for (size_t i = 0; i < n; i++) {
-		if (!isfinite(got[i])) {
-			snprintf(detail, len, "element %zu: expected %.9g, got %g (never written?)",
-				 i, ref[i], got[i]);
-			return 0;
-		}
-		double d = (double)got[i] - ref[i];
-
-		num += d * d;
-		den += (double)ref[i] * ref[i];
-		if (fabs(d) > worst) {
-			worst = fabs(d);
-			wi = i;
-		}
+	if (bad < n) {
+		snprintf(detail, len, "element %zu: expected %.9g, got %g (never written?)", bad,
+			 ref[bad], got[bad]);
+		return 0;
 	}
 	rms = n ? sqrt(den / (double)n) : 0;
-	rel = den > 0 ? sqrt(num / den) : sqrt(num);
 	for (size_t i = 0; i < n; i++) {
 		double d = fabs((double)got[i] - ref[i]);
 
@@ -345,7 +223,8 @@ static int compare(const float *got, const float *ref, size_t n, double tol, cha
 	return 1;
 }
 
-static void check(const char *name, enum kc_dtype t, const float *got, const float *ref, size_t n)
+static void check_close(const char *name, enum kc_dtype t, const float *got, const float *ref,
+			size_t n)
 {
 	char detail[512];
 
@@ -495,7 +374,7 @@ static void test_linear_case(int di, const char *path, int64_t m, int64_t k, int
 
 	unsetenv("DTPC_KC_LINEAR");
 	if (launched(name, st))
-		check(name, t, ddownload(t, dy, (size_t)(m * n)), ref, (size_t)(m * n));
+		check_close(name, t, ddownload(t, dy, (size_t)(m * n)), ref, (size_t)(m * n));
 	end_case();
 }
 
@@ -539,7 +418,7 @@ static void test_layer_norm_case(int di, int64_t rows, int64_t n, int has_w, int
 		 inplace ? " in-place" : "", off ? " misaligned" : "");
 	k_layer_norm(x, ref, rows, n, eps, w, b);
 	if (launched(name, kc_layer_norm(ctx, t, dx, dy, rows, n, eps, dw, db)))
-		check(name, t, ddownload(t, dy, total), ref, total);
+		check_close(name, t, ddownload(t, dy, total), ref, total);
 	end_case();
 }
 
@@ -560,7 +439,7 @@ static void test_rms_norm_case(int di, int64_t rows, int64_t n, int64_t group, i
 		 inplace ? " in-place" : "", off ? " misaligned" : "");
 	k_rms_norm(x, ref, rows, n, group, eps, w);
 	if (launched(name, kc_rms_norm(ctx, t, dx, dy, rows, n, group, eps, dw)))
-		check(name, t, ddownload(t, dy, total), ref, total);
+		check_close(name, t, ddownload(t, dy, total), ref, total);
 	end_case();
 }
 
@@ -616,7 +495,7 @@ static void test_act_case(int di, enum act a, int64_t n, int inplace, size_t off
 		st = kc_gelu(ctx, t, dx, dy, n, a == GELU_TANH);
 	}
 	if (launched(name, st))
-		check(name, t, ddownload(t, dy, (size_t)n), ref, (size_t)n);
+		check_close(name, t, ddownload(t, dy, (size_t)n), ref, (size_t)n);
 	end_case();
 }
 
@@ -680,7 +559,7 @@ static void test_binary_case(int di, enum kc_binop op, const struct bin_case *c,
 		 off ? " misaligned" : "");
 	k_binary(op == KC_ADD ? K_ADD : K_MUL, a, c->a, b, c->b, ref, c->o, c->nd);
 	if (launched(name, kc_binary(ctx, t, op, da, c->a, db, c->b, dout, c->o, c->nd)))
-		check(name, t, ddownload(t, dout, no), ref, no);
+		check_close(name, t, ddownload(t, dout, no), ref, no);
 	end_case();
 }
 
@@ -731,7 +610,7 @@ static void test_modulate_case(int di, int64_t B, int64_t S, int64_t H, int per_
 		 inplace ? " in-place" : "", off ? " misaligned" : "");
 	k_modulate(x, sh, sc, ref, B, S, H, s_stride);
 	if (launched(name, kc_modulate(ctx, t, dx, dsh, dsc, dy, B, S, H, s_stride)))
-		check(name, t, ddownload(t, dy, total), ref, total);
+		check_close(name, t, ddownload(t, dy, total), ref, total);
 	end_case();
 }
 
@@ -858,7 +737,7 @@ static void test_rope_case(int di, int64_t B, int64_t S, int64_t heads, int64_t 
 			}
 		}
 	}
-	check(name, t, vgot, vref, vn);
+	check_close(name, t, vgot, vref, vn);
 	end_case();
 }
 
@@ -912,6 +791,7 @@ int main(void)
 	char err[256];
 	int devices = kc_device_count(), st;
 
+	gpu_util_init("test_cuda_kernels", 0x9e3779b97f4a7c15ull, fatal);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (devices == 0) {
 		printf("# SKIP no CUDA device\n");

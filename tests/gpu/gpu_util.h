@@ -1,0 +1,336 @@
+/* gpu_util.h — helpers shared by the GPU tests (tests/gpu/test_*.c) and
+ * the GPU benchmarks (bench/gpu/NAME.c). Each of those is its own program
+ * (see the Makefile), so everything here is static, and a program leaves
+ * unused what it does not need (static inline: no unused warnings).
+ *
+ * A program calls gpu_util_init() first thing in main: its name (error
+ * messages on stderr begin with it), its PRNG seed, and optionally how a
+ * failed kc_ or CUDA runtime call ends it (a TAP test reports "not ok"
+ * first; NULL: a message on stderr and exit status 1). `ctx` is the
+ * program's one context, which the device helpers use.
+ *
+ *   rng_next, urand     splitmix64 and uniform floats in (-1, 1), never 0
+ *   f32_to_bf16 ...     bf16 and f16 on the host, round to nearest even;
+ *                       round_to, to_storage, from_storage for any dtype
+ *   check, dev_alloc,   a kc_ status checked; device buffers (uninitialised,
+ *   dev_random          or random in (-1, 1) with bf16/f16 by truncation)
+ *   xmalloc             malloc or exit
+ *   normwise_error      ||got - ref||_2 / ||ref||_2 and the worst element
+ *   median_ms,          the median of timings; the median of timed calls,
+ *   time_median_ms      each between its own pair of CUDA events */
+#ifndef DTPC_TESTS_GPU_UTIL_H
+#define DTPC_TESTS_GPU_UTIL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda/kernels_cuda.h"
+
+static kc_ctx *ctx;
+
+static const char *gu_prog = "gpu";
+static void (*gu_on_fail)(const char *what, int st);
+static uint64_t rng_state;
+
+/* prog: the program's name for messages; seed: the PRNG's starting state;
+ * on_fail: called with what failed and its status (it must not return), or
+ * NULL. */
+static inline void gpu_util_init(const char *prog, uint64_t seed,
+				 void (*on_fail)(const char *what, int st))
+{
+	gu_prog = prog;
+	rng_state = seed;
+	gu_on_fail = on_fail;
+}
+
+/* ---- random numbers ---- */
+
+/* splitmix64 */
+static inline uint64_t rng_next(void)
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* Uniform on the odd multiples of 2^-24 in (-1, 1): never 0. */
+static inline float urand(void)
+{
+	return (float)((2.0 * (double)(rng_next() >> 40) + 1.0) / 16777216.0 - 1.0);
+}
+
+/* ---- storage dtypes on the host (round to nearest even) ---- */
+
+static inline uint16_t f32_to_bf16(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (uint16_t)(u >> 16);
+}
+
+static inline float bf16_to_f32(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static inline uint16_t f32_to_f16(float f)
+{
+	uint32_t u, a, e, m, k, rem, half, shift;
+	uint16_t sign;
+
+	memcpy(&u, &f, 4);
+	sign = (uint16_t)((u >> 16) & 0x8000u);
+	a = u & 0x7fffffffu;
+	if (a > 0x7f800000u)
+		return sign | 0x7e00u;
+	if (a >= 0x477ff000u) /* >= 65520 rounds to infinity */
+		return sign | 0x7c00u;
+	if (a <= 0x33000000u) /* <= 2^-25: ties to the even 0 */
+		return sign;
+	e = a >> 23;
+	m = (a & 0x7fffffu) | 0x800000u;
+	if (e < 113) { /* below 2^-14: subnormal, units of 2^-24 */
+		shift = 126 - e;
+		k = m >> shift;
+		rem = m & ((1u << shift) - 1u);
+		half = 1u << (shift - 1);
+		if (rem > half || (rem == half && (k & 1u)))
+			k++;
+		return sign | (uint16_t)k; /* k = 0x400 is the smallest normal */
+	}
+	k = ((e - 112) << 10) | ((m >> 13) & 0x3ffu);
+	rem = m & 0x1fffu;
+	if (rem > 0x1000u || (rem == 0x1000u && (k & 1u)))
+		k++; /* a carry into the exponent is still right */
+	return sign | (uint16_t)k;
+}
+
+static inline float f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
+	float f;
+
+	if (e == 0) {
+		f = ldexpf((float)m, -24);
+		return sign ? -f : f;
+	}
+	u = sign | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112) << 23) | (m << 13));
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static inline const char *dtype_name(enum kc_dtype t)
+{
+	return t == KC_F32 ? "f32" : t == KC_BF16 ? "bf16" : "f16";
+}
+
+/* x rounded to dtype t, as a float. */
+static inline float round_to(enum kc_dtype t, float x)
+{
+	if (t == KC_BF16)
+		return bf16_to_f32(f32_to_bf16(x));
+	if (t == KC_F16)
+		return f16_to_f32(f32_to_f16(x));
+	return x;
+}
+
+/* n floats into dtype t at dst (exact when they were rounded to t). */
+static inline void to_storage(enum kc_dtype t, const float *src, void *dst, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (t == KC_F32) {
+			memcpy((char *)dst + 4 * i, &src[i], 4);
+		} else {
+			uint16_t h = t == KC_BF16 ? f32_to_bf16(src[i]) : f32_to_f16(src[i]);
+
+			memcpy((char *)dst + 2 * i, &h, 2);
+		}
+	}
+}
+
+static inline void from_storage(enum kc_dtype t, const void *src, float *dst, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (t == KC_F32) {
+			memcpy(&dst[i], (const char *)src + 4 * i, 4);
+		} else {
+			uint16_t h;
+
+			memcpy(&h, (const char *)src + 2 * i, 2);
+			dst[i] = t == KC_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+		}
+	}
+}
+
+/* ---- memory and statuses: any failure ends the program with the reason ---- */
+
+static inline void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+
+	if (!p) {
+		fprintf(stderr, "%s: out of host memory\n", gu_prog);
+		exit(1);
+	}
+	return p;
+}
+
+/* st: a kc_ status, or a CUDA runtime one cast to int; what: the call. */
+static inline void check(int st, const char *what)
+{
+	if (st) {
+		if (gu_on_fail)
+			gu_on_fail(what, st);
+		fprintf(stderr, "%s: %s: %s\n", gu_prog, what, kc_error_string(st));
+		exit(1);
+	}
+}
+
+static inline void *dev_alloc(size_t bytes)
+{
+	void *p;
+
+	check(kc_alloc(ctx, &p, bytes), "kc_alloc");
+	return p;
+}
+
+/* A new device buffer of n values uniform in (-1, 1), from urand, in dtype
+ * t: f32 as drawn, bf16 and f16 by truncating the float's bits (only the
+ * spread of the values matters; f16 so is not a faithful value). */
+static inline void *dev_random(enum kc_dtype t, size_t n)
+{
+	size_t es = kc_dtype_size(t);
+	unsigned char *h = xmalloc(n * es);
+	void *d = dev_alloc(n * es);
+
+	for (size_t i = 0; i < n; i++) {
+		float f = urand();
+		uint32_t u;
+
+		memcpy(&u, &f, 4);
+		if (t == KC_F32) {
+			memcpy(h + 4 * i, &u, 4);
+		} else {
+			uint16_t b = (uint16_t)(u >> 16);
+
+			memcpy(h + 2 * i, &b, 2);
+		}
+	}
+	check(kc_upload(ctx, d, h, n * es), "kc_upload");
+	free(h);
+	return d;
+}
+
+/* ---- comparison ---- */
+
+/* The normwise relative error of got against ref: ||got - ref||_2 /
+ * ||ref||_2, or ||got - ref||_2 where ref is all 0. Returns the index of
+ * the first non-finite element of got (a NaN there: an element never
+ * written), with *rel infinite, *worst that index and *ref_sq 0; else n,
+ * with *rel, *worst (the index of the largest |got - ref|, 0 when n is 0)
+ * and *ref_sq (the sum of ref^2). */
+static inline size_t normwise_error(const float *got, const float *ref, size_t n, double *rel,
+				    size_t *worst, double *ref_sq)
+{
+	double num = 0.0, den = 0.0, wd = -1.0;
+	size_t wi = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!isfinite(got[i])) {
+			*rel = INFINITY;
+			*worst = i;
+			*ref_sq = 0.0;
+			return i;
+		}
+		double d = (double)got[i] - (double)ref[i];
+
+		num += d * d;
+		den += (double)ref[i] * ref[i];
+		if (fabs(d) > wd) {
+			wd = fabs(d);
+			wi = i;
+		}
+	}
+	*rel = den > 0.0 ? sqrt(num / den) : sqrt(num);
+	*worst = wi;
+	*ref_sq = den;
+	return n;
+}
+
+/* ---- timing ---- */
+
+enum { GU_MAX_REPS = 64 };
+
+static inline int cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The median of n timings (sorts them): with n even, the mean of the
+ * middle two. */
+static inline double median_ms(float *ms, int n)
+{
+	qsort(ms, (size_t)n, sizeof ms[0], cmp_float);
+	if (n % 2)
+		return (double)ms[n / 2];
+	return 0.5 * ((double)ms[n / 2 - 1] + (double)ms[n / 2]);
+}
+
+/* Median milliseconds of reps calls of fn(arg) (at most GU_MAX_REPS) after
+ * warmup untimed ones, each timed call between its own pair of CUDA events
+ * on the context's stream; fn returns a kc_ status. wait_each: 1 waits for
+ * each timed call before issuing the next (what issuing a call costs the
+ * host shows wherever it exceeds the device's time); 0 issues them all
+ * after waiting for the warm-up, then waits once. */
+static inline double time_median_ms(int (*fn)(void *), void *arg, int warmup, int reps,
+				    int wait_each)
+{
+	cudaStream_t s = (cudaStream_t)kc_stream(ctx);
+	cudaEvent_t ev[2 * GU_MAX_REPS];
+	float ms[GU_MAX_REPS];
+
+	if (reps < 1 || reps > GU_MAX_REPS) {
+		fprintf(stderr, "%s: time_median_ms: %d repetitions (1 to %d)\n", gu_prog, reps,
+			GU_MAX_REPS);
+		exit(1);
+	}
+	for (int i = 0; i < 2 * reps; i++)
+		check((int)cudaEventCreate(&ev[i]), "cudaEventCreate");
+	for (int i = 0; i < warmup; i++)
+		check(fn(arg), "warm-up");
+	if (!wait_each)
+		check(kc_sync(ctx), "warm-up");
+	for (int i = 0; i < reps; i++) {
+		check((int)cudaEventRecord(ev[2 * i], s), "cudaEventRecord");
+		check(fn(arg), "timed run");
+		check((int)cudaEventRecord(ev[2 * i + 1], s), "cudaEventRecord");
+		if (wait_each)
+			check((int)cudaEventSynchronize(ev[2 * i + 1]), "cudaEventSynchronize");
+	}
+	check(kc_sync(ctx), "timed runs");
+	for (int i = 0; i < reps; i++)
+		check((int)cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]),
+		      "cudaEventElapsedTime");
+	for (int i = 0; i < 2 * reps; i++)
+		cudaEventDestroy(ev[i]);
+	return median_ms(ms, reps);
+}
+
+#endif
