@@ -450,9 +450,13 @@ static int local_allgatherv(struct comm *c, const struct comm_group *g, struct c
 	return COMM_OK;
 }
 
-/* acc = a + b and acc += x, in blocks of 16 so that -O2 vectorises them. */
-__attribute__((target_clones("avx2", "default")))
-static void sum2(float *restrict acc, const float *restrict a, const float *restrict b, size_t n)
+/* acc = a + b and acc += x, in blocks of 16 so that -O2 vectorises them. The
+ * bodies are inlined twice, into an AVX2 build and the baseline one, and the
+ * CPU picks at run time. Not target_clones: its ifunc resolver runs while the
+ * dynamic loader relocates, before ThreadSanitizer's runtime has started, so a
+ * TSan build of anything that links this file could not even load. */
+static inline __attribute__((always_inline)) void
+sum2_body(float *restrict acc, const float *restrict a, const float *restrict b, size_t n)
 {
 	size_t i = 0;
 	for (; i + 16 <= n; i += 16)
@@ -462,8 +466,8 @@ static void sum2(float *restrict acc, const float *restrict a, const float *rest
 		acc[i] = a[i] + b[i];
 }
 
-__attribute__((target_clones("avx2", "default")))
-static void add(float *restrict acc, const float *restrict x, size_t n)
+static inline __attribute__((always_inline)) void
+add_body(float *restrict acc, const float *restrict x, size_t n)
 {
 	size_t i = 0;
 	for (; i + 16 <= n; i += 16)
@@ -471,6 +475,36 @@ static void add(float *restrict acc, const float *restrict x, size_t n)
 			acc[i + k] += x[i + k];
 	for (; i < n; i++)
 		acc[i] += x[i];
+}
+
+__attribute__((target("avx2")))
+static void sum2_avx2(float *restrict acc, const float *restrict a, const float *restrict b, size_t n)
+{
+	sum2_body(acc, a, b, n);
+}
+
+__attribute__((target("avx2")))
+static void add_avx2(float *restrict acc, const float *restrict x, size_t n)
+{
+	add_body(acc, x, n);
+}
+
+/* __builtin_cpu_supports reads what libgcc's constructor filled in before
+ * main: no lazily initialised state shared by the rank threads. */
+static void sum2(float *restrict acc, const float *restrict a, const float *restrict b, size_t n)
+{
+	if (__builtin_cpu_supports("avx2"))
+		sum2_avx2(acc, a, b, n);
+	else
+		sum2_body(acc, a, b, n);
+}
+
+static void add(float *restrict acc, const float *restrict x, size_t n)
+{
+	if (__builtin_cpu_supports("avx2"))
+		add_avx2(acc, x, n);
+	else
+		add_body(acc, x, n);
 }
 
 /* Member i's segment of an allreduce of n floats over P members. */

@@ -2,13 +2,21 @@
 # run.sh BUILD [--no-san] — every test of dtpc; ends with
 # "N passed, N failed, N skipped".
 #
-#  unit      build/tests/test_* (TAP)
+#  unit      BUILD/tests/test_* (TAP; a "# SKIP" check counts as skipped)
+#  gpu       BUILD/tests/gpu/test_* (built with nvcc; exit 77: no CUDA device)
 #  diag      tests/diag/*.plan: exact diagnostics against *.expected
 #  valid     examples/*.plan: clean, summary against tests/valid/*.expected
-#  cli       usage errors, --format json, exit statuses
-#  fuzz      the parser fuzz target over its corpus, then a short run
-#  san       all of the above but MPI and fuzzing again, built with ASan +
-#            UBSan in BUILD-san
+#  cli       usage errors, --format json, exit statuses, run/inspect
+#  lower     tests/lower.sh: lowering goldens, communication volumes, determinism
+#  equiv     tests/equiv.sh: N-rank replays against the one-rank model
+#  fixtures  tests/fixtures.sh: diffusers' tiny Flux and Wan on N ranks
+#  mpi       a subset of equiv and fixtures under mpirun, MPI comm tests
+#  fuzz      each libFuzzer target over its corpus, then a short run
+#  prop      tests/prop/gen.py: random models and plans, check -> compile -> run
+#  tsan      runtime and comm tests and two multi-rank runs under TSan (BUILD-tsan)
+#  san       unit to fixtures and prop again, built with ASan + UBSan (BUILD-san);
+#            not MPI, fuzzing (the fuzz targets carry ASan and UBSan themselves)
+#            or TSan
 #
 # UPDATE=1 rewrites the golden files from the current output (review the
 # diff); rewritten goldens are counted as rewritten, not as passed.
@@ -214,7 +222,8 @@ if [ -z "$SAN" ]; then
 fi
 
 # ---- fuzz -----------------------------------------------------------------------------------
-# Each target replays its corpus, then fuzzes for FUZZ_SECONDS (default 10).
+# Each target replays its corpus, then fuzzes for FUZZ_SECONDS (default 10);
+# options (-seed=N) and corpus folders follow the name.
 fuzz_target() {
 	name=$1
 	shift
@@ -240,6 +249,58 @@ if [ -z "$SAN" ]; then
 	fuzz_target parse examples tests/diag tests/fuzz/parse_corpus
 	fuzz_target graph tests/fuzz/graph_corpus
 	fuzz_target safetensors tests/fuzz/safetensors_corpus
+	# parse -> check -> lower -> serialize -> load -> prepare; a fixed seed so
+	# that a run mutates the same way each time
+	fuzz_target pipeline -seed=1 examples tests/diag tests/fuzz/pipeline_corpus
+fi
+
+# ---- property test: random models and plans through check, compile and run ----------------
+# Every plan check accepts must compile and verify on its ranks; every plan it
+# refuses must be refused with a located error. Seeded: the same plans each
+# run (another seed, fewer plans, under the sanitizers). A failing plan is
+# kept under BUILD/prop with the commands that reproduce it.
+if [ -n "$SAN" ]; then prop_run="--seed 2 --count 300"; else prop_run="--seed 1 --count 600"; fi
+# shellcheck disable=SC2086
+python3 tests/prop/gen.py --dtpc "$DTPC" --out "$BUILD/prop" $prop_run >"$tmp/prop" 2>&1
+grep -v '^prop: [0-9]* passed' "$tmp/prop" | head -60
+absorb prop "$tmp/prop"
+
+# ---- ThreadSanitizer: the local backend's ranks are threads of one process -----------------
+# The runtime and comm unit tests and two multi-rank replays, built with
+# -fsanitize=thread in BUILD-tsan. Only runtime paths: the compiler runs once,
+# on one thread, before any rank starts. OpenBLAS is not instrumented, and its
+# own worker threads synchronise in ways TSan cannot see: one BLAS thread
+# (`dtpc run` also sets one per rank itself, but the unit tests do not).
+# tsan_check NAME COMMAND...: passes when the command exits 0 with no report.
+tsan_check() {
+	name=$1
+	shift
+	if OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS="exitcode=66 $TSAN_OPTIONS" "$@" >"$tmp/tsan" 2>&1 &&
+		! grep -q 'WARNING: ThreadSanitizer' "$tmp/tsan"; then ok; else
+		bad "tsan/$name"
+		grep -A30 -m1 'WARNING: ThreadSanitizer' "$tmp/tsan" || tail -20 "$tmp/tsan"
+	fi
+}
+if [ -z "$SAN" ]; then
+	TB="$BUILD-tsan"
+	TSAN_OPTIONS=${TSAN_OPTIONS:-}
+	echo "building with TSan ..."
+	if make -s TSAN=1 BUILD="$TB" "$TB/dtpc" "$TB/tests/test_comm" "$TB/tests/test_runtime" \
+		>"$tmp/tsanbuild" 2>&1; then
+		tsan_check test_comm "$TB/tests/test_comm"
+		tsan_check test_runtime "$TB/tests/test_runtime"
+		"$DTPC" examples/tiny_dit.plan --plan tiny_dit_8 -D seq=64 -o "$tmp/ts1.graph" \
+			>/dev/null 2>&1
+		tsan_check run-ring2xulysses2xtp2 "$TB/dtpc" run "$tmp/ts1.graph" --verify --steps 2 \
+			--timeout 120
+		"$DTPC" examples/flux.plan --plan flux_tiny_ring2_ulysses2_tp2 --mesh "ring = 4" \
+			--context 'rotate_method = "alltoall"' -o "$tmp/ts2.graph" >/dev/null 2>&1
+		tsan_check run-flux-ring4-alltoall "$TB/dtpc" run "$tmp/ts2.graph" --verify \
+			--steps 2 --timeout 120
+	else
+		bad tsan/build
+		tail -20 "$tmp/tsanbuild"
+	fi
 fi
 
 # ---- the same suite under ASan + UBSan ---------------------------------------------------------
