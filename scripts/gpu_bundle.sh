@@ -11,7 +11,7 @@ set -eu
 BUILD=${1:-build}
 B="$BUILD/bundle"
 rm -rf "$B"
-mkdir -p "$B/lib" "$B/tests/gpu" "$B/bench/gpu" "$B/examples"
+mkdir -p "$B/lib" "$B/tests/gpu" "$B/bench/gpu"
 cp "$BUILD/dtpc" "$B/"
 for f in "$BUILD"/tests/gpu/test_* "$BUILD"/bench/gpu/*; do
 	[ -f "$f" ] && [ -x "$f" ] || continue
