@@ -16,10 +16,12 @@
  * its own. The exponential is a vector polynomial (attn_isa.h), not expf,
  * which took a third of the time of the previous kernel.
  *
- * The vector body is compiled three times (AVX-512, AVX2 + FMA, the
+ * The vector body (attn_isa.h, with the vector exponential and the
+ * activations built on it, vec.h) is compiled three times (AVX-512, AVX2 + FMA, the
  * baseline) and chosen per call by __builtin_cpu_supports: no global state
  * and no ifunc resolver, which ThreadSanitizer's runtime cannot load. */
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/vec.h"
 
 #include <assert.h>
 #include <math.h>
@@ -104,20 +106,36 @@ static enum attn_isa best_isa(void)
 	return ISA_BASE;
 }
 
+/* One exported function per vector body, each dispatched per call. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define DISPATCH(fn, ...)                                   \
+	switch (best_isa()) {                               \
+	case ISA_AVX512:                                    \
+		fn##_avx512(__VA_ARGS__);                   \
+		return;                                     \
+	case ISA_AVX2:                                      \
+		fn##_avx2(__VA_ARGS__);                     \
+		return;                                     \
+	default:                                            \
+		fn##_base(__VA_ARGS__);                     \
+	}
+#else
+#define DISPATCH(fn, ...) fn##_base(__VA_ARGS__)
+#endif
+
 void k_vexp(const float *x, float *y, int64_t n)
 {
-	switch (best_isa()) {
-#if defined(__x86_64__) && defined(__GNUC__)
-	case ISA_AVX512:
-		k_vexp_avx512(x, y, n);
-		return;
-	case ISA_AVX2:
-		k_vexp_avx2(x, y, n);
-		return;
-#endif
-	default:
-		k_vexp_base(x, y, n);
-	}
+	DISPATCH(k_vexp, x, y, n);
+}
+
+void k_vec_gelu_tanh(const float *x, float *y, int64_t n)
+{
+	DISPATCH(k_vec_gelu_tanh, x, y, n);
+}
+
+void k_vec_silu(const float *x, float *y, int64_t n)
+{
+	DISPATCH(k_vec_silu, x, y, n);
 }
 
 size_t k_attention_workspace(int64_t Sq, int64_t Skv, int64_t D, int64_t Dv)

@@ -89,6 +89,41 @@ void NAME(k_vexp)(const float *x, float *y, int64_t n)
 	}
 }
 
+/* y = f(x) over n floats, a vector at a time with the tail padded; f is a
+ * vector expression of `xv` (y may be x: each vector is read before it is
+ * written). */
+#define MAP(x, y, n, f)                                                     \
+	do {                                                                \
+		int64_t i_ = 0;                                             \
+		for (; i_ + VW <= (n); i_ += VW) {                          \
+			V xv = *(const VU *)((x) + i_);                     \
+			*(VU *)((y) + i_) = (f);                            \
+		}                                                           \
+		if (i_ < (n)) {                                             \
+			float b_[VW] = { 0 };                               \
+			memcpy(b_, (x) + i_, (size_t)((n) - i_) * 4);       \
+			V xv = *(VU *)b_;                                   \
+			*(VU *)b_ = (f);                                    \
+			memcpy((y) + i_, b_, (size_t)((n) - i_) * 4);       \
+		}                                                           \
+	} while (0)
+
+/* GELU, tanh form, as k_gelu writes it: x / (1 + exp(-2u)). */
+void NAME(k_vec_gelu_tanh)(const float *x, float *y, int64_t n);
+void NAME(k_vec_gelu_tanh)(const float *x, float *y, int64_t n)
+{
+	MAP(x, y, n, xv / (1.0f + NAME(vexp)(-1.5957691216f * (xv + 0.044715f * xv * xv * xv))));
+}
+
+/* SiLU: x / (1 + exp(-x)). */
+void NAME(k_vec_silu)(const float *x, float *y, int64_t n);
+void NAME(k_vec_silu)(const float *x, float *y, int64_t n)
+{
+	MAP(x, y, n, xv / (1.0f + NAME(vexp)(-xv)));
+}
+
+#undef MAP
+
 /* C[MR, NR] (+)= A[MR, kc] B[kc, NR]: A(r, k) = a[r ars + k acs], B's rows
  * ldb apart. 2 MR accumulators: enough independent FMAs to cover their
  * latency on two FMA ports. */
