@@ -2,16 +2,18 @@
  * it on 4 ranks (threads), the way a deployment embeds libdtpc.
  *
  * Built by `make` (build/examples/embed): the tiny DiT compiled for
- * ulysses = 2 x tp = 2 is linked in by embed_graph.S. Only the public API
- * (runtime/dtpc.h) is used. Weights and inputs come from a seed here; a
- * deployment would call dtpc_session_bind_weights_file with its checkpoint. */
+ * ulysses = 2 x tp = 2 is linked in as data by `dtpc embed`, which defines
+ * the two symbols below. Only the public API (runtime/dtpc.h) is used.
+ * Weights and inputs come from a seed here; a deployment would call
+ * dtpc_session_bind_weights_file with its checkpoint. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "runtime/dtpc.h"
 
-extern const unsigned char dtpc_embedded_graph[], dtpc_embedded_graph_end[];
+extern const unsigned char dtpc_embedded_graph[];
+extern const size_t dtpc_embedded_graph_size;
 
 struct rank {
 	const dtpc_graph *graph;
@@ -55,7 +57,7 @@ static void *run_rank(void *arg)
 int main(void)
 {
 	dtpc_graph *g = NULL;
-	size_t len = (size_t)(dtpc_embedded_graph_end - dtpc_embedded_graph);
+	size_t len = dtpc_embedded_graph_size;
 	if (dtpc_graph_open_buffer(dtpc_embedded_graph, len, &g)) {
 		fprintf(stderr, "embedded graph: %s\n", dtpc_last_error());
 		return 1;

@@ -76,4 +76,47 @@ json.dump(d, open(sys.argv[2], 'w'))" "$tmp/good.json" "$tmp/bad.json"
 	else ok; fi
 done
 
+# ---- embed ------------------------------------------------------------------------------
+# The generated C's head and tail; the bytes round-trip through a C
+# compiler (as .c and as .o, under another symbol), 64-byte aligned; what
+# is not a graph, a bad symbol or output name is refused.
+"$DTPC" examples/tiny_dit.plan --plan tiny_dit_8 --mesh "ulysses = 2, tp = 2" \
+	-o "$tmp/tiny.graph" >/dev/null 2>&1
+# (the golden's graph is a fixed file: a compiled one's hash moves with the compiler)
+cp tests/unit/graph-1.0.graph "$tmp/fixed.graph"
+"$DTPC" embed "$tmp/fixed.graph" -o "$tmp/fixed.c" >"$tmp/embed.log" 2>&1
+{ head -n 14 "$tmp/fixed.c"; echo ...; tail -n 3 "$tmp/fixed.c"; cat "$tmp/embed.log"; } >"$tmp/embed.out"
+"$DTPC" embed "$tmp/tiny.graph" -o "$tmp/g.c" >"$tmp/embed.log" 2>&1
+compare tools/embed-c tests/tools/embed-c.expected "$tmp/embed.out"
+cat >"$tmp/dump.c" <<'C'
+#include <stdint.h>
+#include <stdio.h>
+extern const unsigned char SYM[];
+extern const size_t SYM_size;
+int main(int argc, char **argv)
+{
+	FILE *f = fopen(argv[1], "wb");
+	return !f || fwrite(SYM, 1, SYM_size, f) != SYM_size || fclose(f) || (uintptr_t)SYM % 64;
+}
+C
+check embed-c-roundtrip sh -c "cc -DSYM=dtpc_embedded_graph -DSYM_size=dtpc_embedded_graph_size \
+	-o '$tmp/dump' '$tmp/dump.c' '$tmp/g.c' && '$tmp/dump' '$tmp/back' && cmp '$tmp/back' '$tmp/tiny.graph'"
+check embed-o-roundtrip sh -c "'$DTPC' embed '$tmp/tiny.graph' -o '$tmp/g.o' --symbol my_graph &&
+	test ! -e '$tmp/g.o.embed.c' &&
+	cc -DSYM=my_graph -DSYM_size=my_graph_size -o '$tmp/dump2' '$tmp/dump.c' '$tmp/g.o' &&
+	'$tmp/dump2' '$tmp/back2' && cmp '$tmp/back2' '$tmp/tiny.graph'"
+check embed-example-links-the-graph "$BUILD/examples/embed"
+head -c 100 "$tmp/tiny.graph" >"$tmp/cut.graph"
+{
+	"$DTPC" embed examples/tiny_dit.plan -o "$tmp/x.c"; echo "exit $?"
+	"$DTPC" embed "$tmp/cut.graph" -o "$tmp/x.c"; echo "exit $?"
+	"$DTPC" embed "$tmp/tiny.graph" -o "$tmp/x.c" --symbol 9lives; echo "exit $?"
+	"$DTPC" embed "$tmp/tiny.graph" -o "$tmp/x.s"; echo "exit $?"
+	"$DTPC" embed "$tmp/tiny.graph"; echo "exit $?"
+	CC=/nonexistent/cc "$DTPC" embed "$tmp/tiny.graph" -o "$tmp/x.o"; echo "exit $?"
+	CC=false "$DTPC" embed "$tmp/tiny.graph" -o "$tmp/x.o"; echo "exit $?"
+	ls "$tmp" | grep '^x\.' ; echo "no x.* left"
+} 2>&1 | sed "s|$tmp|TMP|g" >"$tmp/embed-errors.out"
+compare tools/embed-errors tests/tools/embed-errors.expected "$tmp/embed-errors.out"
+
 summary tools
