@@ -6,7 +6,8 @@
 #  gpu       BUILD/tests/gpu/test_* (built with nvcc; exit 77: no CUDA device)
 #  diag      tests/diag/*.plan: exact diagnostics against *.expected
 #  valid     examples/*.plan: clean, summary against tests/valid/*.expected
-#  cli       usage errors, --format json, exit statuses, run/inspect
+#  cli       usage errors, --format json, exit statuses, run/inspect;
+#            tests/cli/commands.sh: verdicts and exit statuses of the commands
 #  lower     tests/lower.sh: lowering goldens, communication volumes, determinism
 #  equiv     tests/equiv.sh: N-rank replays against the one-rank model
 #  fixtures  tests/fixtures.sh: diffusers' tiny Flux and Wan on N ranks
@@ -173,6 +174,11 @@ absorb() {
 	r=$(sed -n "s/^$name: \([0-9]*\) rewritten$/\1/p" "$log" | tail -n 1)
 	rewritten=$((rewritten + ${r:-0}))
 }
+
+# ---- the commands' verdicts and exit statuses (tests/cli/commands.sh) -------------------------
+sh tests/cli/commands.sh "$BUILD" >"$tmp/clicmd" 2>&1
+grep -A10 '^FAIL' "$tmp/clicmd" | head -40
+absorb clicmd "$tmp/clicmd"
 
 # ---- lowering: goldens, communication volume, determinism ------------------------------------
 sh tests/lower.sh "$BUILD" >"$tmp/lower" 2>&1
