@@ -119,4 +119,49 @@ head -c 100 "$tmp/tiny.graph" >"$tmp/cut.graph"
 } 2>&1 | sed "s|$tmp|TMP|g" >"$tmp/embed-errors.out"
 compare tools/embed-errors tests/tools/embed-errors.expected "$tmp/embed-errors.out"
 
+# ---- Python -------------------------------------------------------------------------------
+# The package in python/ with the system Python and Debian's numpy (make
+# deps installs python3-numpy): each "ok NAME" / "FAIL NAME" line of the
+# script is one check.
+PY=python3
+[ -x /usr/bin/python3 ] && PY=/usr/bin/python3
+if ! "$PY" -c 'import numpy' >/dev/null 2>&1; then
+	skipped tools/python "numpy is missing for $PY (apt-get install python3-numpy)"
+else
+	PYTHONPATH=python DTPC_BUILD="$BUILD" "$PY" tests/tools/py_end_to_end.py "$tmp" \
+		>"$tmp/py.out" 2>&1
+	pass=$((pass + $(grep -c '^ok ' "$tmp/py.out")))
+	if grep -q '^FAIL' "$tmp/py.out" || ! grep -q '^ok diffusers_rules_refuse' "$tmp/py.out"; then
+		bad tools/python
+		grep -v '^ok ' "$tmp/py.out" | head -40
+	fi
+	# the helper's text for diffusers' Flux and Wan plans (as in diffusers'
+	# transformer_flux.py and transformer_wan.py)
+	PYTHONPATH=python "$PY" - >"$tmp/rules.out" 2>&1 <<'PYEOF'
+from dtpc import ContextParallelInput as In, ContextParallelOutput as Out, print_plan_rules
+class FluxTransformer2DModel:
+    _cp_plan = {
+        "": {"hidden_states": In(split_dim=1, expected_dims=3, split_output=False),
+             "encoder_hidden_states": In(split_dim=1, expected_dims=3, split_output=False),
+             "img_ids": In(split_dim=0, expected_dims=2, split_output=False),
+             "txt_ids": In(split_dim=0, expected_dims=2, split_output=False)},
+        "proj_out": Out(gather_dim=1, expected_dims=3),
+    }
+    _tp_plan = {"transformer_blocks.*.attn.to_q": "colwise",
+                "transformer_blocks.*.attn.to_out.0": "rowwise",
+                "transformer_blocks.*.ff.net.0.proj": "colwise",
+                "transformer_blocks.*.ff.net.2": "rowwise"}
+print_plan_rules(FluxTransformer2DModel)
+print("--")
+print_plan_rules(cp_plan={
+    "rope": {0: In(split_dim=1, expected_dims=4, split_output=True),
+             1: In(split_dim=1, expected_dims=4, split_output=True)},
+    "blocks.0": {"hidden_states": In(split_dim=1, expected_dims=3, split_output=False)},
+    "blocks.*": {"encoder_hidden_states": In(split_dim=1, expected_dims=3, split_output=False)},
+    "proj_out": Out(gather_dim=1, expected_dims=3),
+})
+PYEOF
+	compare tools/python-plan-rules tests/tools/python-plan-rules.expected "$tmp/rules.out"
+fi
+
 summary tools
