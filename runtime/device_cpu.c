@@ -7,10 +7,14 @@
  * is what dtpc_session_threads set, or by default this machine's cores
  * divided by the CPU devices alive in this process (the ranks that are
  * threads here), looked up again at each kernel, so it follows ranks as
- * sessions come and go. GEMMs run on OpenBLAS, whose thread count is one
- * per process (openblas_set_num_threads; Debian's 0.3.21 has no per-thread
- * setting): the device sets it to its pool's size, so ranks of one process
- * that ask for different counts share the last one set. */
+ * sessions come and go. GEMMs are split over the same pool, each block one
+ * single-threaded OpenBLAS call, so OpenBLAS is kept at one thread: its own
+ * workers spin for a while after each call and would take the cores the
+ * pool needs next, and its thread count is one per process
+ * (openblas_set_num_threads; Debian's 0.3.21 has no per-thread setting), so
+ * it could not follow a per-rank choice anyway. A program that links
+ * libdtpc and calls OpenBLAS itself finds it at one thread once a CPU
+ * session has run. */
 #include <cblas.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -45,13 +49,13 @@ static int cores(void)
 	return n < 1 ? 1 : n > 4096 ? 4096 : (int)n;
 }
 
-/* OpenBLAS's threads, changed only when they differ: a change while another
- * rank of the process is inside a GEMM is what the lock cannot prevent. */
-static void blas_threads(int n)
+/* OpenBLAS at one thread (see the header), set only when it is not, so
+ * ranks do not call into OpenBLAS's setting while another rank computes. */
+static void blas_one_thread(void)
 {
 	pthread_mutex_lock(&blas_mu);
-	if (openblas_get_num_threads() != n)
-		openblas_set_num_threads(n);
+	if (openblas_get_num_threads() != 1)
+		openblas_set_num_threads(1);
 	pthread_mutex_unlock(&blas_mu);
 }
 
@@ -71,7 +75,7 @@ static struct k_pool *pool(struct cpu_dev *c)
 		k_pool_free(c->pool);
 		c->pool = want > 1 ? k_pool_create(want) : NULL;
 		c->applied = want;
-		blas_threads(want);
+		blas_one_thread();
 	}
 	return c->pool;
 }
@@ -173,8 +177,7 @@ static void cpu_threads(struct dev *d, int n)
 static int cpu_linear(struct dev *d, const float *x, const float *w, const float *b, float *y,
 		      int64_t m, int64_t k, int64_t n)
 {
-	pool(cpu(d)); /* sets the BLAS threads the first time */
-	k_linear(x, w, b, y, m, k, n);
+	k_linear_pool(pool(cpu(d)), x, w, b, y, m, k, n);
 	return 0;
 }
 

@@ -1,6 +1,8 @@
 /* attn_isa.h — the vector body of the CPU attention and exponential, included
  * by attention.c once per instruction set under `#pragma GCC target`, with
- * VW (floats per vector) and ISA (the name suffix) defined. Written with
+ * VW (floats per vector), MR (rows of the register tile: 2 MR accumulators
+ * plus three registers must fit the register file) and ISA (the name suffix)
+ * defined. Written with
  * GCC's vector extensions so the one text compiles to AVX-512, AVX2 or the
  * baseline's SSE; attention.c picks the variant at run time.
  *
@@ -126,29 +128,29 @@ void NAME(k_vec_silu)(const float *x, float *y, int64_t n)
 
 /* C[MR, NR] (+)= A[MR, kc] B[kc, NR]: A(r, k) = a[r ars + k acs], B's rows
  * ldb apart. 2 MR accumulators: enough independent FMAs to cover their
- * latency on two FMA ports. */
+ * latency on two FMA ports, and per step 2 + MR loads for 2 MR FMAs. */
 INLINE void NAME(tile)(int64_t kc, const float *a, int64_t ars, int64_t acs, const float *b,
 		       int64_t ldb, float *c, int64_t ldc, bool acc)
 {
-	V c0[ATT_MR], c1[ATT_MR];
+	V c0[MR], c1[MR];
 
-#pragma GCC unroll 8
-	for (int r = 0; r < ATT_MR; r++)
+#pragma GCC unroll 16
+	for (int r = 0; r < MR; r++)
 		c0[r] = c1[r] = (V){ 0 };
 	for (int64_t k = 0; k < kc; k++) {
 		V b0 = *(const VU *)(b + k * ldb), b1 = *(const VU *)(b + k * ldb + VW);
 		const float *ak = a + k * acs;
 
-#pragma GCC unroll 8
-		for (int r = 0; r < ATT_MR; r++) {
+#pragma GCC unroll 16
+		for (int r = 0; r < MR; r++) {
 			V ar = NAME(splat)(ak[r * ars]);
 
 			c0[r] += ar * b0;
 			c1[r] += ar * b1;
 		}
 	}
-#pragma GCC unroll 8
-	for (int r = 0; r < ATT_MR; r++) {
+#pragma GCC unroll 16
+	for (int r = 0; r < MR; r++) {
 		VU *p0 = (VU *)(c + r * ldc), *p1 = (VU *)(c + r * ldc + VW);
 
 		if (acc) {
@@ -167,7 +169,7 @@ static void NAME(gemm)(int64_t m, int64_t n, int64_t kc, const float *a, int64_t
 		       int64_t acs, const float *b, int64_t ldb, float *c, int64_t ldc, bool acc)
 {
 	for (int64_t j = 0; j < n; j += NR)
-		for (int64_t i = 0; i < m; i += ATT_MR)
+		for (int64_t i = 0; i < m; i += MR)
 			NAME(tile)(kc, a + i * ars, ars, acs, b + j, ldb, c + i * ldc + j, ldc, acc);
 }
 
@@ -199,18 +201,18 @@ static void NAME(attn_block)(const struct attn_job *J, int64_t b, int64_t h, int
 	memset(o, 0, (size_t)(ATT_TQ * Dvr) * sizeof *o);
 	for (int64_t j0 = 0; j0 < J->Skv; j0 += ATT_TK) {
 		const int64_t nk = J->Skv - j0 < ATT_TK ? J->Skv - j0 : ATT_TK;
-		const int64_t nfull = nk / ATT_MR * ATT_MR;
+		const int64_t nfull = nk / MR * MR;
 		const float *kj = k + j0 * J->k_stride;
 
 		NAME(gemm)(nfull, ATT_TQ, D, kj, J->k_stride, 1, qt, ATT_TQ, s, ATT_TQ, false);
 		if (nfull < nk) {
 			/* The last rows of keys through a zero-padded copy: the
 			 * register tile always reads MR rows. */
-			memset(kt, 0, (size_t)(ATT_MR * D) * sizeof *kt);
+			memset(kt, 0, (size_t)(MR * D) * sizeof *kt);
 			for (int64_t r = 0; r < nk - nfull; r++)
 				memcpy(kt + r * D, kj + (nfull + r) * J->k_stride,
 				       (size_t)D * sizeof *kt);
-			NAME(gemm)(ATT_MR, ATT_TQ, D, kt, D, 1, qt, ATT_TQ, s + nfull * ATT_TQ,
+			NAME(gemm)(MR, ATT_TQ, D, kt, D, 1, qt, ATT_TQ, s + nfull * ATT_TQ,
 				   ATT_TQ, false);
 		}
 		/* Online softmax down the columns of S^T, VW queries at once. */

@@ -5,7 +5,7 @@
  * threads of their own: the *_pool variants run on a caller's k_pool (NULL:
  * on the calling thread alone), and the GEMMs use whatever BLAS threads the
  * process set. The CPU device (runtime/device_cpu.c) owns one pool per rank
- * and sets the BLAS library's threads (see dtpc_session_threads).
+ * and keeps the BLAS library at one thread (see dtpc_session_threads).
  *
  * Ownership is the same for every function: callers own all buffers (inputs,
  * outputs and workspaces); a kernel allocates nothing, keeps no pointer past
@@ -49,6 +49,12 @@ enum k_binop { K_ADD, K_MUL };
  * its [out, in] weight. y must not overlap x, w or b. Callers own all buffers. */
 void k_linear(const float *x, const float *w, const float *b, float *y,
 	      int64_t m, int64_t k, int64_t n);
+
+/* k_linear split over pool's threads (by rows, or by columns for a few
+ * rows), each block one single-threaded sgemm: with the BLAS library kept
+ * at one thread, the pool is the only source of threads. */
+void k_linear_pool(struct k_pool *pool, const float *x, const float *w, const float *b,
+		   float *y, int64_t m, int64_t k, int64_t n);
 
 /* LayerNorm of each of `rows` rows of n floats: y = (x - mean) / sqrt(var +
  * eps) * w + b, with the biased variance; w[n] and b[n] may each be NULL

@@ -134,7 +134,8 @@ static double err_abs(const float *x, const double *ref, int64_t n)
 
 /* ---- linear ---------------------------------------------------------- */
 
-static void test_linear_case(int64_t m, int64_t k, int64_t n, bool bias)
+/* threads: 1 for k_linear, more for k_linear_pool on a pool that size. */
+static void test_linear_case(int64_t m, int64_t k, int64_t n, bool bias, int threads)
 {
 	float *x = fill_u(m * k), *w = fill_u(n * k), *b = bias ? fill_u(n) : NULL;
 	/* NaN in y proves that without a bias y is written, never read. */
@@ -150,11 +151,20 @@ static void test_linear_case(int64_t m, int64_t k, int64_t n, bool bias)
 			ref[i * n + j] = s;
 		}
 	}
-	k_linear(x, w, b, y, m, k, n);
+	if (threads == 1) {
+		k_linear(x, w, b, y, m, k, n);
+	} else {
+		struct k_pool *pool = k_pool_create(threads);
+
+		k_linear_pool(pool, x, w, b, y, m, k, n);
+		k_pool_free(pool);
+	}
 	double e = err_norm(y, ref, m * n);
 
-	UNIT_CHECK(e <= TOL_GEMM, "linear m=%lld k=%lld n=%lld bias=%d: normwise %.2e <= %.0e",
-		   (long long)m, (long long)k, (long long)n, bias, e, TOL_GEMM);
+	UNIT_CHECK(e <= TOL_GEMM,
+		   "linear m=%lld k=%lld n=%lld bias=%d, %d thread%s: normwise %.2e <= %.0e",
+		   (long long)m, (long long)k, (long long)n, bias, threads, threads > 1 ? "s" : "",
+		   e, TOL_GEMM);
 	free(x);
 	free(w);
 	free(b);
@@ -164,9 +174,15 @@ static void test_linear_case(int64_t m, int64_t k, int64_t n, bool bias)
 
 static void test_linear(void)
 {
-	test_linear_case(37, 509, 45, true);
-	test_linear_case(37, 509, 45, false);
-	test_linear_case(1, 3, 7, true);
+	test_linear_case(37, 509, 45, true, 1);
+	test_linear_case(37, 509, 45, false, 1);
+	test_linear_case(1, 3, 7, true, 1);
+	/* On a pool: split by rows (the last block short), and a single row
+	 * split by columns (blocks of 16s, the last short); each block must
+	 * take its own slice of the bias. */
+	test_linear_case(3 * 64 + 5, 37, 45, true, 3);
+	test_linear_case(1, 37, 3 * 64 + 9, true, 3);
+	test_linear_case(2, 37, 300, false, 2);
 }
 
 /* ---- norms ----------------------------------------------------------- */
