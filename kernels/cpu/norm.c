@@ -10,6 +10,41 @@
 #include <assert.h>
 #include <math.h>
 
+/* Partial sums kept apart so the additions do not wait on each other: one
+ * running double sum is bound by the adder's latency, not its throughput. */
+#define LANES 8
+
+static double sum_x(const float *x, int64_t n)
+{
+	double s[LANES] = { 0 }, t = 0;
+	int64_t i = 0;
+
+	for (; i + LANES <= n; i += LANES)
+		for (int l = 0; l < LANES; l++)
+			s[l] += x[i + l];
+	for (; i < n; i++)
+		t += x[i];
+	for (int l = 0; l < LANES; l++)
+		t += s[l];
+	return t;
+}
+
+/* sum (x - c)^2 */
+static double sum_sq(const float *x, int64_t n, double c)
+{
+	double s[LANES] = { 0 }, t = 0;
+	int64_t i = 0;
+
+	for (; i + LANES <= n; i += LANES)
+		for (int l = 0; l < LANES; l++)
+			s[l] += (x[i + l] - c) * (x[i + l] - c);
+	for (; i < n; i++)
+		t += (x[i] - c) * (x[i] - c);
+	for (int l = 0; l < LANES; l++)
+		t += s[l];
+	return t;
+}
+
 void k_layer_norm(const float *x, float *y, int64_t rows, int64_t n, float eps,
 		  const float *w, const float *b)
 {
@@ -17,29 +52,24 @@ void k_layer_norm(const float *x, float *y, int64_t rows, int64_t n, float eps,
 	for (int64_t r = 0; r < rows; r++) {
 		const float *xr = x + r * n;
 		float *yr = y + r * n;
-		double sum = 0, sq = 0;
-
-		for (int64_t i = 0; i < n; i++)
-			sum += xr[i];
-		double mean = sum / (double)n;
-
+		double mean = sum_x(xr, n) / (double)n;
 		/* Two passes: E[(x - mean)^2] has no cancellation, unlike
 		 * E[x^2] - mean^2. */
-		for (int64_t i = 0; i < n; i++) {
-			double d = xr[i] - mean;
+		double rstd = 1.0 / sqrt(sum_sq(xr, n, mean) / (double)n + eps);
 
-			sq += d * d;
-		}
-		double rstd = 1.0 / sqrt(sq / (double)n + eps);
-
-		for (int64_t i = 0; i < n; i++) {
-			double v = (xr[i] - mean) * rstd;
-
-			if (w)
-				v *= w[i];
-			if (b)
-				v += b[i];
-			yr[i] = (float)v;
+		/* One loop per case, so none branches per element. */
+		if (w && b) {
+			for (int64_t i = 0; i < n; i++)
+				yr[i] = (float)((xr[i] - mean) * rstd * w[i] + b[i]);
+		} else if (w) {
+			for (int64_t i = 0; i < n; i++)
+				yr[i] = (float)((xr[i] - mean) * rstd * w[i]);
+		} else if (b) {
+			for (int64_t i = 0; i < n; i++)
+				yr[i] = (float)((xr[i] - mean) * rstd + b[i]);
+		} else {
+			for (int64_t i = 0; i < n; i++)
+				yr[i] = (float)((xr[i] - mean) * rstd);
 		}
 	}
 }
@@ -51,13 +81,14 @@ void k_rms_norm(const float *x, float *y, int64_t rows, int64_t n, int64_t group
 	for (int64_t g = 0; g < rows * (n / group); g++) {
 		const float *xg = x + g * group;
 		float *yg = y + g * group;
-		double sq = 0;
+		double r = 1.0 / sqrt(sum_sq(xg, group, 0.0) / (double)group + eps);
 
-		for (int64_t i = 0; i < group; i++)
-			sq += (double)xg[i] * xg[i];
-		double r = 1.0 / sqrt(sq / (double)group + eps);
-
-		for (int64_t i = 0; i < group; i++)
-			yg[i] = (float)(w ? xg[i] * r * w[i] : xg[i] * r);
+		if (w) {
+			for (int64_t i = 0; i < group; i++)
+				yg[i] = (float)(xg[i] * r * w[i]);
+		} else {
+			for (int64_t i = 0; i < group; i++)
+				yg[i] = (float)(xg[i] * r);
+		}
 	}
 }
