@@ -8,6 +8,7 @@
 #include "arena.h"
 #include "driver.h"
 #include "embed.h"
+#include "fmt.h"
 #include "inspect.h"
 #include "run.h"
 #include "runtime/graph_file.h"
@@ -18,6 +19,8 @@ static const char usage[] =
 	"       dtpc FILE.plan -o FILE.graph [options] [-v]  compile a plan to a graph\n"
 	"       dtpc inspect FILE.graph [--rank R] [--format text|json|dot]\n"
 	"       dtpc run FILE.graph [run options]              replay a graph on N ranks\n"
+	"       dtpc fmt [--check] FILE|FOLDER|-...        lay plan files out canonically;\n"
+	"                                 --check names those that would change (exit 1)\n"
 	"       dtpc embed FILE.graph -o FILE.c|FILE.o [--symbol NAME]\n"
 	"                                 the graph as linkable data: NAME[] and NAME_size\n"
 	"                                 (default dtpc_embedded_graph); .o through $CC\n"
@@ -296,6 +299,28 @@ static int cmd_inspect(int argc, char **argv)
 	return rc;
 }
 
+static int cmd_fmt(int argc, char **argv)
+{
+	bool check = false;
+	int n = 0;
+	for (int i = 2; i < argc; i++) {
+		const char *s = argv[i];
+		if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
+			fputs(usage, stdout);
+			return 0;
+		}
+		if (!strcmp(s, "--check"))
+			check = true;
+		else if (s[0] == '-' && s[1])
+			return bad_usage("unknown option '%s'", s);
+		else
+			argv[2 + n++] = argv[i];
+	}
+	if (!n)
+		return bad_usage("%s", "fmt needs plan files or folders");
+	return fmt_main(argv + 2, n, check, stdout, stderr);
+}
+
 static int cmd_embed(int argc, char **argv)
 {
 	const char *file = NULL, *out = NULL, *symbol = "dtpc_embedded_graph";
@@ -463,6 +488,8 @@ int main(int argc, char **argv)
 		return cmd_run(argc, argv);
 	if (!strcmp(cmd, "embed"))
 		return cmd_embed(argc, argv);
+	if (!strcmp(cmd, "fmt"))
+		return cmd_fmt(argc, argv);
 	if (cmd[0] != '-' && strchr(cmd, '.'))
 		return cmd_check(argc, argv, 1, true);
 	return bad_usage("unknown command '%s'", cmd);

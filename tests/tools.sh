@@ -1,6 +1,6 @@
 #!/bin/sh
 # tools.sh BUILD — the everyday tools around the compiler: `check --format
-# sarif`, `embed`, the Python package, `fmt`. Ends with
+# sarif`, `embed`, `fmt`, the Python package. Ends with
 # "tools: N passed, N failed, N skipped" (tests/run.sh absorbs it).
 # UPDATE=1 rewrites the goldens under tests/tools/.
 set -u
@@ -118,6 +118,39 @@ head -c 100 "$tmp/tiny.graph" >"$tmp/cut.graph"
 	ls "$tmp" | grep '^x\.' ; echo "no x.* left"
 } 2>&1 | sed "s|$tmp|TMP|g" >"$tmp/embed-errors.out"
 compare tools/embed-errors tests/tools/embed-errors.expected "$tmp/embed-errors.out"
+
+# ---- fmt ----------------------------------------------------------------------------------
+# A file breaking every layout rule against its golden; the golden is its
+# own layout (idempotence); --check names a file to change and exits 1, then
+# passes once fmt rewrote it; a file that does not parse is left alone;
+# the examples are in their layout; every test plan that parses keeps its
+# tokens (fmt's own check) and its lines, and formats idempotently.
+golden fmt-messy "$DTPC" fmt - <tests/tools/fmt-messy.plan
+sed '$d' tests/tools/fmt-messy.expected >"$tmp/clean.plan" # less its "exit 0"
+check fmt-idempotent sh -c "'$DTPC' fmt - <'$tmp/clean.plan' | cmp - '$tmp/clean.plan'"
+cp tests/tools/fmt-messy.plan "$tmp/messy.plan"
+{
+	"$DTPC" fmt --check "$tmp/messy.plan" "$tmp/clean.plan"; echo "exit $?"
+	"$DTPC" fmt "$tmp/messy.plan"; echo "exit $?"
+	"$DTPC" fmt --check "$tmp/messy.plan" "$tmp/clean.plan"; echo "exit $?"
+	cmp "$tmp/messy.plan" "$tmp/clean.plan" && echo "rewritten as the golden"
+	printf 'model m {\n  input x : [1;\n}\n' >"$tmp/broken.plan"
+	cp "$tmp/broken.plan" "$tmp/broken.orig"
+	"$DTPC" fmt "$tmp/broken.plan"; echo "exit $?"
+	cmp "$tmp/broken.plan" "$tmp/broken.orig" && echo "left alone"
+	"$DTPC" fmt --check "$tmp/nonexistent.plan"; echo "exit $?"
+	"$DTPC" fmt --frob "$tmp/clean.plan"; echo "exit $?"
+} 2>&1 | sed "s|$tmp|TMP|g" >"$tmp/fmt-cli.out"
+compare tools/fmt-cli tests/tools/fmt-cli.expected "$tmp/fmt-cli.out"
+check fmt-check-examples "$DTPC" fmt --check examples/
+for f in tests/diag/*.plan tests/lower/*.plan tests/fixtures/*.plan; do
+	[ -f "$f" ] || continue
+	"$DTPC" fmt - <"$f" >"$tmp/f1" 2>/dev/null || continue
+	"$DTPC" fmt - <"$tmp/f1" >"$tmp/f2"
+	if cmp -s "$tmp/f1" "$tmp/f2" && [ "$(grep -c '' "$tmp/f1")" -le "$(grep -c '' "$f")" ]; then ok; else
+		bad "tools/fmt/$f"
+	fi
+done
 
 # ---- Python -------------------------------------------------------------------------------
 # The package in python/ with the system Python and Debian's numpy (make
