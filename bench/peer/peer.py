@@ -143,6 +143,15 @@ def cp_worker(rank, mode, tmp, port):
     dist.destroy_process_group()
 
 
+def openblas_core():
+    """The kernel set OpenBLAS picks in this environment (a fresh process:
+    it chooses once, when it is loaded)."""
+    code = ("import ctypes; f = ctypes.CDLL('libopenblas.so.0').openblas_get_corename; "
+            "f.restype = ctypes.c_char_p; print(f().decode())")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    return r.stdout.strip() or "unknown"
+
+
 def load_st(path):
     with open(path, "rb") as f:
         b = f.read()
@@ -188,8 +197,10 @@ def run(dtpc, tmp):
                 if l.startswith("model name")), platform.processor())
     print(f"machine: {os.cpu_count()} cores, {cpu}; {time.strftime('%Y-%m-%d')}")
     print(f"torch {torch.__version__} ({torch.get_num_threads()} threads by default), "
-          f"diffusers {diffusers.__version__}; dtpc: {dtpc}; OPENBLAS_CORETYPE="
-          f"{os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
+          f"diffusers {diffusers.__version__}; dtpc: {dtpc}")
+    print(f"OpenBLAS kernels dtpc gets: {openblas_core()} (OPENBLAS_CORETYPE="
+          f"{os.environ.get('OPENBLAS_CORETYPE', 'unset')}; on a CPU OpenBLAS does not "
+          f"recognise it falls back to old kernels: see docs/performance.md)")
 
     # --- the model, its weights and inputs for dtpc ------------------------
     model = make_model()

@@ -40,18 +40,10 @@ INLINE V NAME(sel)(VI mask, V yes, V no)
 	return (V)(((VI)yes & mask) | ((VI)no & ~mask));
 }
 
-/* exp(x): x = n ln2 + r with |r| <= ln2 / 2 (ln2 split in two so n ln2 is
- * exact), Cephes' degree-6 polynomial for e^r, and 2^n built in the exponent
- * bits as two factors 2^(n/2) 2^(n - n/2) so that the largest results
- * overflow to inf and the smallest fall through the subnormals to 0 as expf
- * does (below -105 even the halfway case rounds to 0). Measured against
- * glibc's expf over [-105, 89] (tests/unit,
- * test_vexp): at most 2 ulp in the normal range, NaN for NaN, inf for large
- * x, 0 for -inf. */
-INLINE V NAME(vexp)(V x)
+/* e^r for x = n ln2 + r, |r| <= ln2 / 2 (ln2 split in two so n ln2 is
+ * exact), with Cephes' degree-6 polynomial; n is returned rounded. */
+INLINE V NAME(exp_reduced)(V x, V *n_out)
 {
-	x = NAME(sel)((VI)(x < -105.0f), NAME(splat)(-105.0f), x);
-	x = NAME(sel)((VI)(x > 89.0f), NAME(splat)(89.0f), x);
 	/* Round to nearest through the float's own rounding: 1.5 2^23 leaves
 	 * no fraction bits for |x log2 e| < 2^22. */
 	V n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
@@ -65,11 +57,43 @@ INLINE V NAME(vexp)(V x)
 	p = p * r + 4.1665795894e-2f;
 	p = p * r + 1.6666665459e-1f;
 	p = p * r + 5.0000001201e-1f;
-	V y = p * (r * r) + r + 1.0f;
+	*n_out = n;
+	return p * (r * r) + r + 1.0f;
+}
+
+/* exp(x): e^r from exp_reduced and 2^n built in the exponent bits as two
+ * factors 2^(n/2) 2^(n - n/2), so that the largest results overflow to inf
+ * and the smallest fall through the subnormals to 0 as expf does (below
+ * -105 even the halfway case rounds to 0). Measured against glibc's expf
+ * over [-105, 89] (tests/unit, test_vexp): at most 1 ulp where expf is
+ * normal (AVX-512, AVX2 and baseline alike), NaN for NaN, inf for large x,
+ * 0 for -inf. */
+INLINE V NAME(vexp)(V x)
+{
+	V n;
+
+	x = NAME(sel)((VI)(x < -105.0f), NAME(splat)(-105.0f), x);
+	x = NAME(sel)((VI)(x > 89.0f), NAME(splat)(89.0f), x);
+	V y = NAME(exp_reduced)(x, &n);
 	VI ni = __builtin_convertvector(n, VI);
 	VI h = ni >> 1;
 
 	return y * (V)((h + 127) << 23) * (V)((ni - h + 127) << 23);
+}
+
+/* exp(x) for the softmax, where x = score - running max <= 0 (or -inf):
+ * the same value as vexp for x >= -87 (so the same 1 ulp), and exp(-87) ~
+ * 1.6e-38 below, where 2^n still has a normal exponent and one factor is
+ * enough. A weight that small beside the row's largest (1) changes the
+ * denominator by under 2^-125 per key: nothing a float can hold. */
+INLINE V NAME(vexp_softmax)(V x)
+{
+	V n;
+
+	x = NAME(sel)((VI)(x < -87.0f), NAME(splat)(-87.0f), x);
+	V y = NAME(exp_reduced)(x, &n);
+
+	return y * (V)((__builtin_convertvector(n, VI) + 127) << 23);
 }
 
 void NAME(k_vexp)(const float *x, float *y, int64_t n);
@@ -215,26 +239,37 @@ static void NAME(attn_block)(const struct attn_job *J, int64_t b, int64_t h, int
 			NAME(gemm)(MR, ATT_TQ, D, kt, D, 1, qt, ATT_TQ, s + nfull * ATT_TQ,
 				   ATT_TQ, false);
 		}
-		/* Online softmax down the columns of S^T, VW queries at once. */
-		for (int64_t i = 0; i < ATT_TQ; i += VW) {
-			V mx = *(VU *)(m + i), sum = (V){ 0 };
+		/* Online softmax down the columns of S^T, VW queries at once and
+		 * all TQ / VW column vectors side by side, so the running maxima
+		 * and sums are independent chains rather than one. */
+		V mx[ATT_TQ / VW], sum[ATT_TQ / VW];
 
-			for (int64_t j = 0; j < nk; j++) {
-				V sj = *(VU *)(s + j * ATT_TQ + i);
+		for (int c = 0; c < ATT_TQ / VW; c++) {
+			mx[c] = *(VU *)(m + c * VW);
+			sum[c] = (V){ 0 };
+		}
+		for (int64_t j = 0; j < nk; j++) {
+			for (int c = 0; c < ATT_TQ / VW; c++) {
+				V sj = *(VU *)(s + j * ATT_TQ + c * VW);
 
-				mx = NAME(sel)((VI)(sj > mx), sj, mx);
+				mx[c] = NAME(sel)((VI)(sj > mx[c]), sj, mx[c]);
 			}
-			for (int64_t j = 0; j < nk; j++) {
-				V pj = NAME(vexp)(*(VU *)(s + j * ATT_TQ + i) - mx);
+		}
+		for (int64_t j = 0; j < nk; j++) {
+			for (int c = 0; c < ATT_TQ / VW; c++) {
+				VU *sj = (VU *)(s + j * ATT_TQ + c * VW);
+				V pj = NAME(vexp_softmax)(*sj - mx[c]);
 
-				*(VU *)(s + j * ATT_TQ + i) = pj;
-				sum += pj;
+				*sj = pj;
+				sum[c] += pj;
 			}
-			V a = NAME(vexp)(*(VU *)(m + i) - mx);
+		}
+		for (int c = 0; c < ATT_TQ / VW; c++) {
+			V a = NAME(vexp_softmax)(*(VU *)(m + c * VW) - mx[c]);
 
-			*(VU *)(al + i) = a;
-			*(VU *)(l + i) = *(VU *)(l + i) * a + sum;
-			*(VU *)(m + i) = mx;
+			*(VU *)(al + c * VW) = a;
+			*(VU *)(l + c * VW) = *(VU *)(l + c * VW) * a + sum[c];
+			*(VU *)(m + c * VW) = mx[c];
 		}
 		if (j0 > 0) {
 			for (int64_t i = 0; i < ATT_TQ; i++) {
