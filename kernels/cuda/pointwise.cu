@@ -483,35 +483,41 @@ int modulate_t(kc_ctx *c, const void *xv, const void *shv, const void *scv, void
 
 /* ---- copy2d ------------------------------------------------------------------------ */
 
-/* One warp per row, in units U of the widest size (up to 16 bytes) that
- * divides both addresses, both pitches and the row width; strides here are
- * in units. Each lane issues up to UNROLL loads before its stores, so a
- * warp keeps several 512-byte requests in flight: a row of a Ulysses chunk
- * is only a few of them. The views do not overlap (kc_copy2d's contract),
- * hence __restrict__; source rows may overlap each other (src_stride below
- * the row width, 0 to repeat one row), which only reads share. */
+/* One warp per piece of a row, in units U of the widest size (up to 16
+ * bytes) that divides both addresses, both pitches and the row width;
+ * strides here are in units. A row is cut into pieces of COPY_PIECE units
+ * so that a few long rows (a concat or slice along the sequence of one
+ * batch: one row of millions of elements) still spread over the whole GPU;
+ * each lane issues up to UNROLL loads before its stores, so a warp keeps
+ * several 512-byte requests in flight. The views do not overlap
+ * (kc_copy2d's contract), hence __restrict__; source rows may overlap each
+ * other (src_stride below the row width, 0 to repeat one row), which only
+ * reads share. */
 const int COPY_UNROLL = 4;
+const int64_t COPY_PIECE = 32 * COPY_UNROLL * 16;
 
 template <typename U>
 __global__ void copy2d_kernel(U *__restrict__ dst, int64_t dst_stride,
 			      const U *__restrict__ src, int64_t src_stride, int64_t rows,
-			      int64_t cols)
+			      int64_t cols, int64_t pieces)
 {
 	const int lane = threadIdx.x % 32;
 
-	for (int64_t r = global_warp(); r < rows; r += global_warps()) {
+	for (int64_t w = global_warp(); w < rows * pieces; w += global_warps()) {
+		int64_t r = w / pieces, c0 = (w % pieces) * COPY_PIECE;
+		int64_t c1 = c0 + COPY_PIECE < cols ? c0 + COPY_PIECE : cols;
 		const U *s = src + r * src_stride;
 		U *d = dst + r * dst_stride;
 
-		for (int64_t i = lane; i < cols; i += 32 * COPY_UNROLL) {
+		for (int64_t i = c0 + lane; i < c1; i += 32 * COPY_UNROLL) {
 			U v[COPY_UNROLL];
 #pragma unroll
 			for (int j = 0; j < COPY_UNROLL; j++)
-				if (i + 32 * j < cols)
+				if (i + 32 * j < c1)
 					v[j] = s[i + 32 * j];
 #pragma unroll
 			for (int j = 0; j < COPY_UNROLL; j++)
-				if (i + 32 * j < cols)
+				if (i + 32 * j < c1)
 					d[i + 32 * j] = v[j];
 		}
 	}
@@ -521,10 +527,11 @@ template <typename U>
 int copy2d_units(kc_ctx *c, void *dst, int64_t dpitch, const void *src, int64_t spitch,
 		 int64_t rows, int64_t width)
 {
-	const int64_t u = (int64_t)sizeof(U);
+	const int64_t u = (int64_t)sizeof(U), cols = width / u;
+	const int64_t pieces = (cols + COPY_PIECE - 1) / COPY_PIECE;
 
-	copy2d_kernel<U><<<blocks_for(c, WARPS, rows), THREADS, 0, c->stream>>>(
-		(U *)dst, dpitch / u, (const U *)src, spitch / u, rows, width / u);
+	copy2d_kernel<U><<<blocks_for(c, WARPS, rows * pieces), THREADS, 0, c->stream>>>(
+		(U *)dst, dpitch / u, (const U *)src, spitch / u, rows, cols, pieces);
 	return kc_launched();
 }
 
@@ -727,7 +734,8 @@ extern "C" int kc_copy2d(kc_ctx *c, size_t elem_bytes, void *dst, int64_t dst_st
 	const int64_t eb = (int64_t)elem_bytes, width = cols * eb;
 	const int64_t dpitch = dst_stride * eb, spitch = src_stride * eb;
 
-	if (dst_stride == cols && src_stride == cols) {
+	/* one block of bytes: the copy engine's own rate */
+	if (rows == 1 || (dst_stride == cols && src_stride == cols)) {
 		st = (int)cudaMemcpyAsync(dst, src, (size_t)(rows * width), cudaMemcpyDeviceToDevice,
 					  c->stream);
 		if (st)
