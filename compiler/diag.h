@@ -84,8 +84,9 @@ struct cJSON;
 void diag_print_json(const struct diag_ctx *d, FILE *out, struct cJSON *extra);
 /* A SARIF 2.1.0 log (sarif.c): one run of dtpc, a rule per family of checks
  * (the pass that reports them), a result per error or remark with its notes
- * as related locations. */
-void diag_print_sarif(const struct diag_ctx *d, FILE *out);
+ * as related locations. ran: whether the check ran (not stopped by a usage
+ * or I/O error). */
+void diag_print_sarif(const struct diag_ctx *d, FILE *out, bool ran);
 
 /* A 64-bit integer as a JSON number that stays exact: cJSON holds numbers
  * as doubles, so one beyond 2^53 goes in as its decimal text (a raw item,

@@ -120,7 +120,7 @@ static int finish(const struct check_opts *o, struct diag_ctx *d, cJSON *summari
 		diag_print_json(d, out, summaries);
 		summaries = NULL;
 	} else if (o->format == FMT_SARIF) {
-		diag_print_sarif(d, out);
+		diag_print_sarif(d, out, status == 0);
 	} else {
 		diag_print_text(d, err, o->color);
 		if (d->nerrors)

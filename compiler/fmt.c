@@ -267,7 +267,7 @@ static void walk(const struct tok *v, struct line *lines, int nl)
 		if (!continued)
 			l->indent = 2 * l->depth;
 		else if (nstack)
-			l->indent = stack[nstack - 1];
+			l->indent = stack[(nstack > 256 ? 256 : nstack) - 1];
 		else if (rule_col >= 0)
 			l->indent = rule_col;
 		else
@@ -380,7 +380,7 @@ char *fmt_text(const char *text, size_t len, size_t *outlen, char *why, size_t w
 	}
 
 	struct out o = { 0 };
-	put(&o, "", 0);
+	put(&o, "", 0); /* an empty file still gets a buffer */
 	for (int li = 0; li < nl; li++) {
 		const struct line *l = &lines[li];
 		if (l->blank_before)
@@ -423,7 +423,7 @@ char *fmt_text(const char *text, size_t len, size_t *outlen, char *why, size_t w
 
 /* ---- the command ------------------------------------------------------------ */
 
-static char *slurp(const char *path, FILE *f, size_t *len)
+static char *slurp(FILE *f, size_t *len)
 {
 	size_t cap = 1 << 16, n = 0, r;
 	char *buf = malloc(cap);
@@ -440,7 +440,6 @@ static char *slurp(const char *path, FILE *f, size_t *len)
 		free(buf);
 		return NULL;
 	}
-	(void)path;
 	buf[n] = 0;
 	*len = n;
 	return buf;
@@ -453,7 +452,7 @@ static int fmt_file(const char *path, bool check, FILE *out, FILE *err)
 	bool std = !strcmp(path, "-");
 	FILE *f = std ? stdin : fopen(path, "rb");
 	size_t len = 0;
-	char *text = f ? slurp(path, f, &len) : NULL;
+	char *text = f ? slurp(f, &len) : NULL;
 	if (f && !std)
 		fclose(f);
 	if (!text) {

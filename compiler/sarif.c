@@ -206,7 +206,7 @@ static cJSON *tool(void)
 	return t;
 }
 
-void diag_print_sarif(const struct diag_ctx *d, FILE *out)
+void diag_print_sarif(const struct diag_ctx *d, FILE *out, bool ran)
 {
 	cJSON *root = cJSON_CreateObject();
 	cJSON_AddStringToObject(root, "$schema",
@@ -219,8 +219,8 @@ void diag_print_sarif(const struct diag_ctx *d, FILE *out)
 	cJSON_AddStringToObject(run, "columnKind", "unicodeCodePoints");
 	cJSON *inv = cJSON_CreateObject();
 	cJSON_AddItemToArray(cJSON_AddArrayToObject(run, "invocations"), inv);
-	/* the check ran; errors in the plan are its results, not its failure */
-	cJSON_AddBoolToObject(inv, "executionSuccessful", true);
+	/* errors in the plan are the check's results, not its failure */
+	cJSON_AddBoolToObject(inv, "executionSuccessful", ran);
 	if (d->max_errors && d->nerrors > d->max_errors) {
 		char buf[64];
 		snprintf(buf, sizeof buf, "%d more errors not shown", d->nerrors - d->max_errors);

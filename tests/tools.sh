@@ -34,6 +34,7 @@ golden sarif-notes "$DTPC" check tests/diag/context-missing-ring-style.plan --fo
 golden sarif-command-line "$DTPC" check examples/tiny_dit.plan --plan tiny_dit_8 \
 	--mesh "ring = 0, tp = 2" --format sarif
 golden sarif-clean "$DTPC" check examples/tiny_dit.plan --format sarif
+golden sarif-unreadable "$DTPC" check /nonexistent/x.plan --format sarif
 golden sarif-compile-refuses "$DTPC" examples/tiny_dit.plan --plan tiny_dit_8 -o "$tmp/x.graph" \
 	--format sarif
 # Every diagnostic case and every example: a valid SARIF 2.1.0 log (the
@@ -160,6 +161,9 @@ PY=python3
 [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
 if ! "$PY" -c 'import numpy' >/dev/null 2>&1; then
 	skipped tools/python "numpy is missing for $PY (apt-get install python3-numpy)"
+elif nm -D "$BUILD/libdtpc.so" 2>/dev/null | grep -q '__[at]san_init'; then
+	# a sanitizer's runtime must be the first library of the process
+	skipped tools/python "libdtpc.so is built with a sanitizer: Python cannot load it"
 else
 	PYTHONPATH=python DTPC_BUILD="$BUILD" "$PY" tests/tools/py_end_to_end.py "$tmp" \
 		>"$tmp/py.out" 2>&1
