@@ -77,6 +77,34 @@ json.dump(d, open(sys.argv[2], 'w'))" "$tmp/good.json" "$tmp/bad.json"
 	else ok; fi
 done
 
+# ---- check --format json against docs/schemas/check.schema.json ------------------------------
+# Every example and diagnostic case (one check), then the checker's negative
+# controls: each mutation breaks one rule of the schema.
+mkdir -p "$tmp/json"
+for f in tests/diag/*.plan examples/*.plan; do
+	args=$(sed -n '1s/^# args: //p' "$f")
+	# shellcheck disable=SC2086
+	"$DTPC" check "$f" --format json $args >"$tmp/json/$(basename "$f").json" 2>/dev/null
+done
+check check-json-schema python3 tests/tools/schema_check.py docs/schemas/check.schema.json \
+	"$tmp"/json/*.json
+for mutation in \
+	'del d["errors"]' \
+	'd["summary"][0]["world"] = 0' \
+	'd["summary"][0]["context"]["rotate_method"] = "ring"' \
+	'd["summary"][0]["attention"][0]["q_tokens_per_rank"] = ["576"]' \
+	'd["summary"][0]["mesh"][0]["colour"] = 1' \
+	'd["diagnostics"] = [{"severity": "warning", "message": "m"}]'; do
+	python3 -c "import json, sys
+d = json.load(open(sys.argv[1]))
+$mutation
+json.dump(d, open(sys.argv[2], 'w'))" "$tmp/json/tiny_dit.plan.json" "$tmp/bad.json"
+	if python3 tests/tools/schema_check.py docs/schemas/check.schema.json "$tmp/bad.json" \
+		>/dev/null 2>&1; then
+		bad "tools/schema-checker accepts: $mutation"
+	else ok; fi
+done
+
 # ---- embed ------------------------------------------------------------------------------
 # The generated C's head and tail; the bytes round-trip through a C
 # compiler (as .c and as .o, under another symbol), 64-byte aligned; what
