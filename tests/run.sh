@@ -196,9 +196,24 @@ grep -E '^(ok|FAIL)' "$tmp/fixtures" | sed 's/^/  /'
 grep -A20 '^FAIL' "$tmp/fixtures" | head -60
 absorb fixtures "$tmp/fixtures"
 
-# a subset under mpirun (one process per rank; as root in CI)
+# ---- tools: SARIF, the JSON schema, embed, fmt, Python (tests/tools.sh) ---------------------
+sh tests/tools.sh "$BUILD" >"$tmp/tools" 2>&1
+grep -E '^skip' "$tmp/tools" | head -10
+grep -A20 '^FAIL' "$tmp/tools" | head -60
+absorb tools "$tmp/tools"
+
+# ---- install: make install into a temporary prefix, a program built with pkg-config ----------
+# (the plain pass only: it builds in BUILD)
 if [ -z "$SAN" ]; then
-	if command -v mpirun >/dev/null 2>&1; then
+	sh tests/install.sh "$BUILD" >"$tmp/install" 2>&1
+	grep -E '^skip' "$tmp/install" | head -10
+	grep -A20 '^FAIL' "$tmp/install" | head -40
+	absorb install "$tmp/install"
+fi
+
+# a subset under mpirun (one process per rank; as root in CI; a build without MPI has none)
+if [ -z "$SAN" ]; then
+	if command -v mpirun >/dev/null 2>&1 && [ -x "$BUILD/tests/mpi_test_comm_mpi" ]; then
 		sh tests/equiv.sh "$BUILD" mpi >"$tmp/equiv_mpi" 2>&1
 		grep -E '^(ok|FAIL)' "$tmp/equiv_mpi" | sed 's/^/  /'
 		grep -A12 '^FAIL' "$tmp/equiv_mpi" | head -40
