@@ -189,7 +189,7 @@ INLINE void NAME(tile)(int64_t kc, const float *a, int64_t ars, int64_t acs, con
 
 /* C[m, n] (+)= A[m, kc] B[kc, n] with m % MR == 0 and n % NR == 0; column
  * panels outside so a panel of B stays in L1 across the row tiles. */
-static void NAME(gemm)(int64_t m, int64_t n, int64_t kc, const float *a, int64_t ars,
+INLINE void NAME(gemm)(int64_t m, int64_t n, int64_t kc, const float *a, int64_t ars,
 		       int64_t acs, const float *b, int64_t ldb, float *c, int64_t ldc, bool acc)
 {
 	for (int64_t j = 0; j < n; j += NR)
