@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "arena.h"
+#include "cost.h"
 #include "driver.h"
 #include "embed.h"
 #include "fmt.h"
@@ -24,6 +25,9 @@ static const char usage[] =
 	"       dtpc embed FILE.graph -o FILE.c|FILE.o [--symbol NAME]\n"
 	"                                 the graph as linkable data: NAME[] and NAME_size\n"
 	"                                 (default dtpc_embedded_graph); .o through $CC\n"
+	"       dtpc cost FILE.plan --hw PROFILE [--dtype D] [--format F] [check's options]\n"
+	"       dtpc suggest FILE.plan --world N --hw PROFILE [--max-mem BYTES] [--top K]\n"
+	"                                 predicted step time per mesh (docs/cost-model.md)\n"
 	"       dtpc --help | --version\n"
 	"\n"
 	"options of check and compile:\n"
@@ -490,6 +494,10 @@ int main(int argc, char **argv)
 		return cmd_embed(argc, argv);
 	if (!strcmp(cmd, "fmt"))
 		return cmd_fmt(argc, argv);
+	if (!strcmp(cmd, "cost"))
+		return cost_main(argc, argv);
+	if (!strcmp(cmd, "suggest"))
+		return suggest_main(argc, argv);
 	if (cmd[0] != '-' && strchr(cmd, '.'))
 		return cmd_check(argc, argv, 1, true);
 	return bad_usage("unknown command '%s'", cmd);

@@ -1,0 +1,922 @@
+/* cost.c — `dtpc cost` and `dtpc suggest`: a plan's per-rank work, bytes,
+ * memory and predicted step time on a hardware profile, from
+ * the graph the compiler would write; profiles are JSON files in hw/. The model and where it is wrong:
+ * docs/cost-model.md. */
+#include "cost.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arena.h"
+#include "driver.h"
+#include "expr.h"
+#include "parse.h"
+#include "runtime/graph.h"
+#include "runtime/graph_stats.h"
+
+/* ---- hardware profiles ------------------------------------------------------ */
+
+enum { DT_F32, DT_BF16, DT_N };
+static const char *const dt_names[DT_N] = { "f32", "bf16" };
+static const double dt_bytes[DT_N] = { 4, 2 };
+
+/* Time of one kernel of W FLOPs: fixed + W / peak (an α–β model of compute:
+ * small kernels do not fill the device). */
+struct rate {
+	double peak, fixed;
+};
+
+struct dt_profile {
+	bool present;
+	struct rate linear, attention;
+	double mem_bw; /* bytes/s of memory-bound ops (norms, pointwise, copies) */
+};
+
+enum coll { CO_AG, CO_AR, CO_A2A, CO_P2P, CO_N };
+static const char *const coll_keys[CO_N] = { "all_gather_busbw", "all_reduce_busbw",
+					     "all_to_all_busbw", "p2p_busbw" };
+
+struct link {
+	bool present;
+	char name[96];
+	double alpha;      /* seconds per collective (or per ring step) */
+	double busbw[CO_N]; /* nccl-tests bus bandwidth, bytes/s */
+};
+
+struct hw {
+	char name[160];
+	const char *path;
+	int ranks_per_node;
+	int threads_per_node; /* CPU profiles: the ranks of a node share these */
+	double memory;        /* per GPU, or per node for a CPU profile */
+	double launch;        /* an op never takes less */
+	int default_dtype;
+	struct dt_profile dt[DT_N];
+	struct link intra, inter;
+};
+
+/* A number of a profile is {"value": x, "source": "..."}: a number without
+ * its source is refused, so none can enter unexplained. */
+static bool num(const cJSON *obj, const char *key, double *out, const char *where,
+		char *err, size_t n)
+{
+	const cJSON *o = cJSON_GetObjectItemCaseSensitive(obj, key);
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "value");
+	const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, "source");
+	if (!cJSON_IsNumber(v)) {
+		snprintf(err, n, "%s%s: needs {\"value\": number, \"source\": text}", where, key);
+		return false;
+	}
+	if (!cJSON_IsString(s) || !s->valuestring[0]) {
+		snprintf(err, n, "%s%s: the value has no source", where, key);
+		return false;
+	}
+	if (!(v->valuedouble >= 0) || !isfinite(v->valuedouble)) {
+		snprintf(err, n, "%s%s: must be a finite number >= 0", where, key);
+		return false;
+	}
+	*out = v->valuedouble;
+	return true;
+}
+
+static bool positive(double x, const char *what, char *err, size_t n)
+{
+	if (x > 0)
+		return true;
+	snprintf(err, n, "%s must be > 0", what);
+	return false;
+}
+
+static bool load_link(const cJSON *j, struct link *l, const char *which, char *err, size_t n)
+{
+	if (!j)
+		return true;
+	char where[64];
+	snprintf(where, sizeof where, "links.%s.", which);
+	const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
+	snprintf(l->name, sizeof l->name, "%s", cJSON_IsString(name) ? name->valuestring : which);
+	if (!num(j, "alpha_s", &l->alpha, where, err, n))
+		return false;
+	for (int c = 0; c < CO_N; c++)
+		if (!num(j, coll_keys[c], &l->busbw[c], where, err, n) ||
+		    !positive(l->busbw[c], coll_keys[c], err, n))
+			return false;
+	l->present = true;
+	return true;
+}
+
+static bool load_rate(const cJSON *j, struct rate *r, const char *where, char *err, size_t n)
+{
+	return num(j, "peak_flops", &r->peak, where, err, n) &&
+	       positive(r->peak, "peak_flops", err, n) &&
+	       num(j, "fixed_s", &r->fixed, where, err, n);
+}
+
+static bool hw_load(const char *path, struct hw *h, char *err, size_t n)
+{
+	memset(h, 0, sizeof *h);
+	h->path = path;
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		snprintf(err, n, "%s", strerror(errno));
+		return false;
+	}
+	char *text = NULL;
+	size_t len = 0, cap = 0;
+	for (;;) {
+		if (len + 4096 + 1 > cap) {
+			cap = cap ? 2 * cap : 16384;
+			char *t = realloc(text, cap);
+			if (!t)
+				break;
+			text = t;
+		}
+		size_t k = fread(text + len, 1, cap - len - 1, f);
+		len += k;
+		if (!k)
+			break;
+	}
+	fclose(f);
+	if (!text) {
+		snprintf(err, n, "out of memory");
+		return false;
+	}
+	text[len] = 0;
+	cJSON *j = cJSON_Parse(text);
+	free(text);
+	bool ok = false;
+	if (!j) {
+		snprintf(err, n, "not valid JSON");
+		return false;
+	}
+	const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
+	snprintf(h->name, sizeof h->name, "%s", cJSON_IsString(name) ? name->valuestring : path);
+	double rpn, tpn = 0;
+	if (!num(j, "ranks_per_node", &rpn, "", err, n) || !positive(rpn, "ranks_per_node", err, n) ||
+	    !num(j, "memory_bytes", &h->memory, "", err, n) ||
+	    !num(j, "launch_s", &h->launch, "", err, n) ||
+	    (cJSON_HasObjectItem(j, "threads_per_node") &&
+	     (!num(j, "threads_per_node", &tpn, "", err, n) ||
+	      !positive(tpn, "threads_per_node", err, n))))
+		goto out;
+	h->ranks_per_node = (int)rpn;
+	h->threads_per_node = (int)tpn;
+	const cJSON *dts = cJSON_GetObjectItemCaseSensitive(j, "dtypes");
+	for (int d = 0; d < DT_N; d++) {
+		const cJSON *x = cJSON_GetObjectItemCaseSensitive(dts, dt_names[d]);
+		if (!x)
+			continue;
+		char where[64];
+		snprintf(where, sizeof where, "dtypes.%s.linear.", dt_names[d]);
+		if (!load_rate(cJSON_GetObjectItemCaseSensitive(x, "linear"), &h->dt[d].linear, where,
+			       err, n))
+			goto out;
+		snprintf(where, sizeof where, "dtypes.%s.attention.", dt_names[d]);
+		if (!load_rate(cJSON_GetObjectItemCaseSensitive(x, "attention"), &h->dt[d].attention,
+			       where, err, n))
+			goto out;
+		snprintf(where, sizeof where, "dtypes.%s.", dt_names[d]);
+		if (!num(x, "memory_bytes_per_s", &h->dt[d].mem_bw, where, err, n) ||
+		    !positive(h->dt[d].mem_bw, "memory_bytes_per_s", err, n))
+			goto out;
+		h->dt[d].present = true;
+	}
+	const cJSON *dd = cJSON_GetObjectItemCaseSensitive(j, "default_dtype");
+	h->default_dtype = -1;
+	for (int d = 0; d < DT_N; d++)
+		if (cJSON_IsString(dd) && !strcmp(dd->valuestring, dt_names[d]) && h->dt[d].present)
+			h->default_dtype = d;
+	if (h->default_dtype < 0) {
+		snprintf(err, n, "default_dtype must name one of the profile's dtypes");
+		goto out;
+	}
+	const cJSON *links = cJSON_GetObjectItemCaseSensitive(j, "links");
+	if (!load_link(cJSON_GetObjectItemCaseSensitive(links, "intra"), &h->intra, "intra", err, n) ||
+	    !load_link(cJSON_GetObjectItemCaseSensitive(links, "inter"), &h->inter, "inter", err, n))
+		goto out;
+	if (!h->intra.present) {
+		snprintf(err, n, "links.intra is needed");
+		goto out;
+	}
+	ok = true;
+out:
+	cJSON_Delete(j);
+	return ok;
+}
+
+/* ---- the prediction ------------------------------------------------------------ */
+
+/* Where a rank's time goes; the largest share of the slowest rank bounds
+ * the step. */
+enum res { R_LINEAR, R_ATTN, R_MEM, R_LAUNCH, R_INTRA, R_INTER, R_WAIT, R_N };
+static const char *const res_names[R_N] = {
+	"linear compute", "attention compute", "memory bandwidth", "launch overhead",
+	"intra-node communication", "inter-node communication", "waiting for slower ranks",
+};
+static const char *const res_keys[R_N] = { "linear", "attention", "memory", "launch",
+					   "intra_comm", "inter_comm", "wait" };
+
+enum { F_LINEAR, F_ATTN, F_POINTWISE, F_N };
+static const char *const flop_keys[F_N] = { "linear", "attention", "pointwise" };
+
+enum { MAX_ROWS = 32 };
+struct comm_row {
+	int kind, group, count;
+	bool inter;
+	double bytes, time, hidden;
+};
+
+struct rank_cost {
+	double flops[F_N];
+	int nops[F_N];
+	double t[R_N];
+	double hidden; /* communication under the ring's attention */
+	double act, weights;
+	double end;
+	struct comm_row rows[MAX_ROWS];
+	int nrows;
+};
+
+struct prediction {
+	int world, dtype, slowest;
+	double step, memory_limit;
+	struct rank_cost *ranks;
+	int bound; /* enum res */
+};
+
+/* Time of one collective, or of one ring step (p2p), over a link; the
+ * rank's share of the node's cores scales a CPU's copies like its compute. */
+static double link_time(const struct link *l, int c, double bytes, double share)
+{
+	return l->alpha + bytes / (l->busbw[c] * share);
+}
+
+static double kernel_time(const struct rate *r, double flops, double share)
+{
+	return r->fixed + flops / (r->peak * share);
+}
+
+static double tensor_bytes(const struct g_graph *g, uint32_t t, uint32_t rank, double es)
+{
+	return (double)graph_local_numel(g, t, rank) * es;
+}
+
+struct sim {
+	const struct g_graph *g;
+	const struct hw *h;
+	const struct dt_profile *dp;
+	double es;       /* bytes per element of the dtype */
+	double *share;   /* per rank: its part of a CPU node's cores (1 on a GPU) */
+	uint8_t *inter;  /* [group * world + rank]: does the group span nodes */
+};
+
+static void add_row(struct rank_cost *rc, int kind, int group, bool inter, double bytes,
+		    double time, double hidden)
+{
+	int k = 0;
+	while (k < rc->nrows && !(rc->rows[k].kind == kind && rc->rows[k].group == group))
+		k++;
+	if (k == MAX_ROWS)
+		return;
+	if (k == rc->nrows) {
+		rc->rows[k] = (struct comm_row){ .kind = kind, .group = group, .inter = inter };
+		rc->nrows++;
+	}
+	rc->rows[k].count++;
+	rc->rows[k].bytes += bytes;
+	rc->rows[k].time += time;
+	rc->rows[k].hidden += hidden;
+}
+
+/* Adds op i's cost on rank r to rc (by resource) and returns its duration
+ * on r alone, before any wait for the group. */
+static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_cost *rc)
+{
+	const struct g_graph *g = s->g;
+	const struct g_op *o = &g->ops[i];
+	const double es = s->es, sh = s->share[r];
+	uint32_t x = g->operands[o->in0], out = o->out;
+	double t = 0;
+	int res = R_MEM;
+	switch ((enum op_kind)o->kind) {
+	case OP_linear: {
+		const struct g_tensor *xt = &g->tensors[x];
+		double k = (double)graph_local_dim(g, x, xt->ndim - 1, r);
+		double nn = (double)graph_local_dim(g, out, g->tensors[out].ndim - 1, r);
+		double m = nn > 0 ? (double)graph_local_numel(g, out, r) / nn : 0;
+		double f = 2 * m * k * nn;
+		rc->flops[F_LINEAR] += f;
+		rc->nops[F_LINEAR]++;
+		t = f > 0 ? kernel_time(&s->dp->linear, f, sh) : 0;
+		res = R_LINEAR;
+		break;
+	}
+	case OP_attention: {
+		uint32_t k = g->operands[o->in0 + 1];
+		double B = (double)graph_local_dim(g, x, 0, r), Sq = (double)graph_local_dim(g, x, 1, r);
+		double Skv = (double)graph_local_dim(g, k, 1, r);
+		double H = (double)graph_local_dim(g, x, 2, r) / (double)o->attr[0];
+		double f = 2 * B * H * Sq * Skv * (double)(o->attr[0] + o->attr[1]);
+		rc->flops[F_ATTN] += f;
+		rc->nops[F_ATTN]++;
+		t = f > 0 ? kernel_time(&s->dp->attention, f, sh) : 0;
+		res = R_ATTN;
+		break;
+	}
+	case OP_ring_attention: {
+		/* one attention kernel and one log-sum-exp merge per KV chunk; with
+		 * rotation (attr[2] = 1) each step's send/recv runs under the
+		 * attention on the chunk held, with the all-gather it comes first */
+		uint32_t P = g->groups[o->group].size, k = g->operands[o->in0 + 1];
+		bool inter = s->inter[(size_t)o->group * g->world + r];
+		const struct link *l = inter ? &s->h->inter : &s->h->intra;
+		double B = (double)graph_local_dim(g, x, 0, r), Sq = (double)graph_local_dim(g, x, 1, r);
+		double H = (double)graph_local_dim(g, x, 2, r) / (double)o->attr[0];
+		double merge = 3 * B * Sq * H * (double)o->attr[1] * 4 / (s->dp->mem_bw * sh);
+		double bytes = (double)graph_comm_bytes(g, i, r) * es / 4;
+		double compute = 0, comm = 0, exposed = 0;
+		for (uint32_t m = 0; m < P; m++) {
+			uint32_t peer = graph_group_member(g, (uint32_t)o->group, r, m);
+			double rows = (double)graph_local_dim(g, k, 1, peer);
+			double f = 2 * B * H * Sq * rows * (double)(o->attr[0] + o->attr[1]);
+			rc->flops[F_ATTN] += f;
+			double c = (f > 0 ? kernel_time(&s->dp->attention, f, sh) : 0) + merge;
+			compute += c;
+			if (o->attr[2] == 1 && m + 1 < P) {
+				double step = link_time(l, CO_P2P, bytes / (P - 1), sh);
+				comm += step;
+				exposed += step > c ? step - c : 0;
+			}
+		}
+		rc->nops[F_ATTN]++;
+		if (o->attr[2] != 1)
+			exposed = comm = link_time(l, CO_AG, bytes, sh);
+		rc->t[R_ATTN] += compute - P * merge;
+		rc->t[R_MEM] += P * merge;
+		rc->t[inter ? R_INTER : R_INTRA] += exposed;
+		rc->hidden += comm - exposed;
+		add_row(rc, o->kind, o->group, inter, bytes, comm, comm - exposed);
+		return compute + exposed;
+	}
+	case OP_all_gather:
+	case OP_all_reduce:
+	case OP_ulysses_a2a: {
+		bool inter = s->inter[(size_t)o->group * g->world + r];
+		const struct link *l = inter ? &s->h->inter : &s->h->intra;
+		int c = o->kind == OP_all_gather ? CO_AG : o->kind == OP_all_reduce ? CO_AR : CO_A2A;
+		double bytes = (double)graph_comm_bytes(g, i, r) * es / 4;
+		t = link_time(l, c, bytes, sh);
+		if (o->kind == OP_all_reduce) /* the sum reads both operands */
+			t += tensor_bytes(g, x, r, es) * 2 / (s->dp->mem_bw * sh);
+		rc->t[inter ? R_INTER : R_INTRA] += t;
+		add_row(rc, o->kind, o->group, inter, bytes, t, 0);
+		return t;
+	}
+	case OP_layer_norm:
+	case OP_rms_norm:
+	case OP_gelu:
+	case OP_silu:
+	case OP_add:
+	case OP_mul:
+	case OP_modulate:
+	case OP_rope:
+		rc->flops[F_POINTWISE] += (double)graph_local_numel(g, out, r);
+		rc->nops[F_POINTWISE]++;
+		/* memory-bound, as the copies */
+		__attribute__((fallthrough));
+	case OP_slice:
+	case OP_concat:
+	case OP_reshape:
+	case OP_shard: {
+		double b = tensor_bytes(g, out, r, es);
+		for (uint32_t k = 0; k < o->nin; k++) {
+			uint32_t in = g->operands[o->in0 + k];
+			if (g->tensors[in].kind != GT_WEIGHT || o->kind != OP_shard)
+				b += o->kind == OP_shard ? tensor_bytes(g, out, r, es)
+							 : tensor_bytes(g, in, r, es);
+		}
+		t = b / (s->dp->mem_bw * sh);
+		break;
+	}
+	case OP_param:
+	case OP_COUNT:
+		return 0;
+	}
+	/* a kernel shorter than its launch waits for the launch */
+	if (t < s->h->launch) {
+		rc->t[R_LAUNCH] += s->h->launch;
+		return s->h->launch;
+	}
+	rc->t[res] += t;
+	return t;
+}
+
+/* Replays the graph's op order on every rank at once: local ops advance a
+ * rank's clock; a collective starts when its last member arrives and ends
+ * after its slowest member's time (the early ones wait). The step is the
+ * latest clock. */
+static bool predict(const struct g_graph *g, const struct hw *h, int dtype,
+		    struct prediction *p)
+{
+	uint32_t W = g->world;
+	memset(p, 0, sizeof *p);
+	p->world = (int)W;
+	p->dtype = dtype;
+	struct sim s = { .g = g, .h = h, .dp = &h->dt[dtype], .es = dt_bytes[dtype] };
+	p->ranks = calloc(W, sizeof *p->ranks);
+	double *dur = calloc(W, sizeof *dur), *next = calloc(W, sizeof *next);
+	s.share = calloc(W, sizeof *s.share);
+	s.inter = calloc((size_t)g->ngroups * W + 1, 1);
+	if (!p->ranks || !dur || !next || !s.share || !s.inter) {
+		free(dur), free(next), free(s.share), free(s.inter), free(p->ranks);
+		return false;
+	}
+	/* placement: ranks fill nodes in order (rank r on node r / ranks_per_node) */
+	uint32_t rpn = (uint32_t)h->ranks_per_node;
+	for (uint32_t r = 0; r < W; r++) {
+		uint32_t on_node = W - r / rpn * rpn < rpn ? W - r / rpn * rpn : rpn;
+		s.share[r] = h->threads_per_node ? (double)h->threads_per_node / on_node : 1;
+		for (uint32_t gi = 0; gi < g->ngroups; gi++)
+			for (uint32_t m = 0; m < g->groups[gi].size; m++)
+				if (graph_group_member(g, gi, r, m) / rpn != r / rpn)
+					s.inter[(size_t)gi * W + r] = 1;
+	}
+	p->memory_limit = h->memory;
+	if (h->threads_per_node)
+		p->memory_limit = h->memory / (W < rpn ? W : rpn);
+	for (uint32_t i = 0; i < g->nops; i++) {
+		const struct g_op *o = &g->ops[i];
+		for (uint32_t r = 0; r < W; r++)
+			dur[r] = op_cost(&s, i, r, &p->ranks[r]);
+		if (o->group < 0) {
+			for (uint32_t r = 0; r < W; r++)
+				p->ranks[r].end += dur[r];
+			continue;
+		}
+		for (uint32_t r = 0; r < W; r++) {
+			double start = 0, longest = 0;
+			for (uint32_t m = 0; m < g->groups[o->group].size; m++) {
+				uint32_t q = graph_group_member(g, (uint32_t)o->group, r, m);
+				start = fmax(start, p->ranks[q].end);
+				longest = fmax(longest, dur[q]);
+			}
+			next[r] = start + longest;
+			/* rounding leaves crumbs where nobody waited */
+			double wait = next[r] - p->ranks[r].end - dur[r];
+			p->ranks[r].t[R_WAIT] += wait > 1e-12 * next[r] ? wait : 0;
+		}
+		for (uint32_t r = 0; r < W; r++)
+			p->ranks[r].end = next[r];
+	}
+	for (uint32_t r = 0; r < W; r++) {
+		struct rank_cost *rc = &p->ranks[r];
+		rc->act = (double)g->arena_bytes * s.es / 4;
+		rc->weights = (double)graph_weight_bytes(g, r) * s.es / 4;
+		if (rc->end > p->step) {
+			p->step = rc->end;
+			p->slowest = (int)r;
+		}
+	}
+	const struct rank_cost *sl = &p->ranks[p->slowest];
+	for (int k = 1; k < R_N; k++)
+		if (sl->t[k] > sl->t[p->bound])
+			p->bound = k;
+	free(dur), free(next), free(s.share), free(s.inter);
+	return true;
+}
+
+static double peak_memory(const struct prediction *p)
+{
+	double m = 0;
+	for (int r = 0; r < p->world; r++)
+		m = fmax(m, p->ranks[r].act + p->ranks[r].weights);
+	return m;
+}
+
+/* ---- printing ------------------------------------------------------------------------- */
+
+static void group_axes(const struct g_graph *g, int group, char *buf, size_t n)
+{
+	const struct g_group *gr = &g->groups[group];
+	size_t l = 0;
+	buf[0] = 0;
+	for (uint32_t a = 0; a < gr->naxes && l < n; a++)
+		l += (size_t)snprintf(buf + l, n - l, "%s%s", a ? "x" : "",
+				      graph_str(g, g->axes[gr->axes[a]].name));
+}
+
+static const char *coll_name(int kind)
+{
+	return kind == OP_all_gather ? "all_gather" : kind == OP_all_reduce ? "all_reduce"
+		: kind == OP_ulysses_a2a ? "all_to_all" : "ring_kv";
+}
+
+static cJSON *rank_json(const struct g_graph *g, const struct hw *h, int r,
+			const struct rank_cost *rc)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddNumberToObject(j, "rank", r);
+	cJSON_AddNumberToObject(j, "time_s", rc->end);
+	cJSON *t = cJSON_AddObjectToObject(j, "time_by_resource_s");
+	for (int k = 0; k < R_N; k++)
+		cJSON_AddNumberToObject(t, res_keys[k], rc->t[k]);
+	cJSON_AddNumberToObject(j, "comm_hidden_s", rc->hidden);
+	cJSON *f = cJSON_AddObjectToObject(j, "flops");
+	for (int k = 0; k < F_N; k++)
+		cJSON_AddNumberToObject(f, flop_keys[k], rc->flops[k]);
+	cJSON *c = cJSON_AddArrayToObject(j, "communication");
+	for (int k = 0; k < rc->nrows; k++) {
+		const struct comm_row *w = &rc->rows[k];
+		char axes[64];
+		group_axes(g, w->group, axes, sizeof axes);
+		cJSON *x = cJSON_CreateObject();
+		cJSON_AddStringToObject(x, "collective", coll_name(w->kind));
+		cJSON_AddStringToObject(x, "op", op_table[w->kind].name);
+		cJSON_AddStringToObject(x, "axes", axes);
+		cJSON_AddStringToObject(x, "link", w->inter ? h->inter.name : h->intra.name);
+		cJSON_AddNumberToObject(x, "ops", w->count);
+		cJSON_AddNumberToObject(x, "bytes", w->bytes);
+		cJSON_AddNumberToObject(x, "time_s", w->time);
+		cJSON_AddNumberToObject(x, "hidden_s", w->hidden);
+		cJSON_AddItemToArray(c, x);
+	}
+	cJSON *m = cJSON_AddObjectToObject(j, "memory_bytes");
+	cJSON_AddNumberToObject(m, "activations", rc->act);
+	cJSON_AddNumberToObject(m, "weights", rc->weights);
+	cJSON_AddNumberToObject(m, "total", rc->act + rc->weights);
+	return j;
+}
+
+static void print_rank_text(FILE *out, const struct g_graph *g, const struct hw *h, int r,
+			    const struct rank_cost *rc)
+{
+	static const char *const fl[F_N] = { "linear", "attention", "pointwise" };
+	fprintf(out, "rank %d, per forward pass: %.3f ms\n", r, rc->end * 1e3);
+	for (int k = 0; k < F_N; k++)
+		fprintf(out, "  %-10s %6d ops %14.4g %s\n", fl[k], rc->nops[k], rc->flops[k],
+			k == F_POINTWISE ? "elements" : "FLOP");
+	for (int k = 0; k < rc->nrows; k++) {
+		const struct comm_row *w = &rc->rows[k];
+		char axes[64];
+		group_axes(g, w->group, axes, sizeof axes);
+		fprintf(out, "  %-14s over %-14s %5d ops %14.0f bytes %9.3f ms (%s)%s", op_table[w->kind].name,
+			axes, w->count, w->bytes, w->time * 1e3, w->inter ? h->inter.name : h->intra.name,
+			w->hidden > 0 ? "" : "\n");
+		if (w->hidden > 0)
+			fprintf(out, ", %.3f ms under attention\n", w->hidden * 1e3);
+	}
+	fprintf(out, "  time:");
+	for (int k = 0; k < R_N; k++)
+		if (rc->t[k] > 0)
+			fprintf(out, " %s %.3f ms;", res_names[k], rc->t[k] * 1e3);
+	fprintf(out, "\n  memory: activations %.0f, weights %.0f, total %.0f bytes\n", rc->act,
+		rc->weights, rc->act + rc->weights);
+}
+
+/* ---- the commands ----------------------------------------------------------------------------- */
+
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "dtpc: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n(try 'dtpc --help')\n");
+	va_end(ap);
+	return 2;
+}
+
+struct cost_args {
+	const char *file, *plan, *mesh, *context, *hw;
+	struct override *defs;
+	int ndefs, dtype, top;
+	bool json;
+	long long world;
+	double max_mem;
+};
+
+/* Options of cost and suggest; those of one only are refused by the other. */
+static int parse_args(struct arena *a, int argc, char **argv, bool suggest, struct cost_args *c)
+{
+	memset(c, 0, sizeof *c);
+	c->dtype = -1;
+	c->top = 10;
+	c->defs = ARENA_ARRAY(a, struct override, argc);
+	for (int i = 2; i < argc; i++) {
+		const char *s = argv[i], *v;
+		if (s[0] != '-') {
+			if (c->file)
+				return usage_error("one plan file at a time ('%s')", s);
+			c->file = s;
+			continue;
+		}
+		if (!strncmp(s, "-D", 2)) {
+			v = s[2] ? s + 2 : (i + 1 < argc ? argv[++i] : NULL);
+			const char *eq = v ? strchr(v, '=') : NULL;
+			if (!eq || eq == v)
+				return usage_error("-D needs NAME=VALUE");
+			struct override *d = &c->defs[c->ndefs++];
+			d->name = arena_strndup(a, v, (size_t)(eq - v));
+			d->val = value_from_cli(a, eq + 1);
+			d->from_cli = true;
+			continue;
+		}
+		if (i + 1 >= argc)
+			return usage_error("option '%s' needs a value", s);
+		v = argv[++i];
+		char *end;
+		if (!strcmp(s, "--plan")) {
+			c->plan = v;
+		} else if (!strcmp(s, "--hw")) {
+			c->hw = v;
+		} else if (!strcmp(s, "--context")) {
+			c->context = v;
+		} else if (!strcmp(s, "--dtype")) {
+			c->dtype = !strcmp(v, "f32") ? DT_F32 : !strcmp(v, "bf16") ? DT_BF16 : -2;
+			if (c->dtype == -2)
+				return usage_error("--dtype is f32 or bf16, not '%s'", v);
+		} else if (!suggest && !strcmp(s, "--mesh")) {
+			c->mesh = v;
+		} else if (!suggest && !strcmp(s, "--format")) {
+			if (strcmp(v, "json") && strcmp(v, "text"))
+				return usage_error("--format is text or json, not '%s'", v);
+			c->json = !strcmp(v, "json");
+		} else if (suggest && !strcmp(s, "--world")) {
+			c->world = strtoll(v, &end, 10);
+			if (*end || c->world < 1 || c->world > 4096)
+				return usage_error("--world needs 1 to 4096, not '%s'", v);
+		} else if (suggest && !strcmp(s, "--max-mem")) {
+			c->max_mem = strtod(v, &end);
+			if (*end || !(c->max_mem > 0))
+				return usage_error("--max-mem needs bytes, not '%s'", v);
+		} else if (suggest && !strcmp(s, "--top")) {
+			c->top = (int)strtol(v, &end, 10);
+			if (*end || c->top < 1)
+				return usage_error("--top needs a positive integer, not '%s'", v);
+		} else {
+			return usage_error("unknown option '%s' of %s", s, argv[1]);
+		}
+	}
+	if (!c->file)
+		return usage_error("%s needs a plan file", argv[1]);
+	if (!c->hw)
+		return usage_error("%s needs --hw PROFILE (a JSON file of hw/)", argv[1]);
+	if (suggest && !c->world)
+		return usage_error("%s", "suggest needs --world N");
+	return 0;
+}
+
+/* The plan to cost: --plan, or the file's only plan. NULL after a message. */
+static const char *choose_plan(struct arena *a, const struct cost_args *c)
+{
+	if (c->plan)
+		return c->plan;
+	struct diag_ctx d;
+	diag_init(&d, a);
+	struct program prog;
+	const char *name = NULL;
+	int n = 0;
+	if (parse_program(a, &d, c->file, &prog))
+		for (const struct plan *p = prog.plans; p; p = p->next)
+			if (p->loc.file == 0 && !n++)
+				name = p->name;
+	if (d.nerrors)
+		diag_print_text(&d, stderr, false);
+	else if (n != 1)
+		fprintf(stderr, "dtpc: '%s' has %d plans; choose one with --plan\n", c->file, n);
+	diag_release(&d);
+	return n == 1 && !d.nerrors ? name : NULL;
+}
+
+/* Compiles in memory (the driver's pipeline) and predicts. false: the plan
+ * does not compile for this mesh (diagnostics on err). */
+static bool cost_of(const struct cost_args *c, const char *plan, const char *mesh,
+		    const char *context, const struct hw *h, int dtype, FILE *err,
+		    void **buf, struct g_graph *g, struct prediction *p)
+{
+	size_t len = 0;
+	*buf = driver_graph_buffer(c->file, plan, mesh, context, c->defs, c->ndefs, false, &len,
+				   NULL, err);
+	char why[256];
+	if (!*buf)
+		return false;
+	if (!graph_parse(*buf, len, g, why, sizeof why)) {
+		fprintf(stderr, "dtpc: internal error: the graph does not load: %s\n", why);
+		free(*buf);
+		*buf = NULL;
+		return false;
+	}
+	if (!predict(g, h, dtype, p)) {
+		fprintf(stderr, "dtpc: out of memory\n");
+		free(*buf);
+		*buf = NULL;
+		return false;
+	}
+	return true;
+}
+
+static int load_profile(const struct cost_args *c, struct hw *h, int *dtype)
+{
+	char why[256];
+	if (!driver_readable(c->hw, stderr) || !driver_readable(c->file, stderr))
+		return 2;
+	if (!hw_load(c->hw, h, why, sizeof why)) {
+		fprintf(stderr, "dtpc: %s: %s\n", c->hw, why);
+		return 2;
+	}
+	*dtype = c->dtype >= 0 ? c->dtype : h->default_dtype;
+	if (!h->dt[*dtype].present) {
+		fprintf(stderr, "dtpc: %s has no rates for %s\n", c->hw, dt_names[*dtype]);
+		return 2;
+	}
+	return 0;
+}
+
+int cost_main(int argc, char **argv)
+{
+	struct arena *a = arena_create();
+	struct cost_args c;
+	struct hw h;
+	int dtype = 0, rc = parse_args(a, argc, argv, false, &c);
+	if (!rc)
+		rc = load_profile(&c, &h, &dtype);
+	const char *plan = rc ? NULL : choose_plan(a, &c);
+	if (!rc && !plan)
+		rc = 2;
+	void *buf = NULL;
+	struct g_graph g;
+	struct prediction p = { 0 };
+	if (!rc && !cost_of(&c, plan, c.mesh, c.context, &h, dtype, stderr, &buf, &g, &p))
+		rc = 1;
+	if (rc)
+		goto out;
+	const struct rank_cost *sl = &p.ranks[p.slowest];
+	double mem = peak_memory(&p);
+	if (c.json) {
+		cJSON *j = cJSON_CreateObject();
+		cJSON_AddStringToObject(j, "file", c.file);
+		cJSON_AddStringToObject(j, "plan", plan);
+		cJSON_AddStringToObject(j, "hw", h.name);
+		cJSON_AddStringToObject(j, "hw_file", h.path);
+		cJSON_AddStringToObject(j, "dtype", dt_names[dtype]);
+		cJSON_AddNumberToObject(j, "world", p.world);
+		cJSON_AddNumberToObject(j, "step_s", p.step);
+		cJSON_AddNumberToObject(j, "slowest_rank", p.slowest);
+		cJSON_AddStringToObject(j, "bound_by", res_keys[p.bound]);
+		cJSON_AddNumberToObject(j, "memory_bytes", mem);
+		cJSON_AddNumberToObject(j, "memory_limit_bytes", p.memory_limit);
+		cJSON_AddBoolToObject(j, "fits", mem <= p.memory_limit);
+		cJSON *rs = cJSON_AddArrayToObject(j, "ranks");
+		for (int r = 0; r < p.world; r++)
+			cJSON_AddItemToArray(rs, rank_json(&g, &h, r, &p.ranks[r]));
+		char *s = cJSON_Print(j);
+		if (s)
+			printf("%s\n", s);
+		free(s);
+		cJSON_Delete(j);
+	} else {
+		printf("cost: %s, plan %s, world %d, %s, on %s (%s)\n", c.file, plan, p.world,
+		       dt_names[dtype], h.name, h.path);
+		if (p.slowest != 0)
+			print_rank_text(stdout, &g, &h, 0, &p.ranks[0]);
+		print_rank_text(stdout, &g, &h, p.slowest, sl);
+		printf("predicted step: %.3f ms (slowest rank %d), bound by %s\n", p.step * 1e3,
+		       p.slowest, res_names[p.bound]);
+		printf("memory: %.3f GiB per rank of %.3f GiB%s\n", mem / (1 << 30),
+		       p.memory_limit / (1 << 30), mem <= p.memory_limit ? "" : ": does not fit");
+	}
+out:
+	free(p.ranks);
+	free(buf);
+	arena_free(a);
+	return rc;
+}
+
+/* ---- suggest -------------------------------------------------------------------------------------- */
+
+struct candidate {
+	const char *mesh, *context;
+	double step, mem;
+	bool fits;
+	char reason[160];
+};
+
+static int by_time(const void *x, const void *y)
+{
+	const struct candidate *a = x, *b = y;
+	if (a->fits != b->fits)
+		return a->fits ? -1 : 1;
+	return (a->step > b->step) - (a->step < b->step);
+}
+
+/* Why a mesh takes the time it does: its bounding resource, and the
+ * conditions a user chooses a mesh by. */
+static void explain(const struct prediction *p, double mem, double limit, char *buf, size_t n)
+{
+	const struct rank_cost *sl = &p->ranks[p->slowest];
+	double comm = sl->t[R_INTRA] + sl->t[R_INTER];
+	size_t l = (size_t)snprintf(buf, n, "%s-bound",
+				    p->bound == R_INTRA || p->bound == R_INTER ? "communication"
+				    : p->bound == R_MEM ? "memory-bandwidth"
+				    : p->bound == R_LAUNCH ? "launch"
+				    : p->bound == R_WAIT ? "imbalance" : "compute");
+	if (p->bound != R_INTRA && p->bound != R_INTER && comm > 0)
+		l += (size_t)snprintf(buf + l, n - l, ", comm %.0f%%", 100 * comm / p->step);
+	if (sl->hidden > 0 && l < n)
+		l += (size_t)snprintf(buf + l, n - l, ", %.0f%% of comm hidden",
+				      100 * sl->hidden / (sl->hidden + comm));
+	if (sl->t[R_WAIT] > 0.02 * p->step && l < n)
+		l += (size_t)snprintf(buf + l, n - l, ", uneven split (waits %.0f%%)",
+				      100 * sl->t[R_WAIT] / p->step);
+	if (mem > limit && l < n)
+		snprintf(buf + l, n - l, ", memory-bound: needs %.1f GiB", mem / (1 << 30));
+}
+
+int suggest_main(int argc, char **argv)
+{
+	struct arena *a = arena_create();
+	struct cost_args c;
+	struct hw h;
+	int dtype = 0, rc = parse_args(a, argc, argv, true, &c);
+	if (!rc)
+		rc = load_profile(&c, &h, &dtype);
+	const char *plan = rc ? NULL : choose_plan(a, &c);
+	if (!rc && !plan)
+		rc = 2;
+	if (rc) {
+		arena_free(a);
+		return rc;
+	}
+	FILE *quiet = fopen("/dev/null", "w");
+	int cap = 64, n = 0, refused = 0;
+	struct candidate *cand = ARENA_ARRAY(a, struct candidate, cap);
+	/* every ring x ulysses x tp of the world; with a ring both rotate
+	 * methods; an anything mode only where the plain mesh is refused (where
+	 * it divides, it gives the same graph) */
+	static const char *const anything[] = { NULL, "ulysses_anything = true",
+						"ring_anything = true",
+						"ulysses_anything = true, ring_anything = true" };
+	for (long long r = 1; r <= c.world; r++)
+		for (long long u = 1; r * u <= c.world; u++) {
+			if (c.world % (r * u))
+				continue;
+			long long t = c.world / (r * u);
+			const char *mesh = arena_printf(a, "ring = %lld, ulysses = %lld, tp = %lld", r, u, t);
+			for (int rot = 0; rot < (r > 1 ? 2 : 1); rot++) {
+				const char *rm = r > 1 ? (rot ? "rotate_method = \"alltoall\""
+							      : "rotate_method = \"allgather\"")
+						       : NULL;
+				bool done = false;
+				for (int k = 0; k < 4 && !done; k++) {
+					const char *parts[3] = { c.context, rm, anything[k] };
+					const char *ctx = NULL;
+					for (int q = 0; q < 3; q++)
+						if (parts[q])
+							ctx = ctx ? arena_printf(a, "%s, %s", ctx, parts[q])
+								  : parts[q];
+					void *buf = NULL;
+					struct g_graph g;
+					struct prediction p = { 0 };
+					if (!cost_of(&c, plan, mesh, ctx, &h, dtype, quiet ? quiet : stderr,
+						     &buf, &g, &p))
+						continue;
+					done = true;
+					if (n == cap) {
+						struct candidate *m = ARENA_ARRAY(a, struct candidate, 2 * cap);
+						memcpy(m, cand, sizeof *cand * (size_t)cap);
+						cand = m;
+						cap *= 2;
+					}
+					struct candidate *x = &cand[n++];
+					double limit = c.max_mem > 0 ? c.max_mem : p.memory_limit;
+					x->mesh = arena_printf(a, "ring %lld x ulysses %lld x tp %lld", r, u, t);
+					x->context = ctx ? ctx : "";
+					x->step = p.step;
+					x->mem = peak_memory(&p);
+					x->fits = x->mem <= limit;
+					explain(&p, x->mem, limit, x->reason, sizeof x->reason);
+					free(p.ranks);
+					free(buf);
+				}
+				refused += !done;
+			}
+		}
+	if (quiet)
+		fclose(quiet);
+	qsort(cand, (size_t)n, sizeof *cand, by_time);
+	printf("suggest: %s, plan %s, world %lld, %s, on %s (%s): %d meshes pass check, "
+	       "%d refused\n", c.file, plan, c.world, dt_names[dtype], h.name, h.path, n, refused);
+	for (int i = 0; i < n && i < c.top; i++)
+		printf("%2d. %-30s %10.3f ms %9.3f GiB%s  %s%s%s\n", i + 1, cand[i].mesh,
+		       cand[i].step * 1e3, cand[i].mem / (1 << 30), cand[i].fits ? "" : " (does not fit)",
+		       cand[i].reason, cand[i].context[0] ? "; context: " : "", cand[i].context);
+	arena_free(a);
+	return n ? 0 : 1;
+}
