@@ -574,7 +574,7 @@ static void print_rank_text(FILE *out, const struct g_graph *g, const struct hw 
 	}
 	fprintf(out, "  time:");
 	for (int k = 0; k < R_N; k++)
-		if (rc->t[k] > 0)
+		if (rc->t[k] >= 5e-7) /* what rounds to 0.000 ms says nothing */
 			fprintf(out, " %s %.3f ms;", res_names[k], rc->t[k] * 1e3);
 	fprintf(out, "\n  memory: activations %.0f, weights %.0f, total %.0f bytes\n", rc->act,
 		rc->weights, rc->act + rc->weights);
@@ -836,7 +836,7 @@ static void explain(const struct prediction *p, double mem, double limit, char *
 		l += (size_t)snprintf(buf + l, n - l, ", uneven split (waits %.0f%%)",
 				      100 * sl->t[R_WAIT] / p->step);
 	if (mem > limit && l < n)
-		snprintf(buf + l, n - l, ", memory-bound: needs %.1f GiB", mem / (1 << 30));
+		snprintf(buf + l, n - l, ", memory-bound: needs %.4g MiB", mem / (1 << 20));
 }
 
 int suggest_main(int argc, char **argv)

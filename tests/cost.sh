@@ -1,0 +1,180 @@
+#!/bin/sh
+# cost.sh BUILD — `dtpc cost` and `dtpc suggest` (docs/cost-model.md): goldens
+# of the text report on small plans, well-formed JSON, closed forms (the
+# bytes the cost model charges equal graph_stats' compile report; one
+# linear's FLOPs are 2mkn; bf16 halves bytes and memory), suggest's order,
+# profiles that lack a source refused. Ends with "cost: N passed, N failed,
+# N skipped". UPDATE=1 rewrites goldens (counted as rewritten).
+set -u
+BUILD=${1:-build}
+. tests/lib.sh
+CPU=hw/cpu-local.json
+have_py=$(command -v python3 >/dev/null 2>&1 && echo 1)
+
+# golden NAME ARGS...: the text report of `dtpc cost ARGS`
+golden() {
+	gd_name=$1
+	shift
+	"$DTPC" cost "$@" >"$tmp/out" 2>&1 || { bad "cost/$gd_name (exit $?)"; cat "$tmp/out"; return; }
+	compare "cost/$gd_name" "tests/cost/$gd_name.expected" "$tmp/out"
+}
+golden tiny-usp tests/lower/tiny.plan --plan all --mesh "ring = 2, ulysses = 2" --hw $CPU
+golden tiny-tp-mpi tests/lower/tiny.plan --plan tp --hw hw/cpu-mpi.json
+golden tiny-ring-rotate tests/lower/tiny.plan --plan all --mesh "ring = 4" \
+	--context 'rotate_method = "alltoall"' --hw hw/h100-sxm.json
+golden tiny-uneven tests/lower/tiny.plan --plan all --mesh "ring = 3" \
+	--context 'ring_anything = true' -D seq=50 --hw hw/h100-ib.json
+# 16 ranks on nodes of 8: the ring group spans the two nodes (InfiniBand),
+# the Ulysses group stays in one (NVLink)
+golden tiny-two-nodes tests/lower/tiny.plan --plan all --mesh "ring = 4, ulysses = 4" \
+	-D seq=128 --hw hw/h100-ib.json
+
+# json NAME FILE PYTHON: FILE parsed as JSON into j, then the Python
+# expression must hold (skipped without python3).
+json_check() {
+	if [ -z "$have_py" ]; then
+		skipped "cost/$1" "python3 is not installed"
+		return
+	fi
+	if python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if ($3) else 1)" "$2" \
+		>"$tmp/py" 2>&1; then
+		ok
+	else
+		bad "cost/$1"
+		cat "$tmp/py"
+	fi
+}
+
+# Every profile loads, and its JSON output is well formed with a rank each.
+for hw in hw/*.json; do
+	n=$(basename "$hw" .json)
+	if "$DTPC" cost tests/lower/tiny.plan --plan all --hw "$hw" --dtype f32 --format json \
+		>"$tmp/$n.json" 2>"$tmp/err"; then
+		json_check "json-$n" "$tmp/$n.json" "len(j['ranks']) == j['world'] == 8 and j['step_s'] > 0"
+	elif grep -q "has no rates for f32" "$tmp/err"; then
+		skipped "cost/json-$n" "the profile has no f32 rates"
+	else
+		bad "cost/json-$n"
+		cat "$tmp/err"
+	fi
+done
+
+# The bytes charged per collective kind and axis equal the compile report's
+# (graph_stats, float32), for the first and the last rank.
+bytes_case() {
+	bc_name=$1 bc_mesh=$2 bc_ctx=$3
+	shift 3
+	compile_mesh tests/lower/tiny.plan all "$bc_mesh" "$bc_ctx" "$tmp/b.graph" -v "$@" \
+		>"$tmp/report" 2>&1 || { bad "cost/bytes-$bc_name (compile)"; return; }
+	if [ -n "$bc_ctx" ]; then
+		"$DTPC" cost tests/lower/tiny.plan --plan all --mesh "$bc_mesh" --context "$bc_ctx" "$@" \
+			--hw $CPU --format json >"$tmp/b.json" 2>/dev/null
+	else
+		"$DTPC" cost tests/lower/tiny.plan --plan all --mesh "$bc_mesh" "$@" \
+			--hw $CPU --format json >"$tmp/b.json" 2>/dev/null
+	fi
+	if [ -z "$have_py" ]; then
+		skipped "cost/bytes-$bc_name" "python3 is not installed"
+		return
+	fi
+	if python3 - "$tmp/report" "$tmp/b.json" >"$tmp/py" 2>&1 <<'EOF'; then
+import json, re, sys
+report, j = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))
+ranks = {int(m.group(1)): m.start() for m in re.finditer(r"^rank (\d+), per forward pass", report, re.M)}
+assert len(ranks) >= 1, report
+for r, start in ranks.items():
+    want = {}
+    for m in re.finditer(r"^  (\w+)\s+over (\S+)\s+(\d+) ops\s+(\d+) bytes", report[start:], re.M):
+        if (m.group(1), m.group(2)) in want:
+            break
+        want[(m.group(1), m.group(2))] = int(m.group(4))
+    got = {(c["op"], c["axes"]): c["bytes"] for c in j["ranks"][r]["communication"]}
+    assert got == want, (r, got, want)
+EOF
+		ok
+	else
+		bad "cost/bytes-$bc_name"
+		cat "$tmp/py"
+	fi
+}
+bytes_case usp "ring = 2, ulysses = 2, tp = 2" ""
+bytes_case ring-rotate "ring = 4" 'rotate_method = "alltoall"'
+bytes_case ulysses-anything "ulysses = 3" 'ulysses_anything = true' -D seq=50 -D heads=5 -D hidden=40
+bytes_case ring-anything "ring = 3" 'ring_anything = true' -D seq=50
+
+# One linear: 2mkn FLOPs (m = 2 x 24 rows, k = 40, n = 56), half per rank at
+# tp 2; its weight memory k n (+ n bias) floats.
+"$DTPC" cost tests/cost/one_linear.plan --plan single --hw $CPU --format json >"$tmp/l1.json" 2>/dev/null
+"$DTPC" cost tests/cost/one_linear.plan --plan tp2 --hw $CPU --format json >"$tmp/l2.json" 2>/dev/null
+json_check linear-2mkn "$tmp/l1.json" \
+	"j['ranks'][0]['flops']['linear'] == 2*48*40*56 and j['ranks'][0]['memory_bytes']['weights'] == 4*(40*56+56)"
+json_check linear-tp2 "$tmp/l2.json" \
+	"all(r['flops']['linear'] == 48*40*56 for r in j['ranks'])"
+
+# Attention: 4 B H Sq Skv D in one rank's attention ops (tiny DiT: 2 blocks,
+# S = 64, H x D = 128).
+"$DTPC" cost tests/lower/tiny.plan --plan tp --mesh "tp = 1" --hw $CPU --format json \
+	>"$tmp/a.json" 2>/dev/null
+json_check attention-4bhssd "$tmp/a.json" "j['ranks'][0]['flops']['attention'] == 2*4*64*64*128"
+
+# bf16 halves communication bytes and memory against f32.
+"$DTPC" cost tests/lower/tiny.plan --plan all --hw hw/h100-sxm.json --dtype f32 --format json \
+	>"$tmp/f32.json" 2>/dev/null
+"$DTPC" cost tests/lower/tiny.plan --plan all --hw hw/h100-sxm.json --dtype bf16 --format json \
+	>"$tmp/bf16.json" 2>/dev/null
+if [ -n "$have_py" ] && python3 -c "
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+for ra, rb in zip(a['ranks'], b['ranks']):
+    assert [c['bytes'] / 2 for c in ra['communication']] == [c['bytes'] for c in rb['communication']]
+    assert ra['memory_bytes']['total'] == 2 * rb['memory_bytes']['total']
+" "$tmp/f32.json" "$tmp/bf16.json" >"$tmp/py" 2>&1; then
+	ok
+elif [ -z "$have_py" ]; then
+	skipped cost/bf16-halves "python3 is not installed"
+else
+	bad cost/bf16-halves
+	cat "$tmp/py"
+fi
+
+# suggest: ranked by predicted time, the ones that fit first; every mesh of
+# the world that compiles is listed (tiny DiT, world 4: 6 meshes, 4 with a
+# ring, each with both rotate methods: 10, less ring 1 x ulysses 1 x tp 4,
+# refused since the plan's ring and ulysses styles need a context group: 8);
+# --max-mem below the weights
+# marks all.
+sugg() {
+	"$DTPC" suggest tests/lower/tiny.plan --plan all --world 4 --top 50 "$@" 2>&1
+}
+sugg --hw $CPU >"$tmp/s" || bad "cost/suggest (exit)"
+times=$(sed -n 's/^ *[0-9]*\. .* \([0-9.]*\) ms .*/\1/p' "$tmp/s")
+if [ "$(echo "$times" | wc -l)" = 8 ] && [ "$(echo "$times" | sort -g)" = "$times" ] &&
+	grep -q "8 meshes pass check, 1 refused" "$tmp/s"; then
+	ok
+else
+	bad "cost/suggest-order"
+	cat "$tmp/s"
+fi
+sugg --hw $CPU --max-mem 1000 >"$tmp/s2"
+if [ "$(grep -c "(does not fit)" "$tmp/s2")" = 8 ] && grep -q "memory-bound" "$tmp/s2"; then
+	ok
+else
+	bad "cost/suggest-max-mem"
+	cat "$tmp/s2"
+fi
+sugg --hw $CPU --top 3 >"$tmp/s3"
+[ "$(grep -c '^ *[0-9]*\. ' "$tmp/s3")" = 3 ] && ok || bad "cost/suggest-top"
+
+# Refusals: a number without its source, no --hw, a dtype the profile lacks.
+sed 's/"source": "measured here, docs\/comm.md[^"]*"/"source": ""/' $CPU >"$tmp/nosrc.json"
+"$DTPC" cost tests/lower/tiny.plan --plan all --hw "$tmp/nosrc.json" >"$tmp/o" 2>&1
+[ $? = 2 ] && grep -q "alpha_s: the value has no source" "$tmp/o" && ok ||
+	{ bad "cost/refuse-no-source"; cat "$tmp/o"; }
+"$DTPC" cost tests/lower/tiny.plan --plan all >"$tmp/o" 2>&1
+[ $? = 2 ] && grep -q "needs --hw" "$tmp/o" && ok || { bad "cost/refuse-no-hw"; cat "$tmp/o"; }
+"$DTPC" cost tests/lower/tiny.plan --plan all --hw $CPU --dtype bf16 >"$tmp/o" 2>&1
+[ $? = 2 ] && grep -q "no rates for bf16" "$tmp/o" && ok || { bad "cost/refuse-dtype"; cat "$tmp/o"; }
+"$DTPC" cost tests/lower/tiny.plan --plan all --mesh "ulysses = 3" --hw $CPU >"$tmp/o" 2>&1
+[ $? = 1 ] && grep -q "error" "$tmp/o" && ok || { bad "cost/refuse-plan-error"; cat "$tmp/o"; }
+
+summary cost
