@@ -197,7 +197,7 @@ fuzz: $(FUZZ_BIN)
 		$$f -max_total_time=60 -max_len=65536 $(BUILD)/fuzz/corpus_$$n tests/fuzz/$${n}_corpus || exit 1; \
 	done
 
-# The property test's long run (tests/prop/gen.py; make test runs 600 plans
+# The property test's long run (tests/prop/gen.py; make test runs 400 plans
 # of seed 1): a new seed each day, printed, so a failure reproduces with
 # PROP_SEED=N.
 PROP_SEED  ?= $(shell date +%Y%m%d)

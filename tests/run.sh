@@ -280,7 +280,7 @@ fi
 # refuses must be refused with a located error. Seeded: the same plans each
 # run (another seed, fewer plans, under the sanitizers). A failing plan is
 # kept under BUILD/prop with the commands that reproduce it.
-if [ -n "$SAN" ]; then prop_run="--seed 2 --count 300"; else prop_run="--seed 1 --count 600"; fi
+if [ -n "$SAN" ]; then prop_run="--seed 2 --count 300"; else prop_run="--seed 1 --count 400"; fi
 # shellcheck disable=SC2086
 python3 tests/prop/gen.py --dtpc "$DTPC" --out "$BUILD/prop" $prop_run >"$tmp/prop" 2>&1
 grep -v '^prop: [0-9]* passed' "$tmp/prop" | head -60
@@ -331,7 +331,7 @@ if [ -z "$SAN" ]; then
 	echo "building with ASan + UBSan ..."
 	if make -s SAN=1 BUILD="$BUILD-san" all >"$tmp/sanbuild" 2>&1; then
 		UPDATE='' sh "$0" "$BUILD-san" --no-san >"$tmp/san" 2>&1
-		grep -E '^(FAIL|skip|==|.*runtime error)' "$tmp/san" | head -30
+		grep -E '^(FAIL|skip|prop: .* generated|==|.*runtime error)' "$tmp/san" | head -30
 		absorb san "$tmp/san"
 	else
 		bad san/build
