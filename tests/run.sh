@@ -202,6 +202,11 @@ grep -E '^skip' "$tmp/tools" | head -10
 grep -A20 '^FAIL' "$tmp/tools" | head -60
 absorb tools "$tmp/tools"
 
+# ---- the cost model: dtpc cost / suggest (tests/cost.sh) ------------------------------------
+sh tests/cost.sh "$BUILD" >"$tmp/cost" 2>&1
+grep -A20 '^FAIL' "$tmp/cost" | head -40
+absorb cost "$tmp/cost"
+
 # ---- install: make install into a temporary prefix, a program built with pkg-config ----------
 # (the plain pass only: it builds in BUILD)
 if [ -z "$SAN" ]; then
