@@ -23,7 +23,7 @@ HAVE_MPI    ?= $(if $(shell command -v mpicc 2>/dev/null),1)
 MPI_CFLAGS  ?= $(if $(HAVE_MPI),-DDTPC_HAVE_MPI $(shell mpicc --showme:compile 2>/dev/null))
 MPI_LIBS    ?= $(if $(HAVE_MPI),$(shell mpicc --showme:link 2>/dev/null))
 CFLAGS  = -std=gnu11 $(OPT) -g $(WARN) -MMD -MP -pthread -I. -I$(BUILD)/gen $(BLAS_CFLAGS) $(MPI_CFLAGS) $(CUDA_CFLAGS)
-LDLIBS  = -lcjson -lopenblas $(MPI_LIBS) $(CUDA_LIBS) -lpthread -lm
+LDLIBS  = -lcjson -lopenblas $(MPI_LIBS) -ldl -lpthread -lm
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=address,undefined
@@ -39,8 +39,10 @@ endif
 GENFLAGS = $(filter-out -Wpedantic -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Wundef -Wcast-align,$(CFLAGS)) -Wno-unused-function -Wno-sign-compare
 
 # CUDA (optional, detected): nvcc on the PATH or in /usr/local/cuda builds
-# kernels/cuda/*.cu and runtime/cuda/*.c into libdtpc; NCCL beside the
-# toolkit adds the nccl backend. Without nvcc everything else builds and
+# kernels/cuda/*.cu and runtime/cuda/*.c into libdtpc_cuda.so, which libdtpc
+# opens when a session first asks for a GPU (runtime/cuda_load.c: a CPU run
+# never maps the CUDA libraries); NCCL beside the toolkit adds the nccl
+# backend. Without nvcc everything else builds and
 # `make` says what it left out. CUDA_ARCH: Hopper (sm_90a machine code) plus
 # compute_90 PTX for newer GPUs.
 # CUDA=0 leaves them out where nvcc exists; sanitizer builds (SAN, TSAN)
@@ -73,6 +75,10 @@ endif
 CU_SRC   = $(wildcard kernels/cuda/*.cu)
 CU_OBJ   = $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
 CUDA_C_SRC = $(wildcard runtime/cuda/*.c)
+# comm.o again: the nccl backend's argument checks and messages, kept inside
+# the library (hidden) so that it needs nothing of the program that opens it
+CUDA_OBJ = $(CUDA_C_SRC:%.c=$(BUILD)/obj/%.o) $(CU_OBJ)
+CUDA_SO  = $(BUILD)/libdtpc_cuda.so
 GPU_TEST_BIN  = $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/test_*.c))
 GPU_BENCH_BIN = $(patsubst bench/gpu/%.c,$(BUILD)/bench/gpu/%,$(wildcard bench/gpu/*.c))
 NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall -lineinfo
@@ -83,7 +89,7 @@ COMPILER_SRC = $(filter-out compiler/main.c,$(wildcard compiler/*.c))
 COMPILER_OBJ = $(COMPILER_SRC:%.c=$(BUILD)/obj/%.o) \
                $(BUILD)/obj/gen/plan.tab.o $(BUILD)/obj/gen/lex.yy.o
 RUNTIME_SRC  = $(wildcard runtime/*.c kernels/cpu/*.c)
-RUNTIME_OBJ  = $(RUNTIME_SRC:%.c=$(BUILD)/obj/%.o) $(CUDA_C_SRC:%.c=$(BUILD)/obj/%.o) $(CU_OBJ)
+RUNTIME_OBJ  = $(RUNTIME_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_SRC     = $(wildcard tests/unit/test_*.c)
 UNIT_BIN     = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 MPI_TEST_SRC = $(if $(HAVE_MPI),$(wildcard tests/mpi/*.c))
@@ -95,7 +101,7 @@ BENCH_BIN    = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 # keep the objects of chained pattern rules (tests, benchmarks): no rebuilds
 .SECONDARY:
 all: $(BUILD)/dtpc $(UNIT_BIN) $(MPI_TEST_BIN) $(BENCH_BIN) $(BUILD)/examples/embed \
-     $(GPU_TEST_BIN) $(GPU_BENCH_BIN)
+     $(CUDA_SO) $(GPU_TEST_BIN) $(GPU_BENCH_BIN)
 ifeq ($(HAVE_CUDA),)
 	@echo "make: built without the CUDA device and the nccl backend ($(if $(filter 0,$(CUDA)),CUDA=0,no nvcc found))"
 else ifeq ($(NCCL_LIB),)
@@ -160,9 +166,21 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(LIBS)
+# The GPU tests and benchmarks call the kernels and the nccl backend
+# themselves: they link the CUDA objects.
+$(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(CUDA_OBJ) $(LIBS)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
+
+$(BUILD)/bench/gpu/%: $(BUILD)/obj/bench/gpu/%.o $(CUDA_OBJ) $(LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
+
+# Exports one symbol, the table of cuda_api.h.
+$(CUDA_SO): $(CUDA_OBJ) $(BUILD)/obj/runtime/comm.o
+	printf '{ global: dtpc_cuda_api; local: *; };\n' >$(BUILD)/libdtpc_cuda.map
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,libdtpc_cuda.so -Wl,--version-script,$(BUILD)/libdtpc_cuda.map \
+		-Wl,--no-undefined -o $@ $^ $(MPI_LIBS) $(CUDA_LIBS) -lpthread -lm
 
 # examples/embed: a program with a compiled graph linked into it.
 $(BUILD)/examples/tiny_dit_4.graph: examples/tiny_dit.plan $(BUILD)/dtpc
@@ -248,7 +266,7 @@ LIBDIR    ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 MANDIR    ?= $(PREFIX)/share/man
 # what a static link of libdtpc needs besides it (pkg-config --static)
-LIBS_PRIVATE = -lcjson -lopenblas $(MPI_LIBS) $(CUDA_LIBS) -lpthread -lm
+LIBS_PRIVATE = -lcjson -lopenblas $(MPI_LIBS) -ldl -lpthread -lm
 
 .PHONY: install uninstall no-mpi-note
 all: $(BUILD)/libdtpc.so $(if $(HAVE_MPI),,no-mpi-note)
@@ -265,7 +283,7 @@ ifneq ($(file < $(BUILD)/obj/.config),$(BUILD_CONFIG))
 $(shell mkdir -p $(BUILD)/obj)
 $(file > $(BUILD)/obj/.config,$(BUILD_CONFIG))
 endif
-$(RUNTIME_OBJ) $(COMPILER_OBJ) $(BUILD)/obj/compiler/main.o: $(BUILD)/obj/.config
+$(RUNTIME_OBJ) $(CUDA_OBJ) $(COMPILER_OBJ) $(BUILD)/obj/compiler/main.o: $(BUILD)/obj/.config
 
 $(BUILD)/libdtpc.map:
 	@mkdir -p $(@D)
@@ -282,7 +300,7 @@ $(BUILD)/libdtpc.so: $(BUILD)/libdtpc.so.$(VERSION)
 	ln -sf $(SONAME) $@
 
 # DESTDIR stages the files (packaging); PREFIX is where they will live.
-install: $(BUILD)/dtpc $(BUILD)/libdtpc.a $(BUILD)/libdtpc.so
+install: $(BUILD)/dtpc $(BUILD)/libdtpc.a $(BUILD)/libdtpc.so $(CUDA_SO)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) \
 		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5
 	install -m 755 $(BUILD)/dtpc $(DESTDIR)$(PREFIX)/bin/dtpc
@@ -290,6 +308,7 @@ install: $(BUILD)/dtpc $(BUILD)/libdtpc.a $(BUILD)/libdtpc.so
 	ln -sf libdtpc.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libdtpc.so
 	install -m 644 $(BUILD)/libdtpc.a $(DESTDIR)$(LIBDIR)/libdtpc.a
+	$(if $(CUDA_SO),install -m 755 $(CUDA_SO) $(DESTDIR)$(LIBDIR)/libdtpc_cuda.so)
 	install -m 644 runtime/dtpc.h $(DESTDIR)$(INCLUDEDIR)/dtpc.h
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 		-e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS_PRIVATE@|$(strip $(LIBS_PRIVATE))|' \
@@ -300,6 +319,7 @@ install: $(BUILD)/dtpc $(BUILD)/libdtpc.a $(BUILD)/libdtpc.so
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/dtpc $(DESTDIR)$(LIBDIR)/libdtpc.so \
 		$(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libdtpc.so.$(VERSION) \
-		$(DESTDIR)$(LIBDIR)/libdtpc.a $(DESTDIR)$(INCLUDEDIR)/dtpc.h \
+		$(DESTDIR)$(LIBDIR)/libdtpc.a $(DESTDIR)$(LIBDIR)/libdtpc_cuda.so \
+		$(DESTDIR)$(INCLUDEDIR)/dtpc.h \
 		$(DESTDIR)$(LIBDIR)/pkgconfig/dtpc.pc $(DESTDIR)$(MANDIR)/man1/dtpc.1 \
 		$(DESTDIR)$(MANDIR)/man5/dtpc-plan.5

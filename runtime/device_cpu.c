@@ -425,16 +425,3 @@ struct dev *dev_cpu_create(void)
 	atomic_fetch_add(&live_devices, 1);
 	return &c->base;
 }
-
-#ifndef DTPC_HAVE_CUDA
-struct dev *dev_cuda_create(int ordinal, char *err, size_t errlen)
-{
-	snprintf(err, errlen, "this build of dtpc has no CUDA device (built without nvcc)");
-	return NULL;
-}
-
-int dev_cuda_count(void)
-{
-	return 0;
-}
-#endif

@@ -221,11 +221,11 @@ dtpc_status dtpc_comm_mpi(int timeout_ms, dtpc_comm **out)
 dtpc_status dtpc_comm_nccl(int timeout_ms, dtpc_comm **out)
 {
 	*out = NULL;
-#ifdef DTPC_HAVE_NCCL
-	char why[512];
+	char why[768];
 	dtpc_comm *c = calloc(1, sizeof *c);
 	if (!c)
 		return rt_error(DTPC_ERR_NOMEM, "out of memory");
+	/* cuda_load.c says why when this build or machine has no nccl backend */
 	c->impl = comm_nccl_create(timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS, why, sizeof why);
 	if (!c->impl) {
 		free(c);
@@ -233,11 +233,6 @@ dtpc_status dtpc_comm_nccl(int timeout_ms, dtpc_comm **out)
 	}
 	*out = c;
 	return DTPC_OK;
-#else
-	(void)timeout_ms;
-	return rt_error(DTPC_ERR_INVALID, "this build of dtpc has no nccl backend (built without "
-			"%s)", DTPC_BUILT_WITH_CUDA ? "NCCL" : "CUDA");
-#endif
 }
 
 int dtpc_device_count(dtpc_device dev)

@@ -12,7 +12,7 @@ BUILD=${1:-build}
 B="$BUILD/bundle"
 rm -rf "$B"
 mkdir -p "$B/lib" "$B/tests/gpu" "$B/bench/gpu"
-cp "$BUILD/dtpc" "$B/"
+cp "$BUILD/dtpc" "$BUILD/libdtpc_cuda.so" "$B/"
 for f in "$BUILD"/tests/gpu/test_* "$BUILD"/bench/gpu/*; do
 	[ -f "$f" ] && [ -x "$f" ] || continue
 	case $f in *.o|*.d) continue ;; esac
@@ -22,7 +22,7 @@ done
 find "$B" -type f -perm -u+x -exec strip --strip-debug {} +
 # every library a program loads, except the C library's own and the driver's
 # (the GPU machine has those), and the two that are too large to carry
-for f in $(find "$B" -type f -perm -u+x); do
+for f in $(find "$B" -type f -perm -u+x) "$B/libdtpc_cuda.so"; do
 	ldd "$f" | awk '/=> \//{print $3}'
 done | sort -u | while read -r lib; do
 	case $(basename "$lib") in

@@ -15,6 +15,7 @@
  * the world); groups of one member need none (their collectives are device
  * copies). docs/comm.md, "The nccl backend", has the whole story. */
 #include "runtime/comm.h"
+#include "runtime/cuda/cuda_api.h"
 
 #ifdef DTPC_HAVE_NCCL
 #include <mpi.h>
@@ -943,7 +944,7 @@ static bool init_world(struct nccl *n, ncclUniqueId id, char *err, size_t errlen
 	return false;
 }
 
-struct comm *comm_nccl_create(int timeout_ms, char *err, size_t errlen)
+struct comm *nccl_comm_create(int timeout_ms, char *err, size_t errlen)
 {
 	int inited = 0, finalized = 0, provided;
 	MPI_Initialized(&inited);

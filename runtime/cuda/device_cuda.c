@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/kernels_cuda.h"
+#include "runtime/cuda/cuda_api.h"
 #include "runtime/device.h"
 
 _Static_assert((int)DTPC_F32 == (int)KC_F32 && (int)DTPC_BF16 == (int)KC_BF16 &&
@@ -244,7 +245,7 @@ static const struct dev_ops cuda_ops = {
 	.replay = cuda_replay,
 };
 
-struct dev *dev_cuda_create(int ordinal, char *err, size_t errlen)
+struct dev *cuda_dev_create(int ordinal, char *err, size_t errlen)
 {
 	struct cuda_dev *c = calloc(1, sizeof *c);
 	if (!c) {
@@ -260,7 +261,7 @@ struct dev *dev_cuda_create(int ordinal, char *err, size_t errlen)
 	return &c->d;
 }
 
-int dev_cuda_count(void)
+int cuda_dev_count(void)
 {
 	return kc_device_count();
 }

@@ -28,6 +28,7 @@
 #include <cuda_runtime_api.h>
 
 #include "runtime/comm.h"
+#include "runtime/cuda/cuda_api.h"
 
 #ifdef DTPC_HAVE_NCCL
 #include "tests/comm_data.h"
@@ -329,7 +330,7 @@ static void t_invalid(struct comm_group *gs)
 static void t_stall(void)
 {
 	char err[512];
-	struct comm *c2 = comm_nccl_create(STALL_TIMEOUT_MS, err, sizeof err);
+	struct comm *c2 = nccl_comm_create(STALL_TIMEOUT_MS, err, sizeof err);
 	CHECK(c2 != NULL, "a second communicator with a %d ms deadline (%s)", STALL_TIMEOUT_MS,
 	      c2 ? "ok" : err);
 	if (!c2)
@@ -428,7 +429,7 @@ int main(void)
 
 	char err[512];
 	double t0 = now();
-	C = comm_nccl_create(TIMEOUT_MS, err, sizeof err);
+	C = nccl_comm_create(TIMEOUT_MS, err, sizeof err);
 	CHECK(C != NULL, "comm_nccl_create: world %d in %.2f s (%s)", world, now() - t0, C ? "ok" : err);
 	if (!C)
 		return finish(1);

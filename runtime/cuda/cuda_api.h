@@ -1,0 +1,32 @@
+/* cuda_api.h — what libdtpc_cuda.so offers the runtime.
+ *
+ * The CUDA device and the nccl backend live in a library of their own,
+ * opened by runtime/cuda_load.c the first time a session asks for a GPU: a
+ * program that computes on the CPU (every `dtpc check`, the CPU runtime)
+ * never maps cuBLASLt, cuDNN and NCCL, which cost a start-up of 0.4 s. The
+ * library exports this one table. */
+#ifndef DTPC_CUDA_API_H
+#define DTPC_CUDA_API_H
+#include <stddef.h>
+#include <stdint.h>
+
+struct dev;
+struct comm;
+
+/* Raised whenever the table changes, so a stale library is refused. */
+#define DTPC_CUDA_API_VERSION 1u
+
+struct dtpc_cuda_api {
+	uint32_t version;
+	struct dev *(*dev_create)(int ordinal, char *err, size_t errlen);
+	int (*dev_count)(void);
+	/* NULL when the library was built without NCCL */
+	struct comm *(*nccl_create)(int timeout_ms, char *err, size_t errlen);
+};
+
+/* The implementations (device_cuda.c, comm_nccl.c); the GPU tests call them
+ * directly. */
+struct dev *cuda_dev_create(int ordinal, char *err, size_t errlen);
+int cuda_dev_count(void);
+struct comm *nccl_comm_create(int timeout_ms, char *err, size_t errlen);
+#endif
