@@ -27,7 +27,7 @@ struct check_opts {
 bool driver_readable(const char *path, FILE *err);
 
 /* `dtpc check`: parse, resolve and check every selected plan. Returns the
- * exit status of DESIGN.md §3: 0 clean, 1 errors, 2 usage or I/O error. */
+ * exit status of docs/language.md: 0 clean, 1 errors, 2 usage or I/O error. */
 int driver_check(const struct check_opts *o, FILE *out, FILE *err);
 
 /* `dtpc FILE.plan -o OUT.graph`: check one plan (--plan, or the file's only

@@ -1,4 +1,5 @@
-/* layout.c — layout propagation and the layout checks of DESIGN.md §3.
+/* layout.c — layout propagation and the layout checks of docs/language.md
+ * ("What dtpc check catches").
  *
  * One forward pass over the ops (they are in dependency order). Each op
  * states which input layouts it accepts; where an input does not fit, the

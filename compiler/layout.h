@@ -47,7 +47,7 @@ struct layout_result {
 	struct layout **in;
 };
 
-/* Propagates layouts over c's model, checking DESIGN.md §3's layout rules
+/* Propagates layouts over c's model, checking the layout rules of docs/language.md
  * (attention heads against tp and ulysses, sequence-sharded keys without a
  * context style) and reporting inserted collectives as notes with sizes. */
 struct layout_result *layout_run(struct arena *a, struct diag_ctx *d,

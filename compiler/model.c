@@ -1,7 +1,7 @@
 /* model.c — instantiation: a model declaration and its parameter values
  * become the flat op list of ir.h, with every shape checked.
  *
- * Scoping (DESIGN.md §2): in `repeat NAME[N]`, a name first assigned outside
+ * Scoping (docs/language.md): in `repeat NAME[N]`, a name first assigned outside
  * the repeat is a variable carried through it; a name first assigned inside
  * gets the prefix `NAME.{i}.`. Within one scope a name is assigned once. */
 #include <inttypes.h>

@@ -1,5 +1,6 @@
 /* plan.c — resolves a plan: its model, mesh, options and rules, and checks
- * the parallel rules of DESIGN.md §3 that need no data flow.
+ * the parallel rules of docs/language.md ("What dtpc check catches") that
+ * need no data flow.
  *
  * Errors about a rule are located at the rule (that is what a user edits),
  * with notes at the model op and the mesh axis involved. A rule that matches

@@ -79,7 +79,7 @@ struct compile_opts {
 struct program;
 
 /* Resolves the plan: instantiates its model, reads mesh and options, matches
- * rules to modules and runs every check of DESIGN.md §3 except the layout
+ * rules to modules and runs every check of docs/language.md except the layout
  * checks (layout.c). Returns NULL when the plan cannot be resolved at all. */
 struct plan_cfg *plan_resolve(struct arena *a, struct diag_ctx *d,
 			      const struct program *prog, const struct plan *p,

@@ -243,9 +243,12 @@ static int verify(const struct run_opts *o, const dtpc_graph *g, dtpc_session *s
 		       "#wrong %" PRId64 " of %" PRId64, name, c.err, o->tolerance, c.nwrong, count);
 		if (c.nonfinite)
 			printf(" (%" PRId64 " not finite)", c.nonfinite);
-		if (c.first >= 0)
+		if (c.first >= 0) {
+			/* a NaN's sign bit depends on how it arose: print it unsigned */
+			double a = out[c.first], b = ref[c.first];
 			printf(", first at index %" PRId64 ": %.9g, reference %.9g", c.first,
-			       (double)out[c.first], (double)ref[c.first]);
+			       isnan(a) ? NAN : a, isnan(b) ? NAN : b);
+		}
 		printf(": %s\n", ok ? "ok" : "FAILED");
 		if (!ok)
 			rc = 1;

@@ -1,4 +1,4 @@
-/* plan.y — the grammar of the plan language (DESIGN.md §2).
+/* plan.y — the grammar of the plan language (docs/language.md).
  *
  * A reentrant pure parser with locations. Each statement rule has an error
  * production that resynchronises at ';', so one file reports all its syntax

@@ -3,7 +3,7 @@
 # test-sized configuration, compiled for many meshes (--mesh / --context
 # replace the plan's), replayed on N ranks and compared with the same model
 # run unsharded on one rank (dtpc run --verify: normwise max relative error
-# <= 1e-5 per output). Prints one line per case and "equiv: N passed, N failed".
+# <= 1e-5 per output). Prints one line per case and "equiv: N passed, N failed, N skipped".
 set -u
 BUILD=${1:-build}
 MODE=${2:-local}

@@ -16,7 +16,7 @@
 # 3.4e-4 / in the FFN 1.9e-4, LayerNorm eps 1e-5 1.3e-5, output shift/scale
 # swapped 0.43. (An RMSNorm eps of 1e-5 instead of 1e-6, 1.7e-6, is below it.)
 #
-# Prints one line per case and "fixtures: N passed, N failed".
+# Prints one line per case and "fixtures: N passed, N failed, N skipped".
 set -u
 BUILD=${1:-build}
 MODE=${2:-local}

@@ -5,7 +5,7 @@
 # is an I/O error (2) before any work, worded alike by every command; an
 # output that cannot be written is found before the forward pass; --mesh and
 # --context take one statement of their own kind. Ends with
-# "clicmd: N passed, N failed". inspect's JSON keeps 64-bit values exact.
+# "clicmd: N passed, N failed, N skipped". inspect's JSON keeps 64-bit values exact.
 set -u
 BUILD=${1:-build}
 . tests/lib.sh
