@@ -245,9 +245,9 @@ static int verify(const struct run_opts *o, const dtpc_graph *g, dtpc_session *s
 			printf(" (%" PRId64 " not finite)", c.nonfinite);
 		if (c.first >= 0) {
 			/* a NaN's sign bit depends on how it arose: print it unsigned */
-			double a = out[c.first], b = ref[c.first];
+			double got = out[c.first], want = ref[c.first];
 			printf(", first at index %" PRId64 ": %.9g, reference %.9g", c.first,
-			       isnan(a) ? NAN : a, isnan(b) ? NAN : b);
+			       isnan(got) ? NAN : got, isnan(want) ? NAN : want);
 		}
 		printf(": %s\n", ok ? "ok" : "FAILED");
 		if (!ok)
