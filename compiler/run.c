@@ -245,9 +245,9 @@ static int verify(const struct run_opts *o, const dtpc_graph *g, dtpc_session *s
 			printf(" (%" PRId64 " not finite)", c.nonfinite);
 		if (c.first >= 0) {
 			/* a NaN's sign bit depends on how it arose: print it unsigned */
-			double got = out[c.first], want = ref[c.first];
+			double x = out[c.first], r = ref[c.first];
 			printf(", first at index %" PRId64 ": %.9g, reference %.9g", c.first,
-			       isnan(got) ? NAN : got, isnan(want) ? NAN : want);
+			       isnan(x) ? NAN : x, isnan(r) ? NAN : r);
 		}
 		printf(": %s\n", ok ? "ok" : "FAILED");
 		if (!ok)
