@@ -323,6 +323,9 @@ if [ -z "$SAN" ]; then
 			--context 'rotate_method = "alltoall"' -o "$tmp/ts2.graph" >/dev/null 2>&1
 		tsan_check run-flux-ring4-alltoall "$TB/dtpc" run "$tmp/ts2.graph" --verify \
 			--steps 2 --timeout 120
+		# two pool threads per rank: the CPU kernels' thread pool under TSan
+		tsan_check run-ring2xulysses2xtp2-threads2 "$TB/dtpc" run "$tmp/ts1.graph" --verify \
+			--threads 2 --timeout 120
 	else
 		bad tsan/build
 		tail -20 "$tmp/tsanbuild"
