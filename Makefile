@@ -14,7 +14,7 @@ OPT    ?= -O2
 
 WARN    = -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes \
           -Wmissing-prototypes -Wformat=2 -Wundef -Wcast-align \
-          -Wno-unused-parameter
+          -Wvla -Wno-unused-parameter
 BLAS_CFLAGS ?= -I/usr/include/x86_64-linux-gnu/openblas-pthread
 # MPI (optional, detected): with Open MPI's mpicc the mpi backend and
 # tests/mpi are built; without it comm_mpi_create says the build has none.
