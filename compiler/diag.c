@@ -212,6 +212,27 @@ void diag_print_text(const struct diag_ctx *d, FILE *out, bool color)
 			d->nerrors - d->max_errors);
 }
 
+void diag_drop_remarks(struct diag_ctx *d)
+{
+	struct diag **link = &d->head;
+	d->tail = NULL;
+	while (*link) {
+		if ((*link)->level == DIAG_NOTE) {
+			*link = (*link)->next;
+			continue;
+		}
+		d->tail = *link;
+		link = &(*link)->next;
+	}
+}
+
+void diag_name_remarks(struct diag_ctx *d, struct diag *from, const char *plan)
+{
+	for (struct diag *g = from ? from->next : d->head; g; g = g->next)
+		if (g->level == DIAG_NOTE)
+			g->msg = arena_printf(d->arena, "in plan %s: %s", plan, g->msg);
+}
+
 /* 2^53: every integer up to it is exact in a double */
 #define EXACT_IN_DOUBLE (INT64_C(1) << 53)
 

@@ -78,6 +78,12 @@ void diag_remark_at(const char *origin, struct diag_ctx *d, dtpc_loc loc, const 
 
 /* gcc style: `file:line:col: error: msg`, the source line, a caret line. */
 void diag_print_text(const struct diag_ctx *d, FILE *out, bool color);
+/* Drops the standalone notes (remarks): `-q` keeps only errors, each with
+ * its own notes and hints. */
+void diag_drop_remarks(struct diag_ctx *d);
+/* Prefixes "in plan NAME: " to the remarks after `from` (NULL: all), so a
+ * file with several plans says which one each note is about. */
+void diag_name_remarks(struct diag_ctx *d, struct diag *from, const char *plan);
 /* `{"diagnostics": [...], "errors": N}` built with cJSON;
  * extra (may be NULL) is a cJSON object merged in as "summary". */
 struct cJSON;

@@ -122,6 +122,8 @@ static int finish(const struct check_opts *o, struct diag_ctx *d, cJSON *summari
 	} else if (o->format == FMT_SARIF) {
 		diag_print_sarif(d, out, status == 0);
 	} else {
+		if (o->quiet)
+			diag_drop_remarks(d);
 		diag_print_text(d, err, o->color);
 		if (d->nerrors)
 			fprintf(err, "%d error%s generated.\n", d->nerrors,
@@ -182,6 +184,31 @@ static void try_context_hints(struct arena *a, struct diag *from, const struct p
 		}
 }
 
+/* One plan of `dtpc check`: resolve, lay out, and add its summary when it
+ * is clean. */
+static void check_one(const struct check_opts *o, struct arena *a, struct diag_ctx *d,
+		      const struct program *prog, const struct plan *p, cJSON *summaries,
+		      FILE *out)
+{
+	int before = d->nerrors;
+	struct diag *mark = d->tail;
+	struct plan_cfg *c = plan_resolve(a, d, prog, p, &o->co);
+	if (!c)
+		return;
+	if (o->dumps & DUMP_IR)
+		dump_ir(out, a, c->model);
+	if (o->dumps & DUMP_STYLES)
+		dump_styles(out, c);
+	if (d->nerrors > before)
+		return;
+	struct layout_result *lay = layout_run(a, d, c);
+	try_context_hints(a, mark ? mark->next : d->head, prog, p, &o->co);
+	if (o->dumps & DUMP_LAYOUT)
+		dump_layout(out, a, c, lay);
+	if (d->nerrors == before)
+		cJSON_AddItemToArray(summaries, summary_build(a, c, lay));
+}
+
 int driver_check(const struct check_opts *o, FILE *out, FILE *err)
 {
 	struct arena *a = arena_create();
@@ -238,26 +265,18 @@ int driver_check(const struct check_opts *o, FILE *out, FILE *err)
 		}
 		goto done;
 	}
+	int nchecked = 0;
+	for (const struct plan *p = prog.plans; p; p = p->next)
+		nchecked += only ? p == only : p->loc.file == 0;
 	for (const struct plan *p = prog.plans; p; p = p->next) {
 		if (only ? p != only : p->loc.file != 0)
 			continue;
-		int before = d.nerrors;
 		struct diag *mark = d.tail;
-		struct plan_cfg *c = plan_resolve(a, &d, &prog, p, &o->co);
-		if (!c)
-			continue;
-		if (o->dumps & DUMP_IR)
-			dump_ir(out, a, c->model);
-		if (o->dumps & DUMP_STYLES)
-			dump_styles(out, c);
-		if (d.nerrors > before)
-			continue;
-		struct layout_result *lay = layout_run(a, &d, c);
-		try_context_hints(a, mark ? mark->next : d.head, &prog, p, &o->co);
-		if (o->dumps & DUMP_LAYOUT)
-			dump_layout(out, a, c, lay);
-		if (d.nerrors == before)
-			cJSON_AddItemToArray(summaries, summary_build(a, c, lay));
+		bool fresh = d.head == NULL;
+		check_one(o, a, &d, &prog, p, summaries, out);
+		/* (past the error limit the tail is gone: nothing more to name) */
+		if (nchecked > 1 && (mark || fresh))
+			diag_name_remarks(&d, mark, p->name);
 	}
 done:;
 	int rc = finish(o, &d, summaries, out, err, status);
@@ -419,6 +438,8 @@ int driver_compile(const struct check_opts *o, const char *out_path, bool verbos
 		report(&back, len, out);
 	free(buf);
 done:;
+	if (o->quiet)
+		diag_drop_remarks(&d);
 	diag_print_text(&d, err, o->color);
 	if (d.nerrors)
 		fprintf(err, "%d error%s generated.\n", d.nerrors, d.nerrors == 1 ? "" : "s");

@@ -18,7 +18,7 @@ struct check_opts {
 	enum out_format format;
 	unsigned dumps;
 	bool color;
-	bool quiet; /* no summary (benchmarks) */
+	bool quiet; /* -q: no summary and no standalone notes (benchmarks, scripts) */
 };
 
 /* A file a command reads, checked before any work is done, so that every

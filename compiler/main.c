@@ -42,7 +42,7 @@ static const char usage[] =
 	"  --color / --no-color   colour diagnostics (default: when stderr is a terminal)\n"
 	"  -d PASSES              dump after passes: i (IR), s (styles), l (layouts),\n"
 	"                         g (the lowered graph, rank 0; compile only)\n"
-	"  -q                     no summary on success\n"
+	"  -q                     quiet: no summary and no standalone notes (errors stay)\n"
 	"  -o FILE.graph          (compile) where to write the graph\n"
 	"  -v                     (compile) print the compile report: per rank, the\n"
 	"                         communication by collective and axis, the activation\n"

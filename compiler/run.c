@@ -33,6 +33,13 @@ static void job_fail(struct rank_job *j, dtpc_status st)
 {
 	j->st = st;
 	snprintf(j->error, sizeof j->error, "%s", dtpc_last_error());
+	/* the runtime ends some messages with the rank they come from; the
+	 * report names the ranks itself, and identical failures then read as one */
+	char own[32];
+	int n = snprintf(own, sizeof own, " (rank %d)", j->rank);
+	size_t len = strlen(j->error);
+	if (len >= (size_t)n && !strcmp(j->error + len - (size_t)n, own))
+		j->error[len - (size_t)n] = 0;
 }
 
 /* --threads, or under MPI the cores divided by the ranks on this node (Open
@@ -335,6 +342,49 @@ static void report_time(const struct run_opts *o, struct rank_job *jobs, int n, 
 	free(worst);
 }
 
+static bool same_failure(const struct rank_job *x, const struct rank_job *y)
+{
+	return x->st == y->st && !strcmp(x->error, y->error);
+}
+
+/* Each distinct failure once, with the ranks that report it ("ranks 0-3,
+ * 6"): a binding error every rank hits must not fill the screen with copies.
+ * In rank order, so the first rank to fail says why and the others report
+ * the consequence. Returns the exit status: 2 if any is an I/O error, 1 if
+ * any other, 0 if none. */
+static int report_failures(const struct rank_job *jobs, int n)
+{
+	int rc = 0;
+	for (int r = 0; r < n; r++) {
+		if (!jobs[r].st)
+			continue;
+		rc = jobs[r].st == DTPC_ERR_IO || rc == 2 ? 2 : 1;
+		bool seen = false;
+		for (int q = 0; q < r && !seen; q++)
+			seen = same_failure(&jobs[q], &jobs[r]);
+		if (seen)
+			continue;
+		int count = 0;
+		for (int q = r; q < n; q++)
+			count += same_failure(&jobs[q], &jobs[r]);
+		fprintf(stderr, "dtpc: rank%s ", count > 1 ? "s" : "");
+		/* the ranks as runs: 0-3, 6 */
+		const char *sep = "";
+		for (int q = r; q < n; q++) {
+			if (!same_failure(&jobs[q], &jobs[r]))
+				continue;
+			int end = q;
+			while (end + 1 < n && same_failure(&jobs[end + 1], &jobs[r]))
+				end++;
+			fprintf(stderr, end > q ? "%s%d-%d" : "%s%d", sep, q, end);
+			sep = ", ";
+			q = end;
+		}
+		fprintf(stderr, ": %s: %s\n", dtpc_status_str(jobs[r].st), jobs[r].error);
+	}
+	return rc;
+}
+
 int run_local(const struct run_opts *o)
 {
 	if (!files_ok(o, o->trace, true))
@@ -368,14 +418,7 @@ int run_local(const struct run_opts *o)
 	}
 	for (int r = 0; r < n; r++)
 		pthread_join(th[r], NULL);
-	int rc = 0;
-	/* the first rank to fail says why; the others report the consequence */
-	for (int r = 0; r < n; r++)
-		if (jobs[r].st) {
-			fprintf(stderr, "dtpc: rank %d: %s: %s\n", r, dtpc_status_str(jobs[r].st),
-				jobs[r].error);
-			rc = jobs[r].st == DTPC_ERR_IO || rc == 2 ? 2 : 1;
-		}
+	int rc = report_failures(jobs, n);
 	if (!rc) {
 		const char *name;
 		const int64_t *shape;

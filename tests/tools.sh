@@ -27,6 +27,25 @@ golden() {
 	compare "tools/$name" "tests/tools/$name.expected" "$tmp/out"
 }
 
+# ---- quiet and named notes; a failure of every rank printed once ----------------------
+# A file with two plans: each note names its plan (not with --plan: one
+# plan); -q keeps the errors and their notes but drops the standalone notes
+# and the summary (negative control: the same file without -q has notes).
+golden notes-name-plan "$DTPC" check tests/tools/two-plans.plan
+golden notes-one-plan "$DTPC" check tests/tools/two-plans.plan --plan q
+golden notes-quiet "$DTPC" check tests/tools/two-plans.plan -q
+golden notes-quiet-errors "$DTPC" check tests/diag/tp-ulysses-local-heads.plan -q
+golden notes-quiet-compile "$DTPC" tests/tools/two-plans.plan --plan p -q -o "$tmp/p.graph"
+# Every rank failing alike is one line naming the ranks; a message that
+# differs only by the rank that reports it counts as alike.
+"$DTPC" examples/tiny_dit.plan --plan tiny_dit_8 -o "$tmp/t8.graph" -q
+printf '{}' >"$tmp/bad.safetensors"
+{
+	"$DTPC" run "$tmp/t8.graph" --weights "$tmp/bad.safetensors"; echo "exit $?"
+	"$DTPC" run "$tmp/t8.graph" --ranks 3; echo "exit $?"
+} 2>&1 | sed "s|$tmp|TMP|g" >"$tmp/run-errors.out"
+compare tools/run-errors-once tests/tools/run-errors-once.expected "$tmp/run-errors.out"
+
 # ---- SARIF ----------------------------------------------------------------------------
 # Exact text of a result with a related location and a hint, of one from the
 # command line (placed on the checked file), and of a clean check.
