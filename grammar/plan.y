@@ -219,6 +219,14 @@ decl:
 |	plan { *P->ast->plans_tail = $1; P->ast->plans_tail = &$1->next; }
 |	error ';'
 |	error '}'
+|	error {
+		/* Resumes at the next 'import', 'model' or 'plan' without
+		 * consuming it: bison reduces here by default and then drops
+		 * one token at a time until a declaration can start. Without
+		 * this, a stray token after a model's '}' discarded everything
+		 * up to the next ';', the next plan's header included, and
+		 * `check --plan p` then found no plan 'p'. */
+	}
 ;
 
 /* model := 'model' IDENT [ '(' IDENT '=' expr { ',' ... } ')' ] '{' { mstmt } '}' */
