@@ -2,9 +2,13 @@
 #include "parse.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "arena.h"
 #include "plan.tab.h"
@@ -43,31 +47,48 @@ void parse_buffer(struct arena *a, struct diag_ctx *d, const char *name,
 	parse_registered(a, d, diag_add_file(d, name, text, len), out);
 }
 
-/* The whole file into the arena; NULL with errno set on failure. */
-static char *slurp(struct arena *a, const char *path, size_t *len)
+/* The whole file into the arena; NULL with *why and errno (for the callers of
+ * parse_program, which print strerror) set on failure. Only regular
+ * files: `import "/dev/zero";` read forever and a FIFO blocked the open (it
+ * is opened non-blocking for that reason), and a folder failed with a bare
+ * EIO. The size is capped at what the scanner's int length can hold. */
+static char *slurp(struct arena *a, const char *path, size_t *len, const char **why)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f)
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	int e = fd < 0 || fstat(fd, &st) ? errno
+		: !S_ISREG(st.st_mode) ? EINVAL
+		: st.st_size > INT_MAX - 2 ? EFBIG : 0;
+	FILE *f = e ? NULL : fdopen(fd, "rb");
+	if (!f) {
+		e = e ? e : errno;
+		*why = e == EINVAL ? "not a regular file"
+			: e == EFBIG ? "larger than 2 GiB" : strerror(e);
+		if (fd >= 0)
+			close(fd);
+		errno = e;
 		return NULL;
+	}
 	size_t cap = 1 << 16, n = 0;
 	char *buf = malloc(cap);
 	size_t r;
-	while (buf && (r = fread(buf + n, 1, cap - n, f)) > 0) {
+	/* A file that grows while it is read stops at the cap, not later. */
+	while (buf && n < (size_t)INT_MAX - 2 &&
+	       (r = fread(buf + n, 1, cap - n, f)) > 0) {
 		n += r;
 		if (n == cap) {
 			char *nb = realloc(buf, cap *= 2);
-			if (!nb) {
+			if (!nb)
 				free(buf);
-				buf = NULL;
-			}
 			buf = nb;
 		}
 	}
-	int err = ferror(f) ? EIO : 0;
+	e = !buf ? ENOMEM : ferror(f) ? EIO : n > (size_t)INT_MAX - 2 ? EFBIG : 0;
+	*why = e == EFBIG ? "larger than 2 GiB" : e ? strerror(e) : NULL;
 	fclose(f);
-	if (!buf || err) {
+	if (e) {
 		free(buf);
-		errno = err ? err : ENOMEM;
+		errno = e;
 		return NULL;
 	}
 	char *text = arena_strndup(a, buf, n);
@@ -112,11 +133,12 @@ static bool parse_rec(struct arena *a, struct diag_ctx *d, const char *path,
 		return true;
 	}
 	size_t len = 0;
-	char *text = slurp(a, path, &len);
+	const char *why;
+	char *text = slurp(a, path, &len, &why);
 	if (!text) {
 		if (from.file < 0)
 			return false;
-		diag_error(d, from, "cannot read '%s': %s", path, strerror(errno));
+		diag_error(d, from, "cannot read '%s': %s", path, why);
 		return true;
 	}
 	struct visit *v = ARENA_NEW(a, struct visit);
