@@ -54,6 +54,9 @@ int plan_lex(PLAN_STYPE *yylval, PLAN_LTYPE *yylloc, yyscan_t scanner);
 
 #include "compiler/arena.h"
 
+/* bison's own default, spelled out because the overflow message names it. */
+#define YYMAXDEPTH 10000
+
 static struct expr *mkexpr(struct parse_ctx *P, enum expr_kind k, dtpc_loc loc)
 {
 	struct expr *e = ARENA_NEW(P->arena, struct expr);
@@ -108,6 +111,14 @@ static void yyerror(const dtpc_loc *loc, yyscan_t scanner,
 		    struct parse_ctx *P, const char *msg)
 {
 	(void)scanner;
+	/* The only message that reaches here is bison's stack overflow (syntax
+	 * errors go to yyreport_syntax_error): say what the user can change. */
+	if (!strcmp(msg, "memory exhausted")) {
+		diag_error(P->diag, *loc, "nesting too deep: more than %d open "
+			   "brackets, blocks and operators", YYMAXDEPTH);
+		diag_hint(P->diag, "give inner parts names of their own, or flatten them");
+		return;
+	}
 	diag_error(P->diag, *loc, "%s", msg);
 }
 
