@@ -901,7 +901,7 @@ fail:
 	return NULL;
 }
 
-/* Writes the file to tmp: the header length, the header padded with spaces
+/* Writes the file to tmp (or in place): the header length, the header padded with spaces
  * to a multiple of 8, then the data. */
 static bool st_put(const char *tmp, const char *header, const struct st_tensor *t,
 		   size_t n)
@@ -944,6 +944,19 @@ bool st_write(const char *path, const struct st_tensor *tensors, size_t n,
 		goto out;
 	}
 	sprintf(tmp, "%s.tmp", path);
+	/* A device or FIFO is written in place: renaming over it replaced the
+	 * node itself (as root, --save-outputs /dev/null left a regular file
+	 * there) and hid the device's own write error (/dev/full). */
+	struct stat st;
+	if (!stat(path, &st) && !S_ISREG(st.st_mode)) {
+		if (S_ISDIR(st.st_mode))
+			st_fail(&w, "cannot write %s: %s", path, strerror(EISDIR));
+		else if (!st_put(path, header, tensors, n))
+			st_fail(&w, "cannot write %s: %s", path, strerror(errno));
+		else
+			ok = true;
+		goto out;
+	}
 	if (!st_put(tmp, header, tensors, n))
 		st_fail(&w, "cannot write %s: %s", tmp, strerror(errno));
 	else if (rename(tmp, path))
