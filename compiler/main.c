@@ -47,8 +47,11 @@ static const char usage[] =
 	"  -v                     (compile) print the compile report: per rank, the\n"
 	"                         communication by collective and axis, the activation\n"
 	"                         arena and the weight bytes\n"
-	"\n"
-	"\n"
+	"\n";
+
+/* The run options: one string literal past 4095 characters is beyond what
+ * ISO C asks compilers to take. */
+static const char usage_run[] =
 	"options of run:\n"
 	"  --backend local|mpi|nccl  threads of this process (default), one MPI process\n"
 	"                         per rank (mpirun -np N dtpc run FILE --backend mpi), or\n"
@@ -71,12 +74,20 @@ static const char usage[] =
 	"                         and f16: the reference is float32), normwise:\n"
 	"                         max |out - ref| / max |ref| per output\n"
 	"  --trace FILE.json      Chrome/Perfetto trace, one track per rank\n"
-	"  --steps K              forward passes (default 1); the median time is printed\n"
+	"  --steps K              forward passes (default 1); the median time is printed;\n"
+	"                         on a terminal, a line shows the steps done, the time\n"
+	"                         per step and an estimate of the time left\n"
 	"  --threads T            CPU threads per rank for its kernels and the BLAS\n"
 	"                         (default: cores / ranks on this machine)\n"
 	"  --timeout SECONDS      bound on every wait for another rank (default 120)\n"
 	"\n"
 	"exit status: 0 clean, 1 errors in the plan (or a failed run), 2 usage or I/O error\n";
+
+static void print_usage(void)
+{
+	fputs(usage, stdout);
+	fputs(usage_run, stdout);
+}
 
 __attribute__((format(printf, 1, 2))) static int bad_usage(const char *fmt, ...)
 {
@@ -139,7 +150,7 @@ static int cmd_check(int argc, char **argv, int first, bool compile)
 			continue;
 		}
 		if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
-			fputs(usage, stdout);
+			print_usage();
 			rc = 0;
 			goto out;
 		} else if (!strcmp(s, "--plan")) {
@@ -259,7 +270,7 @@ static int cmd_inspect(int argc, char **argv)
 	for (int i = 2; i < argc; i++) {
 		const char *s = argv[i], *v;
 		if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
-			fputs(usage, stdout);
+			print_usage();
 			return 0;
 		}
 		if (!strcmp(s, "--rank")) {
@@ -310,7 +321,7 @@ static int cmd_fmt(int argc, char **argv)
 	for (int i = 2; i < argc; i++) {
 		const char *s = argv[i];
 		if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
-			fputs(usage, stdout);
+			print_usage();
 			return 0;
 		}
 		if (!strcmp(s, "--check"))
@@ -331,7 +342,7 @@ static int cmd_embed(int argc, char **argv)
 	for (int i = 2; i < argc; i++) {
 		const char *s = argv[i];
 		if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
-			fputs(usage, stdout);
+			print_usage();
 			return 0;
 		}
 		if (!strcmp(s, "-o") || !strcmp(s, "--symbol")) {
@@ -357,12 +368,12 @@ static int cmd_embed(int argc, char **argv)
 static int cmd_run(int argc, char **argv)
 {
 	struct run_opts o = { .seed = 1, .steps = 1, .tolerance = 1e-5, .timeout_ms = 120000,
-			      .cuda_graph = true };
+			      .cuda_graph = true, .progress = isatty(2) };
 	bool device_given = false, tolerance_given = false;
 	for (int i = 2; i < argc; i++) {
 		const char *s = argv[i], *v = NULL;
 		if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
-			fputs(usage, stdout);
+			print_usage();
 			return 0;
 		}
 		if (!strcmp(s, "--verify")) {
@@ -477,7 +488,7 @@ int main(int argc, char **argv)
 		return bad_usage("%s", "missing command");
 	const char *cmd = argv[1];
 	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
-		fputs(usage, stdout);
+		print_usage();
 		return 0;
 	}
 	if (!strcmp(cmd, "--version")) {

@@ -56,6 +56,27 @@ static int threads_per_rank(const struct run_opts *o)
 	return n > 0 && cores / n > 1 ? (int)(cores / n) : 1;
 }
 
+/* The progress line, rewritten in place: steps done, the last step's time,
+ * and the rest estimated at the mean so far (the first step, which warms
+ * caches and allocates, weighs less as steps accumulate). */
+static void show_progress(int done, int steps, double last_ms, double done_ms)
+{
+	fprintf(stderr, "\rstep %d/%d", done, steps);
+	if (done) {
+		double left_s = done_ms / done * (steps - done) / 1e3;
+		fprintf(stderr, "  %.1f ms/step  ", last_ms);
+		if (done == steps)
+			fprintf(stderr, "done in %.1fs", done_ms / 1e3);
+		else if (left_s >= 60)
+			fprintf(stderr, "~%dm%02ds left", (int)(left_s / 60), (int)left_s % 60);
+		else
+			fprintf(stderr, "~%.1fs left", left_s);
+	}
+	/* erase what a longer line before left behind */
+	fputs("\033[K", stderr);
+	fflush(stderr);
+}
+
 /* One rank: session, weights, inputs, K forward passes. */
 static void *rank_main(void *arg)
 {
@@ -88,18 +109,27 @@ static void *rank_main(void *arg)
 		return NULL;
 	}
 	dtpc_session_trace(j->s, o->trace != NULL);
+	/* rank 0 speaks for all: the collectives keep the ranks in step */
+	bool progress = j->rank == 0 && o->progress;
+	double done_ms = 0;
+	if (progress)
+		show_progress(0, o->steps, 0, 0);
 	for (int k = 0; k < o->steps; k++) {
 		struct timespec a, b;
 		clock_gettime(CLOCK_MONOTONIC, &a);
-		if ((st = dtpc_session_run(j->s)))
+		if ((st = dtpc_session_run(j->s))) {
+			if (progress)
+				fputc('\n', stderr);
 			return job_fail(j, st), NULL;
+		}
 		clock_gettime(CLOCK_MONOTONIC, &b);
 		j->step_ms[k] = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) * 1e-6;
-		if (j->rank == 0 && o->steps > 1 && isatty(2))
-			fprintf(stderr, "\rstep %d/%d  %.1f ms", k + 1, o->steps, j->step_ms[k]);
+		done_ms += j->step_ms[k];
+		if (progress)
+			show_progress(k + 1, o->steps, j->step_ms[k], done_ms);
 	}
-	if (j->rank == 0 && o->steps > 1 && isatty(2))
-		fprintf(stderr, "\n");
+	if (progress)
+		fputc('\n', stderr);
 	return NULL;
 }
 
@@ -206,6 +236,7 @@ static int verify(const struct run_opts *o, const dtpc_graph *g, dtpc_session *s
 	struct run_opts ro = *o;
 	ro.steps = 1;
 	ro.trace = NULL;
+	ro.progress = false;
 	ro.device = DTPC_DEVICE_CPU;
 	ro.dtype = DTPC_F32;
 	ro.backend = RUN_LOCAL;

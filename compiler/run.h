@@ -25,6 +25,7 @@ struct run_opts {
 	dtpc_device device;   /* where every rank computes (nccl: CUDA) */
 	bool cuda_graph;      /* replay steps after the first as CUDA graphs */
 	dtpc_dtype dtype;     /* storage dtype of every rank's session */
+	bool progress;        /* rank 0 shows steps done and the time left (a terminal) */
 };
 
 /* Exit statuses: 0 ok, 1 the run or the verification failed, 2 usage/I/O. */

@@ -46,6 +46,21 @@ printf '{}' >"$tmp/bad.safetensors"
 } 2>&1 | sed "s|$tmp|TMP|g" >"$tmp/run-errors.out"
 compare tools/run-errors-once tests/tools/run-errors-once.expected "$tmp/run-errors.out"
 
+# ---- progress of dtpc run on a terminal ----------------------------------------------------
+# Under a pseudo-terminal (script(1)), rank 0 rewrites one line per step:
+# steps done, ms per step, the time left, then "done in"; with stderr a
+# file, nothing of it (the negative control: the same run, not a terminal).
+if command -v script >/dev/null 2>&1; then
+	script -qec "'$DTPC' run '$tmp/t8.graph' --steps 3" /dev/null >"$tmp/tty.out" 2>&1
+	# the numbers vary: keep the words
+	tr '\r' '\n' <"$tmp/tty.out" | sed 's/\x1b\[K//; s/[0-9][0-9.]*/N/g' | grep '^step' >"$tmp/tty.steps"
+	compare tools/run-progress-tty tests/tools/run-progress-tty.expected "$tmp/tty.steps"
+else
+	skipped tools/run-progress-tty "no script(1) to give dtpc run a terminal"
+fi
+"$DTPC" run "$tmp/t8.graph" --steps 3 >/dev/null 2>"$tmp/notty.err"
+check run-progress-not-a-terminal test ! -s "$tmp/notty.err"
+
 # ---- SARIF ----------------------------------------------------------------------------
 # Exact text of a result with a related location and a hint, of one from the
 # command line (placed on the checked file), and of a clean check.
