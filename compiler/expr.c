@@ -1,7 +1,10 @@
 /* expr.c — evaluation of constant expressions. */
 #include "expr.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +77,12 @@ static bool arith(struct eval_ctx *c, const struct expr *e,
 			return false;
 		}
 		out->f = x / y;
+	}
+	/* inf reached the graph as an eps or scale that every rank then
+	 * computed with; a plan's numbers stay finite, as its integers do. */
+	if (!isfinite(out->f)) {
+		diag_error(c->diag, e->loc, "number overflow");
+		return false;
 	}
 	return true;
 }
@@ -200,18 +209,26 @@ const char *value_str(struct arena *a, const struct value *v)
 	return "nothing";
 }
 
+/* A -D value is read as the plan language would read it: strtoll and
+ * strtod alone also took " 4", "0x10", "nan" and "inf" (a NaN eps checked
+ * clean and failed every rank), and saturated 99999999999999999999 to
+ * INT64_MAX. Anything else stays a string, which the parameter's kind then
+ * refuses with the value shown. */
 struct value value_from_cli(struct arena *a, const char *text)
 {
 	struct value v = { .loc = loc_none() };
 	char *end;
+	const char *digits = text + (*text == '-');
+	bool plain = isdigit((unsigned char)*digits) && !strpbrk(text, "xX");
+	errno = 0;
 	long long i = strtoll(text, &end, 10);
-	if (*text && !*end) {
+	if (plain && !*end && errno != ERANGE) {
 		v.kind = VAL_INT;
 		v.i = i;
 		return v;
 	}
 	double f = strtod(text, &end);
-	if (*text && !*end) {
+	if (plain && !*end && isfinite(f)) {
 		v.kind = VAL_FLOAT;
 		v.f = f;
 		return v;

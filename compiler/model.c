@@ -573,7 +573,8 @@ static bool shape_rule(struct inst *I, struct ir_op *o, const struct bound *b,
 	case OP_rms_norm: {
 		if (!need_rank(I, o->in[0], o->in_loc[0], 1, IR_MAX_DIMS, "a norm's input"))
 			return false;
-		if (v[1].f <= 0) {
+		/* written so that NaN fails too: the runtime refuses it */
+		if (!(v[1].f > 0)) {
 			diag_error(I->d, v[1].loc, "eps must be positive");
 			return false;
 		}
