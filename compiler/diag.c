@@ -284,13 +284,19 @@ static cJSON *json_one(const struct diag_ctx *d, const struct diag *g)
 
 void diag_print_json(const struct diag_ctx *d, FILE *out, struct cJSON *extra)
 {
+	diag_print_json_as(d, out, "summary", extra);
+}
+
+void diag_print_json_as(const struct diag_ctx *d, FILE *out, const char *key,
+			struct cJSON *extra)
+{
 	cJSON *root = cJSON_CreateObject();
 	cJSON *arr = cJSON_AddArrayToObject(root, "diagnostics");
 	for (const struct diag *g = d->head; g; g = g->next)
 		cJSON_AddItemToArray(arr, json_one(d, g));
 	cJSON_AddNumberToObject(root, "errors", d->nerrors);
 	if (extra)
-		cJSON_AddItemToObject(root, "summary", extra);
+		cJSON_AddItemToObject(root, key, extra);
 	char *s = cJSON_Print(root);
 	if (s) {
 		fputs(s, out);

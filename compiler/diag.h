@@ -88,6 +88,9 @@ void diag_name_remarks(struct diag_ctx *d, struct diag *from, const char *plan);
  * extra (may be NULL) is a cJSON object merged in as "summary". */
 struct cJSON;
 void diag_print_json(const struct diag_ctx *d, FILE *out, struct cJSON *extra);
+/* The same document with extra (NULL: none) under the key `key`. */
+void diag_print_json_as(const struct diag_ctx *d, FILE *out, const char *key,
+			struct cJSON *extra);
 /* A SARIF 2.1.0 log (sarif.c): one run of dtpc, a rule per family of checks
  * (the pass that reports them), a result per error or remark with its notes
  * as related locations. ran: whether the check ran (not stopped by a usage

@@ -364,6 +364,7 @@ int driver_compile(const struct check_opts *o, const char *out_path, bool verbos
 	diag_init(&d, a);
 	struct program prog;
 	int status = 0;
+	cJSON *report_json = NULL; /* -v --format json: printed with the diagnostics */
 	if (!driver_readable(o->file, err)) {
 		status = 2;
 		goto done;
@@ -434,15 +435,21 @@ int driver_compile(const struct check_opts *o, const char *out_path, bool verbos
 		inspect_graph(&back, len, 0, INSPECT_TEXT, out);
 	if (!write_file(out_path, buf, len, err))
 		status = 2;
+	else if (verbose && o->format == FMT_JSON)
+		report_json = summary_report(&back, out_path, len);
 	else if (verbose)
 		report(&back, len, out);
 	free(buf);
 done:;
 	if (o->quiet)
 		diag_drop_remarks(&d);
-	diag_print_text(&d, err, o->color);
-	if (d.nerrors)
-		fprintf(err, "%d error%s generated.\n", d.nerrors, d.nerrors == 1 ? "" : "s");
+	if (o->format == FMT_JSON) {
+		diag_print_json_as(&d, out, "report", report_json);
+	} else {
+		diag_print_text(&d, err, o->color);
+		if (d.nerrors)
+			fprintf(err, "%d error%s generated.\n", d.nerrors, d.nerrors == 1 ? "" : "s");
+	}
 	int rc = status ? status : d.nerrors ? 1 : 0;
 	diag_release(&d);
 	arena_free(a);

@@ -44,9 +44,10 @@ static const char usage[] =
 	"                         g (the lowered graph, rank 0; compile only)\n"
 	"  -q                     quiet: no summary and no standalone notes (errors stay)\n"
 	"  -o FILE.graph          (compile) where to write the graph\n"
-	"  -v                     (compile) print the compile report: per rank, the\n"
-	"                         communication by collective and axis, the activation\n"
-	"                         arena and the weight bytes\n"
+	"  -v                     (compile) print the compile report: the communication\n"
+	"                         by collective and axis, the activation arena and the\n"
+	"                         weight bytes (text: first and last rank; --format\n"
+	"                         json: every rank, docs/schemas/report.schema.json)\n"
 	"\n";
 
 /* The run options: one string literal past 4095 characters is beyond what

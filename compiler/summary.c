@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "arena.h"
+#include "diag.h"
+#include "runtime/graph_stats.h"
 #include "strmap.h"
 
 /* The distinct per-rank sizes of a dim of `size` split n ways, largest
@@ -328,4 +330,48 @@ void summary_print_text(const cJSON *j, FILE *out)
 	if (jnum(j, "inserted_gathers"))
 		fprintf(out, "  inserted  %.0f gather%s (see the notes)\n",
 			jnum(j, "inserted_gathers"), jnum(j, "inserted_gathers") == 1 ? "" : "s");
+}
+
+/* Every rank, not the first and last as the text report shows: an uneven
+ * split or a ring's end gives ranks different bytes, and a tool reading
+ * the report should not have to know which. */
+cJSON *summary_report(const struct g_graph *g, const char *path, size_t len)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "graph", path);
+	cJSON_AddItemToObject(j, "bytes", json_uint(len));
+	cJSON_AddNumberToObject(j, "ops", g->nops);
+	cJSON_AddNumberToObject(j, "tensors", g->ntensors);
+	cJSON_AddNumberToObject(j, "world", g->world);
+	cJSON *ranks = cJSON_AddArrayToObject(j, "ranks");
+	for (uint32_t r = 0; r < g->world; r++) {
+		struct graph_comm_row rows[64];
+		int n = 0;
+		graph_comm_summary(g, r, rows, &n, 64);
+		cJSON *rj = cJSON_CreateObject();
+		cJSON_AddNumberToObject(rj, "rank", r);
+		cJSON *comm = cJSON_AddArrayToObject(rj, "communication");
+		uint64_t total = 0;
+		for (int i = 0; i < n; i++) {
+			const struct g_group *gr = &g->groups[rows[i].group];
+			char axes[64];
+			size_t l = 0;
+			for (uint32_t a = 0; a < gr->naxes && l < sizeof axes; a++)
+				l += (size_t)snprintf(axes + l, sizeof axes - l, "%s%s", a ? "x" : "",
+						      graph_str(g, g->axes[gr->axes[a]].name));
+			cJSON *c = cJSON_CreateObject();
+			cJSON_AddStringToObject(c, "op", op_table[rows[i].kind].name);
+			cJSON_AddStringToObject(c, "axes", axes);
+			cJSON_AddNumberToObject(c, "group_size", gr->size);
+			cJSON_AddNumberToObject(c, "ops", rows[i].count);
+			cJSON_AddItemToObject(c, "bytes", json_uint(rows[i].bytes));
+			cJSON_AddItemToArray(comm, c);
+			total += rows[i].bytes;
+		}
+		cJSON_AddItemToObject(rj, "communication_bytes", json_uint(total));
+		cJSON_AddItemToObject(rj, "arena_bytes", json_uint(g->arena_bytes));
+		cJSON_AddItemToObject(rj, "weight_bytes", json_uint(graph_weight_bytes(g, r)));
+		cJSON_AddItemToArray(ranks, rj);
+	}
+	return j;
 }

@@ -139,6 +139,55 @@ json.dump(d, open(sys.argv[2], 'w'))" "$tmp/json/tiny_dit.plan.json" "$tmp/bad.j
 	else ok; fi
 done
 
+# ---- dtpc -v --format json against docs/schemas/report.schema.json --------------------------
+# Compiles with a report (even and uneven splits, one rank), one with an
+# error and one without -v: each valid; then every rank is there, in order,
+# and rank 0's and the last rank's rows equal the text report's; then the
+# checker's negative controls.
+rep() { # rep NAME PLAN-FILE PLAN [OPTIONS...]
+	rp_name=$1 rp_file=$2 rp_plan=$3
+	shift 3
+	"$DTPC" "$rp_file" --plan "$rp_plan" -o "$tmp/rep.graph" --format json "$@" \
+		>"$tmp/json/report-$rp_name.json" 2>"$tmp/rep.err"
+}
+rep tiny8 examples/tiny_dit.plan tiny_dit_8 -v
+rep uneven examples/wan.plan wan_tiny_ring_anything3 -v
+rep one examples/tiny_dit.plan tiny_dit_8 -v --mesh "ring = 1, ulysses = 1, tp = 1"
+rep error examples/tiny_dit.plan tiny_dit_8 -v --mesh "ring = 0"
+rep quiet examples/tiny_dit.plan tiny_dit_8
+check report-json-schema python3 tests/tools/schema_check.py docs/schemas/report.schema.json \
+	"$tmp"/json/report-*.json
+"$DTPC" examples/wan.plan --plan wan_tiny_ring_anything3 -o "$tmp/rep.graph" -v >"$tmp/rep.txt" 2>&1
+check report-json-every-rank python3 tests/tools/report_ranks.py "$tmp/json/report-uneven.json" \
+	"$tmp/rep.txt" "$tmp/json/report-error.json" "$tmp/json/report-quiet.json"
+# its negative controls: a rank missing, a row's bytes changed
+for mutation in 'd["report"]["ranks"].pop()' 'd["report"]["ranks"][0]["communication"][0]["bytes"] += 1'; do
+	python3 -c "import json, sys
+d = json.load(open(sys.argv[1]))
+$mutation
+json.dump(d, open(sys.argv[2], 'w'))" "$tmp/json/report-uneven.json" "$tmp/bad.json"
+	if python3 tests/tools/report_ranks.py "$tmp/bad.json" "$tmp/rep.txt" "$tmp/json/report-error.json" \
+		"$tmp/json/report-quiet.json" >/dev/null 2>&1; then
+		bad "tools/report_ranks.py accepts: $mutation"
+	else ok; fi
+done
+for mutation in \
+	'del d["report"]["ranks"]' \
+	'd["report"]["world"] = 0' \
+	'd["report"]["ranks"][0]["communication"][0]["op"] = "broadcast"' \
+	'd["report"]["ranks"][0]["arena_bytes"] = "1 MiB"' \
+	'd["report"]["ranks"][0]["colour"] = 1' \
+	'd["summary"] = []'; do
+	python3 -c "import json, sys
+d = json.load(open(sys.argv[1]))
+$mutation
+json.dump(d, open(sys.argv[2], 'w'))" "$tmp/json/report-tiny8.json" "$tmp/bad.json"
+	if python3 tests/tools/schema_check.py docs/schemas/report.schema.json "$tmp/bad.json" \
+		>/dev/null 2>&1; then
+		bad "tools/report-schema-checker accepts: $mutation"
+	else ok; fi
+done
+
 # ---- embed ------------------------------------------------------------------------------
 # The generated C's head and tail; the bytes round-trip through a C
 # compiler (as .c and as .o, under another symbol), 64-byte aligned; what
