@@ -319,34 +319,268 @@ static cJSON *rank_json(const struct g_graph *g, uint32_t rank)
 	return r;
 }
 
-static void print_dot(const struct g_graph *g, uint32_t rank, FILE *out)
+/* ---- DOT ------------------------------------------------------------------ */
+
+/* The repeat block an op belongs to: the shortest prefix NAME.N of its
+ * output's name (transformer_blocks.3 of transformer_blocks.3.attn/q/ulysses),
+ * as its length; 0 if the name has none. */
+static size_t block_prefix(const char *s)
 {
-	fprintf(out, "digraph dtpc {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n");
-	/* producer of each tensor, to draw tensor edges op -> op */
+	size_t end = strcspn(s, "/");
+	for (size_t i = 1; i < end; i++) {
+		if (s[i] != '.')
+			continue;
+		size_t j = i + 1;
+		while (j < end && s[j] >= '0' && s[j] <= '9')
+			j++;
+		if (j > i + 1 && (j == end || s[j] == '.'))
+			return j;
+	}
+	return 0;
+}
+
+struct dot_block {
+	const char *name; /* into the string table; len bytes */
+	size_t len;
+	uint32_t nops;
+	bool open;  /* expanded by --block */
+	bool drawn; /* its node is written */
+};
+
+struct dot_edge {
+	uint64_t key; /* source node * count + target node */
+	uint32_t tensor, order;
+};
+
+static int cmp_edge(const void *a, const void *b)
+{
+	const struct dot_edge *x = a, *y = b;
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
+	return (x->order > y->order) - (x->order < y->order);
+}
+
+/* Whether a collective is drawn as one: it moves bytes between ranks, over
+ * a group that uses the --axis (any, when no axis is given). */
+static bool shown_comm(const struct g_graph *g, const struct g_op *o, int axis)
+{
+	/* a shard has a group but only slices locally */
+	if (o->group < 0 || !(op_table[o->kind].flags & OPF_COMM))
+		return false;
+	if (axis < 0)
+		return true;
+	const struct g_group *gr = &g->groups[o->group];
+	for (uint32_t a = 0; a < gr->naxes; a++)
+		if (gr->axes[a] == axis)
+			return true;
+	return false;
+}
+
+/* A DOT string's text: names hold no quotes today, but a graph is input */
+static void dot_text(FILE *out, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n && s[i]; i++) {
+		if (s[i] == '"' || s[i] == '\\')
+			fputc('\\', out);
+		fputc(s[i], out);
+	}
+}
+
+int inspect_dot(const struct g_graph *g, int64_t rank_arg, const char *block, const char *axis_arg,
+		FILE *out)
+{
+	if (rank_arg >= (int64_t)g->world) {
+		fprintf(stderr, "dtpc: --rank %" PRId64 " is out of range: the graph has %u ranks\n",
+			rank_arg, g->world);
+		return 2;
+	}
+	uint32_t rank = rank_arg < 0 ? 0 : (uint32_t)rank_arg;
+	int axis = -1;
+	if (axis_arg) {
+		for (uint32_t a = 0; a < g->naxes; a++)
+			if (!strcmp(axis_name(g, a), axis_arg))
+				axis = (int)a;
+		if (axis < 0) {
+			fprintf(stderr, "dtpc: --axis %s: the mesh has no such axis; axes:", axis_arg);
+			for (uint32_t a = 0; a < g->naxes; a++)
+				fprintf(stderr, "%s %s", a ? "," : "", axis_name(g, a));
+			fprintf(stderr, "\n");
+			return 2;
+		}
+	}
+	uint32_t n = g->nops;
+	int32_t *blk = calloc(n ? n : 1, sizeof *blk);
+	struct dot_block *blocks = calloc(n ? n : 1, sizeof *blocks);
 	int64_t *prod = calloc(g->ntensors ? g->ntensors : 1, sizeof *prod);
+	struct dot_edge *edges = malloc(sizeof *edges * (g->noperands ? g->noperands : 1));
+	bool *input_drawn = calloc(g->ntensors ? g->ntensors : 1, sizeof *input_drawn);
+	if (!blk || !blocks || !prod || !edges || !input_drawn) {
+		fprintf(stderr, "dtpc: out of memory\n");
+		free(blk), free(blocks), free(prod), free(edges), free(input_drawn);
+		return 2;
+	}
+	/* blocks in order of their first op; the last one matched first, as
+	 * a block's ops are consecutive */
+	uint32_t nb = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		const char *name = graph_str(g, g->tensors[g->ops[i].out].name);
+		size_t len = block_prefix(name);
+		blk[i] = -1;
+		if (!len)
+			continue;
+		int32_t b = -1;
+		for (uint32_t k = nb; k-- > 0 && b < 0;)
+			if (blocks[k].len == len && !memcmp(blocks[k].name, name, len))
+				b = (int32_t)k;
+		if (b < 0) {
+			b = (int32_t)nb++;
+			blocks[b] = (struct dot_block){ .name = name, .len = len };
+		}
+		blocks[b].nops++;
+		blk[i] = b;
+	}
+	/* --block N opens every block numbered N; --block NAME.N that one */
+	bool any_open = false;
+	for (uint32_t b = 0; block && b < nb; b++) {
+		size_t k = blocks[b].len; /* where the number starts */
+		while (blocks[b].name[k - 1] != '.')
+			k--;
+		blocks[b].open = (strlen(block) == blocks[b].len && !memcmp(block, blocks[b].name, blocks[b].len)) ||
+				 (strlen(block) == blocks[b].len - k && !memcmp(block, blocks[b].name + k, blocks[b].len - k));
+		any_open |= blocks[b].open;
+	}
+	if (block && !any_open) {
+		fprintf(stderr, "dtpc: --block %s: no repeat block has that number or name\n", block);
+		free(blk), free(blocks), free(prod), free(edges), free(input_drawn);
+		return 2;
+	}
+	/* node ids: op i, then block b at n + b, then input tensor t at n + nb + t */
+	uint64_t nnodes = (uint64_t)n + nb + g->ntensors;
+#define NODE_OF(i) (blk[i] >= 0 && !blocks[blk[i]].open && blocks[blk[i]].nops > 1 \
+			    ? (uint64_t)n + (uint64_t)blk[i] : (uint64_t)(i))
+	const char *plan = NULL;
+	for (uint32_t i = 0; i < g->nmeta; i++)
+		if (g->meta[i].type == GM_STR && !strcmp(graph_str(g, g->meta[i].key), "plan"))
+			plan = graph_str(g, (uint32_t)g->meta[i].value);
+	fprintf(out, "digraph dtpc {\n  rankdir=TB;\n  labelloc=t;\n  label=\"");
+	dot_text(out, plan ? plan : "graph", SIZE_MAX);
+	fprintf(out, ": rank %u of %u%s%s; %u ops, repeat blocks collapsed (--block N opens one)\";\n",
+		rank, g->world, axis_arg ? ", collectives over " : "", axis_arg ? axis_arg : "", n);
+	fprintf(out, "  node [shape=box, fontname=\"monospace\", fontsize=10];\n"
+		     "  edge [fontname=\"monospace\", fontsize=8];\n");
 	for (uint32_t t = 0; t < g->ntensors; t++)
 		prod[t] = -1;
-	for (uint32_t i = 0; i < g->nops; i++)
+	for (uint32_t i = 0; i < n; i++)
 		prod[g->ops[i].out] = i;
-	for (uint32_t i = 0; i < g->nops; i++) {
+	char buf[128], hb[32];
+	uint32_t ne = 0;
+	for (uint32_t i = 0; i < n; i++) {
 		const struct g_op *o = &g->ops[i];
-		char sh[96];
-		shape_str(g, o->out, rank, sh, sizeof sh);
-		bool comm = o->group >= 0;
-		fprintf(out, "  op%u [label=\"%s\\n%s\\n%s\"%s];\n", i, op_table[o->kind].name,
-			graph_str(g, g->tensors[o->out].name), sh,
-			comm ? ", style=filled, fillcolor=\"#ffd27f\"" : "");
+		uint64_t me = NODE_OF(i);
+		if (me >= n && !blocks[blk[i]].drawn) {
+			/* a collapsed block, drawn at its first op: its op count and
+			 * its collectives by kind and group */
+			struct dot_block *b = &blocks[blk[i]];
+			bool comm = false;
+			b->drawn = true;
+			fprintf(out, "  n%" PRIu64 " [shape=box3d, label=\"", me);
+			dot_text(out, b->name, b->len);
+			fprintf(out, "\\n%u ops", b->nops);
+			for (uint32_t k = i; k < n; k++) {
+				if (blk[k] != blk[i] || !shown_comm(g, &g->ops[k], axis))
+					continue;
+				bool first = true;
+				for (uint32_t q = i; q < k && first; q++)
+					first = !(blk[q] == blk[i] && shown_comm(g, &g->ops[q], axis) &&
+						  g->ops[q].kind == g->ops[k].kind && g->ops[q].group == g->ops[k].group);
+				if (!first)
+					continue;
+				uint32_t count = 0;
+				uint64_t bytes = 0;
+				for (uint32_t q = k; q < n; q++)
+					if (blk[q] == blk[i] && g->ops[q].kind == g->ops[k].kind &&
+					    g->ops[q].group == g->ops[k].group) {
+						count++;
+						bytes += graph_comm_bytes(g, q, rank);
+					}
+				group_str(g, g->ops[k].group, buf, sizeof buf);
+				fprintf(out, "\\n%u %s over %s, %s", count, op_table[g->ops[k].kind].name, buf,
+					human(bytes, hb, sizeof hb));
+				comm = true;
+			}
+			fprintf(out, "\"%s];\n", comm ? ", style=filled, fillcolor=\"#ffe9bf\"" : "");
+		} else if (me < n) {
+			shape_str(g, o->out, rank, buf, sizeof buf);
+			fprintf(out, "  n%u [label=\"%s\\n", i, op_table[o->kind].name);
+			dot_text(out, graph_str(g, g->tensors[o->out].name), SIZE_MAX);
+			fprintf(out, "\\n%s", buf);
+			if (shown_comm(g, o, axis)) {
+				group_str(g, o->group, buf, sizeof buf);
+				fprintf(out, "\\nover %s (%u ranks), %s\", style=filled, fillcolor=\"#ffd27f\"];\n",
+					buf, g->groups[o->group].size,
+					human(graph_comm_bytes(g, i, rank), hb, sizeof hb));
+			} else {
+				fprintf(out, "\"];\n");
+			}
+		}
 		for (uint32_t k = 0; k < o->nin; k++) {
 			uint32_t t = g->operands[o->in0 + k];
-			if (prod && prod[t] >= 0)
-				fprintf(out, "  op%" PRId64 " -> op%u;\n", prod[t], i);
-			else if (g->tensors[t].kind == GT_INPUT)
-				fprintf(out, "  in%u [shape=ellipse, label=\"%s\"];\n  in%u -> op%u;\n", t,
-					graph_str(g, g->tensors[t].name), t, i);
+			uint64_t from;
+			if (prod[t] >= 0) {
+				from = NODE_OF(prod[t]);
+			} else if (g->tensors[t].kind == GT_INPUT) {
+				from = (uint64_t)n + nb + t;
+				if (!input_drawn[t]) {
+					fprintf(out, "  n%" PRIu64 " [shape=ellipse, label=\"", from);
+					dot_text(out, graph_str(g, g->tensors[t].name), SIZE_MAX);
+					fprintf(out, "\"];\n");
+					input_drawn[t] = true;
+				}
+			} else {
+				continue; /* a weight */
+			}
+			if (from != me)
+				edges[ne++] = (struct dot_edge){ .key = from * nnodes + me, .tensor = t,
+								  .order = ne };
+		}
+	}
+#undef NODE_OF
+	/* One edge per pair of nodes, labelled with the first tensor's shape on
+	 * this rank and the count of the others. A node read by more than
+	 * DOT_FANOUT others (the timestep embedding, the rotary tables: every
+	 * block reads them) keeps only its first edge, labelled with the count
+	 * of its readers: those edges, crossing every block, are what made
+	 * Graphviz take minutes on a full-size model, and say nothing a count
+	 * does not. */
+	enum { DOT_FANOUT = 8 };
+	qsort(edges, ne, sizeof *edges, cmp_edge);
+	for (uint32_t e = 0, end; e < ne; e = end) {
+		uint64_t from = edges[e].key / nnodes;
+		uint32_t readers = 0, last = e;
+		for (last = e; last < ne && edges[last].key / nnodes == from; last++)
+			readers += last == e || edges[last].key != edges[last - 1].key;
+		uint32_t more = 0;
+		for (end = e + 1; end < ne && edges[end].key == edges[e].key; end++) {
+			bool seen = false;
+			for (uint32_t k = e; k < end && !seen; k++)
+				seen = edges[k].tensor == edges[end].tensor;
+			more += !seen;
+		}
+		shape_str(g, edges[e].tensor, rank, buf, sizeof buf);
+		fprintf(out, "  n%" PRIu64 " -> n%" PRIu64 " [label=\"%s", from, edges[e].key % nnodes,
+			buf);
+		if (more)
+			fprintf(out, " +%u", more);
+		if (readers > DOT_FANOUT) {
+			fprintf(out, "\\nread by %u nodes\", style=dashed];\n", readers);
+			end = last;
+		} else {
+			fprintf(out, "\"];\n");
 		}
 	}
 	fprintf(out, "}\n");
-	free(prod);
+	free(blk), free(blocks), free(prod), free(edges), free(input_drawn);
+	return 0;
 }
 
 int inspect_graph(const struct g_graph *g, size_t len, int64_t rank, enum inspect_format f,
@@ -357,10 +591,8 @@ int inspect_graph(const struct g_graph *g, size_t len, int64_t rank, enum inspec
 			rank, g->world);
 		return 2;
 	}
-	if (f == INSPECT_DOT) {
-		print_dot(g, rank < 0 ? 0 : (uint32_t)rank, out);
-		return 0;
-	}
+	if (f == INSPECT_DOT)
+		return inspect_dot(g, rank, NULL, NULL, out);
 	if (f == INSPECT_JSON) {
 		cJSON *j = cJSON_CreateObject();
 		cJSON_AddItemToObject(j, "bytes", json_uint(len));

@@ -19,6 +19,8 @@ static const char usage[] =
 	"usage: dtpc check FILE.plan [options]            check a plan before launch\n"
 	"       dtpc FILE.plan -o FILE.graph [options] [-v]  compile a plan to a graph\n"
 	"       dtpc inspect FILE.graph [--rank R] [--format text|json|dot]\n"
+	"                 dot: repeat blocks collapsed; [--block N|NAME.N] opens one,\n"
+	"                 [--axis NAME] draws only the collectives over that axis\n"
 	"       dtpc run FILE.graph [run options]              replay a graph on N ranks\n"
 	"       dtpc fmt [--check] FILE|FOLDER|-...        lay plan files out canonically;\n"
 	"                                 --check names those that would change (exit 1)\n"
@@ -265,7 +267,7 @@ out:
 
 static int cmd_inspect(int argc, char **argv)
 {
-	const char *file = NULL;
+	const char *file = NULL, *block = NULL, *axis = NULL;
 	int64_t rank = -1;
 	enum inspect_format f = INSPECT_TEXT;
 	for (int i = 2; i < argc; i++) {
@@ -281,6 +283,10 @@ static int cmd_inspect(int argc, char **argv)
 			rank = strtoll(v, &end, 10);
 			if (*end || rank < 0)
 				return bad_usage("--rank needs a rank number, not '%s'", v);
+		} else if (!strcmp(s, "--block") || !strcmp(s, "--axis")) {
+			if (!(v = need_value(argc, argv, &i)))
+				return bad_usage("option '%s' needs a value", s);
+			*(s[2] == 'b' ? &block : &axis) = v;
 		} else if (!strcmp(s, "--format")) {
 			if (!(v = need_value(argc, argv, &i)))
 				return bad_usage("option '%s' needs a value", s);
@@ -302,6 +308,8 @@ static int cmd_inspect(int argc, char **argv)
 	}
 	if (!file)
 		return bad_usage("%s", "inspect needs a graph file");
+	if ((block || axis) && f != INSPECT_DOT)
+		return bad_usage("%s", "--block and --axis shape the picture: they go with --format dot");
 	struct graph_file gf;
 	char err[256];
 	if (!driver_readable(file, stderr))
@@ -310,7 +318,8 @@ static int cmd_inspect(int argc, char **argv)
 		fprintf(stderr, "dtpc: %s: %s\n", file, err);
 		return 2;
 	}
-	int rc = inspect_graph(&gf.g, gf.len, rank, f, stdout);
+	int rc = f == INSPECT_DOT ? inspect_dot(&gf.g, rank, block, axis, stdout)
+				  : inspect_graph(&gf.g, gf.len, rank, f, stdout);
 	graph_file_close(&gf);
 	return rc;
 }

@@ -61,6 +61,33 @@ fi
 "$DTPC" run "$tmp/t8.graph" --steps 3 >/dev/null 2>"$tmp/notty.err"
 check run-progress-not-a-terminal test ! -s "$tmp/notty.err"
 
+# ---- inspect --format dot at real sizes ----------------------------------------------------
+# The exact DOT of tiny_dit on 8 ranks: collapsed, then block 1 opened with
+# only the tp collectives drawn; a block or axis that does not exist and
+# --block without dot are refused. A full-size Flux graph (2270 ops):
+# collapsed to few nodes (the negative control: --block 3 opens more), and
+# Graphviz renders it to SVG well inside 15 s.
+golden dot-collapsed "$DTPC" inspect "$tmp/t8.graph" --format dot
+golden dot-block-axis "$DTPC" inspect "$tmp/t8.graph" --format dot --block 1 --axis tp --rank 5
+{
+	"$DTPC" inspect "$tmp/t8.graph" --format dot --block 7; echo "exit $?"
+	"$DTPC" inspect "$tmp/t8.graph" --format dot --axis cfg; echo "exit $?"
+	"$DTPC" inspect "$tmp/t8.graph" --block 1; echo "exit $?"
+} >"$tmp/dot-errors.out" 2>&1
+compare tools/dot-errors tests/tools/dot-errors.expected "$tmp/dot-errors.out"
+"$DTPC" examples/flux.plan --plan flux_ring2_ulysses4 -o "$tmp/flux.graph" -q
+"$DTPC" inspect "$tmp/flux.graph" --format dot >"$tmp/flux.dot"
+"$DTPC" inspect "$tmp/flux.graph" --format dot --block 3 >"$tmp/flux3.dot"
+nodes() { grep -c '^  n[0-9]* \[' "$1"; }
+check dot-full-size-collapsed test "$(nodes "$tmp/flux.dot")" -lt 100
+check dot-full-size-block-opens test "$(nodes "$tmp/flux3.dot")" -gt "$(($(nodes "$tmp/flux.dot") + 20))"
+if command -v dot >/dev/null 2>&1; then
+	check dot-full-size-renders sh -c "timeout 15 dot -Tsvg '$tmp/flux.dot' -o '$tmp/flux.svg' &&
+		grep -q 'transformer_blocks.18' '$tmp/flux.svg'"
+else
+	skipped tools/dot-full-size-renders "Graphviz (dot) is not installed"
+fi
+
 # ---- SARIF ----------------------------------------------------------------------------
 # Exact text of a result with a related location and a hint, of one from the
 # command line (placed on the checked file), and of a clean check.
