@@ -498,10 +498,13 @@ int run_mpi(const struct run_opts *o)
 		return 2;
 	}
 	int rank = dtpc_comm_rank(c), rc = 0;
+	/* MPI: one trace, gathered to rank 0; NCCL's buffers are the GPU's, so
+	 * each rank writes its own (FILE.rankN.json) */
 	char trace[4096];
 	snprintf(trace, sizeof trace, "%s.rank%d.json", o->trace ? o->trace : "", rank);
+	const char *my_trace = !o->trace ? NULL : nccl ? trace : rank == 0 ? o->trace : NULL;
 	/* rank 0 alone writes the outputs */
-	if (!files_ok(o, o->trace ? trace : NULL, rank == 0)) {
+	if (!files_ok(o, my_trace, rank == 0)) {
 		dtpc_comm_free(c);
 		return 2;
 	}
@@ -519,7 +522,7 @@ int run_mpi(const struct run_opts *o)
 		rc = j.st == DTPC_ERR_IO ? 2 : 1;
 	}
 	if (!rc && o->trace) {
-		if (dtpc_trace_write(trace, &j.s, 1)) {
+		if (nccl ? dtpc_trace_write(trace, &j.s, 1) : dtpc_trace_write_gathered(o->trace, j.s)) {
 			fprintf(stderr, "dtpc: %s\n", dtpc_last_error());
 			rc = 2;
 		}

@@ -170,8 +170,13 @@ DTPC_API dtpc_status dtpc_session_output(const dtpc_session *s, int i, const cha
  * op (compute or communication; bytes on communication spans). */
 DTPC_API void dtpc_session_trace(dtpc_session *s, int enable);
 /* Writes the spans of n sessions (one track per rank) as a Chrome trace
- * JSON file; an MPI rank passes its own session (one file per rank). */
+ * JSON file. */
 DTPC_API dtpc_status dtpc_trace_write(const char *path, dtpc_session *const *sessions, int n);
+/* Collective: every rank of the session's communicator calls it after its
+ * runs. The spans of all ranks are gathered, their clocks aligned at a
+ * barrier, and rank 0 writes one trace with a track per rank (the other
+ * ranks write nothing). Host-memory backends (local, MPI) only. */
+DTPC_API dtpc_status dtpc_trace_write_gathered(const char *path, dtpc_session *s);
 
 #ifdef __cplusplus
 }

@@ -88,6 +88,33 @@ else
 	skipped tools/dot-full-size-renders "Graphviz (dot) is not installed"
 fi
 
+# ---- one trace for an MPI job ----------------------------------------------------------------
+# Four MPI ranks, Ulysses over all four: rank 0 writes one trace with a
+# track per rank and clocks aligned at a barrier (tests/tools/trace_check.py);
+# no per-rank files; the checker's negative controls: a rank's clock off by
+# 1 s, a track missing.
+if command -v mpirun >/dev/null 2>&1 && [ -x "$BUILD/tests/mpi_test_comm_mpi" ]; then
+	"$DTPC" examples/tiny_dit.plan --plan tiny_dit_8 --mesh "ring = 1, ulysses = 4, tp = 1" \
+		-o "$tmp/u4.graph" -q
+	check trace-mpi-merged sh -c "timeout 120 mpirun -np 4 --oversubscribe --allow-run-as-root \
+		--mca btl self,vader '$DTPC' run '$tmp/u4.graph' --backend mpi --steps 2 \
+		--trace '$tmp/mpi.json' >/dev/null && ! ls '$tmp'/mpi.json.rank* 2>/dev/null &&
+		python3 tests/tools/trace_check.py '$tmp/mpi.json' 4"
+	for mutation in \
+		'[e.update(ts=e["ts"] + 1e6) for e in d["traceEvents"] if e.get("tid") == 2 and e["ph"] == "X"]' \
+		'd["traceEvents"] = [e for e in d["traceEvents"] if e.get("tid") != 3]'; do
+		python3 -c "import json, sys
+d = json.load(open(sys.argv[1]))
+$mutation
+json.dump(d, open(sys.argv[2], 'w'))" "$tmp/mpi.json" "$tmp/bad.json" 2>/dev/null
+		if python3 tests/tools/trace_check.py "$tmp/bad.json" 4 >/dev/null 2>&1; then
+			bad "tools/trace_check.py accepts: $mutation"
+		else ok; fi
+	done
+else
+	skipped tools/trace-mpi-merged "no mpirun, or a build without MPI"
+fi
+
 # ---- SARIF ----------------------------------------------------------------------------
 # Exact text of a result with a related location and a hint, of one from the
 # command line (placed on the checked file), and of a clean check.
