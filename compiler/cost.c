@@ -582,16 +582,6 @@ static void print_rank_text(FILE *out, const struct g_graph *g, const struct hw 
 
 /* ---- the commands ----------------------------------------------------------------------------- */
 
-__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fprintf(stderr, "dtpc: ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n(try 'dtpc --help')\n");
-	va_end(ap);
-	return 2;
-}
 
 struct cost_args {
 	const char *file, *plan, *mesh, *context, *hw;
@@ -613,7 +603,7 @@ static int parse_args(struct arena *a, int argc, char **argv, bool suggest, stru
 		const char *s = argv[i], *v;
 		if (s[0] != '-') {
 			if (c->file)
-				return usage_error("one plan file at a time ('%s')", s);
+				return diag_usage_error("one plan file at a time ('%s')", s);
 			c->file = s;
 			continue;
 		}
@@ -621,7 +611,7 @@ static int parse_args(struct arena *a, int argc, char **argv, bool suggest, stru
 			v = s[2] ? s + 2 : (i + 1 < argc ? argv[++i] : NULL);
 			const char *eq = v ? strchr(v, '=') : NULL;
 			if (!eq || eq == v)
-				return usage_error("-D needs NAME=VALUE");
+				return diag_usage_error("-D needs NAME=VALUE");
 			struct override *d = &c->defs[c->ndefs++];
 			d->name = arena_strndup(a, v, (size_t)(eq - v));
 			d->val = value_from_cli(a, eq + 1);
@@ -629,7 +619,7 @@ static int parse_args(struct arena *a, int argc, char **argv, bool suggest, stru
 			continue;
 		}
 		if (i + 1 >= argc)
-			return usage_error("option '%s' needs a value", s);
+			return diag_usage_error("option '%s' needs a value", s);
 		v = argv[++i];
 		char *end;
 		if (!strcmp(s, "--plan")) {
@@ -641,35 +631,35 @@ static int parse_args(struct arena *a, int argc, char **argv, bool suggest, stru
 		} else if (!strcmp(s, "--dtype")) {
 			c->dtype = !strcmp(v, "f32") ? DT_F32 : !strcmp(v, "bf16") ? DT_BF16 : -2;
 			if (c->dtype == -2)
-				return usage_error("--dtype is f32 or bf16, not '%s'", v);
+				return diag_usage_error("--dtype is f32 or bf16, not '%s'", v);
 		} else if (!suggest && !strcmp(s, "--mesh")) {
 			c->mesh = v;
 		} else if (!suggest && !strcmp(s, "--format")) {
 			if (strcmp(v, "json") && strcmp(v, "text"))
-				return usage_error("--format is text or json, not '%s'", v);
+				return diag_usage_error("--format is text or json, not '%s'", v);
 			c->json = !strcmp(v, "json");
 		} else if (suggest && !strcmp(s, "--world")) {
 			c->world = strtoll(v, &end, 10);
 			if (*end || c->world < 1 || c->world > 4096)
-				return usage_error("--world needs 1 to 4096, not '%s'", v);
+				return diag_usage_error("--world needs 1 to 4096, not '%s'", v);
 		} else if (suggest && !strcmp(s, "--max-mem")) {
 			c->max_mem = strtod(v, &end);
 			if (*end || !(c->max_mem > 0))
-				return usage_error("--max-mem needs bytes, not '%s'", v);
+				return diag_usage_error("--max-mem needs bytes, not '%s'", v);
 		} else if (suggest && !strcmp(s, "--top")) {
 			c->top = (int)strtol(v, &end, 10);
 			if (*end || c->top < 1)
-				return usage_error("--top needs a positive integer, not '%s'", v);
+				return diag_usage_error("--top needs a positive integer, not '%s'", v);
 		} else {
-			return usage_error("unknown option '%s' of %s", s, argv[1]);
+			return diag_usage_error("unknown option '%s' of %s", s, argv[1]);
 		}
 	}
 	if (!c->file)
-		return usage_error("%s needs a plan file", argv[1]);
+		return diag_usage_error("%s needs a plan file", argv[1]);
 	if (!c->hw)
-		return usage_error("%s needs --hw PROFILE (a JSON file of hw/)", argv[1]);
+		return diag_usage_error("%s needs --hw PROFILE (a JSON file of hw/)", argv[1]);
 	if (suggest && !c->world)
-		return usage_error("%s", "suggest needs --world N");
+		return diag_usage_error("%s", "suggest needs --world N");
 	return 0;
 }
 

@@ -305,3 +305,14 @@ void diag_print_json_as(const struct diag_ctx *d, FILE *out, const char *key,
 	}
 	cJSON_Delete(root);
 }
+
+int diag_usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "dtpc: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n(try 'dtpc --help')\n");
+	va_end(ap);
+	return 2;
+}

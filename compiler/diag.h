@@ -97,6 +97,10 @@ void diag_print_json_as(const struct diag_ctx *d, FILE *out, const char *key,
  * or I/O error). */
 void diag_print_sarif(const struct diag_ctx *d, FILE *out, bool ran);
 
+/* A command-line usage error on stderr ("dtpc: ..." and where to look);
+ * returns 2, the exit status of usage and I/O errors. */
+int diag_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* A 64-bit integer as a JSON number that stays exact: cJSON holds numbers
  * as doubles, so one beyond 2^53 goes in as its decimal text (a raw item,
  * still a number in the document). Every integer that may pass 2^53 is

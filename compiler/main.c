@@ -92,16 +92,6 @@ static void print_usage(void)
 	fputs(usage_run, stdout);
 }
 
-__attribute__((format(printf, 1, 2))) static int bad_usage(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fprintf(stderr, "dtpc: ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n(try 'dtpc --help')\n");
-	va_end(ap);
-	return 2;
-}
 
 static const char *need_value(int argc, char **argv, int *i)
 {
@@ -163,7 +153,7 @@ static int cmd_check(int argc, char **argv, int first, bool compile)
 			if (!(o.co.mesh = need_value(argc, argv, &i)))
 				goto missing;
 			if (!one_statement(o.co.mesh)) {
-				rc = bad_usage("--mesh takes the axes of one mesh statement, such as "
+				rc = diag_usage_error("--mesh takes the axes of one mesh statement, such as "
 					       "--mesh \"ring = 2, tp = 2\", not '%s'", o.co.mesh);
 				goto out;
 			}
@@ -171,7 +161,7 @@ static int cmd_check(int argc, char **argv, int first, bool compile)
 			if (!(o.co.context = need_value(argc, argv, &i)))
 				goto missing;
 			if (!one_statement(o.co.context)) {
-				rc = bad_usage("--context takes the options of one context statement, "
+				rc = diag_usage_error("--context takes the options of one context statement, "
 					       "such as --context 'rotate_method = \"alltoall\"', "
 					       "not '%s'", o.co.context);
 				goto out;
@@ -182,7 +172,7 @@ static int cmd_check(int argc, char **argv, int first, bool compile)
 			char *end;
 			long long w = strtoll(v, &end, 10);
 			if (*end || w < 1) {
-				rc = bad_usage("--world needs a positive integer, not '%s'", v);
+				rc = diag_usage_error("--world needs a positive integer, not '%s'", v);
 				goto out;
 			}
 			o.co.world = w;
@@ -192,7 +182,7 @@ static int cmd_check(int argc, char **argv, int first, bool compile)
 				goto missing;
 			const char *eq = strchr(v, '=');
 			if (!eq || eq == v) {
-				rc = bad_usage("-D needs NAME=VALUE, not '%s'", v);
+				rc = diag_usage_error("-D needs NAME=VALUE, not '%s'", v);
 				goto out;
 			}
 			struct override *d = &o.co.defines[o.co.ndefines++];
@@ -209,7 +199,7 @@ static int cmd_check(int argc, char **argv, int first, bool compile)
 			else if (!strcmp(v, "sarif") && !compile)
 				o.format = FMT_SARIF;
 			else {
-				rc = bad_usage("--format is text or json%s, not '%s'",
+				rc = diag_usage_error("--format is text or json%s, not '%s'",
 					       compile ? "" : " or sarif", v);
 				goto out;
 			}
@@ -233,33 +223,33 @@ static int cmd_check(int argc, char **argv, int first, bool compile)
 				else if (*p == 'g')
 					o.dumps |= DUMP_GRAPH;
 				else {
-					rc = bad_usage("-d takes i, s, l and g, not '%s'", v);
+					rc = diag_usage_error("-d takes i, s, l and g, not '%s'", v);
 					goto out;
 				}
 			}
 		} else if (s[0] == '-' && s[1]) {
-			rc = bad_usage("unknown option '%s'", s);
+			rc = diag_usage_error("unknown option '%s'", s);
 			goto out;
 		} else if (o.file) {
-			rc = bad_usage("one plan file at a time ('%s')", s);
+			rc = diag_usage_error("one plan file at a time ('%s')", s);
 			goto out;
 		} else {
 			o.file = s;
 		}
 	}
 	if (!o.file) {
-		rc = bad_usage("%s", "a plan file is needed");
+		rc = diag_usage_error("%s", "a plan file is needed");
 		goto out;
 	}
 	if (compile && !out_path) {
-		rc = bad_usage("%s", "compiling needs -o FILE.graph");
+		rc = diag_usage_error("%s", "compiling needs -o FILE.graph");
 		goto out;
 	}
 	rc = compile ? driver_compile(&o, out_path, verbose, stdout, stderr)
 		     : driver_check(&o, stdout, stderr);
 	goto out;
 missing:
-	rc = bad_usage("option '%s' needs a value", argv[argc - 1]);
+	rc = diag_usage_error("option '%s' needs a value", argv[argc - 1]);
 out:
 	arena_free(a);
 	return rc;
@@ -278,18 +268,18 @@ static int cmd_inspect(int argc, char **argv)
 		}
 		if (!strcmp(s, "--rank")) {
 			if (!(v = need_value(argc, argv, &i)))
-				return bad_usage("option '%s' needs a value", s);
+				return diag_usage_error("option '%s' needs a value", s);
 			char *end;
 			rank = strtoll(v, &end, 10);
 			if (*end || rank < 0)
-				return bad_usage("--rank needs a rank number, not '%s'", v);
+				return diag_usage_error("--rank needs a rank number, not '%s'", v);
 		} else if (!strcmp(s, "--block") || !strcmp(s, "--axis")) {
 			if (!(v = need_value(argc, argv, &i)))
-				return bad_usage("option '%s' needs a value", s);
+				return diag_usage_error("option '%s' needs a value", s);
 			*(s[2] == 'b' ? &block : &axis) = v;
 		} else if (!strcmp(s, "--format")) {
 			if (!(v = need_value(argc, argv, &i)))
-				return bad_usage("option '%s' needs a value", s);
+				return diag_usage_error("option '%s' needs a value", s);
 			if (!strcmp(v, "text"))
 				f = INSPECT_TEXT;
 			else if (!strcmp(v, "json"))
@@ -297,19 +287,19 @@ static int cmd_inspect(int argc, char **argv)
 			else if (!strcmp(v, "dot"))
 				f = INSPECT_DOT;
 			else
-				return bad_usage("--format is text, json or dot, not '%s'", v);
+				return diag_usage_error("--format is text, json or dot, not '%s'", v);
 		} else if (s[0] == '-') {
-			return bad_usage("unknown option '%s'", s);
+			return diag_usage_error("unknown option '%s'", s);
 		} else if (file) {
-			return bad_usage("one graph file at a time ('%s')", s);
+			return diag_usage_error("one graph file at a time ('%s')", s);
 		} else {
 			file = s;
 		}
 	}
 	if (!file)
-		return bad_usage("%s", "inspect needs a graph file");
+		return diag_usage_error("%s", "inspect needs a graph file");
 	if ((block || axis) && f != INSPECT_DOT)
-		return bad_usage("%s", "--block and --axis shape the picture: they go with --format dot");
+		return diag_usage_error("%s", "--block and --axis shape the picture: they go with --format dot");
 	struct graph_file gf;
 	char err[256];
 	if (!driver_readable(file, stderr))
@@ -337,12 +327,12 @@ static int cmd_fmt(int argc, char **argv)
 		if (!strcmp(s, "--check"))
 			check = true;
 		else if (s[0] == '-' && s[1])
-			return bad_usage("unknown option '%s'", s);
+			return diag_usage_error("unknown option '%s'", s);
 		else
 			argv[2 + n++] = argv[i];
 	}
 	if (!n)
-		return bad_usage("%s", "fmt needs plan files or folders");
+		return diag_usage_error("%s", "fmt needs plan files or folders");
 	return fmt_main(argv + 2, n, check, stdout, stderr);
 }
 
@@ -358,20 +348,20 @@ static int cmd_embed(int argc, char **argv)
 		if (!strcmp(s, "-o") || !strcmp(s, "--symbol")) {
 			const char *v = need_value(argc, argv, &i);
 			if (!v)
-				return bad_usage("option '%s' needs a value", s);
+				return diag_usage_error("option '%s' needs a value", s);
 			*(s[1] == 'o' ? &out : &symbol) = v;
 		} else if (s[0] == '-') {
-			return bad_usage("unknown option '%s'", s);
+			return diag_usage_error("unknown option '%s'", s);
 		} else if (file) {
-			return bad_usage("one graph file at a time ('%s')", s);
+			return diag_usage_error("one graph file at a time ('%s')", s);
 		} else {
 			file = s;
 		}
 	}
 	if (!file)
-		return bad_usage("%s", "embed needs a graph file");
+		return diag_usage_error("%s", "embed needs a graph file");
 	if (!out)
-		return bad_usage("%s", "embed needs -o FILE.c or -o FILE.o");
+		return diag_usage_error("%s", "embed needs -o FILE.c or -o FILE.o");
 	return embed_graph(file, out, symbol, stderr);
 }
 
@@ -391,7 +381,7 @@ static int cmd_run(int argc, char **argv)
 			continue;
 		}
 		if (s[0] == '-' && !(v = need_value(argc, argv, &i)))
-			return bad_usage("option '%s' needs a value", s);
+			return diag_usage_error("option '%s' needs a value", s);
 		char *end = NULL;
 		if (!strcmp(s, "--backend")) {
 			if (!strcmp(v, "local"))
@@ -401,14 +391,14 @@ static int cmd_run(int argc, char **argv)
 			else if (!strcmp(v, "nccl"))
 				o.backend = RUN_NCCL;
 			else
-				return bad_usage("--backend is local, mpi or nccl, not '%s'", v);
+				return diag_usage_error("--backend is local, mpi or nccl, not '%s'", v);
 		} else if (!strcmp(s, "--device")) {
 			if (!strcmp(v, "cpu"))
 				o.device = DTPC_DEVICE_CPU;
 			else if (!strcmp(v, "cuda"))
 				o.device = DTPC_DEVICE_CUDA;
 			else
-				return bad_usage("--device is cpu or cuda, not '%s'", v);
+				return diag_usage_error("--device is cpu or cuda, not '%s'", v);
 			device_given = true;
 		} else if (!strcmp(s, "--dtype")) {
 			if (!strcmp(v, "f32"))
@@ -418,40 +408,40 @@ static int cmd_run(int argc, char **argv)
 			else if (!strcmp(v, "f16"))
 				o.dtype = DTPC_F16;
 			else
-				return bad_usage("--dtype is f32, bf16 or f16, not '%s'", v);
+				return diag_usage_error("--dtype is f32, bf16 or f16, not '%s'", v);
 		} else if (!strcmp(s, "--cuda-graph")) {
 			if (strcmp(v, "on") && strcmp(v, "off"))
-				return bad_usage("--cuda-graph is on or off, not '%s'", v);
+				return diag_usage_error("--cuda-graph is on or off, not '%s'", v);
 			o.cuda_graph = !strcmp(v, "on");
 		} else if (!strcmp(s, "--threads")) {
 			long n = strtol(v, &end, 10);
 			if (*end || n < 1 || n > 4096)
-				return bad_usage("--threads needs 1 to 4096, not '%s'", v);
+				return diag_usage_error("--threads needs 1 to 4096, not '%s'", v);
 			o.threads = (int)n;
 		} else if (!strcmp(s, "--ranks")) {
 			long n = strtol(v, &end, 10);
 			if (*end || n < 1 || n > 4096)
-				return bad_usage("--ranks needs 1 to 4096, not '%s'", v);
+				return diag_usage_error("--ranks needs 1 to 4096, not '%s'", v);
 			o.ranks = (int)n;
 		} else if (!strcmp(s, "--seed")) {
 			o.seed = strtoull(v, &end, 10);
 			if (*end)
-				return bad_usage("--seed needs an integer, not '%s'", v);
+				return diag_usage_error("--seed needs an integer, not '%s'", v);
 		} else if (!strcmp(s, "--steps")) {
 			long n = strtol(v, &end, 10);
 			if (*end || n < 1 || n > 1000000)
-				return bad_usage("--steps needs a positive integer, not '%s'", v);
+				return diag_usage_error("--steps needs a positive integer, not '%s'", v);
 			o.steps = (int)n;
 		} else if (!strcmp(s, "--timeout")) {
 			double t = strtod(v, &end);
 			if (*end || !(t > 0) || t > 86400)
-				return bad_usage("--timeout needs seconds, not '%s'", v);
+				return diag_usage_error("--timeout needs seconds, not '%s'", v);
 			o.timeout_ms = (int)(t * 1000) ? (int)(t * 1000) : 1;
 		} else if (!strcmp(s, "--tolerance")) {
 			tolerance_given = true;
 			o.tolerance = strtod(v, &end);
 			if (*end || !(o.tolerance >= 0))
-				return bad_usage("--tolerance needs a number, not '%s'", v);
+				return diag_usage_error("--tolerance needs a number, not '%s'", v);
 		} else if (!strcmp(s, "--weights")) {
 			o.weights = v;
 		} else if (!strcmp(s, "--inputs")) {
@@ -461,29 +451,29 @@ static int cmd_run(int argc, char **argv)
 		} else if (!strcmp(s, "--trace")) {
 			o.trace = v;
 		} else if (s[0] == '-') {
-			return bad_usage("unknown option '%s'", s);
+			return diag_usage_error("unknown option '%s'", s);
 		} else if (o.graph) {
-			return bad_usage("one graph file at a time ('%s')", s);
+			return diag_usage_error("one graph file at a time ('%s')", s);
 		} else {
 			o.graph = s;
 		}
 	}
 	if (!o.graph)
-		return bad_usage("%s", "run needs a graph file");
+		return diag_usage_error("%s", "run needs a graph file");
 	if (o.backend != RUN_LOCAL && o.ranks)
-		return bad_usage("%s", "--ranks is for the local backend; mpirun -np sets the ranks");
+		return diag_usage_error("%s", "--ranks is for the local backend; mpirun -np sets the ranks");
 	if (o.backend == RUN_NCCL) {
 		if (device_given && o.device != DTPC_DEVICE_CUDA)
-			return bad_usage("%s", "the nccl backend computes on the CUDA device");
+			return diag_usage_error("%s", "the nccl backend computes on the CUDA device");
 		o.device = DTPC_DEVICE_CUDA;
 	}
 	if (o.dtype != DTPC_F32 && o.device != DTPC_DEVICE_CUDA)
-		return bad_usage("%s", "--dtype bf16 and f16 need --device cuda (the CPU stores float32)");
+		return diag_usage_error("%s", "--dtype bf16 and f16 need --device cuda (the CPU stores float32)");
 	/* a narrow dtype against the float32 reference: bf16 keeps 8 bits */
 	if (o.dtype != DTPC_F32 && !tolerance_given)
 		o.tolerance = 2e-2;
 	if (o.device != DTPC_DEVICE_CPU && dtpc_device_count(o.device) <= 0)
-		return bad_usage("--device %s: %s", dtpc_device_name(o.device),
+		return diag_usage_error("--device %s: %s", dtpc_device_name(o.device),
 #ifdef DTPC_HAVE_CUDA
 				 "no GPU is visible to this process");
 #else
@@ -495,7 +485,7 @@ static int cmd_run(int argc, char **argv)
 int main(int argc, char **argv)
 {
 	if (argc < 2)
-		return bad_usage("%s", "missing command");
+		return diag_usage_error("%s", "missing command");
 	const char *cmd = argv[1];
 	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
 		print_usage();
@@ -521,5 +511,5 @@ int main(int argc, char **argv)
 		return suggest_main(argc, argv);
 	if (cmd[0] != '-' && strchr(cmd, '.'))
 		return cmd_check(argc, argv, 1, true);
-	return bad_usage("unknown command '%s'", cmd);
+	return diag_usage_error("unknown command '%s'", cmd);
 }
