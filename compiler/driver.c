@@ -3,10 +3,12 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "arena.h"
 #include "inspect.h"
@@ -83,12 +85,13 @@ static void dump_layout(FILE *out, struct arena *a, const struct plan_cfg *c,
 bool driver_readable(const char *path, FILE *err)
 {
 	struct stat st;
-	FILE *f = fopen(path, "rb");
-	const char *why = !f ? strerror(errno)
-		: fstat(fileno(f), &st) ? strerror(errno)
+	/* O_NONBLOCK: opening a FIFO must not wait for a writer */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	const char *why = fd < 0 ? strerror(errno)
+		: fstat(fd, &st) ? strerror(errno)
 		: !S_ISREG(st.st_mode) ? "not a regular file" : NULL;
-	if (f)
-		fclose(f);
+	if (fd >= 0)
+		close(fd);
 	if (why)
 		fprintf(err, "dtpc: cannot read '%s': %s\n", path, why);
 	return !why;
@@ -337,6 +340,20 @@ static void report(const struct g_graph *g, size_t len, FILE *out)
 
 static bool write_file(const char *path, const void *buf, size_t len, FILE *err)
 {
+	/* A device or FIFO is written in place: renaming over it would replace
+	 * the node itself (-o /dev/null as root left a regular file there) and
+	 * hide the device's own write error (/dev/full). */
+	struct stat st;
+	if (!stat(path, &st) && !S_ISREG(st.st_mode)) {
+		FILE *d = S_ISDIR(st.st_mode) ? NULL : fopen(path, "wb");
+		bool done = d && fwrite(buf, 1, len, d) == len;
+		if (d && fclose(d))
+			done = false;
+		if (!done)
+			fprintf(err, "dtpc: cannot write '%s': %s\n", path,
+				strerror(S_ISDIR(st.st_mode) ? EISDIR : errno));
+		return done;
+	}
 	char *tmp = malloc(strlen(path) + 8);
 	if (!tmp)
 		return false;

@@ -34,6 +34,7 @@
 #include "arena.h"
 #include "ast.h"
 #include "diag.h"
+#include "driver.h"
 #include "parse.h"
 
 enum kind { K_WORD, K_NUM, K_DOTINT, K_STR, K_COMMENT, K_PUNCT };
@@ -450,6 +451,9 @@ static char *slurp(FILE *f, size_t *len)
 static int fmt_file(const char *path, bool check, FILE *out, FILE *err)
 {
 	bool std = !strcmp(path, "-");
+	/* a named file is a regular one: not a device that never ends */
+	if (!std && !driver_readable(path, err))
+		return 2;
 	FILE *f = std ? stdin : fopen(path, "rb");
 	size_t len = 0;
 	char *text = f ? slurp(f, &len) : NULL;
