@@ -241,8 +241,10 @@ int driver_check(const struct check_opts *o, FILE *out, FILE *err)
 			const char *sep = "; plans:";
 			for (const struct plan *p = prog.plans; p; p = p->next, sep = ",")
 				fprintf(err, "%s %s", sep, p->name);
-			fprintf(err, "\n");
-			status = 2;
+			/* a syntax error can swallow a plan's header: then the
+			 * file's errors are the verdict (exit 1), not the usage */
+			fprintf(err, "%s\n", d.nerrors ? " (errors in the file may hide it)" : "");
+			status = d.nerrors ? 0 : 2;
 			goto done;
 		}
 	}
@@ -409,8 +411,8 @@ int driver_compile(const struct check_opts *o, const char *out_path, bool verbos
 		const char *sep = "; plans:";
 		for (const struct plan *q = prog.plans; q; q = q->next, sep = ",")
 			fprintf(err, "%s %s", sep, q->name);
-		fprintf(err, "\n");
-		status = 2;
+		fprintf(err, "%s\n", d.nerrors ? " (errors in the file may hide it)" : "");
+		status = d.nerrors ? 0 : 2;
 		goto done;
 	}
 	struct diag *mark = d.tail;
