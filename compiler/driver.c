@@ -84,6 +84,8 @@ static void dump_layout(FILE *out, struct arena *a, const struct plan_cfg *c,
 
 bool driver_readable(const char *path, FILE *err)
 {
+	if (!strcmp(path, "-"))
+		return true; /* standard input: the parser reads it */
 	struct stat st;
 	/* O_NONBLOCK: opening a FIFO must not wait for a writer */
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);

@@ -23,7 +23,8 @@ struct check_opts {
 
 /* A file a command reads, checked before any work is done, so that every
  * command reports a missing or unreadable file (or a folder) alike: one
- * message on err, exit status 2. */
+ * message on err, exit status 2. "-" passes: standard input, which the
+ * plan commands read (parse_program). */
 bool driver_readable(const char *path, FILE *err);
 
 /* `dtpc check`: parse, resolve and check every selected plan. Returns the

@@ -18,6 +18,7 @@
 static const char usage[] =
 	"usage: dtpc check FILE.plan [options]            check a plan before launch\n"
 	"       dtpc FILE.plan -o FILE.graph [options] [-v]  compile a plan to a graph\n"
+	"                 (FILE.plan '-': the plan on standard input)\n"
 	"       dtpc inspect FILE.graph [--rank R] [--format text|json|dot]\n"
 	"                 dot: repeat blocks collapsed; [--block N|NAME.N] opens one,\n"
 	"                 [--axis NAME] draws only the collectives over that axis\n"
@@ -509,7 +510,8 @@ int main(int argc, char **argv)
 		return cost_main(argc, argv);
 	if (!strcmp(cmd, "suggest"))
 		return suggest_main(argc, argv);
-	if (cmd[0] != '-' && strchr(cmd, '.'))
+	/* compile: a plan file, or "-" for a plan on standard input */
+	if ((cmd[0] != '-' && strchr(cmd, '.')) || !strcmp(cmd, "-"))
 		return cmd_check(argc, argv, 1, true);
 	return diag_usage_error("unknown command '%s'", cmd);
 }

@@ -51,14 +51,15 @@ void parse_buffer(struct arena *a, struct diag_ctx *d, const char *name,
  * parse_program, which print strerror) set on failure. Only regular
  * files: `import "/dev/zero";` read forever and a FIFO blocked the open (it
  * is opened non-blocking for that reason), and a folder failed with a bare
- * EIO. The size is capped at what the scanner's int length can hold. */
-static char *slurp(struct arena *a, const char *path, size_t *len, const char **why)
+ * EIO. The size is capped at what the scanner's int length can hold. The
+ * root file "-" is standard input, whatever it is (a pipe, a terminal). */
+static char *slurp(struct arena *a, const char *path, bool std, size_t *len, const char **why)
 {
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	int fd = std ? dup(STDIN_FILENO) : open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	struct stat st;
 	int e = fd < 0 || fstat(fd, &st) ? errno
-		: !S_ISREG(st.st_mode) ? EINVAL
-		: st.st_size > INT_MAX - 2 ? EFBIG : 0;
+		: !std && !S_ISREG(st.st_mode) ? EINVAL
+		: S_ISREG(st.st_mode) && st.st_size > INT_MAX - 2 ? EFBIG : 0;
 	FILE *f = e ? NULL : fdopen(fd, "rb");
 	if (!f) {
 		e = e ? e : errno;
@@ -134,7 +135,10 @@ static bool parse_rec(struct arena *a, struct diag_ctx *d, const char *path,
 	}
 	size_t len = 0;
 	const char *why;
-	char *text = slurp(a, path, &len, &why);
+	/* "-" at the root: the plan comes from standard input, and its imports
+	 * resolve from the current folder */
+	bool std = from.file < 0 && !strcmp(path, "-");
+	char *text = slurp(a, path, std, &len, &why);
 	if (!text) {
 		if (from.file < 0)
 			return false;
@@ -147,7 +151,7 @@ static bool parse_rec(struct arena *a, struct diag_ctx *d, const char *path,
 	v->next = *seen;
 	*seen = v;
 	struct file_ast ast;
-	parse_registered(a, d, diag_add_file(d, path, text, len), &ast);
+	parse_registered(a, d, diag_add_file(d, std ? "<stdin>" : path, text, len), &ast);
 	out->nfiles++;
 	for (struct import *im = ast.imports; im; im = im->next)
 		parse_rec(a, d, resolve(a, path, im->path), im->loc, v, seen, out);

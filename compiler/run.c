@@ -192,6 +192,11 @@ static int verify(const struct run_opts *o, const dtpc_graph *g, dtpc_session *s
 		fprintf(stderr, "dtpc: --verify: the graph does not name its source plan\n");
 		return 2;
 	}
+	if (!strcmp(src, "-")) {
+		fprintf(stderr, "dtpc: --verify: the graph was compiled from standard input, which "
+			"cannot be read again; compile it from a file to verify\n");
+		return 2;
+	}
 	/* the parameters the graph was compiled with, as -D */
 	struct arena *a = arena_create();
 	int n = 0;

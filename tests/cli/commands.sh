@@ -94,4 +94,14 @@ expect context-mesh-unseparated 1 "^1 error generated" \
 # shellcheck disable=SC2086
 expect context-string-semicolon 1 "rotate_method must be" \
 	"$DTPC" check $tiny --context 'rotate_method = "all;gather" # ;'
+# ---- a plan on standard input ("-"): located as <stdin>, imports from the current folder
+expect stdin-check 0 '^checked$' \
+	sh -c "\"$DTPC\" check - --plan tiny_dit_8 -q <examples/tiny_dit.plan && echo checked"
+printf 'model m {\n  input x : [1, 4, 8];\n  y = lineer(x, 8);\n  output y;\n}\n' >"$tmp/typo.plan"
+expect stdin-error-located 1 '^<stdin>:3:7: error: unknown op' \
+	sh -c "\"$DTPC\" check - <\"$tmp/typo.plan\""
+expect stdin-compile 0 '^compiled$' \
+	sh -c "\"$DTPC\" - --plan tiny_dit_8 -o \"$tmp/in.graph\" <examples/tiny_dit.plan && echo compiled"
+expect stdin-verify-refused 2 'compiled from standard input' "$DTPC" run "$tmp/in.graph" --verify
+
 summary clicmd
