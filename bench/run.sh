@@ -11,3 +11,5 @@ echo
 python3 bench/compile_scaling.py "$BUILD"
 echo
 python3 bench/runtime_bench.py "$BUILD"
+echo
+sh bench/cost_accuracy.sh "$BUILD"

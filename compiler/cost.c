@@ -46,7 +46,7 @@ static const char *const coll_keys[CO_N] = { "all_gather_busbw", "all_reduce_bus
 struct link {
 	bool present;
 	char name[96];
-	double alpha;      /* seconds per collective (or per ring step) */
+	double alpha[CO_N]; /* seconds per collective (or per ring step), by kind */
 	double busbw[CO_N]; /* nccl-tests bus bandwidth, bytes/s */
 };
 
@@ -102,8 +102,19 @@ static bool load_link(const cJSON *j, struct link *l, const char *which, char *e
 	snprintf(where, sizeof where, "links.%s.", which);
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
 	snprintf(l->name, sizeof l->name, "%s", cJSON_IsString(name) ? name->valuestring : which);
-	if (!num(j, "alpha_s", &l->alpha, where, err, n))
+	double alpha;
+	if (!num(j, "alpha_s", &alpha, where, err, n))
 		return false;
+	/* a calibrated profile (dtpc calibrate) has an α per collective kind;
+	 * a datasheet profile one for all */
+	for (int c = 0; c < CO_N; c++) {
+		char key[40];
+		snprintf(key, sizeof key, "%.*s_alpha_s", (int)(strlen(coll_keys[c]) - 6),
+			 coll_keys[c]);
+		l->alpha[c] = alpha;
+		if (cJSON_HasObjectItem(j, key) && !num(j, key, &l->alpha[c], where, err, n))
+			return false;
+	}
 	for (int c = 0; c < CO_N; c++)
 		if (!num(j, coll_keys[c], &l->busbw[c], where, err, n) ||
 		    !positive(l->busbw[c], coll_keys[c], err, n))
@@ -255,7 +266,7 @@ struct prediction {
  * rank's share of the node's cores scales a CPU's copies like its compute. */
 static double link_time(const struct link *l, int c, double bytes, double share)
 {
-	return l->alpha + bytes / (l->busbw[c] * share);
+	return l->alpha[c] + bytes / (l->busbw[c] * share);
 }
 
 static double kernel_time(const struct rate *r, double flops, double share)

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "arena.h"
+#include "calibrate.h"
 #include "cost.h"
 #include "driver.h"
 #include "embed.h"
@@ -31,6 +32,8 @@ static const char usage[] =
 	"       dtpc cost FILE.plan --hw PROFILE [--dtype D] [--format F] [check's options]\n"
 	"       dtpc suggest FILE.plan --world N --hw PROFILE [--max-mem BYTES] [--top K]\n"
 	"                                 predicted step time per mesh (docs/cost-model.md)\n"
+	"       dtpc calibrate --backend local|mpi --device cpu [--ranks N] -o PROFILE.json\n"
+	"                                 measure this machine into a hardware profile\n"
 	"       dtpc --help | --version\n"
 	"\n"
 	"options of check and compile:\n"
@@ -510,6 +513,8 @@ int main(int argc, char **argv)
 		return cost_main(argc, argv);
 	if (!strcmp(cmd, "suggest"))
 		return suggest_main(argc, argv);
+	if (!strcmp(cmd, "calibrate"))
+		return calibrate_main(argc, argv);
 	/* compile: a plan file, or "-" for a plan on standard input */
 	if ((cmd[0] != '-' && strchr(cmd, '.')) || !strcmp(cmd, "-"))
 		return cmd_check(argc, argv, 1, true);

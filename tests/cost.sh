@@ -177,4 +177,34 @@ sed 's/"source": "measured here, docs\/comm.md[^"]*"/"source": ""/' $CPU >"$tmp/
 "$DTPC" cost tests/lower/tiny.plan --plan all --mesh "ulysses = 3" --hw $CPU >"$tmp/o" 2>&1
 [ $? = 1 ] && grep -q "error" "$tmp/o" && ok || { bad "cost/refuse-plan-error"; cat "$tmp/o"; }
 
+# dtpc calibrate (tiny sizes: --quick): a profile with a source on every
+# number, the calibration's stamp in each, that `cost` loads; per-kind α.
+calib_check() {
+	cc_name=$1 cc_json=$2
+	json_check "$cc_name-sources" "$cc_json" "all(('measured by dtpc calibrate on ' in x['source']) for x in (lambda f: f(f, j))(lambda f, o: [o] if isinstance(o, dict) and 'value' in o else sum((f(f, v) for v in (o.values() if isinstance(o, dict) else [])), [])) ) and all(j['links']['intra'][k + '_alpha_s']['value'] >= 0 for k in ('all_gather', 'all_reduce', 'all_to_all', 'p2p'))"
+	"$DTPC" cost tests/lower/tiny.plan --plan all --hw "$cc_json" --format json >"$tmp/cal-cost.json" 2>"$tmp/o" &&
+		json_check "$cc_name-loads" "$tmp/cal-cost.json" "j['step_s'] > 0" ||
+		{ bad "cost/$cc_name-loads"; cat "$tmp/o"; }
+}
+if "$DTPC" calibrate --backend local --device cpu --ranks 3 --quick -o "$tmp/cal.json" >"$tmp/o" 2>&1; then
+	calib_check calibrate-local "$tmp/cal.json"
+else
+	bad "cost/calibrate-local"
+	cat "$tmp/o"
+fi
+# the build has the mpi backend wherever mpicc (and so mpirun) exists
+if command -v mpirun >/dev/null 2>&1; then
+	if mpirun -np 2 --oversubscribe --allow-run-as-root --mca btl self,vader \
+		"$DTPC" calibrate --backend mpi --device cpu --quick -o "$tmp/calm.json" >"$tmp/o" 2>&1; then
+		calib_check calibrate-mpi "$tmp/calm.json"
+	else
+		bad "cost/calibrate-mpi"
+		cat "$tmp/o"
+	fi
+else
+	skipped cost/calibrate-mpi "no mpirun"
+fi
+"$DTPC" calibrate --backend nccl --device cpu -o "$tmp/x.json" >"$tmp/o" 2>&1
+[ $? = 2 ] && grep -q "local or mpi" "$tmp/o" && ok || { bad "cost/calibrate-refuse"; cat "$tmp/o"; }
+
 summary cost
