@@ -13,6 +13,7 @@
 #include "fmt.h"
 #include "inspect.h"
 #include "run.h"
+#include "timeline.h"
 #include "runtime/graph_file.h"
 #include "version.h"
 
@@ -24,6 +25,8 @@ static const char usage[] =
 	"                 dot: repeat blocks collapsed; [--block N|NAME.N] opens one,\n"
 	"                 [--axis NAME] draws only the collectives over that axis\n"
 	"       dtpc run FILE.graph [run options]              replay a graph on N ranks\n"
+	"       dtpc timeline TRACE.json -o FILE.svg|- [--width PX]\n"
+	"                                 a run's trace as a picture: a lane per rank and row\n"
 	"       dtpc fmt [--check] FILE|FOLDER|-...        lay plan files out canonically;\n"
 	"                                 --check names those that would change (exit 1)\n"
 	"       dtpc embed FILE.graph -o FILE.c|FILE.o [--symbol NAME]\n"
@@ -369,6 +372,43 @@ static int cmd_embed(int argc, char **argv)
 	return embed_graph(file, out, symbol, stderr);
 }
 
+static int cmd_timeline(int argc, char **argv)
+{
+	const char *file = NULL, *out = NULL;
+	long width = 1200;
+	for (int i = 2; i < argc; i++) {
+		const char *s = argv[i], *v;
+		if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
+			print_usage();
+			return 0;
+		}
+		if (!strcmp(s, "-o") || !strcmp(s, "--width")) {
+			if (!(v = need_value(argc, argv, &i)))
+				return diag_usage_error("option '%s' needs a value", s);
+			if (s[1] == 'o') {
+				out = v;
+				continue;
+			}
+			char *end;
+			width = strtol(v, &end, 10);
+			/* under 300 pixels the lane names leave no room for spans */
+			if (*end || width < 300 || width > 100000)
+				return diag_usage_error("--width needs 300 to 100000 pixels, not '%s'", v);
+		} else if (s[0] == '-') {
+			return diag_usage_error("unknown option '%s'", s);
+		} else if (file) {
+			return diag_usage_error("one trace at a time ('%s')", s);
+		} else {
+			file = s;
+		}
+	}
+	if (!file)
+		return diag_usage_error("%s", "timeline needs a trace file");
+	if (!out)
+		return diag_usage_error("%s", "timeline needs -o FILE.svg (or -o - for standard output)");
+	return timeline_svg(file, out, (int)width, stderr);
+}
+
 static int cmd_run(int argc, char **argv)
 {
 	struct run_opts o = { .seed = 1, .steps = 1, .tolerance = 1e-5, .timeout_ms = 120000,
@@ -507,6 +547,8 @@ int main(int argc, char **argv)
 		return cmd_run(argc, argv);
 	if (!strcmp(cmd, "embed"))
 		return cmd_embed(argc, argv);
+	if (!strcmp(cmd, "timeline"))
+		return cmd_timeline(argc, argv);
 	if (!strcmp(cmd, "fmt"))
 		return cmd_fmt(argc, argv);
 	if (!strcmp(cmd, "cost"))

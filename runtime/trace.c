@@ -8,26 +8,89 @@
 #include "runtime/graph_stats.h"
 #include "runtime/session.h"
 
-/* One span: the op's kind and output, compute or communication, bytes on
- * communication spans; t0 and t1 in seconds, written in microseconds. */
-static void write_span(FILE *f, const struct g_graph *g, uint32_t rank, uint32_t op, double t0,
-		       double t1)
+/* Bytes of the arena in use while each op runs, from the memory plan: an
+ * input is live from the start, an activation from the op that writes it,
+ * each until the last op that reads it (a model output to the end), a
+ * scratch tensor during its op. The ranks share one plan, so one array
+ * serves every rank. NULL when out of memory: the counter is left out. */
+static uint64_t *arena_live(const struct g_graph *g)
 {
-	const struct g_op *o = &g->ops[op];
-	bool comm = op_table[o->kind].flags & OPF_COMM;
-	fprintf(f, ",\n{\"name\": \"%s %s\", \"cat\": \"%s\", \"ph\": \"X\", "
-		"\"pid\": 0, \"tid\": %u, \"ts\": %.3f, \"dur\": %.3f",
-		op_table[o->kind].name, graph_str(g, g->tensors[o->out].name),
-		comm ? "communication" : "compute", rank, t0 * 1e6, (t1 - t0) * 1e6);
-	if (comm)
-		fprintf(f, ", \"args\": {\"bytes\": %" PRIu64 "}", graph_comm_bytes(g, op, rank));
-	fprintf(f, "}");
+	uint32_t n = g->nops;
+	uint32_t *first = malloc(sizeof *first * (g->ntensors ? g->ntensors : 1));
+	uint32_t *last = malloc(sizeof *last * (g->ntensors ? g->ntensors : 1));
+	int64_t *delta = calloc((size_t)n + 1, sizeof *delta);
+	uint64_t *live = malloc(sizeof *live * (n ? n : 1));
+	if (!first || !last || !delta || !live) {
+		free(first), free(last), free(delta), free(live);
+		return NULL;
+	}
+	for (uint32_t t = 0; t < g->ntensors; t++) {
+		first[t] = g->tensors[t].kind == GT_INPUT ? 0 : UINT32_MAX;
+		last[t] = g->tensors[t].flags & G_TF_OUTPUT && n ? n - 1 : 0;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const struct g_op *o = &g->ops[i];
+		uint32_t use[2] = { o->out, o->scratch >= 0 ? (uint32_t)o->scratch : o->out };
+		for (int k = 0; k < 2; k++) {
+			first[use[k]] = first[use[k]] < i ? first[use[k]] : i;
+			last[use[k]] = last[use[k]] > i ? last[use[k]] : i;
+		}
+		for (uint32_t k = 0; k < o->nin; k++) {
+			uint32_t t = g->operands[o->in0 + k];
+			last[t] = last[t] > i ? last[t] : i;
+		}
+	}
+	for (uint32_t t = 0; t < g->ntensors; t++) {
+		const struct g_tensor *x = &g->tensors[t];
+		if (x->kind == GT_WEIGHT || first[t] == UINT32_MAX || last[t] < first[t])
+			continue;
+		delta[first[t]] += (int64_t)x->bytes;
+		delta[last[t] + 1] -= (int64_t)x->bytes;
+	}
+	int64_t sum = 0;
+	for (uint32_t i = 0; i < n; i++)
+		live[i] = (uint64_t)(sum += delta[i]);
+	free(first), free(last), free(delta);
+	return live;
 }
 
-static void write_track(FILE *f, uint32_t rank, bool first)
+/* One rank's process: a row per stream (compute, communication), a span per
+ * op (its kind and output; bytes on communication spans), and two counters:
+ * the bytes it has sent so far (stepped at the end of each communication
+ * span) and the arena's live bytes (at the start of each op that changes
+ * them). Times in seconds, written in microseconds, less shift. */
+static void write_rank(FILE *f, const struct g_graph *g, const uint64_t *live, uint32_t rank,
+		       const struct trace_event *ev, size_t n, double shift, bool first)
 {
-	fprintf(f, "%s{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": %u, "
+	fprintf(f, "%s{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %u, "
 		"\"args\": {\"name\": \"rank %u\"}}", first ? "" : ",\n", rank, rank);
+	fprintf(f, ",\n{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": %u, "
+		"\"args\": {\"sort_index\": %u}}", rank, rank);
+	for (int tid = 0; tid < 2; tid++)
+		fprintf(f, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %u, \"tid\": %d, "
+			"\"args\": {\"name\": \"%s\"}}", rank, tid, tid ? "communication" : "compute");
+	uint64_t sent = 0, in_use = UINT64_MAX;
+	for (size_t e = 0; e < n; e++) {
+		const struct g_op *o = &g->ops[ev[e].op];
+		bool comm = op_table[o->kind].flags & OPF_COMM;
+		double t0 = (ev[e].t0 - shift) * 1e6, t1 = (ev[e].t1 - shift) * 1e6;
+		if (live && live[ev[e].op] != in_use)
+			fprintf(f, ",\n{\"name\": \"arena\", \"ph\": \"C\", \"pid\": %u, \"ts\": %.3f, "
+				"\"args\": {\"live bytes\": %" PRIu64 "}}", rank, t0,
+				in_use = live[ev[e].op]);
+		fprintf(f, ",\n{\"name\": \"%s %s\", \"cat\": \"%s\", \"ph\": \"X\", "
+			"\"pid\": %u, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f",
+			op_table[o->kind].name, graph_str(g, g->tensors[o->out].name),
+			comm ? "communication" : "compute", rank, comm, t0, t1 - t0);
+		if (!comm) {
+			fprintf(f, "}");
+			continue;
+		}
+		uint64_t bytes = graph_comm_bytes(g, ev[e].op, rank);
+		fprintf(f, ", \"args\": {\"bytes\": %" PRIu64 "}}", bytes);
+		fprintf(f, ",\n{\"name\": \"bytes on the wire\", \"ph\": \"C\", \"pid\": %u, "
+			"\"ts\": %.3f, \"args\": {\"sent\": %" PRIu64 "}}", rank, t1, sent += bytes);
+	}
 }
 
 dtpc_status dtpc_trace_write(const char *path, dtpc_session *const *ss, int n)
@@ -35,14 +98,12 @@ dtpc_status dtpc_trace_write(const char *path, dtpc_session *const *ss, int n)
 	FILE *f = fopen(path, "w");
 	if (!f)
 		return rt_error(DTPC_ERR_IO, "cannot write trace '%s'", path);
+	uint64_t *live = n ? arena_live(ss[0]->g) : NULL;
 	fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
-	for (int k = 0; k < n; k++) {
-		const struct dtpc_session *s = ss[k];
-		write_track(f, s->rank, k == 0);
-		for (size_t e = 0; e < s->nevents; e++)
-			write_span(f, s->g, s->rank, s->events[e].op, s->events[e].t0, s->events[e].t1);
-	}
+	for (int k = 0; k < n; k++)
+		write_rank(f, ss[k]->g, live, ss[k]->rank, ss[k]->events, ss[k]->nevents, 0, k == 0);
 	fprintf(f, "\n]}\n");
+	free(live);
 	if (fclose(f))
 		return rt_error(DTPC_ERR_IO, "cannot write trace '%s'", path);
 	return DTPC_OK;
@@ -116,20 +177,23 @@ dtpc_status dtpc_trace_write_gathered(const char *path, dtpc_session *s)
 	double first = 0;
 	for (size_t e = 0; e < nall; e++)
 		first = e == 0 || all[e].t0 < first ? all[e].t0 : first;
-	FILE *f = fopen(path, "w");
+	struct trace_event *spans = malloc(sizeof *spans * (nall ? nall : 1));
+	uint64_t *live = arena_live(s->g);
+	FILE *f = spans ? fopen(path, "w") : NULL;
 	if (!f) {
-		st = rt_error(DTPC_ERR_IO, "cannot write trace '%s'", path);
+		st = spans ? rt_error(DTPC_ERR_IO, "cannot write trace '%s'", path)
+			   : rt_error(DTPC_ERR_NOMEM, "out of memory");
+		free(spans), free(live);
 		goto out;
 	}
+	for (size_t e = 0; e < nall; e++)
+		spans[e] = (struct trace_event){ (uint32_t)all[e].op, all[e].t0, all[e].t1, 0 };
 	fprintf(f, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"clock\": \"aligned at a barrier "
 		"after the run\"}, \"traceEvents\": [\n");
-	for (size_t r = 0, e = 0; r < world; r++) {
-		write_track(f, (uint32_t)r, r == 0);
-		for (size_t k = 0; k < nspans[r]; k++, e++)
-			write_span(f, s->g, (uint32_t)r, (uint32_t)all[e].op, all[e].t0 - first,
-				   all[e].t1 - first);
-	}
+	for (size_t r = 0, e = 0; r < world; e += nspans[r], r++)
+		write_rank(f, s->g, live, (uint32_t)r, spans + e, nspans[r], first, r == 0);
 	fprintf(f, "\n]}\n");
+	free(spans), free(live);
 	if (fclose(f))
 		st = rt_error(DTPC_ERR_IO, "cannot write trace '%s'", path);
 out:

@@ -90,9 +90,11 @@ fi
 
 # ---- one trace for an MPI job ----------------------------------------------------------------
 # Four MPI ranks, Ulysses over all four: rank 0 writes one trace with a
-# track per rank and clocks aligned at a barrier (tests/tools/trace_check.py);
+# process per rank, a row per stream, counters of bytes on the wire and of
+# the arena, and clocks aligned at a barrier (tests/tools/trace_check.py);
 # no per-rank files; the checker's negative controls: a rank's clock off by
-# 1 s, a track missing.
+# 1 s, a rank missing, a compute span on the communication row, the bytes
+# counter falling, the arena counter dropped.
 if command -v mpirun >/dev/null 2>&1 && [ -x "$BUILD/tests/mpi_test_comm_mpi" ]; then
 	"$DTPC" examples/tiny_dit.plan --plan tiny_dit_8 --mesh "ring = 1, ulysses = 4, tp = 1" \
 		-o "$tmp/u4.graph" -q
@@ -101,8 +103,11 @@ if command -v mpirun >/dev/null 2>&1 && [ -x "$BUILD/tests/mpi_test_comm_mpi" ];
 		--trace '$tmp/mpi.json' >/dev/null && ! ls '$tmp'/mpi.json.rank* 2>/dev/null &&
 		python3 tests/tools/trace_check.py '$tmp/mpi.json' 4"
 	for mutation in \
-		'[e.update(ts=e["ts"] + 1e6) for e in d["traceEvents"] if e.get("tid") == 2 and e["ph"] == "X"]' \
-		'd["traceEvents"] = [e for e in d["traceEvents"] if e.get("tid") != 3]'; do
+		'[e.update(ts=e["ts"] + 1e6) for e in d["traceEvents"] if e["pid"] == 2 and e["ph"] == "X"]' \
+		'd["traceEvents"] = [e for e in d["traceEvents"] if e["pid"] != 3]' \
+		'next(e for e in d["traceEvents"] if e.get("cat") == "compute").update(tid=1)' \
+		'next(e for e in d["traceEvents"] if e["ph"] == "C" and "sent" in e["args"])["args"].update(sent=1 << 40)' \
+		'd["traceEvents"] = [e for e in d["traceEvents"] if e["name"] != "arena"]'; do
 		python3 -c "import json, sys
 d = json.load(open(sys.argv[1]))
 $mutation
@@ -113,6 +118,37 @@ json.dump(d, open(sys.argv[2], 'w'))" "$tmp/mpi.json" "$tmp/bad.json" 2>/dev/nul
 	done
 else
 	skipped tools/trace-mpi-merged "no mpirun, or a build without MPI"
+fi
+
+# ---- a trace as a picture: dtpc timeline ---------------------------------------------------
+# A committed two-rank trace (tests/tools/timeline-small.json, cut from a
+# tiny_dit_8 run) gives the exact SVG; tests/tools/timeline_check.py holds
+# the picture to the trace (lanes, a rect per span, charts per counter, an
+# axis), with negative controls: a rect gone, a lane gone. A fresh local
+# run's trace (counters from the runtime) is drawn and checked the same way.
+golden timeline-small "$DTPC" timeline tests/tools/timeline-small.json -o - --width 800
+golden timeline-errors sh -c "'$DTPC' timeline tests/tools/timeline-small.json; echo exit \$?
+	'$DTPC' timeline tests/tools/timeline-small.json -o - --width 10; echo exit \$?
+	'$DTPC' timeline tests/tools/two-plans.plan -o -; echo exit \$?
+	'$DTPC' timeline /nonexistent.json -o -"
+"$DTPC" timeline tests/tools/timeline-small.json -o "$tmp/small.svg"
+check timeline-small-matches python3 tests/tools/timeline_check.py tests/tools/timeline-small.json "$tmp/small.svg"
+for mutation in 's.replace(s[s.index("<rect x", 200):s.index("</rect>", 200) + 7], "", 1)' \
+	's.replace(s[(i := s.index("<g class=\"lane\">", 800)):s.index("</g>", i) + 5], "", 1)'; do
+	python3 -c "import sys
+s = open(sys.argv[1]).read()
+open(sys.argv[2], 'w').write($mutation)" "$tmp/small.svg" "$tmp/bad.svg"
+	if python3 tests/tools/timeline_check.py tests/tools/timeline-small.json "$tmp/bad.svg" >/dev/null 2>&1; then
+		bad "tools/timeline_check.py accepts: $mutation"
+	else ok; fi
+done
+"$DTPC" run "$tmp/t8.graph" --trace "$tmp/t8.json" >/dev/null 2>&1
+check timeline-run sh -c "'$DTPC' timeline '$tmp/t8.json' -o '$tmp/t8.svg' &&
+	python3 tests/tools/timeline_check.py '$tmp/t8.json' '$tmp/t8.svg'"
+if command -v rsvg-convert >/dev/null 2>&1; then
+	check timeline-renders rsvg-convert -o "$tmp/t8.png" "$tmp/t8.svg"
+else
+	skipped tools/timeline-renders "rsvg-convert is not installed"
 fi
 
 # ---- SARIF ----------------------------------------------------------------------------

@@ -1,10 +1,14 @@
 """trace_check.py TRACE.json WORLD — a merged trace of WORLD ranks: trace-event
-JSON that Perfetto opens (an object with traceEvents; metadata and complete
-"X" spans with name, cat, ts, dur, pid, tid), one named track per rank
-0..WORLD-1, the same number of spans on each (the ranks replay one graph),
-the earliest span at 0, and the clocks aligned: each collective over the
-whole world (its k-th occurrence on every rank) ends within 100 ms on every
-rank. Per-rank clocks off by more show up there. Exit 1 with the reason."""
+JSON that Perfetto opens (an object with traceEvents; metadata, complete "X"
+spans with name, cat, ts, dur, pid, tid, and "C" counters), one process named
+`rank R` per rank 0..WORLD-1 with two rows, compute (tid 0) and communication
+(tid 1), each span on its category's row, the same number of spans on each
+rank (the ranks replay one graph), the earliest span at 0; counters per rank:
+`bytes on the wire` never falls and ends at the sum of the communication
+spans' bytes, `arena` live bytes above 0; and the clocks aligned: each
+collective over the whole world (its k-th occurrence on every rank) ends
+within 100 ms on every rank. Per-rank clocks off by more show up there.
+Exit 1 with the reason."""
 import collections
 import json
 import sys
@@ -12,22 +16,32 @@ import sys
 d = json.load(open(sys.argv[1]))
 world = int(sys.argv[2])
 ev = d["traceEvents"]
-tracks = {e["tid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
-assert tracks == {r: f"rank {r}" for r in range(world)}, tracks
+meta = [e for e in ev if e["ph"] == "M"]
+procs = {e["pid"]: e["args"]["name"] for e in meta if e["name"] == "process_name"}
+assert procs == {r: f"rank {r}" for r in range(world)}, procs
+rows = {(e["pid"], e["tid"]): e["args"]["name"] for e in meta if e["name"] == "thread_name"}
+assert rows == {(r, t): n for r in range(world) for t, n in enumerate(["compute", "communication"])}, rows
 spans = [e for e in ev if e["ph"] == "X"]
 for e in spans:
     assert {"name", "cat", "ts", "dur", "pid", "tid"} <= set(e), e
-    assert e["dur"] >= 0 and e["tid"] in tracks, e
-count = collections.Counter(e["tid"] for e in spans)
+    assert e["dur"] >= 0 and e["pid"] in procs, e
+    assert e["tid"] == (e["cat"] == "communication"), f"a span off its category's row: {e}"
+count = collections.Counter(e["pid"] for e in spans)
 assert len(set(count.values())) == 1 and len(count) == world, count
 assert min(e["ts"] for e in spans) == 0, "the earliest span should start at 0"
+for r in range(world):
+    sent = [e["args"]["sent"] for e in ev if e["ph"] == "C" and e["pid"] == r and e["name"] == "bytes on the wire"]
+    total = sum(e["args"]["bytes"] for e in spans if e["pid"] == r and e["cat"] == "communication")
+    assert sent == sorted(sent) and sent and sent[-1] == total, f"rank {r}: bytes on the wire {sent[-3:]} vs {total}"
+    live = [e["args"]["live bytes"] for e in ev if e["ph"] == "C" and e["pid"] == r and e["name"] == "arena"]
+    assert live and min(live) > 0, f"rank {r}: arena counter {live[:3]}"
 ends = collections.defaultdict(dict)
 seen = collections.Counter()
 for e in spans:
     if e["cat"] == "communication":
-        k = (e["name"], seen[e["tid"], e["name"]])
-        seen[e["tid"], e["name"]] += 1
-        ends[k][e["tid"]] = e["ts"] + e["dur"]
+        k = (e["name"], seen[e["pid"], e["name"]])
+        seen[e["pid"], e["name"]] += 1
+        ends[k][e["pid"]] = e["ts"] + e["dur"]
 whole = [v for v in ends.values() if len(v) == world]
 assert whole, "no collective over the whole world"
 worst = max(max(v.values()) - min(v.values()) for v in whole)
