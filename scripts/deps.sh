@@ -3,7 +3,8 @@
 # Idempotent: installs only what is missing, so `make deps` is cheap to repeat.
 set -eu
 PKGS="make gcc clang libclang-rt-dev flex bison libcjson-dev libopenblas-dev
-      openmpi-bin libopenmpi-dev graphviz python3 python3-numpy pkgconf groff-base"
+      openmpi-bin libopenmpi-dev graphviz python3 python3-numpy pkgconf groff-base
+      librsvg2-bin"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

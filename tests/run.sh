@@ -121,7 +121,7 @@ if "$DTPC" run "$tmp/t.graph" --trace "$tmp/trace.json" --save-outputs "$tmp/out
 import json, struct, sys
 t = json.load(open(sys.argv[1]))["traceEvents"]
 spans = [e for e in t if e["ph"] == "X"]
-ranks = {e["tid"] for e in spans}
+ranks = {e["pid"] for e in spans}
 comm = [e for e in spans if e["cat"] == "communication"]
 assert ranks == set(range(8)), ranks
 assert comm and all(e["args"]["bytes"] > 0 for e in comm if not e["name"].startswith("shard"))
