@@ -28,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "compiler/median.h"
 #include "runtime/comm.h"
 
 enum { MAXR = 8, NSIZES = 8, WARMUP = 2, MIN_ITERS = 5, MAX_ITERS = 500 };
@@ -46,17 +47,6 @@ static double now(void)
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof *v, cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 static double bus_factor(enum coll k, int n)
 {

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "compiler/median.h"
 #include "kernels/cpu/kernels.h"
 
 static clockid_t clock_id = CLOCK_THREAD_CPUTIME_ID;
@@ -42,12 +43,6 @@ struct row {
 	double sec, gflops;
 };
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
 static double median_of(int reps, void (*fn)(void *), void *arg)
 {
 	double t[16];
@@ -57,8 +52,7 @@ static double median_of(int reps, void (*fn)(void *), void *arg)
 		fn(arg);
 		t[r] = now() - t0;
 	}
-	qsort(t, (size_t)reps, sizeof *t, cmp_double);
-	return t[reps / 2];
+	return median(t, reps);
 }
 
 struct gemm_arg {

@@ -19,6 +19,7 @@
 
 #include "diag.h"
 #include "kernels/cpu/kernels.h"
+#include "median.h"
 #include "runtime/comm.h"
 #include "runtime/dtpc.h"
 #include "runtime/session.h"
@@ -55,17 +56,6 @@ static double clock_s(clockid_t id)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof *v, cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 /* t = fixed + x / rate by least squares; a negative intercept (noise on a
  * machine whose small cases are nearly free) is refitted through the origin,

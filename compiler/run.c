@@ -14,6 +14,7 @@
 
 #include "arena.h"
 #include "driver.h"
+#include "median.h"
 #include "runtime/dtpc.h"
 #include "runtime/safetensors.h"
 
@@ -131,12 +132,6 @@ static void *rank_main(void *arg)
 	if (progress)
 		fputc('\n', stderr);
 	return NULL;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
 }
 
 /* How an output compares with the reference, as nccl-tests reports it: the
@@ -368,9 +363,8 @@ static void report_time(const struct run_opts *o, struct rank_job *jobs, int n, 
 		for (int r = 0; r < n; r++)
 			worst[k] = jobs[r].step_ms[k] > worst[k] ? jobs[r].step_ms[k] : worst[k];
 	double first = worst[0];
-	qsort(worst, (size_t)o->steps, sizeof *worst, cmp_double);
-	printf("time: %.2f ms per step (median of %d; first %.2f ms) on %d %s rank%s", worst[o->steps / 2],
-	       o->steps, first, world, backend, world == 1 ? "" : "s");
+	printf("time: %.2f ms per step (median of %d; first %.2f ms) on %d %s rank%s",
+	       median(worst, o->steps), o->steps, first, world, backend, world == 1 ? "" : "s");
 	if (o->device != DTPC_DEVICE_CPU)
 		printf(", %s device%s", dtpc_device_name(o->device),
 		       jobs[0].s && dtpc_session_graphed(jobs[0].s) ? ", CUDA graph replay" : "");
