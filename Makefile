@@ -167,12 +167,17 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # The GPU tests and benchmarks call the kernels and the nccl backend
-# themselves: they link the CUDA objects.
-$(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(CUDA_OBJ) $(LIBS)
+# themselves: they link the CUDA objects from an archive, so each takes only
+# the objects it uses (the GPU bundle carries every one of them).
+$(BUILD)/libdtpc_cuda.a: $(CUDA_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(BUILD)/libdtpc_cuda.a $(LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 
-$(BUILD)/bench/gpu/%: $(BUILD)/obj/bench/gpu/%.o $(CUDA_OBJ) $(LIBS)
+$(BUILD)/bench/gpu/%: $(BUILD)/obj/bench/gpu/%.o $(BUILD)/libdtpc_cuda.a $(LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 
