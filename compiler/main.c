@@ -516,13 +516,9 @@ static int cmd_run(int argc, char **argv)
 	/* a narrow dtype against the float32 reference: bf16 keeps 8 bits */
 	if (o.dtype != DTPC_F32 && !tolerance_given)
 		o.tolerance = 2e-2;
-	if (o.device != DTPC_DEVICE_CPU && dtpc_device_count(o.device) <= 0)
-		return diag_usage_error("--device %s: %s", dtpc_device_name(o.device),
-#ifdef DTPC_HAVE_CUDA
-				 "no GPU is visible to this process");
-#else
-				 "this dtpc was built without CUDA (make CUDA=1, with nvcc)");
-#endif
+	const char *no = dtpc_device_unavailable(o.device);
+	if (no)
+		return diag_usage_error("--device %s: %s", dtpc_device_name(o.device), no);
 	return o.backend == RUN_LOCAL ? run_local(&o) : run_mpi(&o);
 }
 

@@ -97,6 +97,16 @@ int dev_cuda_count(void)
 	return cuda() ? api->dev_count() : 0;
 }
 
+const char *dev_cuda_unavailable(void)
+{
+	static _Thread_local char text[sizeof why + 64];
+	if (!cuda()) {
+		snprintf(text, sizeof text, "cannot load dtpc's CUDA library: %s", why);
+		return text;
+	}
+	return api->dev_count() > 0 ? NULL : "no GPU is visible to this process";
+}
+
 struct comm *comm_nccl_create(int timeout_ms, char *err, size_t errlen)
 {
 	if (!cuda()) {
@@ -119,6 +129,11 @@ struct dev *dev_cuda_create(int ordinal, char *err, size_t errlen)
 int dev_cuda_count(void)
 {
 	return 0;
+}
+
+const char *dev_cuda_unavailable(void)
+{
+	return "this build of dtpc has no CUDA device (built without nvcc)";
 }
 
 struct comm *comm_nccl_create(int timeout_ms, char *err, size_t errlen)

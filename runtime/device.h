@@ -24,12 +24,6 @@
 #include "kernels/cpu/kernels.h"
 #include "runtime/dtpc.h"
 
-#ifdef DTPC_HAVE_CUDA
-#define DTPC_BUILT_WITH_CUDA 1
-#else
-#define DTPC_BUILT_WITH_CUDA 0
-#endif
-
 struct dev;
 
 struct dev_ops {
@@ -102,4 +96,7 @@ struct dev *dev_cpu_create(void);
 struct dev *dev_cuda_create(int ordinal, char *err, size_t errlen);
 /* GPUs this build can use (0 without CUDA). */
 int dev_cuda_count(void);
+/* Why no GPU can be used (no CUDA in this build, dtpc's CUDA library not
+ * loadable, or no GPU visible), or NULL when one can. */
+const char *dev_cuda_unavailable(void);
 #endif

@@ -105,6 +105,10 @@ typedef enum dtpc_device { DTPC_DEVICE_CPU = 0, DTPC_DEVICE_CUDA = 1 } dtpc_devi
  * CPU; for CUDA the GPUs visible (0 when built without CUDA, or with no
  * GPU or driver). */
 DTPC_API int dtpc_device_count(dtpc_device dev);
+/* Why this build cannot compute on dev here (e.g. "no GPU is visible to this
+ * process", or dtpc's CUDA library could not be loaded), or NULL when it
+ * can. A static or per-thread string. */
+DTPC_API const char *dtpc_device_unavailable(dtpc_device dev);
 /* "cpu", "cuda"; NULL for an unknown value. */
 DTPC_API const char *dtpc_device_name(dtpc_device dev);
 

@@ -246,6 +246,17 @@ int dtpc_device_count(dtpc_device dev)
 	return 0;
 }
 
+const char *dtpc_device_unavailable(dtpc_device dev)
+{
+	switch (dev) {
+	case DTPC_DEVICE_CPU:
+		return NULL;
+	case DTPC_DEVICE_CUDA:
+		return dev_cuda_unavailable();
+	}
+	return "unknown device";
+}
+
 const char *dtpc_device_name(dtpc_device dev)
 {
 	switch (dev) {
@@ -419,11 +430,10 @@ static dtpc_status make_device(struct dtpc_session *s, dtpc_device dev)
 		s->dv = dev_cpu_create();
 		return s->dv ? DTPC_OK : rt_error(DTPC_ERR_NOMEM, "out of memory");
 	}
+	const char *no = dev_cuda_unavailable();
+	if (no)
+		return rt_error(DTPC_ERR_INVALID, "rank %u: no CUDA device: %s", s->rank, no);
 	int n = dev_cuda_count();
-	if (n <= 0)
-		return rt_error(DTPC_ERR_INVALID, "rank %u: no CUDA device: %s", s->rank,
-				DTPC_BUILT_WITH_CUDA ? "no GPU is visible"
-						     : "this build of dtpc has no CUDA device");
 	int ordinal = s->c->device >= 0 ? s->c->device : (int)(s->rank % (uint32_t)n);
 	if (!(s->dv = dev_cuda_create(ordinal, why, sizeof why)))
 		return rt_error(DTPC_ERR_DEVICE, "rank %u: GPU %d: %s", s->rank, ordinal, why);

@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/gpu/run.sh [BUILD] — every GPU check of dtpc in one command of at most
 # 8 minutes, on a machine with an NVIDIA GPU. BUILD is a CUDA build
-# (make CUDA=1 BUILD=build-gpu), or the folder `make gpu-bundle` made of one
+# (make BUILD=build-gpu where nvcc is found), or the folder `make gpu-bundle` made of one
 # for a machine that cannot build (BUILD/bundle); without BUILD/dtpc the
 # script builds with the machine's nvcc first.
 #
@@ -27,7 +27,7 @@ BUILD=${1:-build-gpu}
 T0=$(date +%s)
 if [ ! -x "$BUILD/dtpc" ]; then
 	echo "== build ($BUILD)"
-	make CUDA=1 BUILD="$BUILD" -j"$(nproc)" all >"${TMPDIR:-/tmp}/gpu-build.log" 2>&1 ||
+	make BUILD="$BUILD" -j"$(nproc)" all >"${TMPDIR:-/tmp}/gpu-build.log" 2>&1 ||
 		{ tail -30 "${TMPDIR:-/tmp}/gpu-build.log"; exit 2; }
 fi
 # Libraries a bundle carries, then the large ones the machine has: cuBLASLt
