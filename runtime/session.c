@@ -677,26 +677,30 @@ static void gen_scale(const struct g_tensor *x, const char *name, float *scale, 
  * memory of its own; an input lives in the arena, written through its host
  * mirror. Where the device's memory is the host's, the target is the
  * tensor's own memory and nothing moves. */
-static float *bind_target(struct dtpc_session *s, uint32_t t)
+static dtpc_status bind_target(struct dtpc_session *s, uint32_t t, float **host)
 {
 	const struct g_tensor *x = &s->g->tensors[t];
-	if (x->kind != GT_WEIGHT)
-		return (float *)((char *)s->host + x->offset);
-	size_t bytes = (size_t)(s->numel[t] ? s->numel[t] : 1) * 4;
-	if (!s->weights[t] && !(s->weights[t] = s->dv->ops->alloc(s->dv, bytes))) {
-		rt_error(DTPC_ERR_NOMEM, "no memory for weight '%s' on the %s device: %s",
-			 graph_str(s->g, x->name), s->dv->ops->name, s->dv->ops->error(s->dv));
-		return NULL;
+	if (x->kind != GT_WEIGHT) {
+		*host = (float *)((char *)s->host + x->offset);
+		return DTPC_OK;
 	}
-	return s->dv->ops->host_memory ? s->weights[t] : malloc(bytes);
+	size_t bytes = (size_t)(s->numel[t] ? s->numel[t] : 1) * 4;
+	if (!s->weights[t] && !(s->weights[t] = s->dv->ops->alloc(s->dv, bytes)))
+		return rt_error(DTPC_ERR_NOMEM, "no memory for weight '%s' on the %s device: %s",
+				graph_str(s->g, x->name), s->dv->ops->name, s->dv->ops->error(s->dv));
+	*host = s->dv->ops->host_memory ? s->weights[t] : malloc(bytes);
+	if (!*host)
+		return rt_error(DTPC_ERR_NOMEM, "out of memory for weight '%s'",
+				graph_str(s->g, x->name));
+	return DTPC_OK;
 }
 
 /* Uploads what bind_target's memory holds when st is DTPC_OK, frees a
  * staging copy either way; returns st or the upload's failure. */
 static dtpc_status bind_finish(struct dtpc_session *s, uint32_t t, float *host, dtpc_status st)
 {
-	if (s->dv->ops->host_memory || !host) {
-		s->bound[t] = !st && host;
+	if (s->dv->ops->host_memory) {
+		s->bound[t] = !st;
 		return st;
 	}
 	const struct dev_ops *d = s->dv->ops;
@@ -714,13 +718,6 @@ static dtpc_status bind_finish(struct dtpc_session *s, uint32_t t, float *host, 
 	return st;
 }
 
-static dtpc_status no_target(const struct dtpc_session *s, uint32_t t)
-{
-	if (s->g->tensors[t].kind == GT_WEIGHT && s->weights[t])
-		return rt_error(DTPC_ERR_NOMEM, "out of memory for weight '%s'",
-				graph_str(s->g, s->g->tensors[t].name));
-	return DTPC_ERR_NOMEM; /* bind_target said why */
-}
 
 static dtpc_status gen_tensor(struct dtpc_session *s, uint32_t t, uint64_t seed, float *dst)
 {
@@ -740,10 +737,10 @@ dtpc_status dtpc_session_bind_weights_seed(dtpc_session *s, uint64_t seed)
 	for (uint32_t t = 0; t < s->g->ntensors; t++) {
 		if (s->g->tensors[t].kind != GT_WEIGHT)
 			continue;
-		float *h = bind_target(s, t);
-		if (!h)
-			return no_target(s, t);
-		dtpc_status st = bind_finish(s, t, h, gen_tensor(s, t, seed, h));
+		float *h;
+		dtpc_status st = bind_target(s, t, &h);
+		if (!st)
+			st = bind_finish(s, t, h, gen_tensor(s, t, seed, h));
 		if (st)
 			return st;
 	}
@@ -754,8 +751,10 @@ dtpc_status dtpc_session_bind_inputs_seed(dtpc_session *s, uint64_t seed)
 {
 	for (uint32_t i = 0; i < s->g->ninputs; i++) {
 		uint32_t t = s->g->inputs[i];
-		float *h = bind_target(s, t);
-		dtpc_status st = bind_finish(s, t, h, gen_tensor(s, t, seed ^ 0x696e707574ull, h));
+		float *h;
+		dtpc_status st = bind_target(s, t, &h);
+		if (!st)
+			st = bind_finish(s, t, h, gen_tensor(s, t, seed ^ 0x696e707574ull, h));
 		if (st)
 			return st;
 	}
@@ -806,9 +805,9 @@ dtpc_status dtpc_session_bind_weight(dtpc_session *s, const char *name, const fl
 	dtpc_status st = check_shape(s, (uint32_t)t, shape, ndim, "weight");
 	if (st)
 		return st;
-	float *h = bind_target(s, (uint32_t)t);
-	if (!h)
-		return no_target(s, (uint32_t)t);
+	float *h;
+	if ((st = bind_target(s, (uint32_t)t, &h)))
+		return st;
 	struct from_full F = { h, data };
 	return bind_finish(s, (uint32_t)t, h, each_element(s, (uint32_t)t, copy_element, &F));
 }
@@ -822,7 +821,9 @@ dtpc_status dtpc_session_set_input(dtpc_session *s, const char *name, const floa
 	dtpc_status st = check_shape(s, (uint32_t)t, shape, ndim, "input");
 	if (st)
 		return st;
-	float *h = bind_target(s, (uint32_t)t);
+	float *h;
+	if ((st = bind_target(s, (uint32_t)t, &h)))
+		return st;
 	memcpy(h, data, (size_t)s->numel[t] * 4);
 	return bind_finish(s, (uint32_t)t, h, DTPC_OK);
 }
@@ -922,11 +923,9 @@ static dtpc_status bind_file(dtpc_session *s, const char *path, int kind)
 		}
 		if (st)
 			break;
-		float *h = bind_target(s, t);
-		if (!h) {
-			st = no_target(s, t);
+		float *h;
+		if ((st = bind_target(s, t, &h)))
 			break;
-		}
 		if (!st_read_f32(e, dim, starts, lens, nr, h, why, sizeof why))
 			st = rt_error(DTPC_ERR_BIND, "%s: %s", path, why);
 		st = bind_finish(s, t, h, st);
