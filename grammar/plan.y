@@ -422,7 +422,7 @@ arg:
 |	IDENT '=' expr { $$ = mkarg(P, $1, @1, $3, @$); }
 ;
 
-/* expr := INT | FLOAT | STRING | 'true' | 'false' | path | '[' expr {',' expr} ']'
+/* expr := INT | FLOAT | STRING | 'true' | 'false' | path | '[' [ expr {',' expr} ] ']'
  *       | expr ('+'|'-'|'*'|'/'|'//'|'%') expr | '-' expr | '(' expr ')'
  *       | expr ('=='|'!='|'<'|'>'|'<='|'>=') expr | expr ('and'|'or') expr
  *       | 'not' expr | expr '[' expr ']' | IDENT '(' [ expr { ',' expr } ] ')' */
@@ -433,6 +433,7 @@ expr:
 |	TRUE { $$ = mkexpr(P, EX_BOOL, @$); $$->i = 1; }
 |	FALSE { $$ = mkexpr(P, EX_BOOL, @$); $$->i = 0; }
 |	path { $$ = mkexpr(P, EX_PATH, @$); $$->s = $1; }
+|	'[' ']' { $$ = mkexpr(P, EX_LIST, @$); }
 |	'[' exprs ']' { $$ = mkexpr(P, EX_LIST, @$); $$->items = $2.head; }
 |	expr '+' expr { $$ = mkbin(P, '+', $1, $3, @$); }
 |	expr '-' expr { $$ = mkbin(P, '-', $1, $3, @$); }
