@@ -76,6 +76,19 @@ else
 	matrix wan examples/wan.plan wan_tiny_usp_ffn_tp wan_tiny_ffn_tp
 	case_ wan-ring-anything3 examples/wan.plan wan_tiny_ring_anything3 "ring = 3" \
 		"ring_anything = true"
+	# the language of diffusers' forward (tests/plans/forward.plan): a
+	# tuple's outputs split one by one, root rebinding with the split where
+	# the blocks take the streams, if/else on a config flag (both branches),
+	# outputs named as written
+	F=tests/plans/forward.plan
+	matrix forward $F forward_cp forward_tp
+	case_ forward-no-guidance-ring2xulysses2 $F forward_cp "ring = 2, ulysses = 2" "" \
+		-D guidance_embeds=false
+	case_ forward-no-guidance-tp2 $F forward_tp "tp = 2" "" -D guidance_embeds=false
+	case_ forward-ring-anything3 $F forward_cp "ring = 3" "ring_anything = true" \
+		-D img_seq=13 -D txt_seq=7 -D 'axes_dims_rope=[1,2,1]'
+	case_ forward-ulysses-anything3 $F forward_cp "ulysses = 3" "ulysses_anything = true" \
+		-D num_attention_heads=5 -D img_seq=7 -D txt_seq=5
 	# a plan with unusual ops (modulation, per-head norm, cross-attention,
 	# a reshape of a tp-sharded tensor, a gather on a repeat block)
 	for m in "ring = 2, ulysses = 2, tp = 2" "ulysses = 2, tp = 2" "tp = 2, ring = 2" \

@@ -16,11 +16,12 @@ meaning() {
 		sed -e 's/^\(graph: .*\), checksum [0-9a-f]*$/\1/' -e '/^  source_hash  /d'
 }
 
-# golden NAME PLAN MESH CONTEXT RANK DEFINES...
+# golden NAME PLAN MESH CONTEXT RANK DEFINES... (of tests/lower/tiny.plan, or of
+# $g_file when set)
 golden() {
 	g_name=$1 g_plan=$2 g_mesh=$3 g_ctx=$4 g_rank=$5
 	shift 5
-	compile_mesh tests/lower/tiny.plan "$g_plan" "$g_mesh" "$g_ctx" "$tmp/g.graph" "$@" \
+	compile_mesh "${g_file:-tests/lower/tiny.plan}" "$g_plan" "$g_mesh" "$g_ctx" "$tmp/g.graph" "$@" \
 		>"$tmp/c" 2>&1 || { bad "lower/$g_name (compile)"; cat "$tmp/c"; return; }
 	meaning "$tmp/g.graph" "$g_rank" >"$tmp/out"
 	compare "lower/$g_name" "tests/lower/$g_name.expected" "$tmp/out"
@@ -34,6 +35,12 @@ golden ring2xulysses2 all "ring = 2, ulysses = 2" "" 3
 golden tp2xulysses2xring2 all "ring = 2, ulysses = 2, tp = 2" "" 5
 golden ulysses-anything3 all "ulysses = 3" "ulysses_anything = true" 2 -D seq=50 -D heads=5 -D hidden=40
 golden ring-anything3 all "ring = 3" "ring_anything = true" 2 -D seq=50
+# the language of diffusers' forward (tests/plans/forward.plan): pos_embed's
+# tables sharded where the tuple is written (out.0 to out.3), the rebound
+# hidden_states / encoder_hidden_states sharded where they enter
+# transformer_blocks.0 (not at the root), final's out.1 gathered, the output
+# named sample
+g_file=tests/plans/forward.plan golden forward-ring2xulysses2 forward_cp "ring = 2, ulysses = 2" "" 3
 
 # A comment appended to the plan changes the checksum and the source hash (the
 # raw inspect output differs: else this check would prove nothing) and not
