@@ -147,7 +147,8 @@ static bool word(const struct tok *t, const char *w)
 /* The keywords that an expression follows (`if -x > 0`, `not (a)`). */
 static bool expr_keyword(const struct tok *t)
 {
-	return word(t, "if") || word(t, "and") || word(t, "or") || word(t, "not");
+	return word(t, "if") || word(t, "else") || word(t, "and") || word(t, "or") ||
+	       word(t, "not");
 }
 
 /* Whether a token ends an operand: after it, '-' is binary. */

@@ -157,6 +157,7 @@ static void meta_value(struct lower *L, const char *k, const struct value *v)
 		}
 		m.value = str_id(L, value_str(L->a, v));
 		break;
+	case VAL_NULL: /* "none", which -D (run --verify) reads back as none */
 	case VAL_NONE: m.value = str_id(L, value_str(L->a, v)); break;
 	}
 	PUSH(L, L->meta, m);

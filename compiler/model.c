@@ -1296,11 +1296,22 @@ static void bind_params(struct inst *I, const struct model *md,
 				ov[i].used = true;
 			}
 		bool ok = expr_eval(&c, a->val, &v);
+		/* `-D act=none` of a string parameter is the string "none" */
+		struct override cli_str;
+		if (use && ok && use->from_cli && use->val.kind == VAL_NULL && v.kind == VAL_STR) {
+			cli_str = *use;
+			cli_str.val.kind = VAL_STR;
+			cli_str.val.s = "none";
+			use = &cli_str;
+		}
 		/* An override keeps the parameter's kind: `-D seq=abc` is reported
 		 * here, not as a bad shape deep in the model. An integer where a
-		 * number is expected is fine. */
+		 * number is expected is fine, and none (diffusers' None, a
+		 * config.json null) stands for any kind, and any kind for it:
+		 * `image_dim = none` takes 1280, as diffusers' `int | None`. */
 		if (use && ok && use->val.kind != v.kind &&
-		    !(v.kind == VAL_FLOAT && use->val.kind == VAL_INT)) {
+		    !(v.kind == VAL_FLOAT && use->val.kind == VAL_INT) &&
+		    v.kind != VAL_NULL && use->val.kind != VAL_NULL) {
 			dtpc_loc l = use->from_cli ? use_loc : use->val.loc;
 			diag_error(I->d, l, "%s%s = %s: '%s' is %s %s in model '%s' (default %s)",
 				   use->from_cli ? "-D " : "", a->name,

@@ -84,7 +84,8 @@ else
 	matrix forward $F forward_cp forward_tp
 	case_ forward-no-guidance-ring2xulysses2 $F forward_cp "ring = 2, ulysses = 2" "" \
 		-D guidance_embeds=false
-	case_ forward-no-guidance-tp2 $F forward_tp "tp = 2" "" -D guidance_embeds=false
+	case_ forward-no-guidance-tp2 $F forward_tp "tp = 2" "" -D guidance_embeds=false \
+		-D out_channels=8
 	case_ forward-ring-anything3 $F forward_cp "ring = 3" "ring_anything = true" \
 		-D img_seq=13 -D txt_seq=7 -D 'axes_dims_rope=[1,2,1]'
 	case_ forward-ulysses-anything3 $F forward_cp "ulysses = 3" "ulysses_anything = true" \

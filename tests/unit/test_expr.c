@@ -175,6 +175,17 @@ int main(void)
 	fails("not 1");
 	fails("\"a\" < 1");
 	fails("1 < 2 < 3");                       /* comparisons do not chain */
+	/* none (diffusers' None) and Python's conditional expression */
+	UNIT_CHECK(eval("none", &v, &e) && v.kind == VAL_NULL, "none");
+	UNIT_CHECK(eval("none == none and none != 0 and not (none == [])", &v, &e) && v.i == 1,
+		   "none equals only none");
+	int_is("a if a > b else b", 6);
+	int_is("1 if false else 2 if false else 3", 3);  /* right associative */
+	int_is("(b if none != none else a) + 1", 7);
+	int_is("2 if true else [1][5]", 2);              /* the other branch is not evaluated */
+	fails("1 if 0 else 2");
+	fails("none + 1");
+	fails("None");                                   /* Python's spelling: a hint */
 
 	/* edit distance and did-you-mean */
 	UNIT_CHECK(edit_distance("colwise", "colwise") == 0, "distance to itself");
@@ -206,6 +217,8 @@ int main(void)
 		   "-D nested list, empty list, quoted string with a comma");
 	c = value_from_cli(A, "[]");
 	UNIT_CHECK(c.kind == VAL_LIST && c.n == 0, "-D empty list");
+	c = value_from_cli(A, "none");
+	UNIT_CHECK(c.kind == VAL_NULL, "-D none");
 	c = value_from_cli(A, "[1, x]");
 	UNIT_CHECK(c.kind == VAL_STR, "-D list with a bare word stays a string");
 	c = value_from_cli(A, "[1, [2]");
