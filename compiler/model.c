@@ -53,6 +53,8 @@ struct binding {
 	struct scope *owner;
 	bool failed;       /* its statement had errors: uses stay silent */
 	bool variable;     /* an input or alias: may be bound again in its scope */
+	bool alias;        /* a new name an alias statement bound */
+	bool read;         /* read since (an alias never read is likely a typo) */
 	int tuple;         /* a tuple's element count (its name is no tensor) */
 	const char *name;  /* as the scope spells it */
 };
@@ -416,6 +418,7 @@ static int tensor_ref(struct inst *I, const char *name, dtpc_loc loc)
 			diag_hint(I->d, "did you mean '%s'?", best);
 		return -1;
 	}
+	bd->read = true;
 	note_read(I, name, bd->tensor);
 	return bd->tensor;
 }
@@ -1033,6 +1036,34 @@ static void do_alias(struct inst *I, const struct mstmt *st)
 	}
 	define(I, I->cur, st->name, t, st->name_loc);
 	I->bindings[I->nbindings - 1].variable = true;
+	I->bindings[I->nbindings - 1].alias = true;
+}
+
+/* A new name an alias bound and nothing read (`hidden_state = x_embedder;`
+ * for hidden_states): a note, since a typo on the left of an alias makes a
+ * new name instead of an error. Over the bindings the current scope made
+ * from index `first` on. */
+static void unread_aliases(struct inst *I, int first)
+{
+	for (int i = first; i < I->nbindings; i++) {
+		const struct binding *b = &I->bindings[i];
+		if (b->owner != I->cur || !b->alias || b->read)
+			continue;
+		diag_remark(I->d, b->loc, "'%s' is bound here but never read", b->name);
+		int n = 0;
+		const char *const *names = scope_candidates(I, &n);
+		const char *best = NULL;
+		int bd = 99;
+		for (int k = 0; k < n; k++) {
+			int dist = strcmp(names[k], b->name) ? edit_distance(names[k], b->name) : 99;
+			if (dist < bd) {
+				bd = dist;
+				best = names[k];
+			}
+		}
+		if (best && bd <= 2)
+			diag_hint(I->d, "a typo of '%s'?", best);
+	}
 }
 
 /* `if COND { ... } else { ... }`: the branch taken runs in the scope around
@@ -1191,7 +1222,10 @@ static void do_repeat(struct inst *I, const struct mstmt *st)
 				   .instance = mi, .first_tensor = I->m->ntensors };
 		I->m->modules[mi].first_op = I->m->nops;
 		I->cur = &s;
+		int first_binding = I->nbindings;
 		walk(I, st->body);
+		if (i == 0) /* the other iterations run the same statements */
+			unread_aliases(I, first_binding);
 		I->cur = s.parent;
 		struct ir_module *mod = &I->m->modules[mi];
 		mod->end_op = I->m->nops;
@@ -1215,6 +1249,8 @@ static void do_output(struct inst *I, const struct mstmt *st)
 	struct ir_model *m = I->m;
 	for (const struct pathref *r = st->outputs; r; r = r->next) {
 		struct binding *b = find_binding(I, r->name);
+		if (b)
+			b->read = true;
 		if (b && b->tuple) {
 			diag_error(I->d, r->loc, "'%s' is a tuple of %d tensors: output them "
 				   "one by one", r->name, b->tuple);
@@ -1363,6 +1399,7 @@ struct ir_model *model_instantiate(struct arena *a, struct diag_ctx *d,
 	I.cur = &root;
 	new_module(&I, "", MOD_ROOT, md->name_loc);
 	walk(&I, md->body);
+	unread_aliases(&I, 0);
 	m->modules[0].outputs = m->outputs;
 	m->modules[0].noutputs = m->noutputs;
 	m->modules[0].end_op = m->nops;
