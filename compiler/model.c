@@ -817,6 +817,7 @@ static bool shape_rule(struct inst *I, struct ir_op *o, const struct bound *b,
 /* ---- statements ------------------------------------------------------------ */
 
 static void walk(struct inst *I, const struct mstmt *body);
+static void fail_branches(struct inst *I, const struct mstmt *st);
 
 static void define(struct inst *I, struct scope *s, const char *name, int tensor,
 		   dtpc_loc loc)
@@ -1066,21 +1067,52 @@ static void unread_aliases(struct inst *I, int first)
 	}
 }
 
+/* An if whose condition failed takes no branch: the names its branches
+ * define are defined as failed, so that their uses do not cascade into
+ * "unknown tensor" errors. */
+static void fail_names(struct inst *I, const struct mstmt *body)
+{
+	for (const struct mstmt *st = body; st; st = st->next) {
+		switch (st->kind) {
+		case MS_INPUT:
+		case MS_ASSIGN:
+		case MS_ALIAS:
+		case MS_REPEAT:
+			if (!find_binding(I, st->name))
+				define_failed(I, st, false);
+			break;
+		case MS_IF:
+			fail_branches(I, st);
+			break;
+		case MS_OUTPUT:
+			break;
+		}
+	}
+}
+
+static void fail_branches(struct inst *I, const struct mstmt *st)
+{
+	fail_names(I, st->body);
+	fail_names(I, st->orelse);
+}
+
 /* `if COND { ... } else { ... }`: the branch taken runs in the scope around
  * it; the other is parsed (so syntax-checked) but not instantiated. */
 static void do_if(struct inst *I, const struct mstmt *st)
 {
-	if (!st->count)
-		return; /* a syntax error in the condition, reported */
 	struct eval_ctx c = eval_ctx(I);
 	struct value v;
-	if (!expr_eval(&c, st->count, &v))
+	/* !st->count: a syntax error in the condition, reported */
+	if (!st->count || !expr_eval(&c, st->count, &v)) {
+		fail_branches(I, st);
 		return;
+	}
 	if (v.kind != VAL_BOOL) {
 		diag_error(I->d, st->count->loc, "an if condition must be true or false, not %s",
 			   value_str(I->a, &v));
 		diag_hint(I->d, "compare it: if %s > 0 { ... }",
 			  st->count->kind == EX_PATH ? st->count->s : "n");
+		fail_branches(I, st);
 		return;
 	}
 	walk(I, v.i ? st->body : st->orelse);
