@@ -525,7 +525,11 @@ const char *value_str(struct arena *a, const struct value *v)
 {
 	switch (v->kind) {
 	case VAL_INT: return arena_printf(a, "%" PRId64, v->i);
-	case VAL_FLOAT: return arena_printf(a, "%g", v->f);
+	case VAL_FLOAT: {
+		/* as Python prints it: 4.0, not 4, which reads as an integer */
+		const char *s = arena_printf(a, "%g", v->f);
+		return strpbrk(s, ".en") ? s : arena_printf(a, "%s.0", s);
+	}
 	case VAL_STR: return arena_printf(a, "\"%s\"", v->s);
 	case VAL_BOOL: return v->i ? "true" : "false";
 	case VAL_NULL: return "none";

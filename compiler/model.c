@@ -484,6 +484,9 @@ static bool const_arg(struct inst *I, int op, int k, const struct bound *b,
 		diag_error(I->d, a->val->loc, "argument '%s' of %s() must be %s, not %s",
 			   p->name, op_table[op].name, want[(int)p->kind],
 			   value_str(I->a, v));
+		if (p->kind == 'i' && v->kind == VAL_FLOAT)
+			diag_hint(I->d, "int(...) makes an integer of a number (toward zero, "
+				  "as Python's int)");
 		return false;
 	}
 	return true;
