@@ -1010,7 +1010,7 @@ static void do_tuple(struct inst *I, const struct mstmt *st)
 	I->bindings[I->nbindings - 1].tuple = n;
 	for (int i = 0; i < n; i++)
 		define(I, I->cur, arena_printf(I->a, "%s.%d", st->name, i), outs[i],
-		       st->args ? st->loc : st->name_loc);
+		       st->name_loc);
 	int mi = new_module(I, full, MOD_TUPLE, st->name_loc);
 	if (mi < 0)
 		return;
@@ -1054,18 +1054,13 @@ static void unread_aliases(struct inst *I, int first)
 		if (b->owner != I->cur || !b->alias || b->read)
 			continue;
 		diag_remark(I->d, b->loc, "'%s' is bound here but never read", b->name);
-		int n = 0;
-		const char *const *names = scope_candidates(I, &n);
-		const char *best = NULL;
-		int bd = 99;
-		for (int k = 0; k < n; k++) {
-			int dist = strcmp(names[k], b->name) ? edit_distance(names[k], b->name) : 99;
-			if (dist < bd) {
-				bd = dist;
-				best = names[k];
-			}
-		}
-		if (best && bd <= 2)
+		int n = 0, k = 0;
+		const char **names = (const char **)scope_candidates(I, &n);
+		for (int j = 0; j < n; j++) /* itself aside */
+			if (strcmp(names[j], b->name))
+				names[k++] = names[j];
+		const char *best = closest_name(b->name, names, k);
+		if (best)
 			diag_hint(I->d, "a typo of '%s'?", best);
 	}
 }
