@@ -796,6 +796,8 @@ static bool shape_rule(struct inst *I, struct ir_op *o, const struct bound *b,
 			diag_error(I->d, v[3].loc.file >= 0 ? v[3].loc : o->loc,
 				   "timestep_embedding with dim %" PRId64 " and downscale_freq_shift "
 				   "%g divides by dim / 2 - downscale_freq_shift = 0", v[1].i, v[3].f);
+			diag_hint(I->d, "diffusers divides by zero there too; Flux, Wan and "
+				  "QwenImage take downscale_freq_shift = 0");
 			return false;
 		}
 		if (!(v[5].f > 0)) {
