@@ -954,7 +954,14 @@ static bool shape_rule(struct inst *I, struct ir_op *o, const struct bound *b,
 			}
 			grid[k] = size / pv->items[k].i;
 		}
-		int64_t tokens = grid[0] * grid[1] * grid[2]; /* at most the input's size */
+		/* unpatchify's sizes are the plan's numbers: multiply with care */
+		int64_t tokens;
+		if (__builtin_mul_overflow(grid[0], grid[1], &tokens) ||
+		    __builtin_mul_overflow(tokens, grid[2], &tokens)) {
+			diag_error(I->d, o->loc, "%s: the grid of patches is too large",
+				   op_table[o->kind].name);
+			return false;
+		}
 		if (embed) {
 			if (!positive(I, &v[1], "out channels"))
 				return false;
@@ -967,10 +974,7 @@ static bool shape_rule(struct inst *I, struct ir_op *o, const struct bound *b,
 				add_weight(I, opi, "bias", shape1(v[1].i));
 			return true;
 		}
-		int64_t big;
-		if (__builtin_mul_overflow(v[2].i, v[3].i, &big) ||
-		    __builtin_mul_overflow(big, v[4].i, &big) || x->d[1] != tokens ||
-		    x->d[2] % vol) {
+		if (x->d[1] != tokens || x->d[2] % vol) {
 			diag_error(I->d, o->in_loc[0], "unpatchify of '%s' %s: a %" PRId64 " x %" PRId64
 				   " x %" PRId64 " grid of patch %s needs [B, %" PRId64 ", C * %" PRId64 "]",
 				   xname, shape_str(I->a, x), v[2].i, v[3].i, v[4].i,
