@@ -1264,26 +1264,41 @@ static void bind_params(struct inst *I, const struct model *md,
 		blame(I, since);
 		/* An override keeps the parameter's kind: `-D seq=abc` is reported
 		 * here, not as a bad shape deep in the model. An integer where a
-		 * number is expected is fine. */
-		if (use && ok && !fits(I->a, &v, &use->val, &fit)) {
+		 * number is expected is fine. A config's value is checked even
+		 * where -D replaces it: the file is wrong all the same. */
+		if (use)
+			fit = use->val; /* as given where the default failed */
+		for (int i = 0; i < nov && ok; i++) {
+			const struct override *x = &ov[i];
+			if (strcmp(x->name, a->name) || (x != use && !x->from_config) ||
+			    (x->from_config && x->val.kind == VAL_NONE && !x->unfit))
+				continue;
+			struct value conv;
+			if (fits(I->a, &v, &x->val, &conv)) {
+				if (x == use)
+					fit = conv;
+				continue;
+			}
 			const char *kind = kind_words(I->a, &v), *def = value_str(I->a, &v);
-			if (use->from_config) {
+			if (x->from_config) {
 				/* 2.0 as the file writes it: value_str's %g shows "2" */
-				const struct value *u = &use->val;
-				bool whole = u->kind == VAL_FLOAT && u->f == (double)(int64_t)u->f;
-				const char *got = use->unfit ? use->unfit
+				const struct value *u = &x->val;
+				bool whole = u->kind == VAL_FLOAT && u->f > -1e15 && u->f < 1e15 &&
+					     u->f == (double)(int64_t)u->f;
+				const char *got = x->unfit ? x->unfit
 					: arena_printf(I->a, "%s, %s", whole ? arena_printf(I->a, "%.1f", u->f)
 						       : value_str(I->a, u), kind_words(I->a, u));
-				diag_error(I->d, use->val.loc, "config key '%s' is %s; model '%s' takes "
+				diag_error(I->d, x->val.loc, "config key '%s' is %s; model '%s' takes "
 					   "%s (default %s)", a->name, got, md->name, kind, def);
 				diag_note(I->d, a->name_loc, "'%s' is declared here", a->name);
 			} else {
-				diag_error(I->d, use->from_cli ? use_loc : use->val.loc,
+				diag_error(I->d, x->from_cli ? use_loc : x->val.loc,
 					   "%s%s = %s: '%s' is %s in model '%s' (default %s)",
-					   use->from_cli ? "-D " : "", a->name,
-					   value_str(I->a, &use->val), a->name, kind, md->name, def);
+					   x->from_cli ? "-D " : "", a->name,
+					   value_str(I->a, &x->val), a->name, kind, md->name, def);
 			}
-			use = NULL;
+			if (x == use)
+				use = NULL;
 		}
 		if (use)
 			v = fit;
