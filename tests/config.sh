@@ -11,7 +11,8 @@
 #  files     a folder holding config.json; missing, not a file, over 1 MiB:
 #            exit 2 as an unreadable plan
 #  commands  compile (the graph records the values; --verify recompiles with
-#            them), --format json, cost and suggest
+#            them), --format json and sarif (valid logs, a rule per error),
+#            cost and suggest
 # Ends with "config: N passed, N failed, N skipped"; UPDATE=1 rewrites the golden.
 set -u
 BUILD=${1:-build}
@@ -25,6 +26,30 @@ for f in tests/config/cases/*.json; do
 	echo "exit $?"
 done >"$tmp/cases"
 compare config/cases tests/config/cases.expected "$tmp/cases"
+# the same cases as SARIF (each error with its rule: config.c's own is
+# `config`) and as --format json (docs/schemas/check.schema.json), with the
+# text check's exit status
+mkdir -p "$tmp/json"
+for f in tests/config/cases/*.json; do
+	n=$(basename "$f" .json)
+	"$DTPC" check "$PLAN" --no-color --config "$f" >/dev/null 2>&1
+	want=$?
+	"$DTPC" check "$PLAN" --format sarif --config "$f" >"$tmp/s.json" 2>/dev/null
+	got=$?
+	"$DTPC" check "$PLAN" --format json --config "$f" >"$tmp/json/$n.json" 2>/dev/null
+	gotj=$?
+	if [ "$got" = "$want" ] && [ "$gotj" = "$want" ] &&
+		python3 tests/tools/sarif_check.py --rules "$tmp/s.json" >"$tmp/why" 2>&1; then ok; else
+		bad "config/sarif/$n"
+		echo "  exit $got, json $gotj (text: $want)"
+		cat "$tmp/why"
+	fi
+done
+if python3 tests/tools/schema_check.py docs/schemas/check.schema.json "$tmp"/json/*.json \
+	>"$tmp/why" 2>&1; then ok; else
+	bad config/json-schema
+	head -20 "$tmp/why"
+fi
 
 # expect NAME STATUS PATTERN COMMAND...: the exit status, and PATTERN
 # (grep -E) in the output
