@@ -157,7 +157,7 @@ static void meta_value(struct lower *L, const char *k, const struct value *v)
 		}
 		m.value = str_id(L, value_str(L->a, v));
 		break;
-	case VAL_NULL: /* "none", which -D (run --verify) reads back as none */
+	case VAL_NULL: /* not written as a parameter: see "params_none" */
 	case VAL_NONE: m.value = str_id(L, value_str(L->a, v)); break;
 	}
 	PUSH(L, L->meta, m);
@@ -656,7 +656,8 @@ static void lower_op(struct lower *L, int opi)
 		lower_cp_attention(L, opi, in);
 		return;
 	}
-	if ((o->kind == OP_layer_norm || o->kind == OP_rms_norm) && o->flag)
+	if (((o->kind == OP_layer_norm || o->kind == OP_rms_norm) && o->flag) ||
+	    o->kind == OP_patch_embed)
 		for (int w = 0; w < o->nweights; w++)
 			in[nin++] = weight(L, o->weight0 + w, -1, NULL);
 	int out = out_tensor(L, o->out, &L->lay->produced[o->out], NULL);
@@ -693,6 +694,36 @@ static void lower_op(struct lower *L, int opi)
 	case OP_attention:
 		g->attr[0] = L->m->tensors[o->in[0]].shape.d[2] / o->attr[0];
 		g->attr[1] = L->m->tensors[o->in[2]].shape.d[2] / o->attr[0];
+		break;
+	case OP_timestep_embedding:
+		g->attr[0] = o->attr[0];
+		/* attr[1..4]: the float64 bits of the four numbers */
+		memcpy(&g->attr[1], o->fattr, sizeof o->fattr);
+		g->flags |= o->flag ? G_OF_FLIP : 0;
+		break;
+	case OP_rope_freqs:
+		for (int a = 0; a < o->shape_attr.nd; a++)
+			g->attr[a] = o->shape_attr.d[a];
+		g->eps = o->eps;
+		g->flags |= (o->flag ? G_OF_SIN : 0) | (o->attr[0] ? G_OF_F64 : 0);
+		break;
+	case OP_grid_ids:
+	case OP_text_ids:
+		g->attr[0] = o->attr[0];
+		g->attr[1] = o->attr[1];
+		g->attr[2] = o->attr[2];
+		g->flags |= o->kind == OP_grid_ids && o->flag ? G_OF_CENTER : 0;
+		break;
+	case OP_patch_embed:
+	case OP_unpatchify:
+		for (int a = 0; a < 3; a++)
+			g->attr[a] = o->shape_attr.d[a];
+		if (o->kind == OP_unpatchify)
+			break;
+		g->flags |= o->flag ? G_OF_BIAS : 0;
+		/* the patches hold exactly the input's elements, regrouped */
+		add_scratch(L, k, arena_printf(L->a, "%s/patches", L->m->tensors[o->out].name),
+			    (int64_t)L->tensors.v[in[0]].bytes);
 		break;
 	case OP_linear:
 	case OP_silu:
@@ -781,8 +812,20 @@ struct g_graph *lower_plan(struct arena *a, struct diag_ctx *d,
 					     c->ulysses_anything ? "true" : "false",
 					     c->ring_anything ? "true" : "false"));
 	meta_bool(&L, "convert_to_fp32", c->convert_to_fp32);
-	for (int i = 0; i < m->nparams; i++)
-		meta_value(&L, arena_printf(a, "param.%s", m->param_names[i]), &m->params[i]);
+	/* none has no record type of its own: the parameters that are none
+	 * are listed by name in "params_none", which run --verify reads */
+	struct value none = { .kind = VAL_LIST };
+	none.items = ARENA_ARRAY(a, struct value, m->nparams ? m->nparams : 1);
+	for (int i = 0; i < m->nparams; i++) {
+		if (m->params[i].kind == VAL_NULL)
+			none.items[none.n++] = (struct value){ .kind = VAL_STR,
+							       .s = m->param_names[i] };
+		else
+			meta_value(&L, arena_printf(a, "param.%s", m->param_names[i]),
+				   &m->params[i]);
+	}
+	if (none.n)
+		meta_value(&L, "params_none", &none);
 
 	L.val = ARENA_ARRAY(a, int, m->ntensors ? m->ntensors : 1);
 	L.act = ARENA_ARRAY(a, struct layout, m->ntensors ? m->ntensors : 1);

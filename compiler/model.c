@@ -14,6 +14,8 @@
 #include "ir.h"
 #include "strmap.h"
 
+#include "runtime/graph.h"
+
 int op_lookup(const char *s)
 {
 	for (int i = 0; i < OP_COUNT; i++)
@@ -24,10 +26,10 @@ int op_lookup(const char *s)
 
 /* ---- signatures ---------------------------------------------------------- */
 
-enum { SIG_MAX = 6 };
+enum { SIG_MAX = 8 };
 
 struct sig_param {
-	char name[16];
+	char name[24];
 	char kind;       /* t i f b s l */
 	const char *def; /* default as written in ops.def, or NULL */
 	bool variadic;
@@ -97,6 +99,18 @@ struct inst {
 	struct scope *cur;
 	bool over_budget;
 	int64_t elems; /* of all tensors and weights so far: <= MODEL_MAX_ELEMS */
+	/* With --config only: which config keys each parameter's value comes
+	 * from (a derived default, from those of the parameters it reads), and
+	 * when each parameter was last read, so that an error a config value
+	 * causes names the key (blame). */
+	struct origin **origins;
+	unsigned *read_stamp, stamp;
+	struct diag *blamed; /* errors up to it have their notes */
+};
+
+struct origin {
+	const struct override *ov;
+	struct origin *next;
 };
 
 #define GROW(a, arr, n, cap)                                                  \
@@ -201,6 +215,9 @@ static bool within_budget(struct inst *I, const char *name, const struct ir_shap
 	return false;
 }
 
+/* Positions are float32: integers up to 2^24 are exact. */
+static const int64_t POS_EXACT = (int64_t)1 << 24;
+
 static struct ir_shape shape1(int64_t a)
 {
 	return (struct ir_shape){ .nd = 1, .d = { a } };
@@ -276,6 +293,8 @@ static enum lookup_result param_lookup(void *ud, const char *name, dtpc_loc loc,
 	struct inst *I = ud;
 	int p = strmap_get(I->params, name);
 	if (p >= 0) {
+		if (I->read_stamp)
+			I->read_stamp[p] = I->stamp;
 		*out = I->m->params[p];
 		/* a parameter whose default failed was reported there */
 		return out->kind == VAL_NONE ? LOOKUP_REPORTED : LOOKUP_OK;
@@ -806,6 +825,206 @@ static bool shape_rule(struct inst *I, struct ir_op *o, const struct bound *b,
 			add_weight(I, opi, NULL, *out);
 		return true;
 	}
+	case OP_timestep_embedding: {
+		if (!need_rank(I, o->in[0], o->in_loc[0], 1, IR_MAX_DIMS - 1,
+			       "timestep_embedding's input") ||
+		    !positive(I, &v[1], "dim"))
+			return false;
+		/* diffusers divides by half_dim - downscale_freq_shift, and takes
+		 * log(max_period): both must be finite (NaN fails too) */
+		int64_t half = v[1].i / 2;
+		if (half > 0 && !((double)half - v[3].f != 0)) {
+			diag_error(I->d, v[3].loc.file >= 0 ? v[3].loc : o->loc,
+				   "timestep_embedding with dim %" PRId64 " and downscale_freq_shift "
+				   "%g divides by dim / 2 - downscale_freq_shift = 0", v[1].i, v[3].f);
+			diag_hint(I->d, "diffusers divides by zero there too; Flux, Wan and "
+				  "QwenImage take downscale_freq_shift = 0");
+			return false;
+		}
+		if (!(v[5].f > 0)) {
+			diag_error(I->d, v[5].loc.file >= 0 ? v[5].loc : o->loc,
+				   "max_period must be positive, not %g", v[5].f);
+			return false;
+		}
+		*out = *x;
+		out->d[out->nd++] = v[1].i;
+		o->attr[0] = v[1].i;
+		o->flag = v[2].i;
+		o->fattr[0] = v[3].f;
+		o->fattr[1] = v[4].f;
+		o->fattr[2] = v[5].f;
+		o->fattr[3] = v[6].f;
+		return true;
+	}
+	case OP_rope_freqs: {
+		if (!need_rank(I, o->in[0], o->in_loc[0], 2, 2, "rope_freqs' ids"))
+			return false;
+		const struct value *ax = &v[1];
+		if (ax->n != x->d[1] || ax->n > G_NATTR) {
+			diag_error(I->d, ax->loc, "axes_dim has %d entr%s but ids '%s' %s has %" PRId64
+				   " axes%s", ax->n, ax->n == 1 ? "y" : "ies", xname,
+				   shape_str(I->a, x), x->d[1],
+				   ax->n > G_NATTR ? arena_printf(I->a, " (at most %d)", G_NATTR)
+						      : "");
+			diag_hint(I->d, "one rotary dimension per column of ids, as FluxPosEmbed's "
+				  "axes_dim");
+			return false;
+		}
+		int64_t width = 0;
+		for (int i = 0; i < ax->n; i++) {
+			int64_t d = ax->items[i].i;
+			if (d < 2 || d % 2) {
+				diag_error(I->d, ax->items[i].loc.file >= 0 ? ax->items[i].loc : ax->loc,
+					   "axes_dim[%d] = %" PRId64 ": a rotary dimension is even "
+					   "and at least 2", i, d);
+				return false;
+			}
+			if (__builtin_add_overflow(width, d, &width)) {
+				diag_error(I->d, ax->loc, "axes_dim's sum overflows");
+				return false;
+			}
+			o->shape_attr.d[i] = d;
+		}
+		o->shape_attr.nd = ax->n;
+		if (!(v[2].f > 0) || v[2].f > 1e300) {
+			diag_error(I->d, v[2].loc.file >= 0 ? v[2].loc : o->loc,
+				   "theta must be positive and finite, not %g", v[2].f);
+			return false;
+		}
+		if (strcmp(v[3].s, "cos") && strcmp(v[3].s, "sin")) {
+			diag_error(I->d, v[3].loc, "part must be \"cos\" or \"sin\", not \"%s\"", v[3].s);
+			return false;
+		}
+		if (strcmp(v[4].s, "f64") && strcmp(v[4].s, "f32")) {
+			diag_error(I->d, v[4].loc, "precision must be \"f64\" or \"f32\", not \"%s\"",
+				   v[4].s);
+			diag_hint(I->d, "\"f64\": freqs and angles in float64 (Flux, Wan); \"f32\": "
+				  "in float32 (QwenImage)");
+			return false;
+		}
+		*out = (struct ir_shape){ 2, { x->d[0], width } };
+		o->eps = v[2].f;
+		o->flag = !strcmp(v[3].s, "sin");
+		o->attr[0] = !strcmp(v[4].s, "f64");
+		return true;
+	}
+	case OP_grid_ids: {
+		int64_t n = 1;
+		for (int k = 0; k < 3; k++) {
+			if (!positive(I, &v[k], s->p[k].name))
+				return false;
+			if (v[k].i > POS_EXACT) {
+				diag_error(I->d, v[k].loc, "%s %" PRId64 " is past 2^24: positions "
+					   "would not be exact in float32", s->p[k].name, v[k].i);
+				return false;
+			}
+			o->attr[k] = v[k].i;
+			if (__builtin_mul_overflow(n, v[k].i, &n)) {
+				diag_error(I->d, o->loc, "grid_ids: frames * height * width overflows");
+				return false;
+			}
+		}
+		o->flag = v[3].i;
+		*out = (struct ir_shape){ 2, { n, 3 } };
+		return true;
+	}
+	case OP_text_ids: {
+		if (!positive(I, &v[0], "length") || !positive(I, &v[2], "axes"))
+			return false;
+		for (int k = 3; k < 5; k++)
+			if (v[k].i < 0) {
+				diag_error(I->d, v[k].loc, "%s must be at least 0, not %" PRId64,
+					   s->p[k].name, v[k].i);
+				return false;
+			}
+		/* QwenImage's text follows its image: max_vid_index is the larger
+		 * of the grid's height and width (halved, rounding down, with
+		 * scale_rope's centred grid) */
+		int64_t h = v[5].i ? v[3].i / 2 : v[3].i, w = v[5].i ? v[4].i / 2 : v[4].i;
+		int64_t first = v[1].i, end;
+		if (__builtin_add_overflow(first, h > w ? h : w, &first) ||
+		    __builtin_add_overflow(first, v[0].i, &end) || first < -POS_EXACT ||
+		    end > POS_EXACT) {
+			diag_error(I->d, o->loc, "text_ids: positions past 2^24 would not be exact "
+				   "in float32");
+			return false;
+		}
+		o->attr[0] = v[0].i;
+		o->attr[1] = first;
+		o->attr[2] = v[2].i;
+		*out = (struct ir_shape){ 2, { v[0].i, v[2].i } };
+		return true;
+	}
+	case OP_patch_embed:
+	case OP_unpatchify: {
+		bool embed = o->kind == OP_patch_embed;
+		if (!need_rank(I, o->in[0], o->in_loc[0], embed ? 5 : 3, embed ? 5 : 3,
+			       embed ? "patch_embed's input [B, C, F, H, W]"
+				     : "unpatchify's input [B, tokens, features]"))
+			return false;
+		const struct value *pv = &v[embed ? 2 : 1];
+		if (pv->n != 3) {
+			diag_error(I->d, pv->loc, "patch must be a list of 3 sizes [t, h, w], not %s",
+				   value_str(I->a, pv));
+			return false;
+		}
+		int64_t grid[3], vol = 1;
+		for (int k = 0; k < 3; k++) {
+			if (!positive(I, &pv->items[k], "a patch size"))
+				return false;
+			o->shape_attr.d[k] = pv->items[k].i;
+			/* patch sizes divide sizes below 2^48: no overflow */
+			if (__builtin_mul_overflow(vol, pv->items[k].i, &vol)) {
+				diag_error(I->d, pv->loc, "patch is too large");
+				return false;
+			}
+		}
+		o->shape_attr.nd = 3;
+		static const char *const axis[3] = { "frames", "height", "width" };
+		for (int k = 0; k < 3; k++) {
+			int64_t size = embed ? x->d[2 + k] : v[2 + k].i;
+			if (!embed && !positive(I, &v[2 + k], axis[k]))
+				return false;
+			if (size % pv->items[k].i) {
+				diag_error(I->d, pv->items[k].loc.file >= 0 ? pv->items[k].loc : pv->loc,
+					   "patch size %" PRId64 " does not divide the %s (%" PRId64 ")%s%s",
+					   pv->items[k].i, axis[k], size, embed ? " of " : "",
+					   embed ? arena_printf(I->a, "'%s' %s", xname, shape_str(I->a, x))
+						 : "");
+				return false;
+			}
+			grid[k] = size / pv->items[k].i;
+		}
+		/* unpatchify's sizes are the plan's numbers: multiply with care */
+		int64_t tokens;
+		if (__builtin_mul_overflow(grid[0], grid[1], &tokens) ||
+		    __builtin_mul_overflow(tokens, grid[2], &tokens)) {
+			diag_error(I->d, o->loc, "%s: the grid of patches is too large",
+				   op_table[o->kind].name);
+			return false;
+		}
+		if (embed) {
+			if (!positive(I, &v[1], "out channels"))
+				return false;
+			*out = (struct ir_shape){ 3, { x->d[0], tokens, v[1].i } };
+			o->attr[0] = v[1].i;
+			o->flag = v[3].i;
+			add_weight(I, opi, "weight", (struct ir_shape){ 5, { v[1].i, x->d[1],
+					pv->items[0].i, pv->items[1].i, pv->items[2].i } });
+			if (o->flag)
+				add_weight(I, opi, "bias", shape1(v[1].i));
+			return true;
+		}
+		if (x->d[1] != tokens || x->d[2] % vol) {
+			diag_error(I->d, o->in_loc[0], "unpatchify of '%s' %s: a %" PRId64 " x %" PRId64
+				   " x %" PRId64 " grid of patch %s needs [B, %" PRId64 ", C * %" PRId64 "]",
+				   xname, shape_str(I->a, x), v[2].i, v[3].i, v[4].i,
+				   value_str(I->a, pv), tokens, vol);
+			return false;
+		}
+		*out = (struct ir_shape){ 5, { x->d[0], x->d[2] / vol, v[2].i, v[3].i, v[4].i } };
+		return true;
+	}
 	case OP_shard:
 	case OP_all_gather:
 	case OP_all_reduce:
@@ -1002,6 +1221,14 @@ static void do_tuple(struct inst *I, const struct mstmt *st)
 		ok &= outs[k] >= 0;
 	}
 	if (!ok) {
+		/* name.K too, so that its readers stay silent */
+		for (int i = 0; i < n; i++) {
+			const char *elem = arena_printf(I->a, "%s.%d", st->name, i);
+			if (!local_binding(I, elem)) {
+				define(I, I->cur, elem, -1, st->name_loc);
+				I->bindings[I->nbindings - 1].failed = true;
+			}
+		}
 		define_failed(I, st, false);
 		return;
 	}
@@ -1323,9 +1550,65 @@ static void do_output(struct inst *I, const struct mstmt *st)
 	}
 }
 
+/* ---- config provenance ----------------------------------------------------- */
+
+/* The config keys behind the parameters read since stamp `since`, each once,
+ * in declaration order. */
+static struct origin *origins_read(struct inst *I, unsigned since)
+{
+	struct origin *list = NULL, **tail = &list;
+	for (int p = 0; p < I->m->nparams; p++) {
+		if (I->read_stamp[p] < since)
+			continue;
+		for (const struct origin *o = I->origins[p]; o; o = o->next) {
+			bool seen = false;
+			for (const struct origin *q = list; q && !seen; q = q->next)
+				seen = q->ov == o->ov;
+			if (seen)
+				continue;
+			*tail = ARENA_NEW(I->a, struct origin);
+			(*tail)->ov = o->ov;
+			tail = &(*tail)->next;
+		}
+	}
+	return list;
+}
+
+/* Starts a stretch of evaluation whose errors blame the config keys it
+ * reads: returns the stamp to give blame. */
+static unsigned blame_begin(struct inst *I)
+{
+	if (!I->origins)
+		return 0;
+	I->blamed = I->d->tail;
+	return ++I->stamp;
+}
+
+/* Each error since blame_begin not yet blamed (an inner statement's are)
+ * gets a note at each config key behind the parameters read: "num_heads =
+ * 0 comes from the config here", where diffusers' user looks first. */
+static void blame(struct inst *I, unsigned since)
+{
+	if (!I->origins || (!I->d->tail && I->d->head))
+		return; /* no --config, or past the error limit */
+	struct diag *from = I->blamed ? I->blamed->next : I->d->head;
+	I->blamed = I->d->tail;
+	struct origin *list = NULL;
+	for (struct diag *e = from; e; e = e->next) {
+		if (e->level != DIAG_ERROR)
+			continue;
+		if (!list && !(list = origins_read(I, since)))
+			return;
+		for (const struct origin *o = list; o; o = o->next)
+			diag_note_to(I->d, e, o->ov->val.loc, "%s = %s comes from the config here",
+				     o->ov->name, value_str(I->a, &o->ov->val));
+	}
+}
+
 static void walk(struct inst *I, const struct mstmt *body)
 {
 	for (const struct mstmt *st = body; st; st = st->next) {
+		unsigned since = blame_begin(I);
 		switch (st->kind) {
 		case MS_INPUT: do_input(I, st); break;
 		case MS_ASSIGN: do_assign(I, st); break;
@@ -1334,7 +1617,68 @@ static void walk(struct inst *I, const struct mstmt *body)
 		case MS_ALIAS: do_alias(I, st); break;
 		case MS_IF: do_if(I, st); break;
 		}
+		blame(I, since);
 	}
+}
+
+/* ---- parameters -------------------------------------------------------------- */
+
+/* The kind every item of a list has (a number where integers and numbers
+ * mix), or VAL_NONE: empty, or of several kinds. */
+static enum value_kind item_kind(const struct value *v)
+{
+	enum value_kind k = VAL_NONE;
+	for (int i = 0; i < v->n; i++) {
+		enum value_kind x = v->items[i].kind;
+		if (x == VAL_LIST || x == VAL_NONE)
+			return VAL_NONE;
+		if (k == VAL_NONE || k == x)
+			k = x;
+		else if ((k == VAL_INT || k == VAL_FLOAT) && (x == VAL_INT || x == VAL_FLOAT))
+			k = VAL_FLOAT;
+		else
+			return VAL_NONE;
+	}
+	return k;
+}
+
+/* A parameter's kind in words: "an integer", "a list of integers". */
+static const char *kind_words(struct arena *a, const struct value *def)
+{
+	enum value_kind k = def->kind == VAL_LIST ? item_kind(def) : VAL_NONE;
+	if (k != VAL_NONE)
+		return arena_printf(a, "a list of %ss", value_kind_name(k));
+	return arena_printf(a, "%s %s", def->kind == VAL_INT ? "an" : "a",
+			    value_kind_name(def->kind));
+}
+
+/* Whether an override v may replace the default def: the same kind (an
+ * integer where a number is expected is fine), and for a list whose items
+ * share a kind, items of that kind. *out gets v with such integers made
+ * numbers. */
+static bool fits(struct arena *a, const struct value *def, const struct value *v,
+		 struct value *out)
+{
+	*out = *v;
+	/* none (diffusers' None) stands for any kind, and any kind for it:
+	 * `image_dim = none` takes 1280, as diffusers' `int | None` */
+	if (def->kind == VAL_NULL || v->kind == VAL_NULL)
+		return true;
+	if (def->kind == VAL_FLOAT && v->kind == VAL_INT) {
+		out->kind = VAL_FLOAT;
+		out->f = (double)v->i;
+		return true;
+	}
+	if (v->kind != def->kind)
+		return false;
+	enum value_kind k = def->kind == VAL_LIST ? item_kind(def) : VAL_NONE;
+	if (k == VAL_NONE)
+		return true;
+	out->items = ARENA_ARRAY(a, struct value, v->n ? v->n : 1);
+	for (int i = 0; i < v->n; i++)
+		if (!fits(a, &(struct value){ .kind = k }, &v->items[i], &out->items[i]))
+			return false;
+	return true;
 }
 
 /* Parameters in declaration order; an override replaces the default, and
@@ -1348,20 +1692,29 @@ static void bind_params(struct inst *I, const struct model *md,
 		n++;
 	m->param_names = ARENA_ARRAY(I->a, const char *, n);
 	m->params = ARENA_ARRAY(I->a, struct value, n);
+	for (int i = 0; i < nov && !I->origins; i++)
+		if (ov[i].from_config) {
+			I->origins = ARENA_ARRAY(I->a, struct origin *, n ? n : 1);
+			I->read_stamp = ARENA_ARRAY(I->a, unsigned, n ? n : 1);
+		}
 	struct eval_ctx c = eval_ctx(I);
 	for (const struct arg *a = md->params; a; a = a->next) {
 		if (strmap_get(I->params, a->name) >= 0) {
 			diag_error(I->d, a->name_loc, "duplicate parameter '%s'", a->name);
 			continue;
 		}
-		struct value v = { 0 };
+		struct value v = { 0 }, fit;
 		const struct override *use = NULL;
 		for (int i = 0; i < nov; i++)
 			if (!strcmp(ov[i].name, a->name)) {
-				use = &ov[i]; /* the last one wins: -D after the plan */
 				ov[i].used = true;
+				/* a config's null leaves the value as it was */
+				if (!ov[i].from_config || ov[i].val.kind != VAL_NONE || ov[i].unfit)
+					use = &ov[i]; /* the last one wins: -D after the plan */
 			}
+		unsigned since = blame_begin(I);
 		bool ok = expr_eval(&c, a->val, &v);
+		blame(I, since);
 		/* `-D act=none` of a string parameter is the string "none" */
 		struct override cli_str;
 		if (use && ok && use->from_cli && use->val.kind == VAL_NULL && v.kind == VAL_STR) {
@@ -1372,30 +1725,52 @@ static void bind_params(struct inst *I, const struct model *md,
 		}
 		/* An override keeps the parameter's kind: `-D seq=abc` is reported
 		 * here, not as a bad shape deep in the model. An integer where a
-		 * number is expected is fine, and none (diffusers' None, a
-		 * config.json null) stands for any kind, and any kind for it:
-		 * `image_dim = none` takes 1280, as diffusers' `int | None`. */
-		if (use && ok && use->val.kind != v.kind &&
-		    !(v.kind == VAL_FLOAT && use->val.kind == VAL_INT) &&
-		    v.kind != VAL_NULL && use->val.kind != VAL_NULL) {
-			dtpc_loc l = use->from_cli ? use_loc : use->val.loc;
-			diag_error(I->d, l, "%s%s = %s: '%s' is %s %s in model '%s' (default %s)",
-				   use->from_cli ? "-D " : "", a->name,
-				   value_str(I->a, &use->val), a->name,
-				   v.kind == VAL_INT ? "an" : "a", value_kind_name(v.kind),
-				   md->name, value_str(I->a, &v));
-			use = NULL;
-		}
-		if (use) {
-			enum value_kind want = v.kind;
-			v = use->val;
-			if (want == VAL_FLOAT && v.kind == VAL_INT) {
-				v.kind = VAL_FLOAT;
-				v.f = (double)v.i;
+		 * number is expected is fine. A config's value is checked even
+		 * where -D replaces it: the file is wrong all the same. */
+		if (use)
+			fit = use->val; /* as given where the default failed */
+		for (int i = 0; i < nov && ok; i++) {
+			const struct override *x = &ov[i];
+			if (strcmp(x->name, a->name) || (x != use && !x->from_config) ||
+			    (x->from_config && x->val.kind == VAL_NONE && !x->unfit))
+				continue;
+			struct value conv;
+			if (fits(I->a, &v, &x->val, &conv)) {
+				if (x == use)
+					fit = conv;
+				continue;
 			}
+			const char *kind = kind_words(I->a, &v), *def = value_str(I->a, &v);
+			if (x->from_config) {
+				const struct value *u = &x->val;
+				const char *got = x->unfit ? x->unfit
+					: arena_printf(I->a, "%s, %s", value_str(I->a, u),
+						       kind_words(I->a, u));
+				diag_error(I->d, x->val.loc, "config key '%s' is %s; model '%s' takes "
+					   "%s (default %s)", a->name, got, md->name, kind, def);
+				diag_note(I->d, a->name_loc, "'%s' is declared here", a->name);
+			} else {
+				diag_error(I->d, x->from_cli ? use_loc : x->val.loc,
+					   "%s%s = %s: '%s' is %s in model '%s' (default %s)",
+					   x->from_cli ? "-D " : "", a->name,
+					   value_str(I->a, &x->val), a->name, kind, md->name, def);
+			}
+			if (x == use)
+				use = NULL;
 		}
+		if (use)
+			v = fit;
 		if (!ok && !use)
 			v.kind = VAL_NONE;
+		if (I->origins) {
+			/* the key itself, or (a default) those behind what it read */
+			struct origin *o = NULL;
+			if (use && use->from_config) {
+				o = ARENA_NEW(I->a, struct origin);
+				o->ov = use;
+			}
+			I->origins[m->nparams] = use ? o : origins_read(I, since);
+		}
 		m->param_names[m->nparams] = a->name;
 		m->params[m->nparams] = v;
 		strmap_put(I->params, a->name, m->nparams++);
@@ -1403,6 +1778,15 @@ static void bind_params(struct inst *I, const struct model *md,
 	for (int i = 0; i < nov; i++) {
 		if (ov[i].used)
 			continue;
+		if (ov[i].from_config) {
+			/* as diffusers' from_config: a note, and the key is ignored */
+			diag_remark(I->d, ov[i].val.loc, "model '%s' has no parameter '%s': the "
+				    "config key is ignored", md->name, ov[i].name);
+			const char *best = closest_name(ov[i].name, m->param_names, m->nparams);
+			if (best)
+				diag_hint(I->d, "did you mean '%s'?", best);
+			continue;
+		}
 		dtpc_loc l = ov[i].from_cli ? use_loc : ov[i].val.loc;
 		diag_error(I->d, l, "model '%s' has no parameter '%s'%s", md->name,
 			   ov[i].name, ov[i].from_cli ? " (from -D)" : "");
