@@ -3,8 +3,10 @@
 machine (issue 11's goal: within 25% for every plan of the equivalence
 matrix at sizes where a step takes >= 50 ms).
 
-Calibrates a profile per backend (`dtpc calibrate`, 8 ranks: the matrix's
-largest world), then for every plan and mesh of tests/equiv.sh's matrix
+Calibrates (`dtpc calibrate`): the local backend once for 1..8 ranks (the
+matrix's largest world); the mpi backend once per world size the matrix
+uses (2, 3, 4, 8: under mpirun every process computes, so a profile holds
+its job's size), then for every plan and mesh of tests/equiv.sh's matrix
 (the four examples x 13 meshes, and the anything-mode cases) at the sizes
 below prints one row per plan and backend: predicted ms (`dtpc cost`),
 measured ms (`dtpc run --steps 5`: the median step, a step lasting as long
@@ -17,7 +19,8 @@ figures are recorded by hand in docs/performance.md. About 4-5 minutes on
 2 cores (the calibrations about a minute of it).
 
   python3 bench/cost_accuracy.py build [--backend local|mpi|both]
-      [--hw-local P.json] [--hw-mpi P.json]  (skip calibrating: use these)
+      [--hw-local P.json] [--hw-mpi P.json]  (skip calibrating: use these;
+                                              mpi: P may hold {world})
       [--only SUBSTRING] [--predict-only] [--steps K]
 """
 import argparse
@@ -91,11 +94,11 @@ def plan_args(c):
     return a
 
 
-def calibrate(dtpc, backend, out):
+def calibrate(dtpc, backend, out, world=8):
     t0 = time.time()
     if backend == "mpi":
-        cmd = MPIRUN + ["-np", "8", dtpc, "calibrate", "--backend", "mpi", "--device", "cpu",
-                        "-o", out]
+        cmd = MPIRUN + ["-np", str(world), dtpc, "calibrate", "--backend", "mpi", "--device",
+                        "cpu", "-o", out]
     else:
         cmd = [dtpc, "calibrate", "--backend", "local", "--device", "cpu", "--ranks", "8",
                "-o", out]
@@ -105,11 +108,16 @@ def calibrate(dtpc, backend, out):
     print("calibrated %s in %.0f s: %s" % (backend, time.time() - t0, " ".join(cmd)))
 
 
-def one(dtpc, backend, hw, c, tmp, steps, predict_only):
+def one(dtpc, backend, profile, c, tmp, steps, predict_only):
     g = os.path.join(tmp, "g.graph")
     r = subprocess.run([dtpc] + plan_args(c) + ["-o", g], capture_output=True, text=True)
     if r.returncode:
         return None, "compile failed: " + (r.stderr.strip().splitlines() or ["?"])[0]
+    r = subprocess.run([dtpc, "inspect", g], capture_output=True, text=True)
+    m = re.search(r"\(world (\d+)\)", r.stdout)
+    if not m:
+        return None, "inspect failed: " + (r.stderr.strip().splitlines() or ["?"])[0]
+    hw = profile(int(m.group(1)))
     r = subprocess.run([dtpc, "cost"] + plan_args(c) + ["--hw", hw, "--format", "json"],
                        capture_output=True, text=True)
     if r.returncode:
@@ -153,16 +161,23 @@ def main():
             if be == "mpi" and not shutil.which("mpirun"):
                 print("mpi: skipped (no mpirun)")
                 continue
-            hw = a.hw_local if be == "local" else a.hw_mpi
-            if not hw:
-                hw = os.path.join(tmp, be + ".json")
-                calibrate(dtpc, be, hw)
+            given = a.hw_local if be == "local" else a.hw_mpi
+            made = {}
+
+            def profile(world, be=be, given=given, made=made):
+                if given:
+                    return given.replace("{world}", str(world))
+                key = world if be == "mpi" else 0
+                if key not in made:
+                    made[key] = os.path.join(tmp, "%s%d.json" % (be, key))
+                    calibrate(dtpc, be, made[key], world)
+                return made[key]
             print("\n%-6s %-30s %5s %9s %9s %10s" %
                   ("backend", "case", "world", "pred ms", "meas ms", "meas/pred"))
             for c in cases():
                 if a.only not in c[0]:
                     continue
-                res, why = one(dtpc, be, hw, c, tmp, a.steps, a.predict_only)
+                res, why = one(dtpc, be, profile, c, tmp, a.steps, a.predict_only)
                 if res is None:
                     print("%-7s %-30s %s" % (be, c[0], why))
                     continue

@@ -409,6 +409,7 @@ static bool table_count(int n, int ranks)
 
 struct coll_times {
 	double t[CO_N][MAX_RANKS + 1][MAX_SIZES]; /* [kind][group size][size] */
+	int at_work[MAX_RANKS + 1];               /* [group size]: ranks in its groups */
 };
 
 /* The bytes the cost model charges a member (graph_comm_bytes' convention,
@@ -452,22 +453,27 @@ static int one_op(void *p, uint32_t op)
 	}
 }
 
-/* Groups of n = ranks 0..n-1 of T's world, for each n in lo..hi. */
+/* For each group size n in lo..hi, T's world cut into as many groups of n
+ * consecutive ranks as it holds, all at work at once (as a run's groups
+ * of one axis are); ranks left over wait. */
 static int measure_colls(struct timer *T, int lo, int hi, const struct sizes *sz,
 			 struct coll_times *out)
 {
-	int granks[MAX_RANKS];
+	int granks[MAX_RANKS], rank = T->c->rank;
 	size_t maxb = sz->bytes[sz->n - 1];
 	struct coll_case x = { .c = T->c, .send = calloc(maxb, 1), .recv = calloc(maxb, 1) };
 	int rc = x.send && x.recv ? COMM_OK : COMM_FAILED;
-	for (int i = 0; i < MAX_RANKS; i++)
-		granks[i] = i;
 	for (int n = lo; n <= hi && !rc; n++) {
-		x.g = (struct comm_group){ .id = n, .n = n, .me = T->c->rank, .ranks = granks };
+		int base = rank / n * n;
+		bool member = rank < T->w.n / n * n;
+		for (int i = 0; i < n; i++)
+			granks[i] = base + i;
+		x.g = (struct comm_group){ .id = n, .n = n, .me = rank - base, .ranks = granks };
+		out->at_work[n] = T->w.n / n * n;
 		for (int k = 0; k < CO_N && !rc; k++)
 			for (int s = 0; s < sz->n && !rc; s++) {
 				x.kind = k, x.bytes = sz->bytes[s];
-				rc = timed(T, T->c->rank < n, one_op, &x, sz->reps, &out->t[k][n][s]);
+				rc = timed(T, member, one_op, &x, sz->reps, &out->t[k][n][s]);
 			}
 	}
 	free(x.send), free(x.recv);
@@ -573,7 +579,7 @@ static void add_links(cJSON *root, const struct coll_times *ct, const struct siz
 		int m = 0;
 		for (int n = 2; n <= ranks; n++) {
 			double x[MAX_SIZES], t[MAX_SIZES];
-			double share = (double)cores / n;
+			double share = (double)cores / ct->at_work[n];
 			for (int s = 0; s < sz->n; s++)
 				x[s] = bus_bytes(k, n, sz->bytes[s]), t[s] = ct->t[k][n][s];
 			/* the bandwidth from the large messages, α what the smallest
@@ -586,7 +592,7 @@ static void add_links(cJSON *root, const struct coll_times *ct, const struct siz
 			cJSON *row = cJSON_CreateObject();
 			cJSON_AddStringToObject(row, "collective", coll_names[k]);
 			cJSON_AddNumberToObject(row, "group", n);
-			cJSON_AddNumberToObject(row, "ranks_alive", n);
+			cJSON_AddNumberToObject(row, "ranks_at_work", ct->at_work[n]);
 			cJSON *pts = cJSON_AddArrayToObject(row, "points");
 			for (int s = 0; s < sz->n; s++) {
 				cJSON *p = cJSON_CreateObject();
@@ -620,15 +626,17 @@ static void add_links(cJSON *root, const struct coll_times *ct, const struct siz
 	cJSON *bg = cJSON_AddArrayToObject(intra, "by_group");
 	for (int n = 2; n <= ranks; n++) {
 		cJSON *e = cJSON_CreateObject();
+		int groups = ct->at_work[n] / n;
 		snprintf(src, sizeof src,
-			 "%s: a group of ranks 0..%d, the only ranks at work (%s); fitted t = alpha + "
-			 "bus bytes / busbw over %zu..%zu bytes, slowest member, median of %d (the "
-			 "points: \"calibration\")",
-			 stamp, n - 1,
+			 "%s: %d group%s of %d consecutive ranks at once (%s), %d ranks at work; fitted "
+			 "t = alpha + bus bytes / busbw over %zu..%zu bytes, slowest member, median of "
+			 "%d (the points: \"calibration\")",
+			 stamp, groups, groups > 1 ? "s" : "", n,
 			 strcmp(backend, "mpi") ? "a world of as many threads"
-						: "the job's other processes wait in a barrier",
-			 sz->bytes[0], sz->bytes[sz->n - 1], sz->reps);
+						: "of the job's processes; the others wait",
+			 ct->at_work[n], sz->bytes[0], sz->bytes[sz->n - 1], sz->reps);
 		put(e, "group", n, src);
+		put(e, "ranks_at_work", ct->at_work[n], src);
 		for (int k = 0; k < CO_N; k++) {
 			put(e, alpha_keys[k], fa[k][n], src);
 			put(e, busbw_keys[k], fb[k][n], src);
@@ -637,9 +645,9 @@ static void add_links(cJSON *root, const struct coll_times *ct, const struct siz
 	}
 }
 
-/* dtypes.f32: the table of rates by rank count, and the link-free figures
- * of a profile without one (one core's: the 1-rank row divided by its
- * threads, the share scaling of docs/cost-model.md). */
+/* dtypes.f32: the table of rates by rank count, and the figures of a
+ * profile without one (one core's: the smallest row's rates divided by the
+ * cores each of its ranks had, the share scaling of docs/cost-model.md). */
 static void add_compute(cJSON *f32, const struct compute *cp, int ranks, int cores,
 			const char *stamp)
 {
@@ -657,13 +665,18 @@ static void add_compute(cJSON *f32, const struct compute *cp, int ranks, int cor
 		len += snprintf(ashapes + len, sizeof ashapes - (size_t)len,
 				"%sS=%" PRId64 " %" PRId64 "x%" PRId64, i ? ", " : "", att[i][0],
 				att[i][1], att[i][2]);
-	const struct ranks_row *one = &cp->row[1];
-	double t1 = one->threads;
+	int n1 = 1;
+	while (!cp->row[n1].measured)
+		n1++;
+	const struct ranks_row *one = &cp->row[n1];
+	/* the cores a rank of n1 computed on (compiler/cost.c's rank_cores) */
+	double t1 = n1 >= cores ? (double)cores / n1 : (double)(cores / n1);
 	cJSON *lin_o = cJSON_AddObjectToObject(f32, "linear");
 	snprintf(src, sizeof src,
-		 "%s: the 1-rank row of by_ranks (linear, %d threads) with its rate divided by "
-		 "the threads: one core's, for rank counts the table lacks",
-		 stamp, one->threads);
+		 "%s: the %d-rank row of by_ranks with its rates divided by the %.3g cores each "
+		 "rank had: one core's, scaled by a rank's share of the cores where dtpc cost "
+		 "is given no table",
+		 stamp, n1, t1);
 	put(lin_o, "peak_flops", one->linear.rate / t1, src);
 	put(lin_o, "fixed_s", one->linear.fixed, src);
 	cJSON *att_o = cJSON_AddObjectToObject(f32, "attention");
@@ -765,16 +778,16 @@ static int parse(int argc, char **argv, struct opts *o)
 	return 0;
 }
 
-/* Under mpirun: every point on the job's processes, rank 0 collecting. */
+/* Under mpirun: compute with every process at work (a process waiting in
+ * the backend's barrier polls, which would slow the others: a run has no
+ * idle ranks), so the table's one row is the job's size; collectives as
+ * measure_colls cuts the job. */
 static int mpi_measure(struct comm *c, int ranks, int cores, const struct sizes *sz,
 		       struct coll_times *ct, struct compute *cp)
 {
 	int wr[MAX_RANKS];
 	struct timer T = { .c = c, .w = comm_world_group(c, wr) };
-	int rc = 0;
-	for (int n = 1; n <= ranks && !rc; n++)
-		if (table_count(n, ranks))
-			rc = measure_compute(&T, n, cores, cp);
+	int rc = measure_compute(&T, ranks, cores, cp);
 	return rc ? rc : measure_colls(&T, 2, ranks, sz, ct);
 }
 
@@ -848,9 +861,13 @@ int calibrate_main(int argc, char **argv)
 		snprintf(src, sizeof src, "%s: physical memory (sysconf)", stamp);
 		put(j, "memory_bytes",
 		    (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE), src);
-		snprintf(src, sizeof src, "%s: a 16-float add through the CPU device, 1 rank, median",
-			 stamp);
-		put(j, "launch_s", cp->row[1].launch, src);
+		int n1 = 1;
+		while (!cp->row[n1].measured)
+			n1++;
+		snprintf(src, sizeof src,
+			 "%s: a 16-float add through the CPU device, %d rank%s at once, median", stamp,
+			 n1, n1 > 1 ? "s" : "");
+		put(j, "launch_s", cp->row[n1].launch, src);
 		cJSON_AddStringToObject(j, "default_dtype", "f32");
 		cJSON *f32 = cJSON_AddObjectToObject(cJSON_AddObjectToObject(j, "dtypes"), "f32");
 		add_compute(f32, cp, o.ranks, cores, stamp);

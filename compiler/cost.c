@@ -70,6 +70,7 @@ static const char *const coll_keys[CO_N] = { "all_gather_busbw", "all_reduce_bus
  * members at work. */
 struct group_row {
 	double alpha[CO_N], busbw[CO_N];
+	double at_work; /* the ranks at work on the node while it was measured */
 };
 
 struct link {
@@ -183,6 +184,11 @@ static bool load_link(const cJSON *j, struct link *l, const char *which, char *e
 				return false;
 			}
 		if (!load_colls(e, alpha, g->alpha, g->busbw, where, err, n))
+			return false;
+		g->at_work = size;
+		if (cJSON_HasObjectItem(e, "ranks_at_work") &&
+		    (!num(e, "ranks_at_work", &g->at_work, where, err, n) ||
+		     !positive(g->at_work, "ranks_at_work", err, n)))
 			return false;
 		l->ngroups++;
 	}
@@ -463,10 +469,10 @@ static void rank_rates(const struct dt_profile *dp, int C, uint32_t n, double sh
 }
 
 /* Time of one collective, or of one ring step (p2p), of a group of gsize
- * over a link: the link's by_group row for the size, measured with only
- * the group at work, slowed by the share of the cores the rank's node
- * leaves it (more ranks than the row had on a CPU node); without one the
- * link's figures times the rank's share of the cores. */
+ * over a link: the link's by_group row for the size (or the nearest), as
+ * measured with ranks_at_work ranks busy on the node, slowed where the run
+ * has more ranks per core than that (a CPU node's copies share its cores);
+ * without a row, the link's figures times the rank's share of the cores. */
 static double link_time(const struct sim *s, const struct link *l, int c, double bytes,
 			uint32_t r, uint32_t gsize)
 {
@@ -476,7 +482,7 @@ static double link_time(const struct sim *s, const struct link *l, int c, double
 	const struct group_row *g = &l->groups[k];
 	double C = s->h->threads_per_node, f = 1;
 	if (C > 0)
-		f = fmin(1, C / s->on_node[r]) / fmin(1, C / l->group_size[k]);
+		f = fmin(1, C / s->on_node[r]) / fmin(1, C / g->at_work);
 	return g->alpha[c] + bytes / (g->busbw[c] * f);
 }
 
