@@ -198,8 +198,9 @@ def main():
                       (be, c[0], world, pred, meas, ratio, verdict, why), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("\ncost accuracy: %d of %d within 25%% (%.0f s)" %
-          (within, counted, time.time() - t_start))
+    load = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else []
+    print("\ncost accuracy: %d of %d within 25%% (%.0f s; load average %s at the end)" %
+          (within, counted, time.time() - t_start, " ".join(load)))
 
 
 if __name__ == "__main__":

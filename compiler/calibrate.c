@@ -805,6 +805,8 @@ int calibrate_main(int argc, char **argv)
 	dtpc_comm *dc = NULL;
 	char err[600] = "";
 	int cores = (int)sysconf(_SC_NPROCESSORS_ONLN), rank = 0;
+	double load_start = -1; /* -1: not known (getloadavg failed) */
+	getloadavg(&load_start, 1);
 	if (!ct || !cp)
 		return free(ct), free(cp), fprintf(stderr, "dtpc calibrate: out of memory\n"), 1;
 	cores = cores < 1 ? 1 : cores;
@@ -843,15 +845,20 @@ int calibrate_main(int argc, char **argv)
 		snprintf(stamp, sizeof stamp, "measured by dtpc calibrate on %s, %s", host, date);
 		const char *backend = o.mpi ? "mpi" : "local";
 		cJSON *j = cJSON_CreateObject();
-		char text[320];
+		char text[512];
 		snprintf(text, sizeof text, "%s, %s backend (calibrated)", host, backend);
 		cJSON_AddStringToObject(j, "name", text);
+		double load_end = -1;
+		getloadavg(&load_end, 1);
+		char count[48];
+		snprintf(count, sizeof count, o.mpi ? "a job of %d processes" : "1..%d ranks", o.ranks);
 		snprintf(text, sizeof text,
-			 "written by dtpc calibrate --backend %s%s, 1..%d ranks, %d cores; ranks share "
+			 "written by dtpc calibrate --backend %s%s, %s, %d cores, load average %.2f at "
+			 "the start and %.2f at the end (other work slows every figure); ranks share "
 			 "the cores: dtypes.f32.by_ranks holds each rank's rates while n ranks compute "
 			 "at once, links.intra.by_group each group size's collectives",
 			 backend, o.quick ? " --quick (tiny sizes: a test, not a calibration)" : "",
-			 o.ranks, cores);
+			 count, cores, load_start, load_end);
 		cJSON_AddStringToObject(j, "description", text);
 		snprintf(src, sizeof src, "%s: every rank on this one machine", stamp);
 		put(j, "ranks_per_node", 4096, src);
