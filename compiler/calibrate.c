@@ -623,6 +623,14 @@ static void add_links(cJSON *root, const struct coll_times *ct, const struct siz
 	}
 	snprintf(src, sizeof src, "%s: median of the four collectives' alpha", stamp);
 	put(intra, "alpha_s", median(alphas, CO_N), src);
+	/* a property of the backend's code, not a measurement */
+	snprintf(src, sizeof src, "written by %s: %s", stamp + strlen("measured by "),
+		 strcmp(backend, "mpi")
+			 ? "runtime/comm_local.c: a ring shift is copied by the member that waits "
+			   "for it first, after its attention, not under it"
+			 : "Open MPI (no progress thread) moves a ring shift's large message inside "
+			   "MPI calls, i.e. in the wait after the attention, not under it");
+	put(intra, "overlap", 0, src);
 	cJSON *bg = cJSON_AddArrayToObject(intra, "by_group");
 	for (int n = 2; n <= ranks; n++) {
 		cJSON *e = cJSON_CreateObject();

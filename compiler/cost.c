@@ -78,6 +78,7 @@ struct link {
 	char name[96];
 	double alpha[CO_N]; /* seconds per collective (or per ring step), by kind */
 	double busbw[CO_N]; /* nccl-tests bus bandwidth, bytes/s */
+	bool overlap;       /* a ring step's transfer runs while the rank computes */
 	int ngroups;
 	int group_size[MAX_TABLE];
 	struct group_row groups[MAX_TABLE];
@@ -161,6 +162,15 @@ static bool load_link(const cJSON *j, struct link *l, const char *which, char *e
 	 * a datasheet profile one for all */
 	if (!load_colls(j, alpha, l->alpha, l->busbw, where, err, n))
 		return false;
+	double overlap = 1;
+	if (cJSON_HasObjectItem(j, "overlap") && !num(j, "overlap", &overlap, where, err, n))
+		return false;
+	if (overlap != 0 && overlap != 1) {
+		snprintf(err, n, "%soverlap: 1 (transfers run under compute) or 0, not %g", where,
+			 overlap);
+		return false;
+	}
+	l->overlap = overlap == 1;
 	const cJSON *bg = cJSON_GetObjectItemCaseSensitive(j, "by_group"), *e;
 	if (bg && (!cJSON_IsArray(bg) || cJSON_GetArraySize(bg) > MAX_TABLE)) {
 		snprintf(err, n, "%sby_group: needs an array of at most %d rows", where, MAX_TABLE);
@@ -557,8 +567,9 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 	case OP_ring_attention: {
 		/* one attention kernel and one log-sum-exp merge per KV chunk; with
 		 * rotation (attr[2] = 1) each step's send/recv runs under the
-		 * attention on the chunk held, with the all-gather (one for K, one
-		 * for V) it comes first */
+		 * attention on the chunk held (where the link overlaps: not the CPU
+		 * backends, which copy when a rank waits), with the all-gather (one
+		 * for K, one for V) it comes first */
 		uint32_t P = g->groups[o->group].size, k = g->operands[o->in0 + 1];
 		uint32_t v = g->operands[o->in0 + 2];
 		bool inter = s->inter[(size_t)o->group * g->world + r];
@@ -579,7 +590,7 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 			if (o->attr[2] == 1 && m + 1 < P) {
 				double step = link_time(s, l, CO_P2P, bytes / (P - 1), r, P);
 				comm += step;
-				exposed += step > c ? step - c : 0;
+				exposed += !l->overlap ? step : step > c ? step - c : 0;
 			}
 		}
 		rc->nops[F_ATTN]++;

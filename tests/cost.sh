@@ -216,6 +216,12 @@ json.dump(bad, open(sys.argv[2] + "-twice.json", "w"))
 bad = copy.deepcopy(j)
 bad["links"]["intra"]["by_group"][0]["group"] = src(1)
 json.dump(bad, open(sys.argv[2] + "-group1.json", "w"))
+bad = copy.deepcopy(j)
+bad["links"]["intra"]["overlap"] = src(0.5)
+json.dump(bad, open(sys.argv[2] + "-overlap.json", "w"))
+over = json.load(open(sys.argv[1]))
+over["links"]["intra"]["overlap"] = src(1)
+json.dump(over, open(sys.argv[2] + "-overlap1.json", "w"))
 EOF
 	L=tests/cost/one_linear.plan
 	"$DTPC" cost $L --plan single --hw "$tmp/tab.json" --format json >"$tmp/t1.json" 2>/dev/null
@@ -240,8 +246,16 @@ EOF
 	"$DTPC" cost tests/lower/tiny.plan --plan all --mesh "ulysses = 2" --hw "$tmp/tab.json" \
 		--format json >"$tmp/t6.json" 2>/dev/null
 	json_check table-score "$tmp/t6.json" "$(near "$att" "$fl / 2e9 + $fl / 128 * 1e-9")"
+	# a link without overlap (the CPU backends copy a ring shift when a rank
+	# waits for it) hides nothing of the rotation; the same profile with
+	# overlap hides some (the control)
+	for o in "$CPU":"== 0" "$tmp/tab-overlap1.json":"> 0"; do
+		"$DTPC" cost tests/lower/tiny.plan --plan all --mesh "ring = 4" \
+			--context 'rotate_method = "alltoall"' --hw "${o%%:*}" --format json >"$tmp/t7.json" 2>/dev/null
+		json_check "overlap${o#*:}" "$tmp/t7.json" "sum(c['hidden_s'] for c in j['ranks'][0]['communication']) ${o#*:} and j['ranks'][0]['comm_hidden_s'] ${o#*:}"
+	done
 	for b in nothreads:"needs threads_per_node" badop:"softmax: not a kernel" \
-		twice:"1 is given twice" group1:"a group of 2 ranks or more"; do
+		twice:"1 is given twice" group1:"a group of 2 ranks or more" overlap:"overlap: 1"; do
 		"$DTPC" cost $L --plan single --hw "$tmp/tab-${b%%:*}.json" >"$tmp/o" 2>&1
 		[ $? = 2 ] && grep -q "${b#*:}" "$tmp/o" && ok || { bad "cost/table-refuse-${b%%:*}"; cat "$tmp/o"; }
 	done
@@ -253,7 +267,7 @@ fi
 # number, the calibration's stamp in each, that `cost` loads; per-kind α.
 calib_check() {
 	cc_name=$1 cc_json=$2 cc_rows=$3 cc_ranks=$4 cc_work=$5
-	json_check "$cc_name-sources" "$cc_json" "all(('measured by dtpc calibrate on ' in x['source']) for x in (lambda f: f(f, j))(lambda f, o: [o] if isinstance(o, dict) and 'value' in o else sum((f(f, v) for v in (o.values() if isinstance(o, dict) else o if isinstance(o, list) else [])), [])) ) and all(j['links']['intra'][k + '_alpha_s']['value'] >= 0 for k in ('all_gather', 'all_reduce', 'all_to_all', 'p2p'))"
+	json_check "$cc_name-sources" "$cc_json" "all(('dtpc calibrate on ' in x['source']) for x in (lambda f: f(f, j))(lambda f, o: [o] if isinstance(o, dict) and 'value' in o else sum((f(f, v) for v in (o.values() if isinstance(o, dict) else o if isinstance(o, list) else [])), [])) ) and all(j['links']['intra'][k + '_alpha_s']['value'] >= 0 for k in ('all_gather', 'all_reduce', 'all_to_all', 'p2p'))"
 	# the tables' schema (calib_check NAME JSON ROWS N WORK): a row per rank
 	# count of ROWS with the threads dtpc run gives such a rank, every rate
 	# > 0 and every kernel's bytes per second; a by_group row per group size
