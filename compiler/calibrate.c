@@ -12,9 +12,9 @@
  *   cost of the smallest op. One table row per rank count ("by_ranks").
  * - collectives: α and bus bandwidth per kind and group size ("by_group").
  *
- * Under mpirun every process joins every measurement's barriers; those not
- * taking part wait in them (the backend sleeps a waiting rank after 10 ms),
- * so a point with n members is n ranks at work as in a run of n. */
+ * Every rank of the world measures at once: with the local backend a world
+ * of n threads per point; under mpirun the job (a waiting process polls,
+ * which would slow those at work, and a run has no idle ranks). */
 #include "calibrate.h"
 
 #include <cjson/cJSON.h>
@@ -333,54 +333,53 @@ static int run_threads(int cores, int n)
 	return cores / n > 1 ? cores / n : 1;
 }
 
-/* Every case of the compute table's row for n members, on every rank of T's
- * world (rank < n takes part). The row is written by rank 0. */
-static int measure_compute(struct timer *T, int n, int cores, struct compute *out)
+/* Every case of the compute table's row for n = the ranks of T's world, all
+ * of them computing at once. The row is written by rank 0. */
+static int measure_compute(struct timer *T, int cores, struct compute *out)
 {
-	bool q = out->quick, member = T->c->rank < n;
+	int n = T->w.n;
+	bool q = out->quick;
 	const int64_t(*lin)[3] = q ? lin_quick : lin_full;
 	const int64_t(*att)[3] = q ? att_quick : att_full;
 	size_t big = q ? 1 << 16 : 2 << 20; /* floats: the largest operand of any case */
-	struct kbufs k = { .d = member ? dev_cpu_create() : NULL };
+	struct kbufs k = { .d = dev_cpu_create() };
 	struct ranks_row row = { .measured = true, .threads = run_threads(cores, n) };
 	int rc = 0, reps = q ? 3 : 5;
-	if (member) {
-		k.d->ops->threads(k.d, row.threads);
-		k.a = filled(big), k.b = filled(big), k.c = filled(big), k.x = filled(big);
-		k.y = filled(big);
-		if (!k.a || !k.b || !k.c || !k.x || !k.y)
-			rc = COMM_FAILED;
-	}
-	/* a member that could not allocate still joins every barrier, then fails */
-	for (int i = 0; i < NLIN; i++) {
-		k.m = lin[i][0], k.k = lin[i][1], k.n = lin[i][2];
-		if (!rc)
-			rc = timed(T, member, run_linear, &k, reps, &row.lin_t[i]);
-	}
+	k.d->ops->threads(k.d, row.threads);
+	k.a = filled(big), k.b = filled(big), k.c = filled(big), k.x = filled(big);
+	k.y = filled(big);
+	/* the largest attention workspace of the cases (the device's pool grows
+	 * its own) */
+	size_t ws = 0;
 	for (int i = 0; i < NATT; i++) {
+		size_t w = k.d->ops->attention_workspace(k.d, 1, att[i][0], att[i][0], att[i][1],
+							 att[i][2], att[i][2]);
+		ws = w > ws ? w : ws;
+	}
+	k.ws = aligned_alloc(64, (ws + 63) / 64 * 64);
+	/* every rank learns whether one could not allocate, so none waits for it */
+	double failed = !k.a || !k.b || !k.c || !k.x || !k.y || !k.ws;
+	rc = slowest(T, failed, &failed);
+	if (!rc && failed)
+		rc = comm_errorf(T->c, COMM_FAILED, "a rank ran out of memory for the kernels' buffers");
+	for (int i = 0; i < NLIN && !rc; i++) {
+		k.m = lin[i][0], k.k = lin[i][1], k.n = lin[i][2];
+		rc = timed(T, true, run_linear, &k, reps, &row.lin_t[i]);
+	}
+	for (int i = 0; i < NATT && !rc; i++) {
 		k.m = att[i][0], k.k = att[i][1], k.n = att[i][2];
-		if (member && !rc) {
-			size_t ws = k.d->ops->attention_workspace(k.d, 1, k.m, k.m, k.k, k.n, k.n);
-			free(k.ws);
-			k.ws = aligned_alloc(64, (ws + 63) / 64 * 64);
-			rc = k.ws ? 0 : COMM_FAILED;
-		}
-		if (!rc)
-			rc = timed(T, member, run_attention, &k, reps, &row.att_t[i]);
+		rc = timed(T, true, run_attention, &k, reps, &row.att_t[i]);
 	}
 	k.m = out->mop_rows, k.n = out->mop_cols;
-	for (int i = 0; i < M_N; i++) {
+	for (int i = 0; i < M_N && !rc; i++) {
 		k.op = i;
-		if (!rc)
-			rc = timed(T, member, run_mop, &k, reps, &row.op_t[i]);
-		if (!rc)
-			row.op_bw[i] = mop_bytes(i, k.m, k.n) / row.op_t[i];
+		rc = timed(T, true, run_mop, &k, reps, &row.op_t[i]);
+		row.op_bw[i] = mop_bytes(i, k.m, k.n) / row.op_t[i];
 	}
 	k.op = M_ADD, k.m = 1, k.n = 16;
 	if (!rc)
-		rc = timed(T, member, run_mop, &k, reps, &row.launch);
-	if (k.d)
-		k.d->ops->destroy(k.d);
+		rc = timed(T, true, run_mop, &k, reps, &row.launch);
+	k.d->ops->destroy(k.d);
 	free(k.a), free(k.b), free(k.c), free(k.x), free(k.y), free(k.ws);
 	if (rc)
 		return rc;
@@ -462,7 +461,10 @@ static int measure_colls(struct timer *T, int lo, int hi, const struct sizes *sz
 	int granks[MAX_RANKS], rank = T->c->rank;
 	size_t maxb = sz->bytes[sz->n - 1];
 	struct coll_case x = { .c = T->c, .send = calloc(maxb, 1), .recv = calloc(maxb, 1) };
-	int rc = x.send && x.recv ? COMM_OK : COMM_FAILED;
+	double failed = !x.send || !x.recv;
+	int rc = slowest(T, failed, &failed); /* none waits for a rank that could not allocate */
+	if (!rc && failed)
+		rc = comm_errorf(T->c, COMM_FAILED, "a rank ran out of memory for the messages");
 	for (int n = lo; n <= hi && !rc; n++) {
 		int base = rank / n * n;
 		bool member = rank < T->w.n / n * n;
@@ -503,7 +505,7 @@ static void *local_rank(void *p)
 	}
 	int wr[MAX_RANKS];
 	struct timer T = { .c = c, .w = comm_world_group(c, wr) };
-	a->rc = table_count(a->n, a->ranks) ? measure_compute(&T, a->n, a->cores, a->cp) : 0;
+	a->rc = table_count(a->n, a->ranks) ? measure_compute(&T, a->cores, a->cp) : 0;
 	if (!a->rc && a->n >= 2)
 		a->rc = measure_colls(&T, a->n, a->n, a->sz, a->ct);
 	if (a->rc)
@@ -795,7 +797,7 @@ static int mpi_measure(struct comm *c, int ranks, int cores, const struct sizes 
 {
 	int wr[MAX_RANKS];
 	struct timer T = { .c = c, .w = comm_world_group(c, wr) };
-	int rc = measure_compute(&T, ranks, cores, cp);
+	int rc = measure_compute(&T, cores, cp);
 	return rc ? rc : measure_colls(&T, 2, ranks, sz, ct);
 }
 
