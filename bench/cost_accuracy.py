@@ -8,7 +8,9 @@ matrix's largest world); the mpi backend once per world size the matrix
 uses (2, 3, 4, 8: under mpirun every process computes, so a profile holds
 its job's size), then for every plan and mesh of tests/equiv.sh's matrix
 (the four examples x 13 meshes, and the anything-mode cases) at the sizes
-below prints one row per plan and backend: predicted ms (`dtpc cost`),
+below prints one row per plan and backend: predicted ms (`dtpc cost`; in
+brackets where the slowest rank's predicted ms go: linear, attention,
+memory-bound ops and copies, communication, waiting),
 measured ms (`dtpc run --steps 5`: the median step, a step lasting as long
 as its slowest rank) and measured / predicted; then how many rows are within
 25%. A row whose measured step is under 50 ms is printed but not counted.
@@ -124,8 +126,13 @@ def one(dtpc, backend, profile, c, tmp, steps, predict_only):
         return None, "cost failed: " + (r.stderr.strip().splitlines() or ["?"])[0]
     j = json.loads(r.stdout)
     pred, world = j["step_s"] * 1e3, j["world"]
+    # where the slowest rank's predicted time goes, for a row that is off
+    t = j["ranks"][j["slowest_rank"]]["time_by_resource_s"]
+    parts = [("lin", t["linear"]), ("att", t["attention"]), ("mem", t["memory"]),
+             ("comm", t["intra_comm"] + t["inter_comm"]), ("wait", t["wait"])]
+    why = " ".join("%s %.0f" % (k, v * 1e3) for k, v in parts if v * 1e3 >= 0.5)
     if predict_only:
-        return (world, pred, None), j["bound_by"]
+        return (world, pred, None), why
     run = [dtpc, "run", g, "--steps", str(steps), "--timeout", "300"]
     if backend == "mpi":
         run = MPIRUN + ["-np", str(world)] + run + ["--backend", "mpi"]
@@ -133,7 +140,7 @@ def one(dtpc, backend, profile, c, tmp, steps, predict_only):
     m = re.search(r"^time: ([0-9.]+) ms per step", r.stdout, re.M)
     if r.returncode or not m:
         return None, "run failed: " + (r.stderr.strip().splitlines() or ["?"])[-1]
-    return (world, pred, float(m.group(1))), j["bound_by"]
+    return (world, pred, float(m.group(1))), why
 
 
 def main():
