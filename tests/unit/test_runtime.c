@@ -302,7 +302,7 @@ static void forged_embeddings(void)
 	};
 	size_t len = 0;
 	void *buf = driver_graph_buffer("tests/fixtures/embed.plan", "embed_fixture", NULL, NULL,
-					NULL, 0, false, &len, NULL, stderr);
+					NULL, 0, NULL, false, &len, NULL, stderr);
 	UNIT_CHECK(buf, "compile tests/fixtures/embed.plan");
 	for (size_t k = 0; buf && k < sizeof f / sizeof f[0]; k++) {
 		uint64_t *copy = malloc(len);
