@@ -829,57 +829,14 @@ dtpc_status dtpc_session_set_input(dtpc_session *s, const char *name, const floa
 	return bind_finish(s, (uint32_t)t, h, DTPC_OK);
 }
 
-static bool float_dtype(enum st_dtype d)
-{
-	return d == ST_F32 || d == ST_F16 || d == ST_BF16 || d == ST_F64;
-}
-
-/* A graph's weights manifest (format 1.1) against a checkpoint's headers,
- * before any data is read: every weight the graph needs is there, with its
- * full shape and a dtype that converts. Names the first few that are not
- * (and the shard that holds each) and counts them all, so a checkpoint of
- * another model or size is refused at once. Tensors the graph does not use
- * are no concern of it (diffusers' checkpoints hold more than a plan uses). */
+/* Every weight of the graph against the checkpoint's headers before any
+ * data is read (runtime/weights.h). */
 static dtpc_status check_manifest(const dtpc_session *s, const struct ckpt *c)
 {
-	char bad[768] = "";
-	size_t at = 0;
-	uint32_t nbad = 0;
-	bool sharded = ckpt_kind(c) == CKPT_INDEX;
-	for (uint32_t i = 0; i < s->g->nweights; i++) {
-		const struct g_weight *w = &s->g->weights[i];
-		const char *name = graph_str(s->g, w->name), *path = NULL;
-		const struct st_file *f;
-		const struct st_tensor *e = ckpt_find(c, name, &f, &path);
-		const char *shard = path ? strrchr(path, '/') : NULL;
-		char why[300], in[200] = "";
-		if (sharded && path)
-			snprintf(in, sizeof in, " in %s", shard ? shard + 1 : path);
-		if (!e && sharded)
-			snprintf(why, sizeof why, "is in none of its %u shards", ckpt_nshards(c));
-		else if (!e)
-			snprintf(why, sizeof why, "is missing");
-		else if (!float_dtype(e->dtype))
-			snprintf(why, sizeof why, "is %s%s (F32, F16, BF16 or F64 convert)",
-				 st_dtype_name(e->dtype), in);
-		else if ((uint32_t)e->ndim != w->ndim ||
-			 memcmp(e->shape, w->shape, w->ndim * sizeof *w->shape)) {
-			char got[80], want[80];
-			snprintf(why, sizeof why, "has shape [%s]%s, but the graph expects [%s]",
-				 dims_str(got, sizeof got, e->shape, e->ndim), in,
-				 dims_str(want, sizeof want, w->shape, (int)w->ndim));
-		} else {
-			continue;
-		}
-		if (nbad++ < 3 && at < sizeof bad)
-			at += (size_t)snprintf(bad + at, sizeof bad - at, "%s'%s' %s",
-					       nbad > 1 ? "; " : "", name, why);
-	}
-	if (!nbad)
+	char why[1024];
+	if (ckpt_check_manifest(s->g, c, why, sizeof why))
 		return DTPC_OK;
-	return rt_error(DTPC_ERR_BIND, "%s does not hold this graph's weights: %s%s (%u of %u "
-			"weights)", ckpt_path(c), bad, nbad > 3 ? ", ..." : "", nbad,
-			s->g->nweights);
+	return rt_error(DTPC_ERR_BIND, "%s", why);
 }
 
 static dtpc_status fault_status(enum st_fault f)
@@ -950,7 +907,7 @@ static dtpc_status bind_file(dtpc_session *s, const char *path, int kind)
 				      dims_str(exp, sizeof exp, want, x->ndim));
 			break;
 		}
-		if (!float_dtype(e->dtype)) {
+		if (!ckpt_float_dtype(e->dtype)) {
 			st = rt_error(DTPC_ERR_BIND, "%s: %s '%s' is %s; F32, F16, BF16 or F64 "
 				      "(converted to float32) are accepted", fpath, what, name,
 				      st_dtype_name(e->dtype));

@@ -748,6 +748,82 @@ uint64_t ckpt_bytes_read(const struct ckpt *c)
 	return n;
 }
 
+/* ---- the graph's weights against a checkpoint --------------------------------- */
+
+bool ckpt_float_dtype(enum st_dtype d)
+{
+	return d == ST_F32 || d == ST_F16 || d == ST_BF16 || d == ST_F64;
+}
+
+/* The i-th weight tensor in name order: the manifest's (1.1), or the
+ * tensor table's weights in table order (a 1.0 graph has no manifest). */
+static int64_t nth_weight(const struct g_graph *g, uint32_t i, uint32_t *next)
+{
+	if (g->nweights)
+		return i < g->nweights ? (int64_t)g->weights[i].tensor : -1;
+	for (uint32_t t = *next; t < g->ntensors; t++)
+		if (g->tensors[t].kind == GT_WEIGHT) {
+			*next = t + 1;
+			return t;
+		}
+	return -1;
+}
+
+static const char *shape_text(char *buf, size_t size, const int64_t *dims, int ndim)
+{
+	size_t k = 0;
+
+	buf[0] = '\0';
+	for (int d = 0; d < ndim && k + 24 < size; d++)
+		k += (size_t)snprintf(buf + k, size - k, "%s%" PRId64, d ? ", " : "", dims[d]);
+	return buf;
+}
+
+bool ckpt_check_manifest(const struct g_graph *g, const struct ckpt *c, char *err,
+			 size_t errlen)
+{
+	char bad[768] = "";
+	size_t at = 0;
+	uint32_t nbad = 0, all = 0, next = 0;
+	bool sharded = c->kind == CKPT_INDEX;
+	int64_t t;
+
+	for (uint32_t i = 0; (t = nth_weight(g, i, &next)) >= 0; i++, all++) {
+		const struct g_tensor *x = &g->tensors[t];
+		const char *name = graph_str(g, x->name), *path = NULL, *shard;
+		const struct st_file *f;
+		const struct st_tensor *e = ckpt_find(c, name, &f, &path);
+		char why[300], in[SHOW + 8] = "", show[SHOW], got[200], want[200];
+
+		shard = path ? strrchr(path, '/') : NULL;
+		if (sharded && path)
+			snprintf(in, sizeof in, " in %s", st_show(shard ? shard + 1 : path, show,
+								  sizeof show));
+		if (!e && sharded)
+			snprintf(why, sizeof why, "is in none of its %zu shards", c->nfiles);
+		else if (!e)
+			snprintf(why, sizeof why, "is missing");
+		else if (!ckpt_float_dtype(e->dtype))
+			snprintf(why, sizeof why, "is %s%s (F32, F16, BF16 or F64 convert)",
+				 st_dtype_name(e->dtype), in);
+		else if (e->ndim != x->ndim ||
+			 memcmp(e->shape, x->dims, (size_t)x->ndim * sizeof *x->dims))
+			snprintf(why, sizeof why, "has shape [%s]%s, but the graph expects [%s]",
+				 shape_text(got, sizeof got, e->shape, e->ndim), in,
+				 shape_text(want, sizeof want, x->dims, x->ndim));
+		else
+			continue;
+		if (nbad++ < 3 && at < sizeof bad)
+			at += (size_t)snprintf(bad + at, sizeof bad - at, "%s'%s' %s",
+					       nbad > 1 ? "; " : "", st_show(name, show, sizeof show),
+					       why);
+	}
+	if (!nbad)
+		return true;
+	return fail(err, errlen, "%s does not hold this graph's weights: %s%s (%" PRIu32 " of %"
+		    PRIu32 " weights)", c->path, bad, nbad > 3 ? ", ..." : "", nbad, all);
+}
+
 /* ---- slices ---------------------------------------------------------------------- */
 
 bool ckpt_slice(const struct g_graph *g, uint32_t t, uint32_t rank, struct ckpt_slice *s)
@@ -789,20 +865,6 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 	for (size_t i = 0; i < n; i++)
 		h = (h ^ b[i]) * 0x100000001b3ull;
 	return h;
-}
-
-/* The i-th weight tensor in name order: the manifest's (1.1), or the
- * tensor table's weights in table order (a 1.0 graph has no manifest). */
-static int64_t nth_weight(const struct g_graph *g, uint32_t i, uint32_t *next)
-{
-	if (g->nweights)
-		return i < g->nweights ? (int64_t)g->weights[i].tensor : -1;
-	for (uint32_t t = *next; t < g->ntensors; t++)
-		if (g->tensors[t].kind == GT_WEIGHT) {
-			*next = t + 1;
-			return t;
-		}
-	return -1;
 }
 
 uint64_t ckpt_weights_hash(const struct g_graph *g)

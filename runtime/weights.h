@@ -103,6 +103,17 @@ const struct st_tensor *ckpt_find(const struct ckpt *c, const char *name,
 /* Data bytes read from all its files so far. */
 uint64_t ckpt_bytes_read(const struct ckpt *c);
 
+/* F32, F16, BF16 and F64: the dtypes that read as float32. */
+bool ckpt_float_dtype(enum st_dtype d);
+/* Every weight of g against c's headers, before any data is read: there,
+ * with the full shape and a dtype that converts. False naming the first few
+ * that are not (and the shard of each) and counting them all, so that a
+ * checkpoint of another model or size is refused at once. Tensors g does not
+ * use are allowed (diffusers' checkpoints hold more than a plan uses). Not
+ * for CKPT_RANKS, whose files hold slices. */
+bool ckpt_check_manifest(const struct g_graph *g, const struct ckpt *c, char *err,
+			 size_t errlen);
+
 /* ---- slices: what each rank binds ------------------------------------------ */
 
 #define CKPT_MAX_RANGES 64
