@@ -11,6 +11,8 @@
 #  lower     tests/lower.sh: lowering goldens, communication volumes, determinism
 #  equiv     tests/equiv.sh: N-rank replays against the one-rank model
 #  fixtures  tests/fixtures.sh: diffusers' tiny Flux and Wan on N ranks
+#  weights   tests/weights.sh: sharded, BF16/F16 and per-rank checkpoints, and
+#            their errors
 #  mpi       a subset of equiv and fixtures under mpirun, MPI comm tests
 #  fuzz      each libFuzzer target over its corpus, then a short run
 #  prop      tests/prop/gen.py: random models and plans, check -> compile -> run
@@ -219,6 +221,11 @@ sh tests/fixtures.sh "$BUILD" >"$tmp/fixtures" 2>&1
 grep -E '^(ok|FAIL)' "$tmp/fixtures" | sed 's/^/  /'
 grep -A20 '^FAIL' "$tmp/fixtures" | head -60
 absorb fixtures "$tmp/fixtures"
+
+# ---- checkpoints: sharded, BF16/F16 and per-rank weights; their errors (tests/weights.sh) ----
+sh tests/weights.sh "$BUILD" >"$tmp/weights" 2>&1
+grep -A8 '^FAIL' "$tmp/weights" | head -60
+absorb weights "$tmp/weights"
 
 # ---- tools: SARIF, the JSON schema, embed, fmt, Python (tests/tools.sh) ---------------------
 sh tests/tools.sh "$BUILD" >"$tmp/tools" 2>&1
