@@ -306,6 +306,8 @@ if [ -z "$SAN" ]; then
 	fuzz_target parse examples tests/diag tests/fuzz/parse_corpus
 	fuzz_target graph tests/fuzz/graph_corpus
 	fuzz_target safetensors tests/fuzz/safetensors_corpus
+	fuzz_target index tests/fuzz/index_corpus
+	fuzz_target rankdir tests/fuzz/rankdir_corpus
 	# parse -> check -> lower -> serialize -> load -> prepare; a fixed seed so
 	# that a run mutates the same way each time
 	fuzz_target pipeline -seed=1 examples tests/diag tests/fuzz/pipeline_corpus
