@@ -257,6 +257,9 @@ if [ -z "$SAN" ]; then
 		sh tests/fixtures.sh "$BUILD" mpi >"$tmp/fixtures_mpi" 2>&1
 		grep -E '^(ok|FAIL)' "$tmp/fixtures_mpi" | sed 's/^/  /'
 		absorb fixtures "$tmp/fixtures_mpi"
+		sh tests/weights.sh "$BUILD" mpi >"$tmp/weights_mpi" 2>&1
+		grep -A8 '^FAIL' "$tmp/weights_mpi" | head -30
+		absorb weights "$tmp/weights_mpi"
 		# a wrong rank count under mpirun: every rank says so, the job ends
 		"$DTPC" tests/lower/tiny.plan --plan all --mesh "ulysses = 2, tp = 2" \
 			-o "$tmp/m.graph" >/dev/null 2>&1

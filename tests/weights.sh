@@ -1,5 +1,5 @@
 #!/bin/sh
-# weights.sh BUILD — checkpoints through `dtpc run --weights` and `dtpc shard`,
+# weights.sh BUILD [mpi] — checkpoints through `dtpc run --weights` and `dtpc shard`,
 # on diffusers' tiny Flux (tests/fixtures/flux.*) at tp = 2 and ring = 2 x
 # ulysses = 2. The variants are made here from the committed fixture by
 # tests/ckpt.py (standard library Python): nothing large is committed.
@@ -18,9 +18,13 @@
 # Hostile paths: each error's exact message and exit status (1: the weights do
 # not fit or are malformed; 2: a file cannot be read, or usage).
 #
+# With mpi: one process per rank under mpirun reads 3 BF16 shards and a
+# per-rank folder, each output bit-identical to the local backend's.
+#
 # Prints "weights: N passed, N failed, N skipped".
 set -u
 BUILD=${1:-build}
+MODE=${2:-local}
 FIX=tests/fixtures
 . tests/lib.sh
 W=$FIX/flux.weights.safetensors
@@ -62,6 +66,20 @@ compile_mesh "$FIX/flux.plan" flux_fixture_tp "tp = 2" "" "$tmp/tp2.graph" -q &&
 	compile_mesh "$FIX/flux.plan" flux_fixture_cp "ulysses = 2" "" "$tmp/u2.graph" -q &&
 	compile_mesh "$FIX/flux.plan" flux_fixture_tp "tp = 1" "" "$tmp/one.graph" -q ||
 	{ bad compile; summary weights; exit; }
+
+if [ "$MODE" = mpi ]; then
+	G="$tmp/rxu.graph"
+	ck shards "$W" "$tmp/b3" 3 BF16
+	"$DTPC" shard "$G" --weights "$tmp/b3" --out "$tmp/per" >/dev/null
+	run "$G" "$tmp/b3" "$tmp/local.out"
+	for w in b3 per; do
+		replay mpi "$G" --inputs "$IN" --weights "$tmp/$w" --save-outputs "$tmp/mpi-$w.out" \
+			--timeout 60 >"$tmp/mpi.log" 2>&1 || sed 's/^/    /' "$tmp/mpi.log"
+		same "mpi/rxu-$w" "$tmp/local.out" "$tmp/mpi-$w.out"
+	done
+	summary weights
+	exit
+fi
 
 # ---- the variants ---------------------------------------------------------------------------
 mkdir "$tmp/folder" && cp "$W" "$tmp/folder/diffusion_pytorch_model.safetensors" &&
