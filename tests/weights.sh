@@ -60,12 +60,15 @@ expect() {
 	fi
 }
 
-compile_mesh "$FIX/flux.plan" flux_fixture_tp "tp = 2" "" "$tmp/tp2.graph" -q &&
+if ! { compile_mesh "$FIX/flux.plan" flux_fixture_tp "tp = 2" "" "$tmp/tp2.graph" -q &&
 	compile_mesh "$FIX/flux.plan" flux_fixture_cp "ring = 2, ulysses = 2" \
 		'rotate_method = "alltoall"' "$tmp/rxu.graph" -q &&
 	compile_mesh "$FIX/flux.plan" flux_fixture_cp "ulysses = 2" "" "$tmp/u2.graph" -q &&
-	compile_mesh "$FIX/flux.plan" flux_fixture_tp "tp = 1" "" "$tmp/one.graph" -q ||
-	{ bad compile; summary weights; exit; }
+	compile_mesh "$FIX/flux.plan" flux_fixture_tp "tp = 1" "" "$tmp/one.graph" -q; }; then
+	bad compile
+	summary weights
+	exit
+fi
 
 if [ "$MODE" = mpi ]; then
 	G="$tmp/rxu.graph"
@@ -112,7 +115,7 @@ for g in tp2 rxu; do
 	same "$g/3-shards-bf16" "$tmp/$g.bref" "$tmp/$g.b3"
 	"$DTPC" shard "$G" --weights "$tmp/b3" --out "$tmp/bper-$g" >/dev/null
 	n=$(ck dtypes "$tmp/bper-$g/rank-00001-of-00002.safetensors" 2>/dev/null | grep -vc ' BF16$')
-	[ "$n" = 0 ] && ok || bad "$g/dtpc-shard-keeps-bf16"
+	if [ "$n" = 0 ]; then ok; else bad "$g/dtpc-shard-keeps-bf16"; fi
 	run "$G" "$tmp/bper-$g" "$tmp/$g.bper"
 	same "$g/dtpc-shard-bf16" "$tmp/$g.bref" "$tmp/$g.bper"
 done
@@ -124,7 +127,7 @@ if cmp -s "$tmp/f16.ref" "$tmp/tp2.ref"; then bad tp2/f16-rounding-shows; else o
 t0=$(date +%s)
 run "$tmp/tp2.graph" "$tmp/sparse.safetensors" "$tmp/sparse.out"
 same tp2/unused-256GiB-tensor "$tmp/tp2.ref" "$tmp/sparse.out"
-[ $(($(date +%s) - t0)) -lt 20 ] && ok || bad tp2/unused-256GiB-tensor-is-not-read
+if [ $(($(date +%s) - t0)) -lt 20 ]; then ok; else bad tp2/unused-256GiB-tensor-is-not-read; fi
 
 # ---- hostile sharded checkpoints ------------------------------------------------------------
 Q=transformer_blocks.0.attn.to_q.weight
