@@ -17,6 +17,7 @@ committed fixture (standard library only: CI has no torch or numpy).
                                   a hole in the file (nothing reads it)
   ckpt.py dtypes FILE             "NAME DTYPE" per tensor
   ckpt.py setmeta FILE KEY VALUE  one metadata entry changed in place
+  ckpt.py flatten FILE T          tensor T made 1-D in place (metadata kept)
 """
 import json
 import os
@@ -155,6 +156,11 @@ def main(argv):
     elif cmd == "setmeta":
         tensors, meta = load(argv[2])
         meta[argv[3]] = argv[4]
+        save(argv[2], tensors, meta)
+    elif cmd == "flatten":
+        tensors, meta = load(argv[2])
+        dt, shape, b = tensors[argv[3]]
+        tensors[argv[3]] = (dt, [len(b) // SIZE[dt]], b)
         save(argv[2], tensors, meta)
     else:
         sys.exit(f"ckpt.py: unknown command {cmd}")

@@ -149,6 +149,8 @@ ck shards "$W" "$tmp/dup" 3 F32 --dup $Q
 expect in-two-shards 1 "dtpc: ranks 0-1: malformed graph or checkpoint: $tmp/dup/$IDX: tensor '$Q' is in two shards, $S1 and $S3" r "$tmp/dup"
 ck shards "$W" "$tmp/gone" 3 F32 && rm "$tmp/gone/$S2"
 expect shard-file-missing 2 "dtpc: ranks 0-1: I/O error: $tmp/gone/$IDX: weight_map puts 'time_text_embed.text_embedder.linear_1.bias' in $S2: $tmp/gone/$S2: cannot open: No such file or directory" r "$tmp/gone"
+ck shards "$W" "$tmp/junk" 3 F32 && printf 'not safetensors' >"$tmp/junk/$S2"
+expect damaged-shard 1 "dtpc: ranks 0-1: malformed graph or checkpoint: $tmp/junk/$IDX: weight_map puts 'time_text_embed.text_embedder.linear_1.bias' in $S2: $tmp/junk/$S2: header length 7306634592548843374 runs past the end of the file (15 bytes)" r "$tmp/junk"
 # index edits: ../ and absolute paths, a tensor put in the wrong shard, broken JSON
 edit() { # edit DIR SED-SCRIPT: a copy of s3 with its index edited
 	mkdir "$tmp/$1" && cp "$tmp/s3/"* "$tmp/$1/" && sed -i "$2" "$tmp/$1/$IDX"
@@ -184,6 +186,10 @@ mkdir "$tmp/swapped" && cp "$P/rank-00000-of-00002.safetensors" "$tmp/swapped/ra
 expect per-rank-renamed 1 "dtpc: rank 0: weight or input binding failed: $tmp/swapped/rank-00000-of-00002.safetensors: holds rank 1's slices, not rank 0's (renamed?)" r "$tmp/swapped"
 mkdir "$tmp/forged" && cp "$P"/* "$tmp/forged/" && ck setmeta "$tmp/forged/rank-00000-of-00002.safetensors" dtpc.weights 0123456789abcdef
 expect per-rank-other-weights 1 "dtpc: rank 0: weight or input binding failed: $tmp/forged/rank-00000-of-00002.safetensors: sharded from other weights (plan flux_fixture_tp, mesh tp=2): their names or shapes differ from this graph's (plan flux_fixture_tp, mesh tp=2)" r "$tmp/forged"
+mkdir "$tmp/reshaped" && cp "$P"/* "$tmp/reshaped/" && ck flatten "$tmp/reshaped/rank-00001-of-00002.safetensors" $Q
+expect per-rank-mis-shaped 1 "dtpc: rank 1: weight or input binding failed: $tmp/reshaped/rank-00001-of-00002.safetensors: weight '$Q' has shape [512], but this rank's slice is [16, 32]" r "$tmp/reshaped"
+mkdir "$tmp/plain" && cp "$P"/* "$tmp/plain/" && cp "$W" "$tmp/plain/rank-00000-of-00002.safetensors"
+expect per-rank-not-from-dtpc-shard 1 "dtpc: rank 0: weight or input binding failed: $tmp/plain/rank-00000-of-00002.safetensors: not written by dtpc shard (no dtpc.shard in its metadata)" r "$tmp/plain"
 mkdir "$tmp/mixed" && cp "$P"/* "$W" "$tmp/mixed/"
 expect per-rank-mixed 1 "dtpc: ranks 0-1: malformed graph or checkpoint: $tmp/mixed: holds per-rank files (rank-00000-of-00002.safetensors, rank-00001-of-00002.safetensors) and a checkpoint (flux.weights.safetensors); keep them in separate folders" r "$tmp/mixed"
 expect per-rank-inputs 2 "dtpc: cannot read '$P': not a regular file" \
