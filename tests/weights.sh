@@ -195,6 +195,14 @@ expect per-rank-mixed 1 "dtpc: ranks 0-1: malformed graph or checkpoint: $tmp/mi
 expect per-rank-inputs 2 "dtpc: cannot read '$P': not a regular file" \
 	"$DTPC" run "$G" --weights "$P" --inputs "$P"
 
+expect per-rank-verify 2 "dtpc: --verify: '$P' is a per-rank folder (dtpc shard): it holds this graph's slices, not the whole weights the one-rank reference needs; verify with the checkpoint it was cut from" \
+	"$DTPC" run "$G" --inputs "$IN" --weights "$P" --verify
+# the one-rank reference of --verify reads the shards as the ranks do
+if "$DTPC" run "$G" --inputs "$IN" --weights "$tmp/b3" --verify >"$tmp/out" 2>&1; then ok; else
+	bad verify-from-bf16-shards
+	sed 's/^/    /' "$tmp/out" | head -5
+fi
+
 # ---- dtpc shard's own errors -------------------------------------------------------------------
 expect shard-needs-out 2 "dtpc: shard needs --weights CHECKPOINT and --out FOLDER" "$DTPC" shard "$G" --weights "$W"
 expect shard-out-not-empty 2 "dtpc: shard: --out '$tmp/two' holds 'a.safetensors'; give an empty or new folder (or one sharded before for 2 ranks)" \
