@@ -101,7 +101,7 @@ static void run_linear(struct kern *x)
 static void run_attention(struct kern *x)
 {
 	int64_t w = x->k * x->n;
-	k_attention(x->a, w, x->b, w, x->c, w, x->d, x->e, 1, x->m, x->m, x->k, x->n, x->n, x->ws);
+	k_attention(x->a, w, x->b, w, x->c, w, NULL, x->d, x->e, 1, x->m, x->m, x->k, x->n, x->n, x->ws);
 }
 
 static void run_add(struct kern *x)

@@ -404,6 +404,7 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 		__attribute__((fallthrough));
 	case OP_slice:
 	case OP_concat:
+	case OP_pad:
 	case OP_reshape:
 	case OP_shard: {
 		double b = tensor_bytes(g, out, r, es);
