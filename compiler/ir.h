@@ -47,9 +47,9 @@ struct ir_op {
 	int nin;
 	int out;
 	/* Attributes, by op: linear out/in, norm group, slice dim/start/len,
-	 * concat dim, heads. */
+	 * concat dim, heads, pad dim/before/after (eps: pad's value). */
 	int64_t attr[4];
-	double eps;
+	double eps;         /* norms; pad's value */
 	bool flag;          /* bias / affine / gelu tanh */
 	struct ir_shape shape_attr; /* param / reshape target */
 	int weight0, nweights;

@@ -282,7 +282,7 @@ static dtpc_status check_attention(struct dtpc_session *s, uint32_t i, const str
 				g_same_split(s->g, m, 1, k, 1), i, name,
 			"the mask must be [batch, keys], split like the keys");
 		TRY(device_can(s, i, s->dv && !s->dv->ops->masked_attention,
-			       "a key-padding mask on attention"));
+			       "key-padding mask on attention"));
 	}
 	/* the fuzzer prepares sessions without a device: size for the CPU's */
 	size_t ws = s->dv ? s->dv->ops->attention_workspace(s->dv, dims(s, q)[0], dims(s, q)[1],

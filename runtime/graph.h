@@ -163,7 +163,8 @@ struct g_requires {
  *                coordinates; on a sharded dim the slice covers whole blocks
  *   concat       attr[0] dim
  *   rope         attr[0] head dim
- *   attention    attr[0] head dim of q/k, attr[1] of v
+ *   attention    attr[0] head dim of q/k, attr[1] of v; an optional operand 3,
+ *                the key-padding mask [B, Skv] (0: key masked), split like k
  *   reshape      (the output tensor has the shape)
  *   shard        attr[0] dim: this rank's chunks of a whole input
  *   all_gather   attr[0] dim: concatenate all ranks' chunks, block by block
@@ -172,7 +173,12 @@ struct g_requires {
  *                1: back), attr[1] head dim, attr[2] sequence dim
  *   ring_attention attr[0] head dim of q/k, attr[1] of v, attr[2] rotate
  *                method (0 all-gather, 1 send/recv rotation), attr[3] seq
- *                dim; flags G_OF_FP32 (merge in float32) */
+ *                dim; flags G_OF_FP32 (merge in float32); an optional operand
+ *                3, the key-padding mask [B, rows], split like k: its chunks
+ *                travel with k's
+ *   pad          attr[0] dim, attr[1] rows before, attr[2] rows after
+ *                (global), eps the value; along a split dim the pads are the
+ *                first and last blocks of the output's pattern */
 struct g_op {
 	uint16_t kind;
 	uint16_t nin;

@@ -65,8 +65,25 @@ MJ=tests/fixtures/mask_joint.inputs.safetensors
 sdpa_check() {
 	python3 tests/compare_st.py "$tmp/sdpa.st" tests/fixtures/mask_sdpa.expected.safetensors 1e-5
 }
-# mask_case NAME PLAN MESH CONTEXT: one mask case (sdpa outputs also against SDPA)
+# mask_case NAME PLAN MESH CONTEXT: one mask case (sdpa outputs also against
+# SDPA). On the CUDA device (tests/gpu/run.sh) the case checks instead that the
+# session refuses the masked graph, as docs/runtime.md says.
 mask_case() {
+	case "${DTPC_RUN_ARGS:-}" in *cuda*)
+		if compile_mesh "$M" "$2" "$3" "$4" "$tmp/$1.graph" >"$tmp/out" 2>&1 &&
+			! replay "$MODE" "$tmp/$1.graph" --timeout 60 >>"$tmp/out" 2>&1 &&
+			grep -Eq "the cuda device has no (key-padding mask on attention|pad) yet" \
+				"$tmp/out"; then
+			pass=$((pass + 1))
+			echo "ok    $1 (the CUDA device refuses the masked graph)"
+		else
+			fail=$((fail + 1))
+			echo "FAIL  $1: the CUDA device did not refuse the masked graph"
+			sed 's/^/      /' "$tmp/out" | head -20
+		fi
+		return
+		;;
+	esac
 	if [ "$2" = sdpa ]; then
 		RUN_OPTS="--inputs $MI --save-outputs $tmp/sdpa.st" CHECK=sdpa_check
 	else

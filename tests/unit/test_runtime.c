@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "compiler/driver.h"
+#include "runtime/device.h"
 #include "runtime/dtpc.h"
 #include "runtime/safetensors.h"
 #include "runtime/session.h"
@@ -277,8 +278,62 @@ static void binding(const dtpc_graph *g1, const dtpc_graph *g4)
 	rmdir(dir);
 }
 
+/* A device without masked attention or pad (the CUDA device today) refuses
+ * a graph with them when the session is made, naming the op: the checks of
+ * session creation run again on a CPU session whose device table lacks them.
+ * Control: with the CPU's table the same checks pass. */
+static void device_refuses_masks(void)
+{
+	size_t len = 0;
+	void *buf = driver_graph_buffer("tests/plans/mask.plan", "joint", "ring = 2", NULL, NULL,
+					0, true, &len, NULL, stderr);
+	dtpc_graph *g = NULL;
+	dtpc_local_world *w = NULL;
+	dtpc_comm *c = NULL;
+	dtpc_session *s = NULL;
+	bool made = buf && !dtpc_graph_open_buffer(buf, len, &g) &&
+		    !dtpc_local_world_create(1, TIMEOUT_MS, &w) && !dtpc_comm_local(w, 0, &c) &&
+		    !dtpc_session_create(g, c, DTPC_DEVICE_CPU, &s);
+	free(buf);
+	UNIT_CHECK(made, "a CPU session for a graph with masked attention and pad");
+	if (!made)
+		goto out;
+	const struct dev_ops *cpu = s->dv->ops;
+	struct dev_ops lacking = *cpu;
+	lacking.masked_attention = false;
+	lacking.fill2d = NULL;
+	bool attn = false, pad = false, cpu_ok = true;
+	for (uint32_t i = 0; i < s->g->nops; i++) {
+		enum op_kind k = (enum op_kind)s->g->ops[i].kind;
+		s->dv->ops = cpu;
+		cpu_ok &= exec_check(s, i) == DTPC_OK;
+		s->dv->ops = &lacking;
+		dtpc_status st = exec_check(s, i);
+		if (k == OP_attention && s->g->ops[i].nin == 4)
+			attn |= st == DTPC_ERR_INVALID &&
+				strstr(dtpc_last_error(), "(attention 'blocks.0.attn'): the cpu device "
+					"has no key-padding mask on attention yet");
+		else if (k == OP_pad)
+			pad |= st == DTPC_ERR_INVALID &&
+			       strstr(dtpc_last_error(), "(pad 'blocks.0.joint_mask'): the cpu device "
+				      "has no pad yet");
+		else
+			cpu_ok &= st == DTPC_OK;
+	}
+	s->dv->ops = cpu;
+	UNIT_CHECK(cpu_ok, "the CPU device's table passes every op's check");
+	UNIT_CHECK(attn, "a device without masked attention refuses the masked attention, naming it");
+	UNIT_CHECK(pad, "a device without fill2d refuses pad, naming it");
+out:
+	dtpc_session_free(s);
+	dtpc_comm_free(c);
+	dtpc_local_world_free(w);
+	dtpc_graph_free(g);
+}
+
 int main(void)
 {
+	device_refuses_masks();
 	dtpc_graph *g4 = compile("ulysses = 2, tp = 2", "64", false);
 	dtpc_graph *other4 = compile("ulysses = 2, tp = 2", "128", false);
 	dtpc_graph *g2 = compile("ring = 2", "64", false);
