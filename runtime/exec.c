@@ -222,12 +222,6 @@ static bool bcast_shape(const struct dtpc_session *s, uint32_t a, uint32_t out, 
 	return true;
 }
 
-/* Dims da of a and db of b split alike: both whole, or the same pattern. */
-static bool g_same_split(const struct g_graph *g, uint32_t a, int da, uint32_t b, int db)
-{
-	return g->tensors[a].pattern[da] == g->tensors[b].pattern[db];
-}
-
 /* A graph that needs what the session's device lacks is refused at session
  * creation, naming the op, rather than failing in its first run. */
 static dtpc_status device_can(const struct dtpc_session *s, uint32_t i, bool lacks,
@@ -279,7 +273,7 @@ static dtpc_status check_attention(struct dtpc_session *s, uint32_t i, const str
 		uint32_t m = opnd(s, o, 3);
 		REQUIRE(nd(s, m) == 2 && dims(s, m)[0] == dims(s, q)[0] &&
 				dims(s, m)[1] == dims(s, k)[1] &&
-				g_same_split(s->g, m, 1, k, 1), i, name,
+				s->g->tensors[m].pattern[1] == s->g->tensors[k].pattern[1], i, name,
 			"the mask must be [batch, keys], split like the keys");
 		TRY(device_can(s, i, s->dv && !s->dv->ops->masked_attention,
 			       "key-padding mask on attention"));
