@@ -254,7 +254,7 @@ static int run_attention(void *p, uint32_t op)
 	struct kbufs *k = p;
 	int64_t w = k->k * k->n;
 	/* with LSE, as ring attention's steps (plain attention's cost alike) */
-	return k->d->ops->attention(k->d, k->a, w, k->b, w, k->c, w, k->x, k->y, 1, k->m, k->m,
+	return k->d->ops->attention(k->d, k->a, w, k->b, w, k->c, w, NULL, k->x, k->y, 1, k->m, k->m,
 				    k->k, k->n, k->n, k->ws);
 }
 

@@ -658,6 +658,7 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 		/* memory-bound, as the copies: the result and every operand */
 		__attribute__((fallthrough));
 	case OP_concat:
+	case OP_pad:
 	case OP_reshape:
 	case OP_unpatchify: {
 		double b = tensor_bytes(g, out, r, es);
