@@ -77,10 +77,23 @@ static void dump_layout(FILE *out, struct arena *a, const struct plan_cfg *c,
 			const struct layout_result *r)
 {
 	const struct ir_model *m = c->model;
-	fprintf(out, "# layout: plan %s (cp = ring x ulysses, tp)\n", c->decl->name);
-	for (int t = 0; t < m->ntensors; t++)
-		fprintf(out, "%%%-5d cp %-12s tp %-12s %s\n", t, lay_str(a, &r->tensors[t].cp),
-			lay_str(a, &r->tensors[t].tp), m->tensors[t].name);
+	/* groups whose axes the mesh lacks are left out, but cp and tp always */
+	bool shown[LG_COUNT];
+	fprintf(out, "# layout: plan %s (cp = ring x ulysses, tp", c->decl->name);
+	for (int g = 0; g < LG_COUNT; g++) {
+		shown[g] = g == LG_CP || g == LG_TP || lay_group_size(c, g) > 1;
+		if (shown[g] && g != LG_CP && g != LG_TP)
+			fprintf(out, ", %s", lay_groups[g].tag);
+	}
+	fprintf(out, ")\n");
+	for (int t = 0; t < m->ntensors; t++) {
+		fprintf(out, "%%%-5d", t);
+		for (int g = 0; g < LG_COUNT; g++)
+			if (shown[g])
+				fprintf(out, " %s %-12s", lay_groups[g].tag,
+					lay_str(a, &r->tensors[t].g[g]));
+		fprintf(out, " %s\n", m->tensors[t].name);
+	}
 }
 
 bool driver_readable(const char *path, FILE *err)
@@ -542,7 +555,7 @@ void *driver_graph_buffer(const char *source, const char *plan, const char *mesh
 		/* the same model on one rank: every style becomes a no-op */
 		for (int i = 0; i < c->naxes; i++)
 			c->axes[i].size = 1;
-		c->ring = c->ulysses = c->tp = c->world = 1;
+		c->ring = c->ulysses = c->tp = c->cfg = c->world = 1;
 	}
 	struct layout_result *lay = layout_run(a, &d, c);
 	struct lower_opts lo = { .source_path = source, .source_hash = sources_hash(&d, &prog) };

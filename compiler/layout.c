@@ -36,8 +36,30 @@ struct lp {
 	struct finding **byidx;
 	int nfind, capfind;
 	struct finding *head, **tail;
-	uint8_t *gathered; /* per tensor: 1 gathered over cp, 2 over tp */
+	uint8_t *gathered; /* per tensor: bit g set once gathered over group g */
 };
+
+const struct lay_group_info lay_groups[LG_COUNT] = {
+	[LG_CP] = { "ring x ulysses", "cp", 2, { "ring", "ulysses" } },
+	[LG_TP] = { "tp", "tp", 1, { "tp" } },
+	[LG_CFG] = { "cfg", "cfg", 1, { "cfg" } },
+};
+
+int64_t lay_group_size(const struct plan_cfg *c, enum lay_group g)
+{
+	int64_t n = 1;
+	for (int i = 0; i < c->naxes; i++)
+		for (int k = 0; k < lay_groups[g].naxes; k++)
+			if (!strcmp(c->axes[i].name, lay_groups[g].axes[k]))
+				n *= c->axes[i].size;
+	return n;
+}
+
+/* The style whose rule a group's sharding comes from, for notes. */
+static enum style_kind origin_style(enum lay_group g)
+{
+	return g == LG_TP ? ST_COLWISE : ST_SPLIT;
+}
 
 int64_t layout_local(int64_t size, int64_t n, int64_t r)
 {
@@ -119,17 +141,17 @@ static dtpc_loc style_loc(struct lp *P, int rule, enum style_kind k)
 	return ps->loc;
 }
 
-/* Records a gather of tensor t (consumed by op opi) over a group. */
-static void gather(struct lp *P, int opi, int t, bool tp, const char *why,
+/* Records a gather of tensor t (consumed by op opi) over group g. */
+static void gather(struct lp *P, int opi, int t, enum lay_group g, const char *why,
 		   int origin)
 {
 	/* One gather serves every consumer of the same tensor. */
-	uint8_t bit = tp ? 2 : 1;
+	uint8_t bit = (uint8_t)(1u << g);
 	if (P->gathered[t] & bit)
 		return;
 	P->gathered[t] |= bit;
 	struct lay_event *e = ARENA_NEW(P->a, struct lay_event);
-	e->kind = tp ? EV_GATHER_TP : EV_GATHER_CP;
+	e->group = g;
 	e->op = opi;
 	e->tensor = t;
 	e->why = why;
@@ -141,21 +163,20 @@ static void gather(struct lp *P, int opi, int t, bool tp, const char *why,
 	/* one note per statement pair, not per repeat block */
 	int prod = P->m->tensors[t].producer;
 	struct finding *f = find(P, false, opi,
-				 arena_printf(P->a, "gather%d/%p", tp,
+				 arena_printf(P->a, "gather%d/%p", (int)g,
 					      prod >= 0 ? (const void *)P->m->ops[prod].stmt
 							: (const void *)tname(P, t)));
 	if (!f)
 		return;
-	const struct plan_cfg *c = P->c;
-	int64_t n = tp ? c->tp : plan_cp(c);
+	int64_t n = lay_group_size(P->c, g);
 	int64_t bytes = shape_numel(&P->m->tensors[t].shape) * 4;
 	f->msg = arena_printf(P->a, "all-gather of '%s' %s over %s (%" PRId64
 			      " ranks) inserted before '%s': %s; %s in float32",
 			      tname(P, t), shape_str(P->a, &P->m->tensors[t].shape),
-			      tp ? "tp" : "ring x ulysses", n, P->m->ops[opi].module, why,
+			      lay_groups[g].name, n, P->m->ops[opi].module, why,
 			      human_bytes(P->a, bytes));
 	if (origin >= 0)
-		fnote(f, style_loc(P, origin, tp ? ST_COLWISE : ST_SPLIT),
+		fnote(f, style_loc(P, origin, origin_style(g)),
 		      "the sharding comes from this rule");
 }
 
@@ -186,9 +207,9 @@ static struct layout view(struct lp *P, int opi, int t)
 		return l;
 	const struct ir_op *o = &P->m->ops[opi];
 	if (o->module_index >= 0)
-		splits_of(P, o->module_index, t, &l.cp);
+		splits_of(P, o->module_index, t, &l.g[LG_CP]);
 	for (int i = o->instance; i >= 0; i = P->m->modules[i].parent)
-		splits_of(P, i, t, &l.cp);
+		splits_of(P, i, t, &l.g[LG_CP]);
 	return l;
 }
 
@@ -243,13 +264,13 @@ static int last_dim(struct opctx *X, int i)
 	return X->P->m->tensors[X->o->in[i]].shape.nd - 1;
 }
 
-/* Input i must not be sharded on `dim` in group tp/cp: gather it. */
-static void need_whole(struct opctx *X, int i, int dim, bool tp, const char *why)
+/* Input i must not be sharded on `dim` in group g: gather it. */
+static void need_whole(struct opctx *X, int i, int dim, enum lay_group g, const char *why)
 {
-	struct lay_axis *x = tp ? &X->in[i].tp : &X->in[i].cp;
+	struct lay_axis *x = &X->in[i].g[g];
 	if (!sharded(x) || x->dim != dim)
 		return;
-	gather(X->P, X->opi, X->o->in[i], tp, why, x->origin);
+	gather(X->P, X->opi, X->o->in[i], g, why, x->origin);
 	*x = REPL;
 }
 
@@ -263,14 +284,19 @@ static void rule_linear(struct opctx *X)
 {
 	struct lp *P = X->P;
 	int last = last_dim(X, 0);
-	need_whole(X, 0, last, false, "linear contracts its last axis");
-	X->out.cp = X->in[0].cp;
-	X->out.tp = REPL;
+	/* every group but tp: the contracted last axis whole, the rest kept */
+	for (int g = 0; g < LG_COUNT; g++) {
+		if (g == LG_TP)
+			continue;
+		need_whole(X, 0, last, g, "linear contracts its last axis");
+		X->out.g[g] = X->in[0].g[g];
+	}
+	X->out.g[LG_TP] = REPL;
 	if (P->c->tp <= 1)
 		return;
 	const struct style_use *col = mstyle(X, ST_COLWISE);
 	const struct style_use *row = mstyle(X, ST_ROWWISE);
-	struct lay_axis *x = &X->in[0].tp;
+	struct lay_axis *x = &X->in[0].g[LG_TP];
 	if (row) {
 		/* The local input must be exactly this rank's rows of each block. */
 		if (sharded(x) && x->dim == last) {
@@ -283,11 +309,11 @@ static void rule_linear(struct opctx *X)
 			for (int i = 0; same && i < na; i++)
 				same = ba[i] == bb[i];
 			if (!same)
-				need_whole(X, 0, last, true,
+				need_whole(X, 0, last, LG_TP,
 					   "its input is sharded in other blocks than this "
 					   "rowwise weight (use rowwise(blocks = [...]))");
 		} else if (sharded(x)) {
-			need_whole(X, 0, x->dim, true, "rowwise needs its input "
+			need_whole(X, 0, x->dim, LG_TP, "rowwise needs its input "
 				   "sharded on the last axis or replicated");
 		}
 		if (!sharded(x)) /* a replicated input is sliced locally */
@@ -297,11 +323,11 @@ static void rule_linear(struct opctx *X)
 		return; /* partial sums, all-reduced by the style: replicated */
 	}
 	if (sharded(x))
-		need_whole(X, 0, x->dim, true, col ? "colwise needs a replicated input"
+		need_whole(X, 0, x->dim, LG_TP, col ? "colwise needs a replicated input"
 						    : "a replicated linear needs its whole input");
 	if (col)
-		X->out.tp = (struct lay_axis){ .kind = LAY_SHARD, .dim = (int8_t)last,
-					       .nblk = col->nblocks, .blk = col->blocks,
+		X->out.g[LG_TP] = (struct lay_axis){ .kind = LAY_SHARD, .dim = (int8_t)last,
+						     .nblk = col->nblocks, .blk = col->blocks,
 					       .origin = col->rule };
 }
 
@@ -309,24 +335,24 @@ static void rule_norm(struct opctx *X)
 {
 	struct lp *P = X->P;
 	int last = last_dim(X, 0);
-	int64_t g = X->o->attr[0];
-	for (int tp = 0; tp < 2; tp++) {
-		struct lay_axis *x = tp ? &X->in[0].tp : &X->in[0].cp;
-		int64_t n = tp ? P->c->tp : plan_cp(P->c);
+	int64_t size = X->o->attr[0]; /* elements per normalised group */
+	for (int g = 0; g < LG_COUNT; g++) {
+		struct lay_axis *x = &X->in[0].g[g];
+		int64_t n = lay_group_size(P->c, g);
 		if (!sharded(x) || x->dim != last)
 			continue;
-		/* Normalising groups of g elements commutes with sharding when
+		/* Normalising groups of `size` elements commutes with sharding when
 		 * every rank holds whole groups of every block (per-head norm). */
 		int nb;
 		const int64_t *b = blocks_of(P, x, dim_size(X, 0, last), &nb);
 		bool whole = true;
 		for (int i = 0; i < nb; i++)
-			whole &= b[i] % n == 0 && (b[i] / n) % g == 0;
+			whole &= b[i] % n == 0 && (b[i] / n) % size == 0;
 		if (!whole)
-			need_whole(X, 0, last, tp,
+			need_whole(X, 0, last, g,
 				   arena_printf(P->a, "%s normalises groups of %" PRId64
 						" elements of the last axis",
-						op_table[X->o->kind].name, g));
+						op_table[X->o->kind].name, size));
 	}
 	X->out = X->in[0];
 }
@@ -347,12 +373,12 @@ static int bdim(struct opctx *X, int i, int d)
 static void rule_pointwise(struct opctx *X)
 {
 	struct lp *P = X->P;
-	for (int tp = 0; tp < 2; tp++) {
+	for (int g = 0; g < LG_COUNT; g++) {
 		/* The output is sharded like the first sharded input; inputs
 		 * sharded otherwise are gathered, replicated ones sliced. */
 		struct lay_axis out = REPL;
 		for (int i = 0; i < X->o->nin; i++) {
-			struct lay_axis *x = tp ? &X->in[i].tp : &X->in[i].cp;
+			struct lay_axis *x = &X->in[i].g[g];
 			if (!sharded(x))
 				continue;
 			/* the output dim this input dim becomes */
@@ -361,30 +387,27 @@ static void rule_pointwise(struct opctx *X)
 				if (bdim(X, i, d) == x->dim)
 					od = d;
 			if (od < 0) {
-				need_whole(X, i, x->dim, tp, "it is broadcast along its sharded dim");
+				need_whole(X, i, x->dim, g, "it is broadcast along its sharded dim");
 				continue;
 			}
 			if (!sharded(&out)) {
 				out = *x;
 				out.dim = (int8_t)od;
 			} else if (out.dim != od || !same_blocks(&out, x)) {
-				need_whole(X, i, x->dim, tp, "the other operand is sharded differently");
+				need_whole(X, i, x->dim, g, "the other operand is sharded differently");
 			}
 		}
 		/* Replicated operands with an extent along the sharded dim are
 		 * sliced locally to match (no communication). */
 		for (int i = 0; sharded(&out) && i < X->o->nin; i++) {
-			struct lay_axis *x = tp ? &X->in[i].tp : &X->in[i].cp;
+			struct lay_axis *x = &X->in[i].g[g];
 			int k = bdim(X, i, out.dim);
 			if (!sharded(x) && k >= 0) {
 				*x = out;
 				x->dim = (int8_t)k;
 			}
 		}
-		if (tp)
-			X->out.tp = out;
-		else
-			X->out.cp = out;
+		X->out.g[g] = out;
 	}
 }
 
@@ -394,9 +417,9 @@ static void rule_slice(struct opctx *X)
 	int d = (int)X->o->attr[0];
 	int64_t start = X->o->attr[1], len = X->o->attr[2];
 	X->out = X->in[0];
-	for (int tp = 0; tp < 2; tp++) {
-		struct lay_axis *x = tp ? &X->in[0].tp : &X->in[0].cp;
-		struct lay_axis *y = tp ? &X->out.tp : &X->out.cp;
+	for (int g = 0; g < LG_COUNT; g++) {
+		struct lay_axis *x = &X->in[0].g[g];
+		struct lay_axis *y = &X->out.g[g];
 		if (!sharded(x) || x->dim != d)
 			continue;
 		/* Slicing whole blocks keeps each rank's chunk of them: the
@@ -413,7 +436,7 @@ static void rule_slice(struct opctx *X)
 				last = i;
 		}
 		if (first < 0 || last < first) {
-			need_whole(X, 0, d, tp, arena_printf(P->a, "the slice [%" PRId64 ", %" PRId64
+			need_whole(X, 0, d, g, arena_printf(P->a, "the slice [%" PRId64 ", %" PRId64
 							    ") cuts across its shards",
 							    start, start + len));
 			*y = *x;
@@ -428,12 +451,11 @@ static void rule_concat(struct opctx *X)
 {
 	struct lp *P = X->P;
 	int d = (int)X->o->attr[0];
-	int64_t cpn = plan_cp(P->c);
-	for (int tp = 0; tp < 2; tp++) {
-		int64_t n = tp ? P->c->tp : cpn;
+	for (int g = 0; g < LG_COUNT; g++) {
+		int64_t n = lay_group_size(P->c, g);
 		bool any_d = false;
 		for (int i = 0; i < X->o->nin; i++) {
-			struct lay_axis *x = tp ? &X->in[i].tp : &X->in[i].cp;
+			struct lay_axis *x = &X->in[i].g[g];
 			any_d |= sharded(x) && x->dim == d;
 		}
 		struct lay_axis out = REPL;
@@ -443,23 +465,23 @@ static void rule_concat(struct opctx *X)
 			 * they divide, gathered otherwise). */
 			int total = 0;
 			for (int i = 0; i < X->o->nin; i++) {
-				struct lay_axis *x = tp ? &X->in[i].tp : &X->in[i].cp;
+				struct lay_axis *x = &X->in[i].g[g];
 				if (sharded(x) && x->dim != d)
-					need_whole(X, i, x->dim, tp, "the other inputs are sharded along the concat dim");
+					need_whole(X, i, x->dim, g, "the other inputs are sharded along the concat dim");
 				int nb;
 				blocks_of(P, x, dim_size(X, i, d), &nb);
 				total += nb;
 			}
 			bool ok = true;
 			for (int i = 0; i < X->o->nin; i++) {
-				struct lay_axis *x = tp ? &X->in[i].tp : &X->in[i].cp;
+				struct lay_axis *x = &X->in[i].g[g];
 				if (!sharded(x) && dim_size(X, i, d) % n &&
-				    !(!tp && (P->c->ulysses_anything || P->c->ring_anything)))
+				    !(g == LG_CP && (P->c->ulysses_anything || P->c->ring_anything)))
 					ok = false;
 			}
 			if (!ok) {
 				for (int i = 0; i < X->o->nin; i++)
-					need_whole(X, i, d, tp, "another input of the concat "
+					need_whole(X, i, d, g, "another input of the concat "
 						   "cannot be sharded evenly");
 			} else {
 				int64_t *blk = ARENA_ARRAY(P->a, int64_t, total);
@@ -467,7 +489,7 @@ static void rule_concat(struct opctx *X)
 				out = (struct lay_axis){ .kind = LAY_SHARD, .dim = (int8_t)d,
 							 .origin = -1 };
 				for (int i = 0; i < X->o->nin; i++) {
-					struct lay_axis *x = tp ? &X->in[i].tp : &X->in[i].cp;
+					struct lay_axis *x = &X->in[i].g[g];
 					int nb;
 					const int64_t *b = blocks_of(P, x, dim_size(X, i, d), &nb);
 					for (int j = 0; j < nb; j++)
@@ -484,26 +506,23 @@ static void rule_concat(struct opctx *X)
 		} else {
 			/* Sharded on another dim: all inputs must agree. */
 			for (int i = 0; i < X->o->nin; i++) {
-				struct lay_axis *x = tp ? &X->in[i].tp : &X->in[i].cp;
+				struct lay_axis *x = &X->in[i].g[g];
 				if (!sharded(x))
 					continue;
 				if (!sharded(&out))
 					out = *x;
 				else if (out.dim != x->dim || !same_blocks(&out, x))
-					need_whole(X, i, x->dim, tp, "the inputs are sharded differently");
+					need_whole(X, i, x->dim, g, "the inputs are sharded differently");
 			}
 			/* Replicated inputs have the same size along out.dim (not
 			 * the concat dim): sliced locally to match. */
 			for (int i = 0; sharded(&out) && i < X->o->nin; i++) {
-				struct lay_axis *x = tp ? &X->in[i].tp : &X->in[i].cp;
+				struct lay_axis *x = &X->in[i].g[g];
 				if (!sharded(x))
 					*x = out;
 			}
 		}
-		if (tp)
-			X->out.tp = out;
-		else
-			X->out.cp = out;
+		X->out.g[g] = out;
 	}
 }
 
@@ -519,15 +538,15 @@ static void rule_pad(struct opctx *X)
 	int d = (int)X->o->attr[0];
 	int64_t pads[2] = { X->o->attr[1], X->o->attr[2] };
 	X->out = X->in[0];
-	for (int tp = 0; tp < 2; tp++) {
-		struct lay_axis *x = tp ? &X->in[0].tp : &X->in[0].cp;
-		struct lay_axis *y = tp ? &X->out.tp : &X->out.cp;
-		int64_t n = tp ? P->c->tp : plan_cp(P->c);
+	for (int g = 0; g < LG_COUNT; g++) {
+		struct lay_axis *x = &X->in[0].g[g];
+		struct lay_axis *y = &X->out.g[g];
+		int64_t n = lay_group_size(P->c, g);
 		if (!sharded(x) || x->dim != d)
 			continue;
-		bool anything = !tp && (P->c->ulysses_anything || P->c->ring_anything);
+		bool anything = g == LG_CP && (P->c->ulysses_anything || P->c->ring_anything);
 		if (!anything && (pads[0] % n || pads[1] % n)) {
-			need_whole(X, 0, d, tp, arena_printf(P->a, "its pads (%" PRId64 " before, %"
+			need_whole(X, 0, d, g, arena_printf(P->a, "its pads (%" PRId64 " before, %"
 							    PRId64 " after) do not split evenly "
 							    "over %" PRId64 " ranks", pads[0],
 							    pads[1], n));
@@ -555,11 +574,11 @@ static void rule_pad(struct opctx *X)
  * and slices their columns like x when there is one head cut into even
  * chunks (each rotation pair then stays on one rank). Any other feature
  * split cuts heads unevenly: x is gathered. */
-static struct lay_axis rope_tables(struct opctx *X, bool tp)
+static struct lay_axis rope_tables(struct opctx *X, enum lay_group g)
 {
 	struct lp *P = X->P;
-	struct lay_axis *x = tp ? &X->in[0].tp : &X->in[0].cp;
-	int64_t n = tp ? P->c->tp : plan_cp(P->c);
+	struct lay_axis *x = &X->in[0].g[g];
+	int64_t n = lay_group_size(P->c, g);
 	struct lay_axis want = REPL;
 	if (!sharded(x) || x->dim == 0)
 		return want;
@@ -581,20 +600,20 @@ static struct lay_axis rope_tables(struct opctx *X, bool tp)
 		want.dim = 1;
 		return want;
 	}
-	need_whole(X, 0, 2, tp, "its shards would split rope's heads "
+	need_whole(X, 0, 2, g, "its shards would split rope's heads "
 		   "into pieces that are not whole heads or even chunks of one head");
 	return want;
 }
 
 static void rule_rope(struct opctx *X)
 {
-	for (int tp = 0; tp < 2; tp++) {
-		struct lay_axis want = rope_tables(X, tp);
+	for (int g = 0; g < LG_COUNT; g++) {
+		struct lay_axis want = rope_tables(X, g);
 		for (int i = 1; i <= 2; i++) {
-			struct lay_axis *t = tp ? &X->in[i].tp : &X->in[i].cp;
+			struct lay_axis *t = &X->in[i].g[g];
 			if (sharded(t) && !(sharded(&want) && t->dim == want.dim &&
 					    same_blocks(t, &want)))
-				need_whole(X, i, t->dim, tp, "rope's tables must follow "
+				need_whole(X, i, t->dim, g, "rope's tables must follow "
 					   "the shards of its input");
 			if (!sharded(t) && sharded(&want)) /* sliced locally */
 				*t = want;
@@ -606,15 +625,32 @@ static void rule_rope(struct opctx *X)
 static void attention_heads(struct opctx *X, bool cp_style);
 static void attention_mask(struct opctx *X, bool cp_style);
 
+/* Over cfg, attention is per sample: q, k, v and the mask split alike on the
+ * batch (dim 0), replicated ones sliced locally, any other split gathered. */
+static void attention_batch(struct opctx *X, enum lay_group g)
+{
+	struct lay_axis want = REPL;
+	for (int i = 0; i < X->o->nin; i++) {
+		struct lay_axis *x = &X->in[i].g[g];
+		if (sharded(x) && x->dim != 0)
+			need_whole(X, i, x->dim, g, "attention mixes its whole sequence and heads");
+		else if (sharded(x) && !sharded(&want))
+			want = *x;
+	}
+	for (int i = 0; sharded(&want) && i < X->o->nin; i++)
+		X->in[i].g[g] = want; /* equal, or sliced locally */
+	X->out.g[g] = want;
+}
+
 static void rule_attention(struct opctx *X)
 {
 	struct lp *P = X->P;
 	const struct plan_cfg *c = P->c;
 	bool cp_style = plan_cp(c) > 1 && (mstyle(X, ST_RING) || mstyle(X, ST_ULYSSES));
-	struct lay_axis *q = &X->in[0].cp, *k = &X->in[1].cp, *v = &X->in[2].cp;
+	struct lay_axis *q = &X->in[0].g[LG_CP], *k = &X->in[1].g[LG_CP], *v = &X->in[2].g[LG_CP];
 	if (!cp_style) {
 		for (int i = 1; i <= 2; i++) {
-			struct lay_axis *x = &X->in[i].cp;
+			struct lay_axis *x = &X->in[i].g[LG_CP];
 			if (!sharded(x) || x->dim != 1)
 				continue;
 			struct finding *f = find(P, true, X->opi, "kv-sharded");
@@ -636,12 +672,12 @@ static void rule_attention(struct opctx *X)
 			break;
 		}
 		for (int i = 0; i < 3; i++)
-			if (sharded(&X->in[i].cp) && X->in[i].cp.dim != 1)
-				need_whole(X, i, X->in[i].cp.dim, false,
+			if (sharded(&X->in[i].g[LG_CP]) && X->in[i].g[LG_CP].dim != 1)
+				need_whole(X, i, X->in[i].g[LG_CP].dim, LG_CP,
 					   "attention mixes all heads' features");
 	} else {
 		for (int i = 0; i < 3; i++) {
-			struct lay_axis *x = &X->in[i].cp;
+			struct lay_axis *x = &X->in[i].g[LG_CP];
 			if (sharded(x) && x->dim == 1)
 				continue;
 			struct finding *f = find(P, true, X->opi, "cp-unsharded");
@@ -663,8 +699,9 @@ static void rule_attention(struct opctx *X)
 	}
 	attention_heads(X, cp_style);
 	attention_mask(X, cp_style);
-	X->out.cp = *q;
+	X->out.g[LG_CP] = *q;
 	(void)k;
+	attention_batch(X, LG_CFG);
 }
 
 /* A key-padding mask [B, Skv] follows its keys' sequence: a ring attention
@@ -677,14 +714,14 @@ static void attention_mask(struct opctx *X, bool cp_style)
 	if (X->o->nin < 4)
 		return;
 	const struct plan_cfg *c = X->P->c;
-	struct lay_axis *m = &X->in[3].cp, want = REPL;
-	if (sharded(&X->in[3].tp))
-		need_whole(X, 3, X->in[3].tp.dim, true, "an attention mask has no heads to split");
+	struct lay_axis *m = &X->in[3].g[LG_CP], want = REPL;
+	if (sharded(&X->in[3].g[LG_TP]))
+		need_whole(X, 3, X->in[3].g[LG_TP].dim, LG_TP, "an attention mask has no heads to split");
 	bool uly = cp_style && c->ulysses > 1 && mstyle(X, ST_ULYSSES);
-	if (cp_style && !uly && sharded(&X->in[1].cp) && X->in[1].cp.dim == 1)
-		want = X->in[1].cp;
+	if (cp_style && !uly && sharded(&X->in[1].g[LG_CP]) && X->in[1].g[LG_CP].dim == 1)
+		want = X->in[1].g[LG_CP];
 	if (sharded(m) && !(sharded(&want) && m->dim == want.dim && same_blocks(m, &want)))
-		need_whole(X, 3, m->dim, false,
+		need_whole(X, 3, m->dim, LG_CP,
 			   uly ? "Ulysses attends over the whole sequence, so it needs the "
 				 "whole mask of its keys"
 			   : sharded(&want) ? "the mask must be split like the attention's keys"
@@ -703,12 +740,12 @@ static void attention_heads(struct opctx *X, bool cp_style)
 	int64_t heads = X->o->attr[0];
 	int any_tp = -1;
 	for (int i = 0; i < 3; i++)
-		if (sharded(&X->in[i].tp) && X->in[i].tp.dim == 2)
+		if (sharded(&X->in[i].g[LG_TP]) && X->in[i].g[LG_TP].dim == 2)
 			any_tp = i;
-	X->out.tp = REPL;
+	X->out.g[LG_TP] = REPL;
 	int64_t local = heads;
 	if (c->tp > 1 && any_tp >= 0) {
-		const struct lay_axis *src = &X->in[any_tp].tp;
+		const struct lay_axis *src = &X->in[any_tp].g[LG_TP];
 		bool whole = heads % c->tp == 0 && !src->nblk;
 		if (!whole) {
 			struct finding *f = find(P, true, X->opi, "tp-heads");
@@ -726,12 +763,12 @@ static void attention_heads(struct opctx *X, bool cp_style)
 			}
 			/* the error says it all: no gather notes on top */
 			for (int i = 0; i < 3; i++)
-				X->in[i].tp = REPL;
+				X->in[i].g[LG_TP] = REPL;
 		} else {
 			for (int i = 0; i < 3; i++)
-				if (!sharded(&X->in[i].tp))
-					X->in[i].tp = X->in[any_tp].tp; /* sliced locally */
-			X->out.tp = X->in[0].tp;
+				if (!sharded(&X->in[i].g[LG_TP]))
+					X->in[i].g[LG_TP] = X->in[any_tp].g[LG_TP]; /* sliced locally */
+			X->out.g[LG_TP] = X->in[0].g[LG_TP];
 			local = heads / c->tp;
 		}
 	}
@@ -777,8 +814,8 @@ static void rule_reshape(struct opctx *X)
 {
 	const struct ir_shape *in = &X->P->m->tensors[X->o->in[0]].shape;
 	const struct ir_shape *out = &X->o->shape_attr;
-	for (int tp = 0; tp < 2; tp++) {
-		struct lay_axis *x = tp ? &X->in[0].tp : &X->in[0].cp;
+	for (int g = 0; g < LG_COUNT; g++) {
+		struct lay_axis *x = &X->in[0].g[g];
 		if (!sharded(x))
 			continue;
 		/* Sharding survives a reshape that keeps every dim up to it. */
@@ -786,7 +823,7 @@ static void rule_reshape(struct opctx *X)
 		for (int d = 0; keep && d <= x->dim; d++)
 			keep = in->d[d] == out->d[d];
 		if (!keep)
-			need_whole(X, 0, x->dim, tp, "the reshape moves its sharded dim");
+			need_whole(X, 0, x->dim, g, "the reshape moves its sharded dim");
 	}
 	X->out = X->in[0];
 }
@@ -797,8 +834,8 @@ static void rule_reshape(struct opctx *X)
 static void rule_rows(struct opctx *X)
 {
 	if (X->o->kind == OP_rope_freqs)
-		for (int tp = 0; tp < 2; tp++)
-			need_whole(X, 0, 1, tp, "rope_freqs reads every axis of a position");
+		for (int g = 0; g < LG_COUNT; g++)
+			need_whole(X, 0, 1, g, "rope_freqs reads every axis of a position");
 	X->out = X->in[0];
 }
 
@@ -808,10 +845,10 @@ static void rule_rows(struct opctx *X)
 static void rule_patches(struct opctx *X)
 {
 	bool embed = X->o->kind == OP_patch_embed;
-	for (int tp = 0; tp < 2; tp++) {
-		struct lay_axis *x = tp ? &X->in[0].tp : &X->in[0].cp;
+	for (int g = 0; g < LG_COUNT; g++) {
+		struct lay_axis *x = &X->in[0].g[g];
 		if (sharded(x) && x->dim != 0)
-			need_whole(X, 0, x->dim, tp,
+			need_whole(X, 0, x->dim, g,
 				   embed ? "patch_embed cuts whole patches out of frames, height "
 					   "and width (split its output's tokens instead: "
 					   "split(out, dim = 1))"
@@ -847,8 +884,8 @@ static void gather_nothing(struct lp *P, int mi, const struct style_use *u, cons
 {
 	const struct lay_axis *other = NULL;
 	for (int i = 0; i < n; i++)
-		if (sharded(&P->L[outs[i]].cp))
-			other = &P->L[outs[i]].cp;
+		if (sharded(&P->L[outs[i]].g[LG_CP]))
+			other = &P->L[outs[i]].g[LG_CP];
 	struct finding *f = find_key(P, true, -1, arena_printf(P->a, "gather/%d", u->rule),
 				     u->src->loc);
 	if (!f)
@@ -874,7 +911,7 @@ static void module_out_styles(struct lp *P, int mi, const int *outs, int n)
 		for (int i = 0; i < n; i++) {
 			if (u->out_index >= 0 && u->out_index != i)
 				continue; /* split / gather of another output */
-			struct lay_axis *x = &P->L[outs[i]].cp;
+			struct lay_axis *x = &P->L[outs[i]].g[LG_CP];
 			if (u->kind == ST_SPLIT && u->port_tensor == -1 && plan_cp(c) > 1)
 				apply_split(P, x, u);
 			else if (u->kind == ST_GATHER && sharded(x) && x->dim == u->dim) {
@@ -925,11 +962,20 @@ struct layout_result *layout_run(struct arena *a, struct diag_ctx *d,
 	res->produced = ARENA_ARRAY(a, struct layout, m->ntensors ? m->ntensors : 1);
 	res->in = ARENA_ARRAY(a, struct layout *, m->nops ? m->nops : 1);
 	res->module_out = ARENA_ARRAY(a, struct layout *, m->nmodules ? m->nmodules : 1);
+	struct layout whole;
+	for (int g = 0; g < LG_COUNT; g++)
+		whole.g[g] = REPL;
 	for (int t = 0; t < m->ntensors; t++)
-		P.L[t] = res->produced[t] = (struct layout){ REPL, REPL };
+		P.L[t] = res->produced[t] = whole;
 	if (plan_cp(c) > 1)
 		for (int i = 0; i < m->ninputs; i++)
-			splits_of(&P, 0, m->inputs[i], &P.L[m->inputs[i]].cp);
+			splits_of(&P, 0, m->inputs[i], &P.L[m->inputs[i]].g[LG_CP]);
+	/* cfg splits the batch: dim 0 of the inputs plan.c found (c->cfg_input) */
+	if (lay_group_size(c, LG_CFG) > 1)
+		for (int i = 0; i < m->ninputs; i++)
+			if (c->cfg_input[i])
+				P.L[m->inputs[i]].g[LG_CFG] = (struct lay_axis){
+					.kind = LAY_SHARD, .dim = 0, .origin = -1 };
 
 	/* Repeat instances and tuples whose outputs carry split/gather styles,
 	 * by the op index at which they end (inner ones first). */
@@ -971,7 +1017,7 @@ struct layout_result *layout_run(struct arena *a, struct diag_ctx *d,
 		case OP_all_reduce:
 		case OP_ulysses_a2a:
 		case OP_ring_attention:
-		case OP_COUNT: X.out = (struct layout){ REPL, REPL }; break;
+		case OP_COUNT: X.out = whole; break;
 		}
 		res->in[opi] = X.in;
 		P.L[o->out] = X.out;
@@ -984,21 +1030,25 @@ struct layout_result *layout_run(struct arena *a, struct diag_ctx *d,
 	}
 	module_out_styles(&P, 0, m->outputs, m->noutputs);
 
-	/* Outputs leave replicated: the runtime hands back whole tensors. */
+	/* Outputs leave replicated: the runtime hands back whole tensors. A
+	 * batch split by cfg is gathered as the style means to (no remark). */
 	for (int i = 0; i < m->noutputs; i++) {
 		int t = m->outputs[i];
-		for (int tp = 0; tp < 2; tp++) {
-			struct lay_axis *x = tp ? &P.L[t].tp : &P.L[t].cp;
-			if (!sharded(x))
+		for (int g = 0; g < LG_COUNT; g++) {
+			struct lay_axis *x = &P.L[t].g[g];
+			/* the style's own gather (as rowwise's all-reduce): lowered
+			 * where the output leaves, not an inserted collective */
+			if (!sharded(x) || (g == LG_CFG && x->dim == 0))
 				continue;
-			gather(&P, -1, t, tp, "outputs are returned whole", x->origin);
+			gather(&P, -1, t, g, "outputs are returned whole", x->origin);
+			bool tp = g == LG_TP;
 			diag_remark(d, m->output_loc[i],
 				    "output '%s' is still %s-sharded at the end of the model; "
 				    "an all-gather of %s is inserted", m->output_names[i],
-				    tp ? "tp" : "sequence",
+				    tp ? "tp" : g == LG_CP ? "sequence" : "cfg",
 				    human_bytes(a, shape_numel(&m->tensors[t].shape) * 4));
 			if (x->origin >= 0)
-				diag_note(d, style_loc(&P, x->origin, tp ? ST_COLWISE : ST_SPLIT),
+				diag_note(d, style_loc(&P, x->origin, origin_style(g)),
 					  "the sharding comes from this rule");
 			/* A carried variable has no module of its own: its
 			 * repeat block's output is what a rule can gather. A
@@ -1009,7 +1059,7 @@ struct layout_result *layout_run(struct arena *a, struct diag_ctx *d,
 			if (tp)
 				diag_hint(d, "end the tensor-parallel path with a rowwise linear, "
 					  "which returns replicated outputs");
-			else if (mi >= 0)
+			else if (g == LG_CP && mi >= 0)
 				diag_hint(d, "gather it explicitly: \"%s\" : gather(dim = %d);",
 					  m->modules[mi].name, x->dim);
 		}

@@ -1,12 +1,19 @@
 /* layout.h — layout propagation: how each tensor is distributed.
  *
- * Two groups of mesh axes shard tensors: the context-parallel group (ring x
- * ulysses, which splits sequences) and tp (which splits features and heads).
- * Per group a tensor is replicated, sharded on one dimension, or (tp only,
- * transiently) a partial sum. A sharded dimension may be *block*-sharded: the
- * concatenation of several independently sharded pieces (joint text+image
- * sequences, a packed colwise output), where each rank holds its chunk of
- * every block. */
+ * A tensor's layout is its placement over each *placement group* of the
+ * mesh, as a PyTorch DTensor has one per mesh dimension: replicated, or
+ * sharded on one dimension (a rowwise linear's partial sums are all-reduced
+ * inside its lowering, so no layout holds a partial sum). A group is a set of
+ * mesh axes that shard together (lay_groups[]): the context group (ring x
+ * ulysses, which splits sequences), tp (features and heads) and cfg (the
+ * batch). A sharded dimension may be *block*-sharded: the concatenation of
+ * several independently sharded pieces (joint text+image sequences, a packed
+ * colwise output), where each rank holds its chunk of every block.
+ *
+ * A new axis or style adds a group to enum lay_group and lay_groups[], the
+ * model inputs it shards (layout_run) and the ops whose rule is not the
+ * generic one for it (linear and attention): the other rules loop over the
+ * groups. */
 #ifndef DTPC_LAYOUT_H
 #define DTPC_LAYOUT_H
 #include <stdint.h>
@@ -23,15 +30,28 @@ struct lay_axis {
 	int origin;          /* rule that introduced the sharding, -1 if none */
 };
 
+/* The placement groups, in the order conversions run (gathers, then shards,
+ * group by group). */
+enum lay_group { LG_CP, LG_TP, LG_CFG, LG_COUNT };
+
+struct lay_group_info {
+	const char *name;  /* in diagnostics and dumps: "ring x ulysses", "tp", "cfg" */
+	const char *tag;   /* graph tensor suffixes: "cp" -> x/gather_cp */
+	int naxes;
+	const char *axes[2]; /* the mesh axes, outermost first */
+};
+extern const struct lay_group_info lay_groups[LG_COUNT];
+
 struct layout {
-	struct lay_axis cp, tp;
+	struct lay_axis g[LG_COUNT];
 };
 
-enum lay_event_kind { EV_GATHER_CP, EV_GATHER_TP };
+/* Ranks in group g of c's mesh (1 when its axes are absent). */
+int64_t lay_group_size(const struct plan_cfg *c, enum lay_group g);
 
 /* A collective the compiler inserts on its own to make layouts meet. */
 struct lay_event {
-	enum lay_event_kind kind;
+	enum lay_group group; /* an all-gather over this group */
 	int op;         /* consuming op, -1 for a model output */
 	int tensor;     /* the tensor gathered */
 	const char *why;

@@ -61,9 +61,10 @@ struct lower {
 	VEC(uint32_t) inputs;
 	VEC(uint32_t) outputs;
 
-	/* mesh axis index of ring, ulysses, tp (-1 when absent or size 1) */
-	int ax_ring, ax_uly, ax_tp;
-	int g_cp, g_ring, g_uly, g_tp; /* group ids, -1 when of size 1 */
+	/* group ids, -1 when of size 1: each placement group's, and ring's and
+	 * ulysses' own (context-parallel attention) */
+	int g_lay[LG_COUNT];
+	int g_ring, g_uly;
 
 	int *val;            /* IR tensor -> its current graph tensor */
 	struct layout *act;  /* ... and the layout that tensor has */
@@ -351,11 +352,11 @@ static void add_scratch(struct lower *L, int opi, const char *name, int64_t byte
 
 /* ---- layouts as patterns ------------------------------------------------------- */
 
-static int axis_pattern(struct lower *L, const struct lay_axis *x, bool tp, int64_t size)
+static int axis_pattern(struct lower *L, const struct lay_axis *x, enum lay_group g,
+			int64_t size)
 {
-	int group = tp ? L->g_tp : L->g_cp;
 	int64_t one = size;
-	return pattern_split(L, group, x->nblk ? x->nblk : 1, x->nblk ? x->blk : &one, 1);
+	return pattern_split(L, L->g_lay[g], x->nblk ? x->nblk : 1, x->nblk ? x->blk : &one, 1);
 }
 
 static void lay_patterns(struct lower *L, const struct ir_shape *sh, const struct layout *l,
@@ -363,15 +364,17 @@ static void lay_patterns(struct lower *L, const struct ir_shape *sh, const struc
 {
 	for (int d = 0; d < G_MAX_DIMS; d++)
 		pat[d] = -1;
-	if (l->cp.kind == LAY_SHARD)
-		pat[l->cp.dim] = axis_pattern(L, &l->cp, false, sh->d[l->cp.dim]);
-	if (l->tp.kind == LAY_SHARD) {
-		if (pat[l->tp.dim] >= 0 && !L->failed) {
-			diag_error(L->d, loc_none(), "a dimension sharded over both the "
-				   "context axes and tp cannot be lowered");
+	for (int g = 0; g < LG_COUNT; g++) {
+		const struct lay_axis *x = &l->g[g];
+		if (x->kind != LAY_SHARD)
+			continue;
+		if (pat[x->dim] >= 0 && !L->failed) {
+			diag_error(L->d, loc_none(), "a dimension sharded over both %s and %s "
+				   "cannot be lowered", g == LG_TP ? "the context axes" : "another group",
+				   lay_groups[g].name);
 			L->failed = true;
 		}
-		pat[l->tp.dim] = axis_pattern(L, &l->tp, true, sh->d[l->tp.dim]);
+		pat[x->dim] = axis_pattern(L, x, g, sh->d[x->dim]);
 	}
 }
 
@@ -379,8 +382,8 @@ static void lay_patterns(struct lower *L, const struct ir_shape *sh, const struc
 static const char *lay_key(char *buf, size_t n, int t, const struct layout *l)
 {
 	size_t k = (size_t)snprintf(buf, n, "%d", t);
-	for (int tp = 0; tp < 2 && k < n; tp++) {
-		const struct lay_axis *x = tp ? &l->tp : &l->cp;
+	for (int g = 0; g < LG_COUNT && k < n; g++) {
+		const struct lay_axis *x = &l->g[g];
 		k += (size_t)snprintf(buf + k, n - k, "|%d:%d", x->kind, x->dim);
 		for (int b = 0; b < x->nblk && k < n; b++)
 			k += (size_t)snprintf(buf + k, n - k, ",%" PRId64, x->blk[b]);
@@ -404,22 +407,22 @@ static int convert(struct lower *L, int t, struct layout from, const struct layo
 	/* tensors split twice along a dim (heads) are never converted */
 	int cur = t;
 	for (int pass = 0; pass < 2; pass++) {
-		for (int tp = 0; tp < 2; tp++) {
-			struct lay_axis *f = tp ? &from.tp : &from.cp;
-			const struct lay_axis *w = tp ? &to->tp : &to->cp;
+		for (int g = 0; g < LG_COUNT; g++) {
+			struct lay_axis *f = &from.g[g];
+			const struct lay_axis *w = &to->g[g];
 			bool same = f->kind == w->kind && (f->kind == LAY_REPL ||
 				     (f->dim == w->dim && f->nblk == w->nblk &&
 				      (!f->nblk || !memcmp(f->blk, w->blk, sizeof *f->blk * (size_t)f->nblk))));
 			if (same)
 				continue;
-			int group = tp ? L->g_tp : L->g_cp;
+			int group = L->g_lay[g];
 			if (pass == 0 && f->kind == LAY_SHARD) {
 				int dim = f->dim;
 				*f = REPL_AXIS;
 				int32_t pat[G_MAX_DIMS];
 				lay_patterns(L, &sh, &from, pat);
-				int out = new_tensor(L, arena_printf(L->a, "%s/gather%s", name,
-								     tp ? "_tp" : "_cp"),
+				int out = new_tensor(L, arena_printf(L->a, "%s/gather_%s", name,
+								     lay_groups[g].tag),
 						     GT_ACTIVATION, &sh, pat);
 				int opi = emit(L, OP_all_gather, &cur, 1, out, group);
 				op_at(L, opi)->attr[0] = dim;
@@ -433,8 +436,8 @@ static int convert(struct lower *L, int t, struct layout from, const struct layo
 				*f = *w;
 				int32_t pat[G_MAX_DIMS];
 				lay_patterns(L, &sh, &from, pat);
-				int out = new_tensor(L, arena_printf(L->a, "%s/shard%s", name,
-								     tp ? "_tp" : "_cp"),
+				int out = new_tensor(L, arena_printf(L->a, "%s/shard_%s", name,
+								     lay_groups[g].tag),
 						     GT_ACTIVATION, &sh, pat);
 				int opi = emit(L, OP_shard, &cur, 1, out, group);
 				op_at(L, opi)->attr[0] = w->dim;
@@ -465,9 +468,9 @@ static int weight(struct lower *L, int w, int dim, const struct style_use *u)
 	int32_t pat[G_MAX_DIMS];
 	for (int d = 0; d < G_MAX_DIMS; d++)
 		pat[d] = -1;
-	if (dim >= 0 && L->g_tp >= 0) {
+	if (dim >= 0 && L->g_lay[LG_TP] >= 0) {
 		int64_t one = iw->shape.d[dim];
-		pat[dim] = pattern_split(L, L->g_tp, u && u->nblocks ? u->nblocks : 1,
+		pat[dim] = pattern_split(L, L->g_lay[LG_TP], u && u->nblocks ? u->nblocks : 1,
 					 u && u->nblocks ? u->blocks : &one, 1);
 	}
 	int t = new_tensor(L, iw->name, GT_WEIGHT, &iw->shape, pat);
@@ -490,7 +493,7 @@ static void lower_linear(struct lower *L, int opi, int x)
 {
 	const struct ir_op *o = &L->m->ops[opi];
 	const struct style_use *col = NULL, *row = NULL;
-	if (o->module_index >= 0 && L->g_tp >= 0) {
+	if (o->module_index >= 0 && L->g_lay[LG_TP] >= 0) {
 		col = plan_style(L->c, o->module_index, ST_COLWISE);
 		row = plan_style(L->c, o->module_index, ST_ROWWISE);
 	}
@@ -502,7 +505,7 @@ static void lower_linear(struct lower *L, int opi, int x)
 		int part = out_tensor(L, o->out, outl, "/partial");
 		emit(L, OP_linear, in, 2, part, -1);
 		int sum = out_tensor(L, o->out, outl, o->flag ? "/reduced" : NULL);
-		emit(L, OP_all_reduce, &part, 1, sum, L->g_tp);
+		emit(L, OP_all_reduce, &part, 1, sum, L->g_lay[LG_TP]);
 		if (o->flag) {
 			int out = out_tensor(L, o->out, outl, NULL);
 			int args[2] = { sum, weight(L, o->weight0 + 1, -1, NULL) };
@@ -555,6 +558,7 @@ static int a2a_forward(struct lower *L, int x, int64_t hd, const char *name)
 	int32_t pat[G_MAX_DIMS];
 	for (int d = 0; d < G_MAX_DIMS; d++)
 		pat[d] = -1;
+	pat[0] = t->pattern[0]; /* a batch split by cfg stays */
 	pat[1] = ring_seq_pattern(L, t->pattern[1]);
 	sh.d[last] = width;
 	pat[last] = pattern_split(L, L->g_uly, 1, &width, hd);
@@ -581,7 +585,7 @@ static int ring_mask(struct lower *L, int mask, int32_t kp, const char *name)
 	struct ir_shape sh = tshape(L, mask);
 	int32_t pat[G_MAX_DIMS];
 	for (int d = 0; d < G_MAX_DIMS; d++)
-		pat[d] = d == 1 ? kp : -1;
+		pat[d] = d == 1 ? kp : d == 0 ? L->tensors.v[mask].pattern[0] : -1;
 	int out = new_tensor(L, arena_printf(L->a, "%s/mask_ring", name), GT_ACTIVATION, &sh, pat);
 	int k = emit(L, OP_shard, &mask, 1, out, L->g_ring);
 	op_at(L, k)->attr[0] = 1;
@@ -816,12 +820,21 @@ struct g_graph *lower_plan(struct arena *a, struct diag_ctx *d,
 			   .memo = strmap_create(a, 1024) };
 	for (int i = 0; i < SPLIT_CACHE; i++)
 		L.split_cache[i].id = -1;
-	int ax_ring = c->ax_ring, ax_uly = c->ax_ulysses, ax_tp = c->ax_tp;
-	int cp_axes[2] = { ax_ring, ax_uly };
-	L.g_cp = group_id(&L, cp_axes, 2);
-	L.g_ring = group_id(&L, &ax_ring, 1);
-	L.g_uly = group_id(&L, &ax_uly, 1);
-	L.g_tp = group_id(&L, &ax_tp, 1);
+	int ax_ring = c->ax_ring, ax_uly = c->ax_ulysses;
+	/* group ids in the order the graphs have always had them: cp, ring,
+	 * ulysses, tp, then the newer groups */
+	for (int g = 0; g < LG_COUNT; g++) {
+		if (g == LG_TP) {
+			L.g_ring = group_id(&L, &ax_ring, 1);
+			L.g_uly = group_id(&L, &ax_uly, 1);
+		}
+		int axes[2], n = 0;
+		for (int k = 0; k < lay_groups[g].naxes; k++)
+			for (int i = 0; i < c->naxes; i++)
+				if (!strcmp(c->axes[i].name, lay_groups[g].axes[k]))
+					axes[n++] = i;
+		L.g_lay[g] = group_id(&L, axes, n);
+	}
 
 	meta_str(&L, "compiler", "dtpc " DTPC_VERSION);
 	meta_str(&L, "plan", c->decl->name);
@@ -867,12 +880,15 @@ struct g_graph *lower_plan(struct arena *a, struct diag_ctx *d,
 	for (int i = 0; i < m->ninputs; i++) {
 		int t = m->inputs[i];
 		L.val[t] = new_tensor(&L, m->tensors[t].name, GT_INPUT, &m->tensors[t].shape, NULL);
-		L.act[t] = (struct layout){ REPL_AXIS, REPL_AXIS };
+		for (int g = 0; g < LG_COUNT; g++)
+			L.act[t].g[g] = REPL_AXIS;
 		PUSH(&L, L.inputs, (uint32_t)L.val[t]);
 	}
 	lower_ops(&L);
 	/* outputs leave whole (layout.c reported any gather this needs) */
-	struct layout whole = { REPL_AXIS, REPL_AXIS };
+	struct layout whole;
+	for (int g = 0; g < LG_COUNT; g++)
+		whole.g[g] = REPL_AXIS;
 	restyle(&L, 0, m->outputs, m->noutputs); /* the root's gather styles */
 	for (int i = 0; i < m->noutputs && !L.failed; i++) {
 		int t = m->outputs[i];

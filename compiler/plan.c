@@ -271,13 +271,13 @@ static void check_context(struct resolver *R)
 	}
 }
 
-/* Only ring, ulysses and tp have styles today; along another axis (cfg, dp)
- * every rank computes what its neighbours compute. That is a waste, not a
- * wrong result, so it is a note at the axis. An axis that gains a style
- * leaves this list. */
+/* ring, ulysses, tp and cfg have styles; along another axis (dp) every
+ * rank computes what its neighbours compute. That is a waste, not a wrong
+ * result, so it is a note at the axis. An axis that gains a style joins
+ * `styled`. */
 static void note_idle_axes(struct resolver *R)
 {
-	static const char *const styled[] = { "ring", "ulysses", "tp" };
+	static const char *const styled[] = { "ring", "ulysses", "tp", "cfg" };
 	struct plan_cfg *c = R->c;
 	for (int i = 0; i < c->naxes; i++) {
 		bool used = false;
@@ -288,8 +288,72 @@ static void note_idle_axes(struct resolver *R)
 		diag_remark(R->d, c->axes[i].loc, "no style splits over '%s': its %" PRId64
 			    " ranks along '%s' compute the same result", c->axes[i].name,
 			    c->axes[i].size, c->axes[i].name);
-		diag_hint(R->d, "styles use ring, ulysses and tp; set %s = 1 unless the "
+		diag_hint(R->d, "styles use ring, ulysses, tp and cfg; set %s = 1 unless the "
 			  "copies are wanted", c->axes[i].name);
+	}
+}
+
+/* The input statement of model input `name` (inputs are written at the top
+ * of a model, possibly inside an `if`). */
+static const struct mstmt *input_stmt(const struct mstmt *st, const char *name)
+{
+	for (; st; st = st->next) {
+		if (st->kind == MS_INPUT && !strcmp(st->name, name))
+			return st;
+		if (st->kind == MS_IF) {
+			const struct mstmt *r = input_stmt(st->body, name);
+			if (!r)
+				r = input_stmt(st->orelse, name);
+			if (r)
+				return r;
+		}
+	}
+	return NULL;
+}
+
+/* CFG parallel splits the batch: dim 0 of every model input whose first dim
+ * is written as the parameter `batch` (`input x : [batch, seq, hidden]`), so
+ * tables such as RoPE's cos/sin ([seq, head_dim]) stay whole even when seq
+ * happens to equal the batch. The batch must divide by cfg: each group of
+ * ranks runs whole samples (the conditional and the unconditional half of a
+ * guidance batch). */
+static void cfg_inputs(struct resolver *R)
+{
+	struct plan_cfg *c = R->c;
+	const struct ir_model *m = c->model;
+	c->cfg_input = ARENA_ARRAY(R->a, bool, m->ninputs ? m->ninputs : 1);
+	if (c->cfg <= 1)
+		return;
+	int nsplit = 0;
+	for (int i = 0; i < m->ninputs; i++) {
+		const struct ir_tensor *t = &m->tensors[m->inputs[i]];
+		const struct mstmt *st = input_stmt(m->decl->body, t->name);
+		c->cfg_input[i] = st && st->dims && st->dims->kind == EX_PATH &&
+				  !strcmp(st->dims->s, "batch");
+		nsplit += c->cfg_input[i];
+	}
+	const struct mesh_axis *ax = &c->axes[c->ax_cfg];
+	int bi = -1;
+	for (int i = 0; i < m->nparams; i++)
+		if (!strcmp(m->param_names[i], "batch"))
+			bi = i;
+	if (!nsplit || bi < 0) {
+		diag_error(R->d, ax->loc, "cfg = %" PRId64 " splits the batch, but no input of "
+			   "model '%s' has the parameter 'batch' as its first dim", ax->size,
+			   m->name);
+		diag_note(R->d, m->decl->name_loc, "the model is defined here");
+		diag_hint(R->d, "declare the batch as a parameter and write it first: "
+			  "input x : [batch, seq, hidden];");
+		return;
+	}
+	int64_t b = m->params[bi].i;
+	if (b % ax->size) {
+		diag_error(R->d, ax->loc, "cfg = %" PRId64 " does not divide the batch (%" PRId64
+			   "): each cfg group runs whole samples", ax->size, b);
+		if (m->params[bi].loc.file >= 0)
+			diag_note(R->d, m->params[bi].loc, "the batch is set here");
+		diag_hint(R->d, "a classifier-free guidance batch holds the conditional and the "
+			  "unconditional inputs: a batch of 2 per prompt, cfg = 2");
 	}
 }
 
@@ -1113,9 +1177,11 @@ struct plan_cfg *plan_resolve(struct arena *a, struct diag_ctx *d,
 	c->ax_ring = axis_index(c, "ring");
 	c->ax_ulysses = axis_index(c, "ulysses");
 	c->ax_tp = axis_index(c, "tp");
+	c->ax_cfg = axis_index(c, "cfg");
 	c->ring = c->ax_ring >= 0 ? c->axes[c->ax_ring].size : 1;
 	c->ulysses = c->ax_ulysses >= 0 ? c->axes[c->ax_ulysses].size : 1;
 	c->tp = c->ax_tp >= 0 ? c->axes[c->ax_tp].size : 1;
+	c->cfg = c->ax_cfg >= 0 ? c->axes[c->ax_cfg].size : 1;
 	c->world = 1; /* read_mesh kept it within G_MAX_WORLD */
 	for (int i = 0; i < c->naxes; i++)
 		c->world *= c->axes[i].size;
@@ -1134,8 +1200,11 @@ struct plan_cfg *plan_resolve(struct arena *a, struct diag_ctx *d,
 	c->styles = ARENA_ARRAY(a, struct style_use *, c->model->nmodules);
 	/* Rules over a model that did not instantiate cleanly would only
 	 * report the model's errors again (globs matching missing modules). */
-	if (!model_ok)
+	if (!model_ok) {
+		c->cfg_input = ARENA_ARRAY(a, bool, c->model->ninputs ? c->model->ninputs : 1);
 		return c;
+	}
+	cfg_inputs(&R);
 	c->rules = ARENA_ARRAY(a, struct rule, nrules ? nrules : 1);
 	for (const struct pstmt *s = p->body; s; s = s->next)
 		if (s->kind == PS_RULE)

@@ -53,8 +53,11 @@ struct plan_cfg {
 	int naxes;
 	dtpc_loc mesh_loc;
 	int64_t world;
-	int ax_ring, ax_ulysses, ax_tp; /* axis index or -1 */
-	int64_t ring, ulysses, tp;
+	int ax_ring, ax_ulysses, ax_tp, ax_cfg; /* axis index or -1 */
+	int64_t ring, ulysses, tp, cfg;
+	/* Per model input: cfg splits its dim 0 (its first dim is written
+	 * `batch`, the model's parameter; see docs/language.md). */
+	bool *cfg_input;
 
 	bool convert_to_fp32;
 	enum rotate_method rotate;

@@ -70,7 +70,7 @@ static cJSON *attention_json(struct arena *a, const struct plan_cfg *c,
 	cJSON_AddNumberToObject(j, "count", count);
 	int64_t heads = o->attr[0];
 	const struct layout *in = lay->in[opi];
-	bool tp_heads = in[0].tp.kind == LAY_SHARD && c->tp > 1;
+	bool tp_heads = in[0].g[LG_TP].kind == LAY_SHARD && c->tp > 1;
 	bool cp = plan_cp(c) > 1 &&
 		  (plan_style(c, o->module_index, ST_RING) ||
 		   plan_style(c, o->module_index, ST_ULYSSES));
@@ -85,12 +85,12 @@ static cJSON *attention_json(struct arena *a, const struct plan_cfg *c,
 		cJSON_AddItemToObject(j, "padded_heads", json_int(per * u - local));
 	const struct ir_shape *q = &m->tensors[o->in[0]].shape;
 	const struct ir_shape *k = &m->tensors[o->in[1]].shape;
-	bool qs = in[0].cp.kind == LAY_SHARD;
+	bool qs = in[0].g[LG_CP].kind == LAY_SHARD;
 	int64_t cpn = plan_cp(c);
 	cJSON_AddItemToObject(j, "q_tokens", json_int(q->d[1]));
-	cJSON_AddItemToObject(j, "q_tokens_per_rank", per_rank(&in[0].cp, q->d[1], cpn));
+	cJSON_AddItemToObject(j, "q_tokens_per_rank", per_rank(&in[0].g[LG_CP], q->d[1], cpn));
 	cJSON_AddItemToObject(j, "kv_tokens", json_int(k->d[1]));
-	cJSON_AddItemToObject(j, "kv_tokens_per_rank", per_rank(&in[1].cp, k->d[1], cpn));
+	cJSON_AddItemToObject(j, "kv_tokens_per_rank", per_rank(&in[1].g[LG_CP], k->d[1], cpn));
 	const char *how = "local";
 	if (uly && ring)
 		how = c->rotate == ROTATE_ALLGATHER ? "ulysses all-to-all, ring all-gather"
@@ -105,7 +105,7 @@ static cJSON *attention_json(struct arena *a, const struct plan_cfg *c,
 	if (uly) {
 		/* Ulysses gathers the sequence over its group: each rank then
 		 * holds the tokens of one ring position. */
-		struct lay_axis whole = in[0].cp;
+		struct lay_axis whole = in[0].g[LG_CP];
 		cJSON_AddItemToObject(j, "tokens_during_attention",
 				      per_rank(&whole, q->d[1], c->ring));
 	}
@@ -128,6 +128,16 @@ cJSON *summary_build(struct arena *a, const struct plan_cfg *c,
 			cJSON_AddStringToObject(params, m->param_names[i], value_str(a, v));
 	}
 	cJSON_AddItemToObject(j, "world", json_int(c->world));
+	if (c->cfg > 1) {
+		/* CFG parallel: which inputs have their batch split */
+		cJSON *cj = cJSON_AddObjectToObject(j, "cfg");
+		cJSON_AddItemToObject(cj, "ranks", json_int(c->cfg));
+		cJSON *ins = cJSON_AddArrayToObject(cj, "inputs");
+		for (int i = 0; i < m->ninputs; i++)
+			if (c->cfg_input[i])
+				cJSON_AddItemToArray(ins, cJSON_CreateString(
+					m->tensors[m->inputs[i]].name));
+	}
 	cJSON *mesh = cJSON_AddArrayToObject(j, "mesh");
 	for (int i = 0; i < c->naxes; i++) {
 		cJSON *ax = cJSON_CreateObject();
@@ -281,6 +291,15 @@ void summary_print_text(const cJSON *j, FILE *out)
 		jstr(ctx, "rotate_method"),
 		cJSON_IsTrue(cJSON_GetObjectItem(ctx, "ulysses_anything")) ? ", ulysses_anything" : "",
 		cJSON_IsTrue(cJSON_GetObjectItem(ctx, "ring_anything")) ? ", ring_anything" : "");
+	const cJSON *cfg = cJSON_GetObjectItem(j, "cfg");
+	if (cfg) {
+		fprintf(out, "  cfg       the batch split over %.0f ranks:", jnum(cfg, "ranks"));
+		const cJSON *in;
+		i = 0;
+		cJSON_ArrayForEach(in, cJSON_GetObjectItem(cfg, "inputs"))
+			fprintf(out, "%s %s", i++ ? "," : "", in->valuestring);
+		fprintf(out, "; outputs gathered\n");
+	}
 	fprintf(out, "  rules\n");
 	const cJSON *r;
 	int gw = 0, sw = 0;

@@ -126,6 +126,8 @@ if [ "$MODE" = mpi ]; then
 		"ulysses = 2, tp = 2" ""
 	case_ mpi-tiny-ulysses-anything3 examples/tiny_dit.plan tiny_dit_8 "ulysses = 3" \
 		"ulysses_anything = true" -D seq=50 -D heads=5 -D hidden=40
+	case_ mpi-tiny-cfg2xulysses2xtp2 examples/tiny_dit.plan tiny_dit_8 \
+		"cfg = 2, ulysses = 2, tp = 2" "" -D seq=64 -D batch=2
 else
 	matrix tiny examples/tiny_dit.plan tiny_dit_8 tiny_dit_tp -D seq=64
 	case_ tiny-ulysses-anything3 examples/tiny_dit.plan tiny_dit_8 "ulysses = 3" \
@@ -143,6 +145,25 @@ else
 	matrix wan examples/wan.plan wan_tiny_usp_ffn_tp wan_tiny_ffn_tp
 	case_ wan-ring-anything3 examples/wan.plan wan_tiny_ring_anything3 "ring = 3" \
 		"ring_anything = true"
+	# CFG parallel: the batch (inputs written [batch, ...]) split over cfg,
+	# each half on its own context/tp groups, the outputs gathered; uneven
+	# sequences and heads inside each half (the anything modes), a batch of 4
+	T8=examples/tiny_dit.plan
+	case_ tiny-cfg2 $T8 tiny_dit_tp "cfg = 2" "" -D seq=64 -D batch=2
+	case_ tiny-cfg2xtp2 $T8 tiny_dit_tp "cfg = 2, tp = 2" "" -D seq=64 -D batch=2
+	case_ tiny-cfg2xulysses2xtp2 $T8 tiny_dit_8 "cfg = 2, ulysses = 2, tp = 2" "" \
+		-D seq=64 -D batch=2
+	case_ tiny-cfg2xring2-alltoall $T8 tiny_dit_8 "cfg = 2, ring = 2" \
+		"rotate_method = \"alltoall\"" -D seq=64 -D batch=4
+	case_ tiny-cfg2xulysses-anything3 $T8 tiny_dit_8 "cfg = 2, ulysses = 3" \
+		"ulysses_anything = true" -D seq=50 -D heads=5 -D hidden=40 -D batch=2
+	case_ flux-cfg2xulysses2xtp2 examples/flux.plan flux_tiny_ring2_ulysses2_tp2 \
+		"cfg = 2, ulysses = 2, tp = 2" "" -D batch=2
+	case_ wan-cfg2xring-anything3 examples/wan.plan wan_tiny_ring_anything3 "cfg = 2, ring = 3" \
+		"ring_anything = true" -D batch=2
+	case_ qwenimage-cfg2xring2xulysses2 examples/qwenimage.plan qwenimage_tiny_usp_tp \
+		"cfg = 2, ring = 2, ulysses = 2" "" -D batch=2
+	case_ embed-cfg2xulysses2 tests/plans/embed.plan p "cfg = 2, ulysses = 2" "" -D batch=2
 	# the language of diffusers' forward (tests/plans/forward.plan): a
 	# tuple's outputs split one by one, root rebinding with the split where
 	# the blocks take the streams, if/else on a config flag (both branches),
@@ -187,6 +208,8 @@ else
 	done
 	mask_case mask-sdpa-ring4-alltoall sdpa "ring = 4" "rotate_method = \"alltoall\""
 	mask_case mask-joint-tp2xulysses2 joint "tp = 2, ulysses = 2" ""
+	mask_case mask-joint-cfg2xring2 joint "cfg = 2, ring = 2" ""
+	mask_case mask-sdpa-cfg2xulysses2 sdpa "cfg = 2, ulysses = 2" ""
 	mask_case mask-joint-ring2xulysses2xtp2-alltoall joint "ring = 2, ulysses = 2, tp = 2" \
 		"rotate_method = \"alltoall\""
 	mask_controls

@@ -35,6 +35,10 @@ golden ring2xulysses2 all "ring = 2, ulysses = 2" "" 3
 golden tp2xulysses2xring2 all "ring = 2, ulysses = 2, tp = 2" "" 5
 golden ulysses-anything3 all "ulysses = 3" "ulysses_anything = true" 2 -D seq=50 -D heads=5 -D hidden=40
 golden ring-anything3 all "ring = 3" "ring_anything = true" 2 -D seq=50
+# CFG parallel: the batch (dim 0 of the input written [batch, ...]) sharded
+# over cfg, the rest of the model on its own ulysses/tp groups, the output
+# all-gathered over cfg at the end
+golden cfg2xulysses2xtp2 all "cfg = 2, ulysses = 2, tp = 2" "" 5 -D batch=2
 # a key-padding mask: gathered for Ulysses, cut to the ring's part of the
 # sequence under USP, split like the keys (and rotated with them) for a ring
 LFILE=tests/lower/mask.plan
@@ -74,11 +78,12 @@ fi
 
 # Communication per rank and forward pass against the closed forms, float32
 # (b = 4), tiny DiT: 2 blocks, S = 64 tokens, H = 128 hidden.
-# volume NAME PLAN MESH KIND EXPECTED_BYTES (of the plan file $LFILE)
+# volume NAME PLAN MESH KIND EXPECTED_BYTES DEFINES... (of the plan file $LFILE)
 volume() {
 	v_name=$1 v_plan=$2 v_mesh=$3 v_kind=$4 v_want=$5
+	shift 5
 	"$DTPC" "$LFILE" --plan "$v_plan" --mesh "$v_mesh" \
-		--context 'rotate_method = "allgather"' -o "$tmp/v.graph" -v >"$tmp/v" 2>&1
+		--context 'rotate_method = "allgather"' -o "$tmp/v.graph" -v "$@" >"$tmp/v" 2>&1
 	got=$(awk -v k="$v_kind" '$1 == "rank" && $2 == "0," { r = 1 } r && $1 == k { print $(NF - 1); exit }' "$tmp/v")
 	if [ "$got" = "$v_want" ]; then ok; else
 		bad "volume/$v_name: $v_kind moved $got bytes, the closed form says $v_want"
@@ -97,6 +102,18 @@ done
 # TP: a ring all-reduce of 2·S·H·b·(T-1)/T per rowwise output (2 per block)
 for T in 2 4; do
 	volume "tp$T" tp "tp = $T" all_reduce $((L * 2 * 2 * S * H * b * (T - 1) / T))
+done
+# CFG parallel (batch B = 2 split over C ranks): each rank runs B/C samples,
+# so TP's all-reduces carry B/C of the batch; the output's all-gather over
+# cfg receives (C-1)/C of B·S·H·b. A bad lowering that ran the whole batch on
+# every rank would all-reduce twice the bytes.
+B=2
+for C in 2; do
+	volume "cfg$C" tp "cfg = $C" all_gather $((B * S * H * b * (C - 1) / C)) -D batch=$B
+	volume "cfg${C}xtp2" tp "cfg = $C, tp = 2" all_reduce \
+		$((L * 2 * 2 * (B / C) * S * H * b * (2 - 1) / 2)) -D batch=$B
+	volume "cfg${C}xulysses2" all "cfg = $C, ulysses = 2" ulysses_a2a \
+		$((L * 4 * (B / C) * (S / 2) * H * b * (2 - 1) / 2)) -D batch=$B
 done
 
 # The mask (tests/lower/mask.plan: B = 2, S = 8 + 24 = 32 tokens, W = 32):

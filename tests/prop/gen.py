@@ -284,7 +284,8 @@ class Case:
                 size = r.choice([1, 1, 2, 2, 2, 3, 4])
                 if size > 1 or self.chance(0.15):
                     axes.append((ax, size))
-            if self.chance(0.05):
+            # cfg splits the batch (x is [batch, ...]): only an even one
+            if self.chance(0.05) and self.batch % 2 == 0:
                 axes.append(("cfg", 2))
             world = 1
             for _, s in axes:
