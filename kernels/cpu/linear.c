@@ -74,3 +74,93 @@ void k_linear_pool(struct k_pool *pool, const float *x, const float *w, const fl
 
 	k_pool_run(pool, tasks, linear_task, &J);
 }
+
+/* ---- narrow storage (bf16, f16): tiles widened, one sgemm each ------------------ */
+
+/* Rows of x and columns of y a tile takes. A tile's sgemm does 2 MB NB k
+ * flops for (MB + NB) k conversions, so the conversions are well under 1% of
+ * the work at these sizes (docs/performance.md has the measurement). */
+#define NARROW_MB 256
+#define NARROW_NB 256
+
+struct narrow_job {
+	enum k_dtype t;
+	const char *x, *w, *b;
+	char *y;
+	int64_t m, k, n;
+	bool by_cols;      /* a task is a panel of NB columns over all rows,
+			    * else a block of `rows` rows over all columns */
+	int64_t rows;
+	size_t per_worker; /* workspace floats per worker */
+	float *ws;
+};
+
+/* The split of k_linear_narrow_pool: by rows where there are enough for
+ * every thread, else (a few rows) by column panels. */
+static bool narrow_by_cols(int threads, int64_t m)
+{
+	return threads > 1 && m < (int64_t)threads * LINEAR_MIN_ROWS;
+}
+
+/* The x rows a task holds at once: all of them (by columns), or a share
+ * of the threads' of at most MB. */
+static int64_t narrow_rows(int threads, int64_t m)
+{
+	int64_t share = (m + threads - 1) / (threads < 1 ? 1 : threads);
+
+	return narrow_by_cols(threads, m) ? m : share < NARROW_MB ? share : NARROW_MB;
+}
+
+static void narrow_task(void *arg, int64_t t, int worker)
+{
+	const struct narrow_job *J = arg;
+	size_t e = k_dtype_size(J->t);
+	int64_t k = J->k, n = J->n;
+	int64_t i0 = J->by_cols ? 0 : t * J->rows, mm = J->m - i0 < J->rows ? J->m - i0 : J->rows;
+	int64_t j_lo = J->by_cols ? t * NARROW_NB : 0, j_hi = J->by_cols ? j_lo + NARROW_NB : n;
+	float *xf = J->ws + (size_t)worker * J->per_worker;
+	float *wf = xf + J->rows * k;
+	float *yf = wf + NARROW_NB * k;
+	int ld = k > 0 ? (int)k : 1;
+
+	k_convert(xf, K_F32, J->x + (size_t)(i0 * k) * e, J->t, mm * k);
+	for (int64_t j0 = j_lo; j0 < j_hi && j0 < n; j0 += NARROW_NB) {
+		int64_t nn = n - j0 < NARROW_NB ? n - j0 : NARROW_NB;
+
+		k_convert(wf, K_F32, J->w + (size_t)(j0 * k) * e, J->t, nn * k);
+		for (int64_t i = 0; J->b && i < mm; i++)
+			k_convert(yf + i * nn, K_F32, J->b + (size_t)j0 * e, J->t, nn);
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mm, (int)nn, (int)k, 1.0f,
+			    xf, ld, wf, ld, J->b ? 1.0f : 0.0f, yf, (int)nn);
+		for (int64_t i = 0; i < mm; i++)
+			k_convert(J->y + (size_t)((i0 + i) * n + j0) * e, J->t, yf + i * nn, K_F32, nn);
+	}
+}
+
+static size_t narrow_per_worker(int threads, int64_t m, int64_t k)
+{
+	int64_t xr = narrow_rows(threads, m);
+
+	return (size_t)(xr * k + NARROW_NB * k + xr * NARROW_NB);
+}
+
+size_t k_linear_narrow_workspace(int threads, int64_t m, int64_t k, int64_t n)
+{
+	(void)n;
+	return (size_t)(threads < 1 ? 1 : threads) * narrow_per_worker(threads, m, k) * sizeof(float);
+}
+
+void k_linear_narrow_pool(struct k_pool *pool, enum k_dtype t, const void *x, const void *w,
+			  const void *b, void *y, int64_t m, int64_t k, int64_t n, void *workspace)
+{
+	assert(m >= 0 && k >= 0 && n >= 0);
+	assert(m <= INT_MAX && k <= INT_MAX && n <= INT_MAX);
+	if (m == 0 || n == 0)
+		return;
+	int T = k_pool_threads(pool);
+	struct narrow_job J = { t, x, w, b, y, m, k, n, narrow_by_cols(T, m), narrow_rows(T, m),
+				narrow_per_worker(T, m, k), workspace };
+	int64_t tasks = J.by_cols ? (n + NARROW_NB - 1) / NARROW_NB : (m + J.rows - 1) / J.rows;
+
+	k_pool_run(pool, tasks, narrow_task, &J);
+}
