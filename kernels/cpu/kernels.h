@@ -72,14 +72,21 @@ void k_linear(const float *x, const float *w, const float *b, float *y,
 void k_linear_pool(struct k_pool *pool, const float *x, const float *w, const float *b,
 		   float *y, int64_t m, int64_t k, int64_t n);
 
-/* k_linear on data stored in dtype t (x, w, b and y all in t): tiles of x
- * and w widened to float32, one sgemm per tile (f32 accumulation), the
- * bias added in float32 and y rounded once. workspace holds
+/* k_linear on data stored in dtype t (x, w, b and y all in t), float32
+ * accumulation, the bias added in float32 and y rounded once: for bf16 on a
+ * CPU with AVX-512 BF16 (k_bf16_dot_available) bf16 dot products straight
+ * from storage, else k_linear_narrow_tiles_pool's tiles of x and w widened
+ * to float32, one sgemm per tile. workspace holds
  * k_linear_narrow_workspace(k_pool_threads(pool), m, k, n) bytes aligned
  * for float. Callers own all buffers. */
 size_t k_linear_narrow_workspace(int threads, int64_t m, int64_t k, int64_t n);
 void k_linear_narrow_pool(struct k_pool *pool, enum k_dtype t, const void *x, const void *w,
 			  const void *b, void *y, int64_t m, int64_t k, int64_t n, void *workspace);
+void k_linear_narrow_tiles_pool(struct k_pool *pool, enum k_dtype t, const void *x,
+				const void *w, const void *b, void *y, int64_t m, int64_t k,
+				int64_t n, void *workspace);
+/* Whether this CPU runs k_linear_narrow_pool's bf16 dot products. */
+bool k_bf16_dot_available(void);
 
 /* LayerNorm of each of `rows` rows of n floats: y = (x - mean) / sqrt(var +
  * eps) * w + b, with the biased variance; w[n] and b[n] may each be NULL

@@ -192,7 +192,7 @@ static void test_convert(void)
 
 /* ---- the narrow GEMM -------------------------------------------------------------- */
 
-static void test_linear_case(int64_t m, int64_t k, int64_t n, bool bias, int threads)
+static void test_linear_case(int64_t m, int64_t k, int64_t n, bool bias, int threads, bool tiles)
 {
 	float *xf = malloc((size_t)(m * k) * 4), *wf = malloc((size_t)(n * k) * 4);
 	float *bfv = malloc((size_t)n * 4);
@@ -203,7 +203,8 @@ static void test_linear_case(int64_t m, int64_t k, int64_t n, bool bias, int thr
 	void *ws = malloc(k_linear_narrow_workspace(k_pool_threads(pool), m, k, n));
 	char what[96];
 
-	k_linear_narrow_pool(pool, K_BF16, x, w, bias ? b : NULL, y, m, k, n, ws);
+	(tiles ? k_linear_narrow_tiles_pool : k_linear_narrow_pool)(pool, K_BF16, x, w,
+								     bias ? b : NULL, y, m, k, n, ws);
 	for (int64_t i = 0; i < m; i++)
 		for (int64_t j = 0; j < n; j++) {
 			double s = bias ? bfv[j] : 0;
@@ -212,7 +213,8 @@ static void test_linear_case(int64_t m, int64_t k, int64_t n, bool bias, int thr
 				s += (double)xf[i * k + l] * wf[j * k + l];
 			ref[i * n + j] = s;
 		}
-	snprintf(what, sizeof what, "bf16 linear %lldx%lldx%lld%s, %d thread%s", (long long)m,
+	snprintf(what, sizeof what, "bf16 linear (%s) %lldx%lldx%lld%s, %d thread%s",
+		 tiles ? "tiles" : k_bf16_dot_available() ? "dot" : "tiles", (long long)m,
 		 (long long)k, (long long)n, bias ? " + bias" : "", threads, threads > 1 ? "s" : "");
 	check_bf16(what, y, ref, m * n);
 	if (m == 37) {
@@ -237,10 +239,13 @@ static void test_linear_case(int64_t m, int64_t k, int64_t n, bool bias, int thr
 
 static void test_linear(void)
 {
-	test_linear_case(37, 53, 301, true, 1);   /* column tiles 256 + 45 */
-	test_linear_case(37, 53, 301, false, 3);  /* few rows: split by columns */
-	test_linear_case(301, 67, 19, true, 2);   /* split by rows */
-	test_linear_case(1, 129, 517, true, 3);   /* the modulation layers' one row */
+	/* both paths (the dot products where this CPU has AVX-512 BF16) */
+	for (int tiles = 0; tiles < 2; tiles++) {
+		test_linear_case(37, 53, 301, true, 1, tiles);  /* tiles of 256 + 45 */
+		test_linear_case(37, 53, 301, false, 3, tiles); /* few rows: by columns */
+		test_linear_case(301, 67, 19, true, 2, tiles);  /* split by rows */
+		test_linear_case(1, 129, 517, true, 3, tiles);  /* one row (modulation) */
+	}
 }
 
 /* ---- the CPU device's kernels in bf16 ------------------------------------------------ */
