@@ -96,6 +96,12 @@ uint64_t graph_comm_bytes(const struct g_graph *g, uint32_t op, uint32_t rank)
 	return 0;
 }
 
+uint32_t graph_comm_elem_size(const struct g_graph *g, uint32_t op)
+{
+	const struct g_op *o = &g->ops[op];
+	return o->kind == OP_all_reduce ? 4 : graph_dtype_size(graph_tensor_dtype(g, o->out));
+}
+
 uint64_t graph_weight_bytes(const struct g_graph *g, uint32_t rank)
 {
 	uint64_t n = 0;
