@@ -231,7 +231,8 @@ struct g_graph {
 	uint64_t checksum;    /* of the file: identifies the graph (handshake) */
 
 	/* Format 1.1. The writer ignores weights and need.ops (it derives them
-	 * from the tensors and ops) and ORs G_CAP_F32 into need.caps; the
+	 * from the tensors and ops) and ORs G_CAP_F32 and the bits of the
+	 * tensors' dtypes into need.caps; the
 	 * loader of a 1.0 file leaves the manifest empty and fills need as a
 	 * 1.0 graph implies: compiler 0 (unknown), f32, the ops it has. */
 	const uint64_t *meta_items; /* the lists of array metadata */

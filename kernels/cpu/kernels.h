@@ -1,6 +1,7 @@
 /* kernels.h — the CPU compute kernels of the runtime.
  *
- * Every tensor is float32, row-major and contiguous unless a stride is given
+ * Every tensor is float32 (k_convert and the narrow GEMM aside: the storage
+ * dtypes below), row-major and contiguous unless a stride is given
  * (strides count floats, not bytes); sizes are int64_t. Kernels start no
  * threads of their own: the *_pool variants run on a caller's k_pool (NULL:
  * on the calling thread alone), and the GEMMs use whatever BLAS threads the
