@@ -1,5 +1,5 @@
 /* test_bf16.c — narrow storage on the CPU: k_convert, the tiled bf16 GEMM and
- * every kernel of the CPU device with set_dtype(bf16), against float64
+ * every kernel of the CPU device with set_dtype(bf16) (and two in f16), against float64
  * references computed from the same bf16 inputs.
  *
  * The bound (check_bf16): every element within half a bf16 ulp of the float64
@@ -526,6 +526,72 @@ static void test_device_linear(struct dev *d)
 	free(ref);
 }
 
+/* f16 storage: the same device, widened kernels and the tiled GEMM; the
+ * bound in halves of an f16 ulp (11 significant bits). */
+static double f16_half_ulps(const uint16_t *got, const double *ref, int64_t n)
+{
+	float *g = malloc((size_t)n * 4);
+	double scale = 0, worst = 0;
+
+	k_convert(g, K_F32, got, K_F16, n);
+	for (int64_t i = 0; i < n; i++)
+		scale = fmax(scale, fabs(ref[i]));
+	for (int64_t i = 0; i < n; i++) {
+		int e;
+
+		frexp(g[i] != 0 ? g[i] : ref[i], &e);
+		worst = fmax(worst, (fabs(g[i] - ref[i]) - 1e-5 * scale) / ldexp(1.0, e - 12));
+	}
+	free(g);
+	return isnan(worst) ? INFINITY : worst;
+}
+
+static void test_f16(void)
+{
+	struct dev *d = dev_cpu_create();
+	int64_t m = 23, k = 41, n = 67;
+	float *xf = malloc((size_t)(m * k) * 4), *wf = malloc((size_t)(n * k) * 4);
+	uint16_t *x = malloc((size_t)(m * k) * 2), *w = malloc((size_t)(n * k) * 2);
+	uint16_t *y = malloc((size_t)(m * n) * 2);
+	double *ref = malloc((size_t)(m * n) * sizeof *ref);
+
+	d->ops->threads(d, 2);
+	d->ops->set_dtype(d, DTPC_F16);
+	for (int64_t i = 0; i < m * k; i++)
+		xf[i] = urand();
+	for (int64_t i = 0; i < n * k; i++)
+		wf[i] = urand();
+	/* the values the kernel sees: rounded to f16 */
+	k_convert(x, K_F16, xf, K_F32, m * k);
+	k_convert(w, K_F16, wf, K_F32, n * k);
+	k_convert(xf, K_F32, x, K_F16, m * k);
+	k_convert(wf, K_F32, w, K_F16, n * k);
+	d->ops->linear(d, (float *)x, (float *)w, NULL, (float *)y, m, k, n);
+	for (int64_t i = 0; i < m; i++)
+		for (int64_t j = 0; j < n; j++) {
+			double sum = 0;
+
+			for (int64_t l = 0; l < k; l++)
+				sum += (double)xf[i * k + l] * wf[j * k + l];
+			ref[i * n + j] = sum;
+		}
+	double h = f16_half_ulps(y, ref, m * n);
+
+	UNIT_CHECK(h <= 1.02, "f16 linear 23x41x67 (tiles): within half an f16 ulp (%.3f)", h);
+	d->ops->silu(d, (float *)x, (float *)y, m * k);
+	for (int64_t i = 0; i < m * k; i++)
+		ref[i] = xf[i] / (1 + exp(-(double)xf[i]));
+	h = f16_half_ulps(y, ref, m * k);
+	UNIT_CHECK(h <= 1.02, "f16 silu: within half an f16 ulp (%.3f)", h);
+	d->ops->destroy(d);
+	free(xf);
+	free(wf);
+	free(x);
+	free(w);
+	free(y);
+	free(ref);
+}
+
 int main(void)
 {
 	test_convert();
@@ -538,5 +604,6 @@ int main(void)
 	test_rope(d);
 	test_attention(d);
 	d->ops->destroy(d);
+	test_f16();
 	return unit_done();
 }
