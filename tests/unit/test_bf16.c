@@ -1,6 +1,6 @@
-/* test_bf16.c — narrow storage on the CPU: k_convert, the tiled bf16 GEMM and
- * every kernel of the CPU device with set_dtype(bf16) (and two in f16), against float64
- * references computed from the same bf16 inputs.
+/* test_bf16.c — narrow storage on the CPU: k_convert, both bf16 GEMM paths
+ * and every kernel of the CPU device with set_dtype(bf16) (and two in f16),
+ * against float64 references computed from the same rounded inputs.
  *
  * The bound (check_bf16): every element within half a bf16 ulp of the float64
  * result, times 1.02 (float32 accumulation adds ~1e-6 relative, far below a
