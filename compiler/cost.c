@@ -543,6 +543,15 @@ static void add_row(struct rank_cost *rc, int kind, int group, bool inter, doubl
 	rc->rows[k].hidden += hidden;
 }
 
+/* On a GPU the host launches ahead of the device, except at a collective:
+ * the nccl backend returns only once the collective has ended on the GPU
+ * (runtime/cuda/comm_nccl.c, settle), so the next kernel starts a launch
+ * after it. (On a CPU every op runs on the host: nothing to add.) */
+static double relaunch(const struct sim *s, uint32_t r)
+{
+	return s->h->sms > 0 ? s->rates[r].launch : 0;
+}
+
 /* Adds op i's cost on rank r to rc (by resource) and returns its duration
  * on r alone, before any wait for the group. Besides each kernel, the
  * executor's own copies (runtime/exec.c) are charged: the packing and
@@ -616,7 +625,7 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 		 * runs on the others */
 		double lost = s->h->sms > 0 ? l->p2p_ctas / s->h->sms : 0;
 		double bytes = (double)graph_comm_bytes(g, i, r) * es / 4;
-		double compute = 0, comm = 0, exposed = 0, first = 0;
+		double compute = 0, comm = 0, exposed = 0, first = 0, drains = 0;
 		for (uint32_t m = 0; m < P; m++) {
 			uint32_t peer = graph_group_member(g, (uint32_t)o->group, r, m);
 			double rows = (double)graph_local_dim(g, k, 1, peer);
@@ -633,21 +642,27 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 					c += fmin(step, a / (1 - lost)) * lost;
 				comm += step;
 				exposed += !l->overlap ? step : step > c ? step - c : 0;
+				/* the executor waits for the transfer before it
+				 * launches the next chunk's attention: where the
+				 * transfer ends last, the GPU waits for a launch */
+				drains += l->overlap && step > c;
 			}
 			compute += c;
 		}
 		rc->nops[F_ATTN]++;
-		if (o->attr[2] != 1)
+		if (o->attr[2] != 1) {
 			exposed = comm = link_time(s, l, CO_AG, bytes / 2, r, P) * 2;
-		else /* the own chunk's K and V copied to the rotation's buffer */
+			drains = 2;
+		} else /* the own chunk's K and V copied to the rotation's buffer */
 			first = move_time(s, r, M_COPY,
 					  2 * (tensor_bytes(g, k, r, es) + tensor_bytes(g, v, r, es)));
 		rc->t[R_ATTN] += compute - (P - 1) * merge;
 		rc->t[R_MEM] += (P - 1) * merge + first;
 		rc->t[inter ? R_INTER : R_INTRA] += exposed;
+		rc->t[R_LAUNCH] += drains * relaunch(s, r);
 		rc->hidden += comm - exposed;
 		add_row(rc, o->kind, o->group, inter, bytes, comm, comm - exposed);
-		return compute + exposed + first;
+		return compute + exposed + first + drains * relaunch(s, r);
 	}
 	case OP_all_gather:
 	case OP_all_reduce:
@@ -663,8 +678,9 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 		t = link_time(s, l, c, bytes, r, g->groups[o->group].size);
 		rc->t[inter ? R_INTER : R_INTRA] += t;
 		rc->t[R_MEM] += copies;
+		rc->t[R_LAUNCH] += relaunch(s, r);
 		add_row(rc, o->kind, o->group, inter, bytes, t, 0);
-		return t + copies;
+		return t + copies + relaunch(s, r);
 	}
 	case OP_layer_norm:
 	case OP_rms_norm:
