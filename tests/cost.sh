@@ -222,6 +222,15 @@ json.dump(bad, open(sys.argv[2] + "-overlap.json", "w"))
 over = json.load(open(sys.argv[1]))
 over["links"]["intra"]["overlap"] = src(1)
 json.dump(over, open(sys.argv[2] + "-overlap1.json", "w"))
+# a GPU-like node of 10 SMs whose send/recv kernel holds 4 of them
+over["sms"] = src(10)
+over["links"]["intra"]["p2p_ctas"] = src(4)
+json.dump(over, open(sys.argv[2] + "-ctas.json", "w"))
+bad = copy.deepcopy(j)
+bad["links"]["intra"]["p2p_ctas"] = src(8)
+json.dump(bad, open(sys.argv[2] + "-nosms.json", "w"))
+bad["sms"] = src(8)
+json.dump(bad, open(sys.argv[2] + "-allsms.json", "w"))
 EOF
 	L=tests/cost/one_linear.plan
 	"$DTPC" cost $L --plan single --hw "$tmp/tab.json" --format json >"$tmp/t1.json" 2>/dev/null
@@ -254,8 +263,21 @@ EOF
 			--context 'rotate_method = "alltoall"' --hw "${o%%:*}" --format json >"$tmp/t7.json" 2>/dev/null
 		json_check "overlap${o#*:}" "$tmp/t7.json" "sum(c['hidden_s'] for c in j['ranks'][0]['communication']) ${o#*:} and j['ranks'][0]['comm_hidden_s'] ${o#*:}"
 	done
+	# the SMs a ring transfer holds slow the attention under it: each of
+	# the 2 x 3 steps of tiny DiT's two ring attentions (ring 4) adds
+	# min(T, a / (1 - f)) x f, f = 4 / 10 of the SMs, T a step's transfer,
+	# a a chunk's attention (an eighth of the attention without them)
+	for c in overlap1 ctas; do
+		"$DTPC" cost tests/lower/tiny.plan --plan all --mesh "ring = 4" \
+			--context 'rotate_method = "alltoall"' --hw "$tmp/tab-$c.json" --format json \
+			>"$tmp/t8-$c.json" 2>/dev/null
+	done
+	A=$(python3 -c "import json,sys; print(repr(json.load(open(sys.argv[1]))['ranks'][0]['time_by_resource_s']['attention']))" "$tmp/t8-overlap1.json")
+	T="[c['time_s'] for c in j['ranks'][0]['communication'] if c['op'] == 'ring_attention'][0] / 6"
+	json_check sm-share "$tmp/t8-ctas.json" "$(near "$att" "$A + 6 * min($T, $A / 8 / 0.6) * 0.4") and $att > $A"
 	for b in nothreads:"needs threads_per_node" badop:"softmax: not a kernel" \
-		twice:"1 is given twice" group1:"a group of 2 ranks or more" overlap:"overlap: 1"; do
+		twice:"1 is given twice" group1:"a group of 2 ranks or more" overlap:"overlap: 1" \
+		nosms:"p2p_ctas: 8 needs the profile's sms" allsms:"fewer than them (8)"; do
 		"$DTPC" cost $L --plan single --hw "$tmp/tab-${b%%:*}.json" >"$tmp/o" 2>&1
 		[ $? = 2 ] && grep -q "${b#*:}" "$tmp/o" && ok || { bad "cost/table-refuse-${b%%:*}"; cat "$tmp/o"; }
 	done
