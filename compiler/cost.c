@@ -670,12 +670,22 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 		bool inter = s->inter[(size_t)o->group * g->world + r];
 		const struct link *l = inter ? &s->h->inter : &s->h->intra;
 		int c = o->kind == OP_all_gather ? CO_AG : o->kind == OP_all_reduce ? CO_AR : CO_A2A;
-		double bytes = (double)graph_comm_bytes(g, i, r) * es / 4;
-		double moved = o->kind == OP_all_gather   ? tensor_bytes(g, out, r, es) * 2
-			       : o->kind == OP_all_reduce ? tensor_bytes(g, x, r, es) * 2
-			       : (tensor_bytes(g, x, r, es) + tensor_bytes(g, out, r, es)) * 2;
+		uint32_t P = g->groups[o->group].size;
+		/* an all-reduce sums in float32 whatever the dtype (exec.c): a
+		 * narrower one is converted in and out, and travels as float32 */
+		bool wide = o->kind == OP_all_reduce && es < 4;
+		double bytes = (double)graph_comm_bytes(g, i, r) * (wide ? 1 : es / 4);
+		double moved = o->kind == OP_all_gather ? tensor_bytes(g, out, r, es) * 2
+			       : o->kind == OP_all_reduce
+				       ? tensor_bytes(g, x, r, es) * (wide ? 2 * (1 + 4 / es) : 2)
+				       : (tensor_bytes(g, x, r, es) + tensor_bytes(g, out, r, es)) * 2;
+		/* the nccl backend's all-to-all copies the rank's own piece
+		 * itself (comm_nccl.c; a CPU profile's measured bandwidth holds
+		 * its backend's) */
+		if (o->kind == OP_ulysses_a2a && s->h->sms > 0)
+			moved += 2 * tensor_bytes(g, x, r, es) / P;
 		double copies = move_time(s, r, M_COPY, moved);
-		t = link_time(s, l, c, bytes, r, g->groups[o->group].size);
+		t = link_time(s, l, c, bytes, r, P);
 		rc->t[inter ? R_INTER : R_INTRA] += t;
 		rc->t[R_MEM] += copies;
 		rc->t[R_LAUNCH] += relaunch(s, r);
