@@ -716,6 +716,7 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 	case OP_concat:
 	case OP_pad:
 	case OP_reshape:
+	case OP_norm_stats:
 	case OP_unpatchify: {
 		double b = tensor_bytes(g, out, r, es);
 		for (uint32_t k = 0; k < o->nin; k++)

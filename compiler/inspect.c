@@ -61,7 +61,15 @@ static const char *why(const struct g_graph *g, const struct g_op *o)
 	switch ((enum op_kind)o->kind) {
 	case OP_shard: return "local slice: a consumer wants this tensor split";
 	case OP_all_gather: return "a consumer needs this tensor whole along the dim";
-	case OP_all_reduce: return "sums the partial products of a rowwise linear";
+	case OP_all_reduce: {
+		/* lower.c names a distributed norm's sums ".../stats" */
+		const char *in = graph_str(g, g->tensors[g->operands[o->in0]].name);
+		size_t n = strlen(in);
+		if (n > 6 && !strcmp(in + n - 6, "/stats"))
+			return "sums a distributed norm's per-row statistics (instead of an "
+			       "all-gather of its input)";
+		return "sums the partial products of a rowwise linear";
+	}
 	case OP_ulysses_a2a:
 		return o->attr[0] == 0 ? "Ulysses: sequence shards -> head shards before attention"
 				       : "Ulysses: head shards -> sequence shards after attention";
@@ -94,10 +102,10 @@ static const char *why(const struct g_graph *g, const struct g_op *o)
 	case OP_unpatchify:
 	case OP_reshape:
 	case OP_pad:
+	case OP_norm_stats:
 	case OP_COUNT:
 		break;
 	}
-	(void)g;
 	return "";
 }
 

@@ -37,6 +37,8 @@ struct lp {
 	int nfind, capfind;
 	struct finding *head, **tail;
 	uint8_t *gathered; /* per tensor: bit g set once gathered over group g */
+	const bool *no_dist; /* per op: a norm not to distribute (see layout_run) */
+	bool report;         /* the pass whose findings are reported */
 };
 
 const struct lay_group_info lay_groups[LG_COUNT] = {
@@ -333,6 +335,36 @@ static void rule_linear(struct opctx *X)
 					       .origin = col->rule };
 }
 
+/* A norm over the whole last axis (LTX-Video's and Wan's q/k norm after a
+ * colwise to_q) whose last axis tp splits in one block: each rank sums its
+ * part of every row, the sums are all-reduced (1 float per row for rms_norm,
+ * 2 for layer_norm) and each rank normalises its part — instead of gathering
+ * the tensor. Reported once per statement. */
+static bool distribute_norm(struct opctx *X, const struct lay_axis *x, int last)
+{
+	struct lp *P = X->P;
+	int64_t width = dim_size(X, 0, last);
+	if (x->nblk || (X->o->kind == OP_rms_norm && X->o->attr[0] != width) ||
+	    P->no_dist[X->opi])
+		return false;
+	P->res->dist_norm[X->opi] = true;
+	struct finding *f = find(P, false, X->opi, "dist-norm");
+	if (!f)
+		return true;
+	const struct ir_shape *sh = &P->m->tensors[X->o->in[0]].shape;
+	int64_t rows = shape_numel(sh) / width, es = graph_dtype_size(P->c->dtype);
+	int ns = X->o->kind == OP_layer_norm ? 3 : 1; /* sum(x), then the centred pair */
+	f->msg = arena_printf(P->a, "%s '%s' normalises its last axis (%" PRId64 "), which tp "
+			      "splits, from per-row sums: an all-reduce over tp of %s (%d float%s per "
+			      "row, in float32) instead of an all-gather of %s",
+			      op_table[X->o->kind].name, X->o->module, width,
+			      human_bytes(P->a, rows * ns * 4), ns, ns > 1 ? "s" : "",
+			      human_bytes(P->a, shape_numel(sh) * es));
+	if (x->origin >= 0)
+		fnote(f, style_loc(P, x->origin, ST_COLWISE), "the sharding comes from this rule");
+	return true;
+}
+
 static void rule_norm(struct opctx *X)
 {
 	struct lp *P = X->P;
@@ -350,7 +382,7 @@ static void rule_norm(struct opctx *X)
 		bool whole = true;
 		for (int i = 0; i < nb; i++)
 			whole &= b[i] % n == 0 && (b[i] / n) % size == 0;
-		if (!whole)
+		if (!whole && !(g == LG_TP && distribute_norm(X, x, last)))
 			need_whole(X, 0, last, g,
 				   arena_printf(P->a, "%s normalises groups of %" PRId64
 						" elements of the last axis",
@@ -950,19 +982,39 @@ static void emit(struct lp *P)
 	}
 }
 
+static struct layout_result *layout_pass(struct arena *a, struct diag_ctx *d,
+					 const struct plan_cfg *c, bool *no_dist, bool report);
+
+/* A distributed norm pays off when its output stays split over tp (q/k
+ * norms before a tp attention); where its output is all-gathered over tp
+ * anyway, gathering its input is as cheap and needs no all-reduce. So a
+ * first pass, unreported, finds those norms, and the reported pass gathers
+ * before them. */
 struct layout_result *layout_run(struct arena *a, struct diag_ctx *d,
 				 const struct plan_cfg *c)
+{
+	bool *no_dist = ARENA_ARRAY(a, bool, c->model->nops ? c->model->nops : 1);
+	if (lay_group_size(c, LG_TP) > 1 && layout_pass(a, d, c, no_dist, false))
+		return layout_pass(a, d, c, no_dist, true);
+	return layout_pass(a, d, c, no_dist, true);
+}
+
+/* One pass; unreported, it marks in no_dist the distributed norms whose
+ * output was all-gathered over tp. */
+static struct layout_result *layout_pass(struct arena *a, struct diag_ctx *d,
+					 const struct plan_cfg *c, bool *no_dist, bool report)
 {
 	const struct ir_model *m = c->model;
 	struct layout_result *res = ARENA_NEW(a, struct layout_result);
 	struct lp P = { .a = a, .d = d, .c = c, .m = m, .res = res,
-			.keys = strmap_create(a, 64) };
+			.keys = strmap_create(a, 64), .no_dist = no_dist, .report = report };
 	P.tail = &P.head;
 	P.L = ARENA_ARRAY(a, struct layout, m->ntensors ? m->ntensors : 1);
 	P.gathered = ARENA_ARRAY(a, uint8_t, m->ntensors ? m->ntensors : 1);
 	res->tensors = P.L;
 	res->produced = ARENA_ARRAY(a, struct layout, m->ntensors ? m->ntensors : 1);
 	res->in = ARENA_ARRAY(a, struct layout *, m->nops ? m->nops : 1);
+	res->dist_norm = ARENA_ARRAY(a, bool, m->nops ? m->nops : 1);
 	res->module_out = ARENA_ARRAY(a, struct layout *, m->nmodules ? m->nmodules : 1);
 	struct layout whole;
 	for (int g = 0; g < LG_COUNT; g++)
@@ -1017,6 +1069,7 @@ struct layout_result *layout_run(struct arena *a, struct diag_ctx *d,
 		case OP_shard:
 		case OP_all_gather:
 		case OP_all_reduce:
+		case OP_norm_stats:
 		case OP_ulysses_a2a:
 		case OP_ring_attention:
 		case OP_COUNT: X.out = whole; break;
@@ -1043,6 +1096,8 @@ struct layout_result *layout_run(struct arena *a, struct diag_ctx *d,
 			if (!sharded(x) || (g == LG_CFG && x->dim == 0))
 				continue;
 			gather(&P, -1, t, g, "outputs are returned whole", x->origin);
+			if (!report)
+				continue;
 			bool tp = g == LG_TP;
 			diag_remark(d, m->output_loc[i],
 				    "output '%s' is still %s-sharded at the end of the model; "
@@ -1067,6 +1122,13 @@ struct layout_result *layout_run(struct arena *a, struct diag_ctx *d,
 					  m->modules[mi].name, x->dim);
 		}
 	}
-	emit(&P);
-	return res;
+	if (report) {
+		emit(&P);
+		return res;
+	}
+	bool any = false;
+	for (int opi = 0; opi < m->nops; opi++)
+		if (res->dist_norm[opi] && (P.gathered[m->ops[opi].out] & (1u << LG_TP)))
+			any = no_dist[opi] = true;
+	return any ? res : NULL;
 }

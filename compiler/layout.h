@@ -65,6 +65,9 @@ struct layout_result {
 	int nevents;
 	/* Per op: the layouts its inputs were consumed with. */
 	struct layout **in;
+	/* Per op: a norm over its whole last axis, which tp splits, lowered to
+	 * local sums and an all-reduce of them (a distributed norm). */
+	bool *dist_norm;
 	/* Per module: its outputs' layouts once its split/gather styles apply
 	 * (where it ends), NULL for a module without outputs. A tensor may be
 	 * restyled more than once (an op's output that a tuple also holds), so

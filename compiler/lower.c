@@ -675,6 +675,58 @@ static void lower_cp_attention(struct lower *L, int opi, const int *qkv)
 	L->val[o->out] = out;
 }
 
+/* Per-row sums of x (layout l, its last axis split over tp) over the whole
+ * axis: the local sums (norm_stats, g_norm_stat mode; G_NS_CENTRED centres
+ * on the all-reduced sum(x) `sums`), all-reduced over tp. */
+static int row_sums(struct lower *L, int x, const struct layout *l, int64_t N,
+		    enum g_norm_stat mode, int sums, const char *name)
+{
+	struct ir_shape sh = tshape(L, x);
+	sh.d[sh.nd - 1] = mode == G_NS_CENTRED ? 2 : 1;
+	struct layout rows = *l;
+	rows.g[LG_TP] = REPL_AXIS; /* the summed axis is gone */
+	int32_t pat[G_MAX_DIMS];
+	lay_patterns(L, &sh, &rows, pat);
+	int in[2] = { x, sums };
+	int part = new_tensor(L, arena_printf(L->a, "%s/stats", name), GT_ACTIVATION, &sh, pat);
+	int k = emit(L, OP_norm_stats, in, sums >= 0 ? 2 : 1, part, -1);
+	op_at(L, k)->attr[0] = N;
+	op_at(L, k)->attr[1] = mode;
+	int sum = new_tensor(L, name, GT_ACTIVATION, &sh, pat);
+	emit(L, OP_all_reduce, &part, 1, sum, L->g_lay[LG_TP]);
+	return sum;
+}
+
+/* A distributed norm (layout.c's dist_norm): rms_norm from the all-reduced
+ * sum(x^2); layer_norm from sum(x), then sum(x - c) and sum((x - c)^2)
+ * centred on its mean c — two passes, as the local kernel, so neither the
+ * mean nor the variance cancels. The weights are split like x. */
+static void lower_dist_norm(struct lower *L, int opi, int x)
+{
+	const struct ir_op *o = &L->m->ops[opi];
+	const struct layout *xl = &L->lay->in[opi][0];
+	const char *name = L->m->tensors[o->out].name;
+	int64_t N = L->m->tensors[o->in[0]].shape.d[L->m->tensors[o->in[0]].shape.nd - 1];
+	int in[5] = { x }, nin = 1;
+	for (int w = 0; o->flag && w < o->nweights; w++)
+		in[nin++] = weight(L, o->weight0 + w, 0, NULL);
+	if (o->kind == OP_layer_norm) {
+		int s1 = row_sums(L, x, xl, N, G_NS_SUM, -1, arena_printf(L->a, "%s/sum", name));
+		in[nin++] = s1;
+		in[nin++] = row_sums(L, x, xl, N, G_NS_CENTRED, s1,
+				     arena_printf(L->a, "%s/centred", name));
+	} else {
+		in[nin++] = row_sums(L, x, xl, N, G_NS_SQ, -1, arena_printf(L->a, "%s/sq", name));
+	}
+	int out = out_tensor(L, o->out, &L->lay->produced[o->out], NULL);
+	struct g_op *g = op_at(L, emit(L, o->kind, in, nin, out, -1));
+	g->eps = o->eps;
+	g->flags |= G_OF_STATS | (o->flag ? G_OF_AFFINE : 0);
+	g->attr[0] = o->kind == OP_rms_norm ? N : 0;
+	g->attr[1] = N;
+	L->val[o->out] = out;
+}
+
 static void lower_op(struct lower *L, int opi)
 {
 	const struct ir_op *o = &L->m->ops[opi];
@@ -689,6 +741,10 @@ static void lower_op(struct lower *L, int opi)
 		in[i] = operand(L, opi, i);
 	if (o->kind == OP_linear) {
 		lower_linear(L, opi, in[0]);
+		return;
+	}
+	if (L->lay->dist_norm[opi]) {
+		lower_dist_norm(L, opi, in[0]);
 		return;
 	}
 	if (o->kind == OP_attention && o->module_index >= 0 && plan_cp(L->c) > 1 &&
@@ -784,6 +840,7 @@ static void lower_op(struct lower *L, int opi)
 	case OP_all_reduce:
 	case OP_ulysses_a2a:
 	case OP_ring_attention:
+	case OP_norm_stats:
 	case OP_COUNT:
 		break;
 	}

@@ -60,6 +60,15 @@ struct dev_ops {
 			  float eps, const float *w, const float *b);
 	int (*rms_norm)(struct dev *d, const float *x, float *y, int64_t rows, int64_t n,
 			int64_t group, float eps, const float *w);
+	/* A norm whose last axis (N wide) is split across ranks (k_norm_stats,
+	 * k_norm_apply): the per-row partial sums, and the norm from the
+	 * all-reduced ones. The sums are in the storage dtype: one element per
+	 * row, two for K_NS_CENTRED. */
+	int (*norm_stats)(struct dev *d, const float *x, const float *sums, float *out,
+			  int64_t rows, int64_t n, int64_t N, enum k_norm_stat mode);
+	int (*norm_apply)(struct dev *d, const float *x, float *y, int64_t rows, int64_t n,
+			  int64_t N, float eps, const float *s1, const float *s2, const float *w,
+			  const float *b);
 	int (*gelu)(struct dev *d, const float *x, float *y, int64_t n, bool tanh_approx);
 	int (*silu)(struct dev *d, const float *x, float *y, int64_t n);
 	int (*binary)(struct dev *d, enum k_binop op, const float *a, const int64_t *ashape,

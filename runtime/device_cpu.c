@@ -358,6 +358,80 @@ static int cpu_rms_norm(struct dev *d, const float *x, float *y, int64_t rows, i
 	return 0;
 }
 
+/* The distributed norms' sums are one element per row: the row loops run on
+ * the pool like the norms'. */
+struct dnorm_args {
+	const float *x, *s1, *s2, *w, *b;
+	float *y;
+	int64_t n, N;
+	float eps;
+	enum k_norm_stat mode;
+};
+
+static void norm_stats_range(const void *a, int64_t lo, int64_t hi)
+{
+	const struct dnorm_args *r = a;
+
+	int64_t cols = r->mode == K_NS_CENTRED ? 2 : 1;
+
+	k_norm_stats(r->x + lo * r->n, r->s1 ? r->s1 + lo : NULL, r->y + lo * cols, hi - lo, r->n,
+		     r->N, r->mode);
+}
+
+static int cpu_norm_stats(struct dev *d, const float *x, const float *sums, float *out,
+			  int64_t rows, int64_t n, int64_t N, enum k_norm_stat mode)
+{
+	struct cpu_dev *c = cpu(d);
+	struct dnorm_args a = { .x = x, .s1 = sums, .y = out, .n = n, .N = N, .mode = mode };
+	int64_t cols = mode == K_NS_CENTRED ? 2 : 1;
+	float *t = NULL;
+
+	if (narrow(c)) {
+		if (!(t = twins(c, (size_t)(rows * n + 3 * rows))))
+			return -1;
+		a.x = widen(c, t, x, rows * n);
+		a.s1 = widen(c, t + rows * n, sums, rows);
+		a.y = t + rows * n + rows;
+	}
+	par_range(c, rows, rows_grain(n), norm_stats_range, &a);
+	if (t)
+		narrow_to(c, out, a.y, rows * cols);
+	return 0;
+}
+
+static void norm_apply_range(const void *a, int64_t lo, int64_t hi)
+{
+	const struct dnorm_args *r = a;
+
+	k_norm_apply(r->x + lo * r->n, r->y + lo * r->n, hi - lo, r->n, r->N, r->eps,
+		     r->s1 ? r->s1 + lo : NULL, r->s2 + (r->s1 ? 2 : 1) * lo, r->w, r->b);
+}
+
+static int cpu_norm_apply(struct dev *d, const float *x, float *y, int64_t rows, int64_t n,
+			  int64_t N, float eps, const float *s1, const float *s2, const float *w,
+			  const float *b)
+{
+	struct cpu_dev *c = cpu(d);
+	struct dnorm_args a = { .x = x, .y = y, .s1 = s1, .s2 = s2, .w = w, .b = b, .n = n,
+				.N = N, .eps = eps };
+	float *t = NULL;
+
+	if (narrow(c)) {
+		if (!(t = twins(c, (size_t)(rows * n + 3 * rows + 2 * n))))
+			return -1;
+		float *u = t + rows * n;
+		a.x = a.y = widen(c, t, x, rows * n);
+		a.s1 = widen(c, u, s1, rows);
+		a.s2 = widen(c, u + rows, s2, s1 ? 2 * rows : rows);
+		a.w = widen(c, u + 3 * rows, w, n);
+		a.b = widen(c, u + 3 * rows + n, b, n);
+	}
+	par_range(c, rows, rows_grain(n), norm_apply_range, &a);
+	if (t)
+		narrow_to(c, y, t, rows * n);
+	return 0;
+}
+
 struct act_args {
 	const float *x;
 	float *y;
@@ -740,6 +814,8 @@ static const struct dev_ops cpu_ops = {
 	.linear = cpu_linear,
 	.layer_norm = cpu_layer_norm,
 	.rms_norm = cpu_rms_norm,
+	.norm_stats = cpu_norm_stats,
+	.norm_apply = cpu_norm_apply,
 	.gelu = cpu_gelu,
 	.silu = cpu_silu,
 	.binary = cpu_binary,

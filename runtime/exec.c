@@ -252,6 +252,35 @@ static dtpc_status device_can(const struct dtpc_session *s, uint32_t i, bool lac
 			graph_str(s->g, s->g->tensors[o->out].name), s->dv->ops->name, what);
 }
 
+_Static_assert((int)G_NS_SUM == (int)K_NS_SUM && (int)G_NS_CENTRED == (int)K_NS_CENTRED &&
+		       (int)G_NS_SQ == (int)K_NS_SQ, "norm_stats modes: graph and kernels agree");
+
+/* Rows of x: its elements over its last axis. */
+static int64_t row_count(const struct dtpc_session *s, uint32_t x)
+{
+	int64_t n = nd(s, x) ? dims(s, x)[nd(s, x) - 1] : 0;
+	return n ? s->numel[x] / n : 0;
+}
+
+/* A norm whose last axis is split (G_OF_STATS): its weights are this rank's
+ * slices, its sums one per row after the weights. */
+static dtpc_status check_dist_norm(const struct dtpc_session *s, uint32_t i, const struct g_op *o,
+				   int64_t n)
+{
+	const char *name = op_table[o->kind].name;
+	bool ln = o->kind == OP_layer_norm;
+	int nw = (o->flags & G_OF_AFFINE) ? (ln ? 2 : 1) : 0, ns = ln ? 2 : 1;
+	REQUIRE(o->nin == 1 + nw + ns, i, name, "operands");
+	REQUIRE(o->attr[1] >= n && o->eps > 0, i, name, "width %lld of %lld", (long long)n,
+		(long long)o->attr[1]);
+	for (int k = 1; k <= nw; k++)
+		REQUIRE(s->numel[opnd(s, o, k)] == n, i, name, "weight size");
+	int64_t rows = row_count(s, opnd(s, o, 0));
+	REQUIRE(s->numel[opnd(s, o, 1 + nw)] == rows &&
+			(!ln || s->numel[opnd(s, o, 2 + nw)] == 2 * rows), i, name, "sums size");
+	return device_can(s, i, s->dv && !s->dv->ops->norm_apply, "distributed norm");
+}
+
 /* pad's rows before and after its input on this rank: the whole pads, or
  * along a split dim this rank's chunks of the first and last blocks. */
 static void pad_local(const struct dtpc_session *s, const struct g_op *o, int64_t *before,
@@ -335,6 +364,8 @@ dtpc_status exec_check(struct dtpc_session *s, uint32_t i)
 	case OP_rms_norm: {
 		REQUIRE(same_dims(s, x, out) && nd(s, x) >= 1, i, name, "shapes");
 		int64_t n = dims(s, x)[nd(s, x) - 1];
+		if (o->flags & G_OF_STATS)
+			return check_dist_norm(s, i, o, n);
 		int64_t grp = o->kind == OP_rms_norm ? o->attr[0] : n;
 		REQUIRE(grp > 0 && n % grp == 0, i, name, "group %lld does not divide %lld",
 			(long long)grp, (long long)n);
@@ -425,6 +456,16 @@ dtpc_status exec_check(struct dtpc_session *s, uint32_t i)
 	case OP_all_reduce:
 		REQUIRE(same_dims(s, x, out) && o->group >= 0, i, name, "shapes");
 		return DTPC_OK;
+	case OP_norm_stats: {
+		int64_t rows = row_count(s, x), cols = o->attr[1] == K_NS_CENTRED ? 2 : 1;
+		REQUIRE(nd(s, x) >= 1 && nd(s, out) == nd(s, x) && o->attr[0] >= 1 &&
+				o->attr[1] >= K_NS_SUM && o->attr[1] <= K_NS_SQ &&
+				dims(s, out)[nd(s, out) - 1] == cols && s->numel[out] == rows * cols &&
+				o->nin == (o->attr[1] == K_NS_CENTRED ? 2 : 1) &&
+				(o->nin == 1 || s->numel[opnd(s, o, 1)] == rows),
+			i, name, "shapes");
+		return device_can(s, i, s->dv && !s->dv->ops->norm_stats, "distributed norm");
+	}
 	case OP_pad: {
 		int d = (int)o->attr[0];
 		REQUIRE(d >= 0 && d < nd(s, out) && nd(s, x) == nd(s, out) && o->attr[1] >= 0 &&
@@ -1073,12 +1114,27 @@ dtpc_status exec_op(struct dtpc_session *s, uint32_t i)
 	case OP_layer_norm: {
 		int64_t n = dims(s, x)[nd(s, x) - 1];
 		bool aff = o->flags & G_OF_AFFINE;
+		if (o->flags & G_OF_STATS) {
+			int k = aff ? 3 : 1;
+			DEV(s, o, norm_apply, rt_data(s, x), y, row_count(s, x), n, o->attr[1],
+			    (float)o->eps, rt_data(s, opnd(s, o, k)), rt_data(s, opnd(s, o, k + 1)),
+			    aff ? rt_data(s, opnd(s, o, 1)) : NULL,
+			    aff ? rt_data(s, opnd(s, o, 2)) : NULL);
+			return DTPC_OK;
+		}
 		DEV(s, o, layer_norm, rt_data(s, x), y, n ? s->numel[x] / n : 0, n, (float)o->eps,
 		    aff ? rt_data(s, opnd(s, o, 1)) : NULL, aff ? rt_data(s, opnd(s, o, 2)) : NULL);
 		return DTPC_OK;
 	}
 	case OP_rms_norm: {
 		int64_t n = dims(s, x)[nd(s, x) - 1];
+		if (o->flags & G_OF_STATS) {
+			bool aff = o->flags & G_OF_AFFINE;
+			DEV(s, o, norm_apply, rt_data(s, x), y, row_count(s, x), n, o->attr[1],
+			    (float)o->eps, NULL, rt_data(s, opnd(s, o, aff ? 2 : 1)),
+			    aff ? rt_data(s, opnd(s, o, 1)) : NULL, NULL);
+			return DTPC_OK;
+		}
 		DEV(s, o, rms_norm, rt_data(s, x), y, n ? s->numel[x] / n : 0, n, o->attr[0],
 		    (float)o->eps, (o->flags & G_OF_AFFINE) ? rt_data(s, opnd(s, o, 1)) : NULL);
 		return DTPC_OK;
@@ -1163,6 +1219,11 @@ dtpc_status exec_op(struct dtpc_session *s, uint32_t i)
 		return exec_ring(s, o);
 	case OP_pad:
 		return exec_pad(s, o);
+	case OP_norm_stats:
+		DEV(s, o, norm_stats, rt_data(s, x), o->nin == 2 ? rt_data(s, opnd(s, o, 1)) : NULL, y,
+		    row_count(s, x), dims(s, x)[nd(s, x) - 1], o->attr[0],
+		    (enum k_norm_stat)o->attr[1]);
+		return DTPC_OK;
 	case OP_param:
 	case OP_COUNT:
 		break;

@@ -160,8 +160,14 @@ struct g_requires {
  * group is the communication group (-1 for local ops); scratch is a
  * GT_SCRATCH tensor or -1. attr/eps by kind:
  *   linear       flags G_OF_BIAS when operand 2 is the bias
- *   layer_norm   eps; flags G_OF_AFFINE (operands 1, 2: weight, bias)
- *   rms_norm     eps; attr[0] group size; flags G_OF_AFFINE (operand 1)
+ *   layer_norm   eps; flags G_OF_AFFINE (operands 1, 2: weight, bias);
+ *                G_OF_STATS: a distributed norm (the last axis split over a
+ *                group): the last two operands are the all-reduced sums
+ *                sum(x) [.., 1] and norm_stats' centred pair [.., 2],
+ *                attr[1] the whole width N
+ *   rms_norm     eps; attr[0] group size; flags G_OF_AFFINE (operand 1);
+ *                G_OF_STATS: the last operand is the all-reduced sum(x^2)
+ *                per row [.., 1], attr[1] the whole width N (one group)
  *   gelu         flags G_OF_TANH
  *   add, mul     flags G_OF_BH: operand 1 is [B, H] over [B, S, H]
  *   modulate     flags G_OF_BH: shift/scale are [B, H]
@@ -196,7 +202,12 @@ struct g_requires {
  *   unpatchify   attr[0..2] the patch (the output tensor has the sizes)
  *   pad          attr[0] dim, attr[1] rows before, attr[2] rows after
  *                (global), eps the value; along a split dim the pads are the
- *                first and last blocks of the output's pattern */
+ *                first and last blocks of the output's pattern
+ *   norm_stats   per row of x, over its local last axis (k_norm_stat in
+ *                attr[1]): 0 sum(x) [.., 1]; 1 sum(x - c) and sum((x - c)^2)
+ *                [.., 2] with c = operand 1 / attr[0] (the all-reduced
+ *                sum(x) over the whole width attr[0] = N); 2 sum(x^2) [.., 1].
+ *                Accumulated in float64 */
 struct g_op {
 	uint16_t kind;
 	uint16_t nin;
@@ -219,7 +230,11 @@ enum {
 	G_OF_SIN = 1 << 6,
 	G_OF_F64 = 1 << 7,
 	G_OF_CENTER = 1 << 8,
+	G_OF_STATS = 1 << 9,
 };
+
+/* norm_stats' attr[1]: which per-row sums (kernels.h's k_norm_stat) */
+enum g_norm_stat { G_NS_SUM, G_NS_CENTRED, G_NS_SQ };
 
 /* ---- the whole graph --------------------------------------------------------- */
 
@@ -421,7 +436,7 @@ _Static_assert(offsetof(struct g_tensor, dims) == 40 && offsetof(struct g_op, at
  * op updates OP_COUNT here (and docs/graph-format.md's list); a new id of 64
  * or more needs a wider g_requires.ops, i.e. a new capability bit and
  * section in a minor version. */
-_Static_assert(OP_COUNT == 26, "a new op: update OP_COUNT here and the op list in "
+_Static_assert(OP_COUNT == 27, "a new op: update OP_COUNT here and the op list in "
 	       "docs/graph-format.md");
 _Static_assert(OP_linear == 0 && OP_gelu == 3 && OP_attention == 11 && OP_param == 12 &&
 	       OP_shard == 14 && OP_ring_attention == 18, "op ids are never renumbered");

@@ -662,6 +662,7 @@ static bool check_op(struct loader *l, uint32_t i)
 	case OP_text_ids:
 	case OP_patch_embed:
 	case OP_unpatchify:
+	case OP_norm_stats:
 	case OP_ring_attention:
 	case OP_COUNT:
 		break;

@@ -130,6 +130,7 @@ if [ "$MODE" = mpi ]; then
 		"ulysses_anything = true" -D seq=50 -D heads=5 -D hidden=40
 	case_ mpi-tiny-cfg2xulysses2xtp2 examples/tiny_dit.plan tiny_dit_8 \
 		"cfg = 2, ulysses = 2, tp = 2" "" -D seq=64 -D batch=2
+	case_ mpi-qknorm-tp4 tests/plans/qknorm.plan tp "tp = 4" ""
 else
 	matrix tiny examples/tiny_dit.plan tiny_dit_8 tiny_dit_tp -D seq=64
 	case_ tiny-ulysses-anything3 examples/tiny_dit.plan tiny_dit_8 "ulysses = 3" \
@@ -166,6 +167,21 @@ else
 	case_ qwenimage-cfg2xring2xulysses2 examples/qwenimage.plan qwenimage_tiny_usp_tp \
 		"cfg = 2, ring = 2, ulysses = 2" "" -D batch=2
 	case_ embed-cfg2xulysses2 tests/plans/embed.plan p "cfg = 2, ulysses = 2" "" -D batch=2
+	# distributed norms (tests/plans/qknorm.plan): q/k RMSNorm over the whole
+	# inner dim after a colwise to_q, LayerNorms over a colwise output, from
+	# all-reduced per-row sums; with context parallelism, uneven sequences,
+	# cfg, and bf16 storage (tolerance 2e-2)
+	Q=tests/plans/qknorm.plan
+	case_ qknorm-tp2 $Q tp "tp = 2" ""
+	case_ qknorm-tp4 $Q tp "tp = 4" ""
+	case_ qknorm-ring2xulysses2xtp2 $Q usp_tp "ring = 2, ulysses = 2, tp = 2" ""
+	case_ qknorm-ring-anything3xtp2 $Q usp_tp "ring = 3, tp = 2" "ring_anything = true" -D seq=13
+	case_ qknorm-ulysses-anything3xtp2 $Q usp_tp "ulysses = 3, tp = 2" "ulysses_anything = true" \
+		-D seq=13 -D heads=6 -D head_dim=4
+	case_ qknorm-cfg2xulysses2xtp2 $Q usp_tp "cfg = 2, ulysses = 2, tp = 2" ""
+	RUN_OPTS="--dtype bf16"
+	case_ qknorm-tp2-bf16 $Q tp "tp = 2" ""
+	RUN_OPTS=
 	# the language of diffusers' forward (tests/plans/forward.plan): a
 	# tuple's outputs split one by one, root rebinding with the split where
 	# the blocks take the streams, if/else on a config flag (both branches),

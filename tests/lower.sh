@@ -138,6 +138,24 @@ for C in 2; do
 		$((L * 4 * (B / C) * (S / 2) * H * b * (2 - 1) / 2)) -D batch=$B
 done
 
+# Distributed norms (tests/lower/ltx_qk.plan, LTX-Video's q/k RMSNorm over
+# the whole inner dim I = 2048 after a colwise to_q / to_k, S = 64 tokens,
+# T = 4): each norm all-reduces one float per token, 2·S·b·(T-1)/T, beside
+# the rowwise to_out's 2·S·H·b·(T-1)/T; no all-gather at all. Without the
+# distributed norm each would all-gather to_q: S·I·b·(T-1)/T. The norm's
+# bytes must be at most 1% of that (issue 12: 2/I = 0.1%).
+LFILE=tests/lower/ltx_qk.plan
+T=4 I=2048
+norm=$((2 * S * b * (T - 1) / T)) gathered=$((S * I * b * (T - 1) / T))
+volume ltx-qk-norm-tp4 tp "tp = $T" all_reduce $((2 * norm + 2 * S * I * b * (T - 1) / T))
+if grep -q '^  all_gather' "$tmp/v"; then
+	bad "volume/ltx-qk-norm-tp4: an all-gather is left"
+	cat "$tmp/v"
+elif [ $((100 * norm)) -le "$gathered" ]; then ok; else
+	bad "volume/ltx-qk-norm-tp4: the norm moves $norm bytes, more than 1% of $gathered"
+fi
+LFILE=tests/lower/tiny.plan
+
 # The mask (tests/lower/mask.plan: B = 2, S = 8 + 24 = 32 tokens, W = 32):
 # with a ring each chunk of K and V carries its mask rows, so all-gathering
 # them moves (P-1)·(S/P)·B·(2W + 1)·b; Ulysses all-gathers the mask, (P-1)/P

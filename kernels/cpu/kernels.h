@@ -102,6 +102,22 @@ void k_layer_norm(const float *x, float *y, int64_t rows, int64_t n, float eps,
 void k_rms_norm(const float *x, float *y, int64_t rows, int64_t n, int64_t group,
 		float eps, const float *w);
 
+/* A norm over a last axis of N elements split across ranks, each holding n
+ * of them. k_norm_stats, per row of n floats, accumulated in double: mode
+ * K_NS_SUM sum(x) (one float per row); K_NS_CENTRED sum(x - c) and
+ * sum((x - c)^2) with c = sums[r] / N (two per row: a float sum(x) of a row
+ * with a large mean is too coarse for the mean itself, so the residual
+ * corrects it); K_NS_SQ sum(x^2) (one per row). k_norm_apply: the norm from
+ * the all-reduced sums: LayerNorm when s1 (sum x) is given, s2 the centred
+ * pair: mean = c + d1 / N, var = d2 / N - (d1 / N)^2; RMSNorm when s1 is
+ * NULL, mean square = s2 / N. w[n], b[n] this rank's slices or NULL. y may
+ * equal x. */
+enum k_norm_stat { K_NS_SUM, K_NS_CENTRED, K_NS_SQ };
+void k_norm_stats(const float *x, const float *sums, float *out, int64_t rows, int64_t n,
+		  int64_t N, enum k_norm_stat mode);
+void k_norm_apply(const float *x, float *y, int64_t rows, int64_t n, int64_t N, float eps,
+		  const float *s1, const float *s2, const float *w, const float *b);
+
 /* GELU of n floats: exact 0.5 x (1 + erf(x / sqrt 2)), or with tanh_approx
  * PyTorch's approximate="tanh" 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
  * y may equal x. Callers own all buffers. */

@@ -92,3 +92,53 @@ void k_rms_norm(const float *x, float *y, int64_t rows, int64_t n, int64_t group
 		}
 	}
 }
+
+void k_norm_stats(const float *x, const float *sums, float *out, int64_t rows, int64_t n,
+		  int64_t N, enum k_norm_stat mode)
+{
+	assert(N >= 1);
+	for (int64_t r = 0; r < rows; r++) {
+		const float *xr = x + r * n;
+
+		if (mode == K_NS_SUM) {
+			out[r] = (float)sum_x(xr, n);
+		} else if (mode == K_NS_SQ) {
+			out[r] = (float)sum_sq(xr, n, 0.0);
+		} else {
+			double c = (double)sums[r] / (double)N;
+
+			out[2 * r] = (float)(sum_x(xr, n) - c * (double)n);
+			out[2 * r + 1] = (float)sum_sq(xr, n, c);
+		}
+	}
+}
+
+void k_norm_apply(const float *x, float *y, int64_t rows, int64_t n, int64_t N, float eps,
+		  const float *s1, const float *s2, const float *w, const float *b)
+{
+	assert(N >= 1);
+	for (int64_t r = 0; r < rows; r++) {
+		const float *xr = x + r * n;
+		float *yr = y + r * n;
+		double mean = 0, ms;
+
+		if (s1) {
+			double d = (double)s2[2 * r] / (double)N;
+
+			mean = (double)s1[r] / (double)N + d;
+			ms = (double)s2[2 * r + 1] / (double)N - d * d;
+		} else {
+			ms = (double)s2[r] / (double)N;
+		}
+		double rstd = 1.0 / sqrt(ms + eps);
+
+		for (int64_t i = 0; i < n; i++) {
+			double v = (xr[i] - mean) * rstd;
+			if (w)
+				v *= w[i];
+			if (b)
+				v += b[i];
+			yr[i] = (float)v;
+		}
+	}
+}

@@ -71,6 +71,13 @@ int kc_layer_norm(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t ro
 		  int64_t n, float eps, const void *w, const void *b);
 int kc_rms_norm(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t rows, int64_t n,
 		int64_t group, float eps, const void *w);
+/* A norm whose rows are split across ranks (k_norm_stats, k_norm_apply;
+ * mode as enum k_norm_stat: 0 sum, 1 centred pair, 2 squares). */
+int kc_norm_stats(kc_ctx *c, enum kc_dtype t, const void *x, const void *sums, void *out,
+		  int64_t rows, int64_t n, int64_t N, int mode);
+int kc_norm_apply(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t rows, int64_t n,
+		  int64_t N, float eps, const void *s1, const void *s2, const void *w,
+		  const void *b);
 int kc_gelu(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t n, bool tanh_approx);
 int kc_silu(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t n);
 int kc_binary(kc_ctx *c, enum kc_dtype t, enum kc_binop op, const void *a,

@@ -251,6 +251,90 @@ __global__ void rms_norm_kernel(const T *x, T *y, int64_t groups, int64_t group,
 	}
 }
 
+/* A norm whose rows (N wide) are split across ranks (k_norm_stats,
+ * k_norm_apply): one warp per local row of n, float32 sums; the local parts
+ * are short (N / tp), so no vector widths. mode: 0 sum(x), 1 sum(x - c) and
+ * sum((x - c)^2) with c = sums[r] / N, 2 sum(x^2). */
+template <typename T>
+__global__ void norm_stats_kernel(const T *x, const T *sums, T *out, int64_t rows, int64_t n,
+				  int64_t N, int mode)
+{
+	const int lane = threadIdx.x % 32;
+
+	for (int64_t r = global_warp(); r < rows; r += global_warps()) {
+		const T *xr = x + r * n;
+		const float c = mode == 1 ? kc_to_f32<T>(sums[r]) / (float)N : 0.0f;
+		float s = 0, sq = 0;
+
+		for (int64_t i = lane; i < n; i += 32) {
+			float v = kc_to_f32<T>(xr[i]) - c;
+
+			s += v;
+			sq += v * v;
+		}
+		s = warp_sum(s);
+		sq = warp_sum(sq);
+		if (lane == 0) {
+			if (mode == 1) {
+				out[2 * r] = kc_from_f32<T>(s);
+				out[2 * r + 1] = kc_from_f32<T>(sq);
+			} else {
+				out[r] = kc_from_f32<T>(mode == 0 ? s : sq);
+			}
+		}
+	}
+}
+
+template <typename T>
+__global__ void norm_apply_kernel(const T *x, T *y, int64_t rows, int64_t n, int64_t N, float eps,
+				  const T *s1, const T *s2, const T *w, const T *b)
+{
+	const int lane = threadIdx.x % 32;
+
+	for (int64_t r = global_warp(); r < rows; r += global_warps()) {
+		float mean = 0, ms;
+
+		if (s1) {
+			const float d = kc_to_f32<T>(s2[2 * r]) / (float)N;
+
+			mean = kc_to_f32<T>(s1[r]) / (float)N + d;
+			ms = kc_to_f32<T>(s2[2 * r + 1]) / (float)N - d * d;
+		} else {
+			ms = kc_to_f32<T>(s2[r]) / (float)N;
+		}
+		const float rstd = rsqrtf(ms + eps);
+
+		for (int64_t i = lane; i < n; i += 32) {
+			float o = (kc_to_f32<T>(x[r * n + i]) - mean) * rstd;
+
+			if (w)
+				o *= kc_to_f32<T>(w[i]);
+			if (b)
+				o += kc_to_f32<T>(b[i]);
+			y[r * n + i] = kc_from_f32<T>(o);
+		}
+	}
+}
+
+template <typename T>
+int norm_stats_t(kc_ctx *c, const void *x, const void *sums, void *out, int64_t rows, int64_t n,
+		 int64_t N, int mode)
+{
+	norm_stats_kernel<T><<<kc_blocks_for(c, WARPS, rows), THREADS, 0, c->stream>>>(
+		(const T *)x, (const T *)sums, (T *)out, rows, n, N, mode);
+	return kc_launched();
+}
+
+template <typename T>
+int norm_apply_t(kc_ctx *c, const void *x, void *y, int64_t rows, int64_t n, int64_t N, float eps,
+		 const void *s1, const void *s2, const void *w, const void *b)
+{
+	norm_apply_kernel<T><<<kc_blocks_for(c, WARPS, rows), THREADS, 0, c->stream>>>(
+		(const T *)x, (T *)y, rows, n, N, eps, (const T *)s1, (const T *)s2, (const T *)w,
+		(const T *)b);
+	return kc_launched();
+}
+
 /* Whether rows of n elements starting at p stay 16-byte aligned (p may be
  * NULL: an absent weight or bias). */
 template <typename T> bool rows_vectorise(const void *p, int64_t n)
@@ -619,6 +703,35 @@ extern "C" int kc_rms_norm(kc_ctx *c, enum kc_dtype t, const void *x, void *y, i
 	if (rows <= 0 || n <= 0)
 		return 0;
 	return KC_DISPATCH(t, rms_norm_t, c, x, y, rows * (n / group), group, eps, w);
+}
+
+extern "C" int kc_norm_stats(kc_ctx *c, enum kc_dtype t, const void *x, const void *sums,
+			     void *out, int64_t rows, int64_t n, int64_t N, int mode)
+{
+	int st = kc_use_device(c);
+
+	if (st)
+		return st;
+	if (N < 1 || mode < 0 || mode > 2 || (mode == 1 && !sums))
+		return (int)cudaErrorInvalidValue;
+	if (rows <= 0)
+		return 0;
+	return KC_DISPATCH(t, norm_stats_t, c, x, sums, out, rows, n, N, mode);
+}
+
+extern "C" int kc_norm_apply(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t rows,
+			     int64_t n, int64_t N, float eps, const void *s1, const void *s2,
+			     const void *w, const void *b)
+{
+	int st = kc_use_device(c);
+
+	if (st)
+		return st;
+	if (N < 1 || !s2)
+		return (int)cudaErrorInvalidValue;
+	if (rows <= 0 || n <= 0)
+		return 0;
+	return KC_DISPATCH(t, norm_apply_t, c, x, y, rows, n, N, eps, s1, s2, w, b);
 }
 
 extern "C" int kc_gelu(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t n,

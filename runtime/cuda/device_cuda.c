@@ -116,6 +116,21 @@ static int cuda_rms_norm(struct dev *d, const float *x, float *y, int64_t rows, 
 	return fail(d, kc_rms_norm(cd(d)->kc, cd(d)->t, x, y, rows, n, group, eps, w), "rms_norm");
 }
 
+static int cuda_norm_stats(struct dev *d, const float *x, const float *sums, float *out,
+			   int64_t rows, int64_t n, int64_t N, enum k_norm_stat mode)
+{
+	return fail(d, kc_norm_stats(cd(d)->kc, cd(d)->t, x, sums, out, rows, n, N, (int)mode),
+		    "norm_stats");
+}
+
+static int cuda_norm_apply(struct dev *d, const float *x, float *y, int64_t rows, int64_t n,
+			   int64_t N, float eps, const float *s1, const float *s2, const float *w,
+			   const float *b)
+{
+	return fail(d, kc_norm_apply(cd(d)->kc, cd(d)->t, x, y, rows, n, N, eps, s1, s2, w, b),
+		    "norm_apply");
+}
+
 static int cuda_gelu(struct dev *d, const float *x, float *y, int64_t n, bool tanh_approx)
 {
 	return fail(d, kc_gelu(cd(d)->kc, cd(d)->t, x, y, n, tanh_approx), "gelu");
@@ -277,6 +292,8 @@ static const struct dev_ops cuda_ops = {
 	.linear = cuda_linear,
 	.layer_norm = cuda_layer_norm,
 	.rms_norm = cuda_rms_norm,
+	.norm_stats = cuda_norm_stats,
+	.norm_apply = cuda_norm_apply,
 	.gelu = cuda_gelu,
 	.silu = cuda_silu,
 	.binary = cuda_binary,

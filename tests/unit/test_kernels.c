@@ -282,6 +282,106 @@ static void test_rms_norm(void)
 	test_rms_norm_case(24, false);
 }
 
+/* A norm whose row of N is split over P ranks (widths 68, 68, 67 of 203):
+ * each part's k_norm_stats, summed over the parts in float (what the
+ * all-reduce does), then k_norm_apply on each part, against the float64
+ * reference of the whole row. LayerNorm on rows with a mean 300 times their
+ * spread (the second pass centres on the reduced mean), RMSNorm on normal
+ * rows. Control: a part normalised with its own sums only (no all-reduce)
+ * fails the tolerance. */
+static void test_dist_norm(void)
+{
+	enum { P = 3 };
+	const int64_t rows = 6, N = 203, width[P] = { 68, 68, 67 };
+	const float eps = 1e-5f;
+	float *x = fill_u(rows * N), *w = fill_u(N), *b = fill_u(N);
+	float *y = malloc((size_t)(rows * N) * sizeof *y), *part = malloc((size_t)(rows * N) * sizeof *part);
+	float s1[6], s2[12], p1[P][6], p2[P][12], local[6];
+	double *ref = dalloc(rows * N);
+
+	for (int64_t i = 0; i < rows * N; i++)
+		x[i] += 300.0f;
+	for (int rms = 0; rms < 2; rms++) {
+		if (rms)
+			for (int64_t i = 0; i < rows * N; i++)
+				x[i] = nrand();
+		/* the parts as contiguous [rows, width] tensors, as a rank holds them */
+		int64_t off = 0;
+		float *xp[P], *yp[P];
+		for (int p = 0; p < P; p++) {
+			xp[p] = part + rows * off;
+			yp[p] = y + rows * off;
+			for (int64_t r = 0; r < rows; r++)
+				memcpy(xp[p] + r * width[p], x + r * N + off, (size_t)width[p] * sizeof *x);
+			off += width[p];
+		}
+		for (int64_t r = 0; r < rows; r++)
+			s1[r] = s2[2 * r] = s2[2 * r + 1] = 0;
+		if (!rms) {
+			for (int p = 0; p < P; p++)
+				k_norm_stats(xp[p], NULL, p1[p], rows, width[p], N, K_NS_SUM);
+			for (int p = 0; p < P; p++)
+				for (int64_t r = 0; r < rows; r++)
+					s1[r] += p1[p][r];
+		}
+		for (int p = 0; p < P; p++)
+			k_norm_stats(xp[p], rms ? NULL : s1, p2[p], rows, width[p], N,
+				     rms ? K_NS_SQ : K_NS_CENTRED);
+		for (int p = 0; p < P; p++)
+			for (int64_t r = 0; r < (rms ? 1 : 2) * rows; r++)
+				s2[r] += p2[p][r];
+		off = 0;
+		for (int p = 0; p < P; p++) {
+			k_norm_apply(xp[p], yp[p], rows, width[p], N, eps, rms ? NULL : s1, s2, w + off,
+				     rms ? NULL : b + off);
+			off += width[p];
+		}
+		/* back to [rows, N] */
+		float *whole = malloc((size_t)(rows * N) * sizeof *whole);
+		off = 0;
+		for (int p = 0; p < P; p++) {
+			for (int64_t r = 0; r < rows; r++)
+				memcpy(whole + r * N + off, yp[p] + r * width[p], (size_t)width[p] * sizeof *y);
+			off += width[p];
+		}
+		if (rms) {
+			for (int64_t r = 0; r < rows; r++) {
+				double sq = 0;
+				for (int64_t i = 0; i < N; i++)
+					sq += (double)x[r * N + i] * x[r * N + i];
+				for (int64_t i = 0; i < N; i++)
+					ref[r * N + i] = x[r * N + i] / sqrt(sq / (double)N + eps) * w[i];
+			}
+		} else {
+			ref_layer_norm(x, ref, rows, N, eps, w, b);
+		}
+		double e = err_norm(whole, ref, rows * N);
+		UNIT_CHECK(e <= TOL_ELEM, "%s over 3 parts (68, 68, 67 of 203)%s: normwise %.2e <= %.0e",
+			   rms ? "rms_norm" : "layer_norm", rms ? "" : ", offset 300", e, TOL_ELEM);
+		/* control: part 0 with its own sums only */
+		if (!rms)
+			for (int64_t r = 0; r < rows; r++)
+				local[r] = p1[0][r] * (float)N / (float)width[0];
+		k_norm_apply(xp[0], yp[0], rows, width[0], N, eps, rms ? NULL : local, p2[0], w,
+			     rms ? NULL : b);
+		double ec = 0;
+		for (int64_t r = 0; r < rows; r++)
+			for (int64_t i = 0; i < width[0]; i++) {
+				double d = fabs(yp[0][r * width[0] + i] - ref[r * N + i]);
+				ec = d > ec ? d : ec;
+			}
+		UNIT_CHECK(ec > 100 * TOL_ELEM, "%s control: a part's own sums are off by %.2e",
+			   rms ? "rms_norm" : "layer_norm", ec);
+		free(whole);
+	}
+	free(x);
+	free(w);
+	free(b);
+	free(y);
+	free(part);
+	free(ref);
+}
+
 /* ---- activations ----------------------------------------------------- */
 
 static void test_activations(void)
@@ -1273,6 +1373,7 @@ int main(void)
 	test_linear();
 	test_layer_norm();
 	test_rms_norm();
+	test_dist_norm();
 	test_activations();
 	test_binary();
 	test_modulate_case(false);
