@@ -666,9 +666,11 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 	}
 	case OP_all_gather:
 	case OP_all_reduce:
+	case OP_reduce_scatter:
 	case OP_ulysses_a2a: {
 		bool inter = s->inter[(size_t)o->group * g->world + r];
 		const struct link *l = inter ? &s->h->inter : &s->h->intra;
+		/* a reduce-scatter runs as an all-to-all (exec.c) */
 		int c = o->kind == OP_all_gather ? CO_AG : o->kind == OP_all_reduce ? CO_AR : CO_A2A;
 		uint32_t P = g->groups[o->group].size;
 		/* an all-reduce sums in float32 whatever the dtype (exec.c): a
@@ -845,7 +847,8 @@ static void group_axes(const struct g_graph *g, int group, char *buf, size_t n)
 static const char *coll_name(int kind)
 {
 	return kind == OP_all_gather ? "all_gather" : kind == OP_all_reduce ? "all_reduce"
-		: kind == OP_ulysses_a2a ? "all_to_all" : "ring_kv";
+		: kind == OP_ulysses_a2a ? "all_to_all" : kind == OP_reduce_scatter ? "reduce_scatter"
+		: "ring_kv";
 }
 
 static cJSON *rank_json(const struct g_graph *g, const struct hw *h, int r,

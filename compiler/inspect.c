@@ -70,6 +70,9 @@ static const char *why(const struct g_graph *g, const struct g_op *o)
 			       "all-gather of its input)";
 		return "sums the partial products of a rowwise linear";
 	}
+	case OP_reduce_scatter:
+		return "sums the partial products of a rowwise linear, each rank keeping its "
+		       "sequence chunk (sequence-parallel TP)";
 	case OP_ulysses_a2a:
 		return o->attr[0] == 0 ? "Ulysses: sequence shards -> head shards before attention"
 				       : "Ulysses: head shards -> sequence shards after attention";

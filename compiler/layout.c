@@ -268,12 +268,25 @@ static int last_dim(struct opctx *X, int i)
 	return X->P->m->tensors[X->o->in[i]].shape.nd - 1;
 }
 
+/* Sequence-parallel TP's own split: the sequence (dim 1) over tp, which
+ * its all-gathers before a colwise linear undo (no note: the style's
+ * collective, as rowwise's all-reduce). */
+static bool sp_split(const struct plan_cfg *c, enum lay_group g, int dim)
+{
+	return c->seq_parallel && g == LG_TP && dim == 1;
+}
+
 /* Input i must not be sharded on `dim` in group g: gather it. */
 static void need_whole(struct opctx *X, int i, int dim, enum lay_group g, const char *why)
 {
 	struct lay_axis *x = &X->in[i].g[g];
 	if (!sharded(x) || x->dim != dim)
 		return;
+	if (sp_split(X->P->c, g, dim)) {
+		X->P->gathered[X->o->in[i]] |= (uint8_t)(1u << g);
+		*x = REPL;
+		return;
+	}
 	gather(X->P, X->opi, X->o->in[i], g, why, x->origin);
 	*x = REPL;
 }
@@ -324,7 +337,12 @@ static void rule_linear(struct opctx *X)
 			*x = (struct lay_axis){ .kind = LAY_SHARD, .dim = (int8_t)last,
 						.nblk = row->nblocks, .blk = row->blocks,
 						.origin = row->rule };
-		return; /* partial sums, all-reduced by the style: replicated */
+		/* partial sums, all-reduced by the style: replicated; under
+		 * sequence_parallel reduce-scattered along the sequence */
+		if (P->c->seq_parallel && last >= 2)
+			X->out.g[LG_TP] = (struct lay_axis){ .kind = LAY_SHARD, .dim = 1,
+							     .origin = row->rule };
+		return;
 	}
 	if (sharded(x))
 		need_whole(X, 0, x->dim, LG_TP, col ? "colwise needs a replicated input"
@@ -731,6 +749,12 @@ static void rule_attention(struct opctx *X)
 			break;
 		}
 	}
+	/* heads may be split over tp (colwise), nothing else: sequence-parallel
+	 * q, k and v are whole along the sequence */
+	for (int i = 0; i < 3; i++)
+		if (sharded(&X->in[i].g[LG_TP]) && X->in[i].g[LG_TP].dim != 2)
+			need_whole(X, i, X->in[i].g[LG_TP].dim, LG_TP,
+				   "attention takes its sequence whole over tp");
 	attention_heads(X, cp_style);
 	attention_mask(X, cp_style);
 	X->out.g[LG_CP] = *q;
@@ -1070,6 +1094,7 @@ static struct layout_result *layout_pass(struct arena *a, struct diag_ctx *d,
 		case OP_all_gather:
 		case OP_all_reduce:
 		case OP_norm_stats:
+		case OP_reduce_scatter:
 		case OP_ulysses_a2a:
 		case OP_ring_attention:
 		case OP_COUNT: X.out = whole; break;
@@ -1093,7 +1118,7 @@ static struct layout_result *layout_pass(struct arena *a, struct diag_ctx *d,
 			struct lay_axis *x = &P.L[t].g[g];
 			/* the style's own gather (as rowwise's all-reduce): lowered
 			 * where the output leaves, not an inserted collective */
-			if (!sharded(x) || (g == LG_CFG && x->dim == 0))
+			if (!sharded(x) || (g == LG_CFG && x->dim == 0) || sp_split(c, g, x->dim))
 				continue;
 			gather(&P, -1, t, g, "outputs are returned whole", x->origin);
 			if (!report)

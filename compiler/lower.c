@@ -505,11 +505,24 @@ static void lower_linear(struct lower *L, int opi, int x)
 	int in[3] = { x, weight(L, o->weight0, col ? 0 : row ? 1 : -1, col ? col : row) };
 	int nin = 2;
 	if (row) {
-		/* local partial sums, summed over tp, then the bias once */
-		int part = out_tensor(L, o->out, outl, "/partial");
+		/* local partial sums, summed over tp, then the bias once; under
+		 * sequence_parallel (the output split on the sequence over tp) a
+		 * reduce-scatter keeps each rank's rows of the sum */
+		bool sp = outl->g[LG_TP].kind == LAY_SHARD;
+		struct layout whole_tp = *outl;
+		whole_tp.g[LG_TP] = REPL_AXIS;
+		int part = out_tensor(L, o->out, &whole_tp, "/partial");
 		emit(L, OP_linear, in, 2, part, -1);
 		int sum = out_tensor(L, o->out, outl, o->flag ? "/reduced" : NULL);
-		emit(L, OP_all_reduce, &part, 1, sum, L->g_lay[LG_TP]);
+		int k = emit(L, sp ? OP_reduce_scatter : OP_all_reduce, &part, 1, sum,
+			     L->g_lay[LG_TP]);
+		if (sp) {
+			op_at(L, k)->attr[0] = outl->g[LG_TP].dim;
+			/* the pieces sent, then the pieces received */
+			add_scratch(L, k, arena_printf(L->a, "%s/scatter_buf", L->m->tensors[o->out].name),
+				    (int64_t)(L->tensors.v[part].bytes + L->tensors.v[sum].bytes *
+					      L->groups.v[L->g_lay[LG_TP]].size));
+		}
 		if (o->flag) {
 			int out = out_tensor(L, o->out, outl, NULL);
 			int args[2] = { sum, weight(L, o->weight0 + 1, -1, NULL) };
@@ -841,6 +854,7 @@ static void lower_op(struct lower *L, int opi)
 	case OP_ulysses_a2a:
 	case OP_ring_attention:
 	case OP_norm_stats:
+	case OP_reduce_scatter:
 	case OP_COUNT:
 		break;
 	}

@@ -1066,6 +1066,7 @@ static bool shape_rule(struct inst *I, struct ir_op *o, const struct bound *b,
 	case OP_ulysses_a2a:
 	case OP_ring_attention:
 	case OP_norm_stats:
+	case OP_reduce_scatter:
 	case OP_COUNT: /* graph-only ops: op_lookup never returns them */
 		break;
 	}

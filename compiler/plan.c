@@ -25,7 +25,7 @@ const char *const style_names[ST_COUNT] = {
 static const char *const known_axes[] = { "ring", "ulysses", "tp", "cfg", "dp" };
 static const char *const ctx_names[] = {
 	"convert_to_fp32", "rotate_method", "ulysses_anything", "ring_anything",
-	"ring_degree", "ulysses_degree", "tp_degree",
+	"ring_degree", "ulysses_degree", "tp_degree", "sequence_parallel",
 };
 
 /* Rules times the modules each matches, over the whole plan: real plans
@@ -161,8 +161,8 @@ static void read_options(struct resolver *R, const struct pstmt *s,
 		for (int i = 0; i < (int)(sizeof ctx_names / sizeof *ctx_names); i++)
 			if (!strcmp(kv->name, ctx_names[i]))
 				k = i;
-		bool allowed = s->kind == PS_CONTEXT ? k >= 0 && k != CTX_TDEG
-						     : k == CTX_TDEG;
+		bool allowed = s->kind == PS_CONTEXT ? k >= 0 && k != CTX_TDEG && k != CTX_SP
+						     : k == CTX_TDEG || k == CTX_SP;
 		if (!allowed) {
 			diag_error(R->d, kv->name_loc, "unknown %s option '%s'",
 				   s->kind == PS_CONTEXT ? "context" : "tensor", kv->name);
@@ -174,7 +174,7 @@ static void read_options(struct resolver *R, const struct pstmt *s,
 				diag_hint(R->d, "context options: convert_to_fp32, rotate_method, "
 					  "ulysses_anything, ring_anything, ring_degree, ulysses_degree");
 			else
-				diag_hint(R->d, "tensor options: tp_degree");
+				diag_hint(R->d, "tensor options: tp_degree, sequence_parallel");
 			continue;
 		}
 		if (seen[k]) {
@@ -191,6 +191,7 @@ static void read_options(struct resolver *R, const struct pstmt *s,
 		case CTX_FP32:
 		case CTX_UANY:
 		case CTX_RANY:
+		case CTX_SP:
 			if (v.kind != VAL_BOOL) {
 				diag_error(R->d, kv->val->loc, "'%s' must be true or false, not %s",
 					   kv->name, value_str(R->a, &v));
@@ -200,6 +201,8 @@ static void read_options(struct resolver *R, const struct pstmt *s,
 				c->convert_to_fp32 = v.i;
 			else if (k == CTX_UANY)
 				c->ulysses_anything = v.i;
+			else if (k == CTX_SP)
+				c->seq_parallel = v.i;
 			else
 				c->ring_anything = v.i;
 			break;
@@ -1254,6 +1257,15 @@ struct plan_cfg *plan_resolve(struct arena *a, struct diag_ctx *d,
 	check_degree(&R, CTX_RDEG, degree[CTX_RDEG], c->ring, c->ax_ring, "ring");
 	check_degree(&R, CTX_UDEG, degree[CTX_UDEG], c->ulysses, c->ax_ulysses, "ulysses");
 	check_degree(&R, CTX_TDEG, degree[CTX_TDEG], c->tp, c->ax_tp, "tp");
+	/* Sequence-parallel TP splits the sequence over tp; a context axis
+	 * splits it too, and one dim split by two groups has no lowering. */
+	if (c->seq_parallel && c->tp > 1 && plan_cp(c) > 1) {
+		diag_error(d, c->ctx_loc[CTX_SP], "sequence_parallel splits the sequence over tp, "
+			   "which ring x ulysses (%" PRId64 " ranks) splits already", plan_cp(c));
+		diag_note(d, c->ax_ring >= 0 ? c->axes[c->ax_ring].loc : c->axes[c->ax_ulysses].loc,
+			  "the context axis is set here");
+		diag_hint(d, "use sequence_parallel with tp (and cfg) only");
+	}
 	check_context(&R);
 	note_idle_axes(&R);
 

@@ -63,6 +63,9 @@ struct plan_cfg {
 	bool convert_to_fp32;
 	enum rotate_method rotate;
 	bool ulysses_anything, ring_anything;
+	/* `tensor sequence_parallel = true`: between tp regions activations
+	 * stay split on the sequence (dim 1) over tp (Megatron-SP) */
+	bool seq_parallel;
 	dtpc_loc ctx_loc[8]; /* where each option was written (for notes) */
 
 	enum g_dtype dtype;  /* the `dtype = "...";` setting: every tensor's storage */
@@ -73,7 +76,7 @@ struct plan_cfg {
 	struct style_use **styles; /* per module, linked list */
 };
 
-enum ctx_opt { CTX_FP32, CTX_ROTATE, CTX_UANY, CTX_RANY, CTX_RDEG, CTX_UDEG, CTX_TDEG };
+enum ctx_opt { CTX_FP32, CTX_ROTATE, CTX_UANY, CTX_RANY, CTX_RDEG, CTX_UDEG, CTX_TDEG, CTX_SP };
 
 struct compile_opts {
 	const char *plan;   /* --plan */

@@ -128,6 +128,8 @@ cJSON *summary_build(struct arena *a, const struct plan_cfg *c,
 			cJSON_AddStringToObject(params, m->param_names[i], value_str(a, v));
 	}
 	cJSON_AddItemToObject(j, "world", json_int(c->world));
+	if (c->seq_parallel && c->tp > 1)
+		cJSON_AddBoolToObject(j, "sequence_parallel", true);
 	if (c->cfg > 1) {
 		/* CFG parallel: which inputs have their batch split */
 		cJSON *cj = cJSON_AddObjectToObject(j, "cfg");
@@ -295,6 +297,9 @@ void summary_print_text(const cJSON *j, FILE *out)
 	/* named where the plan chose another than the default */
 	if (strcmp(jstr(j, "dtype"), "f32"))
 		fprintf(out, "  dtype     %s (storage; float32 accumulation)\n", jstr(j, "dtype"));
+	if (cJSON_IsTrue(cJSON_GetObjectItem(j, "sequence_parallel")))
+		fprintf(out, "  tensor    sequence_parallel: rowwise outputs reduce-scattered "
+			"along the sequence, colwise inputs all-gathered\n");
 	const cJSON *cfg = cJSON_GetObjectItem(j, "cfg");
 	if (cfg) {
 		fprintf(out, "  cfg       the batch split over %.0f ranks:", jnum(cfg, "ranks"));

@@ -456,6 +456,21 @@ dtpc_status exec_check(struct dtpc_session *s, uint32_t i)
 	case OP_all_reduce:
 		REQUIRE(same_dims(s, x, out) && o->group >= 0, i, name, "shapes");
 		return DTPC_OK;
+	case OP_reduce_scatter: {
+		int d = (int)o->attr[0];
+		REQUIRE(d >= 0 && d < nd(s, out) && nd(s, x) == nd(s, out), i, name, "dim");
+		for (int e = 0; e < nd(s, out); e++)
+			REQUIRE(e == d || dims(s, x)[e] == dims(s, out)[e], i, name, "dim %d differs", e);
+		int32_t p = g->tensors[out].pattern[d];
+		REQUIRE(pattern_on_group(g, p, o->group) && g->tensors[x].pattern[d] < 0 &&
+				g->patterns[p].nblk == 1 && block_size(g, p, 0) == dims(s, x)[d],
+			i, name, "the output must be this rank's chunk of one block over the group");
+		/* scratch elements are of the storage dtype, as the pieces */
+		REQUIRE(scratch_floats(s, o) >= s->numel[x] + s->numel[out] *
+						     (int64_t)g->groups[o->group].size,
+			i, name, "scratch too small");
+		return DTPC_OK;
+	}
 	case OP_norm_stats: {
 		int64_t rows = row_count(s, x), cols = o->attr[1] == K_NS_CENTRED ? 2 : 1;
 		REQUIRE(nd(s, x) >= 1 && nd(s, out) == nd(s, x) && o->attr[0] >= 1 &&
@@ -720,6 +735,46 @@ static dtpc_status exec_all_gather(struct dtpc_session *s, const struct g_op *o)
 			gstart += block_size(g, p, b);
 		}
 	}
+	return DTPC_OK;
+}
+
+/* Sequence-parallel TP's reduce-scatter, over the backend's all-to-all:
+ * member m gets my chunk m of dim d (packed, row after row), and I add the
+ * chunks every member sends me in member order — the same order on every
+ * rank. Each rank sends (P - 1) / P of its partial sums, as a ring
+ * reduce-scatter does. The adds run in the storage dtype (a bf16 sum is
+ * rounded after each of the P - 1 adds; an all-reduce rounds once). */
+static dtpc_status exec_reduce_scatter(struct dtpc_session *s, const struct g_op *o)
+{
+	const struct g_graph *g = s->g;
+	uint32_t x = opnd(s, o, 0), out = o->out, i = op_index(s, o);
+	int d = (int)o->attr[0];
+	int32_t p = g->tensors[out].pattern[d];
+	const struct comm_group *cg = &s->groups[o->group];
+	int64_t in_ = inner(s, x, d), rows = outer(s, x, d), mine = s->numel[out];
+	float *send = scratch(s, o), *recv = el(s, send, s->numel[x]);
+	struct counts C = counts_of(s);
+	size_t at = 0;
+	for (int m = 0; m < cg->n; m++) {
+		const struct g_chunk *c = graph_chunk(g, (uint32_t)p, 0, (uint32_t)m);
+		DEV(s, o, copy2d, at_byte(send, at), c->len * in_, el(s, rt_data(s, x), c->start * in_),
+		    dims(s, x)[d] * in_, rows, c->len * in_);
+		C.c[m] = bytes(s, rows * c->len * in_);
+		C.d[m] = at;
+		at += C.c[m];
+		C.c2[m] = bytes(s, mine);
+		C.d2[m] = bytes(s, mine * m);
+	}
+	TRY(to_host(s, o, send, at));
+	if (s->c->ops->alltoallv(s->c, cg, tag(s, i), cbuf(s, send), C.c, C.d, cbuf(s, recv), C.c2,
+				 C.d2))
+		return comm_fail(s, i);
+	TRY(to_dev(s, o, recv, bytes(s, mine * cg->n)));
+	float *y = rt_data(s, out);
+	int64_t sh[1] = { mine };
+	DEV(s, o, copy, y, recv, bytes(s, mine));
+	for (int m = 1; m < cg->n; m++)
+		DEV(s, o, binary, K_ADD, y, sh, el(s, recv, mine * m), sh, y, sh, 1);
 	return DTPC_OK;
 }
 
@@ -1213,6 +1268,8 @@ dtpc_status exec_op(struct dtpc_session *s, uint32_t i)
 		return exec_all_gather(s, o);
 	case OP_all_reduce:
 		return exec_all_reduce(s, o);
+	case OP_reduce_scatter:
+		return exec_reduce_scatter(s, o);
 	case OP_ulysses_a2a:
 		return exec_ulysses(s, o);
 	case OP_ring_attention:

@@ -207,7 +207,10 @@ struct g_requires {
  *                attr[1]): 0 sum(x) [.., 1]; 1 sum(x - c) and sum((x - c)^2)
  *                [.., 2] with c = operand 1 / attr[0] (the all-reduced
  *                sum(x) over the whole width attr[0] = N); 2 sum(x^2) [.., 1].
- *                Accumulated in float64 */
+ *                Accumulated in float64
+ *   reduce_scatter attr[0] dim: sum over the group of the whole input, this
+ *                rank keeping its chunk of dim (the output's pattern, one
+ *                block); scratch: the pieces sent, then the pieces received */
 struct g_op {
 	uint16_t kind;
 	uint16_t nin;
@@ -436,7 +439,7 @@ _Static_assert(offsetof(struct g_tensor, dims) == 40 && offsetof(struct g_op, at
  * op updates OP_COUNT here (and docs/graph-format.md's list); a new id of 64
  * or more needs a wider g_requires.ops, i.e. a new capability bit and
  * section in a minor version. */
-_Static_assert(OP_COUNT == 27, "a new op: update OP_COUNT here and the op list in "
+_Static_assert(OP_COUNT == 28, "a new op: update OP_COUNT here and the op list in "
 	       "docs/graph-format.md");
 _Static_assert(OP_linear == 0 && OP_gelu == 3 && OP_attention == 11 && OP_param == 12 &&
 	       OP_shard == 14 && OP_ring_attention == 18, "op ids are never renumbered");

@@ -33,6 +33,12 @@ uint64_t graph_comm_bytes(const struct g_graph *g, uint32_t op, uint32_t rank)
 	case OP_all_gather:
 		/* every other rank's chunk arrives once */
 		return local_bytes(g, o->out, rank) - local_bytes(g, in, rank);
+	case OP_reduce_scatter: {
+		/* every chunk but mine leaves, once */
+		uint64_t all = local_bytes(g, in, rank);
+		return all - all / (uint64_t)graph_local_dim(g, in, (int)o->attr[0], rank) *
+				     (uint64_t)graph_local_dim(g, o->out, (int)o->attr[0], rank);
+	}
 	case OP_all_reduce:
 		/* ring all-reduce: reduce-scatter then all-gather, of float32
 		 * whatever the storage (the partial sums are rounded once, after

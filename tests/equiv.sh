@@ -131,6 +131,7 @@ if [ "$MODE" = mpi ]; then
 	case_ mpi-tiny-cfg2xulysses2xtp2 examples/tiny_dit.plan tiny_dit_8 \
 		"cfg = 2, ulysses = 2, tp = 2" "" -D seq=64 -D batch=2
 	case_ mpi-qknorm-tp4 tests/plans/qknorm.plan tp "tp = 4" ""
+	case_ mpi-sp-tp4 tests/plans/sp.plan tiny_sp "tp = 4" ""
 else
 	matrix tiny examples/tiny_dit.plan tiny_dit_8 tiny_dit_tp -D seq=64
 	case_ tiny-ulysses-anything3 examples/tiny_dit.plan tiny_dit_8 "ulysses = 3" \
@@ -181,6 +182,18 @@ else
 	case_ qknorm-cfg2xulysses2xtp2 $Q usp_tp "cfg = 2, ulysses = 2, tp = 2" ""
 	RUN_OPTS="--dtype bf16"
 	case_ qknorm-tp2-bf16 $Q tp "tp = 2" ""
+	RUN_OPTS=
+	# sequence-parallel TP (tests/plans/sp.plan): reduce-scatters and
+	# all-gathers over tp; an uneven sequence (50 over 3), with cfg, with
+	# distributed q/k norms
+	SP=tests/plans/sp.plan
+	case_ sp-tiny-tp2 $SP tiny_sp "tp = 2" ""
+	case_ sp-tiny-tp4 $SP tiny_sp "tp = 4" ""
+	case_ sp-tiny-tp3-uneven $SP tiny_sp "tp = 3" "" -D seq=50 -D heads=3 -D hidden=48 -D ffn=96
+	case_ sp-tiny-cfg2xtp2 $SP tiny_sp "cfg = 2, tp = 2" "" -D batch=2
+	case_ sp-qknorm-tp4 $SP qknorm_sp "tp = 4" ""
+	RUN_OPTS="--dtype bf16"
+	case_ sp-tiny-tp4-bf16 $SP tiny_sp "tp = 4" ""
 	RUN_OPTS=
 	# the language of diffusers' forward (tests/plans/forward.plan): a
 	# tuple's outputs split one by one, root rebinding with the split where

@@ -138,6 +138,18 @@ for C in 2; do
 		$((L * 4 * (B / C) * (S / 2) * H * b * (2 - 1) / 2)) -D batch=$B
 done
 
+# Sequence-parallel TP (tests/plans/sp.plan, the tiny DiT): each rowwise
+# output is reduce-scattered along the sequence, S·H·b·(T-1)/T, and each
+# colwise input all-gathered, the same: together the all-reduce's 2·S·H·b·(T-1)/T
+# (2 rowwise, 2 gathered inputs per block). Without it: no reduce-scatter.
+LFILE=tests/plans/sp.plan
+for T in 2 4; do
+	volume "sp-tp$T-reduce-scatter" tiny_sp "tp = $T" reduce_scatter $((L * 2 * S * H * b * (T - 1) / T))
+	volume "sp-tp$T-all-gather" tiny_sp "tp = $T" all_gather $((L * 2 * S * H * b * (T - 1) / T))
+done
+golden sp-tp2 tiny_sp "tp = 2" "" 1
+LFILE=tests/lower/tiny.plan
+
 # Distributed norms (tests/lower/ltx_qk.plan, LTX-Video's q/k RMSNorm over
 # the whole inner dim I = 2048 after a colwise to_q / to_k, S = 64 tokens,
 # T = 4): each norm all-reduces one float per token, 2·S·b·(T-1)/T, beside
