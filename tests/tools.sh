@@ -132,6 +132,51 @@ else
 	skipped tools/trace-mpi-merged "no mpirun, or a build without MPI"
 fi
 
+# ---- an MPI job's failures, printed once by rank 0 --------------------------------------------
+# Under mpirun each rank sends rank 0 how it ended; rank 0 prints each
+# distinct failure once with its ranks (exactly, as a golden: every rank
+# failing to bind alike; a missing file; one rank's bad per-rank file and
+# the others' consequence). A rank stopped mid-run (SIGSTOP, by
+# tests/tools/stop-rank.sh) does not hang the job: the others time out,
+# rank 0 names it as not reporting, each line is printed once, and the job
+# ends within a bound.
+if [ -n "${DTPC_SAN:-}" ]; then
+	skipped tools/mpi-failures-once "the sanitizer pass runs no MPI"
+elif command -v mpirun >/dev/null 2>&1 && [ -x "$BUILD/tests/mpi_test_comm_mpi" ]; then
+	mpi4() { timeout 120 mpirun -np 4 --oversubscribe --allow-run-as-root --mca btl self,vader "$@"; }
+	FX=tests/fixtures
+	"$DTPC" $FX/flux.plan --plan flux_fixture_cp --mesh "ring = 2, ulysses = 2" -o "$tmp/cp4.graph" -q
+	"$DTPC" shard "$tmp/cp4.graph" --weights $FX/flux.weights.safetensors --out "$tmp/per4" >/dev/null
+	cp -r "$tmp/per4" "$tmp/per4bad"
+	python3 tests/ckpt.py flatten "$tmp/per4bad/rank-00002-of-00004.safetensors" \
+		transformer_blocks.0.attn.to_q.weight
+	{
+		mpi4 "$DTPC" run "$tmp/u4.graph" --backend mpi --weights "$tmp/bad.safetensors" \
+			--timeout 20 2>&1; echo "exit $?"
+		mpi4 "$DTPC" run "$tmp/u4.graph" --backend mpi --weights "$tmp/nothing" 2>&1; echo "exit $?"
+		mpi4 "$DTPC" run "$tmp/cp4.graph" --backend mpi --inputs $FX/flux.inputs.safetensors \
+			--weights "$tmp/per4bad" --timeout 20 2>&1; echo "exit $?"
+	} | grep -E '^(dtpc|exit)' | sed "s|$tmp|TMP|g" >"$tmp/mpi-errors.out"
+	compare tools/mpi-errors-once tests/tools/mpi-errors-once.expected "$tmp/mpi-errors.out"
+	t0=$(date +%s)
+	STOPPED_PID="$tmp/stopped.pid" mpi4 -x STOPPED_PID sh tests/tools/stop-rank.sh 3 \
+		"$DTPC" run "$tmp/u4.graph" --backend mpi --steps 1000000 --timeout 2 >"$tmp/stop.out" 2>&1
+	rc=$? t=$(($(date +%s) - t0))
+	[ -s "$tmp/stopped.pid" ] && kill -KILL "$(cat "$tmp/stopped.pid")" 2>/dev/null
+	grep '^dtpc' "$tmp/stop.out" >"$tmp/stop.lines"
+	if [ "$rc" = 1 ] && [ "$t" -lt 60 ] &&
+		grep -qx 'dtpc: rank 3: communication failed: did not report within 2 s (stopped, stuck or gone)' \
+			"$tmp/stop.lines" &&
+		[ "$(sort "$tmp/stop.lines" | uniq -d)" = "" ] && ! grep -v '^dtpc: ranks\{0,1\} [0-9]' "$tmp/stop.lines"
+	then ok; else
+		bad tools/mpi-stopped-rank-named
+		echo "  exit $rc after $t s:"
+		head -20 "$tmp/stop.out"
+	fi
+else
+	skipped tools/mpi-failures-once "no mpirun, or a build without MPI"
+fi
+
 # ---- a trace as a picture: dtpc timeline ---------------------------------------------------
 # A committed two-rank trace (tests/tools/timeline-small.json, cut from a
 # tiny_dit_8 run) gives the exact SVG; tests/tools/timeline_check.py holds
