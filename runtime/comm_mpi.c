@@ -35,6 +35,7 @@
 
 enum {
 	BUSY_MS = 10,         /* polling without sleeping, for a collective's first 10 ms */
+	STOP_GRACE_MS = 200,  /* a collective's time to end after a failure is heard of */
 	SLEEP_MAX_NS = 50000, /* the longest sleep between polls after that */
 	TAG_SHIFT = 1,        /* on a group's communicator */
 	MPI_WHAT = 96,
@@ -179,6 +180,8 @@ static int wait_all(struct mpi *m, int n, MPI_Request *req, MPI_Status *st, stru
 		    const char *group)
 {
 	struct timespec deadline = comm_deadline(m->timeout_ms), busy = comm_deadline(BUSY_MS);
+	struct timespec grace;
+	bool stopping = false;
 	long sleep_ns = 1000;
 	for (;;) {
 		int done = 0;
@@ -187,7 +190,15 @@ static int wait_all(struct mpi *m, int n, MPI_Request *req, MPI_Status *st, stru
 			return mpi_failed(m, e, st, n, t, group);
 		if (done)
 			return COMM_OK;
-		if (heard(m)) {
+		/* a collective every member entered before the failure may be
+		 * about to end: it gets a moment, so that the ranks stop where
+		 * the failure meets them (the next collective) rather than
+		 * wherever their polls happened to be */
+		if (!stopping && heard(m)) {
+			stopping = true;
+			grace = comm_deadline(STOP_GRACE_MS);
+		}
+		if (stopping && comm_past(&grace)) {
 			m->pending = true;
 			return comm_errorf(&m->c, COMM_FAILED, "%s", m->stop.why);
 		}

@@ -809,6 +809,15 @@ static dtpc_status ring_step(struct dtpc_session *s, const struct g_op *o, bool 
 	return DTPC_OK;
 }
 
+/* Tracing: now, once the work queued on an asynchronous device is done (a
+ * failed sync shows at the op's own sync in run_ops). */
+static double part_end(struct dtpc_session *s)
+{
+	if (!s->dv->ops->host_memory)
+		s->dv->ops->sync(s->dv);
+	return rt_now();
+}
+
 static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 {
 	const struct g_graph *g = s->g;
@@ -854,6 +863,7 @@ static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 			at += C.c2[m];
 		}
 		size_t mask_at = at;
+		double tg = s->tracing ? rt_now() : 0;
 		TRY(to_host(s, o, rt_data(s, k), C.c[me]));
 		TRY(to_host(s, o, rt_data(s, v), C.c2[me]));
 		if (s->c->ops->allgatherv(s->c, cg, tag(s, i), cbuf(s, rt_data(s, k)), cbuf(s, buf),
@@ -874,10 +884,17 @@ static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 				return comm_fail(s, i);
 		}
 		TRY(to_dev(s, o, buf, at));
+		if (s->tracing)
+			rt_trace_part(s, i, TRACE_COMM, 0, tg, part_end(s),
+				      (uint64_t)(C.c[me] + C.c2[me]) * (uint64_t)(P - 1) +
+					      (mask ? bytes(s, B * rows[me]) * (uint64_t)(P - 1) : 0));
 		size_t kat = 0, mat = mask_at;
 		for (int m = 0; m < P; m++) {
+			double t0 = s->tracing ? rt_now() : 0;
 			TRY(ring_step(s, o, m == 0, at_byte(buf, kat), at_byte(buf, C.d2[m]),
 				      mask ? at_byte(buf, mat) : NULL, rows[m], acc, lse, blk, lse_blk));
+			if (s->tracing)
+				rt_trace_part(s, i, TRACE_COMPUTE, (uint32_t)m, t0, part_end(s), 0);
 			kat += bytes(s, B * rows[m] * Wk);
 			mat += bytes(s, B * rows[m]);
 		}
@@ -896,15 +913,19 @@ static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 		size_t sbytes = bytes(s, B * rows[src] * (Wk + Wv + Wm));
 		size_t rbytes = bytes(s, B * rows[nsrc] * (Wk + Wv + Wm));
 		struct comm_request *req = NULL;
+		double ts = s->tracing ? rt_now() : 0;
 		if (step < P - 1) {
 			TRY(to_host(s, o, cur, sbytes));
 			if (s->c->ops->shift_start(s->c, cg, tag(s, i), cbuf(s, cur), sbytes,
 						   cbuf(s, next), rbytes, &req))
 				return comm_fail(s, i);
 		}
+		double t0 = s->tracing ? rt_now() : 0;
 		dtpc_status st = ring_step(s, o, step == 0, cur, el(s, cur, B * rows[src] * Wk),
 					   mask ? el(s, cur, B * rows[src] * (Wk + Wv)) : NULL,
 					   rows[src], acc, lse, blk, lse_blk);
+		if (s->tracing && !st)
+			rt_trace_part(s, i, TRACE_COMPUTE, (uint32_t)step, t0, part_end(s), 0);
 		/* the transfer owns its buffers until it is waited for */
 		if (req && s->c->ops->shift_wait(s->c, req))
 			return st ? st : comm_fail(s, i);
@@ -912,6 +933,8 @@ static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 			return st;
 		if (req)
 			TRY(to_dev(s, o, next, rbytes));
+		if (req && s->tracing)
+			rt_trace_part(s, i, TRACE_COMM, (uint32_t)step, ts, part_end(s), sbytes);
 		float *t = cur;
 		cur = next;
 		next = t;

@@ -99,33 +99,59 @@ else
 fi
 
 # ---- one trace for an MPI job ----------------------------------------------------------------
-# Four MPI ranks, Ulysses over all four: rank 0 writes one trace with a
-# process per rank, a row per stream, counters of bytes on the wire and of
-# the arena, and clocks aligned at a barrier (tests/tools/trace_check.py);
-# no per-rank files; the checker's negative controls: a rank's clock off by
+# Four MPI ranks, ring 2 (rotating) x Ulysses 2: rank 0 writes one trace
+# with a process per rank, a row per stream, counters of bytes on the wire
+# and of the arena, clocks aligned at a barrier, and ring attention's parts
+# as the executor timed them: its steps on the compute row, its K/V shifts
+# on the communication row, inside the op (tests/tools/trace_check.py); no
+# per-rank files; the checker's negative controls: a rank's clock off by
 # 1 s, a rank missing, a compute span on the communication row, the bytes
-# counter falling, the arena counter dropped.
+# counter falling, the arena counter dropped, the attention steps dropped,
+# a shift moved out of its op.
 if [ -n "${DTPC_SAN:-}" ]; then
 	skipped tools/trace-mpi-merged "the sanitizer pass runs no MPI (Open MPI's allocations read as leaks)"
 elif command -v mpirun >/dev/null 2>&1 && [ -x "$BUILD/tests/mpi_test_comm_mpi" ]; then
 	"$DTPC" examples/tiny_dit.plan --plan tiny_dit_8 --mesh "ring = 1, ulysses = 4, tp = 1" \
 		-o "$tmp/u4.graph" -q
+	"$DTPC" examples/tiny_dit.plan --plan tiny_dit_8 --mesh "ring = 2, ulysses = 2, tp = 1" \
+		--context 'rotate_method = "alltoall"' -o "$tmp/r2u2.graph" -q
 	check trace-mpi-merged sh -c "timeout 120 mpirun -np 4 --oversubscribe --allow-run-as-root \
-		--mca btl self,vader '$DTPC' run '$tmp/u4.graph' --backend mpi --steps 2 \
+		--mca btl self,vader '$DTPC' run '$tmp/r2u2.graph' --backend mpi --steps 2 \
 		--trace '$tmp/mpi.json' >/dev/null && ! ls '$tmp'/mpi.json.rank* 2>/dev/null &&
-		python3 tests/tools/trace_check.py '$tmp/mpi.json' 4"
+		python3 tests/tools/trace_check.py '$tmp/mpi.json' 4 --parts"
 	for mutation in \
 		'[e.update(ts=e["ts"] + 1e6) for e in d["traceEvents"] if e["pid"] == 2 and e["ph"] == "X"]' \
 		'd["traceEvents"] = [e for e in d["traceEvents"] if e["pid"] != 3]' \
 		'next(e for e in d["traceEvents"] if e.get("cat") == "compute").update(tid=1)' \
 		'next(e for e in d["traceEvents"] if e["ph"] == "C" and "sent" in e["args"])["args"].update(sent=1 << 40)' \
-		'd["traceEvents"] = [e for e in d["traceEvents"] if e["name"] != "arena"]'; do
+		'd["traceEvents"] = [e for e in d["traceEvents"] if e["name"] != "arena"]' \
+		'd["traceEvents"] = [e for e in d["traceEvents"] if e.get("args", {}).get("part") != "attention"]' \
+		'next(e for e in d["traceEvents"] if e.get("args", {}).get("part") == "kv shift").update(ts=1e9)'; do
 		python3 -c "import json, sys
 d = json.load(open(sys.argv[1]))
 $mutation
 json.dump(d, open(sys.argv[2], 'w'))" "$tmp/mpi.json" "$tmp/bad.json" 2>/dev/null
-		if python3 tests/tools/trace_check.py "$tmp/bad.json" 4 >/dev/null 2>&1; then
+		if python3 tests/tools/trace_check.py "$tmp/bad.json" 4 --parts >/dev/null 2>&1; then
 			bad "tools/trace_check.py accepts: $mutation"
+		else ok; fi
+	done
+	# the documented schema (docs/schemas/trace.schema.json): the merged
+	# trace; a local run's and the committed one are checked below
+	check trace-schema-mpi python3 tests/tools/schema_check.py docs/schemas/trace.schema.json \
+		"$tmp/mpi.json"
+	for mutation in \
+		'd["traceEvents"][5]["ph"] = "B"' \
+		'next(e for e in d["traceEvents"] if e["ph"] == "X")["ts"] = "0"' \
+		'next(e for e in d["traceEvents"] if e["ph"] == "X")["tid"] = 2' \
+		'next(e for e in d["traceEvents"] if e["ph"] == "X")["args"] = {"colour": 1}' \
+		'del d["traceEvents"][0]["pid"]'; do
+		python3 -c "import json, sys
+d = json.load(open(sys.argv[1]))
+$mutation
+json.dump(d, open(sys.argv[2], 'w'))" "$tmp/mpi.json" "$tmp/bad.json" 2>/dev/null
+		if python3 tests/tools/schema_check.py docs/schemas/trace.schema.json "$tmp/bad.json" \
+			>/dev/null 2>&1; then
+			bad "tools/trace-schema accepts: $mutation"
 		else ok; fi
 	done
 else
@@ -135,8 +161,9 @@ fi
 # ---- an MPI job's failures, printed once by rank 0 --------------------------------------------
 # Under mpirun each rank sends rank 0 how it ended; rank 0 prints each
 # distinct failure once with its ranks (exactly, as a golden: every rank
-# failing to bind alike; a missing file; one rank's bad per-rank file and
-# the others' consequence). A rank stopped mid-run (SIGSTOP, by
+# failing to bind alike; a missing file; then, checked by
+# tests/tools/failure_lines.py, one rank's bad per-rank file and the others'
+# consequence). A rank stopped mid-run (SIGSTOP, by
 # tests/tools/stop-rank.sh) does not hang the job: the others time out,
 # rank 0 names it as not reporting, each line is printed once, and the job
 # ends within a bound.
@@ -154,10 +181,29 @@ elif command -v mpirun >/dev/null 2>&1 && [ -x "$BUILD/tests/mpi_test_comm_mpi" 
 		mpi4 "$DTPC" run "$tmp/u4.graph" --backend mpi --weights "$tmp/bad.safetensors" \
 			--timeout 20 2>&1; echo "exit $?"
 		mpi4 "$DTPC" run "$tmp/u4.graph" --backend mpi --weights "$tmp/nothing" 2>&1; echo "exit $?"
-		mpi4 "$DTPC" run "$tmp/cp4.graph" --backend mpi --inputs $FX/flux.inputs.safetensors \
-			--weights "$tmp/per4bad" --timeout 20 2>&1; echo "exit $?"
 	} | grep -E '^(dtpc|exit)' | sed "s|$tmp|TMP|g" >"$tmp/mpi-errors.out"
 	compare tools/mpi-errors-once tests/tools/mpi-errors-once.expected "$tmp/mpi-errors.out"
+	# one rank's bad file: its line, and the others' consequence (where each
+	# stops depends on when the failure reaches it: each rank is on exactly
+	# one line, each line distinct)
+	mpi4 "$DTPC" run "$tmp/cp4.graph" --backend mpi --inputs $FX/flux.inputs.safetensors \
+		--weights "$tmp/per4bad" --timeout 20 >"$tmp/one-bad.out" 2>&1
+	rc=$?
+	check mpi-one-rank-fails sh -c "test $rc = 1 && grep '^dtpc' '$tmp/one-bad.out' | sed 's|$tmp|TMP|g' |
+		python3 tests/tools/failure_lines.py 4 2 \"weight or input binding failed: \
+TMP/per4bad/rank-00002-of-00004.safetensors: weight 'transformer_blocks.0.attn.to_q.weight' \
+has shape [1024], but this rank's slice is [32, 32]\""
+	# the checker's negative controls: a rank on two lines, a line twice, a
+	# consequence of another rank, a rank missing
+	for lines in 'dtpc: ranks 0-1: communication failed: op 5 (x): rank 2 failed: m|dtpc: rank 0: communication failed: op 6 (x): rank 2 failed: m' \
+		'dtpc: ranks 0-1: communication failed: op 5 (x): rank 2 failed: m|dtpc: ranks 0-1: communication failed: op 5 (x): rank 2 failed: m' \
+		'dtpc: ranks 0-1: communication failed: op 5 (x): rank 1 failed: m' \
+		'dtpc: rank 0: communication failed: op 5 (x): rank 2 failed: m'; do
+		if printf '%s|dtpc: rank 2: s: m\n' "$lines" | tr '|' '\n' |
+			python3 tests/tools/failure_lines.py 3 2 "s: m" >/dev/null 2>&1; then
+			bad "tools/failure_lines.py accepts: $lines"
+		else ok; fi
+	done
 	t0=$(date +%s)
 	STOPPED_PID="$tmp/stopped.pid" mpi4 -x STOPPED_PID sh tests/tools/stop-rank.sh 3 \
 		"$DTPC" run "$tmp/u4.graph" --backend mpi --steps 1000000 --timeout 2 >"$tmp/stop.out" 2>&1
@@ -202,6 +248,8 @@ done
 "$DTPC" run "$tmp/t8.graph" --trace "$tmp/t8.json" >/dev/null 2>&1
 check timeline-run sh -c "'$DTPC' timeline '$tmp/t8.json' -o '$tmp/t8.svg' &&
 	python3 tests/tools/timeline_check.py '$tmp/t8.json' '$tmp/t8.svg'"
+check trace-schema-local python3 tests/tools/schema_check.py docs/schemas/trace.schema.json \
+	"$tmp/t8.json" tests/tools/timeline-small.json
 if command -v rsvg-convert >/dev/null 2>&1; then
 	check timeline-renders rsvg-convert -o "$tmp/t8.png" "$tmp/t8.svg"
 else
