@@ -312,10 +312,6 @@ static void check_context(struct resolver *R)
 	}
 }
 
-/* Only ring, ulysses and tp have styles today; along another axis (cfg, dp)
- * every rank computes what its neighbours compute. That is a waste, not a
- * wrong result, so it is a note at the axis. An axis that gains a style
- * leaves this list. */
 /* The positions grid_ids and text_ids write are stored in the plan's dtype:
  * each must be an integer that dtype holds exactly, or the RoPE angles
  * would be those of rounded positions (diffusers computes them exactly). */
@@ -335,12 +331,16 @@ static void check_positions(struct resolver *R)
 			   "(integers up to %" PRId64 " are)", op_table[o->kind].name, ext,
 			   graph_dtype_name(c->dtype), exact);
 		diag_note(R->d, c->dtype_loc, "the storage dtype is set here");
+		bool f16_holds = c->dtype == G_DT_BF16 && ext <= graph_dtype_exact_ints(G_DT_F16);
 		diag_hint(R->d, "diffusers computes positions exactly: compile in f32%s, or with "
-			  "fewer positions", c->dtype == G_DT_BF16 && ext <= graph_dtype_exact_ints(
-			  G_DT_F16) ? " or f16 (exact up to 2048)" : "");
+			  "fewer positions", f16_holds ? " or f16 (exact up to 2048)" : "");
 	}
 }
 
+/* Only ring, ulysses and tp have styles today; along another axis (cfg, dp)
+ * every rank computes what its neighbours compute. That is a waste, not a
+ * wrong result, so it is a note at the axis. An axis that gains a style
+ * leaves this list. */
 static void note_idle_axes(struct resolver *R)
 {
 	static const char *const styled[] = { "ring", "ulysses", "tp" };
