@@ -70,8 +70,9 @@ struct dev_ops {
 	int (*copy2d)(struct dev *d, float *dst, int64_t dst_stride, const float *src,
 		      int64_t src_stride, int64_t rows, int64_t cols);
 	/* Optional (pad): rows x cols elements of a strided view set to value
-	 * (in the storage dtype, as every kernel's data); a session refuses a
-	 * graph with pad on a device without it (exec_check). */
+	 * (in the storage dtype, as every kernel's data: rounded to it, to
+	 * nearest even); a session refuses a graph with pad on a device
+	 * without it (exec_check). */
 	int (*fill2d)(struct dev *d, float *dst, int64_t dst_stride, int64_t rows, int64_t cols,
 		      float value);
 	int (*rope)(struct dev *d, const float *x, int64_t x_stride, const float *cos,
@@ -83,8 +84,11 @@ struct dev_ops {
 			 int64_t k_stride, const float *v, int64_t v_stride, const float *mask,
 			 float *out, float *lse, int64_t B, int64_t Sq, int64_t Skv, int64_t H,
 			 int64_t D, int64_t Dv, void *workspace);
-	int (*lse_merge)(struct dev *d, float *out, float *lse, const float *out_blk,
-			 const float *lse_blk, int64_t B, int64_t Sq, int64_t H, int64_t Dv);
+	/* out (the accumulator) in dtype acc: the storage dtype, or float32
+	 * where ring attention merges in float32 (convert_to_fp32) */
+	int (*lse_merge)(struct dev *d, float *out, dtpc_dtype acc, float *lse,
+			 const float *out_blk, const float *lse_blk, int64_t B, int64_t Sq,
+			 int64_t H, int64_t Dv);
 	/* the embeddings of kernels.h (k_timestep_embedding ... k_unpatchify);
 	 * timesteps and positions are read, and tables written, in the
 	 * storage dtype, computed as kernels.h says whatever it is */
