@@ -537,6 +537,8 @@ static int mpi_end(struct comm *c, int code, int status, const char *why, struct
 		m->abort = true;
 		return 1;
 	}
+	for (int r = 1; r < world; r++)
+		ends[r] = (struct comm_end){ .reported = false };
 	ends[0] = (struct comm_end){ .reported = true, .code = code, .status = status };
 	snprintf(ends[0].why, sizeof ends[0].why, "%s", mine.why);
 	for (int r = 1; r < world; r++)

@@ -219,6 +219,20 @@ has shape [1024], but this rank's slice is [32, 32]\""
 		echo "  exit $rc after $t s:"
 		head -20 "$tmp/stop.out"
 	fi
+	# the backend alone (tests/mpi/test_comm_mpi.c's ending modes; rank 0
+	# prints each rank's end() report): fail() on rank 2 mid-collective
+	# reaches every rank; a rank that never arrives is named unreported
+	mpi4 "$BUILD/tests/mpi_test_comm_mpi" --fail >"$tmp/fail.out" 2>&1
+	rc=$?
+	check mpi-fail-reaches-every-rank sh -c "test $rc = 1 && test \"\$(grep -a '^rank' '$tmp/fail.out' |
+		sort)\" = \"\$(for r in 0 1 2 3; do
+			echo \"rank \$r: rank 2 failed: kernel error: NaN in blocks.3\"; done)\""
+	mpi4 "$BUILD/tests/mpi_test_comm_mpi" --timeout >"$tmp/timeout.out" 2>&1
+	rc=$?
+	check mpi-timeout-names-the-absent sh -c "test $rc = 1 &&
+		grep -aqx 'rank 3: (no report)' '$tmp/timeout.out' &&
+		test \"\$(grep -ac '^rank [012]: .*timed out after 0.3 s in op 17 (all_reduce blocks.3.attn) of group \[0 1 2 3\]\$' \
+			'$tmp/timeout.out')\" = 3"
 else
 	skipped tools/mpi-failures-once "no mpirun, or a build without MPI"
 fi
