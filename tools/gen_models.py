@@ -27,7 +27,8 @@ sharded with an index, one in bf16). Next to it:
                         the non-tensor forward arguments, seed and versions.
 
 Sizes are chosen so that token and head counts do not all divide the mesh
-degrees the tests use (3 heads, 15 or 45 image tokens, 7 text tokens).
+degrees the tests use (3 heads, 15 or 45 image tokens, 7 text tokens) in some
+cases, and divide them in others (plain ring and Ulysses need that).
 """
 
 import argparse
@@ -119,23 +120,23 @@ def qwen_inputs(cfg, gen, batch, frames, height, width, txt_seq, pad):
 
 
 CASES = {
-    # Flux.1-dev: guidance embedder; 4 heads (tp 2, ulysses 2 and 4), 15 image
-    # and 7 text tokens
+    # Flux.1-dev: guidance embedder; 4 heads (tp 2 and 4, ulysses 2 and 4), 12
+    # image and 8 text tokens (split 2 and 4 ways)
     "flux_dev": dict(
         cls=FluxTransformer2DModel, model="flux",
         cfg=dict(patch_size=1, in_channels=4, num_layers=1, num_single_layers=2,
                  attention_head_dim=8, num_attention_heads=4, joint_attention_dim=24,
                  pooled_projection_dim=20, guidance_embeds=True, axes_dims_rope=[2, 2, 4]),
-        inputs=lambda cfg, gen: flux_inputs(cfg, gen, batch=1, img_h=3, img_w=5, txt_seq=7,
+        inputs=lambda cfg, gen: flux_inputs(cfg, gen, batch=1, img_h=3, img_w=4, txt_seq=8,
                                             guidance=True)),
-    # Flux.1-schnell: no guidance; 3 heads (only the anything modes and ring
-    # split them), batch 2, saved in shards with an index
+    # Flux.1-schnell: no guidance; 3 heads, 15 image and 7 text tokens (only
+    # the anything modes split them), batch 2, saved in shards with an index
     "flux_schnell": dict(
         cls=FluxTransformer2DModel, model="flux", shard="40KB",
         cfg=dict(patch_size=1, in_channels=4, out_channels=6, num_layers=2, num_single_layers=1,
                  attention_head_dim=8, num_attention_heads=3, joint_attention_dim=16,
                  pooled_projection_dim=12, guidance_embeds=False, axes_dims_rope=[2, 2, 4]),
-        inputs=lambda cfg, gen: flux_inputs(cfg, gen, batch=2, img_h=3, img_w=4, txt_seq=5,
+        inputs=lambda cfg, gen: flux_inputs(cfg, gen, batch=2, img_h=3, img_w=5, txt_seq=7,
                                             guidance=False)),
     # Wan 2.1 T2V: 3 heads x 12 (RoPE axes 4, 4, 4), latent 4 x 3 x 6 x 10 ->
     # 3 x 3 x 5 = 45 tokens, 7 text tokens
@@ -156,14 +157,15 @@ CASES = {
                  cross_attn_norm=True, qk_norm="rms_norm_across_heads", rope_max_seq_len=16),
         inputs=lambda cfg, gen: wan_inputs(cfg, gen, batch=2, frames=2, height=4, width=8,
                                            txt_seq=6)),
-    # Qwen-Image: 4 heads x 8 (axes 2, 2, 4), img_shapes (1, 3, 5) -> 15
-    # tokens, 7 text tokens of which sample 1 pads the last 3 (the mask)
+    # Qwen-Image: 4 heads x 8 (axes 2, 2, 4), img_shapes (1, 3, 4) -> 12
+    # tokens (an odd height: centred positions -2..0), 8 text tokens of which
+    # sample 1 pads the last 3 (the mask)
     "qwenimage": dict(
         cls=QwenImageTransformer2DModel, model="qwenimage",
         cfg=dict(patch_size=2, in_channels=16, out_channels=4, num_layers=2, attention_head_dim=8,
                  num_attention_heads=4, joint_attention_dim=20, axes_dims_rope=[2, 2, 4]),
-        inputs=lambda cfg, gen: qwen_inputs(cfg, gen, batch=2, frames=1, height=3, width=5,
-                                            txt_seq=7, pad=[0, 3])),
+        inputs=lambda cfg, gen: qwen_inputs(cfg, gen, batch=2, frames=1, height=3, width=4,
+                                            txt_seq=8, pad=[0, 3])),
 }
 
 
