@@ -10,17 +10,34 @@
 
 #include "diag.h"
 
-enum expr_kind { EX_INT, EX_FLOAT, EX_STR, EX_BOOL, EX_PATH, EX_LIST, EX_BIN, EX_NEG };
+enum expr_kind {
+	EX_INT, EX_FLOAT, EX_STR, EX_BOOL, EX_PATH, EX_LIST, EX_BIN, EX_NEG,
+	EX_NOT,   /* `not a` (operand in a) */
+	EX_INDEX, /* a[b]: a list, b an integer index (negative from the end) */
+	EX_CALL,  /* s(items...): len, sum, prod, min, max, int, float */
+};
+
+/* EX_BIN operators: the one-character ones by their character, the others
+ * from 256 on. */
+enum {
+	BIN_FLOORDIV = 256, /* // */
+	BIN_EQ,             /* == */
+	BIN_NE,             /* != */
+	BIN_LE,             /* <= */
+	BIN_GE,             /* >= */
+	BIN_AND,            /* and */
+	BIN_OR,             /* or */
+};
 
 struct expr {
 	enum expr_kind kind;
 	dtpc_loc loc;
 	int64_t i;          /* EX_INT, EX_BOOL */
 	double f;           /* EX_FLOAT */
-	const char *s;      /* EX_STR text, EX_PATH dotted name */
-	int op;             /* EX_BIN: '+', '-', '*', '/' */
-	struct expr *a, *b; /* EX_BIN operands, EX_NEG operand in a */
-	struct expr *items; /* EX_LIST elements */
+	const char *s;      /* EX_STR text, EX_PATH dotted name, EX_CALL function */
+	int op;             /* EX_BIN: '+', '-', '*', '/', '%', '<', '>' or BIN_* */
+	struct expr *a, *b; /* EX_BIN / EX_INDEX operands, EX_NEG / EX_NOT operand in a */
+	struct expr *items; /* EX_LIST elements, EX_CALL arguments */
 	struct expr *next;  /* sibling in a list */
 };
 
@@ -33,26 +50,31 @@ struct arg {
 	struct arg *next;
 };
 
-enum mstmt_kind { MS_INPUT, MS_ASSIGN, MS_REPEAT, MS_OUTPUT };
+enum mstmt_kind { MS_INPUT, MS_ASSIGN, MS_REPEAT, MS_OUTPUT, MS_ALIAS, MS_IF };
 
 struct pathref {
 	const char *name;
 	dtpc_loc loc;
+	const char *as;  /* `output as = name`: the output's name (NULL: name) */
+	dtpc_loc as_loc;
 	struct pathref *next;
 };
 
 struct mstmt {
 	enum mstmt_kind kind;
 	dtpc_loc loc;
-	const char *name; /* input name, assigned path, repeat name */
+	const char *name; /* input name, assigned path, repeat name, alias */
 	dtpc_loc name_loc;
 	struct expr *dims;       /* MS_INPUT */
 	const char *op;          /* MS_ASSIGN */
 	dtpc_loc op_loc;
 	struct arg *args;        /* MS_ASSIGN */
-	struct expr *count;      /* MS_REPEAT */
-	struct mstmt *body;      /* MS_REPEAT */
+	struct expr *count;      /* MS_REPEAT count, MS_IF condition */
+	struct mstmt *body;      /* MS_REPEAT, MS_IF's taken-when-true branch */
+	struct mstmt *orelse;    /* MS_IF's else branch (an `else if` is one MS_IF) */
 	struct pathref *outputs; /* MS_OUTPUT */
+	const char *src;         /* MS_ALIAS: the name on the right */
+	dtpc_loc src_loc;
 	struct mstmt *next;
 };
 

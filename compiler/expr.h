@@ -1,7 +1,9 @@
 /* expr.h — constant expressions: parameters, shapes, options.
  *
  * Values are integers (int64, overflow is an error), floats, strings, bools
- * and lists. `/` between integers must be exact: a shape such as
+ * and lists. Operators and functions follow Python (//, %, comparisons,
+ * and/or/not on booleans only, list[i], len, sum, int, ...). `/` between
+ * integers must be exact: a shape such as
  * `hidden / heads` that does not divide is a mistake in the model, so it is
  * reported where it is written rather than silently rounded. */
 #ifndef DTPC_EXPR_H
@@ -37,7 +39,16 @@ struct eval_ctx {
 	void *ud;
 	/* Names offered for "did you mean" after an unknown name. */
 	const char *const *(*candidates)(void *ud, int *n);
+	/* Whether an unknown function is an op (a nested op call, which gets
+	 * its own hint); may be NULL. */
+	bool (*is_op)(const char *name);
 };
+
+/* The built-in functions of expressions (len, sum, ...). */
+enum { EXPR_NFUNCTIONS = 7 };
+extern const char *const expr_functions[EXPR_NFUNCTIONS];
+/* An EX_BIN operator as written: "+", "//", "and". */
+const char *binop_str(int op);
 
 /* Expressions nest at most this deep (operators, negations, lists). */
 enum { EXPR_MAX_DEPTH = 256 };

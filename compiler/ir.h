@@ -57,7 +57,9 @@ struct ir_op {
 	int module_index;   /* its module, -1 for a variable update */
 };
 
-enum module_kind { MOD_ROOT, MOD_OP, MOD_INSTANCE };
+/* MOD_TUPLE: `name = tuple(a, b);` — its outputs are a and b themselves; its
+ * styles apply where it is written (first_op = end_op: after the ops before). */
+enum module_kind { MOD_ROOT, MOD_OP, MOD_INSTANCE, MOD_TUPLE };
 
 /* A tensor entering a module under the name the module's code used for it. */
 struct ir_port {
@@ -72,9 +74,11 @@ struct ir_module {
 	dtpc_loc loc;
 	struct ir_port *inputs;
 	int ninputs;
-	int *outputs;   /* tensors leaving (op: its result; instance: carried vars) */
+	int *outputs;   /* tensors leaving (op: its result; instance: carried vars;
+			 * tuple: its elements) */
 	int noutputs;
-	int first_op, end_op; /* MOD_INSTANCE: ops [first_op, end_op) */
+	int first_op, end_op; /* MOD_INSTANCE: ops [first_op, end_op); MOD_TUPLE: both
+			       * the op count where it is written */
 	int parent;           /* enclosing repeat instance, -1 at top level */
 };
 
@@ -96,6 +100,7 @@ struct ir_model {
 	int nmodules, capmodules;
 	int *inputs, ninputs;
 	int *outputs, noutputs;
+	const char **output_names; /* as the output statement names them */
 	dtpc_loc *output_loc;
 	int nfailed; /* statements that failed (their errors were reported) */
 };

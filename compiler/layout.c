@@ -723,6 +723,22 @@ static void rule_reshape(struct opctx *X)
 
 /* ---- driver ------------------------------------------------------------------ */
 
+int *layout_module_ends(struct arena *a, const struct plan_cfg *c, int *next_end)
+{
+	const struct ir_model *m = c->model;
+	int *ends_at = ARENA_ARRAY(a, int, m->nops + 1);
+	for (int i = 0; i <= m->nops; i++)
+		ends_at[i] = -1;
+	for (int mi = 0; mi < m->nmodules; mi++) {
+		enum module_kind k = m->modules[mi].kind;
+		if ((k != MOD_INSTANCE && k != MOD_TUPLE) || !c->styles[mi])
+			continue;
+		next_end[mi] = ends_at[m->modules[mi].end_op];
+		ends_at[m->modules[mi].end_op] = mi;
+	}
+	return ends_at;
+}
+
 /* gather(dim = D) on a module none of whose outputs is split along D over
  * ring x ulysses would do nothing: an error at the style (once per rule),
  * unless the mesh has no context axes (a plan reused across meshes). */
@@ -737,9 +753,10 @@ static void gather_nothing(struct lp *P, int mi, const struct style_use *u, cons
 				     u->src->loc);
 	if (!f)
 		return;
-	f->msg = arena_printf(P->a, "gather(dim = %d) on '%s' does nothing: its output is not "
-			      "split along dim %d over ring x ulysses", u->dim,
-			      P->m->modules[mi].name, u->dim);
+	f->msg = arena_printf(P->a, "gather(%sdim = %d) on '%s' does nothing: its output is not "
+			      "split along dim %d over ring x ulysses",
+			      u->out_index >= 0 ? arena_printf(P->a, "out.%d, ", u->out_index) : "",
+			      u->dim, P->m->modules[mi].name, u->dim);
 	if (other)
 		f->hint = arena_printf(P->a, "its output is split along dim %d: gather(dim = %d)",
 				       other->dim, other->dim);
@@ -753,6 +770,8 @@ static void module_out_styles(struct lp *P, int mi, const int *outs, int n)
 	for (const struct style_use *u = c->styles[mi]; u; u = u->next) {
 		bool gathered = false;
 		for (int i = 0; i < n; i++) {
+			if (u->out_index >= 0 && u->out_index != i)
+				continue; /* split / gather of another output */
 			struct lay_axis *x = &P->L[outs[i]].cp;
 			if (u->kind == ST_SPLIT && u->port_tensor == -1 && plan_cp(c) > 1)
 				apply_split(P, x, u);
@@ -762,8 +781,13 @@ static void module_out_styles(struct lp *P, int mi, const int *outs, int n)
 			}
 		}
 		if (u->kind == ST_GATHER && !gathered && plan_cp(c) > 1)
-			gather_nothing(P, mi, u, outs, n);
+			gather_nothing(P, mi, u, u->out_index >= 0 ? outs + u->out_index : outs,
+				       u->out_index >= 0 ? 1 : n);
 	}
+	struct layout *after = ARENA_ARRAY(P->a, struct layout, n ? n : 1);
+	for (int i = 0; i < n; i++)
+		after[i] = P->L[outs[i]];
+	P->res->module_out[mi] = after;
 }
 
 static void emit(struct lp *P)
@@ -798,24 +822,19 @@ struct layout_result *layout_run(struct arena *a, struct diag_ctx *d,
 	res->tensors = P.L;
 	res->produced = ARENA_ARRAY(a, struct layout, m->ntensors ? m->ntensors : 1);
 	res->in = ARENA_ARRAY(a, struct layout *, m->nops ? m->nops : 1);
+	res->module_out = ARENA_ARRAY(a, struct layout *, m->nmodules ? m->nmodules : 1);
 	for (int t = 0; t < m->ntensors; t++)
 		P.L[t] = res->produced[t] = (struct layout){ REPL, REPL };
 	if (plan_cp(c) > 1)
 		for (int i = 0; i < m->ninputs; i++)
 			splits_of(&P, 0, m->inputs[i], &P.L[m->inputs[i]].cp);
 
-	/* Repeat instances whose outputs carry split/gather styles, by the op
-	 * index at which they end. */
-	int *ends_at = ARENA_ARRAY(a, int, m->nops + 1);
+	/* Repeat instances and tuples whose outputs carry split/gather styles,
+	 * by the op index at which they end (inner ones first). */
 	int *next_end = ARENA_ARRAY(a, int, m->nmodules);
-	for (int i = 0; i <= m->nops; i++)
-		ends_at[i] = -1;
-	for (int mi = 0; mi < m->nmodules; mi++) {
-		if (m->modules[mi].kind != MOD_INSTANCE || !c->styles[mi])
-			continue;
-		next_end[mi] = ends_at[m->modules[mi].end_op];
-		ends_at[m->modules[mi].end_op] = mi;
-	}
+	int *ends_at = layout_module_ends(a, c, next_end);
+	for (int mi = ends_at[0]; mi >= 0; mi = next_end[mi])
+		module_out_styles(&P, mi, m->modules[mi].outputs, m->modules[mi].noutputs);
 
 	for (int opi = 0; opi < m->nops; opi++) {
 		const struct ir_op *o = &m->ops[opi];
@@ -866,7 +885,7 @@ struct layout_result *layout_run(struct arena *a, struct diag_ctx *d,
 			gather(&P, -1, t, tp, "outputs are returned whole", x->origin);
 			diag_remark(d, m->output_loc[i],
 				    "output '%s' is still %s-sharded at the end of the model; "
-				    "an all-gather of %s is inserted", tname(&P, t),
+				    "an all-gather of %s is inserted", m->output_names[i],
 				    tp ? "tp" : "sequence",
 				    human_bytes(a, shape_numel(&m->tensors[t].shape) * 4));
 			if (x->origin >= 0)

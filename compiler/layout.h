@@ -45,6 +45,11 @@ struct layout_result {
 	int nevents;
 	/* Per op: the layouts its inputs were consumed with. */
 	struct layout **in;
+	/* Per module: its outputs' layouts once its split/gather styles apply
+	 * (where it ends), NULL for a module without outputs. A tensor may be
+	 * restyled more than once (an op's output that a tuple also holds), so
+	 * this is not always tensors[t]. */
+	struct layout **module_out;
 };
 
 /* Propagates layouts over c's model, checking the layout rules of docs/language.md
@@ -55,4 +60,8 @@ struct layout_result *layout_run(struct arena *a, struct diag_ctx *d,
 /* Rows of dim `size` on rank r of n: chunk (even) or tensor_split (uneven:
  * the first size % n ranks get one more). */
 int64_t layout_local(int64_t size, int64_t n, int64_t r);
+/* Repeat instances and tuples with styles by the op count at which their
+ * styles apply: ends_at[k] (k from 0 to nops) is the first, next_end[mi]
+ * (an array of nmodules) the next; -1 ends a list. Inner modules first. */
+int *layout_module_ends(struct arena *a, const struct plan_cfg *c, int *next_end);
 #endif

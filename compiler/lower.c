@@ -711,12 +711,13 @@ static void lower_op(struct lower *L, int opi)
 	L->val[o->out] = out;
 }
 
-/* A module's split(out) / gather(dim) styles change its outputs' layouts. */
-static void restyle(struct lower *L, const int *outs, int n)
+/* A module's split(out) / gather(dim) styles change its outputs' layouts
+ * to what layout.c found for them there. */
+static void restyle(struct lower *L, int mi, const int *outs, int n)
 {
 	for (int i = 0; i < n; i++) {
 		int t = outs[i];
-		const struct layout *want = &L->lay->tensors[t];
+		const struct layout *want = &L->lay->module_out[mi][i];
 		L->val[t] = convert(L, L->val[t], L->act[t], want, L->m->tensors[t].name);
 		L->act[t] = *want;
 	}
@@ -725,25 +726,19 @@ static void restyle(struct lower *L, const int *outs, int n)
 static void lower_ops(struct lower *L)
 {
 	const struct ir_model *m = L->m;
-	/* repeat blocks with styles, by the op index at which they end */
-	int *ends_at = ARENA_ARRAY(L->a, int, m->nops + 1);
+	/* repeat blocks and tuples with styles, by the op index at which they end */
 	int *next_end = ARENA_ARRAY(L->a, int, m->nmodules);
-	for (int i = 0; i <= m->nops; i++)
-		ends_at[i] = -1;
-	for (int mi = 0; mi < m->nmodules; mi++) {
-		if (m->modules[mi].kind != MOD_INSTANCE || !L->c->styles[mi])
-			continue;
-		next_end[mi] = ends_at[m->modules[mi].end_op];
-		ends_at[m->modules[mi].end_op] = mi;
-	}
+	int *ends_at = layout_module_ends(L->a, L->c, next_end);
+	for (int mi = ends_at[0]; mi >= 0; mi = next_end[mi])
+		restyle(L, mi, m->modules[mi].outputs, m->modules[mi].noutputs);
 	for (int opi = 0; opi < m->nops && !L->failed; opi++) {
 		const struct ir_op *o = &m->ops[opi];
 		lower_op(L, opi);
 		L->act[o->out] = L->lay->produced[o->out];
 		if (o->module_index >= 0 && L->c->styles[o->module_index])
-			restyle(L, &o->out, 1);
+			restyle(L, o->module_index, &o->out, 1);
 		for (int mi = ends_at[opi + 1]; mi >= 0; mi = next_end[mi])
-			restyle(L, m->modules[mi].outputs, m->modules[mi].noutputs);
+			restyle(L, mi, m->modules[mi].outputs, m->modules[mi].noutputs);
 	}
 }
 
@@ -802,20 +797,21 @@ struct g_graph *lower_plan(struct arena *a, struct diag_ctx *d,
 	lower_ops(&L);
 	/* outputs leave whole (layout.c reported any gather this needs) */
 	struct layout whole = { REPL_AXIS, REPL_AXIS };
-	restyle(&L, m->outputs, m->noutputs); /* the root's gather styles */
+	restyle(&L, 0, m->outputs, m->noutputs); /* the root's gather styles */
 	for (int i = 0; i < m->noutputs && !L.failed; i++) {
 		int t = m->outputs[i];
-		int g = convert(&L, L.val[t], L.act[t], &whole, m->tensors[t].name);
+		const char *name = m->output_names[i];
+		int g = convert(&L, L.val[t], L.act[t], &whole, name);
 		if (L.tensors.v[g].kind != GT_ACTIVATION || (L.tensors.v[g].flags & G_TF_OUTPUT)) {
 			/* an input or a tensor output twice: copy it, so every
 			 * output is an activation of its own */
-			int cpy = new_tensor(&L, m->tensors[t].name, GT_ACTIVATION,
-					     &m->tensors[t].shape, NULL);
+			int cpy = new_tensor(&L, name, GT_ACTIVATION, &m->tensors[t].shape, NULL);
 			emit(&L, OP_reshape, &g, 1, cpy, -1);
 			g = cpy;
 		}
-		/* the caller knows an output by the model's name for it */
-		L.tensors.v[g].name = str_add(&L, m->tensors[t].name);
+		/* the caller knows an output by the name the output statement
+		 * gives it (`output sample = proj_out;`) */
+		L.tensors.v[g].name = str_add(&L, name);
 		L.tensors.v[g].flags |= G_TF_OUTPUT;
 		PUSH(&L, L.outputs, (uint32_t)g);
 	}

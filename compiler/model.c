@@ -3,7 +3,9 @@
  *
  * Scoping (docs/language.md): in `repeat NAME[N]`, a name first assigned outside
  * the repeat is a variable carried through it; a name first assigned inside
- * gets the prefix `NAME.{i}.`. Within one scope a name is assigned once. */
+ * gets the prefix `NAME.{i}.`. Within one scope a module's name is assigned
+ * once; a variable (a model input, or a name an alias `a = b;` bound) may be
+ * bound again. `if` branches run in the scope around them. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,10 +48,13 @@ static const struct sig *op_sig(int op)
 /* ---- state --------------------------------------------------------------- */
 
 struct binding {
-	int tensor;        /* -1: a repeat name, or a failed definition */
+	int tensor;        /* -1: a repeat or tuple name, or a failed definition */
 	dtpc_loc loc;
 	struct scope *owner;
 	bool failed;       /* its statement had errors: uses stay silent */
+	bool variable;     /* an input or alias: may be bound again in its scope */
+	int tuple;         /* a tuple's element count (its name is no tensor) */
+	const char *name;  /* as the scope spells it */
 };
 
 struct scope {
@@ -214,8 +219,10 @@ static struct binding *find_binding(struct inst *I, const char *name)
 static void port_add(struct arena *a, struct ir_module *mod, const char *name,
 		     int tensor)
 {
+	/* by name and tensor: `add(x, x)` has ports a and b, and a tensor read
+	 * under two names (an alias) is a port under each */
 	for (int i = 0; i < mod->ninputs; i++)
-		if (mod->inputs[i].tensor == tensor)
+		if (mod->inputs[i].tensor == tensor && !strcmp(mod->inputs[i].name, name))
 			return;
 	/* Capacity is implicit: 4, then doubling at each power of two. */
 	int n = mod->ninputs;
@@ -251,15 +258,10 @@ static const char *const *scope_candidates(void *ud, int *n)
 	}
 	for (struct scope *s = I->cur; s; s = s->parent) {
 		for (int i = 0; i < I->nbindings; i++) {
-			if (I->bindings[i].owner != s)
+			if (I->bindings[i].owner != s || I->bindings[i].tensor < 0)
 				continue;
-			const char *full = I->bindings[i].tensor >= 0
-				? I->m->tensors[I->bindings[i].tensor].name : NULL;
-			if (!full)
-				continue;
-			size_t pl = strlen(s->prefix);
 			GROW(I->a, L.v, L.n, L.cap);
-			L.v[L.n++] = strncmp(full, s->prefix, pl) ? full : full + pl;
+			L.v[L.n++] = I->bindings[i].name;
 		}
 	}
 	*n = L.n;
@@ -284,11 +286,16 @@ static enum lookup_result param_lookup(void *ud, const char *name, dtpc_loc loc,
 	return LOOKUP_UNKNOWN;
 }
 
+static bool is_op(const char *name)
+{
+	return op_lookup(name) >= 0;
+}
+
 static struct eval_ctx eval_ctx(struct inst *I)
 {
 	return (struct eval_ctx){ .arena = I->a, .diag = I->d,
 				  .lookup = param_lookup, .ud = I,
-				  .candidates = scope_candidates };
+				  .candidates = scope_candidates, .is_op = is_op };
 }
 
 /* ---- arguments ----------------------------------------------------------- */
@@ -383,25 +390,25 @@ static bool bind_args(struct inst *I, int op, const struct mstmt *st,
 	return ok;
 }
 
-static int tensor_arg(struct inst *I, const char *opname, const char *pname,
-		      const struct arg *a)
+/* The tensor a name read at loc stands for (a read: see note_read), or -1
+ * after a diagnostic (none when its definition failed and was reported). */
+static int tensor_ref(struct inst *I, const char *name, dtpc_loc loc)
 {
-	if (a->val->kind != EX_PATH) {
-		diag_error(I->d, a->val->loc,
-			   "argument '%s' of %s() must name a tensor", pname, opname);
-		return -1;
-	}
-	const char *name = a->val->s;
 	struct binding *bd = find_binding(I, name);
 	if (bd && bd->tensor < 0 && bd->failed)
 		return -1; /* its definition failed and was reported */
+	if (bd && bd->tuple) {
+		diag_error(I->d, loc, "'%s' is a tuple of %d tensors, not a tensor", name,
+			   bd->tuple);
+		diag_hint(I->d, "name one of them: %s.0 to %s.%d", name, name, bd->tuple - 1);
+		return -1;
+	}
 	if (!bd || bd->tensor < 0) {
 		if (strmap_get(I->params, name) >= 0) {
-			diag_error(I->d, a->val->loc,
-				   "'%s' is a model parameter, not a tensor", name);
+			diag_error(I->d, loc, "'%s' is a model parameter, not a tensor", name);
 			return -1;
 		}
-		diag_error(I->d, a->val->loc, "unknown tensor '%s'", name);
+		diag_error(I->d, loc, "unknown tensor '%s'", name);
 		int n = 0;
 		const char *const *names = scope_candidates(I, &n);
 		const char *best = closest_name(name, names, n);
@@ -411,6 +418,20 @@ static int tensor_arg(struct inst *I, const char *opname, const char *pname,
 	}
 	note_read(I, name, bd->tensor);
 	return bd->tensor;
+}
+
+static int tensor_arg(struct inst *I, const char *opname, const char *pname,
+		      const struct arg *a)
+{
+	if (a->val->kind != EX_PATH) {
+		diag_error(I->d, a->val->loc,
+			   "argument '%s' of %s() must name a tensor", pname, opname);
+		if (a->val->kind == EX_CALL && is_op(a->val->s))
+			diag_hint(I->d, "ops do not nest: give the inner op a name of its own "
+				  "(%s_out = %s(...);) and pass that name", a->val->s, a->val->s);
+		return -1;
+	}
+	return tensor_ref(I, a->val->s, a->val->loc);
 }
 
 /* The constant value of a non-tensor argument (its default if not given),
@@ -798,7 +819,8 @@ static void define(struct inst *I, struct scope *s, const char *name, int tensor
 		   dtpc_loc loc)
 {
 	GROW(I->a, I->bindings, I->nbindings, I->capbindings);
-	I->bindings[I->nbindings] = (struct binding){ tensor, loc, s, false };
+	I->bindings[I->nbindings] = (struct binding){ .tensor = tensor, .loc = loc,
+						      .owner = s, .name = name };
 	strmap_put(s->names, name, I->nbindings++);
 }
 
@@ -817,9 +839,10 @@ static bool check_unique(struct inst *I, const char *name, dtpc_loc loc,
 		return true;
 	diag_error(I->d, loc, "'%s' is already defined in this scope", name);
 	diag_note(I->d, prev->loc, "'%s' was first defined here", name);
-	if (assignment && I->cur->parent == NULL)
-		diag_hint(I->d, "only a variable defined outside a repeat may be "
-			  "reassigned, inside it; use a new name");
+	if (assignment)
+		diag_hint(I->d, "only a variable (a model input, or a name an alias "
+			  "`name = other;` bound) may be bound again, and in a repeat a "
+			  "name from outside it; use a new name");
 	return false;
 }
 
@@ -870,6 +893,7 @@ static void do_input(struct inst *I, const struct mstmt *st)
 	}
 	int t = new_tensor(I, st->name, sh, -1, st->name_loc);
 	define(I, I->cur, st->name, t, st->name_loc);
+	I->bindings[I->nbindings - 1].variable = true;
 	struct ir_model *m = I->m;
 	int *ni = ARENA_ARRAY(I->a, int, m->ninputs + 1);
 	if (m->ninputs)
@@ -892,28 +916,161 @@ next:;
 	}
 }
 
+static void unknown_op(struct inst *I, const struct mstmt *st)
+{
+	diag_error(I->d, st->op_loc, "unknown op '%s'", st->op);
+	const char *names[OP_COUNT + 1];
+	int nn = 0;
+	for (int i = 0; i < OP_COUNT; i++)
+		if (!(op_table[i].flags & OPF_LOWERED))
+			names[nn++] = op_table[i].name;
+	names[nn++] = "tuple";
+	const char *best = closest_name(st->op, names, nn);
+	if (best)
+		diag_hint(I->d, "did you mean '%s'?", best);
+	define_failed(I, st, false);
+}
+
+/* Whether assigning name binds an existing variable again rather than
+ * defining a new name: a variable carried from outside the current repeat
+ * (any name from there, modules included, as before aliases existed), or a
+ * variable of this scope (an input or an alias, never a module). */
+static bool is_update(struct inst *I, const char *name)
+{
+	struct binding *prev = find_binding(I, name);
+	if (!prev || prev->tuple || (prev->tensor < 0 && !prev->failed))
+		return false;
+	return prev->owner != I->cur || prev->variable;
+}
+
+/* Binds name (is_update said yes) to tensor t: a repeat instance that
+ * rebinds a variable from outside it outputs it. */
+static void rebind(struct inst *I, const char *name, int t)
+{
+	record_update(I, name);
+	struct binding *b = find_binding(I, name);
+	b->tensor = t;
+	b->failed = false;
+}
+
+/* `name = tuple(a, b, ...);` — a module whose outputs are the tensors a, b,
+ * ... themselves (no copy), read as name.0, name.1, ...: what diffusers'
+ * modules that return tuples (Wan's rope) are to a _cp_plan, whose
+ * split(out.K, ...) and gather(out.K, ...) address output K. */
+static void do_tuple(struct inst *I, const struct mstmt *st)
+{
+	struct binding *prev = find_binding(I, st->name);
+	if (prev && prev->owner != I->cur) {
+		diag_error(I->d, st->name_loc, "a tuple cannot rebind '%s', a variable from "
+			   "outside this repeat", st->name);
+		diag_note(I->d, prev->loc, "'%s' was first defined here", st->name);
+		define_failed(I, st, false);
+		return;
+	}
+	if (!check_unique(I, st->name, st->name_loc, true))
+		return;
+	int n = 0;
+	bool ok = true;
+	for (const struct arg *a = st->args; a; a = a->next) {
+		const char *elem = arena_printf(I->a, "%s.%d", st->name, n);
+		if (!check_unique(I, elem, st->name_loc, false))
+			ok = false;
+		n++;
+		if (a->name) {
+			diag_error(I->d, a->name_loc, "tuple() takes tensors by position, "
+				   "not by name");
+			ok = false;
+		}
+	}
+	if (n < 2) {
+		diag_error(I->d, st->op_loc, "tuple() needs at least two tensors");
+		diag_hint(I->d, "another name for one tensor is an alias: %s = %s;", st->name,
+			  st->args && st->args->val->kind == EX_PATH ? st->args->val->s : "other");
+		ok = false;
+	}
+	int *outs = ARENA_ARRAY(I->a, int, n ? n : 1);
+	int k = 0;
+	for (const struct arg *a = st->args; a; a = a->next, k++) {
+		outs[k] = tensor_arg(I, "tuple", arena_printf(I->a, "%d", k), a);
+		ok &= outs[k] >= 0;
+	}
+	if (!ok) {
+		define_failed(I, st, false);
+		return;
+	}
+	const char *full = arena_concat(I->a, I->cur->prefix, st->name, (char *)NULL);
+	define(I, I->cur, st->name, -1, st->name_loc);
+	I->bindings[I->nbindings - 1].tuple = n;
+	for (int i = 0; i < n; i++)
+		define(I, I->cur, arena_printf(I->a, "%s.%d", st->name, i), outs[i],
+		       st->args ? st->loc : st->name_loc);
+	int mi = new_module(I, full, MOD_TUPLE, st->name_loc);
+	if (mi < 0)
+		return;
+	struct ir_module *mod = &I->m->modules[mi];
+	mod->outputs = outs;
+	mod->noutputs = n;
+	/* where its styles apply: after the ops made so far */
+	mod->first_op = mod->end_op = I->m->nops;
+}
+
+/* `name = other;` — another name for a tensor (no op, no module): binds a
+ * new name, or a variable again (the root's `hidden_states = x_embedder;`,
+ * as diffusers rebinds hidden_states in forward). */
+static void do_alias(struct inst *I, const struct mstmt *st)
+{
+	int t = tensor_ref(I, st->src, st->src_loc);
+	bool update = is_update(I, st->name);
+	if (!update && !check_unique(I, st->name, st->name_loc, true))
+		return;
+	if (t < 0) {
+		define_failed(I, st, update);
+		return;
+	}
+	if (update) {
+		rebind(I, st->name, t);
+		return;
+	}
+	define(I, I->cur, st->name, t, st->name_loc);
+	I->bindings[I->nbindings - 1].variable = true;
+}
+
+/* `if COND { ... } else { ... }`: the branch taken runs in the scope around
+ * it; the other is parsed (so syntax-checked) but not instantiated. */
+static void do_if(struct inst *I, const struct mstmt *st)
+{
+	if (!st->count)
+		return; /* a syntax error in the condition, reported */
+	struct eval_ctx c = eval_ctx(I);
+	struct value v;
+	if (!expr_eval(&c, st->count, &v))
+		return;
+	if (v.kind != VAL_BOOL) {
+		diag_error(I->d, st->count->loc, "an if condition must be true or false, not %s",
+			   value_str(I->a, &v));
+		diag_hint(I->d, "compare it: if %s > 0 { ... }",
+			  st->count->kind == EX_PATH ? st->count->s : "n");
+		return;
+	}
+	walk(I, v.i ? st->body : st->orelse);
+}
+
 static void do_assign(struct inst *I, const struct mstmt *st)
 {
 	if (!st->op) { /* a syntax error, already reported */
 		define_failed(I, st, false);
 		return;
 	}
-	int op = op_lookup(st->op);
-	if (op < 0) {
-		diag_error(I->d, st->op_loc, "unknown op '%s'", st->op);
-		const char *names[OP_COUNT];
-		int nn = 0;
-		for (int i = 0; i < OP_COUNT; i++)
-			if (!(op_table[i].flags & OPF_LOWERED))
-				names[nn++] = op_table[i].name;
-		const char *best = closest_name(st->op, names, nn);
-		if (best)
-			diag_hint(I->d, "did you mean '%s'?", best);
-		define_failed(I, st, false);
+	if (!strcmp(st->op, "tuple")) {
+		do_tuple(I, st);
 		return;
 	}
-	struct binding *prev = find_binding(I, st->name);
-	bool update = prev && prev->owner != I->cur && (prev->tensor >= 0 || prev->failed);
+	int op = op_lookup(st->op);
+	if (op < 0) {
+		unknown_op(I, st);
+		return;
+	}
+	bool update = is_update(I, st->name);
 	if (!update && !check_unique(I, st->name, st->name_loc, true))
 		return;
 	struct bound b;
@@ -975,9 +1132,7 @@ static void do_assign(struct inst *I, const struct mstmt *st)
 	struct ir_op *po = &m->ops[opi];
 	po->out = new_tensor(I, po->module, out, opi, st->name_loc);
 	if (update) {
-		record_update(I, st->name);
-		prev = find_binding(I, st->name);
-		prev->tensor = po->out;
+		rebind(I, st->name, po->out);
 		return;
 	}
 	define(I, I->cur, st->name, po->out, st->name_loc);
@@ -1060,32 +1215,45 @@ static void do_output(struct inst *I, const struct mstmt *st)
 	struct ir_model *m = I->m;
 	for (const struct pathref *r = st->outputs; r; r = r->next) {
 		struct binding *b = find_binding(I, r->name);
+		if (b && b->tuple) {
+			diag_error(I->d, r->loc, "'%s' is a tuple of %d tensors: output them "
+				   "one by one", r->name, b->tuple);
+			diag_hint(I->d, "output %s_0 = %s.0, ...;", r->name, r->name);
+			continue;
+		}
 		if (!b || b->tensor < 0) {
 			if (!b || !b->failed)
 				diag_error(I->d, r->loc, "unknown tensor '%s' in output",
 					   r->name);
 			continue;
 		}
-		/* outputs are bound and saved by name: each name once */
+		/* outputs are bound and saved by the name written here
+		 * (`output sample = proj_out;`): each name once */
+		const char *name = r->as ? r->as : r->name;
+		dtpc_loc loc = r->as ? r->as_loc : r->loc;
 		int dup = -1;
 		for (int i = 0; i < m->noutputs; i++)
-			if (m->outputs[i] == b->tensor)
+			if (!strcmp(m->output_names[i], name))
 				dup = i;
 		if (dup >= 0) {
-			diag_error(I->d, r->loc, "'%s' is an output twice", r->name);
+			diag_error(I->d, loc, "'%s' is an output twice", name);
 			diag_note(I->d, m->output_loc[dup], "first listed here");
 			continue;
 		}
 		int *no = ARENA_ARRAY(I->a, int, m->noutputs + 1);
 		dtpc_loc *nl = ARENA_ARRAY(I->a, dtpc_loc, m->noutputs + 1);
+		const char **nn = ARENA_ARRAY(I->a, const char *, m->noutputs + 1);
 		if (m->noutputs) {
 			memcpy(no, m->outputs, sizeof *no * (size_t)m->noutputs);
 			memcpy(nl, m->output_loc, sizeof *nl * (size_t)m->noutputs);
+			memcpy(nn, m->output_names, sizeof *nn * (size_t)m->noutputs);
 		}
 		no[m->noutputs] = b->tensor;
-		nl[m->noutputs++] = r->loc;
+		nn[m->noutputs] = name;
+		nl[m->noutputs++] = loc;
 		m->outputs = no;
 		m->output_loc = nl;
+		m->output_names = nn;
 	}
 }
 
@@ -1097,6 +1265,8 @@ static void walk(struct inst *I, const struct mstmt *body)
 		case MS_ASSIGN: do_assign(I, st); break;
 		case MS_REPEAT: do_repeat(I, st); break;
 		case MS_OUTPUT: do_output(I, st); break;
+		case MS_ALIAS: do_alias(I, st); break;
+		case MS_IF: do_if(I, st); break;
 		}
 	}
 }

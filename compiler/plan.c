@@ -338,6 +338,28 @@ static bool read_dim(struct resolver *R, const struct arg *a, int *dim)
 	return true;
 }
 
+/* `out.K` names output K of a module (its index in diffusers' _cp_plan
+ * dict); `out` all of them. Any other name: an input port (split only). */
+static bool read_out_index(struct resolver *R, const struct arg *a, struct style_use *u)
+{
+	const char *p = a->val->s;
+	if (strncmp(p, "out.", 4)) {
+		if (u->kind == ST_SPLIT || !strcmp(p, "out"))
+			return true;
+		diag_error(R->d, a->val->loc, "gather takes out.K (output K), not '%s'", p);
+		return false;
+	}
+	char *end;
+	long k = strtol(p + 4, &end, 10);
+	if (*end || p[4] < '0' || p[4] > '9' || k > 1 << 20) {
+		diag_error(R->d, a->val->loc, "'%s' is not an output: write out.K, K a number "
+			   "from 0", p);
+		return false;
+	}
+	u->out_index = (int)k;
+	return true;
+}
+
 /* The style's own syntax, before it is applied to any module. */
 static bool read_style(struct resolver *R, const struct style *st,
 		       struct style_use *u)
@@ -358,6 +380,7 @@ static bool read_style(struct resolver *R, const struct style *st,
 	}
 	u->kind = (enum style_kind)k;
 	u->src = st;
+	u->out_index = -1;
 	switch (u->kind) {
 	case ST_COLWISE:
 	case ST_ROWWISE:
@@ -380,13 +403,21 @@ static bool read_style(struct resolver *R, const struct style *st,
 			return false;
 		}
 		u->port = name->val->s;
-		return read_dim(R, dim, &u->dim);
+		return read_out_index(R, name, u) && read_dim(R, dim, &u->dim);
 	}
 	case ST_GATHER: {
-		const struct arg *dim = st->args;
-		if (!dim || !dim->name || strcmp(dim->name, "dim") || dim->next) {
-			diag_error(R->d, st->loc, "gather is written gather(dim = D)");
+		/* gather(dim = D), or gather(out.K, dim = D) for one output */
+		const struct arg *out = st->args && !st->args->name ? st->args : NULL;
+		const struct arg *dim = out ? out->next : st->args;
+		if ((out && out->val->kind != EX_PATH) || !dim || !dim->name || strcmp(dim->name, "dim") || dim->next) {
+			diag_error(R->d, st->loc, "gather is written gather(dim = D), or "
+				   "gather(out.K, dim = D) for output K of a module with several");
 			return false;
+		}
+		if (out) {
+			u->port = out->val->s;
+			if (!read_out_index(R, out, u))
+				return false;
 		}
 		return read_dim(R, dim, &u->dim);
 	}
@@ -422,6 +453,7 @@ static const char *module_desc(struct resolver *R, int mi)
 	switch (m->kind) {
 	case MOD_ROOT: return "the model root";
 	case MOD_INSTANCE: return "a repeat block";
+	case MOD_TUPLE: return "a tuple";
 	default: return arena_printf(R->a, "%s", op_table[mod_op(R->c, mi)->kind].name);
 	}
 }
@@ -458,7 +490,8 @@ static const char *misfit(struct resolver *R, int mi, const struct style_use *u)
 
 static bool same_use(const struct style_use *a, const struct style_use *b)
 {
-	if (a->kind != b->kind || a->nblocks != b->nblocks || a->dim != b->dim)
+	if (a->kind != b->kind || a->nblocks != b->nblocks || a->dim != b->dim ||
+	    a->out_index != b->out_index)
 		return false;
 	for (int i = 0; i < a->nblocks; i++)
 		if (a->blocks[i] != b->blocks[i])
@@ -478,6 +511,8 @@ static bool conflicts(const struct style_use *a, const struct style_use *b)
 		return false;
 	if (a->kind == ST_SPLIT && strcmp(a->port, b->port))
 		return false;
+	if (a->kind == ST_GATHER && a->out_index != b->out_index)
+		return false; /* gathers of two outputs */
 	return !same_use(a, b);
 }
 
@@ -487,6 +522,8 @@ static const char *use_str(struct resolver *R, const struct style_use *u)
 	case ST_SPLIT:
 		return arena_printf(R->a, "split(%s, dim = %d)", u->port, u->dim);
 	case ST_GATHER:
+		if (u->out_index >= 0)
+			return arena_printf(R->a, "gather(out.%d, dim = %d)", u->out_index, u->dim);
 		return arena_printf(R->a, "gather(dim = %d)", u->dim);
 	default:
 		if (u->nblocks) {
@@ -505,7 +542,7 @@ static const char *use_str(struct resolver *R, const struct style_use *u)
 static int split_port(const struct plan_cfg *c, int mi, const char *port)
 {
 	const struct ir_module *m = &c->model->modules[mi];
-	if (!strcmp(port, "out"))
+	if (!strcmp(port, "out") || !strncmp(port, "out.", 4))
 		return -1;
 	for (int i = 0; i < m->ninputs; i++)
 		if (!strcmp(m->inputs[i].name, port))
@@ -557,6 +594,22 @@ static const char *tp_misfit(struct resolver *R, int mi, const struct style_use 
 	return NULL;
 }
 
+/* out.K exists; a tuple's outputs are named one by one (as _cp_plan's
+ * {0: ..., 1: ...}), so `out` alone on a tuple is an error. */
+static const char *which_output(struct resolver *R, int mi, const struct style_use *u,
+				const char *style)
+{
+	const struct ir_module *m = &R->c->model->modules[mi];
+	if (u->out_index >= m->noutputs)
+		return arena_printf(R->a, "'%s' has no output %d: its outputs are out.0 to "
+				    "out.%d", m->name, u->out_index, m->noutputs - 1);
+	if (u->out_index < 0 && m->kind == MOD_TUPLE)
+		return arena_printf(R->a, "'%s' is a tuple of %d tensors: name the output, "
+				    "%s(out.0, dim = D) to %s(out.%d, dim = D)", m->name,
+				    m->noutputs, style, style, m->noutputs - 1);
+	return NULL;
+}
+
 /* split: the input exists, the dim is in range, and the size divides the
  * context-parallel degree (or, in an anything mode, is at least that). */
 static const char *split_misfit(struct resolver *R, int mi, struct style_use *u)
@@ -570,8 +623,11 @@ static const char *split_misfit(struct resolver *R, int mi, struct style_use *u)
 				    m->name[0] ? "'" : "", u->port, ports_list(R, mi));
 	if (t == -1 && m->noutputs == 0)
 		return arena_printf(R->a, "'%s' has no output to split", m->name);
+	const char *why = t == -1 ? which_output(R, mi, u, "split") : NULL;
+	if (why)
+		return why;
 	u->port_tensor = t;
-	int tt = t >= 0 ? t : m->outputs[0];
+	int tt = t >= 0 ? t : m->outputs[u->out_index >= 0 ? u->out_index : 0];
 	const struct ir_shape *sh = &c->model->tensors[tt].shape;
 	int d = u->dim < 0 ? u->dim + sh->nd : u->dim;
 	if (d < 0 || d >= sh->nd)
@@ -598,7 +654,11 @@ static const char *gather_misfit(struct resolver *R, int mi, struct style_use *u
 	const struct ir_module *m = &R->c->model->modules[mi];
 	if (m->noutputs == 0)
 		return arena_printf(R->a, "'%s' has no output to gather", m->name);
-	const struct ir_shape *sh = &R->c->model->tensors[m->outputs[0]].shape;
+	const char *why = which_output(R, mi, u, "gather");
+	if (why)
+		return why;
+	const struct ir_shape *sh =
+		&R->c->model->tensors[m->outputs[u->out_index >= 0 ? u->out_index : 0]].shape;
 	int d = u->dim < 0 ? u->dim + sh->nd : u->dim;
 	if (d < 0 || d >= sh->nd)
 		return arena_printf(R->a, "dim %d is out of range for the output %s of '%s'",

@@ -35,8 +35,9 @@ struct style_use {
 	const struct style *src;
 	int64_t *blocks; /* colwise/rowwise(blocks = [...]) */
 	int nblocks;
-	const char *port; /* split: an input name, or "out" */
+	const char *port; /* split: an input name, "out" or "out.K" */
 	int port_tensor;  /* split: the tensor of that input, -1 for out */
+	int out_index;    /* split / gather of out.K: K; -1: every output */
 	int dim;          /* split / gather, normalised */
 	struct style_use *next;
 };

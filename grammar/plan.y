@@ -147,6 +147,7 @@ static void yyerror(const dtpc_loc *loc, yyscan_t scanner,
 #define STARTS_DECL(t) ((t) == IMPORT || (t) == MODEL || (t) == PLAN || (t) == END)
 #define STARTS_MSTMT(t)                                                        \
 	((t) == INPUT || (t) == OUTPUT || (t) == REPEAT || (t) == IDENT ||     \
+	 (t) == IF ||                                                          \
 	 (t) == MESH || (t) == CONTEXT || (t) == TENSOR || (t) == '}')
 #define STARTS_PSTMT(t)                                                        \
 	((t) == MODEL || (t) == MESH || (t) == CONTEXT || (t) == TENSOR ||     \
@@ -168,6 +169,7 @@ static void yyerror(const dtpc_loc *loc, yyscan_t scanner,
 	struct { struct style *head, *tail; } sl;
 	struct style *st;
 	struct { struct pathref *head, *tail; } rl;
+	struct pathref *r;
 	struct model *model;
 	struct plan *plan;
 }
@@ -180,23 +182,32 @@ static void yyerror(const dtpc_loc *loc, yyscan_t scanner,
 %token <s> STRING "string"
 %token IMPORT "'import'" MODEL "'model'" PLAN "'plan'" INPUT "'input'"
 %token OUTPUT "'output'" REPEAT "'repeat'" MESH "'mesh'"
-%token CONTEXT "'context'" TENSOR "'tensor'" TRUE "'true'" FALSE "'false'"
+%token CONTEXT "'context'" TENSOR "'tensor'" IF "'if'" ELSE "'else'"
+%token AND "'and'" OR "'or'" NOT "'not'" TRUE "'true'" FALSE "'false'"
+%token EQ "'=='" NE "'!='" LE "'<='" GE "'>='" FLOORDIV "'//'"
 
+/* Python's precedence; comparisons do not chain (a < b < c is an error). */
+%left OR
+%left AND
+%precedence NOT
+%nonassoc EQ NE '<' '>' LE GE
 %left '+' '-'
-%left '*' '/'
+%left '*' '/' FLOORDIV '%'
 %precedence NEG
+%precedence '['
 
 %type <e> expr
 %type <el> exprs
 %type <al> kvlist opt_params args opt_args
 %type <a> kv arg
 %type <ml> mstmts
-%type <m> mstmt
+%type <m> mstmt ifstmt else_opt
 %type <pl> pstmts
 %type <p> pstmt
 %type <sl> styles
 %type <st> style
 %type <rl> paths
+%type <r> outref
 %type <s> path name
 %type <model> model
 %type <plan> plan
@@ -296,6 +307,17 @@ mstmt:
 		$$->args = $5.head;
 		RESUME_IF(STARTS_MSTMT(yychar));
 	}
+|	path '=' path ';' {
+		$$ = mkmstmt(P, MS_ALIAS, @$, $1, @1);
+		$$->src = $3;
+		$$->src_loc = @3;
+	}
+|	path '=' path error {
+		$$ = mkmstmt(P, MS_ALIAS, @$, $1, @1);
+		$$->src = $3;
+		$$->src_loc = @3;
+		RESUME_IF(STARTS_MSTMT(yychar));
+	}
 |	path '=' error ';' {
 		/* A broken right-hand side: the name is still defined (as
 		 * failed) so that its uses do not cascade. */
@@ -320,22 +342,52 @@ mstmt:
 		$$->outputs = $2.head;
 		RESUME_IF(STARTS_MSTMT(yychar));
 	}
+|	ifstmt
 |	error ';' { $$ = NULL; }
 ;
 
-paths:
-	path {
-		struct pathref *r = ARENA_NEW(P->arena, struct pathref);
-		r->name = $1;
-		r->loc = @1;
-		ONE($$, r);
+/* ifstmt := 'if' expr '{' { mstmt } '}' [ 'else' ( '{' { mstmt } '}' | ifstmt ) ] */
+ifstmt:
+	IF expr '{' mstmts '}' else_opt {
+		$$ = mkmstmt(P, MS_IF, @$, NULL, @2);
+		$$->count = $2;
+		$$->body = $4.head;
+		$$->orelse = $6;
 	}
-|	paths ',' path {
-		struct pathref *r = ARENA_NEW(P->arena, struct pathref);
-		r->name = $3;
-		r->loc = @3;
-		$$ = $1;
-		APPEND($$, r);
+|	IF error '{' mstmts '}' else_opt {
+		/* a broken condition: neither branch is taken (the error is
+		 * reported), but both are parsed */
+		$$ = mkmstmt(P, MS_IF, @$, NULL, @1);
+		$$->body = $4.head;
+		$$->orelse = $6;
+	}
+;
+
+/* An else branch is a list of statements; `else if` is one MS_IF. */
+else_opt:
+	%empty { $$ = NULL; }
+|	ELSE '{' mstmts '}' { $$ = $3.head; /* empty: as if absent */ }
+|	ELSE ifstmt { $$ = $2; }
+;
+
+paths:
+	outref { ONE($$, $1); }
+|	paths ',' outref { $$ = $1; APPEND($$, $3); }
+;
+
+/* outref := path | name '=' path  (the output's name, then the tensor) */
+outref:
+	path {
+		$$ = ARENA_NEW(P->arena, struct pathref);
+		$$->name = $1;
+		$$->loc = @1;
+	}
+|	name '=' path {
+		$$ = ARENA_NEW(P->arena, struct pathref);
+		$$->name = $3;
+		$$->loc = @3;
+		$$->as = $1;
+		$$->as_loc = @1;
 	}
 ;
 
@@ -371,7 +423,9 @@ arg:
 ;
 
 /* expr := INT | FLOAT | STRING | 'true' | 'false' | path | '[' expr {',' expr} ']'
- *       | expr ('+'|'-'|'*'|'/') expr | '-' expr | '(' expr ')' */
+ *       | expr ('+'|'-'|'*'|'/'|'//'|'%') expr | '-' expr | '(' expr ')'
+ *       | expr ('=='|'!='|'<'|'>'|'<='|'>=') expr | expr ('and'|'or') expr
+ *       | 'not' expr | expr '[' expr ']' | IDENT '(' [ expr { ',' expr } ] ')' */
 expr:
 	INT { $$ = mkexpr(P, EX_INT, @$); $$->i = $1; }
 |	FLOAT { $$ = mkexpr(P, EX_FLOAT, @$); $$->f = $1; }
@@ -384,6 +438,20 @@ expr:
 |	expr '-' expr { $$ = mkbin(P, '-', $1, $3, @$); }
 |	expr '*' expr { $$ = mkbin(P, '*', $1, $3, @$); }
 |	expr '/' expr { $$ = mkbin(P, '/', $1, $3, @$); }
+|	expr FLOORDIV expr { $$ = mkbin(P, BIN_FLOORDIV, $1, $3, @$); }
+|	expr '%' expr { $$ = mkbin(P, '%', $1, $3, @$); }
+|	expr EQ expr { $$ = mkbin(P, BIN_EQ, $1, $3, @$); }
+|	expr NE expr { $$ = mkbin(P, BIN_NE, $1, $3, @$); }
+|	expr '<' expr { $$ = mkbin(P, '<', $1, $3, @$); }
+|	expr '>' expr { $$ = mkbin(P, '>', $1, $3, @$); }
+|	expr LE expr { $$ = mkbin(P, BIN_LE, $1, $3, @$); }
+|	expr GE expr { $$ = mkbin(P, BIN_GE, $1, $3, @$); }
+|	expr AND expr { $$ = mkbin(P, BIN_AND, $1, $3, @$); }
+|	expr OR expr { $$ = mkbin(P, BIN_OR, $1, $3, @$); }
+|	NOT expr { $$ = mkexpr(P, EX_NOT, @$); $$->a = $2; }
+|	expr '[' expr ']' { $$ = mkexpr(P, EX_INDEX, @$); $$->a = $1; $$->b = $3; }
+|	IDENT '(' ')' { $$ = mkexpr(P, EX_CALL, @$); $$->s = $1; }
+|	IDENT '(' exprs ')' { $$ = mkexpr(P, EX_CALL, @$); $$->s = $1; $$->items = $3.head; }
 |	'-' expr %prec NEG { $$ = mkexpr(P, EX_NEG, @$); $$->a = $2; }
 |	'(' expr ')' { $$ = $2; $$->loc = @$; }
 ;
@@ -491,16 +559,17 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner,
 				 struct parse_ctx *P)
 {
 	(void)scanner;
-	yysymbol_kind_t exp[12];
-	int n = yypcontext_expected_tokens(ctx, exp, 12);
+	yysymbol_kind_t exp[16];
+	int n = yypcontext_expected_tokens(ctx, exp, 16);
 	yysymbol_kind_t got = yypcontext_token(ctx);
 	dtpc_loc at = *yypcontext_location(ctx);
-	bool want_semi = false, want_ident = false, want_colon = false;
+	bool want_semi = false, want_ident = false, want_colon = false, want_brace = false;
 	for (int i = 0; i < n; i++) {
 		/* Character tokens have generated kind names: compare spellings. */
 		want_semi |= !strcmp(yysymbol_name(exp[i]), "';'");
 		want_ident |= exp[i] == YYSYMBOL_IDENT;
 		want_colon |= !strcmp(yysymbol_name(exp[i]), "':'");
+		want_brace |= !strcmp(yysymbol_name(exp[i]), "'{'");
 	}
 
 	char found[96];
@@ -546,10 +615,14 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner,
 	else
 		diag_error(P->diag, at, "unexpected %s", found);
 
-	if (got == YYSYMBOL_YYEOF && P->nbraces > 0 &&
+	if (!strcmp(P->prev_text, "elif"))
+		diag_hint(P->diag, "write 'else if' (elif is not a keyword)");
+	else if (got == YYSYMBOL_YYEOF && P->nbraces > 0 &&
 	    P->nbraces <= (int)(sizeof P->braces / sizeof P->braces[0]))
 		diag_note(P->diag, P->braces[P->nbraces - 1],
 			  "this '{' is not closed");
+	else if (!strcmp(yysymbol_name(got), "':'") && want_brace)
+		diag_hint(P->diag, "a block is written in braces: if COND { ... } else { ... }");
 	else if (!strcmp(yysymbol_name(got), "'='") && want_colon)
 		diag_hint(P->diag, "a rule maps a glob to styles: \"GLOB\" : style, ...;");
 	else if (got == YYSYMBOL_STRING && want_ident)
