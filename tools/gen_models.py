@@ -15,9 +15,9 @@ Each case is a tiny random-weight configuration of a diffusers transformer
 WanTransformer3DModel text-to-video, QwenImageTransformer2DModel), built with
 a seeded init that makes every op show in the output (`randomize` of
 tools/gen_fixtures.py, plus diffusers' own RMSNorm, which that misses), saved
-as a user finds such a model: `save_pretrained` into
-tests/fixtures/models/<case>/ (config.json and the safetensors; one case
-sharded with an index, one in bf16). Next to it:
+as a user finds such a model in a pipeline's folder: `save_pretrained` into
+tests/fixtures/models/<case>/transformer/ (config.json and the safetensors;
+one case sharded with an index, one in bf16). Next to it, in <case>/:
 
   inputs.safetensors    forward's tensor arguments under their names, float32
                         (the bf16 case: the bf16 values it was run with);
@@ -201,10 +201,10 @@ def gen(name):
     if os.path.isdir(d):
         shutil.rmtree(d)
     kw = {"max_shard_size": case["shard"]} if case.get("shard") else {}
-    model.to(dtype).save_pretrained(d, safe_serialization=True, **kw)
+    model.to(dtype).save_pretrained(os.path.join(d, "transformer"), safe_serialization=True, **kw)
 
     def run(dt):
-        m = case["cls"].from_pretrained(d, torch_dtype=dt).eval()
+        m = case["cls"].from_pretrained(os.path.join(d, "transformer"), torch_dtype=dt).eval()
         args = {k: (v.to(dt) if v.is_floating_point() else v) for k, v in x.items()}
         if "img_shapes" in extra_args:
             args["img_shapes"] = [tuple(s) for s in extra_args["img_shapes"]]
@@ -224,8 +224,8 @@ def gen(name):
     with open(os.path.join(d, "fixture.json"), "w") as f:
         json.dump(m, f, indent=2, sort_keys=True)
         f.write("\n")
-    files = sorted(os.listdir(d))
-    size = sum(os.path.getsize(os.path.join(d, f)) for f in files)
+    files = [os.path.join(r, f) for r, _, fs in os.walk(d) for f in fs]
+    size = sum(os.path.getsize(f) for f in files)
     print(f"{name}: sample {list(sample.shape)}, max |sample| {sample.abs().max().item():.4g}, "
           f"{size // 1024} KiB in {len(files)} files")
 
