@@ -25,52 +25,6 @@ FIX=tests/fixtures
 TOL=${FIXTURES_TOL:-1e-5}
 . tests/lib.sh
 
-# compare OUT REF TOL: prints the error of every tensor of REF; fails above TOL
-# or on a missing tensor or a shape / dtype mismatch (standard library only)
-cat >"$tmp/compare.py" <<'PY'
-import json, struct, sys
-from array import array
-
-def load(path):
-    with open(path, "rb") as f:
-        b = f.read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    h.pop("__metadata__", None)
-    out = {}
-    for k, v in h.items():
-        if v["dtype"] != "F32":
-            sys.exit(f"{path}: {k}: dtype {v['dtype']}, want F32")
-        s, e = v["data_offsets"]
-        a = array("f")
-        a.frombytes(b[8 + n + s:8 + n + e])
-        if sys.byteorder != "little":
-            a.byteswap()
-        out[k] = (v["shape"], a)
-    return out
-
-got, ref = load(sys.argv[1]), load(sys.argv[2])
-tol = float(sys.argv[3])
-ok = True
-for k, (shape, r) in ref.items():
-    if k not in got:
-        print(f"{k}: missing from dtpc's outputs")
-        ok = False
-        continue
-    gshape, g = got[k]
-    if gshape != shape:
-        print(f"{k}: shape {gshape}, diffusers {shape}")
-        ok = False
-        continue
-    den = max(abs(x) for x in r)
-    err = max(abs(x - y) for x, y in zip(g, r)) / (den if den > 0 else 1.0)
-    if err != err:  # NaN
-        err = float("inf")
-    print(f"{k}: max relative error {err:.3g}")
-    ok = ok and err <= tol
-sys.exit(0 if ok else 1)
-PY
-
 # case NAME MODEL PLAN MESH CONTEXT
 case_() {
 	c_name=$1 c_model=$2 c_plan=$3 c_mesh=$4 c_ctx=$5
@@ -81,7 +35,7 @@ case_() {
 			--inputs "$FIX/$c_model.inputs.safetensors" --save-outputs "$o" >>"$tmp/out" 2>&1
 	rc=$?
 	if [ $rc = 0 ]; then
-		python3 "$tmp/compare.py" "$o" "$FIX/$c_model.expected.safetensors" "$TOL" >>"$tmp/out" 2>&1
+		python3 tests/compare_outputs.py "$o" "$FIX/$c_model.expected.safetensors" "$TOL" >>"$tmp/out" 2>&1
 		rc=$?
 	fi
 	err=$(sed -n 's/.*max relative error \([^ ]*\).*/\1/p' "$tmp/out" | sort -g | tail -1)
