@@ -313,7 +313,7 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 	const struct g_graph *g = s->g;
 	const struct g_op *o = &g->ops[i];
 	const double es = s->es, sh = s->share[r];
-	uint32_t x = g->operands[o->in0], out = o->out;
+	uint32_t out = o->out, x = o->nin ? g->operands[o->in0] : out;
 	double t = 0;
 	int res = R_MEM;
 	switch ((enum op_kind)o->kind) {
@@ -323,6 +323,19 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 		double nn = (double)graph_local_dim(g, out, g->tensors[out].ndim - 1, r);
 		double m = nn > 0 ? (double)graph_local_numel(g, out, r) / nn : 0;
 		double f = 2 * m * k * nn;
+		rc->flops[F_LINEAR] += f;
+		rc->nops[F_LINEAR]++;
+		t = f > 0 ? kernel_time(&s->dp->linear, f, sh) : 0;
+		res = R_LINEAR;
+		break;
+	}
+	case OP_patch_embed: {
+		/* a GEMM of the patches [tokens, C t h w] by the weight (the
+		 * patchify copy is small beside it) */
+		const struct g_tensor *wt = &g->tensors[g->operands[o->in0 + 1]];
+		double nn = (double)wt->dims[0];
+		double k = (double)graph_local_numel(g, g->operands[o->in0 + 1], r) / nn;
+		double f = 2 * (double)graph_local_numel(g, out, r) * k;
 		rc->flops[F_LINEAR] += f;
 		rc->nops[F_LINEAR]++;
 		t = f > 0 ? kernel_time(&s->dp->linear, f, sh) : 0;
@@ -398,6 +411,10 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 	case OP_mul:
 	case OP_modulate:
 	case OP_rope:
+	case OP_timestep_embedding:
+	case OP_rope_freqs:
+	case OP_grid_ids:
+	case OP_text_ids:
 		rc->flops[F_POINTWISE] += (double)graph_local_numel(g, out, r);
 		rc->nops[F_POINTWISE]++;
 		/* memory-bound, as the copies */
@@ -405,6 +422,7 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 	case OP_slice:
 	case OP_concat:
 	case OP_reshape:
+	case OP_unpatchify:
 	case OP_shard: {
 		double b = tensor_bytes(g, out, r, es);
 		for (uint32_t k = 0; k < o->nin; k++) {

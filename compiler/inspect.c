@@ -81,6 +81,12 @@ static const char *why(const struct g_graph *g, const struct g_op *o)
 	case OP_rope:
 	case OP_attention:
 	case OP_param:
+	case OP_timestep_embedding:
+	case OP_rope_freqs:
+	case OP_grid_ids:
+	case OP_text_ids:
+	case OP_patch_embed:
+	case OP_unpatchify:
 	case OP_reshape:
 	case OP_COUNT:
 		break;

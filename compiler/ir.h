@@ -47,11 +47,16 @@ struct ir_op {
 	int nin;
 	int out;
 	/* Attributes, by op: linear out/in, norm group, slice dim/start/len,
-	 * concat dim, heads. */
+	 * concat dim, heads, timestep_embedding dim, rope_freqs precision (1:
+	 * f64), grid_ids frames/height/width, text_ids length/first
+	 * position/axes, patch_embed out. */
 	int64_t attr[4];
-	double eps;
-	bool flag;          /* bias / affine / gelu tanh */
-	struct ir_shape shape_attr; /* param / reshape target */
+	double eps;         /* norms: eps; rope_freqs: theta */
+	/* timestep_embedding: downscale_freq_shift, scale, max_period, input_scale */
+	double fattr[4];
+	bool flag;          /* bias / affine / gelu tanh / flip_sin_to_cos / sin / center */
+	/* param / reshape target; rope_freqs: axes_dim; patch_embed, unpatchify: patch */
+	struct ir_shape shape_attr;
 	int weight0, nweights;
 	int instance;       /* innermost repeat instance module, -1 at top level */
 	int module_index;   /* its module, -1 for a variable update */

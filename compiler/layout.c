@@ -721,6 +721,36 @@ static void rule_reshape(struct opctx *X)
 	X->out = X->in[0];
 }
 
+/* timestep_embedding and rope_freqs compute each row (a timestep, a
+ * position) on its own: the output is split as the input's rows are. A
+ * position's axes are read together: ids split along them are gathered. */
+static void rule_rows(struct opctx *X)
+{
+	if (X->o->kind == OP_rope_freqs)
+		for (int tp = 0; tp < 2; tp++)
+			need_whole(X, 0, 1, tp, "rope_freqs reads every axis of a position");
+	X->out = X->in[0];
+}
+
+/* patch_embed and unpatchify regroup frames, height and width into tokens
+ * and back: a split along the batch stays, any other is gathered first
+ * (split patch_embed's output tokens, gather before unpatchify). */
+static void rule_patches(struct opctx *X)
+{
+	bool embed = X->o->kind == OP_patch_embed;
+	for (int tp = 0; tp < 2; tp++) {
+		struct lay_axis *x = tp ? &X->in[0].tp : &X->in[0].cp;
+		if (sharded(x) && x->dim != 0)
+			need_whole(X, 0, x->dim, tp,
+				   embed ? "patch_embed cuts whole patches out of frames, height "
+					   "and width (split its output's tokens instead: "
+					   "split(out, dim = 1))"
+					 : "unpatchify moves tokens into frames, height and width "
+					   "(gather the tokens before it)");
+	}
+	X->out = X->in[0];
+}
+
 /* ---- driver ------------------------------------------------------------------ */
 
 int *layout_module_ends(struct arena *a, const struct plan_cfg *c, int *next_end)
@@ -856,6 +886,12 @@ struct layout_result *layout_run(struct arena *a, struct diag_ctx *d,
 		case OP_rope: rule_rope(&X); break;
 		case OP_attention: rule_attention(&X); break;
 		case OP_reshape: rule_reshape(&X); break;
+		case OP_timestep_embedding:
+		case OP_rope_freqs: rule_rows(&X); break;
+		case OP_patch_embed:
+		case OP_unpatchify: rule_patches(&X); break;
+		case OP_grid_ids:
+		case OP_text_ids:
 		case OP_param:
 		case OP_shard:
 		case OP_all_gather:

@@ -655,7 +655,8 @@ static void lower_op(struct lower *L, int opi)
 		lower_cp_attention(L, opi, in);
 		return;
 	}
-	if ((o->kind == OP_layer_norm || o->kind == OP_rms_norm) && o->flag)
+	if (((o->kind == OP_layer_norm || o->kind == OP_rms_norm) && o->flag) ||
+	    o->kind == OP_patch_embed)
 		for (int w = 0; w < o->nweights; w++)
 			in[nin++] = weight(L, o->weight0 + w, -1, NULL);
 	int out = out_tensor(L, o->out, &L->lay->produced[o->out], NULL);
@@ -692,6 +693,36 @@ static void lower_op(struct lower *L, int opi)
 	case OP_attention:
 		g->attr[0] = L->m->tensors[o->in[0]].shape.d[2] / o->attr[0];
 		g->attr[1] = L->m->tensors[o->in[2]].shape.d[2] / o->attr[0];
+		break;
+	case OP_timestep_embedding:
+		g->attr[0] = o->attr[0];
+		/* attr[1..4]: the float64 bits of the four numbers */
+		memcpy(&g->attr[1], o->fattr, sizeof o->fattr);
+		g->flags |= o->flag ? G_OF_FLIP : 0;
+		break;
+	case OP_rope_freqs:
+		for (int a = 0; a < o->shape_attr.nd; a++)
+			g->attr[a] = o->shape_attr.d[a];
+		g->eps = o->eps;
+		g->flags |= (o->flag ? G_OF_SIN : 0) | (o->attr[0] ? G_OF_F64 : 0);
+		break;
+	case OP_grid_ids:
+	case OP_text_ids:
+		g->attr[0] = o->attr[0];
+		g->attr[1] = o->attr[1];
+		g->attr[2] = o->attr[2];
+		g->flags |= o->kind == OP_grid_ids && o->flag ? G_OF_CENTER : 0;
+		break;
+	case OP_patch_embed:
+	case OP_unpatchify:
+		for (int a = 0; a < 3; a++)
+			g->attr[a] = o->shape_attr.d[a];
+		if (o->kind == OP_unpatchify)
+			break;
+		g->flags |= o->flag ? G_OF_BIAS : 0;
+		/* the patches hold exactly the input's elements, regrouped */
+		add_scratch(L, k, arena_printf(L->a, "%s/patches", L->m->tensors[o->out].name),
+			    (int64_t)L->tensors.v[in[0]].bytes);
 		break;
 	case OP_linear:
 	case OP_silu:

@@ -14,6 +14,8 @@
 #include "ir.h"
 #include "strmap.h"
 
+#include "runtime/graph.h"
+
 int op_lookup(const char *s)
 {
 	for (int i = 0; i < OP_COUNT; i++)
@@ -24,10 +26,10 @@ int op_lookup(const char *s)
 
 /* ---- signatures ---------------------------------------------------------- */
 
-enum { SIG_MAX = 6 };
+enum { SIG_MAX = 8 };
 
 struct sig_param {
-	char name[16];
+	char name[24];
 	char kind;       /* t i f b s l */
 	const char *def; /* default as written in ops.def, or NULL */
 	bool variadic;
@@ -198,6 +200,9 @@ static bool within_budget(struct inst *I, const char *name, const struct ir_shap
 		   shape_str(I->a, sh), MODEL_MAX_ELEMS_LOG2);
 	return false;
 }
+
+/* Positions are float32: integers up to 2^24 are exact. */
+static const int64_t POS_EXACT = (int64_t)1 << 24;
 
 static struct ir_shape shape1(int64_t a)
 {
@@ -798,6 +803,200 @@ static bool shape_rule(struct inst *I, struct ir_op *o, const struct bound *b,
 		o->shape_attr = *out;
 		if (o->kind == OP_param)
 			add_weight(I, opi, NULL, *out);
+		return true;
+	}
+	case OP_timestep_embedding: {
+		if (!need_rank(I, o->in[0], o->in_loc[0], 1, IR_MAX_DIMS - 1,
+			       "timestep_embedding's input") ||
+		    !positive(I, &v[1], "dim"))
+			return false;
+		/* diffusers divides by half_dim - downscale_freq_shift, and takes
+		 * log(max_period): both must be finite (NaN fails too) */
+		int64_t half = v[1].i / 2;
+		if (half > 0 && !((double)half - v[3].f != 0)) {
+			diag_error(I->d, v[3].loc.file >= 0 ? v[3].loc : o->loc,
+				   "timestep_embedding with dim %" PRId64 " and downscale_freq_shift "
+				   "%g divides by dim / 2 - downscale_freq_shift = 0", v[1].i, v[3].f);
+			return false;
+		}
+		if (!(v[5].f > 0)) {
+			diag_error(I->d, v[5].loc.file >= 0 ? v[5].loc : o->loc,
+				   "max_period must be positive, not %g", v[5].f);
+			return false;
+		}
+		*out = *x;
+		out->d[out->nd++] = v[1].i;
+		o->attr[0] = v[1].i;
+		o->flag = v[2].i;
+		o->fattr[0] = v[3].f;
+		o->fattr[1] = v[4].f;
+		o->fattr[2] = v[5].f;
+		o->fattr[3] = v[6].f;
+		return true;
+	}
+	case OP_rope_freqs: {
+		if (!need_rank(I, o->in[0], o->in_loc[0], 2, 2, "rope_freqs' ids"))
+			return false;
+		const struct value *ax = &v[1];
+		if (ax->n != x->d[1] || ax->n > G_NATTR) {
+			diag_error(I->d, ax->loc, "axes_dim has %d entr%s but ids '%s' %s has %" PRId64
+				   " axes%s", ax->n, ax->n == 1 ? "y" : "ies", xname,
+				   shape_str(I->a, x), x->d[1],
+				   ax->n > G_NATTR ? arena_printf(I->a, " (at most %d)", G_NATTR)
+						      : "");
+			diag_hint(I->d, "one rotary dimension per column of ids, as FluxPosEmbed's "
+				  "axes_dim");
+			return false;
+		}
+		int64_t width = 0;
+		for (int i = 0; i < ax->n; i++) {
+			int64_t d = ax->items[i].i;
+			if (d < 2 || d % 2) {
+				diag_error(I->d, ax->items[i].loc.file >= 0 ? ax->items[i].loc : ax->loc,
+					   "axes_dim[%d] = %" PRId64 ": a rotary dimension is even "
+					   "and at least 2", i, d);
+				return false;
+			}
+			if (__builtin_add_overflow(width, d, &width)) {
+				diag_error(I->d, ax->loc, "axes_dim's sum overflows");
+				return false;
+			}
+			o->shape_attr.d[i] = d;
+		}
+		o->shape_attr.nd = ax->n;
+		if (!(v[2].f > 0) || v[2].f > 1e300) {
+			diag_error(I->d, v[2].loc.file >= 0 ? v[2].loc : o->loc,
+				   "theta must be positive and finite, not %g", v[2].f);
+			return false;
+		}
+		if (strcmp(v[3].s, "cos") && strcmp(v[3].s, "sin")) {
+			diag_error(I->d, v[3].loc, "part must be \"cos\" or \"sin\", not \"%s\"", v[3].s);
+			return false;
+		}
+		if (strcmp(v[4].s, "f64") && strcmp(v[4].s, "f32")) {
+			diag_error(I->d, v[4].loc, "precision must be \"f64\" or \"f32\", not \"%s\"",
+				   v[4].s);
+			diag_hint(I->d, "\"f64\": freqs and angles in float64 (Flux, Wan); \"f32\": "
+				  "in float32 (QwenImage)");
+			return false;
+		}
+		*out = (struct ir_shape){ 2, { x->d[0], width } };
+		o->eps = v[2].f;
+		o->flag = !strcmp(v[3].s, "sin");
+		o->attr[0] = !strcmp(v[4].s, "f64");
+		return true;
+	}
+	case OP_grid_ids: {
+		int64_t n = 1;
+		for (int k = 0; k < 3; k++) {
+			if (!positive(I, &v[k], s->p[k].name))
+				return false;
+			if (v[k].i > POS_EXACT) {
+				diag_error(I->d, v[k].loc, "%s %" PRId64 " is past 2^24: positions "
+					   "would not be exact in float32", s->p[k].name, v[k].i);
+				return false;
+			}
+			o->attr[k] = v[k].i;
+			if (__builtin_mul_overflow(n, v[k].i, &n)) {
+				diag_error(I->d, o->loc, "grid_ids: frames * height * width overflows");
+				return false;
+			}
+		}
+		o->flag = v[3].i;
+		*out = (struct ir_shape){ 2, { n, 3 } };
+		return true;
+	}
+	case OP_text_ids: {
+		if (!positive(I, &v[0], "length") || !positive(I, &v[2], "axes"))
+			return false;
+		for (int k = 3; k < 5; k++)
+			if (v[k].i < 0) {
+				diag_error(I->d, v[k].loc, "%s must be at least 0, not %" PRId64,
+					   s->p[k].name, v[k].i);
+				return false;
+			}
+		/* QwenImage's text follows its image: max_vid_index is the larger
+		 * of the grid's height and width (halved, rounding down, with
+		 * scale_rope's centred grid) */
+		int64_t h = v[5].i ? v[3].i / 2 : v[3].i, w = v[5].i ? v[4].i / 2 : v[4].i;
+		int64_t first = v[1].i, end;
+		if (__builtin_add_overflow(first, h > w ? h : w, &first) ||
+		    __builtin_add_overflow(first, v[0].i, &end) || first < -POS_EXACT ||
+		    end > POS_EXACT) {
+			diag_error(I->d, o->loc, "text_ids: positions past 2^24 would not be exact "
+				   "in float32");
+			return false;
+		}
+		o->attr[0] = v[0].i;
+		o->attr[1] = first;
+		o->attr[2] = v[2].i;
+		*out = (struct ir_shape){ 2, { v[0].i, v[2].i } };
+		return true;
+	}
+	case OP_patch_embed:
+	case OP_unpatchify: {
+		bool embed = o->kind == OP_patch_embed;
+		if (!need_rank(I, o->in[0], o->in_loc[0], embed ? 5 : 3, embed ? 5 : 3,
+			       embed ? "patch_embed's input [B, C, F, H, W]"
+				     : "unpatchify's input [B, tokens, features]"))
+			return false;
+		const struct value *pv = &v[embed ? 2 : 1];
+		if (pv->n != 3) {
+			diag_error(I->d, pv->loc, "patch must be a list of 3 sizes [t, h, w], not %s",
+				   value_str(I->a, pv));
+			return false;
+		}
+		int64_t grid[3], vol = 1;
+		for (int k = 0; k < 3; k++) {
+			if (!positive(I, &pv->items[k], "a patch size"))
+				return false;
+			o->shape_attr.d[k] = pv->items[k].i;
+			/* patch sizes divide sizes below 2^48: no overflow */
+			if (__builtin_mul_overflow(vol, pv->items[k].i, &vol)) {
+				diag_error(I->d, pv->loc, "patch is too large");
+				return false;
+			}
+		}
+		o->shape_attr.nd = 3;
+		static const char *const axis[3] = { "frames", "height", "width" };
+		for (int k = 0; k < 3; k++) {
+			int64_t size = embed ? x->d[2 + k] : v[2 + k].i;
+			if (!embed && !positive(I, &v[2 + k], axis[k]))
+				return false;
+			if (size % pv->items[k].i) {
+				diag_error(I->d, pv->items[k].loc.file >= 0 ? pv->items[k].loc : pv->loc,
+					   "patch size %" PRId64 " does not divide the %s (%" PRId64 ")%s%s",
+					   pv->items[k].i, axis[k], size, embed ? " of " : "",
+					   embed ? arena_printf(I->a, "'%s' %s", xname, shape_str(I->a, x))
+						 : "");
+				return false;
+			}
+			grid[k] = size / pv->items[k].i;
+		}
+		int64_t tokens = grid[0] * grid[1] * grid[2]; /* at most the input's size */
+		if (embed) {
+			if (!positive(I, &v[1], "out channels"))
+				return false;
+			*out = (struct ir_shape){ 3, { x->d[0], tokens, v[1].i } };
+			o->attr[0] = v[1].i;
+			o->flag = v[3].i;
+			add_weight(I, opi, "weight", (struct ir_shape){ 5, { v[1].i, x->d[1],
+					pv->items[0].i, pv->items[1].i, pv->items[2].i } });
+			if (o->flag)
+				add_weight(I, opi, "bias", shape1(v[1].i));
+			return true;
+		}
+		int64_t big;
+		if (__builtin_mul_overflow(v[2].i, v[3].i, &big) ||
+		    __builtin_mul_overflow(big, v[4].i, &big) || x->d[1] != tokens ||
+		    x->d[2] % vol) {
+			diag_error(I->d, o->in_loc[0], "unpatchify of '%s' %s: a %" PRId64 " x %" PRId64
+				   " x %" PRId64 " grid of patch %s needs [B, %" PRId64 ", C * %" PRId64 "]",
+				   xname, shape_str(I->a, x), v[2].i, v[3].i, v[4].i,
+				   value_str(I->a, pv), tokens, vol);
+			return false;
+		}
+		*out = (struct ir_shape){ 5, { x->d[0], x->d[2] / vol, v[2].i, v[3].i, v[4].i } };
 		return true;
 	}
 	case OP_shard:

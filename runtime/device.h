@@ -76,6 +76,20 @@ struct dev_ops {
 			 int64_t Dv, void *workspace);
 	int (*lse_merge)(struct dev *d, float *out, float *lse, const float *out_blk,
 			 const float *lse_blk, int64_t B, int64_t Sq, int64_t H, int64_t Dv);
+	/* the embeddings of kernels.h (k_timestep_embedding ... k_unpatchify);
+	 * timesteps and positions are read, and tables written, in the
+	 * storage dtype, computed as kernels.h says whatever it is */
+	int (*timestep_embedding)(struct dev *d, const float *t, float *y, int64_t n, int64_t dim,
+				  bool flip, double shift, double scale, double max_period,
+				  double input_scale);
+	int (*rope_freqs)(struct dev *d, const float *ids, float *y, int64_t rows, int64_t naxes,
+			  const int64_t *axes_dim, double theta, bool sine, bool f64);
+	int (*grid_ids)(struct dev *d, float *y, int64_t F, int64_t H, int64_t W, bool center);
+	int (*text_ids)(struct dev *d, float *y, int64_t length, int64_t first, int64_t axes);
+	int (*patchify)(struct dev *d, const float *x, float *y, int64_t B, int64_t C, int64_t F,
+			int64_t H, int64_t W, int64_t pt, int64_t ph, int64_t pw);
+	int (*unpatchify)(struct dev *d, const float *x, float *y, int64_t B, int64_t C, int64_t F,
+			  int64_t H, int64_t W, int64_t pt, int64_t ph, int64_t pw);
 
 	/* Optional (graphs): record everything enqueued between capture_begin
 	 * and capture_end, then run it again with replay. */

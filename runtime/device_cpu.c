@@ -388,6 +388,84 @@ static int cpu_lse_merge(struct dev *d, float *out, float *lse, const float *out
 	return 0;
 }
 
+struct rows_args {
+	const float *in;
+	float *y;
+	int64_t dim, naxes;
+	const int64_t *axes_dim;
+	double shift, scale, max_period, input_scale, theta;
+	bool flag, f64;
+};
+
+static void timestep_range(const void *a, int64_t lo, int64_t hi)
+{
+	const struct rows_args *r = a;
+
+	k_timestep_embedding(r->in + lo, r->y + lo * r->dim, hi - lo, r->dim, r->flag, r->shift,
+			     r->scale, r->max_period, r->input_scale);
+}
+
+static int cpu_timestep_embedding(struct dev *d, const float *t, float *y, int64_t n,
+				  int64_t dim, bool flip, double shift, double scale,
+				  double max_period, double input_scale)
+{
+	struct rows_args a = { .in = t, .y = y, .dim = dim, .flag = flip, .shift = shift,
+			       .scale = scale, .max_period = max_period,
+			       .input_scale = input_scale };
+
+	/* a row costs dim sines and cosines: a few rows are a task */
+	par_range(cpu(d), n, 1 + GRAIN / 64 / (dim > 0 ? dim : 1), timestep_range, &a);
+	return 0;
+}
+
+static void rope_freqs_range(const void *a, int64_t lo, int64_t hi)
+{
+	const struct rows_args *r = a;
+
+	k_rope_freqs(r->in + lo * r->naxes, r->y + lo * r->dim, hi - lo, r->naxes, r->axes_dim,
+		     r->theta, r->flag, r->f64);
+}
+
+static int cpu_rope_freqs(struct dev *d, const float *ids, float *y, int64_t rows,
+			  int64_t naxes, const int64_t *axes_dim, double theta, bool sine, bool f64)
+{
+	struct rows_args a = { .in = ids, .y = y, .naxes = naxes, .axes_dim = axes_dim,
+			       .theta = theta, .flag = sine, .f64 = f64 };
+
+	for (int64_t i = 0; i < naxes; i++)
+		a.dim += axes_dim[i];
+	par_range(cpu(d), rows, 1 + GRAIN / 64 / (a.dim > 0 ? a.dim : 1), rope_freqs_range, &a);
+	return 0;
+}
+
+static int cpu_grid_ids(struct dev *d, float *y, int64_t F, int64_t H, int64_t W, bool center)
+{
+	k_grid_ids(y, F, H, W, center);
+	return 0;
+}
+
+static int cpu_text_ids(struct dev *d, float *y, int64_t length, int64_t first, int64_t axes)
+{
+	k_text_ids(y, length, first, axes);
+	return 0;
+}
+
+/* The (un)patchify copies run on the calling thread: once per forward, a
+ * few MB at most beside the blocks' GEMMs. */
+static int cpu_patchify(struct dev *d, const float *x, float *y, int64_t B, int64_t C,
+			int64_t F, int64_t H, int64_t W, int64_t pt, int64_t ph, int64_t pw)
+{
+	k_patchify(x, y, B, C, F, H, W, pt, ph, pw);
+	return 0;
+}
+
+static int cpu_unpatchify(struct dev *d, const float *x, float *y, int64_t B, int64_t C,
+			  int64_t F, int64_t H, int64_t W, int64_t pt, int64_t ph, int64_t pw)
+{
+	k_unpatchify(x, y, B, C, F, H, W, pt, ph, pw);
+	return 0;
+}
+
 static const struct dev_ops cpu_ops = {
 	.name = "cpu",
 	.host_memory = true,
@@ -413,6 +491,12 @@ static const struct dev_ops cpu_ops = {
 	.attention_workspace = cpu_attention_workspace,
 	.attention = cpu_attention,
 	.lse_merge = cpu_lse_merge,
+	.timestep_embedding = cpu_timestep_embedding,
+	.rope_freqs = cpu_rope_freqs,
+	.grid_ids = cpu_grid_ids,
+	.text_ids = cpu_text_ids,
+	.patchify = cpu_patchify,
+	.unpatchify = cpu_unpatchify,
 };
 
 struct dev *dev_cpu_create(void)

@@ -172,7 +172,19 @@ struct g_requires {
  *                1: back), attr[1] head dim, attr[2] sequence dim
  *   ring_attention attr[0] head dim of q/k, attr[1] of v, attr[2] rotate
  *                method (0 all-gather, 1 send/recv rotation), attr[3] seq
- *                dim; flags G_OF_FP32 (merge in float32) */
+ *                dim; flags G_OF_FP32 (merge in float32)
+ *   timestep_embedding attr[0] dim; attr[1..4] the float64 bits of
+ *                downscale_freq_shift, scale, max_period, input_scale;
+ *                flags G_OF_FLIP (flip_sin_to_cos)
+ *   rope_freqs   attr[0 .. n) axes_dim (n = the ids' columns, at most
+ *                G_NATTR); eps theta; flags G_OF_SIN (the sine table, else
+ *                the cosine), G_OF_F64 (freqs and angles in float64)
+ *   grid_ids     attr[0..2] frames, height, width; flags G_OF_CENTER
+ *   text_ids     attr[0] length, attr[1] the first position, attr[2] axes
+ *   patch_embed  attr[0..2] the patch (t, h, w); operands x, weight
+ *                [out, C, t, h, w] and, with G_OF_BIAS, the bias; scratch
+ *                the patches [B, tokens, C * t * h * w]
+ *   unpatchify   attr[0..2] the patch (the output tensor has the sizes) */
 struct g_op {
 	uint16_t kind;
 	uint16_t nin;
@@ -191,6 +203,10 @@ enum {
 	G_OF_TANH = 1 << 2,
 	G_OF_BH = 1 << 3,
 	G_OF_FP32 = 1 << 4,
+	G_OF_FLIP = 1 << 5,
+	G_OF_SIN = 1 << 6,
+	G_OF_F64 = 1 << 7,
+	G_OF_CENTER = 1 << 8,
 };
 
 /* ---- the whole graph --------------------------------------------------------- */
@@ -371,7 +387,7 @@ _Static_assert(offsetof(struct g_tensor, dims) == 40 && offsetof(struct g_op, at
  * op updates OP_COUNT here (and docs/graph-format.md's list); a new id of 64
  * or more needs a wider g_requires.ops, i.e. a new capability bit and
  * section in a minor version. */
-_Static_assert(OP_COUNT == 19, "a new op: update OP_COUNT here and the op list in "
+_Static_assert(OP_COUNT == 25, "a new op: update OP_COUNT here and the op list in "
 	       "docs/graph-format.md");
 _Static_assert(OP_linear == 0 && OP_gelu == 3 && OP_attention == 11 && OP_param == 12 &&
 	       OP_shard == 14 && OP_ring_attention == 18, "op ids are never renumbered");

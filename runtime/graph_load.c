@@ -629,6 +629,12 @@ static bool check_op(struct loader *l, uint32_t i)
 	case OP_reshape:
 	case OP_all_reduce:
 	case OP_ulysses_a2a:
+	case OP_timestep_embedding:
+	case OP_rope_freqs:
+	case OP_grid_ids:
+	case OP_text_ids:
+	case OP_patch_embed:
+	case OP_unpatchify:
 	case OP_ring_attention:
 	case OP_COUNT:
 		break;

@@ -50,7 +50,7 @@ case_() {
 	fi
 }
 
-for f in flux wan; do
+for f in flux wan embed; do
 	for x in weights inputs expected; do
 		if [ ! -f "$FIX/$f.$x.safetensors" ]; then
 			echo "FAIL  $FIX/$f.$x.safetensors is missing (tools/gen_fixtures.py makes it)"
@@ -87,5 +87,56 @@ else
 	case_ wan-ulysses2xtp2 wan wan_fixture_cp "ulysses = 2, tp = 2" ""
 	case_ wan-ring-anything3 wan wan_fixture_cp "ring = 3" \
 		"ring_anything = true, rotate_method = \"allgather\""
+fi
+# The embedding ops against diffusers' own (tools/gen_embed_fixture.py), within
+# 1e-6 (measured: 0 for the RoPE tables and grids, 6e-8 where float32 pow /
+# sin / cos of QwenImage's tables differ by an ulp, 2e-7 for the Conv3d patch
+# embedding's sums). The timestep projections with angles up to 1000 rad are
+# within 5e-5 of diffusers (measured 2.9e-5: torch's vectorised float32 exp is
+# 1 ulp off the correctly rounded value at 3 of the 128 frequencies, and the
+# angle magnifies it) and equal, to 0, diffusers' same code with exp, sin and
+# cos correctly rounded (embed.rounded.safetensors), which is what dtpc
+# computes (measured 0; 1e-6 for another libm). Negative control: a
+# perturbed table fails (below).
+# embed_case NAME PLAN MESH
+embed_case() {
+	c_name=$1 c_plan=$2 c_mesh=$3
+	g="$tmp/$c_name.graph" o="$tmp/$c_name.out.safetensors"
+	if compile_mesh "$FIX/embed.plan" "$c_plan" "$c_mesh" "" "$g" >"$tmp/out" 2>&1 &&
+		replay "$MODE" "$g" --timeout 60 --weights "$FIX/embed.weights.safetensors" \
+			--inputs "$FIX/embed.inputs.safetensors" --save-outputs "$o" >>"$tmp/out" 2>&1 &&
+		python3 tests/compare_outputs.py "$o" "$FIX/embed.expected.safetensors" 1e-6 flux_t=5e-5 \
+			qwen_t=5e-5 wan_t=5e-5 >>"$tmp/out" 2>&1 &&
+		python3 tests/compare_outputs.py "$o" "$FIX/embed.rounded.safetensors" 1e-6 >>"$tmp/out" 2>&1
+	then
+		pass=$((pass + 1))
+		printf "ok    %-26s %-36s embedding ops equal diffusers'\n" "$c_name" "$c_mesh"
+	else
+		fail=$((fail + 1))
+		printf "FAIL  %-26s %-36s\n" "$c_name" "$c_mesh"
+		sed 's/^/      /' "$tmp/out" | head -30
+	fi
+}
+if [ "$MODE" != mpi ]; then
+	embed_case embed-1rank embed_fixture "tp = 1"
+	embed_case embed-ulysses2 embed_fixture_cp "ulysses = 2"
+	embed_case embed-ring2 embed_fixture_cp "ring = 2"
+	# negative control: one value of one table off by 1e-5 must fail
+	python3 - "$tmp/embed-1rank.out.safetensors" "$tmp/bad.safetensors" <<'PY'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+at = 8 + n + json.loads(b[8:8 + n])["wan_cos"]["data_offsets"][0] + 4 * 77
+struct.pack_into("<f", b, at, struct.unpack_from("<f", b, at)[0] + 1e-5)
+open(sys.argv[2], "wb").write(b)
+PY
+	if python3 tests/compare_outputs.py "$tmp/bad.safetensors" "$FIX/embed.expected.safetensors" 1e-6 \
+		flux_t=5e-5 qwen_t=5e-5 wan_t=5e-5 >"$tmp/out" 2>&1; then
+		fail=$((fail + 1))
+		echo "FAIL  embed-negative-control: a table off by 1e-5 passed"
+	else
+		pass=$((pass + 1))
+		echo "ok    embed-negative-control       a table off by 1e-5 fails"
+	fi
 fi
 summary fixtures

@@ -152,4 +152,44 @@ void k_vexp(const float *x, float *y, int64_t n);
  * own all buffers. */
 void k_lse_merge(float *out, float *lse, const float *out_blk, const float *lse_blk,
 		 int64_t B, int64_t Sq, int64_t H, int64_t Dv);
+
+/* ---- embeddings (embed.c): what diffusers computes inside a forward ---- */
+
+/* diffusers' get_timestep_embedding of n timesteps t, in its float32
+ * order: each t times input_scale (Flux's `timestep * 1000`), frequencies
+ * exp(-log(max_period) k / (dim/2 - shift)), the angle t f times scale,
+ * then [sin | cos] ([cos | sin] with flip), a last zero column when dim is
+ * odd. y is [n, dim]. */
+void k_timestep_embedding(const float *t, float *y, int64_t n, int64_t dim, bool flip,
+			  double shift, double scale, double max_period, double input_scale);
+
+/* RoPE tables of rows positions ids [rows, naxes] into y [rows, sum of
+ * axes_dim]: per axis a, get_1d_rotary_pos_embed(axes_dim[a], ids[:, a],
+ * theta, use_real, repeat_interleave_real) — the cosines (or with sine the
+ * sines), each repeated for the two entries of its rotation pair —
+ * concatenated over the axes. f64: frequencies and angles in float64
+ * (Flux, Wan); otherwise in float32 as QwenImage's rope_params. */
+void k_rope_freqs(const float *ids, float *y, int64_t rows, int64_t naxes,
+		  const int64_t *axes_dim, double theta, bool sine, bool f64);
+
+/* The positions (f, h, w) of an F x H x W token grid in row-major order,
+ * y [F H W, 3]; with center, h counts from -(H - H/2) and w from
+ * -(W - W/2) (QwenImage's scale_rope). */
+void k_grid_ids(float *y, int64_t F, int64_t H, int64_t W, bool center);
+
+/* y [length, axes]: every column of row i holds first + i. */
+void k_text_ids(float *y, int64_t length, int64_t first, int64_t axes);
+
+/* Conv3d patches: x [B, C, F, H, W] into y [B, (F/pt)(H/ph)(W/pw), C pt ph
+ * pw], tokens in (f, h, w) row-major order and each patch flattened as a
+ * Conv3d weight [out, C, pt, ph, pw] is, so y . weight^T is the Conv3d
+ * with kernel = stride = patch, flattened and transposed. */
+void k_patchify(const float *x, float *y, int64_t B, int64_t C, int64_t F, int64_t H,
+		int64_t W, int64_t pt, int64_t ph, int64_t pw);
+
+/* Wan's unpatchify: x [B, (F/pt)(H/ph)(W/pw), pt ph pw C] (channels
+ * innermost) into y [B, C, F, H, W] — reshape to [B, F', H', W', pt, ph,
+ * pw, C] and permute (0, 7, 1, 4, 2, 5, 3, 6). */
+void k_unpatchify(const float *x, float *y, int64_t B, int64_t C, int64_t F, int64_t H,
+		  int64_t W, int64_t pt, int64_t ph, int64_t pw);
 #endif

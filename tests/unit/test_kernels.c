@@ -910,6 +910,250 @@ static void test_lse_merge_extremes(void)
 	free(rlse);
 }
 
+/* ---- embeddings ---------------------------------------------------------- */
+
+/* A float32 angle a carries a relative error of a few 2^-24 from its
+ * float32 steps: the bound for sin/cos of it against float64. */
+#define EPS32 (1.0 / 16777216.0)
+
+static double ref_timestep(double t, int64_t dim, int64_t j, bool flip, double shift,
+			   double scale, double max_period, double input_scale, double *angle)
+{
+	int64_t half = dim / 2;
+	if (j == dim - 1 && dim % 2)
+		return *angle = 0;
+	bool second = j >= half; /* the second half: cos, or with flip sin */
+	int64_t k = second ? j - half : j;
+	*angle = scale * t * input_scale * exp(-log(max_period) * (double)k / ((double)half - shift));
+	return second != flip ? cos(*angle) : sin(*angle);
+}
+
+/* max over elements of |y - ref| / (1e-6 + 8 EPS32 |angle|): at most 1 when
+ * every value is its float64 reference up to the float32 angle's rounding */
+static double timestep_err(const float *t, const float *y, int64_t n, int64_t dim, bool flip,
+			   double shift, double scale, double max_period, double input_scale)
+{
+	double worst = 0;
+
+	for (int64_t i = 0; i < n; i++)
+		for (int64_t j = 0; j < dim; j++) {
+			double a, r = ref_timestep(t[i], dim, j, flip, shift, scale, max_period,
+						   input_scale, &a);
+			double e = fabs(y[i * dim + j] - r) / (1e-6 + 8 * EPS32 * fabs(a));
+
+			worst = isnan(e) ? INFINITY : fmax(worst, e);
+		}
+	return worst;
+}
+
+static void test_timestep_embedding(void)
+{
+	const int64_t n = 5;
+	float *t = fill_u(n);
+	static const struct {
+		int64_t dim;
+		bool flip;
+		double shift, scale, max_period, input_scale;
+	} c[] = {
+		{ 256, true, 0, 1, 10000, 1000 }, /* Flux: t * 1000, Timesteps(256, True, 0) */
+		{ 256, true, 0, 1000, 10000, 1 }, /* QwenImage: scale = 1000 */
+		{ 33, false, 1, 1, 10000, 1 },    /* the defaults, odd: a zero column */
+		{ 10, true, 0.5, 2.5, 77, 3 },
+	};
+	for (int64_t i = 0; i < n; i++)
+		t[i] = fabsf(t[i]);
+	for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
+		float *y = fill_value(n * c[k].dim, NAN);
+
+		k_timestep_embedding(t, y, n, c[k].dim, c[k].flip, c[k].shift, c[k].scale,
+				     c[k].max_period, c[k].input_scale);
+		double e = timestep_err(t, y, n, c[k].dim, c[k].flip, c[k].shift, c[k].scale,
+					c[k].max_period, c[k].input_scale);
+		UNIT_CHECK(e <= 1, "timestep_embedding dim %lld flip %d shift %g scale %g period %g "
+			   "input_scale %g: error %.2f of (1e-6 + 8 eps32 |angle|) <= 1",
+			   (long long)c[k].dim, c[k].flip, c[k].shift, c[k].scale, c[k].max_period,
+			   c[k].input_scale, e);
+		if (k == 0) {
+			/* negative controls: the reference with shift 1, or sin and
+			 * cos swapped, is far off */
+			double e1 = timestep_err(t, y, n, c[k].dim, c[k].flip, 1, c[k].scale,
+						 c[k].max_period, c[k].input_scale);
+			double e2 = timestep_err(t, y, n, c[k].dim, !c[k].flip, c[k].shift,
+						 c[k].scale, c[k].max_period, c[k].input_scale);
+			UNIT_CHECK(e1 > 100 && e2 > 100, "timestep_embedding control: a wrong shift "
+				   "measures %.0f, a wrong flip %.0f (> 100)", e1, e2);
+		}
+		free(y);
+	}
+	free(t);
+}
+
+static double rope_freqs_err(const float *ids, const float *y, int64_t rows, int64_t naxes,
+			     const int64_t *dims, double theta, bool sine, bool f64)
+{
+	double worst = 0;
+	int64_t width = 0;
+
+	for (int64_t a = 0; a < naxes; a++)
+		width += dims[a];
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t a = 0, off = 0; a < naxes; off += dims[a], a++)
+			for (int64_t c = 0; c < dims[a]; c++) {
+				/* column c rotates pair c / 2 at theta^(-2 (c/2) / d) */
+				double fr = exp(-log(theta) * (double)(c / 2 * 2) / (double)dims[a]);
+				double ang = ids[r * naxes + a] * fr;
+				double ref = sine ? sin(ang) : cos(ang);
+				/* float64: the float32 rounding of the result alone */
+				double tol = f64 ? 1.0 * EPS32 : 1e-7 + 8 * EPS32 * fabs(ang);
+				double e = fabs(y[r * width + off + c] - ref) / tol;
+
+				worst = isnan(e) ? INFINITY : fmax(worst, e);
+			}
+	return worst;
+}
+
+static void test_rope_freqs(void)
+{
+	const int64_t rows = 37, naxes = 3, dims[3] = { 2, 10, 6 }, width = 18;
+	float *ids = fill_u(rows * naxes), *y = fill_value(rows * width, NAN);
+
+	for (int64_t i = 0; i < rows * naxes; i++) /* positions, fractional and negative */
+		ids[i] *= 300;
+	for (int f64 = 0; f64 < 2; f64++)
+		for (int sine = 0; sine < 2; sine++) {
+			k_rope_freqs(ids, y, rows, naxes, dims, 10000, sine, f64);
+			double e = rope_freqs_err(ids, y, rows, naxes, dims, 10000, sine, f64);
+			UNIT_CHECK(e <= 1, "rope_freqs axes [2, 10, 6] %s %s: error %.2f of the "
+				   "float32 bound <= 1", sine ? "sin" : "cos", f64 ? "f64" : "f32", e);
+		}
+	k_rope_freqs(ids, y, rows, naxes, dims, 256, false, true);
+	double e = rope_freqs_err(ids, y, rows, naxes, dims, 256, false, true);
+	UNIT_CHECK(e <= 1, "rope_freqs theta 256: error %.2f <= 1", e);
+	double bad = rope_freqs_err(ids, y, rows, naxes, dims, 10000, false, true);
+	UNIT_CHECK(bad > 100, "rope_freqs control: the theta 10000 reference measures %.0f > 100",
+		   bad);
+	free(ids);
+	free(y);
+}
+
+static void test_positions(void)
+{
+	const int64_t F = 3, H = 5, W = 7;
+	float *y = fill_value(F * H * W * 3, NAN);
+	bool ok[2] = { true, true };
+
+	for (int center = 0; center < 2; center++) {
+		k_grid_ids(y, F, H, W, center);
+		/* the tokens of a [F, H, W] grid in row-major order; centred rows
+		 * and columns as QwenEmbedRope's cat(neg[-(n - n//2):], pos[:n//2]) */
+		int64_t i = 0;
+		for (int64_t f = 0; f < F; f++)
+			for (int64_t h = 0; h < H; h++)
+				for (int64_t w = 0; w < W; w++, i++)
+					ok[center] &= y[3 * i] == f &&
+						      y[3 * i + 1] == (center ? h - 3 : h) &&
+						      y[3 * i + 2] == (center ? w - 4 : w);
+	}
+	UNIT_CHECK(ok[0] && ok[1], "grid_ids 3 x 5 x 7: (f, h, w) in token order, centred at "
+		   "-(n - n/2)");
+	float *t = fill_value(11 * 4, NAN);
+	bool tok = true;
+	k_text_ids(t, 11, -3, 4);
+	for (int64_t i = 0; i < 11 * 4; i++)
+		tok &= t[i] == (float)(-3 + i / 4);
+	UNIT_CHECK(tok, "text_ids 11 x 4 from -3: every column start + i");
+	free(y);
+	free(t);
+}
+
+/* Conv3d with kernel = stride = patch (flattened, transposed) in float64,
+ * against k_patchify followed by k_linear. */
+static void test_patch_embed(void)
+{
+	const int64_t B = 2, C = 3, F = 6, H = 10, W = 9, pt = 2, ph = 5, pw = 3, O = 7;
+	const int64_t Fp = F / pt, Hp = H / ph, Wp = W / pw, N = Fp * Hp * Wp, K = C * pt * ph * pw;
+	float *x = fill_u(B * C * F * H * W), *w = fill_u(O * K), *bias = fill_u(O);
+	float *p = fill_value(B * N * K, NAN), *y = fill_value(B * N * O, NAN);
+	double *ref = dalloc(B * N * O);
+
+	for (int64_t b = 0; b < B; b++)
+		for (int64_t n = 0; n < N; n++)
+			for (int64_t o = 0; o < O; o++) {
+				int64_t f0 = n / (Hp * Wp) * pt, h0 = n / Wp % Hp * ph, w0 = n % Wp * pw;
+				double s = bias[o];
+				for (int64_t c = 0; c < C; c++)
+					for (int64_t a = 0; a < pt; a++)
+						for (int64_t e = 0; e < ph; e++)
+							for (int64_t g = 0; g < pw; g++)
+								s += (double)w[(((o * C + c) * pt + a) * ph + e) * pw + g] *
+								     x[(((b * C + c) * F + f0 + a) * H + h0 + e) * W + w0 + g];
+				ref[(b * N + n) * O + o] = s;
+			}
+	k_patchify(x, p, B, C, F, H, W, pt, ph, pw);
+	k_linear(p, w, bias, y, B * N, K, O);
+	double e = err_norm(y, ref, B * N * O);
+	UNIT_CHECK(e <= TOL_GEMM, "patchify + linear = Conv3d patch (2, 5, 3) of [2, 3, 6, 10, 9]: "
+		   "normwise %.2e <= %.0e", e, TOL_GEMM);
+	/* control: the patches with one pixel changed give another conv */
+	float *q = fill_value(B * N * K, NAN);
+	k_patchify(x, q, B, C, F, H, W, pt, ph, pw);
+	q[K + 1] += 1; /* one pixel of token 1 */
+	k_linear(q, w, bias, y, B * N, K, O);
+	e = err_norm(y, ref, B * N * O);
+	UNIT_CHECK(e > 100 * TOL_GEMM, "patch_embed control: one pixel off measures %.2e > %.0e",
+		   e, 100 * TOL_GEMM);
+	free(x);
+	free(w);
+	free(bias);
+	free(p);
+	free(q);
+	free(y);
+	free(ref);
+}
+
+/* Wan's unpatchify as PyTorch writes it: [B, F', H', W', pt, ph, pw, C]
+ * permuted (0, 7, 1, 4, 2, 5, 3, 6) and flattened, walked by strides. */
+static bool unpatchify_matches(const float *x, const float *y, const int64_t *sz)
+{
+	static const int perm[8] = { 0, 7, 1, 4, 2, 5, 3, 6 };
+	int64_t stride[8], n = 1, idx[8] = { 0 };
+
+	for (int d = 7; d >= 0; d--) {
+		stride[d] = n;
+		n *= sz[d];
+	}
+	for (int64_t i = 0; i < n; i++) {
+		/* i walks the permuted tensor in row-major order */
+		int64_t src = 0, r = i;
+		for (int d = 7; d >= 0; d--) {
+			idx[d] = r % sz[perm[d]];
+			r /= sz[perm[d]];
+		}
+		for (int d = 0; d < 8; d++)
+			src += idx[d] * stride[perm[d]];
+		if (y[i] != x[src])
+			return false;
+	}
+	return true;
+}
+
+static void test_unpatchify(void)
+{
+	/* B, F', H', W', pt, ph, pw, C */
+	const int64_t sz[8] = { 2, 3, 2, 5, 2, 3, 1, 4 };
+	const int64_t B = 2, C = 4, F = 6, H = 6, W = 5;
+	int64_t n = B * C * F * H * W;
+	float *x = fill_u(n), *y = fill_value(n, NAN);
+
+	k_unpatchify(x, y, B, C, F, H, W, 2, 3, 1);
+	UNIT_CHECK(unpatchify_matches(x, y, sz), "unpatchify patch (2, 3, 1), C = 4: PyTorch's "
+		   "reshape + permute (0, 7, 1, 4, 2, 5, 3, 6), exactly");
+	k_unpatchify(x, y, B, C, F, H, W, 3, 2, 1);
+	UNIT_CHECK(!unpatchify_matches(x, y, sz), "unpatchify control: patch (3, 2, 1) differs");
+	free(x);
+	free(y);
+}
+
 int main(void)
 {
 	test_linear();
@@ -936,5 +1180,10 @@ int main(void)
 	unsetenv("DTPC_CPU_ISA");
 	test_lse_merge_blocks();
 	test_lse_merge_extremes();
+	test_timestep_embedding();
+	test_rope_freqs();
+	test_positions();
+	test_patch_embed();
+	test_unpatchify();
 	return unit_done();
 }
