@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "arena.h"
+#include "config.h"
 #include "driver.h"
 #include "expr.h"
 #include "parse.h"
@@ -614,6 +615,7 @@ static void print_rank_text(FILE *out, const struct g_graph *g, const struct hw 
 
 struct cost_args {
 	const char *file, *plan, *mesh, *context, *hw;
+	const char *config; /* --config, resolved by config_path */
 	struct override *defs;
 	int ndefs, dtype, top;
 	bool json;
@@ -655,6 +657,9 @@ static int parse_args(struct arena *a, int argc, char **argv, bool suggest, stru
 			c->plan = v;
 		} else if (!strcmp(s, "--hw")) {
 			c->hw = v;
+		} else if (!strcmp(s, "--config")) {
+			if (!(c->config = config_path(a, v, stderr)))
+				return 2;
 		} else if (!strcmp(s, "--context")) {
 			c->context = v;
 		} else if (!strcmp(s, "--dtype")) {
@@ -721,8 +726,8 @@ static bool cost_of(const struct cost_args *c, const char *plan, const char *mes
 		    void **buf, struct g_graph *g, struct prediction *p)
 {
 	size_t len = 0;
-	*buf = driver_graph_buffer(c->file, plan, mesh, context, c->defs, c->ndefs, false, &len,
-				   NULL, err);
+	*buf = driver_graph_buffer(c->file, plan, mesh, context, c->defs, c->ndefs, c->config,
+				   false, &len, NULL, err);
 	char why[256];
 	if (!*buf)
 		return false;
@@ -869,6 +874,10 @@ int suggest_main(int argc, char **argv)
 	const char *plan = rc ? NULL : choose_plan(a, &c);
 	if (!rc && !plan)
 		rc = 2;
+	/* the meshes' diagnostics are not shown: an error in the config
+	 * itself is, once, rather than every mesh being refused unexplained */
+	if (!rc && c.config)
+		rc = config_check(c.config, stderr);
 	if (rc) {
 		arena_free(a);
 		return rc;

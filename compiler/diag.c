@@ -112,6 +112,15 @@ void diag_remark_at(const char *origin, struct diag_ctx *d, dtpc_loc loc, const 
 	push_top(d, g);
 }
 
+static void attach_to(struct diag *t, struct diag *g)
+{
+	if (t->last_child)
+		t->last_child->next = g;
+	else
+		t->children = g;
+	t->last_child = g;
+}
+
 static void attach(struct diag_ctx *d, struct diag *g)
 {
 	struct diag *t = d->tail;
@@ -121,11 +130,15 @@ static void attach(struct diag_ctx *d, struct diag *g)
 		push_top(d, g);
 		return;
 	}
-	if (t->last_child)
-		t->last_child->next = g;
-	else
-		t->children = g;
-	t->last_child = g;
+	attach_to(t, g);
+}
+
+void diag_note_to(struct diag_ctx *d, struct diag *e, dtpc_loc loc, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	attach_to(e, add(d, DIAG_NOTE, loc, fmt, ap));
+	va_end(ap);
 }
 
 void diag_note(struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)

@@ -70,6 +70,9 @@ void diag_error_at(const char *origin, struct diag_ctx *d, dtpc_loc loc, const c
 /* A note or hint attaches to the most recent error (or remark). */
 void diag_note(struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* A note on error e, which need not be the most recent one. */
+void diag_note_to(struct diag_ctx *d, struct diag *e, dtpc_loc loc, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 void diag_hint(struct diag_ctx *d, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* A note that stands alone (compiler-inserted collectives): not an error. */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "arena.h"
+#include "config.h"
 #include "inspect.h"
 #include "layout.h"
 #include "lower.h"
@@ -143,6 +144,24 @@ static int finish(const struct check_opts *o, struct diag_ctx *d, cJSON *summari
 	return d->nerrors ? 1 : 0;
 }
 
+/* --config: its keys join the overrides ahead of -D's, so the plan's
+ * `model m(k = v)` < the config < -D. Read once per command, after the
+ * plan files (whose indices start at 0: a root plan is file 0). Returns an
+ * exit status: 0 to go on, 1 after errors in d, 2 when unreadable. */
+static int read_config(struct arena *a, struct diag_ctx *d, struct compile_opts *co, FILE *err)
+{
+	if (!co->config)
+		return 0;
+	struct override *ov;
+	int n;
+	int rc = config_overrides(a, d, co->config, co->defines, co->ndefines, &ov, &n, err);
+	if (!rc) {
+		co->defines = ov;
+		co->ndefines = n;
+	}
+	return rc;
+}
+
 /* ---- hints ------------------------------------------------------------------ */
 
 static bool same_error(const struct diag *x, const struct diag *y)
@@ -214,8 +233,9 @@ static void check_one(const struct check_opts *o, struct arena *a, struct diag_c
 		cJSON_AddItemToArray(summaries, summary_build(a, c, lay));
 }
 
-int driver_check(const struct check_opts *o, FILE *out, FILE *err)
+int driver_check(const struct check_opts *opts, FILE *out, FILE *err)
 {
+	struct check_opts with_config = *opts, *o = &with_config;
 	struct arena *a = arena_create();
 	struct diag_ctx d;
 	diag_init(&d, a);
@@ -232,6 +252,11 @@ int driver_check(const struct check_opts *o, FILE *out, FILE *err)
 		goto done;
 	}
 	check_declarations(&d, &prog);
+	int config_rc = read_config(a, &d, &o->co, err);
+	if (config_rc) {
+		status = config_rc == 2 ? 2 : 0;
+		goto done;
+	}
 
 	const struct plan *only = NULL;
 	if (o->co.plan) {
@@ -301,12 +326,14 @@ static uint64_t fnv1a(uint64_t h, const char *p, size_t n)
 	return h;
 }
 
-/* Of the plan files read (before any pseudo-file such as <command line>):
- * a graph records it, so --verify can tell when its source has changed. */
-static uint64_t sources_hash(const struct diag_ctx *d)
+/* Of the plan files read (registered first; not a pseudo-file such as
+ * <command line>, nor --config's file, whose values the graph records as
+ * parameters): a graph records it, so --verify can tell when its source
+ * has changed. */
+static uint64_t sources_hash(const struct diag_ctx *d, const struct program *prog)
 {
 	uint64_t h = 1469598103934665603ull;
-	for (int i = 0; i < d->nfiles; i++)
+	for (int i = 0; i < prog->nfiles && i < d->nfiles; i++)
 		if (d->files[i].path[0] != '<')
 			h = fnv1a(h, d->files[i].text, d->files[i].len);
 	return h;
@@ -377,9 +404,10 @@ static bool write_file(const char *path, const void *buf, size_t len, FILE *err)
 	return ok;
 }
 
-int driver_compile(const struct check_opts *o, const char *out_path, bool verbose,
+int driver_compile(const struct check_opts *opts, const char *out_path, bool verbose,
 		   FILE *out, FILE *err)
 {
+	struct check_opts with_config = *opts, *o = &with_config;
 	struct arena *a = arena_create();
 	struct diag_ctx d;
 	diag_init(&d, a);
@@ -396,6 +424,11 @@ int driver_compile(const struct check_opts *o, const char *out_path, bool verbos
 		goto done;
 	}
 	check_declarations(&d, &prog);
+	int config_rc = read_config(a, &d, &o->co, err);
+	if (config_rc) {
+		status = config_rc == 2 ? 2 : 0;
+		goto done;
+	}
 	const struct plan *p = NULL;
 	int nroot = 0;
 	for (const struct plan *q = prog.plans; q; q = q->next) {
@@ -431,7 +464,7 @@ int driver_compile(const struct check_opts *o, const char *out_path, bool verbos
 		dump_layout(out, a, c, lay);
 	if (d.nerrors)
 		goto done;
-	struct lower_opts lo = { .source_path = o->file, .source_hash = sources_hash(&d) };
+	struct lower_opts lo = { .source_path = o->file, .source_hash = sources_hash(&d, &prog) };
 	struct g_graph *g = lower_plan(a, &d, c, lay, &lo);
 	if (!g)
 		goto done;
@@ -478,8 +511,8 @@ done:;
 }
 
 void *driver_graph_buffer(const char *source, const char *plan, const char *mesh,
-			  const char *context, struct override *defs, int ndefs, bool one_rank,
-			  size_t *len, uint64_t *source_hash, FILE *err)
+			  const char *context, struct override *defs, int ndefs, const char *config,
+			  bool one_rank, size_t *len, uint64_t *source_hash, FILE *err)
 {
 	struct arena *a = arena_create();
 	struct diag_ctx d;
@@ -499,7 +532,9 @@ void *driver_graph_buffer(const char *source, const char *plan, const char *mesh
 		goto done;
 	}
 	struct compile_opts co = { .defines = defs, .ndefines = ndefs, .mesh = mesh,
-				   .context = context };
+				   .context = context, .config = config };
+	if (read_config(a, &d, &co, err))
+		goto done;
 	struct plan_cfg *c = plan_resolve(a, &d, &prog, p, &co);
 	if (!c || d.nerrors)
 		goto done;
@@ -510,7 +545,7 @@ void *driver_graph_buffer(const char *source, const char *plan, const char *mesh
 		c->ring = c->ulysses = c->tp = c->world = 1;
 	}
 	struct layout_result *lay = layout_run(a, &d, c);
-	struct lower_opts lo = { .source_path = source, .source_hash = sources_hash(&d) };
+	struct lower_opts lo = { .source_path = source, .source_hash = sources_hash(&d, &prog) };
 	if (source_hash)
 		*source_hash = lo.source_hash;
 	struct g_graph *g = d.nerrors ? NULL : lower_plan(a, &d, c, lay, &lo);

@@ -38,13 +38,14 @@ int driver_check(const struct check_opts *o, FILE *out, FILE *err);
 int driver_compile(const struct check_opts *o, const char *out_path, bool verbose,
 		   FILE *out, FILE *err);
 /* A plan's graph as a serialized buffer (malloc'd; the caller frees). mesh
- * and context override the plan's (NULL: the plan's own). one_rank: the
+ * and context override the plan's (NULL: the plan's own); config (NULL:
+ * none) is --config's file, whose keys come before defs. one_rank: the
  * unsharded graph, for `dtpc run --verify` — the plan resolved with the
  * mesh, context and parameters a graph was compiled with (so the same checks
  * pass), then lowered with every mesh axis set to 1. *source_hash (if not
  * NULL) gets the hash of the sources read, as compiles record it. On failure
  * returns NULL and prints the diagnostics to err. */
 void *driver_graph_buffer(const char *source, const char *plan, const char *mesh,
-			  const char *context, struct override *defs, int ndefs, bool one_rank,
-			  size_t *len, uint64_t *source_hash, FILE *err);
+			  const char *context, struct override *defs, int ndefs, const char *config,
+			  bool one_rank, size_t *len, uint64_t *source_hash, FILE *err);
 #endif

@@ -113,11 +113,17 @@ struct ir_model {
 struct strmap;
 struct program;
 
-/* An override of a model parameter: from a plan's `model m(k = v)` or -D. */
+/* An override of a model parameter: from a plan's `model m(k = v)`, a
+ * --config file's key (config.c) or -D. */
 struct override {
 	const char *name;
 	struct value val;
 	bool from_cli;
+	/* a key of --config: val.loc is the key; VAL_NONE is JSON null (the
+	 * parameter keeps its value), unless unfit says why no parameter can
+	 * take the value ("an object") */
+	bool from_config;
+	const char *unfit;
 	bool used;
 };
 

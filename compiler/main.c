@@ -7,6 +7,7 @@
 
 #include "arena.h"
 #include "calibrate.h"
+#include "config.h"
 #include "cost.h"
 #include "driver.h"
 #include "embed.h"
@@ -45,7 +46,10 @@ static const char usage[] =
 	"  --mesh AXES            replace the plan's mesh: --mesh \"ring = 2, tp = 2\"\n"
 	"  --context OPTIONS      override context options:\n"
 	"                         --context 'rotate_method = \"alltoall\"'\n"
-	"  -D NAME=VALUE          override a model parameter (after the plan's own)\n"
+	"  --config PATH          model parameters from a diffusers config.json (or the\n"
+	"                         folder holding one): after the plan's own, before -D\n"
+	"  -D NAME=VALUE          override a model parameter (after the plan's and\n"
+	"                         --config's)\n"
 	"  --format FORMAT        diagnostics and summary as text (default) or json;\n"
 	"                         (check) sarif: diagnostics as SARIF 2.1.0 (code scanning)\n"
 	"  --color / --no-color   colour diagnostics (default: when stderr is a terminal)\n"
@@ -173,6 +177,11 @@ static int cmd_check(int argc, char **argv, int first, bool compile)
 					       "not '%s'", o.co.context);
 				goto out;
 			}
+		} else if (!strcmp(s, "--config")) {
+			if (!(v = need_value(argc, argv, &i)))
+				goto missing;
+			if (!(o.co.config = config_path(a, v, stderr)))
+				goto out; /* rc 2: unreadable, as a plan file */
 		} else if (!strcmp(s, "--world")) {
 			if (!(v = need_value(argc, argv, &i)))
 				goto missing;

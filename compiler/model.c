@@ -97,6 +97,18 @@ struct inst {
 	struct scope *cur;
 	bool over_budget;
 	int64_t elems; /* of all tensors and weights so far: <= MODEL_MAX_ELEMS */
+	/* With --config only: which config keys each parameter's value comes
+	 * from (a derived default, from those of the parameters it reads), and
+	 * when each parameter was last read, so that an error a config value
+	 * causes names the key (blame). */
+	struct origin **origins;
+	unsigned *read_stamp, stamp;
+	struct diag *blamed; /* errors up to it have their notes */
+};
+
+struct origin {
+	const struct override *ov;
+	struct origin *next;
 };
 
 #define GROW(a, arr, n, cap)                                                  \
@@ -279,6 +291,8 @@ static enum lookup_result param_lookup(void *ud, const char *name, dtpc_loc loc,
 	struct inst *I = ud;
 	int p = strmap_get(I->params, name);
 	if (p >= 0) {
+		if (I->read_stamp)
+			I->read_stamp[p] = I->stamp;
 		*out = I->m->params[p];
 		/* a parameter whose default failed was reported there */
 		return out->kind == VAL_NONE ? LOOKUP_REPORTED : LOOKUP_OK;
@@ -1456,9 +1470,65 @@ static void do_output(struct inst *I, const struct mstmt *st)
 	}
 }
 
+/* ---- config provenance ----------------------------------------------------- */
+
+/* The config keys behind the parameters read since stamp `since`, each once,
+ * in declaration order. */
+static struct origin *origins_read(struct inst *I, unsigned since)
+{
+	struct origin *list = NULL, **tail = &list;
+	for (int p = 0; p < I->m->nparams; p++) {
+		if (I->read_stamp[p] < since)
+			continue;
+		for (const struct origin *o = I->origins[p]; o; o = o->next) {
+			bool seen = false;
+			for (const struct origin *q = list; q && !seen; q = q->next)
+				seen = q->ov == o->ov;
+			if (seen)
+				continue;
+			*tail = ARENA_NEW(I->a, struct origin);
+			(*tail)->ov = o->ov;
+			tail = &(*tail)->next;
+		}
+	}
+	return list;
+}
+
+/* Starts a stretch of evaluation whose errors blame the config keys it
+ * reads: returns the stamp to give blame. */
+static unsigned blame_begin(struct inst *I)
+{
+	if (!I->origins)
+		return 0;
+	I->blamed = I->d->tail;
+	return ++I->stamp;
+}
+
+/* Each error since blame_begin not yet blamed (an inner statement's are)
+ * gets a note at each config key behind the parameters read: "num_heads =
+ * 0 comes from the config here", where diffusers' user looks first. */
+static void blame(struct inst *I, unsigned since)
+{
+	if (!I->origins || (!I->d->tail && I->d->head))
+		return; /* no --config, or past the error limit */
+	struct diag *from = I->blamed ? I->blamed->next : I->d->head;
+	I->blamed = I->d->tail;
+	struct origin *list = NULL;
+	for (struct diag *e = from; e; e = e->next) {
+		if (e->level != DIAG_ERROR)
+			continue;
+		if (!list && !(list = origins_read(I, since)))
+			return;
+		for (const struct origin *o = list; o; o = o->next)
+			diag_note_to(I->d, e, o->ov->val.loc, "%s = %s comes from the config here",
+				     o->ov->name, value_str(I->a, &o->ov->val));
+	}
+}
+
 static void walk(struct inst *I, const struct mstmt *body)
 {
 	for (const struct mstmt *st = body; st; st = st->next) {
+		unsigned since = blame_begin(I);
 		switch (st->kind) {
 		case MS_INPUT: do_input(I, st); break;
 		case MS_ASSIGN: do_assign(I, st); break;
@@ -1467,7 +1537,64 @@ static void walk(struct inst *I, const struct mstmt *body)
 		case MS_ALIAS: do_alias(I, st); break;
 		case MS_IF: do_if(I, st); break;
 		}
+		blame(I, since);
 	}
+}
+
+/* ---- parameters -------------------------------------------------------------- */
+
+/* The kind every item of a list has (a number where integers and numbers
+ * mix), or VAL_NONE: empty, or of several kinds. */
+static enum value_kind item_kind(const struct value *v)
+{
+	enum value_kind k = VAL_NONE;
+	for (int i = 0; i < v->n; i++) {
+		enum value_kind x = v->items[i].kind;
+		if (x == VAL_LIST || x == VAL_NONE)
+			return VAL_NONE;
+		if (k == VAL_NONE || k == x)
+			k = x;
+		else if ((k == VAL_INT || k == VAL_FLOAT) && (x == VAL_INT || x == VAL_FLOAT))
+			k = VAL_FLOAT;
+		else
+			return VAL_NONE;
+	}
+	return k;
+}
+
+/* A parameter's kind in words: "an integer", "a list of integers". */
+static const char *kind_words(struct arena *a, const struct value *def)
+{
+	enum value_kind k = def->kind == VAL_LIST ? item_kind(def) : VAL_NONE;
+	if (k != VAL_NONE)
+		return arena_printf(a, "a list of %ss", value_kind_name(k));
+	return arena_printf(a, "%s %s", def->kind == VAL_INT ? "an" : "a",
+			    value_kind_name(def->kind));
+}
+
+/* Whether an override v may replace the default def: the same kind (an
+ * integer where a number is expected is fine), and for a list whose items
+ * share a kind, items of that kind. *out gets v with such integers made
+ * numbers. */
+static bool fits(struct arena *a, const struct value *def, const struct value *v,
+		 struct value *out)
+{
+	*out = *v;
+	if (def->kind == VAL_FLOAT && v->kind == VAL_INT) {
+		out->kind = VAL_FLOAT;
+		out->f = (double)v->i;
+		return true;
+	}
+	if (v->kind != def->kind)
+		return false;
+	enum value_kind k = def->kind == VAL_LIST ? item_kind(def) : VAL_NONE;
+	if (k == VAL_NONE)
+		return true;
+	out->items = ARENA_ARRAY(a, struct value, v->n ? v->n : 1);
+	for (int i = 0; i < v->n; i++)
+		if (!fits(a, &(struct value){ .kind = k }, &v->items[i], &out->items[i]))
+			return false;
+	return true;
 }
 
 /* Parameters in declaration order; an override replaces the default, and
@@ -1481,43 +1608,65 @@ static void bind_params(struct inst *I, const struct model *md,
 		n++;
 	m->param_names = ARENA_ARRAY(I->a, const char *, n);
 	m->params = ARENA_ARRAY(I->a, struct value, n);
+	for (int i = 0; i < nov && !I->origins; i++)
+		if (ov[i].from_config) {
+			I->origins = ARENA_ARRAY(I->a, struct origin *, n ? n : 1);
+			I->read_stamp = ARENA_ARRAY(I->a, unsigned, n ? n : 1);
+		}
 	struct eval_ctx c = eval_ctx(I);
 	for (const struct arg *a = md->params; a; a = a->next) {
 		if (strmap_get(I->params, a->name) >= 0) {
 			diag_error(I->d, a->name_loc, "duplicate parameter '%s'", a->name);
 			continue;
 		}
-		struct value v = { 0 };
+		struct value v = { 0 }, fit;
 		const struct override *use = NULL;
 		for (int i = 0; i < nov; i++)
 			if (!strcmp(ov[i].name, a->name)) {
-				use = &ov[i]; /* the last one wins: -D after the plan */
 				ov[i].used = true;
+				/* a config's null leaves the value as it was */
+				if (!ov[i].from_config || ov[i].val.kind != VAL_NONE || ov[i].unfit)
+					use = &ov[i]; /* the last one wins: -D after the plan */
 			}
+		unsigned since = blame_begin(I);
 		bool ok = expr_eval(&c, a->val, &v);
+		blame(I, since);
 		/* An override keeps the parameter's kind: `-D seq=abc` is reported
 		 * here, not as a bad shape deep in the model. An integer where a
 		 * number is expected is fine. */
-		if (use && ok && use->val.kind != v.kind &&
-		    !(v.kind == VAL_FLOAT && use->val.kind == VAL_INT)) {
-			dtpc_loc l = use->from_cli ? use_loc : use->val.loc;
-			diag_error(I->d, l, "%s%s = %s: '%s' is %s %s in model '%s' (default %s)",
-				   use->from_cli ? "-D " : "", a->name,
-				   value_str(I->a, &use->val), a->name,
-				   v.kind == VAL_INT ? "an" : "a", value_kind_name(v.kind),
-				   md->name, value_str(I->a, &v));
+		if (use && ok && !fits(I->a, &v, &use->val, &fit)) {
+			const char *kind = kind_words(I->a, &v), *def = value_str(I->a, &v);
+			if (use->from_config) {
+				/* 2.0 as the file writes it: value_str's %g shows "2" */
+				const struct value *u = &use->val;
+				bool whole = u->kind == VAL_FLOAT && u->f == (double)(int64_t)u->f;
+				const char *got = use->unfit ? use->unfit
+					: arena_printf(I->a, "%s, %s", whole ? arena_printf(I->a, "%.1f", u->f)
+						       : value_str(I->a, u), kind_words(I->a, u));
+				diag_error(I->d, use->val.loc, "config key '%s' is %s; model '%s' takes "
+					   "%s (default %s)", a->name, got, md->name, kind, def);
+				diag_note(I->d, a->name_loc, "'%s' is declared here", a->name);
+			} else {
+				diag_error(I->d, use->from_cli ? use_loc : use->val.loc,
+					   "%s%s = %s: '%s' is %s in model '%s' (default %s)",
+					   use->from_cli ? "-D " : "", a->name,
+					   value_str(I->a, &use->val), a->name, kind, md->name, def);
+			}
 			use = NULL;
 		}
-		if (use) {
-			enum value_kind want = v.kind;
-			v = use->val;
-			if (want == VAL_FLOAT && v.kind == VAL_INT) {
-				v.kind = VAL_FLOAT;
-				v.f = (double)v.i;
-			}
-		}
+		if (use)
+			v = fit;
 		if (!ok && !use)
 			v.kind = VAL_NONE;
+		if (I->origins) {
+			/* the key itself, or (a default) those behind what it read */
+			struct origin *o = NULL;
+			if (use && use->from_config) {
+				o = ARENA_NEW(I->a, struct origin);
+				o->ov = use;
+			}
+			I->origins[m->nparams] = use ? o : origins_read(I, since);
+		}
 		m->param_names[m->nparams] = a->name;
 		m->params[m->nparams] = v;
 		strmap_put(I->params, a->name, m->nparams++);
@@ -1525,6 +1674,15 @@ static void bind_params(struct inst *I, const struct model *md,
 	for (int i = 0; i < nov; i++) {
 		if (ov[i].used)
 			continue;
+		if (ov[i].from_config) {
+			/* as diffusers' from_config: a note, and the key is ignored */
+			diag_remark(I->d, ov[i].val.loc, "model '%s' has no parameter '%s': the "
+				    "config key is ignored", md->name, ov[i].name);
+			const char *best = closest_name(ov[i].name, m->param_names, m->nparams);
+			if (best)
+				diag_hint(I->d, "did you mean '%s'?", best);
+			continue;
+		}
 		dtpc_loc l = ov[i].from_cli ? use_loc : ov[i].val.loc;
 		diag_error(I->d, l, "model '%s' has no parameter '%s'%s", md->name,
 			   ov[i].name, ov[i].from_cli ? " (from -D)" : "");

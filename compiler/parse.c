@@ -47,13 +47,14 @@ void parse_buffer(struct arena *a, struct diag_ctx *d, const char *name,
 	parse_registered(a, d, diag_add_file(d, name, text, len), out);
 }
 
-/* The whole file into the arena; NULL with *why and errno (for the callers of
- * parse_program, which print strerror) set on failure. Only regular
+/* The whole file into the arena (plans, imports, --config); NULL with *why
+ * and errno (for the callers of parse_program, which print strerror) set on
+ * failure. Only regular
  * files: `import "/dev/zero";` read forever and a FIFO blocked the open (it
  * is opened non-blocking for that reason), and a folder failed with a bare
  * EIO. The size is capped at what the scanner's int length can hold. The
  * root file "-" is standard input, whatever it is (a pipe, a terminal). */
-static char *slurp(struct arena *a, const char *path, bool std, size_t *len, const char **why)
+char *read_source(struct arena *a, const char *path, bool std, size_t *len, const char **why)
 {
 	int fd = std ? dup(STDIN_FILENO) : open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	struct stat st;
@@ -138,7 +139,7 @@ static bool parse_rec(struct arena *a, struct diag_ctx *d, const char *path,
 	/* "-" at the root: the plan comes from standard input, and its imports
 	 * resolve from the current folder */
 	bool std = from.file < 0 && !strcmp(path, "-");
-	char *text = slurp(a, path, std, &len, &why);
+	char *text = read_source(a, path, std, &len, &why);
 	if (!text) {
 		if (from.file < 0)
 			return false;

@@ -39,4 +39,8 @@ bool parse_program(struct arena *a, struct diag_ctx *d, const char *path,
  * entry point. */
 void parse_buffer(struct arena *a, struct diag_ctx *d, const char *name,
 		  const char *text, size_t len, struct file_ast *out);
+/* A whole regular file (std: standard input, whatever it is) into the arena,
+ * at most 2 GiB; NULL with *why (and errno) set when it cannot be read. */
+char *read_source(struct arena *a, const char *path, bool std, size_t *len,
+		  const char **why);
 #endif

@@ -71,8 +71,9 @@ enum ctx_opt { CTX_FP32, CTX_ROTATE, CTX_UANY, CTX_RANY, CTX_RDEG, CTX_UDEG, CTX
 struct compile_opts {
 	const char *plan;   /* --plan */
 	int64_t world;      /* --world, 0 when not given */
-	struct override *defines; /* -D */
+	struct override *defines; /* -D; the driver puts --config's keys first */
 	int ndefines;
+	const char *config;  /* --config: the config.json (config_path's result) */
 	const char *mesh;    /* --mesh "ring=2,tp=2": replaces the plan's mesh */
 	const char *context; /* --context "rotate_method=\"alltoall\"": overrides */
 };

@@ -17,6 +17,7 @@
 #include "median.h"
 #include "runtime/dtpc.h"
 #include "runtime/safetensors.h"
+#include "runtime/session.h"
 
 struct rank_job {
 	const struct run_opts *o;
@@ -179,6 +180,35 @@ static int64_t numel(const int64_t *shape, int nd)
 	return n;
 }
 
+/* A parameter's record in the graph (lower.c's meta_value) as the value it
+ * was (a list of mixed items, recorded as its text, comes back a string);
+ * false for a type this version does not know. */
+static bool meta_value(struct arena *a, const struct g_graph *g, uint32_t i, struct value *v)
+{
+	const struct g_meta *m = &g->meta[i];
+	*v = (struct value){ .loc = loc_none() };
+	switch (m->type) {
+	case GM_U64:
+	case GM_I64: v->kind = VAL_INT; v->i = (int64_t)m->value; return true;
+	case GM_F64: v->kind = VAL_FLOAT; memcpy(&v->f, &m->value, sizeof v->f); return true;
+	case GM_BOOL: v->kind = VAL_BOOL; v->i = m->value != 0; return true;
+	case GM_STR: v->kind = VAL_STR; v->s = graph_str(g, (uint32_t)m->value); return true;
+	case GM_I64_ARRAY:
+	case GM_STR_ARRAY: {
+		const uint64_t *items = graph_meta_items(g, i);
+		v->kind = VAL_LIST;
+		v->n = (int)graph_meta_len(g, i);
+		v->items = ARENA_ARRAY(a, struct value, v->n + 1);
+		for (int k = 0; k < v->n; k++)
+			v->items[k] = m->type == GM_I64_ARRAY
+				? (struct value){ .kind = VAL_INT, .i = (int64_t)items[k] }
+				: (struct value){ .kind = VAL_STR, .s = graph_str(g, (uint32_t)items[k]) };
+		return true;
+	}
+	}
+	return false;
+}
+
 /* The one-rank reference: recompile the plan with every axis 1. */
 static int verify(const struct run_opts *o, const dtpc_graph *g, dtpc_session *s)
 {
@@ -192,21 +222,20 @@ static int verify(const struct run_opts *o, const dtpc_graph *g, dtpc_session *s
 			"cannot be read again; compile it from a file to verify\n");
 		return 2;
 	}
-	/* the parameters the graph was compiled with, as -D */
+	/* the parameters the graph was compiled with (--config's among them),
+	 * as -D, from their typed records: the text of a list or of a string
+	 * such as "4" reads back as another kind */
 	struct arena *a = arena_create();
 	int n = 0;
-	struct override *defs = ARENA_ARRAY(a, struct override, 256);
-	const char *key, *val;
-	for (int i = 0; n < 256 && dtpc_graph_meta_at(g, i, &key, &val); i++) {
+	const struct g_graph *gg = &g->g;
+	struct override *defs = ARENA_ARRAY(a, struct override, gg->nmeta + 1);
+	for (uint32_t i = 0; i < gg->nmeta; i++) {
+		const char *key = graph_str(gg, gg->meta[i].key);
 		if (strncmp(key, "param.", 6))
 			continue;
 		defs[n].name = arena_strdup(a, key + 6);
-		/* strings are stored quoted, as the language writes them */
-		size_t l = strlen(val);
-		defs[n].val = val[0] == '"' && l >= 2 ? value_from_cli(a, arena_strndup(a, val + 1, l - 2))
-						      : value_from_cli(a, val);
-		if (val[0] == '"')
-			defs[n].val.kind = VAL_STR;
+		if (!meta_value(a, gg, i, &defs[n].val))
+			continue;
 		defs[n].from_cli = true;
 		n++;
 	}
@@ -214,7 +243,7 @@ static int verify(const struct run_opts *o, const dtpc_graph *g, dtpc_session *s
 	uint64_t hash = 0;
 	const char *mesh = dtpc_graph_meta(g, "mesh"), *ctx = dtpc_graph_meta(g, "context");
 	void *buf = driver_graph_buffer(src, plan, mesh && strcmp(mesh, "(none)") ? mesh : NULL,
-					   ctx, defs, n, true, &len, &hash, stderr);
+					   ctx, defs, n, NULL, true, &len, &hash, stderr);
 	arena_free(a);
 	const char *want = dtpc_graph_meta(g, "source_hash");
 	if (buf && want && strtoull(want, NULL, 10) != hash) {

@@ -30,7 +30,7 @@ static dtpc_graph *compile(const char *mesh, const char *seq, bool one_rank)
 	d.val.i = atoi(seq);
 	size_t len = 0;
 	void *buf = driver_graph_buffer("examples/tiny_dit.plan", "tiny_dit_8", mesh, NULL, &d, 1,
-					one_rank, &len, NULL, stderr);
+					NULL, one_rank, &len, NULL, stderr);
 	dtpc_graph *g = NULL;
 	if (buf && dtpc_graph_open_buffer(buf, len, &g))
 		g = NULL;
