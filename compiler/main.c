@@ -14,6 +14,7 @@
 #include "fmt.h"
 #include "inspect.h"
 #include "run.h"
+#include "shard.h"
 #include "timeline.h"
 #include "runtime/graph_file.h"
 #include "version.h"
@@ -26,6 +27,8 @@ static const char usage[] =
 	"                 dot: repeat blocks collapsed; [--block N|NAME.N] opens one,\n"
 	"                 [--axis NAME] draws only the collectives over that axis\n"
 	"       dtpc run FILE.graph [run options]              replay a graph on N ranks\n"
+	"       dtpc shard FILE.graph --weights CHECKPOINT --out FOLDER\n"
+	"                                 each rank's slices as its own file, for --weights\n"
 	"       dtpc timeline TRACE.json -o FILE.svg|- [--width PX]\n"
 	"                                 a run's trace as a picture: a lane per rank and row\n"
 	"       dtpc fmt [--check] FILE|FOLDER|-...        lay plan files out canonically;\n"
@@ -80,7 +83,9 @@ static const char usage_run[] =
 	"                         bf16/f16 need --device cuda); accumulation is float32\n"
 	"  --ranks N              local ranks (default: the graph's world size)\n"
 	"  --seed S               seed of generated weights and inputs (default 1)\n"
-	"  --weights FILE         bind weights by name from a safetensors file\n"
+	"  --weights PATH         bind weights by name: a safetensors file, a folder with\n"
+	"                         one (or sharded: *.safetensors.index.json), or a\n"
+	"                         folder of per-rank files from dtpc shard\n"
 	"  --inputs FILE          bind inputs by name from a safetensors file\n"
 	"  --save-outputs FILE    write the (whole) outputs as safetensors\n"
 	"  --verify               compare with the model run unsharded on one rank;\n"
@@ -550,6 +555,8 @@ int main(int argc, char **argv)
 		return cmd_inspect(argc, argv);
 	if (!strcmp(cmd, "run"))
 		return cmd_run(argc, argv);
+	if (!strcmp(cmd, "shard"))
+		return shard_main(argc, argv);
 	if (!strcmp(cmd, "embed"))
 		return cmd_embed(argc, argv);
 	if (!strcmp(cmd, "timeline"))

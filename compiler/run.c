@@ -3,6 +3,7 @@
  * unsharded on one rank. */
 #include "run.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -10,6 +11,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "arena.h"
@@ -369,13 +371,29 @@ static bool writable(const char *path)
 	return true;
 }
 
+/* --weights: a file, or a folder (a sharded checkpoint, or per-rank files)
+ * that can be listed; what the folder holds is the runtime's to judge. */
+static bool weights_readable(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) || !S_ISDIR(st.st_mode))
+		return driver_readable(path, stderr);
+	DIR *d = opendir(path);
+	if (!d) {
+		fprintf(stderr, "dtpc: cannot read '%s': %s\n", path, strerror(errno));
+		return false;
+	}
+	closedir(d);
+	return true;
+}
+
 /* Every file this rank reads or writes, checked before any work: a missing
  * or unwritable file is an I/O error (exit status 2), whatever the backend.
  * trace: this rank's trace path, or NULL. */
 static bool files_ok(const struct run_opts *o, const char *trace, bool saves)
 {
 	return driver_readable(o->graph, stderr) &&
-	       (!o->weights || driver_readable(o->weights, stderr)) &&
+	       (!o->weights || weights_readable(o->weights)) &&
 	       (!o->inputs || driver_readable(o->inputs, stderr)) &&
 	       (!trace || writable(trace)) && (!saves || !o->save_outputs || writable(o->save_outputs));
 }

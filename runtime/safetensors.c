@@ -4,7 +4,10 @@
  * st_open checks the whole header before it returns, so that st_read_f32 and
  * every caller may index a tensor's data through its shape without checks of
  * their own. The checks cost O(n log n) in the number of tensors and nothing
- * in the size of the data, which is never touched until a slice is read. */
+ * in the size of the data, which is never touched until a slice is read:
+ * st_open reads the header alone, and each st_read_* reads the byte runs of
+ * its slice with pread (a rank of a tensor-parallel job reads its rows or
+ * columns, not the file). */
 #include "runtime/safetensors.h"
 
 #include <cjson/cJSON.h>
@@ -15,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -68,8 +70,10 @@ struct st_kv {
 
 struct st_file {
 	cJSON *json;			/* owns every name, key and value */
-	void *map;			/* st_open's mapping; NULL for a buffer */
-	size_t maplen;
+	int fd;				/* st_open's file; -1 for a buffer */
+	const uint8_t *buf;		/* st_open_buffer's buffer; NULL for a file */
+	uint64_t data_at;		/* where the data buffer starts: 8 + header */
+	uint64_t read;			/* data bytes read so far (atomic) */
 	struct st_tensor *tensors;	/* sorted by name */
 	size_t ntensors;
 	struct st_kv *meta;		/* sorted by key */
@@ -85,10 +89,7 @@ struct st_where {
 	size_t errlen;
 };
 
-/* s fit for a one-line message: a control byte (a name may hold an escaped
- * newline) becomes '?', and a long s is cut at a character boundary and ends
- * in "...". */
-static const char *st_show(const char *s, char *buf, size_t size)
+const char *st_show(const char *s, char *buf, size_t size)
 {
 	size_t i;
 
@@ -314,10 +315,9 @@ static bool st_parse_shape(const struct st_where *w, const cJSON *shape,
 	return true;
 }
 
-/* Fills t from one header entry; the data buffer is data[0, datalen). */
+/* Fills t from one header entry; the data buffer holds datalen bytes. */
 static bool st_parse_tensor(const struct st_where *w, const cJSON *entry,
-			    const uint8_t *data, uint64_t datalen,
-			    struct st_tensor *t)
+			    uint64_t datalen, struct st_tensor *t)
 {
 	const cJSON *dtype = NULL, *shape = NULL, *offsets = NULL, *item;
 	char show[ST_SHOW], what[80];
@@ -372,7 +372,8 @@ static bool st_parse_tensor(const struct st_where *w, const cJSON *entry,
 		 range[0], range[1]);
 	if (!st_check_size(w, t->dtype, t->ndim, t->shape, range[1] - range[0], what))
 		return false;
-	t->data = data + range[0];
+	t->data = NULL;
+	t->offset = range[0];
 	t->nbytes = (size_t)(range[1] - range[0]);
 	return true;
 }
@@ -410,8 +411,8 @@ static bool st_parse_meta(const struct st_where *w, const cJSON *meta,
 
 static int st_cmp_data(const void *a, const void *b)
 {
-	const uint8_t *x = (*(const struct st_tensor *const *)a)->data;
-	const uint8_t *y = (*(const struct st_tensor *const *)b)->data;
+	uint64_t x = (*(const struct st_tensor *const *)a)->offset;
+	uint64_t y = (*(const struct st_tensor *const *)b)->offset;
 
 	return (x > y) - (x < y);
 }
@@ -419,8 +420,7 @@ static int st_cmp_data(const void *a, const void *b)
 /* No byte belongs to two tensors. Sorted by start, the ranges are disjoint
  * exactly when each one ends before the next begins. Empty tensors own no
  * bytes, so they may sit anywhere. */
-static bool st_check_overlap(const struct st_where *w, struct st_file *f,
-			     const uint8_t *data)
+static bool st_check_overlap(const struct st_where *w, struct st_file *f)
 {
 	const struct st_tensor **by = malloc((f->ntensors + 1) * sizeof *by);
 	char a[ST_SHOW], b[ST_SHOW];
@@ -435,8 +435,7 @@ static bool st_check_overlap(const struct st_where *w, struct st_file *f,
 		qsort(by, n, sizeof *by, st_cmp_data);
 	for (size_t i = 1; i < n; i++) {
 		const struct st_tensor *s = by[i - 1], *t = by[i];
-		size_t sb = (size_t)((const uint8_t *)s->data - data);
-		size_t tb = (size_t)((const uint8_t *)t->data - data);
+		size_t sb = (size_t)s->offset, tb = (size_t)t->offset;
 
 		if (sb + s->nbytes > tb) {
 			st_fail(w, "tensors '%s' [%zu, %zu] and '%s' [%zu, %zu] overlap",
@@ -450,29 +449,40 @@ static bool st_check_overlap(const struct st_where *w, struct st_file *f,
 	return true;
 }
 
+/* The header length from the file's first 8 bytes (len of them), checked
+ * against the file's size. */
+static bool st_header_len(const struct st_where *w, const uint8_t *first, uint64_t size,
+			  uint64_t *hlen)
+{
+	uint64_t n = 0;
+
+	if (size < 8)
+		return st_fail(w, "file is %" PRIu64 " bytes, too short for the 8-byte header length",
+			       size);
+	for (int i = 7; i >= 0; i--)
+		n = n << 8 | first[i];
+	if (n > size - 8)
+		return st_fail(w, "header length %" PRIu64 " runs past the end of the file (%" PRIu64 " bytes)",
+			       n, size);
+	if (n > ST_MAX_HEADER)
+		return st_fail(w, "header length %" PRIu64 " exceeds the limit of %" PRIu64 " MiB",
+			       n, ST_MAX_HEADER >> 20);
+	*hlen = n;
+	return true;
+}
+
+/* Parses the hlen header bytes at h, followed in the file by datalen bytes
+ * of data. */
 static bool st_parse(struct st_file *f, const struct st_where *w,
-		     const uint8_t *buf, size_t len)
+		     const uint8_t *h, uint64_t hlen, uint64_t datalen)
 {
 	const cJSON *item, *meta = NULL;
 	const char *end, *dup;
 	char show[ST_SHOW];
-	uint64_t hlen = 0;
-	const uint8_t *data;
 	size_t n = 0;
 	char *text;
 
-	if (len < 8)
-		return st_fail(w, "file is %zu bytes, too short for the 8-byte header length",
-			       len);
-	for (int i = 7; i >= 0; i--)
-		hlen = hlen << 8 | buf[i];
-	if (hlen > len - 8)
-		return st_fail(w, "header length %" PRIu64 " runs past the end of the file (%zu bytes)",
-			       hlen, len);
-	if (hlen > ST_MAX_HEADER)
-		return st_fail(w, "header length %" PRIu64 " exceeds the limit of %" PRIu64 " MiB",
-			       hlen, ST_MAX_HEADER >> 20);
-	if (!st_check_text(w, buf + 8, (size_t)hlen))
+	if (!st_check_text(w, h, (size_t)hlen))
 		return false;
 
 	/* cJSON parses a NUL-terminated copy, so that none of its look-aheads
@@ -480,7 +490,7 @@ static bool st_parse(struct st_file *f, const struct st_where *w,
 	text = malloc((size_t)hlen + 1);
 	if (!text)
 		return st_fail(w, "out of memory");
-	memcpy(text, buf + 8, (size_t)hlen);
+	memcpy(text, h, (size_t)hlen);
 	text[hlen] = '\0';
 	f->json = cJSON_ParseWithOpts(text, &end, true);
 	if (!f->json) {
@@ -498,7 +508,7 @@ static bool st_parse(struct st_file *f, const struct st_where *w,
 	f->tensors = calloc(n + 1, sizeof *f->tensors);
 	if (!f->tensors)
 		return st_fail(w, "out of memory");
-	data = buf + 8 + hlen;
+	f->data_at = 8 + hlen;
 	cJSON_ArrayForEach(item, f->json) {
 		struct st_where tw = { w->file, item->string, w->err, w->errlen };
 
@@ -512,7 +522,7 @@ static bool st_parse(struct st_file *f, const struct st_where *w,
 			struct st_tensor *t = &f->tensors[f->ntensors++];
 
 			t->name = item->string;
-			if (!st_parse_tensor(&tw, item, data, len - 8 - hlen, t))
+			if (!st_parse_tensor(&tw, item, datalen, t))
 				return false;
 		}
 	}
@@ -520,31 +530,30 @@ static bool st_parse(struct st_file *f, const struct st_where *w,
 	if (dup)
 		return st_fail(w, "tensor '%s' appears twice",
 			       st_show(dup, show, sizeof show));
-	return st_check_overlap(w, f, data);
-}
-
-static bool st_load(struct st_file **out, const uint8_t *buf, size_t len,
-		    const struct st_where *w)
-{
-	struct st_file *f = calloc(1, sizeof *f);
-
-	*out = NULL;
-	if (!f)
-		return st_fail(w, "out of memory");
-	if (!st_parse(f, w, buf, len)) {
-		st_close(f);
-		return false;
-	}
-	*out = f;
-	return true;
+	return st_check_overlap(w, f);
 }
 
 bool st_open_buffer(struct st_file **out, const void *buf, size_t len,
 		    const char *name, char *err, size_t errlen)
 {
 	struct st_where w = { name, NULL, err, errlen };
+	struct st_file *f;
+	uint64_t hlen;
 
-	return st_load(out, buf, len, &w);
+	*out = NULL;
+	if (!st_header_len(&w, buf, len, &hlen))
+		return false;
+	f = calloc(1, sizeof *f);
+	if (!f)
+		return st_fail(&w, "out of memory");
+	f->fd = -1;
+	f->buf = buf;
+	if (!st_parse(f, &w, (const uint8_t *)buf + 8, hlen, len - 8 - hlen)) {
+		st_close(f);
+		return false;
+	}
+	*out = f;
+	return true;
 }
 
 bool st_open(struct st_file **out, const char *path, char *err, size_t errlen)
@@ -553,14 +562,38 @@ bool st_open(struct st_file **out, const char *path, char *err, size_t errlen)
 	return st_open_fault(out, path, err, errlen, &fault);
 }
 
+/* Reads len bytes at offset of fd into dst: false with errno set, or with
+ * errno 0 when the file ends first. */
+static bool st_pread(int fd, void *dst, size_t len, uint64_t offset)
+{
+	uint8_t *p = dst;
+
+	while (len) {
+		ssize_t got = pread(fd, p, len, (off_t)offset);
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0) {
+			if (!got)
+				errno = 0;
+			return false;
+		}
+		p += got;
+		len -= (size_t)got;
+		offset += (uint64_t)got;
+	}
+	return true;
+}
+
 bool st_open_fault(struct st_file **out, const char *path, char *err, size_t errlen,
 		   enum st_fault *fault)
 {
 	struct st_where w = { path, NULL, err, errlen };
-	void *map = NULL;
+	struct st_file *f = NULL;
+	uint8_t first[8] = { 0 }, *header = NULL;
+	uint64_t size, hlen;
 	struct stat sb;
-	size_t len;
-	int fd, e;
+	int fd;
 
 	*out = NULL;
 	*fault = ST_FAULT_IO;
@@ -571,35 +604,50 @@ bool st_open_fault(struct st_file **out, const char *path, char *err, size_t err
 		close(fd);
 		return st_fail(&w, "not a regular file");
 	}
-	len = (size_t)sb.st_size;
-	/* mmap refuses a length of 0; st_load reports such a file as too short */
-	if (len) {
-		map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-		e = errno;
-		if (map == MAP_FAILED) {
-			close(fd);
-			return st_fail(&w, "cannot map: %s", strerror(e));
-		}
-	}
-	close(fd);
+	size = (uint64_t)sb.st_size;
+	if (size >= 8 && !st_pread(fd, first, 8, 0))
+		goto io;
 	*fault = ST_FAULT_FORMAT;
-	if (!st_load(out, map, len, &w)) {
-		if (map)
-			munmap(map, len);
-		return false;
+	if (!st_header_len(&w, first, size, &hlen))
+		goto fail;
+	*fault = ST_FAULT_IO;
+	header = malloc(hlen ? (size_t)hlen : 1);
+	if (!header) {
+		st_fail(&w, "out of memory");
+		goto fail;
 	}
+	if (!st_pread(fd, header, (size_t)hlen, 8))
+		goto io;
+	*fault = ST_FAULT_FORMAT;
+	f = calloc(1, sizeof *f);
+	if (!f) {
+		st_fail(&w, "out of memory");
+		goto fail;
+	}
+	f->fd = fd;
+	fd = -1;
+	if (!st_parse(f, &w, header, hlen, size - 8 - hlen))
+		goto fail;
+	free(header);
 	*fault = ST_FAULT_NONE;
-	(*out)->map = map;
-	(*out)->maplen = len;
+	*out = f;
 	return true;
+io:
+	st_fail(&w, "cannot read: %s", errno ? strerror(errno) : "the file ended early");
+fail:
+	free(header);
+	st_close(f);
+	if (fd >= 0)
+		close(fd);
+	return false;
 }
 
 void st_close(struct st_file *f)
 {
 	if (!f)
 		return;
-	if (f->map)
-		munmap(f->map, f->maplen);
+	if (f->fd >= 0)
+		close(f->fd);
 	cJSON_Delete(f->json);
 	free(f->tensors);
 	free(f->meta);
@@ -722,51 +770,142 @@ static void st_convert(enum st_dtype dtype, const uint8_t *src, float *dst,
 	}
 }
 
-bool st_read_f32(const struct st_tensor *t, int dim, const int64_t *starts,
-		 const int64_t *lens, int nranges, float *dst, char *err,
-		 size_t errlen)
-{
-	struct st_where w = { NULL, t->name, err, errlen };
-	const uint8_t *src = t->data;
-	size_t esize, inner = 1, outer = 1;
-	int64_t size;
+/* Staging for a conversion: this many bytes of source data at a time. */
+#define ST_STAGE (UINT64_C(1) << 20)
 
-	if (!st_is_float(t->dtype))
-		return st_fail(&w, "dtype %s does not read as float32 (only F32, F16, BF16 and F64 do)",
-			       st_dtype_name(t->dtype) ? st_dtype_name(t->dtype) : "(invalid)");
-	esize = st_dtypes[t->dtype].size;
-	if (nranges == 0) {
-		st_convert(t->dtype, src, dst, (size_t)st_numel(t));
+/* Copies len bytes of f's data buffer at offset into dst. */
+static bool st_fetch(const struct st_file *f, const struct st_where *w, uint64_t offset,
+		     size_t len, void *dst, enum st_fault *fault)
+{
+	if (!len)
+		return true;
+	if (f->fd < 0) {
+		memcpy(dst, f->buf + f->data_at + offset, len);
+	} else if (!st_pread(f->fd, dst, len, f->data_at + offset)) {
+		*fault = ST_FAULT_IO;
+		return st_fail(w, "cannot read %zu bytes at byte %" PRIu64 ": %s", len,
+			       f->data_at + offset,
+			       errno ? strerror(errno) : "the file ended early (did it shrink?)");
+	}
+	__atomic_fetch_add((uint64_t *)&f->read, len, __ATOMIC_RELAXED);
+	return true;
+}
+
+/* One run of n contiguous elements at element `first` of t into dst, which
+ * advances: converted to float32, or as the bytes are. */
+static bool st_run(const struct st_file *f, const struct st_where *w,
+		   const struct st_tensor *t, size_t first, size_t n, bool f32,
+		   uint8_t **dst, uint8_t *stage, enum st_fault *fault)
+{
+	size_t esize = st_dtypes[t->dtype].size;
+	uint64_t at = t->offset + (uint64_t)first * esize;
+
+	if (!f32 || t->dtype == ST_F32) {
+		if (!st_fetch(f, w, at, n * esize, *dst, fault))
+			return false;
+		*dst += n * esize;
 		return true;
 	}
+	while (n) {
+		size_t k = n < ST_STAGE / esize ? n : (size_t)(ST_STAGE / esize);
+
+		if (!st_fetch(f, w, at, k * esize, stage, fault))
+			return false;
+		st_convert(t->dtype, stage, (float *)*dst, k);
+		*dst += k * sizeof(float);
+		at += k * esize;
+		n -= k;
+	}
+	return true;
+}
+
+static bool st_slice(const struct st_file *f, const struct st_tensor *t, int dim,
+		     const int64_t *starts, const int64_t *lens, int nranges, void *dst,
+		     bool f32, char *err, size_t errlen, enum st_fault *fault)
+{
+	struct st_where w = { NULL, t->name, err, errlen };
+	size_t inner = 1, outer = 1, size, first = 0, pending = 0;
+	uint8_t *out = dst, *stage = NULL;
+	enum st_fault ignored;
+	bool ok = true;
+
+	if (!fault)
+		fault = &ignored;
+	*fault = ST_FAULT_FORMAT;
+	if (f32 && !st_is_float(t->dtype))
+		return st_fail(&w, "dtype %s does not read as float32 (only F32, F16, BF16 and F64 do)",
+			       st_dtype_name(t->dtype) ? st_dtype_name(t->dtype) : "(invalid)");
 	if (nranges < 0)
 		return st_fail(&w, "%d ranges", nranges);
-	if (dim < 0 || dim >= t->ndim)
+	if (nranges && (dim < 0 || dim >= t->ndim))
 		return st_fail(&w, "dim %d is not one of its %d dimensions", dim, t->ndim);
-	size = t->shape[dim];
 	for (int r = 0; r < nranges; r++)
-		if (starts[r] < 0 || lens[r] < 0 || starts[r] > size ||
-		    lens[r] > size - starts[r])
+		if (starts[r] < 0 || lens[r] < 0 || starts[r] > t->shape[dim] ||
+		    lens[r] > t->shape[dim] - starts[r])
 			return st_fail(&w, "range %d (start %" PRId64 ", length %" PRId64 ") is outside [0, %" PRId64 ") of dim %d",
-				       r, starts[r], lens[r], size, dim);
+				       r, starts[r], lens[r], t->shape[dim], dim);
+	*fault = ST_FAULT_NONE;
 	/* From here no dimension is 0, so every product below is at most the
 	 * element count, which fits (st_shape_bytes) */
 	if (st_numel(t) == 0)
 		return true;
+	if (f32 && t->dtype != ST_F32) {
+		stage = malloc(ST_STAGE);
+		if (!stage) {
+			*fault = ST_FAULT_IO;
+			return st_fail(&w, "out of memory");
+		}
+	}
+	if (!nranges) {
+		ok = st_run(f, &w, t, 0, (size_t)st_numel(t), f32, &out, stage, fault);
+		free(stage);
+		return ok;
+	}
+	size = (size_t)t->shape[dim];
 	for (int i = 0; i < dim; i++)
 		outer *= (size_t)t->shape[i];
 	for (int i = dim + 1; i < t->ndim; i++)
 		inner *= (size_t)t->shape[i];
-	for (size_t o = 0; o < outer; o++) {
-		for (int r = 0; r < nranges; r++) {
-			size_t first = (o * (size_t)size + (size_t)starts[r]) * inner;
+	/* runs that follow each other in the file are read as one */
+	for (size_t o = 0; ok && o < outer; o++) {
+		for (int r = 0; ok && r < nranges; r++) {
+			size_t at = (o * size + (size_t)starts[r]) * inner;
 			size_t count = (size_t)lens[r] * inner;
 
-			st_convert(t->dtype, src + first * esize, dst, count);
-			dst += count;
+			if (!count)
+				continue;
+			if (pending && first + pending != at) {
+				ok = st_run(f, &w, t, first, pending, f32, &out, stage, fault);
+				pending = 0;
+			}
+			if (!pending)
+				first = at;
+			pending += count;
 		}
 	}
-	return true;
+	if (ok && pending)
+		ok = st_run(f, &w, t, first, pending, f32, &out, stage, fault);
+	free(stage);
+	return ok;
+}
+
+bool st_read_f32(const struct st_file *f, const struct st_tensor *t, int dim,
+		 const int64_t *starts, const int64_t *lens, int nranges, float *dst,
+		 char *err, size_t errlen, enum st_fault *fault)
+{
+	return st_slice(f, t, dim, starts, lens, nranges, dst, true, err, errlen, fault);
+}
+
+bool st_read_raw(const struct st_file *f, const struct st_tensor *t, int dim,
+		 const int64_t *starts, const int64_t *lens, int nranges, void *dst,
+		 char *err, size_t errlen, enum st_fault *fault)
+{
+	return st_slice(f, t, dim, starts, lens, nranges, dst, false, err, errlen, fault);
+}
+
+uint64_t st_bytes_read(const struct st_file *f)
+{
+	return __atomic_load_n(&f->read, __ATOMIC_RELAXED);
 }
 
 /* ---- writing --------------------------------------------------------------- */

@@ -4,14 +4,15 @@
  * UTF-8 JSON mapping each tensor name to its dtype, shape and byte range, and
  * then the data buffer those ranges index (row-major, little-endian).
  *
- * st_open maps the file read-only and validates the whole header before it
- * returns, so that every st_tensor it hands out has a known dtype, a shape
- * whose element count fits, and data that lies inside the file and matches
- * the shape exactly. A rank that copies only its slices of each weight then
- * touches only the pages of those slices.
+ * st_open reads the header alone and validates all of it before it returns,
+ * so that every st_tensor it hands out has a known dtype, a shape whose
+ * element count fits, and data that lies inside the file and matches the
+ * shape exactly. The data is read only by st_read_f32 and st_read_raw, with
+ * pread, run by run: a rank that reads only its slices of each weight reads
+ * only their bytes (st_bytes_read counts them).
  *
- * An open st_file is never modified: any number of threads may call st_find,
- * st_at, st_meta and st_read_f32 on it at once. */
+ * Any number of threads may call st_find, st_at, st_meta, st_read_f32 and
+ * st_read_raw on one open st_file at once. */
 #ifndef DTPC_SAFETENSORS_H
 #define DTPC_SAFETENSORS_H
 #include <stdbool.h>
@@ -41,35 +42,42 @@ enum st_dtype {
 	ST_NDTYPES
 };
 
-/* One tensor. From st_find/st_at everything points into the st_file (name)
- * or its mapping (data) and stays valid until st_close; data is not aligned
- * beyond one byte. For st_write the caller fills it in and keeps ownership. */
+/* One tensor. From st_find/st_at the name points into the st_file and stays
+ * valid until st_close; its data is read with st_read_f32 or st_read_raw
+ * (data is NULL; offset says where the bytes start within the file's data
+ * buffer). For st_write the caller fills in everything but offset and keeps
+ * ownership. */
 struct st_tensor {
 	const char *name;
 	enum st_dtype dtype;
 	int ndim;			/* 0 (a scalar) to ST_MAX_DIMS */
 	int64_t shape[ST_MAX_DIMS];	/* shape[ndim..] unused */
-	const void *data;
+	const void *data;		/* st_write's input only */
 	size_t nbytes;			/* product of shape * dtype size */
+	uint64_t offset;		/* from st_open: data_offsets[0] */
 };
 
 struct st_file;
 
 /* The name the header uses ("F32"); NULL for a value outside the enum. */
 const char *st_dtype_name(enum st_dtype dtype);
+/* s fit for a one-line message, in buf: a control byte (a name may hold an
+ * escaped newline) becomes '?', and a long s is cut at a character boundary
+ * and ends in "...". size >= 4. */
+const char *st_show(const char *s, char *buf, size_t size);
 /* Bytes per element; 0 for a value outside the enum. */
 size_t st_dtype_size(enum st_dtype dtype);
 /* The element count: the product of the shape (1 for a scalar). */
 int64_t st_numel(const struct st_tensor *t);
 
-/* Maps path and validates it. On success *out owns the mapping (release it
- * with st_close); on failure *out is NULL and err holds one line, starting
- * with path, that names the tensor and the problem. err may be NULL. The
- * file must not shrink while it is open: reading a page that it lost kills
- * the process with SIGBUS. */
+/* Opens path and validates its header. On success *out holds the open file
+ * (release it with st_close); on failure *out is NULL and err holds one line,
+ * starting with path, that names the tensor and the problem. err may be
+ * NULL. A file that shrinks while it is open makes a later read fail with an
+ * error (not a signal). */
 bool st_open(struct st_file **out, const char *path, char *err, size_t errlen);
-/* Why st_open failed: the file could not be opened, read or mapped (I/O),
- * or its contents are malformed. */
+/* Why st_open or a read failed: the file could not be opened or read (I/O,
+ * or out of memory), or its contents (or the request) are malformed. */
 enum st_fault { ST_FAULT_NONE, ST_FAULT_IO, ST_FAULT_FORMAT };
 bool st_open_fault(struct st_file **out, const char *path, char *err, size_t errlen,
 		   enum st_fault *fault);
@@ -77,7 +85,7 @@ bool st_open_fault(struct st_file **out, const char *path, char *err, size_t err
  * until st_close; name stands for the file in messages. */
 bool st_open_buffer(struct st_file **out, const void *buf, size_t len,
 		    const char *name, char *err, size_t errlen);
-/* Unmaps the file and frees it; every pointer it handed out dies with it.
+/* Closes the file and frees it; every pointer it handed out dies with it.
  * NULL is a no-op. */
 void st_close(struct st_file *f);
 
@@ -95,16 +103,25 @@ size_t st_meta_count(const struct st_file *f);
 void st_meta_at(const struct st_file *f, size_t i, const char **key,
 		const char **value);
 
-/* Copies t into dst as float32, restricted along dim to the concatenation of
- * the ranges [starts[i], starts[i] + lens[i]) for i < nranges, in the order
- * given: dst receives a tensor of t's shape with shape[dim] replaced by the
- * sum of lens, and must hold that many floats. nranges == 0 copies the whole
- * tensor (dim is then ignored; pass -1). F16 and BF16 convert exactly, F64
- * rounds to nearest; any other dtype, a dim outside the shape or a range
- * outside shape[dim] is an error, with nothing written to dst. */
-bool st_read_f32(const struct st_tensor *t, int dim, const int64_t *starts,
-		 const int64_t *lens, int nranges, float *dst, char *err,
-		 size_t errlen);
+/* Reads t, one of f's tensors, into dst as float32, restricted along dim to
+ * the concatenation of the ranges [starts[i], starts[i] + lens[i]) for
+ * i < nranges, in the order given: dst receives a tensor of t's shape with
+ * shape[dim] replaced by the sum of lens, and must hold that many floats.
+ * nranges == 0 reads the whole tensor (dim is then ignored; pass -1). F16 and
+ * BF16 convert exactly, F64 rounds to nearest; any other dtype, a dim outside
+ * the shape or a range outside shape[dim] is an error (ST_FAULT_FORMAT), with
+ * nothing written to dst; a failed read is ST_FAULT_IO, with part of dst
+ * written. The message names the tensor, not the file. fault may be NULL. */
+bool st_read_f32(const struct st_file *f, const struct st_tensor *t, int dim,
+		 const int64_t *starts, const int64_t *lens, int nranges, float *dst,
+		 char *err, size_t errlen, enum st_fault *fault);
+/* The same slice with its bytes as they are in the file, in t's dtype (any
+ * dtype): dst holds st_dtype_size(t->dtype) bytes an element. */
+bool st_read_raw(const struct st_file *f, const struct st_tensor *t, int dim,
+		 const int64_t *starts, const int64_t *lens, int nranges, void *dst,
+		 char *err, size_t errlen, enum st_fault *fault);
+/* The bytes of data the reads of f have read so far (headers excluded). */
+uint64_t st_bytes_read(const struct st_file *f);
 
 /* Writes the n tensors (in that order, packed without gaps) and the nmeta
  * metadata pairs meta_kv[2 * i] = meta_kv[2 * i + 1] to path. The header is

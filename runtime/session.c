@@ -9,6 +9,7 @@
 #include "runtime/graph_file.h"
 #include "runtime/safetensors.h"
 #include "runtime/session.h"
+#include "runtime/weights.h"
 
 static _Thread_local char last_error[1024];
 
@@ -828,109 +829,104 @@ dtpc_status dtpc_session_set_input(dtpc_session *s, const char *name, const floa
 	return bind_finish(s, (uint32_t)t, h, DTPC_OK);
 }
 
-/* Reads each tensor of `kind` by name from a safetensors file: this rank's
- * slice only (one sharded dim at most, read as ranges of that dim). */
-/* A graph's weights manifest (format 1.1) against a checkpoint's header,
- * before any data is read: every weight the graph needs is there, with its
- * full shape and a dtype that converts. Names the first few that are not
- * and counts them all, so a checkpoint of another model or size is refused
- * at once. */
-static dtpc_status check_manifest(const dtpc_session *s, const struct st_file *f,
-				  const char *path)
+/* Every weight of the graph against the checkpoint's headers before any
+ * data is read (runtime/weights.h). */
+static dtpc_status check_manifest(const dtpc_session *s, const struct ckpt *c)
 {
-	char bad[512] = "";
-	size_t at = 0;
-	uint32_t nbad = 0;
-	for (uint32_t i = 0; i < s->g->nweights; i++) {
-		const struct g_weight *w = &s->g->weights[i];
-		const char *name = graph_str(s->g, w->name);
-		const struct st_tensor *e = st_find(f, name);
-		char why[200];
-		if (!e)
-			snprintf(why, sizeof why, "is missing");
-		else if (e->dtype != ST_F32 && e->dtype != ST_F16 && e->dtype != ST_BF16 &&
-			 e->dtype != ST_F64)
-			snprintf(why, sizeof why, "is %s (F32, F16, BF16 or F64 convert)",
-				 st_dtype_name(e->dtype));
-		else if ((uint32_t)e->ndim != w->ndim ||
-			 memcmp(e->shape, w->shape, w->ndim * sizeof *w->shape)) {
-			char got[80], want[80];
-			snprintf(why, sizeof why, "has shape [%s], but the graph expects [%s]",
-				 dims_str(got, sizeof got, e->shape, e->ndim),
-				 dims_str(want, sizeof want, w->shape, (int)w->ndim));
-		} else {
-			continue;
-		}
-		if (nbad++ < 3 && at < sizeof bad)
-			at += (size_t)snprintf(bad + at, sizeof bad - at, "%s'%s' %s",
-					       nbad > 1 ? "; " : "", name, why);
-	}
-	if (!nbad)
+	char why[1024];
+	if (ckpt_check_manifest(s->g, c, why, sizeof why))
 		return DTPC_OK;
-	return rt_error(DTPC_ERR_BIND, "%s does not hold this graph's weights: %s%s (%u of %u "
-			"weights)", path, bad, nbad > 3 ? ", ..." : "", nbad, s->g->nweights);
+	return rt_error(DTPC_ERR_BIND, "%s", why);
 }
 
+static dtpc_status fault_status(enum st_fault f)
+{
+	return f == ST_FAULT_IO ? DTPC_ERR_IO : DTPC_ERR_FORMAT;
+}
+
+/* A per-rank folder (dtpc shard): made for this graph's world, this rank's
+ * file there, and its metadata naming this graph's weights and slices. */
+static dtpc_status open_rank_file(const dtpc_session *s, struct ckpt *c)
+{
+	char why[1024];
+	enum st_fault fault;
+	if (ckpt_nshards(c) != s->g->world) {
+		char name[64];
+		ckpt_rank_name(0, ckpt_nshards(c), name, sizeof name);
+		return rt_error(DTPC_ERR_BIND, "%s: sharded for %u ranks (%s, ...), but this graph "
+				"runs on %u; shard the weights for this graph with dtpc shard",
+				ckpt_path(c), ckpt_nshards(c), name, s->g->world);
+	}
+	if (!ckpt_open_rank(c, s->rank, why, sizeof why, &fault))
+		return rt_error(fault_status(fault), "%s", why);
+	struct ckpt_expect e;
+	ckpt_expect_of(s->g, s->rank, &e);
+	if (!ckpt_check_rank_file(ckpt_rank_file(c), ckpt_path(c), &e, why, sizeof why))
+		return rt_error(DTPC_ERR_BIND, "%s", why);
+	return DTPC_OK;
+}
+
+/* Reads each tensor of `kind` by name from a checkpoint (runtime/weights.h):
+ * this rank's slice only (one sharded dim at most, read as ranges of that
+ * dim), or from a per-rank folder the rank's file's tensor whole. */
 static dtpc_status bind_file(dtpc_session *s, const char *path, int kind)
 {
-	struct st_file *f = NULL;
-	char why[512];
+	struct ckpt *c = NULL;
+	char why[1024];
 	enum st_fault fault;
-	if (!st_open_fault(&f, path, why, sizeof why, &fault))
-		return rt_error(fault == ST_FAULT_IO ? DTPC_ERR_IO : DTPC_ERR_FORMAT, "%s", why);
-	dtpc_status st = kind == GT_WEIGHT ? check_manifest(s, f, path) : DTPC_OK;
+	if (!ckpt_open(&c, path, why, sizeof why, &fault))
+		return rt_error(fault_status(fault), "%s", why);
 	const char *what = kind == GT_WEIGHT ? "weight" : "input";
+	bool ranked = ckpt_kind(c) == CKPT_RANKS;
+	dtpc_status st = DTPC_OK;
+	if (ranked && kind != GT_WEIGHT)
+		st = rt_error(DTPC_ERR_BIND, "%s: a folder of per-rank weights (dtpc shard) holds no "
+			      "inputs", path);
+	else if (ranked)
+		st = open_rank_file(s, c);
+	else if (kind == GT_WEIGHT)
+		st = check_manifest(s, c);
 	for (uint32_t t = 0; t < s->g->ntensors && !st; t++) {
 		const struct g_tensor *x = &s->g->tensors[t];
 		if (x->kind != kind)
 			continue;
-		const char *name = graph_str(s->g, x->name);
-		const struct st_tensor *e = st_find(f, name);
+		const char *name = graph_str(s->g, x->name), *fpath = ckpt_path(c);
+		const struct st_file *f = NULL;
+		const struct st_tensor *e = ckpt_find(c, name, &f, &fpath);
 		if (!e) {
-			st = rt_error(DTPC_ERR_BIND, "%s: %s '%s' is missing", path, what, name);
+			st = rt_error(DTPC_ERR_BIND, "%s: %s '%s' is missing", fpath, what, name);
 			break;
 		}
-		if ((st = check_shape(s, t, e->shape, e->ndim, what)))
+		/* a rank's file holds its slice; a checkpoint the whole tensor */
+		const int64_t *want = ranked ? s->dims[t] : x->dims;
+		if (e->ndim != x->ndim || memcmp(e->shape, want, (size_t)x->ndim * sizeof *want)) {
+			char got[128], exp[128];
+			st = rt_error(DTPC_ERR_BIND, "%s: %s '%s' has shape [%s], but %s [%s]", fpath,
+				      what, name, dims_str(got, sizeof got, e->shape, e->ndim),
+				      ranked ? "this rank's slice is" : "the graph expects",
+				      dims_str(exp, sizeof exp, want, x->ndim));
 			break;
-		if (e->dtype != ST_F32 && e->dtype != ST_F16 && e->dtype != ST_BF16 &&
-		    e->dtype != ST_F64) {
+		}
+		if (!ckpt_float_dtype(e->dtype)) {
 			st = rt_error(DTPC_ERR_BIND, "%s: %s '%s' is %s; F32, F16, BF16 or F64 "
-				      "(converted to float32) are accepted", path, what, name,
+				      "(converted to float32) are accepted", fpath, what, name,
 				      st_dtype_name(e->dtype));
 			break;
 		}
-		int dim = -1, nr = 0;
-		int64_t starts[64], lens[64];
-		for (int d = 0; d < x->ndim; d++) {
-			int32_t p = x->pattern[d];
-			if (p < 0)
-				continue;
-			if (dim >= 0 || s->g->patterns[p].nblk > 64) {
-				st = rt_error(DTPC_ERR_BIND, "%s '%s' is split along several dims", what, name);
-				break;
-			}
-			dim = d;
-			uint32_t me = graph_group_index(s->g, s->g->patterns[p].group, s->rank);
-			uint32_t gs = s->g->groups[s->g->patterns[p].group].size;
-			int64_t base = 0;
-			for (uint32_t b = 0; b < s->g->patterns[p].nblk; b++) {
-				const struct g_chunk *c = graph_chunk(s->g, (uint32_t)p, b, me);
-				starts[nr] = base + c->start;
-				lens[nr++] = c->len;
-				for (uint32_t i = 0; i < gs; i++)
-					base += graph_chunk(s->g, (uint32_t)p, b, i)->len;
-			}
-		}
-		if (st)
+		struct ckpt_slice sl = { .dim = -1 };
+		if (!ranked && !ckpt_slice(s->g, t, s->rank, &sl)) {
+			st = rt_error(DTPC_ERR_BIND, "%s '%s' is split along several dims", what, name);
 			break;
+		}
 		float *h;
 		if ((st = bind_target(s, t, &h)))
 			break;
-		if (!st_read_f32(e, dim, starts, lens, nr, h, why, sizeof why))
-			st = rt_error(DTPC_ERR_BIND, "%s: %s", path, why);
+		if (!st_read_f32(f, e, sl.dim, sl.start, sl.len, sl.n, h, why, sizeof why, &fault))
+			st = rt_error(fault == ST_FAULT_IO ? DTPC_ERR_IO : DTPC_ERR_BIND, "%s: %s",
+				      fpath, why);
 		st = bind_finish(s, t, h, st);
 	}
-	st_close(f);
+	ckpt_close(c);
 	return st;
 }
 

@@ -48,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		dst = malloc(n * sizeof *dst + 1);
 		if (!dst)
 			break;
-		if (st_read_f32(t, -1, NULL, NULL, 0, dst, err, sizeof err) && t->ndim) {
+		if (st_read_f32(f, t, -1, NULL, NULL, 0, dst, err, sizeof err, NULL) && t->ndim) {
 			/* the upper half, then the lower: as many elements again */
 			int d = t->ndim - 1;
 
@@ -56,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			starts[0] = t->shape[d] / 2;
 			lens[1] = t->shape[d] / 2;
 			starts[1] = 0;
-			if (!st_read_f32(t, d, starts, lens, 2, dst, err, sizeof err))
+			if (!st_read_f32(f, t, d, starts, lens, 2, dst, err, sizeof err, NULL))
 				abort();
 		}
 		free(dst);

@@ -172,13 +172,25 @@ static const char *const rt_meta[] = {
 	"dtpc.note", "\xc3\xbcnicode, \"quoted\", a\nnewline and a \\",
 };
 
-static bool same_tensor(const struct st_tensor *got, const struct st_tensor *want)
+/* got, one of f's tensors, is want: name, dtype, shape and the bytes
+ * st_read_raw reads. */
+static bool same_tensor(const struct st_file *f, const struct st_tensor *got,
+			const struct st_tensor *want)
 {
-	return got && !strcmp(got->name, want->name) && got->dtype == want->dtype &&
-	       got->ndim == want->ndim &&
-	       !memcmp(got->shape, want->shape, (size_t)want->ndim * sizeof *want->shape) &&
-	       got->nbytes == want->nbytes &&
-	       (!want->nbytes || !memcmp(got->data, want->data, want->nbytes));
+	char err[256];
+	uint8_t *bytes;
+	bool ok;
+
+	if (!got || strcmp(got->name, want->name) || got->dtype != want->dtype ||
+	    got->ndim != want->ndim ||
+	    memcmp(got->shape, want->shape, (size_t)want->ndim * sizeof *want->shape) ||
+	    got->nbytes != want->nbytes || got->data)
+		return false;
+	bytes = malloc(want->nbytes + 1);
+	ok = bytes && st_read_raw(f, got, -1, NULL, NULL, 0, bytes, err, sizeof err, NULL) &&
+	     (!want->nbytes || !memcmp(bytes, want->data, want->nbytes));
+	free(bytes);
+	return ok;
 }
 
 static void test_roundtrip(void)
@@ -207,15 +219,13 @@ static void test_roundtrip(void)
 	for (size_t i = 0; i < n; i++) {
 		const struct st_tensor *got = st_find(f, t[i].name);
 
-		UNIT_CHECK(same_tensor(got, &t[i]),
+		UNIT_CHECK(same_tensor(f, got, &t[i]),
 			   "'%s' comes back with its dtype, shape and bytes", t[i].name);
 	}
 	UNIT_CHECK(!st_find(f, "a.f3") && !st_find(f, "zzz") && !st_find(f, ""),
 		   "st_find of absent names is NULL");
-	UNIT_CHECK((const uint8_t *)st_find(f, "h.u8")->data <
-		   (const uint8_t *)st_find(f, "a.f32")->data &&
-		   (const uint8_t *)st_find(f, "b.f16")->data <
-		   (const uint8_t *)st_find(f, "e.i64")->data,
+	UNIT_CHECK(st_find(f, "h.u8")->offset < st_find(f, "a.f32")->offset &&
+		   st_find(f, "b.f16")->offset < st_find(f, "e.i64")->offset,
 		   "the data is in the order given");
 	UNIT_CHECK(st_dtype_size(ST_BF16) == 2 && st_dtype_size(ST_F64) == 8 &&
 		   st_dtype_size(ST_NDTYPES) == 0 && !strcmp(st_dtype_name(ST_F8_E5M2), "F8_E5M2") &&
@@ -224,24 +234,24 @@ static void test_roundtrip(void)
 		   st_numel(st_find(f, "f.scalar")) == 1 &&
 		   st_numel(st_find(f, "g.empty")) == 0, "st_numel");
 
-	UNIT_CHECK(st_read_f32(st_find(f, "a.f32"), -1, NULL, NULL, 0, out, err, sizeof err) &&
+	UNIT_CHECK(st_read_f32(f, st_find(f, "a.f32"), -1, NULL, NULL, 0, out, err, sizeof err, NULL) &&
 		   same_all(out, a_f32, 12), "read F32 whole");
-	UNIT_CHECK(st_read_f32(st_find(f, "b.f16"), -1, NULL, NULL, 0, out, err, sizeof err) &&
+	UNIT_CHECK(st_read_f32(f, st_find(f, "b.f16"), -1, NULL, NULL, 0, out, err, sizeof err, NULL) &&
 		   same_all(out, b_want, 6), "read F16 whole, exactly");
-	UNIT_CHECK(st_read_f32(st_find(f, "c.bf16"), -1, NULL, NULL, 0, out, err, sizeof err) &&
+	UNIT_CHECK(st_read_f32(f, st_find(f, "c.bf16"), -1, NULL, NULL, 0, out, err, sizeof err, NULL) &&
 		   same_all(out, c_want, 4), "read BF16 whole, exactly");
-	UNIT_CHECK(st_read_f32(st_find(f, "d.f64"), -1, NULL, NULL, 0, out, err, sizeof err) &&
+	UNIT_CHECK(st_read_f32(f, st_find(f, "d.f64"), -1, NULL, NULL, 0, out, err, sizeof err, NULL) &&
 		   same_all(out, d_want, 2), "read F64 whole, rounded");
-	UNIT_CHECK(st_read_f32(st_find(f, "f.scalar"), -1, NULL, NULL, 0, out, err, sizeof err) &&
+	UNIT_CHECK(st_read_f32(f, st_find(f, "f.scalar"), -1, NULL, NULL, 0, out, err, sizeof err, NULL) &&
 		   out[0] == 42, "read a scalar");
-	UNIT_CHECK(st_read_f32(st_find(f, "g.empty"), -1, NULL, NULL, 0, NULL, err, sizeof err),
+	UNIT_CHECK(st_read_f32(f, st_find(f, "g.empty"), -1, NULL, NULL, 0, NULL, err, sizeof err, NULL),
 		   "read an empty tensor into nothing");
-	UNIT_CHECK(st_read_f32(st_find(f, "g.empty"), 1, (int64_t[]){ 1 }, (int64_t[]){ 3 },
-			       1, NULL, err, sizeof err) &&
-		   !st_read_f32(st_find(f, "g.empty"), 1, (int64_t[]){ 1 }, (int64_t[]){ 5 },
-				1, NULL, err, sizeof err),
+	UNIT_CHECK(st_read_f32(f, st_find(f, "g.empty"), 1, (int64_t[]){ 1 }, (int64_t[]){ 3 },
+			       1, NULL, err, sizeof err, NULL) &&
+		   !st_read_f32(f, st_find(f, "g.empty"), 1, (int64_t[]){ 1 }, (int64_t[]){ 5 },
+				1, NULL, err, sizeof err, NULL),
 		   "slice an empty tensor, still checking the range");
-	UNIT_CHECK(!st_read_f32(st_find(f, "e.i64"), -1, NULL, NULL, 0, out, err, sizeof err) &&
+	UNIT_CHECK(!st_read_f32(f, st_find(f, "e.i64"), -1, NULL, NULL, 0, out, err, sizeof err, NULL) &&
 		   !strcmp(err, "tensor 'e.i64': dtype I64 does not read as float32 (only F32, F16, BF16 and F64 do)"),
 		   "I64 does not read as float32: %s", err);
 
@@ -369,7 +379,7 @@ static void test_slices(void)
 	for (int i = 0; i < 4; i++) {
 		const struct st_tensor *x = st_find(f, t[i].name);
 
-		UNIT_CHECK(x && st_read_f32(x, -1, NULL, NULL, 0, got, err, sizeof err) &&
+		UNIT_CHECK(x && st_read_f32(f, x, -1, NULL, NULL, 0, got, err, sizeof err, NULL) &&
 			   same_all(got, f32, SN), "%s whole", t[i].name);
 		for (size_t c = 0; x && c < sizeof cases / sizeof cases[0]; c++) {
 			size_t n = naive_slice(shape, cases[c].dim, cases[c].starts,
@@ -378,8 +388,8 @@ static void test_slices(void)
 
 			for (size_t j = 0; j < sizeof got / sizeof got[0]; j++)
 				got[j] = -1;
-			ok = st_read_f32(x, cases[c].dim, cases[c].starts, cases[c].lens,
-					 cases[c].nr, got, err, sizeof err);
+			ok = st_read_f32(f, x, cases[c].dim, cases[c].starts, cases[c].lens,
+					 cases[c].nr, got, err, sizeof err, NULL);
 			UNIT_CHECK(ok && same_all(got, want, n) && got[n] == -1,
 				   "%s dim %d, %d ranges starting at %" PRId64 ": %zu elements%s%s",
 				   t[i].name, cases[c].dim, cases[c].nr,
@@ -404,8 +414,8 @@ static void test_slices(void)
 	};
 	for (size_t c = 0; c < sizeof bad / sizeof bad[0]; c++) {
 		got[0] = -1;
-		bool ok = st_read_f32(st_find(f, "x.f32"), bad[c].dim, &bad[c].start,
-				      &bad[c].len, bad[c].nr, got, err, sizeof err);
+		bool ok = st_read_f32(f, st_find(f, "x.f32"), bad[c].dim, &bad[c].start,
+				      &bad[c].len, bad[c].nr, got, err, sizeof err, NULL);
 		UNIT_CHECK(!ok && strstr(err, bad[c].want) && got[0] == -1 &&
 			   !strncmp(err, "tensor 'x.f32': ", 16),
 			   "refuse: %s (%s)", bad[c].want, ok ? "accepted" : err);
@@ -454,17 +464,17 @@ static void test_conversions(void)
 	f = open_or_say(at("special.safetensors"));
 	if (!f)
 		return;
-	UNIT_CHECK(st_read_f32(st_find(f, "h"), -1, NULL, NULL, 0, out, err, sizeof err) &&
+	UNIT_CHECK(st_read_f32(f, st_find(f, "h"), -1, NULL, NULL, 0, out, err, sizeof err, NULL) &&
 		   same_all(out, hw, (size_t)hn[0]),
 		   "F16: zeros, subnormals, the largest, infinities, NaN");
 	memcpy(&bits, &out[13], sizeof bits);
 	UNIT_CHECK(bits == 0xffc02000, "F16 NaN keeps its sign and payload (%08" PRIx32 ")", bits);
-	UNIT_CHECK(st_read_f32(st_find(f, "b"), -1, NULL, NULL, 0, out, err, sizeof err) &&
+	UNIT_CHECK(st_read_f32(f, st_find(f, "b"), -1, NULL, NULL, 0, out, err, sizeof err, NULL) &&
 		   same_all(out, bw, (size_t)bn[0]),
 		   "BF16: zeros, subnormals, the largest, infinities, NaN");
 	memcpy(&bits, &out[11], sizeof bits);
 	UNIT_CHECK(bits == 0xffc10000, "BF16 NaN keeps its sign and payload (%08" PRIx32 ")", bits);
-	UNIT_CHECK(st_read_f32(st_find(f, "d"), -1, NULL, NULL, 0, out, err, sizeof err) &&
+	UNIT_CHECK(st_read_f32(f, st_find(f, "d"), -1, NULL, NULL, 0, out, err, sizeof err, NULL) &&
 		   same_all(out, dw, (size_t)dn[0]),
 		   "F64: round to nearest even, overflow to infinity, underflow to 0");
 	st_close(f);
@@ -538,7 +548,7 @@ static void test_python(void)
 	UNIT_CHECK(f, "open the file Python wrote");
 	if (f) {
 		for (size_t i = 0; i < 5; i++)
-			all &= same_tensor(st_find(f, t[i].name), &t[i]);
+			all &= same_tensor(f, st_find(f, t[i].name), &t[i]);
 		UNIT_CHECK(all && st_count(f) == 5, "its tensors are the ones Python was given");
 		UNIT_CHECK(st_meta(f, "who") && !strcmp(st_meta(f, "who"), "python") &&
 			   st_meta_count(f) == 2, "and its metadata");
@@ -805,25 +815,25 @@ static void test_write_rejections(void)
 		size_t n;
 		const char *want;
 	} bad[] = {
-		{ "a duplicate name", { { "a", ST_F32, 1, { 2 }, v, 8 }, { "a", ST_F32, 1, { 2 }, v, 8 } }, 2,
+		{ "a duplicate name", { { "a", ST_F32, 1, { 2 }, v, 8, 0 }, { "a", ST_F32, 1, { 2 }, v, 8, 0 } }, 2,
 		  "tensor 'a' appears twice" },
-		{ "nbytes off its shape", { { "a", ST_F32, 2, { 2, 2 }, v, 12 } }, 1,
+		{ "nbytes off its shape", { { "a", ST_F32, 2, { 2, 2 }, v, 12, 0 } }, 1,
 		  "tensor 'a': nbytes says 12 bytes but shape [2, 2] of F32 needs 16" },
-		{ "a reserved name", { { "__metadata__", ST_F32, 1, { 2 }, v, 8 } }, 1,
+		{ "a reserved name", { { "__metadata__", ST_F32, 1, { 2 }, v, 8, 0 } }, 1,
 		  "the name __metadata__ is reserved" },
-		{ "a bad dtype", { { "a", (enum st_dtype)99, 1, { 2 }, v, 8 } }, 1,
+		{ "a bad dtype", { { "a", (enum st_dtype)99, 1, { 2 }, v, 8, 0 } }, 1,
 		  "dtype 99 is not an enum st_dtype" },
-		{ "9 dimensions", { { "a", ST_F32, 9, { 1 }, v, 4 } }, 1, "ndim 9 is outside [0, 8]" },
-		{ "a negative dimension", { { "a", ST_F32, 1, { -2 }, v, 0 } }, 1,
+		{ "9 dimensions", { { "a", ST_F32, 9, { 1 }, v, 4, 0 } }, 1, "ndim 9 is outside [0, 8]" },
+		{ "a negative dimension", { { "a", ST_F32, 1, { -2 }, v, 0, 0 } }, 1,
 		  "shape[0] = -2 is outside [0, 2^53)" },
-		{ "no name", { { NULL, ST_F32, 1, { 2 }, v, 8 } }, 1, "tensor 0 has no UTF-8 name" },
-		{ "a name not UTF-8", { { "a", ST_F32, 1, { 2 }, v, 8 }, { "a\xff", ST_F32, 1, { 2 }, v, 8 } }, 2,
+		{ "no name", { { NULL, ST_F32, 1, { 2 }, v, 8, 0 } }, 1, "tensor 0 has no UTF-8 name" },
+		{ "a name not UTF-8", { { "a", ST_F32, 1, { 2 }, v, 8, 0 }, { "a\xff", ST_F32, 1, { 2 }, v, 8, 0 } }, 2,
 		  "tensor 1 has no UTF-8 name" },
-		{ "no data", { { "a", ST_F32, 1, { 2 }, NULL, 8 } }, 1, "tensor 'a': no data" },
+		{ "no data", { { "a", ST_F32, 1, { 2 }, NULL, 8, 0 } }, 1, "tensor 'a': no data" },
 	};
 	static const struct st_tensor huge[2] = {
-		{ "a", ST_F32, 1, { INT64_C(1) << 50 }, v, (size_t)1 << 52 },
-		{ "b", ST_F32, 1, { INT64_C(1) << 50 }, v, (size_t)1 << 52 },
+		{ "a", ST_F32, 1, { INT64_C(1) << 50 }, v, (size_t)1 << 52, 0 },
+		{ "b", ST_F32, 1, { INT64_C(1) << 50 }, v, (size_t)1 << 52, 0 },
 	};
 	static const char *const dupmeta[] = { "k", "1", "k", "2" };
 	static const char *const nullmeta[] = { "k", NULL };

@@ -1,0 +1,197 @@
+/* shard.c — `dtpc shard GRAPH --weights SRC --out DIR`: each rank's slices of
+ * a checkpoint, written once into a per-rank folder (diffusers'
+ * weights_already_sharded), so that a job's ranks later read one small file
+ * each instead of cutting theirs out of the whole checkpoint. */
+#include "shard.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "diag.h"
+#include "driver.h"
+#include "runtime/graph_file.h"
+#include "runtime/weights.h"
+
+/* The folder to write into: made when absent; one that exists may hold
+ * nothing but per-rank files of this world (a sharding being redone), so
+ * that the result is never a mix. */
+static bool out_ok(const char *dir, uint32_t world)
+{
+	struct stat sb;
+	if (stat(dir, &sb)) {
+		if (errno == ENOENT && !mkdir(dir, 0777))
+			return true;
+		fprintf(stderr, "dtpc: shard: cannot make '%s': %s\n", dir, strerror(errno));
+		return false;
+	}
+	if (!S_ISDIR(sb.st_mode)) {
+		fprintf(stderr, "dtpc: shard: --out '%s' is not a folder\n", dir);
+		return false;
+	}
+	DIR *d = opendir(dir);
+	if (!d) {
+		fprintf(stderr, "dtpc: shard: cannot open '%s': %s\n", dir, strerror(errno));
+		return false;
+	}
+	struct dirent *e;
+	bool ok = true;
+	while (ok && (e = readdir(d))) {
+		char name[64];
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		/* rank-R-of-N as ckpt_rank_name writes it, R < N = world */
+		unsigned long r = strncmp(e->d_name, "rank-", 5) ? ULONG_MAX
+				  : strtoul(e->d_name + 5, NULL, 10);
+		ok = r < world;
+		if (ok) {
+			ckpt_rank_name((uint32_t)r, world, name, sizeof name);
+			ok = !strcmp(name, e->d_name);
+		}
+		if (!ok)
+			fprintf(stderr, "dtpc: shard: --out '%s' holds '%s'; give an empty or new "
+				"folder (or one sharded before for %u ranks)\n", dir, e->d_name, world);
+	}
+	closedir(d);
+	return ok;
+}
+
+/* Rank r's file: every weight's slice, in the checkpoint's dtype. */
+static int write_rank(const struct g_graph *g, const struct ckpt *c, const char *dir,
+		      uint32_t r)
+{
+	struct st_tensor *t = calloc(g->ntensors + 1, sizeof *t);
+	size_t n = 0, bytes = 0;
+	char why[1024], name[64];
+	int rc = 0;
+	if (!t) {
+		fprintf(stderr, "dtpc: shard: out of memory\n");
+		return 2;
+	}
+	for (uint32_t i = 0; i < g->ntensors && !rc; i++) {
+		const struct g_tensor *x = &g->tensors[i];
+		if (x->kind != GT_WEIGHT)
+			continue;
+		const char *wname = graph_str(g, x->name), *path;
+		const struct st_file *f;
+		const struct st_tensor *e = ckpt_find(c, wname, &f, &path);
+		struct ckpt_slice s;
+		enum st_fault fault;
+		/* ckpt_check_manifest has seen every weight there, whole */
+		if (!ckpt_slice(g, i, r, &s)) {
+			fprintf(stderr, "dtpc: shard: weight '%s' is split along several dims\n", wname);
+			rc = 1;
+			break;
+		}
+		struct st_tensor *o = &t[n++];
+		o->name = wname;
+		o->dtype = e->dtype;
+		o->ndim = e->ndim;
+		memcpy(o->shape, e->shape, sizeof o->shape);
+		if (s.dim >= 0) {
+			o->shape[s.dim] = 0;
+			for (int k = 0; k < s.n; k++)
+				o->shape[s.dim] += s.len[k];
+		}
+		o->nbytes = (size_t)st_numel(o) * st_dtype_size(o->dtype);
+		void *data = malloc(o->nbytes ? o->nbytes : 1);
+		o->data = data;
+		if (!data) {
+			fprintf(stderr, "dtpc: shard: out of memory for '%s' (%zu bytes)\n", wname,
+				o->nbytes);
+			rc = 2;
+		} else if (!st_read_raw(f, e, s.dim, s.start, s.len, s.n, data, why, sizeof why,
+					&fault)) {
+			fprintf(stderr, "dtpc: shard: %s: %s\n", path, why);
+			rc = fault == ST_FAULT_IO ? 2 : 1;
+		}
+		bytes += o->nbytes;
+	}
+	if (!rc) {
+		struct ckpt_expect ex;
+		struct ckpt_meta m;
+		ckpt_expect_of(g, r, &ex);
+		ckpt_rank_meta(&ex, &m);
+		ckpt_rank_name(r, g->world, name, sizeof name);
+		char *path = malloc(strlen(dir) + sizeof name + 2);
+		if (path)
+			sprintf(path, "%s/%s", dir, name);
+		if (!path || !st_write(path, t, n, m.kv, m.n, why, sizeof why)) {
+			fprintf(stderr, "dtpc: shard: %s\n", path ? why : "out of memory");
+			rc = 2;
+		} else {
+			printf("%s: %zu tensors, %zu bytes\n", path, n, bytes);
+		}
+		free(path);
+	}
+	for (size_t i = 0; i < n; i++)
+		free((void *)t[i].data);
+	free(t);
+	return rc;
+}
+
+int shard_main(int argc, char **argv)
+{
+	const char *graph = NULL, *weights = NULL, *out = NULL;
+	for (int i = 2; i < argc; i++) {
+		const char *s = argv[i];
+		if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
+			printf("usage: dtpc shard FILE.graph --weights CHECKPOINT --out FOLDER\n"
+			       "  writes FOLDER/rank-RRRRR-of-NNNNN.safetensors: each rank's slices of\n"
+			       "  every weight, in the checkpoint's dtype; `dtpc run FILE.graph\n"
+			       "  --weights FOLDER` then reads each rank's own file\n");
+			return 0;
+		}
+		if (!strcmp(s, "--weights") || !strcmp(s, "--out")) {
+			if (i + 1 >= argc)
+				return diag_usage_error("option '%s' needs a value", s);
+			*(s[2] == 'w' ? &weights : &out) = argv[++i];
+		} else if (s[0] == '-') {
+			return diag_usage_error("unknown option '%s'", s);
+		} else if (graph) {
+			return diag_usage_error("one graph file at a time ('%s')", s);
+		} else {
+			graph = s;
+		}
+	}
+	if (!graph)
+		return diag_usage_error("%s", "shard needs a graph file");
+	if (!weights || !out)
+		return diag_usage_error("%s", "shard needs --weights CHECKPOINT and --out FOLDER");
+	if (!driver_readable(graph, stderr))
+		return 2;
+	struct graph_file gf;
+	char why[1024];
+	if (!graph_file_open(&gf, graph, why, sizeof why)) {
+		fprintf(stderr, "dtpc: %s: %s\n", graph, why);
+		return 2;
+	}
+	const struct g_graph *g = &gf.g;
+	struct ckpt *c = NULL;
+	enum st_fault fault;
+	int rc = 0;
+	if (!ckpt_open(&c, weights, why, sizeof why, &fault)) {
+		fprintf(stderr, "dtpc: shard: %s\n", why);
+		rc = fault == ST_FAULT_IO ? 2 : 1;
+	} else if (ckpt_kind(c) == CKPT_RANKS) {
+		fprintf(stderr, "dtpc: shard: %s is already a per-rank folder; shard the "
+			"checkpoint it came from\n", weights);
+		rc = 1;
+	} else if (!ckpt_check_manifest(g, c, why, sizeof why)) {
+		fprintf(stderr, "dtpc: shard: %s\n", why);
+		rc = 1;
+	} else if (!out_ok(out, g->world)) {
+		rc = 2;
+	}
+	/* one rank at a time: its slices are all the memory this takes */
+	for (uint32_t r = 0; !rc && r < g->world; r++)
+		rc = write_rank(g, c, out, r);
+	ckpt_close(c);
+	graph_file_close(&gf);
+	return rc;
+}
