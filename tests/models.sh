@@ -53,11 +53,14 @@ run_case() {
 	rc_g="$tmp/$rc_name.graph"
 	rc_o="$tmp/$rc_name.out.safetensors"
 	rc_folder="$FIX/$rc_fix/transformer"
-	rc_dtype=$(fixture dtype "$rc_fix")
-	if [ "$rc_dtype" = bf16 ]; then rc_tol=2e-2; else rc_tol=1e-5; fi
-	# shellcheck disable=SC2046 # the -D options split into words
+	if [ "$(fixture dtype "$rc_fix")" = bf16 ]; then
+		rc_tol=2e-2 rc_dtype="--dtype bf16"
+	else
+		rc_tol=1e-5 rc_dtype=""
+	fi
+	# shellcheck disable=SC2046,SC2086 # the -D options and --dtype split into words
 	compile_mesh "$rc_file" "$rc_plan" "$rc_mesh" "$rc_ctx" "$rc_g" --config "$rc_folder" \
-		--dtype "$rc_dtype" $(fixture defines "$rc_fix") >"$tmp/out" 2>&1 || return 1
+		$rc_dtype $(fixture defines "$rc_fix") >"$tmp/out" 2>&1 || return 1
 	if [ "$rc_w" = shard ]; then
 		rm -rf "$tmp/$rc_name.ranks"
 		"$DTPC" shard "$rc_g" --weights "$rc_folder" --out "$tmp/$rc_name.ranks" \
@@ -168,21 +171,20 @@ else
 	case_ flux-schnell-ring-any2-presharded flux_schnell flux flux_ring_anything "ring = 2" \
 		"ring_anything = true, $AA" shard
 	# Wan T2V: 3 heads, 3 x 3 x 5 = 45 video + 7 text tokens
-	case_ wan-1rank wan wan wan_ulysses "ulysses = 1" ""
+	case_ wan-1rank wan wan wan_single "tp = 1" ""
 	case_ wan-ring3-allgather wan wan wan_ring "ring = 3" "$AG"
 	case_ wan-ring3-alltoall wan wan wan_ring_alltoall "ring = 3" "$AA"
 	case_ wan-ulysses-any2 wan wan wan_ulysses_anything "ulysses = 2" "ulysses_anything = true"
 	case_ wan-ring-any2 wan wan wan_ring_anything "ring = 2" "ring_anything = true, $AG"
-	case_ wan-ffn-tp2 wan wan wan_ffn_tp_ulysses "ulysses = 1, tp = 2" ""
 	case_ wan-ffn-tp2xulysses-any2 wan wan wan_ffn_tp_ulysses "ulysses = 2, tp = 2" \
 		"ulysses_anything = true"
 	# Wan in bf16 (--dtype bf16): 2 heads, 2 x 2 x 4 = 16 tokens, batch 2
-	case_ wan-bf16-1rank wan_bf16 wan wan_usp "ring = 1, ulysses = 1" ""
+	case_ wan-bf16-1rank wan_bf16 wan wan_single "tp = 1" ""
 	case_ wan-bf16-ulysses2 wan_bf16 wan wan_usp "ring = 1, ulysses = 2" ""
 	case_ wan-bf16-ring2-allgather wan_bf16 wan wan_usp "ring = 2, ulysses = 1" "$AG"
 	case_ wan-bf16-ring2-alltoall wan_bf16 wan wan_usp "ring = 2, ulysses = 1" "$AA"
 	case_ wan-bf16-usp wan_bf16 wan wan_usp "ring = 2, ulysses = 2" "$AA"
-	case_ wan-bf16-ffn-tp2-presharded wan_bf16 wan wan_ffn_tp_ulysses "ulysses = 1, tp = 2" "" shard
+	case_ wan-bf16-ulysses2xffn-tp2-presharded wan_bf16 wan wan_ffn_tp_ulysses "ulysses = 2, tp = 2" "" shard
 	# Qwen-Image: 4 heads, 1 x 3 x 4 = 12 image + 8 text tokens, batch 2,
 	# sample 1's last 3 text tokens masked
 	case_ qwenimage-1rank qwenimage qwenimage qwenimage_tp "tp = 1" ""
