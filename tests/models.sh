@@ -140,6 +140,12 @@ for f in flux_dev flux_schnell wan wan_bf16 qwenimage; do
 	done
 done
 
+# full CMD...: a case of the plain pass only; the sanitizer pass (DTPC_SAN,
+# from run.sh) runs the others, one or two per fixture, at a third of the time
+full() {
+	[ -n "${DTPC_SAN:-}" ] || "$@"
+}
+
 AG='rotate_method = "allgather"'
 AA='rotate_method = "alltoall"'
 if [ "$MODE" = mpi ]; then
@@ -149,51 +155,52 @@ if [ "$MODE" = mpi ]; then
 	case_ mpi-wan-ring3-presharded wan wan wan_ring "ring = 3" "$AG" shard
 else
 	# Flux.1-dev (guidance): 4 heads, 12 image + 8 text tokens
-	case_ flux-dev-1rank flux_dev flux flux_tp "tp = 1" ""
-	case_ flux-dev-tp2 flux_dev flux flux_tp "tp = 2" ""
-	case_ flux-dev-tp4 flux_dev flux flux_tp "tp = 4" ""
-	case_ flux-dev-ulysses2 flux_dev flux flux_ulysses "ulysses = 2" ""
-	case_ flux-dev-ulysses4 flux_dev flux flux_ulysses "ulysses = 4" ""
-	case_ flux-dev-ring2-allgather flux_dev flux flux_ring "ring = 2" "$AG"
-	case_ flux-dev-ring4-alltoall flux_dev flux flux_ring_alltoall "ring = 4" "$AA"
+	full case_ flux-dev-1rank flux_dev flux flux_tp "tp = 1" ""
+	full case_ flux-dev-tp2 flux_dev flux flux_tp "tp = 2" ""
+	full case_ flux-dev-tp4 flux_dev flux flux_tp "tp = 4" ""
+	full case_ flux-dev-ulysses2 flux_dev flux flux_ulysses "ulysses = 2" ""
+	full case_ flux-dev-ulysses4 flux_dev flux flux_ulysses "ulysses = 4" ""
+	full case_ flux-dev-ring2-allgather flux_dev flux flux_ring "ring = 2" "$AG"
+	full case_ flux-dev-ring4-alltoall flux_dev flux flux_ring_alltoall "ring = 4" "$AA"
 	case_ flux-dev-usp flux_dev flux flux_usp "ring = 2, ulysses = 2" "$AG"
-	case_ flux-dev-ulysses2xtp2 flux_dev flux flux_tp_usp "ulysses = 2, tp = 2" "$AA"
-	case_ flux-dev-ring2xtp2 flux_dev flux flux_tp_usp "ring = 2, tp = 2" "$AA"
+	full case_ flux-dev-ulysses2xtp2 flux_dev flux flux_tp_usp "ulysses = 2, tp = 2" "$AA"
+	full case_ flux-dev-ring2xtp2 flux_dev flux flux_tp_usp "ring = 2, tp = 2" "$AA"
 	case_ flux-dev-ring2xtp2-presharded flux_dev flux flux_tp_usp "ring = 2, tp = 2" "$AG" shard
 	# Flux.1-schnell from a sharded checkpoint: 3 heads, 15 + 7 tokens, batch 2
-	case_ flux-schnell-1rank flux_schnell flux flux_tp "tp = 1" ""
-	case_ flux-schnell-ulysses-any2 flux_schnell flux flux_ulysses_anything "ulysses = 2" \
+	full case_ flux-schnell-1rank flux_schnell flux flux_tp "tp = 1" ""
+	full case_ flux-schnell-ulysses-any2 flux_schnell flux flux_ulysses_anything "ulysses = 2" \
 		"ulysses_anything = true"
-	case_ flux-schnell-ring-any2 flux_schnell flux flux_ring_anything "ring = 2" \
+	full case_ flux-schnell-ring-any2 flux_schnell flux flux_ring_anything "ring = 2" \
 		"ring_anything = true, $AA"
-	case_ flux-schnell-ring-any3 flux_schnell flux flux_ring_anything "ring = 3" \
+	full case_ flux-schnell-ring-any3 flux_schnell flux flux_ring_anything "ring = 3" \
 		"ring_anything = true, $AG"
 	case_ flux-schnell-ring-any2-presharded flux_schnell flux flux_ring_anything "ring = 2" \
 		"ring_anything = true, $AA" shard
 	# Wan T2V: 3 heads, 3 x 3 x 5 = 45 video + 7 text tokens
-	case_ wan-1rank wan wan wan_single "tp = 1" ""
-	case_ wan-ring3-allgather wan wan wan_ring "ring = 3" "$AG"
+	full case_ wan-1rank wan wan wan_single "tp = 1" ""
+	full case_ wan-ring3-allgather wan wan wan_ring "ring = 3" "$AG"
 	case_ wan-ring3-alltoall wan wan wan_ring_alltoall "ring = 3" "$AA"
-	case_ wan-ulysses-any2 wan wan wan_ulysses_anything "ulysses = 2" "ulysses_anything = true"
-	case_ wan-ring-any2 wan wan wan_ring_anything "ring = 2" "ring_anything = true, $AG"
-	case_ wan-ffn-tp2xulysses-any2 wan wan wan_ffn_tp_ulysses "ulysses = 2, tp = 2" \
+	full case_ wan-ulysses-any2 wan wan wan_ulysses_anything "ulysses = 2" "ulysses_anything = true"
+	full case_ wan-ring-any2 wan wan wan_ring_anything "ring = 2" "ring_anything = true, $AG"
+	full case_ wan-ffn-tp2xulysses-any2 wan wan wan_ffn_tp_ulysses "ulysses = 2, tp = 2" \
 		"ulysses_anything = true"
 	# Wan in bf16 (--dtype bf16): 2 heads, 2 x 2 x 4 = 16 tokens, batch 2
-	case_ wan-bf16-1rank wan_bf16 wan wan_single "tp = 1" ""
-	case_ wan-bf16-ulysses2 wan_bf16 wan wan_usp "ring = 1, ulysses = 2" ""
-	case_ wan-bf16-ring2-allgather wan_bf16 wan wan_usp "ring = 2, ulysses = 1" "$AG"
-	case_ wan-bf16-ring2-alltoall wan_bf16 wan wan_usp "ring = 2, ulysses = 1" "$AA"
+	full case_ wan-bf16-1rank wan_bf16 wan wan_single "tp = 1" ""
+	full case_ wan-bf16-ulysses2 wan_bf16 wan wan_usp "ring = 1, ulysses = 2" ""
+	full case_ wan-bf16-ring2-allgather wan_bf16 wan wan_usp "ring = 2, ulysses = 1" "$AG"
+	full case_ wan-bf16-ring2-alltoall wan_bf16 wan wan_usp "ring = 2, ulysses = 1" "$AA"
 	case_ wan-bf16-usp wan_bf16 wan wan_usp "ring = 2, ulysses = 2" "$AA"
-	case_ wan-bf16-ulysses2xffn-tp2-presharded wan_bf16 wan wan_ffn_tp_ulysses "ulysses = 2, tp = 2" "" shard
+	full case_ wan-bf16-ulysses2xffn-tp2-presharded wan_bf16 wan wan_ffn_tp_ulysses \
+		"ulysses = 2, tp = 2" "" shard
 	# Qwen-Image: 4 heads, 1 x 3 x 4 = 12 image + 8 text tokens, batch 2,
 	# sample 1's last 3 text tokens masked
-	case_ qwenimage-1rank qwenimage qwenimage qwenimage_tp "tp = 1" ""
-	case_ qwenimage-tp2 qwenimage qwenimage qwenimage_tp "tp = 2" ""
-	case_ qwenimage-ulysses2 qwenimage qwenimage qwenimage_ulysses "ulysses = 2" ""
-	case_ qwenimage-ulysses4 qwenimage qwenimage qwenimage_ulysses "ulysses = 4" ""
-	case_ qwenimage-ring2-allgather qwenimage qwenimage qwenimage_ring "ring = 2" "$AG"
-	case_ qwenimage-ring4-alltoall qwenimage qwenimage qwenimage_ring_alltoall "ring = 4" "$AA"
-	case_ qwenimage-usp qwenimage qwenimage qwenimage_usp "ring = 2, ulysses = 2" "$AG"
+	full case_ qwenimage-1rank qwenimage qwenimage qwenimage_tp "tp = 1" ""
+	full case_ qwenimage-tp2 qwenimage qwenimage qwenimage_tp "tp = 2" ""
+	full case_ qwenimage-ulysses2 qwenimage qwenimage qwenimage_ulysses "ulysses = 2" ""
+	full case_ qwenimage-ulysses4 qwenimage qwenimage qwenimage_ulysses "ulysses = 4" ""
+	full case_ qwenimage-ring2-allgather qwenimage qwenimage qwenimage_ring "ring = 2" "$AG"
+	full case_ qwenimage-ring4-alltoall qwenimage qwenimage qwenimage_ring_alltoall "ring = 4" "$AA"
+	full case_ qwenimage-usp qwenimage qwenimage qwenimage_usp "ring = 2, ulysses = 2" "$AG"
 	case_ qwenimage-ulysses2xtp2 qwenimage qwenimage qwenimage_tp_usp "ulysses = 2, tp = 2" ""
 	case_ qwenimage-ring-any3 qwenimage qwenimage qwenimage_ring_anything "ring = 3" \
 		"ring_anything = true, $AG"

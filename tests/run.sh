@@ -11,6 +11,8 @@
 #  lower     tests/lower.sh: lowering goldens, communication volumes, determinism
 #  equiv     tests/equiv.sh: N-rank replays against the one-rank model
 #  fixtures  tests/fixtures.sh: diffusers' tiny Flux and Wan on N ranks
+#  models    tests/models.sh: models/*.plan run from diffusers' folders (config.json,
+#            sharded, bf16, pre-sharded) against diffusers' sample on N ranks
 #  mpi       a subset of equiv and fixtures under mpirun, MPI comm tests
 #  fuzz      each libFuzzer target over its corpus, then a short run
 #  prop      tests/prop/gen.py: random models and plans, check -> compile -> run
@@ -219,6 +221,11 @@ sh tests/fixtures.sh "$BUILD" >"$tmp/fixtures" 2>&1
 grep -E '^(ok|FAIL)' "$tmp/fixtures" | sed 's/^/  /'
 grep -A20 '^FAIL' "$tmp/fixtures" | head -60
 absorb fixtures "$tmp/fixtures"
+# ---- the model library: models/*.plan from diffusers folders against diffusers' sample ------
+sh tests/models.sh "$BUILD" >"$tmp/models" 2>&1
+grep -E '^(ok|FAIL)' "$tmp/models" | sed 's/^/  /'
+grep -A20 '^FAIL' "$tmp/models" | head -60
+absorb models "$tmp/models"
 
 # ---- tools: SARIF, the JSON schema, embed, fmt, Python (tests/tools.sh) ---------------------
 sh tests/tools.sh "$BUILD" >"$tmp/tools" 2>&1
@@ -250,6 +257,9 @@ if [ -z "$SAN" ]; then
 		sh tests/fixtures.sh "$BUILD" mpi >"$tmp/fixtures_mpi" 2>&1
 		grep -E '^(ok|FAIL)' "$tmp/fixtures_mpi" | sed 's/^/  /'
 		absorb fixtures "$tmp/fixtures_mpi"
+		sh tests/models.sh "$BUILD" mpi >"$tmp/models_mpi" 2>&1
+		grep -E '^(ok|FAIL)' "$tmp/models_mpi" | sed 's/^/  /'
+		absorb models "$tmp/models_mpi"
 		# a wrong rank count under mpirun: every rank says so, the job ends
 		"$DTPC" tests/lower/tiny.plan --plan all --mesh "ulysses = 2, tp = 2" \
 			-o "$tmp/m.graph" >/dev/null 2>&1
