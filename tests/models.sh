@@ -10,7 +10,7 @@
 # folder `dtpc shard` writes) and compares `sample` with diffusers'.
 #
 # Error: normwise max relative error max|out - ref| / max|ref|
-# (tests/compare_outputs.py, as `dtpc run --verify`). Tolerances:
+# (tests/compare_st.py, as `dtpc run --verify`). Tolerances:
 #   float32 1e-5 — both sides compute in float32 in different orders (the
 #     blocked GEMMs, SDPA against dtpc's attention, ring / Ulysses merges),
 #     a few ulps through these 2- and 3-block models; a modelling mistake
@@ -69,7 +69,7 @@ run_case() {
 	fi
 	replay "$MODE" "$rc_g" --timeout 60 --weights "$rc_w" --inputs "$rc_in" \
 		--save-outputs "$rc_o" >>"$tmp/out" 2>&1 || return 1
-	python3 tests/compare_outputs.py "$rc_o" "$FIX/$rc_fix/expected.safetensors" "$rc_tol" \
+	python3 tests/compare_st.py "$rc_o" "$FIX/$rc_fix/expected.safetensors" "$rc_tol" \
 		>>"$tmp/out" 2>&1
 }
 
