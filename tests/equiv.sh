@@ -67,7 +67,7 @@ else
 		"ring_anything = true" -D seq=50
 	matrix flux examples/flux.plan flux_tiny_ring2_ulysses2_tp2 flux_tiny_tp
 	case_ flux-ulysses-anything3 examples/flux.plan flux_tiny_ring2_ulysses2_tp2 \
-		"ulysses = 3" "ulysses_anything = true" -D heads=5 -D img_seq=13 -D txt_seq=23
+		"ulysses = 3" "ulysses_anything = true" -D num_attention_heads=5 -D img_seq=13 -D txt_seq=23
 	case_ flux-ring-anything3 examples/flux.plan flux_tiny_ring2_ulysses2_tp2 "ring = 3" \
 		"ring_anything = true, rotate_method = \"alltoall\"" -D img_seq=13 -D txt_seq=23
 	matrix qwenimage examples/qwenimage.plan qwenimage_tiny_usp_tp qwenimage_tiny_tp
