@@ -96,8 +96,7 @@ case_() {
 # control NAME FIXTURE MODEL PLAN MESH WEIGHTS INPUTS: a case that must fail
 # the comparison (and only the comparison: compiling and running succeed)
 control() {
-	run_case "$1" "$2" "models/$3.plan" "$4" "$5" "" "$6" "$7"
-	if [ $? = 0 ]; then
+	if run_case "$1" "$2" "models/$3.plan" "$4" "$5" "" "$6" "$7"; then
 		fail=$((fail + 1))
 		echo "FAIL  $1: the comparison passed"
 	elif grep -q "max relative error" "$tmp/out"; then
