@@ -198,12 +198,17 @@ static void print_rank(const struct g_graph *g, uint32_t rank, FILE *out)
 	for (uint32_t a = 0; a < g->naxes; a++)
 		fprintf(out, "%s%s %u", a ? ", " : "", axis_name(g, a), coords[a]);
 	fprintf(out, ")\n");
-	fprintf(out, "  %4s  %-14s %-44s %-18s %s\n", "op", "kind", "output", "local shape", "inputs");
+	int kw = 14; /* the kind column: 14, or the longest op name used */
+	for (uint32_t i = 0; i < g->nops; i++)
+		kw = (int)strlen(op_table[g->ops[i].kind].name) > kw
+			     ? (int)strlen(op_table[g->ops[i].kind].name) : kw;
+	fprintf(out, "  %4s  %-*s %-44s %-18s %s\n", "op", kw, "kind", "output", "local shape",
+		"inputs");
 	for (uint32_t i = 0; i < g->nops; i++) {
 		const struct g_op *o = &g->ops[i];
 		char sh[96];
 		shape_str(g, o->out, rank, sh, sizeof sh);
-		fprintf(out, "  %4u  %-14s %-44s %-18s", i, op_table[o->kind].name,
+		fprintf(out, "  %4u  %-*s %-44s %-18s", i, kw, op_table[o->kind].name,
 			graph_str(g, g->tensors[o->out].name), sh);
 		for (uint32_t k = 0; k < o->nin; k++)
 			fprintf(out, "%s%%%u", k ? " " : "", g->operands[o->in0 + k]);

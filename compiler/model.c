@@ -831,6 +831,8 @@ static bool shape_rule(struct inst *I, struct ir_op *o, const struct bound *b,
 			diag_error(I->d, v[3].loc.file >= 0 ? v[3].loc : o->loc,
 				   "timestep_embedding with dim %" PRId64 " and downscale_freq_shift "
 				   "%g divides by dim / 2 - downscale_freq_shift = 0", v[1].i, v[3].f);
+			diag_hint(I->d, "diffusers divides by zero there too; Flux, Wan and "
+				  "QwenImage take downscale_freq_shift = 0");
 			return false;
 		}
 		if (!(v[5].f > 0)) {
@@ -987,7 +989,14 @@ static bool shape_rule(struct inst *I, struct ir_op *o, const struct bound *b,
 			}
 			grid[k] = size / pv->items[k].i;
 		}
-		int64_t tokens = grid[0] * grid[1] * grid[2]; /* at most the input's size */
+		/* unpatchify's sizes are the plan's numbers: multiply with care */
+		int64_t tokens;
+		if (__builtin_mul_overflow(grid[0], grid[1], &tokens) ||
+		    __builtin_mul_overflow(tokens, grid[2], &tokens)) {
+			diag_error(I->d, o->loc, "%s: the grid of patches is too large",
+				   op_table[o->kind].name);
+			return false;
+		}
 		if (embed) {
 			if (!positive(I, &v[1], "out channels"))
 				return false;
@@ -1000,10 +1009,7 @@ static bool shape_rule(struct inst *I, struct ir_op *o, const struct bound *b,
 				add_weight(I, opi, "bias", shape1(v[1].i));
 			return true;
 		}
-		int64_t big;
-		if (__builtin_mul_overflow(v[2].i, v[3].i, &big) ||
-		    __builtin_mul_overflow(big, v[4].i, &big) || x->d[1] != tokens ||
-		    x->d[2] % vol) {
+		if (x->d[1] != tokens || x->d[2] % vol) {
 			diag_error(I->d, o->in_loc[0], "unpatchify of '%s' %s: a %" PRId64 " x %" PRId64
 				   " x %" PRId64 " grid of patch %s needs [B, %" PRId64 ", C * %" PRId64 "]",
 				   xname, shape_str(I->a, x), v[2].i, v[3].i, v[4].i,
@@ -1633,26 +1639,41 @@ static void bind_params(struct inst *I, const struct model *md,
 		blame(I, since);
 		/* An override keeps the parameter's kind: `-D seq=abc` is reported
 		 * here, not as a bad shape deep in the model. An integer where a
-		 * number is expected is fine. */
-		if (use && ok && !fits(I->a, &v, &use->val, &fit)) {
+		 * number is expected is fine. A config's value is checked even
+		 * where -D replaces it: the file is wrong all the same. */
+		if (use)
+			fit = use->val; /* as given where the default failed */
+		for (int i = 0; i < nov && ok; i++) {
+			const struct override *x = &ov[i];
+			if (strcmp(x->name, a->name) || (x != use && !x->from_config) ||
+			    (x->from_config && x->val.kind == VAL_NONE && !x->unfit))
+				continue;
+			struct value conv;
+			if (fits(I->a, &v, &x->val, &conv)) {
+				if (x == use)
+					fit = conv;
+				continue;
+			}
 			const char *kind = kind_words(I->a, &v), *def = value_str(I->a, &v);
-			if (use->from_config) {
+			if (x->from_config) {
 				/* 2.0 as the file writes it: value_str's %g shows "2" */
-				const struct value *u = &use->val;
-				bool whole = u->kind == VAL_FLOAT && u->f == (double)(int64_t)u->f;
-				const char *got = use->unfit ? use->unfit
+				const struct value *u = &x->val;
+				bool whole = u->kind == VAL_FLOAT && u->f > -1e15 && u->f < 1e15 &&
+					     u->f == (double)(int64_t)u->f;
+				const char *got = x->unfit ? x->unfit
 					: arena_printf(I->a, "%s, %s", whole ? arena_printf(I->a, "%.1f", u->f)
 						       : value_str(I->a, u), kind_words(I->a, u));
-				diag_error(I->d, use->val.loc, "config key '%s' is %s; model '%s' takes "
+				diag_error(I->d, x->val.loc, "config key '%s' is %s; model '%s' takes "
 					   "%s (default %s)", a->name, got, md->name, kind, def);
 				diag_note(I->d, a->name_loc, "'%s' is declared here", a->name);
 			} else {
-				diag_error(I->d, use->from_cli ? use_loc : use->val.loc,
+				diag_error(I->d, x->from_cli ? use_loc : x->val.loc,
 					   "%s%s = %s: '%s' is %s in model '%s' (default %s)",
-					   use->from_cli ? "-D " : "", a->name,
-					   value_str(I->a, &use->val), a->name, kind, md->name, def);
+					   x->from_cli ? "-D " : "", a->name,
+					   value_str(I->a, &x->val), a->name, kind, md->name, def);
 			}
-			use = NULL;
+			if (x == use)
+				use = NULL;
 		}
 		if (use)
 			v = fit;

@@ -43,6 +43,9 @@ static const struct rule rules[] = {
 	  "output; as a note, each collective the compiler inserts on its own." },
 	{ "lowering", "lower.c", "The plan cannot be lowered to a graph",
 	  "Limits of the graph format, layouts the lowering cannot express." },
+	{ "config", "config.c", "The --config file is not JSON a parameter can hold",
+	  "Syntax errors, duplicate keys, NaN and Infinity, numbers out of range, invalid UTF-8, "
+	  "a byte-order mark, nesting deeper than 32 (a key's wrong kind is a model error)." },
 };
 #define NRULES (int)(sizeof rules / sizeof rules[0])
 

@@ -295,8 +295,11 @@ void summary_print_text(const cJSON *j, FILE *out)
 			jnum(r, "modules"), jnum(r, "modules") == 1 ? "" : "s");
 	fprintf(out, "  styles by op\n");
 	const cJSON *k;
+	int kw = 11; /* the op names' column: 11, or the longest name present */
+	cJSON_ArrayForEach(k, cJSON_GetObjectItem(j, "styles_by_op"))
+		kw = (int)strlen(k->string) > kw ? (int)strlen(k->string) : kw;
 	cJSON_ArrayForEach(k, cJSON_GetObjectItem(j, "styles_by_op")) {
-		fprintf(out, "    %-11s", k->string);
+		fprintf(out, "    %-*s", kw, k->string);
 		const cJSON *s;
 		i = 0;
 		cJSON_ArrayForEach(s, k)

@@ -82,6 +82,18 @@ else
 		"ring = 4"; do
 		case_ "odd-$(echo "$m" | tr -d ' =,')" tests/plans/odd.plan p "$m" ""
 	done
+	# the embedding ops inside a joint-attention model (tests/plans/embed.plan):
+	# patch_embed's tokens and the RoPE tables' rows split, unpatchify after
+	# the gather
+	E=tests/plans/embed.plan
+	case_ embed-tp2 $E p_tp "tp = 2" ""
+	for m in "ring = 2, ulysses = 2, tp = 2" "ulysses = 2" "ring = 4" "ulysses = 2, tp = 2"; do
+		case_ "embed-$(echo "$m" | tr -d ' =,')" $E p "$m" "rotate_method = \"alltoall\""
+	done
+	case_ embed-ring2-allgather $E p "ring = 2" ""
+	# splits patch_embed / unpatchify cannot take are gathered (the note's golden
+	# is tests/diag/embed-patch-split-gathered)
+	case_ embed-split-gathered tests/diag/embed-patch-split-gathered.plan p "ulysses = 2" ""
 	# plans check accepted that once failed at run time (tests/plans/trust.plan)
 	T=tests/plans/trust.plan
 	case_ trust-rope-one-head-tp2 $T rope_tp "tp = 2" ""

@@ -8,6 +8,7 @@
 #  valid     examples/*.plan: clean, summary against tests/valid/*.expected
 #  cli       usage errors, --format json, exit statuses, run/inspect;
 #            tests/cli/commands.sh: verdicts and exit statuses of the commands
+#  config    tests/config.sh: --config config.json, hostile files, precedence
 #  lower     tests/lower.sh: lowering goldens, communication volumes, determinism
 #  equiv     tests/equiv.sh: N-rank replays against the one-rank model
 #  fixtures  tests/fixtures.sh: diffusers' tiny Flux and Wan on N ranks
@@ -233,6 +234,11 @@ grep -E '^skip' "$tmp/tools" | head -10
 grep -A20 '^FAIL' "$tmp/tools" | head -60
 absorb tools "$tmp/tools"
 
+# ---- --config: diffusers' config.json as model parameters (tests/config.sh) -----------------
+sh tests/config.sh "$BUILD" >"$tmp/config" 2>&1
+grep -A10 '^FAIL' "$tmp/config" | head -40
+absorb config "$tmp/config"
+
 # ---- the cost model: dtpc cost / suggest (tests/cost.sh) ------------------------------------
 sh tests/cost.sh "$BUILD" >"$tmp/cost" 2>&1
 grep -A20 '^FAIL' "$tmp/cost" | head -40
@@ -309,6 +315,7 @@ if [ -z "$SAN" ]; then
 	fuzz_target parse examples tests/diag tests/fuzz/parse_corpus
 	fuzz_target graph tests/fuzz/graph_corpus
 	fuzz_target safetensors tests/fuzz/safetensors_corpus
+	fuzz_target config tests/config/cases tests/fuzz/config_corpus
 	# parse -> check -> lower -> serialize -> load -> prepare; a fixed seed so
 	# that a run mutates the same way each time
 	fuzz_target pipeline -seed=1 examples tests/diag tests/fuzz/pipeline_corpus

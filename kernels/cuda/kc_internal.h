@@ -32,6 +32,25 @@ template <> __device__ __forceinline__ float kc_from_f32<float>(float v) { retur
 template <> __device__ __forceinline__ __nv_bfloat16 kc_from_f32<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
 template <> __device__ __forceinline__ __half kc_from_f32<__half>(float v) { return __float2half(v); }
 
+/* Enough blocks to fill the GPU a few times over; the kernels stride over
+ * the rest, so the grid never exceeds its limits however large the tensor. */
+static inline unsigned kc_blocks_for(const kc_ctx *c, int64_t per_block, int64_t work)
+{
+	int64_t need = (work + per_block - 1) / per_block;
+	int64_t cap = (int64_t)c->sm_count * 16;
+
+	if (need > cap)
+		need = cap;
+	return need < 1 ? 1u : (unsigned)need;
+}
+
+/* fn<T>(...) for the storage type of dtype t. */
+#define KC_DISPATCH(t, fn, ...)                                                                    \
+	((t) == KC_F32	  ? fn<float>(__VA_ARGS__)                                                 \
+	 : (t) == KC_BF16 ? fn<__nv_bfloat16>(__VA_ARGS__)                                         \
+	 : (t) == KC_F16  ? fn<__half>(__VA_ARGS__)                                                \
+			  : (int)cudaErrorInvalidValue)
+
 /* context.cu: makes c's device current (a rank's thread may have another). */
 int kc_use_device(kc_ctx *c);
 

@@ -97,6 +97,24 @@ int kc_attention(kc_ctx *c, enum kc_dtype t, const void *q, int64_t q_stride, co
 int kc_lse_merge(kc_ctx *c, enum kc_dtype t, void *out, float *lse, const void *out_blk,
 		 const float *lse_blk, int64_t B, int64_t Sq, int64_t H, int64_t Dv);
 
+/* The embeddings (kernels/cpu/kernels.h: k_timestep_embedding ...
+ * k_unpatchify), with timesteps, positions and tables in dtype t and the
+ * same arithmetic as the CPU's (embed.cu), so float32 results agree with
+ * the CPU's bit for bit; axes_dim is a host array of at most 8. */
+int kc_timestep_embedding(kc_ctx *c, enum kc_dtype t, const void *ts, void *y, int64_t n,
+			  int64_t dim, bool flip, double shift, double scale, double max_period,
+			  double input_scale);
+int kc_rope_freqs(kc_ctx *c, enum kc_dtype t, const void *ids, void *y, int64_t rows,
+		  int64_t naxes, const int64_t *axes_dim, double theta, bool sine, bool f64);
+int kc_grid_ids(kc_ctx *c, enum kc_dtype t, void *y, int64_t F, int64_t H, int64_t W,
+		bool center);
+int kc_text_ids(kc_ctx *c, enum kc_dtype t, void *y, int64_t length, int64_t first,
+		int64_t axes);
+int kc_patchify(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t B, int64_t C,
+		int64_t F, int64_t H, int64_t W, int64_t pt, int64_t ph, int64_t pw);
+int kc_unpatchify(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t B, int64_t C,
+		  int64_t F, int64_t H, int64_t W, int64_t pt, int64_t ph, int64_t pw);
+
 #ifdef __cplusplus
 }
 #endif

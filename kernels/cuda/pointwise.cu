@@ -24,18 +24,6 @@ namespace {
 const int THREADS = 256;
 const int WARPS = THREADS / 32;
 
-/* Enough blocks to fill the GPU a few times over; the kernels stride over
- * the rest, so the grid never exceeds its limits however large the tensor. */
-unsigned blocks_for(const kc_ctx *c, int64_t per_block, int64_t work)
-{
-	int64_t need = (work + per_block - 1) / per_block;
-	int64_t cap = (int64_t)c->sm_count * 16;
-
-	if (need > cap)
-		need = cap;
-	return need < 1 ? 1u : (unsigned)need;
-}
-
 bool aligned16(const void *p)
 {
 	return ((uintptr_t)p & 15) == 0;
@@ -146,9 +134,9 @@ template <typename T, typename F> int unary_t(kc_ctx *c, const void *xv, void *y
 
 	if (aligned16(x) && aligned16(y))
 		unary_kernel<T, V, F>
-			<<<blocks_for(c, THREADS * V, n), THREADS, 0, c->stream>>>(x, y, n, f);
+			<<<kc_blocks_for(c, THREADS * V, n), THREADS, 0, c->stream>>>(x, y, n, f);
 	else
-		unary_kernel<T, 1, F><<<blocks_for(c, THREADS, n), THREADS, 0, c->stream>>>(x, y, n, f);
+		unary_kernel<T, 1, F><<<kc_blocks_for(c, THREADS, n), THREADS, 0, c->stream>>>(x, y, n, f);
 	return kc_launched();
 }
 
@@ -276,7 +264,7 @@ int layer_norm_t(kc_ctx *c, const void *xv, void *yv, int64_t rows, int64_t n, f
 {
 	const T *x = (const T *)xv, *w = (const T *)wv, *b = (const T *)bv;
 	T *y = (T *)yv;
-	unsigned grid = blocks_for(c, WARPS, rows);
+	unsigned grid = kc_blocks_for(c, WARPS, rows);
 
 	if (rows_vectorise<T>(x, n) && rows_vectorise<T>(y, n) && rows_vectorise<T>(w, n) &&
 	    rows_vectorise<T>(b, n))
@@ -293,7 +281,7 @@ int rms_norm_t(kc_ctx *c, const void *xv, void *yv, int64_t groups, int64_t grou
 {
 	const T *x = (const T *)xv, *w = (const T *)wv;
 	T *y = (T *)yv;
-	unsigned grid = blocks_for(c, WARPS, groups);
+	unsigned grid = kc_blocks_for(c, WARPS, groups);
 
 	if (rows_vectorise<T>(x, group) && rows_vectorise<T>(y, group) &&
 	    rows_vectorise<T>(w, group))
@@ -407,19 +395,19 @@ int binary_t(kc_ctx *c, const void *av, const void *bv, void *ov, const BinSpace
 
 	if (s.d == 1) {
 		if ((!s.sa[0] || aligned16(a)) && (!s.sb[0] || aligned16(b)) && aligned16(out))
-			binary_flat_kernel<T, OP, V><<<blocks_for(c, THREADS * V, n), THREADS, 0,
+			binary_flat_kernel<T, OP, V><<<kc_blocks_for(c, THREADS * V, n), THREADS, 0,
 						       c->stream>>>(a, s.sa[0], b, s.sb[0], out, n);
 		else
-			binary_flat_kernel<T, OP, 1><<<blocks_for(c, THREADS, n), THREADS, 0,
+			binary_flat_kernel<T, OP, 1><<<kc_blocks_for(c, THREADS, n), THREADS, 0,
 						       c->stream>>>(a, s.sa[0], b, s.sb[0], out, n);
 	} else if (s.dim[0] >= 32) {
 		int64_t rows = n / s.dim[0];
 
 		binary_rows_kernel<T, OP>
-			<<<blocks_for(c, WARPS, rows), THREADS, 0, c->stream>>>(a, b, out, s, rows);
+			<<<kc_blocks_for(c, WARPS, rows), THREADS, 0, c->stream>>>(a, b, out, s, rows);
 	} else {
 		binary_any_kernel<T, OP>
-			<<<blocks_for(c, THREADS, n), THREADS, 0, c->stream>>>(a, b, out, s, n);
+			<<<kc_blocks_for(c, THREADS, n), THREADS, 0, c->stream>>>(a, b, out, s, n);
 	}
 	return kc_launched();
 }
@@ -469,7 +457,7 @@ int modulate_t(kc_ctx *c, const void *xv, const void *shv, const void *scv, void
 	const T *x = (const T *)xv, *sh = (const T *)shv, *sc = (const T *)scv;
 	T *y = (T *)yv;
 	int64_t rows = B * S, b_stride = s_stride ? S * H : H;
-	unsigned grid = blocks_for(c, WARPS, rows);
+	unsigned grid = kc_blocks_for(c, WARPS, rows);
 
 	if (rows_vectorise<T>(x, H) && rows_vectorise<T>(y, H) && rows_vectorise<T>(sh, H) &&
 	    rows_vectorise<T>(sc, H))
@@ -530,7 +518,7 @@ int copy2d_units(kc_ctx *c, void *dst, int64_t dpitch, const void *src, int64_t 
 	const int64_t u = (int64_t)sizeof(U), cols = width / u;
 	const int64_t pieces = (cols + COPY_PIECE - 1) / COPY_PIECE;
 
-	copy2d_kernel<U><<<blocks_for(c, WARPS, rows * pieces), THREADS, 0, c->stream>>>(
+	copy2d_kernel<U><<<kc_blocks_for(c, WARPS, rows * pieces), THREADS, 0, c->stream>>>(
 		(U *)dst, dpitch / u, (const U *)src, spitch / u, rows, cols, pieces);
 	return kc_launched();
 }
@@ -587,7 +575,7 @@ int rope_t(kc_ctx *c, const void *xv, int64_t x_stride, const void *cv, const vo
 	T *y = (T *)yv;
 	const uintptr_t pair = 2 * sizeof(T);
 	int64_t rows = B * S;
-	unsigned grid = blocks_for(c, WARPS, rows);
+	unsigned grid = kc_blocks_for(c, WARPS, rows);
 	/* A pair starts at an even element offset from each base pointer (D is
 	 * even); the strides keep that so when they are even too. */
 	bool vec = ((uintptr_t)x % pair | (uintptr_t)y % pair | (uintptr_t)cs % pair |
@@ -606,12 +594,6 @@ int rope_t(kc_ctx *c, const void *xv, int64_t x_stride, const void *cv, const vo
 } // namespace
 
 /* ---- entry points ------------------------------------------------------------------------- */
-
-#define KC_DISPATCH(t, fn, ...)                                                                    \
-	((t) == KC_F32	  ? fn<float>(__VA_ARGS__)                                                 \
-	 : (t) == KC_BF16 ? fn<__nv_bfloat16>(__VA_ARGS__)                                         \
-	 : (t) == KC_F16  ? fn<__half>(__VA_ARGS__)                                                \
-			  : (int)cudaErrorInvalidValue)
 
 extern "C" int kc_layer_norm(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t rows,
 			     int64_t n, float eps, const void *w, const void *b)

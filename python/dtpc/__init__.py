@@ -83,8 +83,10 @@ class CheckResult:
         return f"CheckResult(ok={self.ok}, errors={self.errors})"
 
 
-def _plan_args(plan, mesh, context, defines, world):
+def _plan_args(plan, mesh, context, defines, world, config):
     args = []
+    if config is not None:
+        args += ["--config", os.fspath(config)]
     if plan is not None:
         args += ["--plan", plan]
     if mesh is not None:
@@ -98,25 +100,26 @@ def _plan_args(plan, mesh, context, defines, world):
     return args
 
 
-def check(path, plan=None, mesh=None, context=None, defines=None, world=None):
+def check(path, plan=None, mesh=None, context=None, defines=None, world=None, config=None):
     """Checks the plans of a .plan file (``plan``: only that one). ``mesh``
-    and ``context`` replace the plan's ("ring = 2, tp = 2"); ``defines``
-    override model parameters ({"seq": 2048}). Errors in the plan are in
+    and ``context`` replace the plan's ("ring = 2, tp = 2"); ``config`` (a
+    diffusers config.json or its folder) and then ``defines`` override model
+    parameters ({"seq": 2048}). Errors in the plan (and the config) are in
     the result; a usage or I/O error raises DtpcError."""
     p = subprocess.run([_program(), "check", os.fspath(path), "--format", "json"]
-                       + _plan_args(plan, mesh, context, defines, world),
+                       + _plan_args(plan, mesh, context, defines, world, config),
                        capture_output=True, text=True)
     if p.returncode == 2:
         raise DtpcError(p.stderr.strip())
     return CheckResult(json.loads(p.stdout), p.returncode)
 
 
-def compile(path, out, plan=None, mesh=None, context=None, defines=None):
+def compile(path, out, plan=None, mesh=None, context=None, defines=None, config=None):
     """Compiles one plan of a .plan file to the graph file ``out`` and
     returns it loaded (a Graph). Diagnostics raise DtpcError with the
     compiler's text."""
     p = subprocess.run([_program(), os.fspath(path), "-o", os.fspath(out)]
-                       + _plan_args(plan, mesh, context, defines, None),
+                       + _plan_args(plan, mesh, context, defines, None, config),
                        capture_output=True, text=True)
     if p.returncode:
         raise DtpcError(p.stderr.strip())

@@ -178,6 +178,46 @@ static int cuda_lse_merge(struct dev *d, float *out, float *lse, const float *ou
 		    "lse_merge");
 }
 
+static int cuda_timestep_embedding(struct dev *d, const float *t, float *y, int64_t n,
+				   int64_t dim, bool flip, double shift, double scale,
+				   double max_period, double input_scale)
+{
+	return fail(d, kc_timestep_embedding(cd(d)->kc, cd(d)->t, t, y, n, dim, flip, shift, scale,
+					     max_period, input_scale), "timestep_embedding");
+}
+
+static int cuda_rope_freqs(struct dev *d, const float *ids, float *y, int64_t rows,
+			   int64_t naxes, const int64_t *axes_dim, double theta, bool sine,
+			   bool f64)
+{
+	return fail(d, kc_rope_freqs(cd(d)->kc, cd(d)->t, ids, y, rows, naxes, axes_dim, theta,
+				     sine, f64), "rope_freqs");
+}
+
+static int cuda_grid_ids(struct dev *d, float *y, int64_t F, int64_t H, int64_t W, bool center)
+{
+	return fail(d, kc_grid_ids(cd(d)->kc, cd(d)->t, y, F, H, W, center), "grid_ids");
+}
+
+static int cuda_text_ids(struct dev *d, float *y, int64_t length, int64_t first, int64_t axes)
+{
+	return fail(d, kc_text_ids(cd(d)->kc, cd(d)->t, y, length, first, axes), "text_ids");
+}
+
+static int cuda_patchify(struct dev *d, const float *x, float *y, int64_t B, int64_t C,
+			 int64_t F, int64_t H, int64_t W, int64_t pt, int64_t ph, int64_t pw)
+{
+	return fail(d, kc_patchify(cd(d)->kc, cd(d)->t, x, y, B, C, F, H, W, pt, ph, pw),
+		    "patchify");
+}
+
+static int cuda_unpatchify(struct dev *d, const float *x, float *y, int64_t B, int64_t C,
+			   int64_t F, int64_t H, int64_t W, int64_t pt, int64_t ph, int64_t pw)
+{
+	return fail(d, kc_unpatchify(cd(d)->kc, cd(d)->t, x, y, B, C, F, H, W, pt, ph, pw),
+		    "unpatchify");
+}
+
 /* dtpc_dtype and kc_dtype number the dtypes alike */
 static int cuda_set_dtype(struct dev *d, dtpc_dtype t)
 {
@@ -238,6 +278,12 @@ static const struct dev_ops cuda_ops = {
 	.attention_workspace = cuda_attention_workspace,
 	.attention = cuda_attention,
 	.lse_merge = cuda_lse_merge,
+	.timestep_embedding = cuda_timestep_embedding,
+	.rope_freqs = cuda_rope_freqs,
+	.grid_ids = cuda_grid_ids,
+	.text_ids = cuda_text_ids,
+	.patchify = cuda_patchify,
+	.unpatchify = cuda_unpatchify,
 	.set_dtype = cuda_set_dtype,
 	.convert = cuda_convert,
 	.capture_begin = cuda_capture_begin,

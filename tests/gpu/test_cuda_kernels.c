@@ -754,6 +754,152 @@ static void test_rope(void)
 	}
 }
 
+/* ---- embeddings ------------------------------------------------------------------------------------ */
+
+/* The tables are the CPU's arithmetic on the same (dtype-rounded) inputs:
+ * close within the dtype's tolerance (float32: the same value up to the
+ * double-precision sin/cos/exp/pow of the two libraries, i.e. nearly
+ * always bit for bit). */
+static void test_timestep_case(int di, int64_t n, int64_t dim, bool flip, double shift,
+			       double scale, double max_period, double input_scale)
+{
+	enum kc_dtype t = DTYPES[di];
+	float *ts = hmalloc((size_t)n * sizeof *ts), *ref = hmalloc((size_t)(n * dim) * sizeof *ref);
+	char name[200];
+
+	for (int64_t i = 0; i < n; i++)
+		ts[i] = round_to(t, fabsf(urand()));
+	void *dt = dupload(t, ts, (size_t)n, 1), *dy = dpoison(t, (size_t)(n * dim), 0);
+
+	snprintf(name, sizeof name, "timestep_embedding %s n=%lld dim=%lld flip=%d shift=%g scale=%g "
+		 "max_period=%g input_scale=%g", DNAME[di], (long long)n, (long long)dim, flip, shift,
+		 scale, max_period, input_scale);
+	k_timestep_embedding(ts, ref, n, dim, flip, shift, scale, max_period, input_scale);
+	if (launched(name, kc_timestep_embedding(ctx, t, dt, dy, n, dim, flip, shift, scale,
+						 max_period, input_scale)))
+		check_close(name, t, ddownload(t, dy, (size_t)(n * dim)), ref, (size_t)(n * dim));
+	end_case();
+}
+
+static void test_rope_freqs_case(int di, int64_t rows, int64_t naxes, const int64_t *dims,
+				 bool sine, bool f64)
+{
+	enum kc_dtype t = DTYPES[di];
+	int64_t width = 0;
+	char name[200];
+
+	for (int64_t a = 0; a < naxes; a++)
+		width += dims[a];
+	float *ids = hmalloc((size_t)(rows * naxes) * sizeof *ids);
+	float *ref = hmalloc((size_t)(rows * width) * sizeof *ref);
+
+	for (int64_t i = 0; i < rows * naxes; i++)
+		ids[i] = round_to(t, 300 * urand());
+	void *dids = dupload(t, ids, (size_t)(rows * naxes), 1);
+	void *dy = dpoison(t, (size_t)(rows * width), 0);
+
+	snprintf(name, sizeof name, "rope_freqs %s rows=%lld axes=%lld width=%lld %s %s", DNAME[di],
+		 (long long)rows, (long long)naxes, (long long)width, sine ? "sin" : "cos",
+		 f64 ? "f64" : "f32");
+	k_rope_freqs(ids, ref, rows, naxes, dims, 10000, sine, f64);
+	if (launched(name, kc_rope_freqs(ctx, t, dids, dy, rows, naxes, dims, 10000, sine, f64)))
+		check_close(name, t, ddownload(t, dy, (size_t)(rows * width)), ref,
+			    (size_t)(rows * width));
+	end_case();
+}
+
+/* Positions and (un)patchified copies are exact in every dtype. */
+static void check_exact(const char *name, const float *got, const float *ref, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (memcmp(&got[i], &ref[i], sizeof *got)) {
+			fail(name, "element %zu: expected %.9g, got %.9g", i, ref[i], got[i]);
+			return;
+		}
+	pass(name);
+}
+
+static void test_positions_case(int di)
+{
+	enum kc_dtype t = DTYPES[di];
+	const int64_t F = 3, H = 5, W = 7, L = 11, A = 4;
+	size_t ng = (size_t)(F * H * W * 3), nt = (size_t)(L * A);
+	float *ref = hmalloc(ng * sizeof *ref), *tref = hmalloc(nt * sizeof *tref);
+	char name[120];
+
+	for (int center = 0; center < 2; center++) {
+		void *dy = dpoison(t, ng, 1);
+
+		snprintf(name, sizeof name, "grid_ids %s 3 x 5 x 7 center=%d", DNAME[di], center);
+		k_grid_ids(ref, F, H, W, center);
+		if (launched(name, kc_grid_ids(ctx, t, dy, F, H, W, center)))
+			check_exact(name, ddownload(t, dy, ng), ref, ng);
+	}
+	void *dt = dpoison(t, nt, 0);
+
+	snprintf(name, sizeof name, "text_ids %s 11 x 4 from -3", DNAME[di]);
+	k_text_ids(tref, L, -3, A);
+	if (launched(name, kc_text_ids(ctx, t, dt, L, -3, A)))
+		check_exact(name, ddownload(t, dt, nt), tref, nt);
+	end_case();
+}
+
+static void test_patch_case(int di, int64_t B, int64_t C, int64_t F, int64_t H, int64_t W,
+			    int64_t pt, int64_t ph, int64_t pw)
+{
+	enum kc_dtype t = DTYPES[di];
+	size_t n = (size_t)(B * C * F * H * W);
+	float *x = hrand(t, n), *ref = hmalloc(n * sizeof *ref), *back = hmalloc(n * sizeof *back);
+	char name[200];
+	void *dx = dupload(t, x, n, 1), *dp = dpoison(t, n, 0), *dy = dpoison(t, n, 1);
+
+	snprintf(name, sizeof name, "patchify %s [%lld, %lld, %lld, %lld, %lld] patch (%lld, %lld, "
+		 "%lld)", DNAME[di], (long long)B, (long long)C, (long long)F, (long long)H,
+		 (long long)W, (long long)pt, (long long)ph, (long long)pw);
+	k_patchify(x, ref, B, C, F, H, W, pt, ph, pw);
+	if (launched(name, kc_patchify(ctx, t, dx, dp, B, C, F, H, W, pt, ph, pw)))
+		check_exact(name, ddownload(t, dp, n), ref, n);
+	/* unpatchify reads the same data as tokens [.., pt ph pw C] */
+	char uname[210];
+	snprintf(uname, sizeof uname, "un%s", name);
+	k_unpatchify(x, back, B, C, F, H, W, pt, ph, pw);
+	if (launched(uname, kc_unpatchify(ctx, t, dx, dy, B, C, F, H, W, pt, ph, pw)))
+		check_exact(uname, ddownload(t, dy, n), back, n);
+	end_case();
+}
+
+static void test_embed(void)
+{
+	static const int64_t flux[3] = {16, 56, 56}, odd[3] = {2, 10, 6};
+
+	for (int di = 0; di < 3; di++) {
+		test_timestep_case(di, 5, 256, true, 0, 1, 10000, 1000);
+		test_timestep_case(di, 5, 256, true, 0, 1000, 10000, 1);
+		test_timestep_case(di, 3, 33, false, 1, 1, 10000, 1);
+		test_timestep_case(di, 1000, 10, true, 0.5, 2.5, 77, 3);
+		for (int f64 = 0; f64 < 2; f64++)
+			for (int sine = 0; sine < 2; sine++) {
+				test_rope_freqs_case(di, 37, 3, flux, sine, f64);
+				test_rope_freqs_case(di, 4099, 3, odd, sine, f64);
+			}
+		test_positions_case(di);
+		test_patch_case(di, 2, 3, 6, 10, 9, 2, 5, 3);
+		test_patch_case(di, 1, 16, 3, 30, 52, 1, 2, 2);
+	}
+	void *d = dmalloc(4096);
+	int64_t bad_axes[2] = {16, 7};
+
+	if (kc_rope_freqs(ctx, KC_F32, d, d, 1, 2, bad_axes, 10000, false, true) != 0)
+		pass("rope_freqs refuses an odd rotary dimension");
+	else
+		fail("rope_freqs refuses an odd rotary dimension", "status 0");
+	if (kc_patchify(ctx, KC_F32, d, d, 1, 1, 3, 4, 4, 2, 2, 2) != 0)
+		pass("patchify refuses a patch that does not divide the frames");
+	else
+		fail("patchify refuses a patch that does not divide the frames", "status 0");
+	end_case();
+}
+
 /* ---- refused arguments ------------------------------------------------------------------------------- */
 
 static void test_refusals(void)
@@ -811,6 +957,7 @@ int main(void)
 	test_modulate();
 	test_copy2d();
 	test_rope();
+	test_embed();
 	test_refusals();
 	kc_destroy(ctx);
 	finish();

@@ -42,6 +42,22 @@ def check_clean_and_broken():
         assert "no plan named 'nope'" in str(e), e
 
 
+@case
+def check_with_config():
+    # the config's seq replaces the plan's; -D's heads replaces the config's
+    cfg = os.path.join(tmp, "config.json")
+    with open(cfg, "w") as f:
+        f.write('{"_class_name": "TinyDiT", "seq": 32, "heads": 2}\n')
+    r = dtpc.check(PLAN, plan="tiny_dit_8", config=tmp, defines={"heads": 8})
+    params = r.summary[0]["parameters"]
+    assert r.ok and params["seq"] == 32 and params["heads"] == 8, (r.diagnostics, params)
+    with open(cfg, "w") as f:
+        f.write('{"seq": 32.0}\n')
+    bad = dtpc.check(PLAN, plan="tiny_dit_8", config=cfg)
+    d = bad.diagnostics[0]
+    assert not bad.ok and d["file"] == cfg and (d["line"], d["column"]) == (1, 2), d
+
+
 X = np.random.default_rng(3).standard_normal((1, 64, 128)).astype(np.float32)
 graphs = {}
 

@@ -7,8 +7,11 @@
  * under 5 s). Binding: a missing tensor, a wrong shape, a wrong dtype and a
  * truncated file are errors naming the problem; weights read from a file
  * give exactly the outputs of the same weights generated from a seed.
- * Run from the repository root (it reads examples/tiny_dit.plan). */
+ * Forged attributes of the embedding ops are refused at session creation.
+ * Run from the repository root (it reads examples/tiny_dit.plan and
+ * tests/fixtures/embed.plan). */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +20,7 @@
 
 #include "compiler/driver.h"
 #include "runtime/dtpc.h"
+#include "runtime/graph.h"
 #include "runtime/safetensors.h"
 #include "runtime/session.h"
 #include "tests/unit/unit.h"
@@ -277,6 +281,61 @@ static void binding(const dtpc_graph *g1, const dtpc_graph *g4)
 	rmdir(dir);
 }
 
+/* A graph whose embedding op was forged (an attribute that no longer fits
+ * its tensors, the checksum made right) is refused when the session is made,
+ * naming the op and what is wrong, before any kernel runs. */
+static void forged_embeddings(void)
+{
+	static const struct {
+		enum op_kind kind;
+		int attr;
+		int64_t value;
+		const char *want;
+	} f[] = {
+		{ OP_rope_freqs, 1, 7, "(rope_freqs): axes_dim[1] = 7" },
+		{ OP_rope_freqs, 0, 18, "(rope_freqs): axes_dim sums to" },
+		{ OP_timestep_embedding, 0, 255, "(timestep_embedding): the output must be" },
+		{ OP_grid_ids, 1, 5, "(grid_ids): the output must be" },
+		{ OP_text_ids, 2, 2, "(text_ids): the output must be" },
+		{ OP_patch_embed, 1, 4, "(patch_embed): the patch does not divide the grid" },
+		{ OP_unpatchify, 2, 3, "(unpatchify): the patch does not divide the grid" },
+	};
+	size_t len = 0;
+	void *buf = driver_graph_buffer("tests/fixtures/embed.plan", "embed_fixture", NULL, NULL,
+					NULL, 0, false, &len, NULL, stderr);
+	UNIT_CHECK(buf, "compile tests/fixtures/embed.plan");
+	for (size_t k = 0; buf && k < sizeof f / sizeof f[0]; k++) {
+		uint64_t *copy = malloc(len);
+		struct g_graph g;
+		char err[256];
+		dtpc_graph *dg = NULL;
+		memcpy(copy, buf, len);
+		bool found = false;
+		if (graph_parse(copy, len, &g, err, sizeof err))
+			for (uint32_t i = 0; i < g.nops && !found; i++)
+				if (g.ops[i].kind == f[k].kind) {
+					((struct g_op *)&g.ops[i])->attr[f[k].attr] = f[k].value;
+					found = true;
+				}
+		uint64_t sum = graph_checksum(copy, len);
+		memcpy((char *)copy + offsetof(struct g_file_header, checksum), &sum, sizeof sum);
+		struct job job;
+		bool refused = false;
+		if (found && !dtpc_graph_open_buffer(copy, len, &dg)) {
+			const dtpc_graph *one[1] = { dg };
+			run_ranks(&job, 1, one, NULL, NULL);
+			refused = job.st == DTPC_ERR_FORMAT && strstr(job.error, f[k].want);
+			free_jobs(&job, 1);
+		}
+		UNIT_CHECK(refused, "a forged %s attr[%d] = %lld is refused: \"%s\"",
+			   op_table[f[k].kind].name, f[k].attr, (long long)f[k].value,
+			   found && dg ? job.error : "(not loaded)");
+		dtpc_graph_free(dg);
+		free(copy);
+	}
+	free(buf);
+}
+
 int main(void)
 {
 	dtpc_graph *g4 = compile("ulysses = 2, tp = 2", "64", false);
@@ -292,5 +351,6 @@ int main(void)
 	dtpc_graph_free(other4);
 	dtpc_graph_free(g2);
 	dtpc_graph_free(g1);
+	forged_embeddings();
 	return unit_done();
 }

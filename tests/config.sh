@@ -1,0 +1,138 @@
+#!/bin/sh
+# config.sh BUILD — --config: diffusers' config.json as model parameters.
+#
+#  cases     every tests/config/cases/*.json through `dtpc check
+#            tests/config/tiny.plan --config FILE`: the exact diagnostics and
+#            summaries against tests/config/cases.expected (ok.json sets an
+#            integer, a number, a boolean, a list and a string, skips the
+#            _keys, keeps a null; the others are the hostile files and
+#            the wrong kinds, each a located error or, for unknown keys, a note)
+#  order     the plan's `model m(k = v)` < the config < -D
+#  files     a folder holding config.json; missing, not a file, over 1 MiB:
+#            exit 2 as an unreadable plan
+#  commands  compile (the graph records the values; --verify recompiles with
+#            them), --format json and sarif (valid logs, a rule per error),
+#            cost and suggest
+# Ends with "config: N passed, N failed, N skipped"; UPDATE=1 rewrites the golden.
+set -u
+BUILD=${1:-build}
+. tests/lib.sh
+PLAN=tests/config/tiny.plan
+
+# ---- cases: one golden for all -------------------------------------------------------------
+for f in tests/config/cases/*.json; do
+	echo "== $(basename "$f")"
+	"$DTPC" check "$PLAN" --no-color --config "$f" 2>&1
+	echo "exit $?"
+done >"$tmp/cases"
+compare config/cases tests/config/cases.expected "$tmp/cases"
+# the same cases as SARIF (each error with its rule: config.c's own is
+# `config`) and as --format json (docs/schemas/check.schema.json), with the
+# text check's exit status
+mkdir -p "$tmp/json"
+for f in tests/config/cases/*.json; do
+	n=$(basename "$f" .json)
+	"$DTPC" check "$PLAN" --no-color --config "$f" >/dev/null 2>&1
+	want=$?
+	"$DTPC" check "$PLAN" --format sarif --config "$f" >"$tmp/s.json" 2>/dev/null
+	got=$?
+	"$DTPC" check "$PLAN" --format json --config "$f" >"$tmp/json/$n.json" 2>/dev/null
+	gotj=$?
+	if [ "$got" = "$want" ] && [ "$gotj" = "$want" ] &&
+		python3 tests/tools/sarif_check.py --rules "$tmp/s.json" >"$tmp/why" 2>&1; then ok; else
+		bad "config/sarif/$n"
+		echo "  exit $got, json $gotj (text: $want)"
+		cat "$tmp/why"
+	fi
+done
+if python3 tests/tools/schema_check.py docs/schemas/check.schema.json "$tmp"/json/*.json \
+	>"$tmp/why" 2>&1; then ok; else
+	bad config/json-schema
+	head -20 "$tmp/why"
+fi
+
+# expect NAME STATUS PATTERN COMMAND...: the exit status, and PATTERN
+# (grep -E) in the output
+expect() {
+	e_name=$1 e_want=$2 e_pat=$3
+	shift 3
+	"$@" >"$tmp/out" 2>&1
+	e_got=$?
+	if [ "$e_got" = "$e_want" ] && grep -qE "$e_pat" "$tmp/out"; then ok; else
+		bad "config/$e_name"
+		echo "  expected exit $e_want and /$e_pat/, got $e_got: $*"
+		head -8 "$tmp/out"
+	fi
+}
+# refute NAME PATTERN: PATTERN is not in the last command's output
+refute() {
+	if grep -qE "$2" "$tmp/out"; then
+		bad "config/$1"
+		echo "  /$2/ should not be in:"
+		head -8 "$tmp/out"
+	else ok; fi
+}
+
+# ---- order: plan < config < -D ----------------------------------------------------------------
+# the plan sets seq = 16 and out_channels = 4; the config seq = 4 and
+# out_channels = null (kept: 4); -D num_attention_heads wins over the config
+printf '{"seq": 4, "out_channels": null, "num_attention_heads": 4}\n' >"$tmp/order.json"
+expect order-config-over-plan 0 'model tiny\(batch = 1, seq = 4, num_attention_heads = 6, .*out_channels = 4\)' \
+	"$DTPC" check "$PLAN" --config "$tmp/order.json" -D num_attention_heads=6
+expect order-plan-alone 0 'model tiny\(batch = 1, seq = 16, num_attention_heads = 2,' \
+	"$DTPC" check "$PLAN"
+# a wrong kind in the config is an error even where -D replaces the value
+# (the file is wrong all the same); -D's own kind is checked as ever
+printf '{"seq": 4.5}\n' >"$tmp/bad.json"
+expect order-kind-checked 1 "bad.json:1:2: error: config key 'seq' is 4.5, a number; model 'tiny' takes an integer" \
+	"$DTPC" check "$PLAN" --no-color --config "$tmp/bad.json" -D seq=8
+expect order-d-kind 1 "error: -D seq = \"x\": 'seq' is an integer" \
+	"$DTPC" check "$PLAN" --no-color --config tests/config/cases/ok.json -D seq=x
+
+# ---- files ----------------------------------------------------------------------------------------
+expect folder 0 'axes_dims = \[3, 5, 7\], activation = "tanh"' \
+	"$DTPC" check "$PLAN" --config tests/config/folder
+expect folder-slash 0 'axes_dims = \[3, 5, 7\]' "$DTPC" check "$PLAN" --config tests/config/folder/
+expect missing 2 "^dtpc: cannot read '$tmp/none.json': No such file" \
+	"$DTPC" check "$PLAN" --config "$tmp/none.json"
+expect folder-without 2 "^dtpc: cannot read 'tests/config/cases/config.json': No such file" \
+	"$DTPC" check "$PLAN" --config tests/config/cases
+expect not-regular 2 "^dtpc: cannot read '/dev/null': not a regular file" \
+	"$DTPC" check "$PLAN" --config /dev/null
+python3 -c 'import sys; open(sys.argv[1], "w").write("{\"seq\": 4" + " " * (1 << 20) + "}")' "$tmp/big.json"
+expect too-large 2 "cannot read '$tmp/big.json': larger than 1 MiB" \
+	"$DTPC" check "$PLAN" --config "$tmp/big.json"
+expect needs-value 2 "option '--config' needs a value" "$DTPC" check "$PLAN" --config
+
+# ---- commands ---------------------------------------------------------------------------------------
+g=$tmp/t.graph
+expect compile 0 'graph: .* world 2' "$DTPC" "$PLAN" --config tests/config/folder -o "$g" -v
+expect compile-records 0 'param.axes_dims +\[3, 5, 7\]' "$DTPC" inspect "$g"
+# the one-rank reference gets the parameters from the graph, lists and
+# strings included; the config file is not part of the source hash
+expect compile-verify 0 'output table .*#wrong 0 of 105: ok' "$DTPC" run "$g" --verify
+expect compile-bad 1 'cases/nan.json:2:10: error: NaN and Infinity' \
+	"$DTPC" "$PLAN" --no-color --config tests/config/cases/nan.json -o "$tmp/n.graph"
+if [ -e "$tmp/n.graph" ]; then bad config/compile-bad-wrote; else ok; fi
+"$DTPC" check "$PLAN" --format json --config tests/config/cases/wrong-kind.json >"$tmp/j.json" 2>&1
+if python3 - "$tmp/j.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+e = d["diagnostics"][0]
+assert d["errors"] == 3, d["errors"]
+assert e["file"].endswith("cases/wrong-kind.json") and (e["line"], e["column"]) == (2, 3), e
+assert "num_attention_heads" in e["message"] and "an integer" in e["message"], e
+assert e["notes"][0]["file"] == "tests/config/tiny.plan", e["notes"]
+PY
+then ok; else bad config/json-format; fi
+expect cost 0 'predicted step' "$DTPC" cost "$PLAN" --hw hw/cpu-local.json --config tests/config/folder
+expect cost-bad 1 'cases/duplicate-key.json:4:3: error: duplicate key' \
+	"$DTPC" cost "$PLAN" --hw hw/cpu-local.json --config tests/config/cases/duplicate-key.json
+expect suggest 0 '^suggest: .* [1-9][0-9]* meshes pass check' \
+	"$DTPC" suggest "$PLAN" --world 2 --hw hw/cpu-local.json --config tests/config/folder
+# suggest hides each mesh's diagnostics, but not the config's own
+expect suggest-bad 1 'cases/bom.json:1:1: error: a byte-order mark' \
+	"$DTPC" suggest "$PLAN" --world 2 --hw hw/cpu-local.json --config tests/config/cases/bom.json
+refute suggest-bad-ran '^suggest:'
+
+summary config
