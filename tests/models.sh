@@ -130,7 +130,7 @@ open(dst, "wb").write(bytes(b))
 PY
 }
 
-for f in flux_dev flux_schnell wan wan_bf16 qwenimage; do
+for f in flux_dev flux_schnell flux_patch2 wan wan_bf16 wan_patch221 qwenimage qwenimage_frames2; do
 	for x in fixture.json inputs.safetensors expected.safetensors transformer/config.json; do
 		if [ ! -f "$FIX/$f/$x" ]; then
 			echo "FAIL  $FIX/$f/$x is missing (tools/gen_models.py makes it)"
@@ -175,6 +175,11 @@ else
 		"ring_anything = true, $AG"
 	case_ flux-schnell-ring-any2-presharded flux_schnell flux flux_ring_anything "ring = 2" \
 		"ring_anything = true, $AA" shard
+	# Flux with patch_size 2: 2 heads, 6 + 4 tokens, batch 3
+	full case_ flux-patch2-tp2 flux_patch2 flux flux_tp "tp = 2" ""
+	full case_ flux-patch2-ulysses2 flux_patch2 flux flux_ulysses "ulysses = 2" ""
+	full case_ flux-patch2-ring-any3 flux_patch2 flux flux_ring_anything "ring = 3" \
+		"ring_anything = true, $AA"
 	# Wan T2V: 3 heads, 3 x 3 x 5 = 45 video + 7 text tokens
 	full case_ wan-1rank wan wan wan_single "tp = 1" ""
 	full case_ wan-ring3-allgather wan wan wan_ring "ring = 3" "$AG"
@@ -183,6 +188,10 @@ else
 	full case_ wan-ring-any2 wan wan wan_ring_anything "ring = 2" "ring_anything = true, $AG"
 	full case_ wan-ffn-tp2xulysses-any2 wan wan wan_ffn_tp_ulysses "ulysses = 2, tp = 2" \
 		"ulysses_anything = true"
+	# Wan with patch (2, 2, 1), no cross_attn_norm: 2 heads, 2 x 2 x 3 = 12 tokens
+	full case_ wan-patch221-1rank wan_patch221 wan wan_single "tp = 1" ""
+	full case_ wan-patch221-ring2 wan_patch221 wan wan_ring "ring = 2" "$AG"
+	full case_ wan-patch221-ulysses2 wan_patch221 wan wan_ulysses "ulysses = 2" ""
 	# Wan in bf16 (--dtype bf16): 2 heads, 2 x 2 x 4 = 16 tokens, batch 2
 	full case_ wan-bf16-1rank wan_bf16 wan wan_single "tp = 1" ""
 	full case_ wan-bf16-ulysses2 wan_bf16 wan wan_usp "ring = 1, ulysses = 2" ""
@@ -203,6 +212,12 @@ else
 	case_ qwenimage-ulysses2xtp2 qwenimage qwenimage qwenimage_tp_usp "ulysses = 2, tp = 2" ""
 	case_ qwenimage-ring-any3 qwenimage qwenimage qwenimage_ring_anything "ring = 3" \
 		"ring_anything = true, $AG"
+	# Qwen-Image over 2 frames of 5 x 2 patches: 2 heads, 20 + 6 tokens
+	full case_ qwenimage-frames2-tp2 qwenimage_frames2 qwenimage qwenimage_tp "tp = 2" ""
+	full case_ qwenimage-frames2-ring2 qwenimage_frames2 qwenimage qwenimage_ring_alltoall \
+		"ring = 2" "$AA"
+	full case_ qwenimage-frames2-ulysses2 qwenimage_frames2 qwenimage qwenimage_ulysses \
+		"ulysses = 2" ""
 
 	# negative controls: a weight off by 0.25 (one element of a per-head
 	# QK norm), Qwen-Image's padding unmasked

@@ -166,6 +166,33 @@ CASES = {
                  num_attention_heads=4, joint_attention_dim=20, axes_dims_rope=[2, 2, 4]),
         inputs=lambda cfg, gen: qwen_inputs(cfg, gen, batch=2, frames=1, height=3, width=4,
                                             txt_seq=8, pad=[0, 3])),
+    # other corners a reviewer's configuration may take: Flux with patch_size
+    # 2 (packed 2x2 latents: proj_out 4 x in_channels wide), batch 3, RoPE
+    # axes (4, 2, 2)
+    "flux_patch2": dict(
+        cls=FluxTransformer2DModel, model="flux",
+        cfg=dict(patch_size=2, in_channels=8, num_layers=1, num_single_layers=1,
+                 attention_head_dim=8, num_attention_heads=2, joint_attention_dim=8,
+                 pooled_projection_dim=8, guidance_embeds=True, axes_dims_rope=[4, 2, 2]),
+        inputs=lambda cfg, gen: flux_inputs(cfg, gen, batch=3, img_h=2, img_w=3, txt_seq=4,
+                                            guidance=True)),
+    # Wan with a temporal patch (2, 2, 1), head_dim 18 (RoPE axes 6, 6, 6),
+    # no cross_attn_norm (norm2 is the identity)
+    "wan_patch221": dict(
+        cls=WanTransformer3DModel, model="wan",
+        cfg=dict(patch_size=[2, 2, 1], num_attention_heads=2, attention_head_dim=18, in_channels=2,
+                 out_channels=3, text_dim=8, freq_dim=20, ffn_dim=24, num_layers=1,
+                 cross_attn_norm=False, rope_max_seq_len=16),
+        inputs=lambda cfg, gen: wan_inputs(cfg, gen, batch=1, frames=4, height=4, width=3,
+                                           txt_seq=3)),
+    # Qwen-Image over 2 frames of 5 x 2 patches (an odd height centred:
+    # -3..1), text from max(5 // 2, 2 // 2) = 2, the last 2 text tokens masked
+    "qwenimage_frames2": dict(
+        cls=QwenImageTransformer2DModel, model="qwenimage",
+        cfg=dict(patch_size=2, in_channels=8, out_channels=3, num_layers=1, attention_head_dim=8,
+                 num_attention_heads=2, joint_attention_dim=12, axes_dims_rope=[2, 2, 4]),
+        inputs=lambda cfg, gen: qwen_inputs(cfg, gen, batch=1, frames=2, height=5, width=2,
+                                            txt_seq=6, pad=[2])),
 }
 
 
