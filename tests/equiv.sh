@@ -76,6 +76,10 @@ else
 	matrix wan examples/wan.plan wan_tiny_usp_ffn_tp wan_tiny_ffn_tp
 	case_ wan-ring-anything3 examples/wan.plan wan_tiny_ring_anything3 "ring = 3" \
 		"ring_anything = true"
+	# a split kept through reshapes that add and drop unit dims (Wan's rope
+	# tables [1, S, 1, D] -> [S, D]), unevenly
+	case_ reshape-unit-dims-ring3 tests/diag/layout-reshape-unit-dims.plan p "ring = 3" \
+		"ring_anything = true" -D seq=7
 	# a plan with unusual ops (modulation, per-head norm, cross-attention,
 	# a reshape of a tp-sharded tensor, a gather on a repeat block)
 	for m in "ring = 2, ulysses = 2, tp = 2" "ulysses = 2, tp = 2" "tp = 2, ring = 2" \
