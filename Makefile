@@ -202,6 +202,7 @@ $(BUILD)/examples/embed: $(BUILD)/obj/examples/embed.o $(BUILD)/obj/examples/emb
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # libFuzzer targets (clang only): the parser, the graph loader, safetensors,
+# the checkpoint index and per-rank folders (fuzz_index, fuzz_rankdir),
 # the whole pipeline (fuzz_pipeline: parse to a prepared session).
 # Each links the whole compiler and runtime, built with the fuzzer's
 # instrumentation; `make fuzz` runs each for a minute.

@@ -79,7 +79,7 @@ struct attn_arg {
 static void run_attn(void *p)
 {
 	struct attn_arg *a = p;
-	k_attention_pool(a->pool, a->q, a->H * a->D, a->k, a->H * a->D, a->v, a->H * a->D, a->out,
+	k_attention_pool(a->pool, a->q, a->H * a->D, a->k, a->H * a->D, a->v, a->H * a->D, NULL, a->out,
 			 a->lse, 1, a->S, a->S, a->H, a->D, a->D, a->ws);
 }
 

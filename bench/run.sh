@@ -12,4 +12,4 @@ python3 bench/compile_scaling.py "$BUILD"
 echo
 python3 bench/runtime_bench.py "$BUILD"
 echo
-sh bench/cost_accuracy.sh "$BUILD"
+python3 bench/cost_accuracy.py "$BUILD"

@@ -1,12 +1,22 @@
 /* calibrate.c — `dtpc calibrate`: measures this machine through libdtpc's
- * own backends and CPU kernels (the code `dtpc run` executes) and writes a
- * hardware profile in the format of hw/ (the *.json profiles), every number sourced
- * "measured by dtpc calibrate on HOST, DATE". The quantities are the cost
- * model's (docs/cost-model.md): per collective kind α and bus bandwidth,
- * linear and attention fixed time and peak rate, elementwise bandwidth. */
+ * own backends and CPU device (the code `dtpc run` executes) and writes a
+ * hardware profile in the format of hw/ (the *.json profiles), every number
+ * sourced "measured by dtpc calibrate on HOST, DATE". The quantities are the
+ * cost model's (docs/cost-model.md):
+ *
+ * - compute as `dtpc run` does it: for n ranks computing at once (n threads
+ *   of one process with --backend local, n of mpirun's processes with mpi),
+ *   each with the pool `dtpc run` gives it (the cores divided by the ranks,
+ *   at least one thread), the wall time of the slowest rank: GEMM and
+ *   attention fits, the bytes per second of each memory-bound kernel, the
+ *   cost of the smallest op. One table row per rank count ("by_ranks").
+ * - collectives: α and bus bandwidth per kind and group size ("by_group").
+ *
+ * Every rank of the world measures at once: with the local backend a world
+ * of n threads per point; under mpirun the job (a waiting process polls,
+ * which would slow those at work, and a run has no idle ranks). */
 #include "calibrate.h"
 
-#include <cblas.h>
 #include <cjson/cJSON.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -18,9 +28,9 @@
 #include <unistd.h>
 
 #include "diag.h"
-#include "kernels/cpu/kernels.h"
 #include "median.h"
 #include "runtime/comm.h"
+#include "runtime/device.h"
 #include "runtime/dtpc.h"
 #include "runtime/session.h"
 
@@ -33,8 +43,18 @@ static const char *const alpha_keys[CO_N] = { "all_gather_alpha_s", "all_reduce_
 static const char *const coll_names[CO_N] = { "all-gather", "all-reduce", "all-to-all",
 					      "ring shift" };
 
+/* The memory-bound kernels, by the keys of a by_ranks row's "op_bytes_per_s"
+ * (compiler/cost.c reads the same names): each moves the bytes the cost
+ * model charges it (its operands and its result). */
+enum mop { M_LAYER_NORM, M_RMS_NORM, M_GELU, M_SILU, M_ADD, M_MUL, M_MODULATE, M_ROPE,
+	   M_COPY, M_LSE_MERGE, M_N };
+static const char *const mop_keys[M_N] = { "layer_norm", "rms_norm", "gelu", "silu", "add",
+					   "mul", "modulate", "rope", "copy", "lse_merge" };
+
 #define MAX_SIZES 4
 #define MAX_RANKS 16
+#define NLIN 4
+#define NATT 4
 
 struct opts {
 	bool mpi, quick;
@@ -49,13 +69,12 @@ struct sizes {
 	size_t bytes[MAX_SIZES];
 };
 
-static double clock_s(clockid_t id)
+static double clock_s(void)
 {
 	struct timespec ts;
-	clock_gettime(id, &ts);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
-
 
 /* t = fixed + x / rate by least squares; a negative intercept (noise on a
  * machine whose small cases are nearly free) is refitted through the origin,
@@ -82,32 +101,220 @@ static struct fit fit_line(const double *x, const double *t, int n)
 	return (struct fit){ fixed, 1 / slope };
 }
 
-/* ---- kernels: one thread, timed in the thread's CPU time --------------------
- * The cost model scales a rank's rates by its share of the cores, so the
- * profile holds one core's; CPU time keeps other tenants of a shared machine
- * out of the figure (as bench/kernel_bench.c does). */
-
-struct kern {
-	int64_t m, k, n;    /* linear: [m, k] x [n, k]^T; attention: S, H, D; add: n */
-	float *a, *b, *c, *d, *e;
-	void *ws;
+/* Attention: t = fixed + flops / peak + scores * per_score (the softmax's
+ * exponentials are per score, not per FLOP, so a small head dimension runs
+ * below a large one's FLOP rate). Least squares on the three; where a term
+ * comes out negative (noise), the fit without the score term. */
+struct attn_fit {
+	double fixed, peak, per_score;
 };
 
-static void run_linear(struct kern *x)
+static bool solve3(double m[3][4], double x[3])
 {
-	k_linear(x->a, x->b, NULL, x->c, x->m, x->k, x->n);
+	for (int c = 0; c < 3; c++) {
+		int p = c;
+		for (int r = c + 1; r < 3; r++)
+			if (m[r][c] * m[r][c] > m[p][c] * m[p][c])
+				p = r;
+		if (m[p][c] == 0)
+			return false;
+		for (int k = 0; k < 4; k++) {
+			double t = m[c][k];
+			m[c][k] = m[p][k], m[p][k] = t;
+		}
+		for (int r = 0; r < 3; r++)
+			if (r != c) {
+				double f = m[r][c] / m[c][c];
+				for (int k = 0; k < 4; k++)
+					m[r][k] -= f * m[c][k];
+			}
+	}
+	for (int c = 0; c < 3; c++)
+		x[c] = m[c][3] / m[c][c];
+	return true;
 }
 
-static void run_attention(struct kern *x)
+static struct attn_fit fit_attention(const double *flops, const double *scores, const double *t,
+				     int n)
 {
-	int64_t w = x->k * x->n;
-	k_attention(x->a, w, x->b, w, x->c, w, x->d, x->e, 1, x->m, x->m, x->k, x->n, x->n, x->ws);
+	/* scaled columns keep the normal equations well conditioned */
+	double sf = flops[n - 1], ss = scores[n - 1], m[3][4] = { { 0 } }, x[3];
+	for (int i = 0; i < n; i++) {
+		double row[3] = { 1, flops[i] / sf, scores[i] / ss };
+		for (int a = 0; a < 3; a++) {
+			for (int b = 0; b < 3; b++)
+				m[a][b] += row[a] * row[b];
+			m[a][3] += row[a] * t[i];
+		}
+	}
+	if (n >= 3 && solve3(m, x) && x[0] >= 0 && x[1] > 0 && x[2] >= 0)
+		return (struct attn_fit){ x[0], sf / x[1], x[2] / ss };
+	struct fit f = fit_line(flops, t, n);
+	return (struct attn_fit){ f.fixed, f.rate, 0 };
 }
 
-static void run_add(struct kern *x)
+/* ---- timing on every rank at once ----------------------------------------------
+ * Every rank of the communicator's world calls timed() for every point;
+ * members run fn, the others only join the barriers. A point's time is the
+ * slowest member's wall time (a step lasts as long as its slowest rank),
+ * median over the repetitions after a warm-up. */
+
+struct timer {
+	struct comm *c;
+	struct comm_group w;
+	uint32_t op; /* the next collective's index, the same on every rank */
+};
+
+/* A barrier that also hands every rank the slowest member's time. */
+static int slowest(struct timer *T, double mine, double *max)
 {
-	int64_t s[1] = { x->n };
-	k_binary(K_ADD, x->a, s, x->b, s, x->c, s, 1);
+	double all[MAX_RANKS];
+	size_t counts[MAX_RANKS], displs[MAX_RANKS];
+	for (int i = 0; i < T->w.n; i++)
+		counts[i] = sizeof(double), displs[i] = (size_t)i * sizeof(double);
+	all[T->w.me] = mine;
+	int rc = T->c->ops->allgatherv(T->c, &T->w,
+				       (struct comm_tag){ T->op++, "dtpc calibrate: barrier" },
+				       &all[T->w.me], all, counts, displs);
+	*max = 0;
+	for (int i = 0; i < T->w.n; i++)
+		*max = all[i] > *max ? all[i] : *max;
+	return rc;
+}
+
+static int timed(struct timer *T, bool member, int (*fn)(void *arg, uint32_t op), void *arg,
+		 int reps, double *out)
+{
+	double t[16];
+	int rc = 0;
+	for (int r = -1; r < reps && !rc; r++) { /* r = -1: warm-up (pages, caches) */
+		double dt, unused;
+		rc = slowest(T, 0, &unused);
+		uint32_t op = T->op++;
+		double t0 = clock_s();
+		if (!rc && member)
+			rc = fn(arg, op);
+		dt = clock_s() - t0;
+		if (!rc)
+			rc = slowest(T, dt, &dt);
+		if (r >= 0)
+			t[r] = dt;
+	}
+	if (!rc)
+		*out = median(t, reps);
+	return rc;
+}
+
+/* ---- compute: kernels through a CPU device, as a rank of `dtpc run` ----------- */
+
+static const int64_t lin_full[NLIN][3] = { { 512, 256, 256 }, { 2048, 256, 768 },
+					   { 2048, 1024, 256 }, { 1024, 256, 1024 } };
+static const int64_t lin_quick[NLIN][3] = { { 32, 32, 32 }, { 64, 64, 64 }, { 128, 64, 128 },
+					    { 64, 128, 64 } };
+/* S (queries = keys), heads, head dim: two head dims, so that the fit can
+ * tell the per-score cost from the per-FLOP one */
+static const int64_t att_full[NATT][3] = { { 1024, 4, 32 }, { 2048, 4, 32 }, { 1024, 2, 128 },
+					   { 2048, 1, 128 } };
+static const int64_t att_quick[NATT][3] = { { 32, 2, 16 }, { 64, 2, 16 }, { 48, 1, 32 },
+					    { 64, 1, 32 } };
+
+struct ranks_row {
+	bool measured;
+	int threads;
+	struct fit linear;
+	struct attn_fit attention;
+	double op_bw[M_N]; /* bytes per second by the cost model's count */
+	double launch;     /* a 16-float add */
+	double lin_t[NLIN], att_t[NATT], op_t[M_N];
+};
+
+struct compute {
+	bool quick;
+	int64_t mop_rows, mop_cols; /* the memory-bound kernels' [rows, cols] */
+	struct ranks_row row[MAX_RANKS + 1];
+};
+
+/* One rank's device and buffers (sized for the largest case). */
+struct kbufs {
+	struct dev *d;
+	float *a, *b, *c, *x, *y;
+	void *ws;           /* attention: the session's workspace (one thread's) */
+	int64_t m, k, n;    /* the case: linear m, k, n; attention S, H, D; ops rows, cols */
+	int op;             /* enum mop */
+};
+
+static int run_linear(void *p, uint32_t op)
+{
+	struct kbufs *k = p;
+	return k->d->ops->linear(k->d, k->a, k->b, NULL, k->c, k->m, k->k, k->n);
+}
+
+static int run_attention(void *p, uint32_t op)
+{
+	struct kbufs *k = p;
+	int64_t w = k->k * k->n;
+	/* with LSE, as ring attention's steps (plain attention's cost alike) */
+	return k->d->ops->attention(k->d, k->a, w, k->b, w, k->c, w, NULL, k->x, k->y, 1, k->m, k->m,
+				    k->k, k->n, k->n, k->ws);
+}
+
+static int run_mop(void *p, uint32_t op)
+{
+	struct kbufs *k = p;
+	struct dev *d = k->d;
+	int64_t rows = k->m, cols = k->n, n = rows * cols, s[1] = { n };
+	switch ((enum mop)k->op) {
+	case M_LAYER_NORM:
+		return d->ops->layer_norm(d, k->a, k->c, rows, cols, 1e-6f, k->b, k->b + cols);
+	case M_RMS_NORM:
+		return d->ops->rms_norm(d, k->a, k->c, rows, cols, cols, 1e-6f, k->b);
+	case M_GELU:
+		return d->ops->gelu(d, k->a, k->c, n, true);
+	case M_SILU:
+		return d->ops->silu(d, k->a, k->c, n);
+	case M_ADD:
+	case M_MUL:
+		return d->ops->binary(d, k->op == M_ADD ? K_ADD : K_MUL, k->a, s, k->b, s, k->c, s, 1);
+	case M_MODULATE: /* one shift and scale row per batch: [1, rows, cols] */
+		return d->ops->modulate(d, k->a, k->b, k->b + cols, k->c, 1, rows, cols, 0);
+	case M_ROPE: /* cols = 4 heads of cols / 4; cos and sin [rows, cols / 4] */
+		return d->ops->rope(d, k->a, cols, k->b, k->x, k->c, cols, 1, rows, 4, cols / 4);
+	case M_COPY:
+		return d->ops->copy2d(d, k->c, cols, k->a, cols, rows, cols);
+	case M_LSE_MERGE: /* [1, rows, 4 heads, cols / 4], LSE [1, 4, rows] */
+		return d->ops->lse_merge(d, k->c, k->x, k->a, k->y, 1, rows, 4, cols / 4);
+	case M_N:
+		break;
+	}
+	return 0;
+}
+
+/* The bytes the cost model charges each memory-bound kernel: its result
+ * and its operands (compiler/cost.c's op_cost). */
+static double mop_bytes(int op, int64_t rows, int64_t cols)
+{
+	double n = (double)rows * (double)cols, f = 4;
+	switch ((enum mop)op) {
+	case M_LAYER_NORM:
+		return f * (2 * n + 2 * (double)cols);
+	case M_RMS_NORM:
+		return f * (2 * n + (double)cols);
+	case M_GELU:
+	case M_SILU:
+	case M_COPY:
+		return f * 2 * n;
+	case M_ADD:
+	case M_MUL:
+	case M_LSE_MERGE:
+		return f * 3 * n;
+	case M_MODULATE:
+		return f * (2 * n + 2 * (double)cols);
+	case M_ROPE:
+		return f * (2 * n + 2 * (double)rows * (double)cols / 4);
+	case M_N:
+		break;
+	}
+	return 0;
 }
 
 static float *filled(size_t n)
@@ -118,97 +325,90 @@ static float *filled(size_t n)
 	return p;
 }
 
-static double time_kernel(void (*fn)(struct kern *), struct kern *x, int reps)
+/* The threads a rank of n gets from `dtpc run` here: the cores divided by
+ * the ranks, at least one (runtime/device_cpu.c's default for local ranks,
+ * compiler/run.c's choice under mpirun). */
+static int run_threads(int cores, int n)
 {
-	double t[16];
-	fn(x); /* warm-up: pages, caches */
-	for (int r = 0; r < reps; r++) {
-		double t0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
-		fn(x);
-		t[r] = clock_s(CLOCK_THREAD_CPUTIME_ID) - t0;
-	}
-	return median(t, reps);
+	return cores / n > 1 ? cores / n : 1;
 }
 
-struct compute {
-	struct fit linear, attention;
-	double mem_bw, launch;
-	char linear_shapes[160], attention_shapes[160];
-};
-
-static bool measure_compute(bool quick, struct compute *out)
+/* Every case of the compute table's row for n = the ranks of T's world, all
+ * of them computing at once. The row is written by rank 0. */
+static int measure_compute(struct timer *T, int cores, struct compute *out)
 {
-	static const int64_t gemm_full[][3] = { { 256, 256, 256 }, { 1024, 512, 1536 },
-						{ 2048, 512, 2048 }, { 1024, 2048, 512 } };
-	static const int64_t gemm_quick[][3] = { { 32, 32, 32 }, { 64, 64, 64 }, { 128, 64, 128 } };
-	static const int64_t attn_full[][3] = { { 256, 4, 64 }, { 1024, 4, 64 }, { 2048, 4, 64 } };
-	static const int64_t attn_quick[][3] = { { 32, 2, 16 }, { 64, 2, 16 }, { 128, 2, 16 } };
-	const int64_t(*gemm)[3] = quick ? gemm_quick : gemm_full;
-	const int64_t(*attn)[3] = quick ? attn_quick : attn_full;
-	int ng = quick ? 3 : 4, na = 3, reps = quick ? 3 : 5;
-	double x[4], t[4];
-	int len = 0;
-
-	openblas_set_num_threads(1);
-	for (int i = 0; i < ng; i++) {
-		struct kern k = { .m = gemm[i][0], .k = gemm[i][1], .n = gemm[i][2] };
-		k.a = filled((size_t)(k.m * k.k)), k.b = filled((size_t)(k.n * k.k));
-		k.c = malloc((size_t)(k.m * k.n) * sizeof(float));
-		if (!k.a || !k.b || !k.c)
-			return free(k.a), free(k.b), free(k.c), false;
-		x[i] = 2.0 * (double)(k.m * k.k * k.n);
-		t[i] = time_kernel(run_linear, &k, reps);
-		len += snprintf(out->linear_shapes + len, sizeof out->linear_shapes - (size_t)len,
-				"%s%" PRId64 "x%" PRId64 "x%" PRId64, i ? ", " : "", k.m, k.k, k.n);
-		free(k.a), free(k.b), free(k.c);
+	int n = T->w.n;
+	bool q = out->quick;
+	const int64_t(*lin)[3] = q ? lin_quick : lin_full;
+	const int64_t(*att)[3] = q ? att_quick : att_full;
+	size_t big = q ? 1 << 16 : 2 << 20; /* floats: the largest operand of any case */
+	struct kbufs k = { .d = dev_cpu_create() };
+	struct ranks_row row = { .measured = true, .threads = run_threads(cores, n) };
+	int rc = 0, reps = q ? 3 : 5;
+	k.d->ops->threads(k.d, row.threads);
+	k.a = filled(big), k.b = filled(big), k.c = filled(big), k.x = filled(big);
+	k.y = filled(big);
+	/* the largest attention workspace of the cases (the device's pool grows
+	 * its own) */
+	size_t ws = 0;
+	for (int i = 0; i < NATT; i++) {
+		size_t w = k.d->ops->attention_workspace(k.d, 1, att[i][0], att[i][0], att[i][1],
+							 att[i][2], att[i][2]);
+		ws = w > ws ? w : ws;
 	}
-	out->linear = fit_line(x, t, ng);
-	len = 0;
-	for (int i = 0; i < na; i++) {
-		struct kern k = { .m = attn[i][0], .k = attn[i][1], .n = attn[i][2] };
-		size_t sz = (size_t)(k.m * k.k * k.n);
-		k.a = filled(sz), k.b = filled(sz), k.c = filled(sz);
-		k.d = malloc(sz * sizeof(float)), k.e = malloc((size_t)(k.m * k.k) * sizeof(float));
-		k.ws = aligned_alloc(64, (k_attention_workspace(k.m, k.m, k.n, k.n) + 63) / 64 * 64);
-		bool ok = k.a && k.b && k.c && k.d && k.e && k.ws;
-		if (ok) {
-			x[i] = 4.0 * (double)(k.k * k.m * k.m * k.n);
-			t[i] = time_kernel(run_attention, &k, reps);
-			len += snprintf(out->attention_shapes + len,
-					sizeof out->attention_shapes - (size_t)len,
-					"%sS=%" PRId64 " %" PRId64 "x%" PRId64, i ? ", " : "", k.m,
-					k.k, k.n);
-		}
-		free(k.a), free(k.b), free(k.c), free(k.d), free(k.e), free(k.ws);
-		if (!ok)
-			return false;
+	k.ws = aligned_alloc(64, (ws + 63) / 64 * 64);
+	/* every rank learns whether one could not allocate, so none waits for it */
+	double failed = !k.a || !k.b || !k.c || !k.x || !k.y || !k.ws;
+	rc = slowest(T, failed, &failed);
+	if (!rc && failed)
+		rc = comm_errorf(T->c, COMM_FAILED, "a rank ran out of memory for the kernels' buffers");
+	for (int i = 0; i < NLIN && !rc; i++) {
+		k.m = lin[i][0], k.k = lin[i][1], k.n = lin[i][2];
+		rc = timed(T, true, run_linear, &k, reps, &row.lin_t[i]);
 	}
-	out->attention = fit_line(x, t, na);
-
-	/* elementwise: an add of n floats moves 12n bytes; a 16-float add is
-	 * the least an op costs */
-	int64_t sizes[2] = { 16, quick ? 1 << 16 : 1 << 23 };
-	for (int i = 0; i < 2; i++) {
-		struct kern k = { .n = sizes[i] };
-		k.a = filled((size_t)k.n), k.b = filled((size_t)k.n), k.c = filled((size_t)k.n);
-		if (!k.a || !k.b || !k.c)
-			return free(k.a), free(k.b), free(k.c), false;
-		t[i] = time_kernel(run_add, &k, reps);
-		free(k.a), free(k.b), free(k.c);
+	for (int i = 0; i < NATT && !rc; i++) {
+		k.m = att[i][0], k.k = att[i][1], k.n = att[i][2];
+		rc = timed(T, true, run_attention, &k, reps, &row.att_t[i]);
 	}
-	out->launch = t[0];
-	out->mem_bw = 12.0 * (double)sizes[1] / t[1];
-	return true;
+	k.m = out->mop_rows, k.n = out->mop_cols;
+	for (int i = 0; i < M_N && !rc; i++) {
+		k.op = i;
+		rc = timed(T, true, run_mop, &k, reps, &row.op_t[i]);
+		row.op_bw[i] = mop_bytes(i, k.m, k.n) / row.op_t[i];
+	}
+	k.op = M_ADD, k.m = 1, k.n = 16;
+	if (!rc)
+		rc = timed(T, true, run_mop, &k, reps, &row.launch);
+	k.d->ops->destroy(k.d);
+	free(k.a), free(k.b), free(k.c), free(k.x), free(k.y), free(k.ws);
+	if (rc)
+		return rc;
+	double x[NLIN > NATT ? NLIN : NATT], s[NATT];
+	for (int i = 0; i < NLIN; i++)
+		x[i] = 2.0 * (double)(lin[i][0] * lin[i][1] * lin[i][2]);
+	row.linear = fit_line(x, row.lin_t, NLIN);
+	for (int i = 0; i < NATT; i++) {
+		s[i] = (double)(att[i][0] * att[i][0] * att[i][1]);
+		x[i] = 4.0 * s[i] * (double)att[i][2];
+	}
+	row.attention = fit_attention(x, s, row.att_t, NATT);
+	if (T->c->rank == 0)
+		out->row[n] = row;
+	return 0;
 }
 
-/* ---- collectives -------------------------------------------------------------
- * Every rank of the communicator's world runs measure_colls; for a group of
- * n, ranks 0..n-1 take part and the rest only join the barriers. A point's
- * time is the slowest member's, median over the repetitions, wall-clock
- * (a collective's time is waiting as much as copying). */
+/* The rank counts the table holds: 1 to 4, then 6, 8, 12, 16, and the
+ * calibration's own count; others are scaled from the nearest below. */
+static bool table_count(int n, int ranks)
+{
+	return n <= 4 || n == 6 || n == 8 || n == 12 || n == 16 || n == ranks;
+}
+
+/* ---- collectives ------------------------------------------------------------ */
 
 struct coll_times {
 	double t[CO_N][MAX_RANKS + 1][MAX_SIZES]; /* [kind][group size][size] */
+	int at_work[MAX_RANKS + 1];               /* [group size]: ranks in its groups */
 };
 
 /* The bytes the cost model charges a member (graph_comm_bytes' convention,
@@ -219,90 +419,77 @@ static double bus_bytes(int kind, int n, size_t bytes)
 	return f * (double)bytes;
 }
 
-static int one_op(struct comm *c, const struct comm_group *g, int kind, uint32_t op,
-		  size_t bytes, char *send, char *recv)
+struct coll_case {
+	struct comm *c;
+	struct comm_group g;
+	int kind;
+	size_t bytes;
+	char *send, *recv;
+};
+
+static int one_op(void *p, uint32_t op)
 {
+	struct coll_case *x = p;
+	struct comm *c = x->c;
+	const struct comm_group *g = &x->g;
 	struct comm_tag tag = { op, "dtpc calibrate" };
 	size_t counts[MAX_RANKS], displs[MAX_RANKS];
-	size_t part = bytes / (size_t)g->n / 4 * 4;
+	size_t part = x->bytes / (size_t)g->n / 4 * 4;
 	for (int i = 0; i < g->n; i++)
 		counts[i] = part, displs[i] = (size_t)i * part;
-	switch (kind) {
+	switch (x->kind) {
 	case CO_AG:
-		return c->ops->allgatherv(c, g, tag, recv + displs[g->me], recv, counts, displs);
+		return c->ops->allgatherv(c, g, tag, x->recv + displs[g->me], x->recv, counts, displs);
 	case CO_AR:
-		return c->ops->allreduce_f32(c, g, tag, (float *)send, bytes / 4);
+		return c->ops->allreduce_f32(c, g, tag, (float *)x->send, x->bytes / 4);
 	case CO_A2A:
-		return c->ops->alltoallv(c, g, tag, send, counts, displs, recv, counts, displs);
+		return c->ops->alltoallv(c, g, tag, x->send, counts, displs, x->recv, counts, displs);
 	default: {
 		struct comm_request *req;
-		int rc = c->ops->shift_start(c, g, tag, send, bytes, recv, bytes, &req);
+		int rc = c->ops->shift_start(c, g, tag, x->send, x->bytes, x->recv, x->bytes, &req);
 		return rc ? rc : c->ops->shift_wait(c, req);
 	}
 	}
 }
 
-/* A barrier that also hands every rank the slowest member's time. */
-static int slowest(struct comm *c, const struct comm_group *w, uint32_t op, double mine,
-		   double *max)
+/* For each group size n in lo..hi, T's world cut into as many groups of n
+ * consecutive ranks as it holds, all at work at once (as a run's groups
+ * of one axis are); ranks left over wait. */
+static int measure_colls(struct timer *T, int lo, int hi, const struct sizes *sz,
+			 struct coll_times *out)
 {
-	double all[MAX_RANKS];
-	size_t counts[MAX_RANKS], displs[MAX_RANKS];
-	for (int i = 0; i < w->n; i++)
-		counts[i] = sizeof(double), displs[i] = (size_t)i * sizeof(double);
-	all[w->me] = mine;
-	int rc = c->ops->allgatherv(c, w, (struct comm_tag){ op, "dtpc calibrate: barrier" },
-				    &all[w->me], all, counts, displs);
-	*max = 0;
-	for (int i = 0; i < w->n; i++)
-		*max = all[i] > *max ? all[i] : *max;
+	int granks[MAX_RANKS], rank = T->c->rank;
+	size_t maxb = sz->bytes[sz->n - 1];
+	struct coll_case x = { .c = T->c, .send = calloc(maxb, 1), .recv = calloc(maxb, 1) };
+	double failed = !x.send || !x.recv;
+	int rc = slowest(T, failed, &failed); /* none waits for a rank that could not allocate */
+	if (!rc && failed)
+		rc = comm_errorf(T->c, COMM_FAILED, "a rank ran out of memory for the messages");
+	for (int n = lo; n <= hi && !rc; n++) {
+		int base = rank / n * n;
+		bool member = rank < T->w.n / n * n;
+		for (int i = 0; i < n; i++)
+			granks[i] = base + i;
+		x.g = (struct comm_group){ .id = n, .n = n, .me = rank - base, .ranks = granks };
+		out->at_work[n] = T->w.n / n * n;
+		for (int k = 0; k < CO_N && !rc; k++)
+			for (int s = 0; s < sz->n && !rc; s++) {
+				x.kind = k, x.bytes = sz->bytes[s];
+				rc = timed(T, member, one_op, &x, sz->reps, &out->t[k][n][s]);
+			}
+	}
+	free(x.send), free(x.recv);
 	return rc;
 }
 
-/* Group sizes lo..hi measured on c's world. */
-static int measure_colls(struct comm *c, int lo, int hi, const struct sizes *sz,
-			 struct coll_times *out)
-{
-	int wranks[MAX_RANKS], granks[MAX_RANKS];
-	struct comm_group w = comm_world_group(c, wranks);
-	size_t maxb = sz->bytes[sz->n - 1];
-	char *send = calloc(maxb, 1), *recv = calloc(maxb, 1);
-	uint32_t op = 0;
-	int rc = send && recv ? COMM_OK : COMM_FAILED;
-	for (int i = 0; i < MAX_RANKS; i++)
-		granks[i] = i;
-	for (int n = lo; n <= hi && !rc; n++) {
-		struct comm_group g = { .id = n, .n = n, .me = c->rank, .ranks = granks };
-		bool member = c->rank < n;
-		for (int k = 0; k < CO_N && !rc; k++)
-			for (int s = 0; s < sz->n && !rc; s++) {
-				double t[16];
-				for (int r = -1; r < sz->reps && !rc; r++) { /* r = -1: warm-up */
-					double dt = 0, t0;
-					rc = slowest(c, &w, op++, 0, &t0);
-					t0 = clock_s(CLOCK_MONOTONIC);
-					if (!rc && member)
-						rc = one_op(c, &g, k, op, sz->bytes[s], send, recv);
-					op++;
-					dt = clock_s(CLOCK_MONOTONIC) - t0;
-					if (!rc)
-						rc = slowest(c, &w, op++, dt, &dt);
-					if (r >= 0)
-						t[r] = dt;
-				}
-				if (!rc)
-					out->t[k][n][s] = median(t, sz->reps);
-			}
-	}
-	free(send), free(recv);
-	return rc;
-}
+/* ---- the local backend: a world of exactly n threads per point ------------------- */
 
 struct local_arg {
 	struct comm_local_world *w;
-	int rank, n;
+	int rank, n, cores, ranks;
 	const struct sizes *sz;
-	struct coll_times *out;
+	struct coll_times *ct;
+	struct compute *cp;
 	int rc;
 	char err[512];
 };
@@ -316,28 +503,41 @@ static void *local_rank(void *p)
 		snprintf(a->err, sizeof a->err, "cannot create rank %d's communicator", a->rank);
 		return NULL;
 	}
-	a->rc = measure_colls(c, a->n, a->n, a->sz, a->out);
+	int wr[MAX_RANKS];
+	struct timer T = { .c = c, .w = comm_world_group(c, wr) };
+	a->rc = table_count(a->n, a->ranks) ? measure_compute(&T, a->cores, a->cp) : 0;
+	if (!a->rc && a->n >= 2)
+		a->rc = measure_colls(&T, a->n, a->n, a->sz, a->ct);
 	if (a->rc)
-		snprintf(a->err, sizeof a->err, "%s", c->error);
+		snprintf(a->err, sizeof a->err, "%s", c->error[0] ? c->error : "out of memory");
 	c->ops->free(c);
 	return NULL;
 }
 
-/* local: a world of exactly n threads per group size, so that a point's
- * ranks share the cores as a run on n ranks does. */
-static bool local_colls(int ranks, const struct sizes *sz, struct coll_times *out, char *err,
-			size_t errlen)
+/* A world of exactly n threads for n = 1..ranks, so that a point's ranks
+ * share the cores as a run on n ranks does. */
+static bool local_measure(int ranks, int cores, const struct sizes *sz, struct coll_times *ct,
+			  struct compute *cp, char *err, size_t errlen)
 {
-	for (int n = 2; n <= ranks; n++) {
-		struct comm_local_world *w = comm_local_world_create(n, 60000);
+	for (int n = 1; n <= ranks; n++) {
+		struct comm_local_world *w = comm_local_world_create(n, 120000);
 		struct local_arg a[MAX_RANKS];
 		pthread_t th[MAX_RANKS];
+		int started = 0;
 		bool ok = w != NULL;
 		for (int r = 0; ok && r < n; r++) {
-			a[r] = (struct local_arg){ .w = w, .rank = r, .n = n, .sz = sz, .out = out };
-			pthread_create(&th[r], NULL, local_rank, &a[r]);
+			a[r] = (struct local_arg){ .w = w, .rank = r, .n = n, .cores = cores,
+						   .ranks = ranks, .sz = sz, .ct = ct, .cp = cp };
+			if (pthread_create(&th[r], NULL, local_rank, &a[r])) {
+				snprintf(err, errlen, "cannot start rank %d's thread", r);
+				ok = false;
+				break;
+			}
+			started++;
 		}
-		for (int r = 0; ok && r < n; r++)
+		/* ranks already started fail at their first barrier's timeout
+		 * when one could not start */
+		for (int r = 0; r < started; r++)
 			pthread_join(th[r], NULL);
 		for (int r = 0; ok && r < n; r++)
 			if (a[r].rc) {
@@ -361,12 +561,13 @@ static void put(cJSON *obj, const char *key, double v, const char *src)
 	cJSON_AddStringToObject(o, "source", src);
 }
 
-/* The measured points fitted per kind and group size; the profile's figure
- * is the median over group sizes. Bandwidths are divided by the cores'
- * share each rank had (threads / ranks alive), as the cost model multiplies
- * them by it. */
+/* The measured points fitted per kind and group size: links.intra.by_group
+ * holds each group size's α and bus bandwidth as measured (n ranks at work);
+ * the link's own figures, for a group size the table lacks, are the medians
+ * over group sizes with the bandwidth divided by each rank's share of the
+ * cores (the cost model multiplies it back). */
 static void add_links(cJSON *root, const struct coll_times *ct, const struct sizes *sz, int ranks,
-		      int alive_fixed, int cores, const char *backend, const char *stamp)
+		      int cores, const char *backend, const char *stamp)
 {
 	cJSON *links = cJSON_AddObjectToObject(root, "links");
 	cJSON *intra = cJSON_AddObjectToObject(links, "intra");
@@ -374,14 +575,13 @@ static void add_links(cJSON *root, const struct coll_times *ct, const struct siz
 	char src[512], name[96];
 	snprintf(name, sizeof name, "%s backend on one machine", backend);
 	cJSON_AddStringToObject(intra, "name", name);
-	double alphas[CO_N];
+	double alphas[CO_N], fa[CO_N][MAX_RANKS + 1], fb[CO_N][MAX_RANKS + 1];
 	for (int k = 0; k < CO_N; k++) {
 		double a[MAX_RANKS], b[MAX_RANKS];
 		int m = 0;
 		for (int n = 2; n <= ranks; n++) {
 			double x[MAX_SIZES], t[MAX_SIZES];
-			int alive = alive_fixed ? alive_fixed : n;
-			double share = (double)cores / alive;
+			double share = (double)cores / ct->at_work[n];
 			for (int s = 0; s < sz->n; s++)
 				x[s] = bus_bytes(k, n, sz->bytes[s]), t[s] = ct->t[k][n][s];
 			/* the bandwidth from the large messages, α what the smallest
@@ -389,11 +589,12 @@ static void add_links(cJSON *root, const struct coll_times *ct, const struct siz
 			 * the large ones' noise swamp a microsecond intercept */
 			struct fit f = fit_line(x + 1, t + 1, sz->n - 1);
 			f.fixed = t[0] - x[0] / f.rate > 0 ? t[0] - x[0] / f.rate : 0;
+			fa[k][n] = f.fixed, fb[k][n] = f.rate;
 			a[m] = f.fixed, b[m] = f.rate / share;
 			cJSON *row = cJSON_CreateObject();
 			cJSON_AddStringToObject(row, "collective", coll_names[k]);
 			cJSON_AddNumberToObject(row, "group", n);
-			cJSON_AddNumberToObject(row, "ranks_alive", alive);
+			cJSON_AddNumberToObject(row, "ranks_at_work", ct->at_work[n]);
 			cJSON *pts = cJSON_AddArrayToObject(row, "points");
 			for (int s = 0; s < sz->n; s++) {
 				cJSON *p = cJSON_CreateObject();
@@ -424,6 +625,121 @@ static void add_links(cJSON *root, const struct coll_times *ct, const struct siz
 	}
 	snprintf(src, sizeof src, "%s: median of the four collectives' alpha", stamp);
 	put(intra, "alpha_s", median(alphas, CO_N), src);
+	/* a property of the backend's code, not a measurement */
+	snprintf(src, sizeof src, "written by %s: %s", stamp + strlen("measured by "),
+		 strcmp(backend, "mpi")
+			 ? "runtime/comm_local.c: a ring shift is copied by the member that waits "
+			   "for it first, after its attention, not under it"
+			 : "Open MPI (no progress thread) moves a ring shift's large message inside "
+			   "MPI calls, i.e. in the wait after the attention, not under it");
+	put(intra, "overlap", 0, src);
+	cJSON *bg = cJSON_AddArrayToObject(intra, "by_group");
+	for (int n = 2; n <= ranks; n++) {
+		cJSON *e = cJSON_CreateObject();
+		int groups = ct->at_work[n] / n;
+		snprintf(src, sizeof src,
+			 "%s: %d group%s of %d consecutive ranks at once (%s), %d ranks at work; fitted "
+			 "t = alpha + bus bytes / busbw over %zu..%zu bytes, slowest member, median of "
+			 "%d (the points: \"calibration\")",
+			 stamp, groups, groups > 1 ? "s" : "", n,
+			 strcmp(backend, "mpi") ? "a world of as many threads"
+						: "of the job's processes; the others wait",
+			 ct->at_work[n], sz->bytes[0], sz->bytes[sz->n - 1], sz->reps);
+		put(e, "group", n, src);
+		put(e, "ranks_at_work", ct->at_work[n], src);
+		for (int k = 0; k < CO_N; k++) {
+			put(e, alpha_keys[k], fa[k][n], src);
+			put(e, busbw_keys[k], fb[k][n], src);
+		}
+		cJSON_AddItemToArray(bg, e);
+	}
+}
+
+/* dtypes.f32: the table of rates by rank count, and the figures of a
+ * profile without one (one core's: the smallest row's rates divided by the
+ * cores each of its ranks had, the share scaling of docs/cost-model.md). */
+static void add_compute(cJSON *f32, const struct compute *cp, int ranks, int cores,
+			const char *stamp)
+{
+	const bool q = cp->quick;
+	const int64_t(*lin)[3] = q ? lin_quick : lin_full;
+	const int64_t(*att)[3] = q ? att_quick : att_full;
+	char lshapes[160] = "", ashapes[200] = "", src[1280], how[400];
+	int len = 0;
+	for (int i = 0; i < NLIN; i++)
+		len += snprintf(lshapes + len, sizeof lshapes - (size_t)len,
+				"%s%" PRId64 "x%" PRId64 "x%" PRId64, i ? ", " : "", lin[i][0],
+				lin[i][1], lin[i][2]);
+	len = 0;
+	for (int i = 0; i < NATT; i++)
+		len += snprintf(ashapes + len, sizeof ashapes - (size_t)len,
+				"%sS=%" PRId64 " %" PRId64 "x%" PRId64, i ? ", " : "", att[i][0],
+				att[i][1], att[i][2]);
+	int n1 = 1;
+	while (!cp->row[n1].measured)
+		n1++;
+	const struct ranks_row *one = &cp->row[n1];
+	/* the cores a rank of n1 computed on (compiler/cost.c's rank_cores) */
+	double t1 = n1 >= cores ? (double)cores / n1 : (double)(cores / n1);
+	cJSON *lin_o = cJSON_AddObjectToObject(f32, "linear");
+	snprintf(src, sizeof src,
+		 "%s: the %d-rank row of by_ranks with its rates divided by the %.3g cores each "
+		 "rank had: one core's, scaled by a rank's share of the cores where dtpc cost "
+		 "is given no table",
+		 stamp, n1, t1);
+	put(lin_o, "peak_flops", one->linear.rate / t1, src);
+	put(lin_o, "fixed_s", one->linear.fixed, src);
+	cJSON *att_o = cJSON_AddObjectToObject(f32, "attention");
+	put(att_o, "peak_flops", one->attention.peak / t1, src);
+	put(att_o, "fixed_s", one->attention.fixed, src);
+	put(att_o, "score_s", one->attention.per_score * t1, src);
+	put(f32, "memory_bytes_per_s", one->op_bw[M_COPY] / t1, src);
+
+	cJSON *tab = cJSON_AddArrayToObject(f32, "by_ranks");
+	for (int n = 1; n <= ranks; n++) {
+		const struct ranks_row *r = &cp->row[n];
+		if (!r->measured)
+			continue;
+		snprintf(how, sizeof how,
+			 "%d rank%s computing at once (%s), %d thread%s each as dtpc run sets them on "
+			 "%d cores; wall time of the slowest rank, median of %d",
+			 n, n > 1 ? "s" : "", n > 1 ? "the same kernel on each" : "alone", r->threads,
+			 r->threads > 1 ? "s" : "", cores, q ? 3 : 5);
+		cJSON *e = cJSON_CreateObject();
+		snprintf(src, sizeof src, "%s: %s", stamp, how);
+		put(e, "ranks", n, src);
+		put(e, "threads_per_rank", r->threads, src);
+		snprintf(src, sizeof src, "%s: a 16-float add through the CPU device; %s", stamp, how);
+		put(e, "launch_s", r->launch, src);
+		cJSON *l = cJSON_AddObjectToObject(e, "linear");
+		snprintf(src, sizeof src,
+			 "%s: the device's linear (sgemm blocks on the rank's pool), m x k x n = %s "
+			 "(%.4g, %.4g, %.4g, %.4g s); fitted t = fixed + flops / peak; %s",
+			 stamp, lshapes, r->lin_t[0], r->lin_t[1], r->lin_t[2], r->lin_t[3], how);
+		put(l, "peak_flops", r->linear.rate, src);
+		put(l, "fixed_s", r->linear.fixed, src);
+		cJSON *a = cJSON_AddObjectToObject(e, "attention");
+		snprintf(src, sizeof src,
+			 "%s: the device's attention with LSE, %s (heads x head dim) (%.4g, %.4g, "
+			 "%.4g, %.4g s); fitted t = fixed + flops / peak + scores x score_s; %s",
+			 stamp, ashapes, r->att_t[0], r->att_t[1], r->att_t[2], r->att_t[3], how);
+		put(a, "peak_flops", r->attention.peak, src);
+		put(a, "fixed_s", r->attention.fixed, src);
+		put(a, "score_s", r->attention.per_score, src);
+		cJSON *o = cJSON_AddObjectToObject(e, "op_bytes_per_s");
+		for (int i = 0; i < M_N; i++) {
+			snprintf(src, sizeof src,
+				 "%s: the device's %s on [%" PRId64 ", %" PRId64 "], %.0f bytes (operands "
+				 "and result) in %.4g s; %s",
+				 stamp, i == M_COPY ? "copy2d" : mop_keys[i], cp->mop_rows, cp->mop_cols,
+				 mop_bytes(i, cp->mop_rows, cp->mop_cols), r->op_t[i], how);
+			put(o, mop_keys[i], r->op_bw[i], src);
+		}
+		snprintf(src, sizeof src, "%s: the copy2d rate of this row (other memory-bound ops)",
+			 stamp);
+		put(e, "memory_bytes_per_s", r->op_bw[M_COPY], src);
+		cJSON_AddItemToArray(tab, e);
+	}
 }
 
 #define USAGE "usage: dtpc calibrate --backend local|mpi --device cpu [--ranks N] [--quick] " \
@@ -432,7 +748,7 @@ static void add_links(cJSON *root, const struct coll_times *ct, const struct siz
 static int parse(int argc, char **argv, struct opts *o)
 {
 	const char *backend = NULL, *device = "cpu";
-	*o = (struct opts){ .ranks = 4 };
+	*o = (struct opts){ .ranks = 8 };
 	bool ranks_given = false;
 	for (int i = 2; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -472,6 +788,19 @@ static int parse(int argc, char **argv, struct opts *o)
 	return 0;
 }
 
+/* Under mpirun: compute with every process at work (a process waiting in
+ * the backend's barrier polls, which would slow the others: a run has no
+ * idle ranks), so the table's one row is the job's size; collectives as
+ * measure_colls cuts the job. */
+static int mpi_measure(struct comm *c, int ranks, int cores, const struct sizes *sz,
+		       struct coll_times *ct, struct compute *cp)
+{
+	int wr[MAX_RANKS];
+	struct timer T = { .c = c, .w = comm_world_group(c, wr) };
+	int rc = measure_compute(&T, cores, cp);
+	return rc ? rc : measure_colls(&T, 2, ranks, sz, ct);
+}
+
 int calibrate_main(int argc, char **argv)
 {
 	struct opts o;
@@ -479,44 +808,42 @@ int calibrate_main(int argc, char **argv)
 	if (rc)
 		return rc;
 	struct sizes sz = o.quick ? (struct sizes){ 2, 3, { 4096, 65536 } }
-				  : (struct sizes){ 4, 7, { 4096, 262144, 4 << 20, 16 << 20 } };
+				  : (struct sizes){ 4, 5, { 4096, 262144, 2 << 20, 8 << 20 } };
 	struct coll_times *ct = calloc(1, sizeof *ct);
+	struct compute *cp = calloc(1, sizeof *cp);
 	struct comm *mc = NULL;
 	dtpc_comm *dc = NULL;
 	char err[600] = "";
 	int cores = (int)sysconf(_SC_NPROCESSORS_ONLN), rank = 0;
-	if (!ct)
-		return fprintf(stderr, "dtpc calibrate: out of memory\n"), 1;
+	double load_start = -1; /* -1: not known (getloadavg failed) */
+	getloadavg(&load_start, 1);
+	if (!ct || !cp)
+		return free(ct), free(cp), fprintf(stderr, "dtpc calibrate: out of memory\n"), 1;
+	cores = cores < 1 ? 1 : cores;
+	cp->quick = o.quick;
+	/* the memory-bound kernels: 4 MiB of floats, rows of 256 (quick: 16 KiB) */
+	cp->mop_rows = o.quick ? 16 : 4096, cp->mop_cols = 256;
 	if (o.mpi) {
-		if (dtpc_comm_mpi(60000, &dc)) {
+		if (dtpc_comm_mpi(120000, &dc)) {
 			fprintf(stderr, "dtpc calibrate: %s\n", dtpc_last_error());
-			return free(ct), 2;
+			return free(ct), free(cp), 2;
 		}
 		mc = dc->impl;
 		rank = mc->rank, o.ranks = mc->world;
 		if (o.ranks < 2 || o.ranks > MAX_RANKS) {
 			fprintf(stderr, "dtpc calibrate: run it under mpirun -np 2..16\n");
-			return dtpc_comm_free(dc), free(ct), 2;
+			return dtpc_comm_free(dc), free(ct), free(cp), 2;
 		}
 	}
-	/* compute first, on rank 0 alone (the others wait in the first
-	 * collective, backing off) */
-	struct compute cp;
-	if (rank == 0 && !measure_compute(o.quick, &cp)) {
-		fprintf(stderr, "dtpc calibrate: out of memory\n");
-		if (dc)
-			mc->ops->fail(mc, "rank 0 ran out of memory"), dtpc_comm_free(dc);
-		return free(ct), 1;
-	}
-	bool ok = o.mpi ? measure_colls(mc, 2, o.ranks, &sz, ct) == COMM_OK
-			: local_colls(o.ranks, &sz, ct, err, sizeof err);
+	bool ok = o.mpi ? mpi_measure(mc, o.ranks, cores, &sz, ct, cp) == COMM_OK
+			: local_measure(o.ranks, cores, &sz, ct, cp, err, sizeof err);
 	if (o.mpi && !ok)
-		snprintf(err, sizeof err, "%s", mc->error);
+		snprintf(err, sizeof err, "%s", mc->error[0] ? mc->error : "out of memory");
 	if (!ok) {
 		fprintf(stderr, "dtpc calibrate: %s\n", err);
 		if (dc)
 			dtpc_comm_free(dc);
-		return free(ct), 1;
+		return free(ct), free(cp), 1;
 	}
 
 	rc = 0;
@@ -528,44 +855,40 @@ int calibrate_main(int argc, char **argv)
 		snprintf(stamp, sizeof stamp, "measured by dtpc calibrate on %s, %s", host, date);
 		const char *backend = o.mpi ? "mpi" : "local";
 		cJSON *j = cJSON_CreateObject();
-		char text[256];
+		char text[512];
 		snprintf(text, sizeof text, "%s, %s backend (calibrated)", host, backend);
 		cJSON_AddStringToObject(j, "name", text);
+		double load_end = -1;
+		getloadavg(&load_end, 1);
+		char count[48];
+		snprintf(count, sizeof count, o.mpi ? "a job of %d processes" : "1..%d ranks", o.ranks);
 		snprintf(text, sizeof text,
-			 "written by dtpc calibrate --backend %s%s, %d ranks, %d cores; rates are "
-			 "one core's",
+			 "written by dtpc calibrate --backend %s%s, %s, %d cores, load average %.2f at "
+			 "the start and %.2f at the end (other work slows every figure); ranks share "
+			 "the cores: dtypes.f32.by_ranks holds each rank's rates while n ranks compute "
+			 "at once, links.intra.by_group each group size's collectives",
 			 backend, o.quick ? " --quick (tiny sizes: a test, not a calibration)" : "",
-			 o.ranks, cores);
+			 count, cores, load_start, load_end);
 		cJSON_AddStringToObject(j, "description", text);
 		snprintf(src, sizeof src, "%s: every rank on this one machine", stamp);
 		put(j, "ranks_per_node", 4096, src);
-		snprintf(src, sizeof src, "%s: online cores (sysconf)", stamp);
+		snprintf(src, sizeof src,
+			 "%s: online cores (sysconf); the ranks of a run share them", stamp);
 		put(j, "threads_per_node", cores, src);
 		snprintf(src, sizeof src, "%s: physical memory (sysconf)", stamp);
 		put(j, "memory_bytes",
 		    (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE), src);
-		snprintf(src, sizeof src, "%s: a 16-float add, one thread, median", stamp);
-		put(j, "launch_s", cp.launch, src);
+		int n1 = 1;
+		while (!cp->row[n1].measured)
+			n1++;
+		snprintf(src, sizeof src,
+			 "%s: a 16-float add through the CPU device, %d rank%s at once, median", stamp,
+			 n1, n1 > 1 ? "s" : "");
+		put(j, "launch_s", cp->row[n1].launch, src);
 		cJSON_AddStringToObject(j, "default_dtype", "f32");
 		cJSON *f32 = cJSON_AddObjectToObject(cJSON_AddObjectToObject(j, "dtypes"), "f32");
-		cJSON *lin = cJSON_AddObjectToObject(f32, "linear");
-		snprintf(src, sizeof src,
-			 "%s: k_linear (sgemm) m x k x n = %s, one thread, fitted t = fixed + "
-			 "flops / peak",
-			 stamp, cp.linear_shapes);
-		put(lin, "peak_flops", cp.linear.rate, src);
-		put(lin, "fixed_s", cp.linear.fixed, src);
-		cJSON *att = cJSON_AddObjectToObject(f32, "attention");
-		snprintf(src, sizeof src,
-			 "%s: k_attention with LSE, %s (heads x head dim), one thread, fitted "
-			 "t = fixed + flops / peak",
-			 stamp, cp.attention_shapes);
-		put(att, "peak_flops", cp.attention.rate, src);
-		put(att, "fixed_s", cp.attention.fixed, src);
-		snprintf(src, sizeof src, "%s: k_binary add of %d floats (12 bytes each), one thread",
-			 stamp, o.quick ? 1 << 16 : 1 << 23);
-		put(f32, "memory_bytes_per_s", cp.mem_bw, src);
-		add_links(j, ct, &sz, o.ranks, o.mpi ? o.ranks : 0, cores, backend, stamp);
+		add_compute(f32, cp, o.ranks, cores, stamp);
+		add_links(j, ct, &sz, o.ranks, cores, backend, stamp);
 		char *out = cJSON_Print(j);
 		FILE *f = out ? fopen(o.out, "w") : NULL;
 		bool written = f && fprintf(f, "%s\n", out) >= 0;
@@ -580,6 +903,6 @@ int calibrate_main(int argc, char **argv)
 	}
 	if (dc)
 		dtpc_comm_free(dc);
-	free(ct);
+	free(ct), free(cp);
 	return rc;
 }

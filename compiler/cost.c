@@ -29,26 +29,60 @@ static const char *const dt_names[DT_N] = { "f32", "bf16" };
 static const double dt_bytes[DT_N] = { 4, 2 };
 
 /* Time of one kernel of W FLOPs: fixed + W / peak (an α–β model of compute:
- * small kernels do not fill the device). */
+ * small kernels do not fill the device), plus, for attention, a cost per
+ * score (the softmax's exponentials; 0 where not measured). */
 struct rate {
-	double peak, fixed;
+	double peak, fixed, score;
 };
+
+/* The memory-bound kernels whose bytes per second a profile may give
+ * apart (the keys of "op_bytes_per_s", written by dtpc calibrate); the
+ * others, and these where absent, move at memory_bytes_per_s. */
+enum mop { M_LAYER_NORM, M_RMS_NORM, M_GELU, M_SILU, M_ADD, M_MUL, M_MODULATE, M_ROPE,
+	   M_COPY, M_LSE_MERGE, M_N };
+static const char *const mop_keys[M_N] = { "layer_norm", "rms_norm", "gelu", "silu", "add",
+					   "mul", "modulate", "rope", "copy", "lse_merge" };
+
+/* The rates of one rank: a profile's own (times the rank's share of a CPU
+ * node's cores), or a by_ranks row's, measured with that many ranks at work. */
+struct rates {
+	struct rate linear, attention;
+	double op_bw[M_N]; /* bytes/s of each memory-bound kernel */
+	double launch;     /* an op never takes less */
+};
+
+enum { MAX_TABLE = 64 };
 
 struct dt_profile {
 	bool present;
-	struct rate linear, attention;
-	double mem_bw; /* bytes/s of memory-bound ops (norms, pointwise, copies) */
+	struct rates base;
+	/* by_ranks: each rank's rates while row_ranks[k] ranks of a node
+	 * compute at once (dtpc calibrate on a CPU) */
+	int nrows;
+	int row_ranks[MAX_TABLE];
+	struct rates rows[MAX_TABLE];
 };
 
 enum coll { CO_AG, CO_AR, CO_A2A, CO_P2P, CO_N };
 static const char *const coll_keys[CO_N] = { "all_gather_busbw", "all_reduce_busbw",
 					     "all_to_all_busbw", "p2p_busbw" };
 
+/* A by_group row: a group size's collectives as measured with only its
+ * members at work. */
+struct group_row {
+	double alpha[CO_N], busbw[CO_N];
+	double at_work; /* the ranks at work on the node while it was measured */
+};
+
 struct link {
 	bool present;
 	char name[96];
 	double alpha[CO_N]; /* seconds per collective (or per ring step), by kind */
 	double busbw[CO_N]; /* nccl-tests bus bandwidth, bytes/s */
+	bool overlap;       /* a ring step's transfer runs while the rank computes */
+	int ngroups;
+	int group_size[MAX_TABLE];
+	struct group_row groups[MAX_TABLE];
 };
 
 struct hw {
@@ -95,11 +129,30 @@ static bool positive(double x, const char *what, char *err, size_t n)
 	return false;
 }
 
+/* α (or the link's alpha_s) and bus bandwidth of each collective kind,
+ * from the link itself or a by_group row. */
+static bool load_colls(const cJSON *j, double alpha_default, double *alpha, double *busbw,
+		       const char *where, char *err, size_t n)
+{
+	for (int c = 0; c < CO_N; c++) {
+		char key[40];
+		snprintf(key, sizeof key, "%.*s_alpha_s", (int)(strlen(coll_keys[c]) - 6),
+			 coll_keys[c]);
+		alpha[c] = alpha_default;
+		if (cJSON_HasObjectItem(j, key) && !num(j, key, &alpha[c], where, err, n))
+			return false;
+		if (!num(j, coll_keys[c], &busbw[c], where, err, n) ||
+		    !positive(busbw[c], coll_keys[c], err, n))
+			return false;
+	}
+	return true;
+}
+
 static bool load_link(const cJSON *j, struct link *l, const char *which, char *err, size_t n)
 {
 	if (!j)
 		return true;
-	char where[64];
+	char where[96];
 	snprintf(where, sizeof where, "links.%s.", which);
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
 	snprintf(l->name, sizeof l->name, "%s", cJSON_IsString(name) ? name->valuestring : which);
@@ -108,27 +161,135 @@ static bool load_link(const cJSON *j, struct link *l, const char *which, char *e
 		return false;
 	/* a calibrated profile (dtpc calibrate) has an α per collective kind;
 	 * a datasheet profile one for all */
-	for (int c = 0; c < CO_N; c++) {
-		char key[40];
-		snprintf(key, sizeof key, "%.*s_alpha_s", (int)(strlen(coll_keys[c]) - 6),
-			 coll_keys[c]);
-		l->alpha[c] = alpha;
-		if (cJSON_HasObjectItem(j, key) && !num(j, key, &l->alpha[c], where, err, n))
-			return false;
+	if (!load_colls(j, alpha, l->alpha, l->busbw, where, err, n))
+		return false;
+	double overlap = 1;
+	if (cJSON_HasObjectItem(j, "overlap") && !num(j, "overlap", &overlap, where, err, n))
+		return false;
+	if (overlap != 0 && overlap != 1) {
+		snprintf(err, n, "%soverlap: 1 (transfers run under compute) or 0, not %g", where,
+			 overlap);
+		return false;
 	}
-	for (int c = 0; c < CO_N; c++)
-		if (!num(j, coll_keys[c], &l->busbw[c], where, err, n) ||
-		    !positive(l->busbw[c], coll_keys[c], err, n))
+	l->overlap = overlap == 1;
+	const cJSON *bg = cJSON_GetObjectItemCaseSensitive(j, "by_group"), *e;
+	if (bg && (!cJSON_IsArray(bg) || cJSON_GetArraySize(bg) > MAX_TABLE)) {
+		snprintf(err, n, "%sby_group: needs an array of at most %d rows", where, MAX_TABLE);
+		return false;
+	}
+	cJSON_ArrayForEach(e, bg) {
+		struct group_row *g = &l->groups[l->ngroups];
+		int *gs = &l->group_size[l->ngroups];
+		double size;
+		snprintf(where, sizeof where, "links.%s.by_group[%d].", which, l->ngroups);
+		if (!num(e, "group", &size, where, err, n))
 			return false;
+		if (size < 2 || size != (int)size) {
+			snprintf(err, n, "%sgroup: a group of 2 ranks or more, not %g", where, size);
+			return false;
+		}
+		*gs = (int)size;
+		for (int k = 0; k < l->ngroups; k++)
+			if (l->group_size[k] == *gs) {
+				snprintf(err, n, "%sgroup: %d is given twice", where, *gs);
+				return false;
+			}
+		if (!load_colls(e, alpha, g->alpha, g->busbw, where, err, n))
+			return false;
+		g->at_work = size;
+		if (cJSON_HasObjectItem(e, "ranks_at_work") &&
+		    (!num(e, "ranks_at_work", &g->at_work, where, err, n) ||
+		     !positive(g->at_work, "ranks_at_work", err, n)))
+			return false;
+		l->ngroups++;
+	}
 	l->present = true;
 	return true;
 }
 
 static bool load_rate(const cJSON *j, struct rate *r, const char *where, char *err, size_t n)
 {
+	r->score = 0;
 	return num(j, "peak_flops", &r->peak, where, err, n) &&
 	       positive(r->peak, "peak_flops", err, n) &&
-	       num(j, "fixed_s", &r->fixed, where, err, n);
+	       num(j, "fixed_s", &r->fixed, where, err, n) &&
+	       (!cJSON_HasObjectItem(j, "score_s") || num(j, "score_s", &r->score, where, err, n));
+}
+
+/* linear, attention, memory_bytes_per_s and op_bytes_per_s of a dtype or
+ * of a by_ranks row (where: "dtypes.f32." or "dtypes.f32.by_ranks[2].") */
+static bool load_rates(const cJSON *x, struct rates *r, const char *where, char *err, size_t n)
+{
+	char w[128];
+	snprintf(w, sizeof w, "%slinear.", where);
+	if (!load_rate(cJSON_GetObjectItemCaseSensitive(x, "linear"), &r->linear, w, err, n))
+		return false;
+	snprintf(w, sizeof w, "%sattention.", where);
+	if (!load_rate(cJSON_GetObjectItemCaseSensitive(x, "attention"), &r->attention, w, err, n))
+		return false;
+	double bw;
+	if (!num(x, "memory_bytes_per_s", &bw, where, err, n) ||
+	    !positive(bw, "memory_bytes_per_s", err, n))
+		return false;
+	const cJSON *ob = cJSON_GetObjectItemCaseSensitive(x, "op_bytes_per_s"), *e;
+	snprintf(w, sizeof w, "%sop_bytes_per_s.", where);
+	cJSON_ArrayForEach(e, ob) {
+		int k = 0;
+		while (k < M_N && strcmp(e->string, mop_keys[k]))
+			k++;
+		if (k == M_N) {
+			snprintf(err, n, "%s%s: not a kernel the model knows (layer_norm, rms_norm, "
+				 "gelu, silu, add, mul, modulate, rope, copy, lse_merge)", w, e->string);
+			return false;
+		}
+	}
+	for (int k = 0; k < M_N; k++) {
+		r->op_bw[k] = bw;
+		if (cJSON_HasObjectItem(ob, mop_keys[k]) &&
+		    (!num(ob, mop_keys[k], &r->op_bw[k], w, err, n) ||
+		     !positive(r->op_bw[k], mop_keys[k], err, n)))
+			return false;
+	}
+	return true;
+}
+
+/* A CPU profile's table of rates by ranks at work on the node. */
+static bool load_table(const cJSON *x, struct dt_profile *dp, double launch, const char *dt,
+		       char *err, size_t n)
+{
+	const cJSON *tab = cJSON_GetObjectItemCaseSensitive(x, "by_ranks"), *e;
+	if (!tab)
+		return true;
+	if (!cJSON_IsArray(tab) || cJSON_GetArraySize(tab) > MAX_TABLE) {
+		snprintf(err, n, "dtypes.%s.by_ranks: needs an array of at most %d rows", dt,
+			 MAX_TABLE);
+		return false;
+	}
+	cJSON_ArrayForEach(e, tab) {
+		struct rates *row = &dp->rows[dp->nrows];
+		int *rr = &dp->row_ranks[dp->nrows];
+		char where[96];
+		double ranks;
+		snprintf(where, sizeof where, "dtypes.%s.by_ranks[%d].", dt, dp->nrows);
+		if (!num(e, "ranks", &ranks, where, err, n))
+			return false;
+		if (ranks < 1 || ranks != (int)ranks) {
+			snprintf(err, n, "%sranks: a count of 1 or more, not %g", where, ranks);
+			return false;
+		}
+		*rr = (int)ranks;
+		for (int k = 0; k < dp->nrows; k++)
+			if (dp->row_ranks[k] == *rr) {
+				snprintf(err, n, "%sranks: %d is given twice", where, *rr);
+				return false;
+			}
+		row->launch = launch;
+		if (!load_rates(e, row, where, err, n) ||
+		    (cJSON_HasObjectItem(e, "launch_s") && !num(e, "launch_s", &row->launch, where, err, n)))
+			return false;
+		dp->nrows++;
+	}
+	return true;
 }
 
 static bool hw_load(const char *path, struct hw *h, char *err, size_t n)
@@ -186,18 +347,16 @@ static bool hw_load(const char *path, struct hw *h, char *err, size_t n)
 		if (!x)
 			continue;
 		char where[64];
-		snprintf(where, sizeof where, "dtypes.%s.linear.", dt_names[d]);
-		if (!load_rate(cJSON_GetObjectItemCaseSensitive(x, "linear"), &h->dt[d].linear, where,
-			       err, n))
-			goto out;
-		snprintf(where, sizeof where, "dtypes.%s.attention.", dt_names[d]);
-		if (!load_rate(cJSON_GetObjectItemCaseSensitive(x, "attention"), &h->dt[d].attention,
-			       where, err, n))
-			goto out;
 		snprintf(where, sizeof where, "dtypes.%s.", dt_names[d]);
-		if (!num(x, "memory_bytes_per_s", &h->dt[d].mem_bw, where, err, n) ||
-		    !positive(h->dt[d].mem_bw, "memory_bytes_per_s", err, n))
+		h->dt[d].base.launch = h->launch;
+		if (!load_rates(x, &h->dt[d].base, where, err, n) ||
+		    !load_table(x, &h->dt[d], h->launch, dt_names[d], err, n))
 			goto out;
+		if (h->dt[d].nrows && !h->threads_per_node) {
+			snprintf(err, n, "dtypes.%s.by_ranks: a table of ranks sharing a node's cores "
+				 "needs threads_per_node", dt_names[d]);
+			goto out;
+		}
 		h->dt[d].present = true;
 	}
 	const cJSON *dd = cJSON_GetObjectItemCaseSensitive(j, "default_dtype");
@@ -263,18 +422,6 @@ struct prediction {
 	int bound; /* enum res */
 };
 
-/* Time of one collective, or of one ring step (p2p), over a link; the
- * rank's share of the node's cores scales a CPU's copies like its compute. */
-static double link_time(const struct link *l, int c, double bytes, double share)
-{
-	return l->alpha[c] + bytes / (l->busbw[c] * share);
-}
-
-static double kernel_time(const struct rate *r, double flops, double share)
-{
-	return r->fixed + flops / (r->peak * share);
-}
-
 static double tensor_bytes(const struct g_graph *g, uint32_t t, uint32_t rank, double es)
 {
 	return (double)graph_local_numel(g, t, rank) * es;
@@ -284,10 +431,82 @@ struct sim {
 	const struct g_graph *g;
 	const struct hw *h;
 	const struct dt_profile *dp;
-	double es;       /* bytes per element of the dtype */
-	double *share;   /* per rank: its part of a CPU node's cores (1 on a GPU) */
-	uint8_t *inter;  /* [group * world + rank]: does the group span nodes */
+	double es;            /* bytes per element of the dtype */
+	struct rates *rates;  /* per rank */
+	double *share;        /* per rank: its part of a CPU node's cores (1 on a GPU) */
+	uint32_t *on_node;    /* per rank: the ranks on its node */
+	uint8_t *inter;       /* [group * world + rank]: does the group span nodes */
 };
+
+/* The cores a rank of n computes on, of a node's C: its pool's threads
+ * (dtpc run gives each rank C / n of them, at least one), or its part of
+ * the cores where the ranks outnumber them. */
+static double rank_cores(int C, uint32_t n)
+{
+	return n >= (uint32_t)C ? (double)C / n : (double)((uint32_t)C / n);
+}
+
+/* A table row (by_ranks, by_group) for n: its own, else the nearest below,
+ * else the smallest; -1 when the table is empty. */
+static int nearest(const int *sizes, int count, int n)
+{
+	int best = -1;
+	for (int k = 0; k < count; k++) {
+		int m = sizes[k], b = best < 0 ? 0 : sizes[best];
+		if (best < 0 || (m <= n && (b > n || m > b)) || (m > n && b > n && m < b))
+			best = k;
+	}
+	return best;
+}
+
+/* The rates of a rank with n ranks on its node: the by_ranks row for n
+ * (measured so), or the nearest row scaled by the cores each rank gets;
+ * without a table the profile's own rates times the rank's share. */
+static void rank_rates(const struct dt_profile *dp, int C, uint32_t n, double share,
+		       struct rates *out)
+{
+	int k = nearest(dp->row_ranks, dp->nrows, (int)n);
+	double f = share;
+	*out = dp->base;
+	if (k >= 0) {
+		*out = dp->rows[k];
+		f = rank_cores(C, n) / rank_cores(C, (uint32_t)dp->row_ranks[k]);
+	}
+	out->linear.peak *= f;
+	out->attention.peak *= f;
+	out->attention.score /= f;
+	for (int m = 0; m < M_N; m++)
+		out->op_bw[m] *= f;
+}
+
+/* Time of one collective, or of one ring step (p2p), of a group of gsize
+ * over a link: the link's by_group row for the size (or the nearest), as
+ * measured with ranks_at_work ranks busy on the node, slowed where the run
+ * has more ranks per core than that (a CPU node's copies share its cores);
+ * without a row, the link's figures times the rank's share of the cores. */
+static double link_time(const struct sim *s, const struct link *l, int c, double bytes,
+			uint32_t r, uint32_t gsize)
+{
+	int k = nearest(l->group_size, l->ngroups, (int)gsize);
+	if (k < 0)
+		return l->alpha[c] + bytes / (l->busbw[c] * s->share[r]);
+	const struct group_row *g = &l->groups[k];
+	double C = s->h->threads_per_node, f = 1;
+	if (C > 0)
+		f = fmin(1, C / s->on_node[r]) / fmin(1, C / g->at_work);
+	return g->alpha[c] + bytes / (g->busbw[c] * f);
+}
+
+static double kernel_time(const struct rate *r, double flops, double scores)
+{
+	return r->fixed + flops / r->peak + scores * r->score;
+}
+
+/* A memory-bound move of `bytes` (read and written) by kernel kind m. */
+static double move_time(const struct sim *s, uint32_t r, int m, double bytes)
+{
+	return bytes / s->rates[r].op_bw[m];
+}
 
 static void add_row(struct rank_cost *rc, int kind, int group, bool inter, double bytes,
 		    double time, double hidden)
@@ -308,15 +527,19 @@ static void add_row(struct rank_cost *rc, int kind, int group, bool inter, doubl
 }
 
 /* Adds op i's cost on rank r to rc (by resource) and returns its duration
- * on r alone, before any wait for the group. */
+ * on r alone, before any wait for the group. Besides each kernel, the
+ * executor's own copies (runtime/exec.c) are charged: the packing and
+ * unpacking around an all-to-all, the unpacking after an all-gather, the
+ * copy an all-reduce sums in place, the ring's first K/V chunk. */
 static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_cost *rc)
 {
 	const struct g_graph *g = s->g;
 	const struct g_op *o = &g->ops[i];
-	const double es = s->es, sh = s->share[r];
+	const struct rates *rt = &s->rates[r];
+	const double es = s->es;
 	uint32_t out = o->out, x = o->nin ? g->operands[o->in0] : out;
 	double t = 0;
-	int res = R_MEM;
+	int res = R_MEM, mop = M_COPY;
 	switch ((enum op_kind)o->kind) {
 	case OP_linear: {
 		const struct g_tensor *xt = &g->tensors[x];
@@ -326,7 +549,7 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 		double f = 2 * m * k * nn;
 		rc->flops[F_LINEAR] += f;
 		rc->nops[F_LINEAR]++;
-		t = f > 0 ? kernel_time(&s->dp->linear, f, sh) : 0;
+		t = f > 0 ? kernel_time(&rt->linear, f, 0) : 0;
 		res = R_LINEAR;
 		break;
 	}
@@ -339,7 +562,7 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 		double f = 2 * (double)graph_local_numel(g, out, r) * k;
 		rc->flops[F_LINEAR] += f;
 		rc->nops[F_LINEAR]++;
-		t = f > 0 ? kernel_time(&s->dp->linear, f, sh) : 0;
+		t = f > 0 ? kernel_time(&rt->linear, f, 0) : 0;
 		res = R_LINEAR;
 		break;
 	}
@@ -351,44 +574,51 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 		double f = 2 * B * H * Sq * Skv * (double)(o->attr[0] + o->attr[1]);
 		rc->flops[F_ATTN] += f;
 		rc->nops[F_ATTN]++;
-		t = f > 0 ? kernel_time(&s->dp->attention, f, sh) : 0;
+		t = f > 0 ? kernel_time(&rt->attention, f, B * H * Sq * Skv) : 0;
 		res = R_ATTN;
 		break;
 	}
 	case OP_ring_attention: {
 		/* one attention kernel and one log-sum-exp merge per KV chunk; with
 		 * rotation (attr[2] = 1) each step's send/recv runs under the
-		 * attention on the chunk held, with the all-gather it comes first */
+		 * attention on the chunk held (where the link overlaps: not the CPU
+		 * backends, which copy when a rank waits), with the all-gather (one
+		 * for K, one for V) it comes first */
 		uint32_t P = g->groups[o->group].size, k = g->operands[o->in0 + 1];
+		uint32_t v = g->operands[o->in0 + 2];
 		bool inter = s->inter[(size_t)o->group * g->world + r];
 		const struct link *l = inter ? &s->h->inter : &s->h->intra;
 		double B = (double)graph_local_dim(g, x, 0, r), Sq = (double)graph_local_dim(g, x, 1, r);
 		double H = (double)graph_local_dim(g, x, 2, r) / (double)o->attr[0];
-		double merge = 3 * B * Sq * H * (double)o->attr[1] * 4 / (s->dp->mem_bw * sh);
+		double merge = move_time(s, r, M_LSE_MERGE, 3 * B * Sq * H * (double)o->attr[1] * 4);
 		double bytes = (double)graph_comm_bytes(g, i, r) * es / 4;
-		double compute = 0, comm = 0, exposed = 0;
+		double compute = 0, comm = 0, exposed = 0, first = 0;
 		for (uint32_t m = 0; m < P; m++) {
 			uint32_t peer = graph_group_member(g, (uint32_t)o->group, r, m);
 			double rows = (double)graph_local_dim(g, k, 1, peer);
 			double f = 2 * B * H * Sq * rows * (double)(o->attr[0] + o->attr[1]);
 			rc->flops[F_ATTN] += f;
-			double c = (f > 0 ? kernel_time(&s->dp->attention, f, sh) : 0) + merge;
+			double c = (f > 0 ? kernel_time(&rt->attention, f, B * H * Sq * rows) : 0) +
+				   (m ? merge : 0);
 			compute += c;
 			if (o->attr[2] == 1 && m + 1 < P) {
-				double step = link_time(l, CO_P2P, bytes / (P - 1), sh);
+				double step = link_time(s, l, CO_P2P, bytes / (P - 1), r, P);
 				comm += step;
-				exposed += step > c ? step - c : 0;
+				exposed += !l->overlap ? step : step > c ? step - c : 0;
 			}
 		}
 		rc->nops[F_ATTN]++;
 		if (o->attr[2] != 1)
-			exposed = comm = link_time(l, CO_AG, bytes, sh);
-		rc->t[R_ATTN] += compute - P * merge;
-		rc->t[R_MEM] += P * merge;
+			exposed = comm = link_time(s, l, CO_AG, bytes / 2, r, P) * 2;
+		else /* the own chunk's K and V copied to the rotation's buffer */
+			first = move_time(s, r, M_COPY,
+					  2 * (tensor_bytes(g, k, r, es) + tensor_bytes(g, v, r, es)));
+		rc->t[R_ATTN] += compute - (P - 1) * merge;
+		rc->t[R_MEM] += (P - 1) * merge + first;
 		rc->t[inter ? R_INTER : R_INTRA] += exposed;
 		rc->hidden += comm - exposed;
 		add_row(rc, o->kind, o->group, inter, bytes, comm, comm - exposed);
-		return compute + exposed;
+		return compute + exposed + first;
 	}
 	case OP_all_gather:
 	case OP_all_reduce:
@@ -397,12 +627,15 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 		const struct link *l = inter ? &s->h->inter : &s->h->intra;
 		int c = o->kind == OP_all_gather ? CO_AG : o->kind == OP_all_reduce ? CO_AR : CO_A2A;
 		double bytes = (double)graph_comm_bytes(g, i, r) * es / 4;
-		t = link_time(l, c, bytes, sh);
-		if (o->kind == OP_all_reduce) /* the sum reads both operands */
-			t += tensor_bytes(g, x, r, es) * 2 / (s->dp->mem_bw * sh);
+		double moved = o->kind == OP_all_gather   ? tensor_bytes(g, out, r, es) * 2
+			       : o->kind == OP_all_reduce ? tensor_bytes(g, x, r, es) * 2
+			       : (tensor_bytes(g, x, r, es) + tensor_bytes(g, out, r, es)) * 2;
+		double copies = move_time(s, r, M_COPY, moved);
+		t = link_time(s, l, c, bytes, r, g->groups[o->group].size);
 		rc->t[inter ? R_INTER : R_INTRA] += t;
+		rc->t[R_MEM] += copies;
 		add_row(rc, o->kind, o->group, inter, bytes, t, 0);
-		return t;
+		return t + copies;
 	}
 	case OP_layer_norm:
 	case OP_rms_norm:
@@ -418,31 +651,34 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 	case OP_text_ids:
 		rc->flops[F_POINTWISE] += (double)graph_local_numel(g, out, r);
 		rc->nops[F_POINTWISE]++;
-		/* memory-bound, as the copies */
+		mop = o->kind == OP_layer_norm ? M_LAYER_NORM : o->kind == OP_rms_norm ? M_RMS_NORM
+		    : o->kind == OP_gelu ? M_GELU : o->kind == OP_silu ? M_SILU
+		    : o->kind == OP_add ? M_ADD : o->kind == OP_mul ? M_MUL
+		    : o->kind == OP_modulate ? M_MODULATE : M_ROPE;
+		/* memory-bound, as the copies: the result and every operand */
 		__attribute__((fallthrough));
-	case OP_slice:
 	case OP_concat:
+	case OP_pad:
 	case OP_reshape:
-	case OP_unpatchify:
-	case OP_shard: {
+	case OP_unpatchify: {
 		double b = tensor_bytes(g, out, r, es);
-		for (uint32_t k = 0; k < o->nin; k++) {
-			uint32_t in = g->operands[o->in0 + k];
-			if (g->tensors[in].kind != GT_WEIGHT || o->kind != OP_shard)
-				b += o->kind == OP_shard ? tensor_bytes(g, out, r, es)
-							 : tensor_bytes(g, in, r, es);
-		}
-		t = b / (s->dp->mem_bw * sh);
+		for (uint32_t k = 0; k < o->nin; k++)
+			b += tensor_bytes(g, g->operands[o->in0 + k], r, es);
+		t = move_time(s, r, mop, b);
 		break;
 	}
+	case OP_slice:
+	case OP_shard: /* the part kept, read and written */
+		t = move_time(s, r, M_COPY, 2 * tensor_bytes(g, out, r, es));
+		break;
 	case OP_param:
 	case OP_COUNT:
 		return 0;
 	}
 	/* a kernel shorter than its launch waits for the launch */
-	if (t < s->h->launch) {
-		rc->t[R_LAUNCH] += s->h->launch;
-		return s->h->launch;
+	if (t < rt->launch) {
+		rc->t[R_LAUNCH] += rt->launch;
+		return rt->launch;
 	}
 	rc->t[res] += t;
 	return t;
@@ -463,16 +699,21 @@ static bool predict(const struct g_graph *g, const struct hw *h, int dtype,
 	p->ranks = calloc(W, sizeof *p->ranks);
 	double *dur = calloc(W, sizeof *dur), *next = calloc(W, sizeof *next);
 	s.share = calloc(W, sizeof *s.share);
+	s.rates = calloc(W, sizeof *s.rates);
+	s.on_node = calloc(W, sizeof *s.on_node);
 	s.inter = calloc((size_t)g->ngroups * W + 1, 1);
-	if (!p->ranks || !dur || !next || !s.share || !s.inter) {
-		free(dur), free(next), free(s.share), free(s.inter), free(p->ranks);
+	if (!p->ranks || !dur || !next || !s.share || !s.rates || !s.on_node || !s.inter) {
+		free(dur), free(next), free(s.share), free(s.rates), free(s.on_node), free(s.inter);
+		free(p->ranks);
 		return false;
 	}
 	/* placement: ranks fill nodes in order (rank r on node r / ranks_per_node) */
 	uint32_t rpn = (uint32_t)h->ranks_per_node;
 	for (uint32_t r = 0; r < W; r++) {
 		uint32_t on_node = W - r / rpn * rpn < rpn ? W - r / rpn * rpn : rpn;
+		s.on_node[r] = on_node;
 		s.share[r] = h->threads_per_node ? (double)h->threads_per_node / on_node : 1;
+		rank_rates(s.dp, h->threads_per_node, on_node, s.share[r], &s.rates[r]);
 		for (uint32_t gi = 0; gi < g->ngroups; gi++)
 			for (uint32_t m = 0; m < g->groups[gi].size; m++)
 				if (graph_group_member(g, gi, r, m) / rpn != r / rpn)
@@ -518,7 +759,7 @@ static bool predict(const struct g_graph *g, const struct hw *h, int dtype,
 	for (int k = 1; k < R_N; k++)
 		if (sl->t[k] > sl->t[p->bound])
 			p->bound = k;
-	free(dur), free(next), free(s.share), free(s.inter);
+	free(dur), free(next), free(s.share), free(s.rates), free(s.on_node), free(s.inter);
 	return true;
 }
 

@@ -66,6 +66,11 @@ static const char *why(const struct g_graph *g, const struct g_op *o)
 		return o->attr[0] == 0 ? "Ulysses: sequence shards -> head shards before attention"
 				       : "Ulysses: head shards -> sequence shards after attention";
 	case OP_ring_attention:
+		if (o->nin == 4)
+			return o->attr[2] == 0 ? "ring attention: KV and key mask all-gathered, "
+						 "per-chunk LSE merge"
+					       : "ring attention: KV and key mask rotated with "
+						 "send/recv, LSE merge";
 		return o->attr[2] == 0 ? "ring attention: KV all-gathered, per-chunk LSE merge"
 				       : "ring attention: KV rotated with send/recv, LSE merge";
 	case OP_linear:
@@ -88,6 +93,7 @@ static const char *why(const struct g_graph *g, const struct g_op *o)
 	case OP_patch_embed:
 	case OP_unpatchify:
 	case OP_reshape:
+	case OP_pad:
 	case OP_COUNT:
 		break;
 	}

@@ -507,6 +507,48 @@ static void rule_concat(struct opctx *X)
 	}
 }
 
+/* pad(x, dim, before, after): along a split dim the result is block-split
+ * like concat(before-block, x, after-block), the constant blocks made locally
+ * on each rank in its chunk's size (Flux's and QwenImage's joint [text, image]
+ * sequence: a text mask padded with the image's ones lines up with the
+ * joint keys). Pads that would split unevenly outside the anything modes
+ * need x whole. Along another dim the split is kept. */
+static void rule_pad(struct opctx *X)
+{
+	struct lp *P = X->P;
+	int d = (int)X->o->attr[0];
+	int64_t pads[2] = { X->o->attr[1], X->o->attr[2] };
+	X->out = X->in[0];
+	for (int tp = 0; tp < 2; tp++) {
+		struct lay_axis *x = tp ? &X->in[0].tp : &X->in[0].cp;
+		struct lay_axis *y = tp ? &X->out.tp : &X->out.cp;
+		int64_t n = tp ? P->c->tp : plan_cp(P->c);
+		if (!sharded(x) || x->dim != d)
+			continue;
+		bool anything = !tp && (P->c->ulysses_anything || P->c->ring_anything);
+		if (!anything && (pads[0] % n || pads[1] % n)) {
+			need_whole(X, 0, d, tp, arena_printf(P->a, "its pads (%" PRId64 " before, %"
+							    PRId64 " after) do not split evenly "
+							    "over %" PRId64 " ranks", pads[0],
+							    pads[1], n));
+			*y = REPL;
+			continue;
+		}
+		int nb;
+		const int64_t *b = blocks_of(P, x, dim_size(X, 0, d), &nb);
+		int64_t *blk = ARENA_ARRAY(P->a, int64_t, nb + 2);
+		int k = 0;
+		if (pads[0])
+			blk[k++] = pads[0];
+		for (int i = 0; i < nb; i++)
+			blk[k++] = b[i];
+		if (pads[1])
+			blk[k++] = pads[1];
+		y->nblk = k == 1 ? 0 : k;
+		y->blk = k == 1 ? NULL : blk;
+	}
+}
+
 /* The layout rope's cos/sin tables ([S, D]) must have on one axis group,
  * given x's ([B, S, heads * D]) there: rows follow a sequence split; a
  * feature split keeps the tables whole when every rank holds whole heads,
@@ -562,6 +604,7 @@ static void rule_rope(struct opctx *X)
 }
 
 static void attention_heads(struct opctx *X, bool cp_style);
+static void attention_mask(struct opctx *X, bool cp_style);
 
 static void rule_attention(struct opctx *X)
 {
@@ -619,8 +662,35 @@ static void rule_attention(struct opctx *X)
 		}
 	}
 	attention_heads(X, cp_style);
+	attention_mask(X, cp_style);
 	X->out.cp = *q;
 	(void)k;
+}
+
+/* A key-padding mask [B, Skv] follows its keys' sequence: a ring attention
+ * takes it split like its keys (each rank's mask chunk travels with its key
+ * chunk); Ulysses attends over the whole sequence (the ring's part of it
+ * with USP), so it takes the mask whole and lower.c cuts the ring's part;
+ * a local attention takes it whole. It has no heads: whole over tp. */
+static void attention_mask(struct opctx *X, bool cp_style)
+{
+	if (X->o->nin < 4)
+		return;
+	const struct plan_cfg *c = X->P->c;
+	struct lay_axis *m = &X->in[3].cp, want = REPL;
+	if (sharded(&X->in[3].tp))
+		need_whole(X, 3, X->in[3].tp.dim, true, "an attention mask has no heads to split");
+	bool uly = cp_style && c->ulysses > 1 && mstyle(X, ST_ULYSSES);
+	if (cp_style && !uly && sharded(&X->in[1].cp) && X->in[1].cp.dim == 1)
+		want = X->in[1].cp;
+	if (sharded(m) && !(sharded(&want) && m->dim == want.dim && same_blocks(m, &want)))
+		need_whole(X, 3, m->dim, false,
+			   uly ? "Ulysses attends over the whole sequence, so it needs the "
+				 "whole mask of its keys"
+			   : sharded(&want) ? "the mask must be split like the attention's keys"
+					    : "the attention's keys are whole");
+	if (!sharded(m) && sharded(&want)) /* sliced locally */
+		*m = want;
 }
 
 /* Heads per rank: tp shards whole heads (heads % tp), then Ulysses splits the
@@ -910,6 +980,7 @@ struct layout_result *layout_run(struct arena *a, struct diag_ctx *d,
 		case OP_rope: rule_rope(&X); break;
 		case OP_attention: rule_attention(&X); break;
 		case OP_reshape: rule_reshape(&X); break;
+		case OP_pad: rule_pad(&X); break;
 		case OP_timestep_embedding:
 		case OP_rope_freqs: rule_rows(&X); break;
 		case OP_patch_embed:

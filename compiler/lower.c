@@ -567,6 +567,27 @@ static int a2a_forward(struct lower *L, int x, int64_t hd, const char *name)
 	return out;
 }
 
+/* USP: the whole mask (layout.c gathered it) cut into the ring's part of
+ * the sequence, the rows the keys hold after their all-to-all (pattern kp
+ * over the ring): a local slice. One per mask tensor and pattern. */
+static int ring_mask(struct lower *L, int mask, int32_t kp, const char *name)
+{
+	char key[64];
+	snprintf(key, sizeof key, "ring_mask|%d|%d", mask, kp);
+	int hit = strmap_get(L->memo, key);
+	if (hit >= 0)
+		return hit;
+	struct ir_shape sh = tshape(L, mask);
+	int32_t pat[G_MAX_DIMS];
+	for (int d = 0; d < G_MAX_DIMS; d++)
+		pat[d] = d == 1 ? kp : -1;
+	int out = new_tensor(L, arena_printf(L->a, "%s/mask_ring", name), GT_ACTIVATION, &sh, pat);
+	int k = emit(L, OP_shard, &mask, 1, out, L->g_ring);
+	op_at(L, k)->attr[0] = 1;
+	strmap_put(L->memo, arena_strdup(L->a, key), out);
+	return out;
+}
+
 static void lower_cp_attention(struct lower *L, int opi, const int *qkv)
 {
 	const struct ir_op *o = &L->m->ops[opi];
@@ -577,11 +598,13 @@ static void lower_cp_attention(struct lower *L, int opi, const int *qkv)
 	bool uly = L->g_uly >= 0 && plan_style(c, o->module_index, ST_ULYSSES);
 	bool ring = L->g_ring >= 0 && plan_style(c, o->module_index, ST_RING);
 	const char *name = L->m->tensors[o->out].name;
-	int in[3] = { qkv[0], qkv[1], qkv[2] };
+	int nin = o->nin, in[4] = { qkv[0], qkv[1], qkv[2], nin == 4 ? qkv[3] : -1 };
 	if (uly)
 		for (int i = 0; i < 3; i++)
 			in[i] = a2a_forward(L, qkv[i], i == 2 ? hdv : hd,
 					    arena_printf(L->a, "%s/%c", name, "qkv"[i]));
+	if (uly && ring && nin == 4)
+		in[3] = ring_mask(L, in[3], L->tensors.v[in[1]].pattern[1], name);
 	/* the attention's own output: like q, with v's width */
 	struct ir_shape sh = tshape(L, in[0]);
 	int32_t pat[G_MAX_DIMS];
@@ -592,7 +615,7 @@ static void lower_cp_attention(struct lower *L, int opi, const int *qkv)
 	int att = uly ? new_tensor(L, arena_printf(L->a, "%s/heads", name), GT_ACTIVATION, &sh, pat)
 		      : out_tensor(L, o->out, &L->lay->produced[o->out], NULL);
 	if (ring) {
-		int k = emit(L, OP_ring_attention, in, 3, att, L->g_ring);
+		int k = emit(L, OP_ring_attention, in, nin, att, L->g_ring);
 		struct g_op *g = op_at(L, k);
 		g->attr[0] = hd;
 		g->attr[1] = hdv;
@@ -605,6 +628,9 @@ static void lower_cp_attention(struct lower *L, int opi, const int *qkv)
 		const struct g_tensor *kt = &L->tensors.v[in[1]];
 		int64_t kvrow = (kt->bytes / (uint64_t)pattern_max(L, kt->pattern[1])) +
 				(vt->bytes / (uint64_t)pattern_max(L, vt->pattern[1]));
+		if (nin == 4) /* the mask's chunk travels with its keys */
+			kvrow += (int64_t)(L->tensors.v[in[3]].bytes /
+					   (uint64_t)pattern_max(L, L->tensors.v[in[3]].pattern[1]));
 		int64_t kvmax = pattern_max(L, kt->pattern[1]);
 		int64_t kvall = kt->dims[1];
 		/* one float per (batch, head, query row) */
@@ -615,7 +641,7 @@ static void lower_cp_attention(struct lower *L, int opi, const int *qkv)
 		add_scratch(L, k, arena_printf(L->a, "%s/ring_buf", name),
 			    kvbuf + (int64_t)L->tensors.v[att].bytes + 2 * lse);
 	} else {
-		int k = emit(L, OP_attention, in, 3, att, -1);
+		int k = emit(L, OP_attention, in, nin, att, -1);
 		op_at(L, k)->attr[0] = hd;
 		op_at(L, k)->attr[1] = hdv;
 	}
@@ -682,6 +708,12 @@ static void lower_op(struct lower *L, int opi)
 		break;
 	case OP_concat:
 		g->attr[0] = o->attr[0];
+		break;
+	case OP_pad:
+		g->attr[0] = o->attr[0];
+		g->attr[1] = o->attr[1];
+		g->attr[2] = o->attr[2];
+		g->eps = o->eps;
 		break;
 	case OP_rope: {
 		/* the local head dim: the tables' width, whole or, for one head

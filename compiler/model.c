@@ -785,6 +785,19 @@ static bool shape_rule(struct inst *I, struct ir_op *o, const struct bound *b,
 		if (!heads_divide(I, vv->d[2], &v[3], o->in_loc[2],
 				  I->m->tensors[o->in[2]].name))
 			return false;
+		if (o->nin == 4) {
+			/* a key-padding mask: one value per batch and key */
+			const struct ir_shape *mk = tshape(I, o->in[3]);
+			if (mk->nd != 2 || mk->d[0] != x->d[0] || mk->d[1] != k->d[1]) {
+				diag_error(I->d, o->in_loc[3],
+					   "attention's mask must be [%" PRId64 ", %" PRId64 "] "
+					   "(batch, keys), but '%s' is %s", x->d[0], k->d[1],
+					   I->m->tensors[o->in[3]].name, shape_str(I->a, mk));
+				diag_hint(I->d, "a key-padding mask holds one value per key: "
+					  "nonzero attends, 0 is masked");
+				return false;
+			}
+		}
 		*out = *x;
 		out->d[2] = vv->d[2];
 		o->attr[0] = v[3].i;
@@ -1017,6 +1030,28 @@ static bool shape_rule(struct inst *I, struct ir_op *o, const struct bound *b,
 			return false;
 		}
 		*out = (struct ir_shape){ 5, { x->d[0], x->d[2] / vol, v[2].i, v[3].i, v[4].i } };
+		return true;
+	}
+	case OP_pad: {
+		int d;
+		if (!norm_dim(I, &v[1], x->nd, &d))
+			return false;
+		for (int k = 2; k <= 3; k++)
+			if (v[k].i < 0) {
+				diag_error(I->d, v[k].loc, "pad's %s must be at least 0, not %" PRId64,
+					   k == 2 ? "before" : "after", v[k].i);
+				return false;
+			}
+		*out = *x;
+		if (__builtin_add_overflow(out->d[d], v[2].i, &out->d[d]) ||
+		    __builtin_add_overflow(out->d[d], v[3].i, &out->d[d])) {
+			diag_error(I->d, o->loc, "pad along dim %d: the size overflows", d);
+			return false;
+		}
+		o->attr[0] = d;
+		o->attr[1] = v[2].i;
+		o->attr[2] = v[3].i;
+		o->eps = v[4].f;
 		return true;
 	}
 	case OP_shard:
@@ -1301,8 +1336,8 @@ static void do_assign(struct inst *I, const struct mstmt *st)
 	struct ir_model *m = I->m;
 	const struct sig *s = op_sig(op);
 	int nin = b.nvar;
-	for (int k = 0; k < s->n; k++)
-		nin += s->p[k].kind == 't' && !s->p[k].variadic;
+	for (int k = 0; k < s->n; k++) /* an optional tensor counts when given */
+		nin += s->p[k].kind == 't' && !s->p[k].variadic && b.arg[k];
 	struct ir_op o = { .kind = (enum op_kind)op, .loc = st->loc, .module_index = -1,
 			   .name_loc = st->name_loc, .stmt = st, .update = update,
 			   .instance = I->cur->instance };
@@ -1321,6 +1356,8 @@ static void do_assign(struct inst *I, const struct mstmt *st)
 			}
 			continue;
 		}
+		if (!b.arg[k])
+			continue;
 		o.in_loc[o.nin] = b.arg[k]->loc;
 		o.in[o.nin] = tensor_arg(I, op_table[op].name, s->p[k].name, b.arg[k]);
 		ok &= o.in[o.nin++] >= 0;

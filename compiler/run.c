@@ -20,6 +20,7 @@
 #include "runtime/dtpc.h"
 #include "runtime/safetensors.h"
 #include "runtime/session.h"
+#include "runtime/weights.h"
 
 struct rank_job {
 	const struct run_opts *o;
@@ -214,6 +215,7 @@ static bool meta_value(struct arena *a, const struct g_graph *g, uint32_t i, str
 /* The one-rank reference: recompile the plan with every axis 1. */
 static int verify(const struct run_opts *o, const dtpc_graph *g, dtpc_session *s)
 {
+
 	const char *src = dtpc_graph_meta(g, "source"), *plan = dtpc_graph_meta(g, "plan");
 	if (!src || !plan) {
 		fprintf(stderr, "dtpc: --verify: the graph does not name its source plan\n");
@@ -387,13 +389,31 @@ static bool weights_readable(const char *path)
 	return true;
 }
 
+/* --verify's one-rank reference binds the whole weights: a per-rank folder
+ * holds only the slices of the graph it was cut for. */
+static bool verify_weights_ok(const struct run_opts *o)
+{
+	struct ckpt *ck = NULL;
+	char why[512];
+	enum st_fault fault;
+	bool ranked = o->verify && o->weights &&
+		      ckpt_open(&ck, o->weights, why, sizeof why, &fault) &&
+		      ckpt_kind(ck) == CKPT_RANKS;
+	ckpt_close(ck);
+	if (ranked)
+		fprintf(stderr, "dtpc: --verify: '%s' is a per-rank folder (dtpc shard): it holds "
+			"this graph's slices, not the whole weights the one-rank reference needs; "
+			"verify with the checkpoint it was cut from\n", o->weights);
+	return !ranked;
+}
+
 /* Every file this rank reads or writes, checked before any work: a missing
  * or unwritable file is an I/O error (exit status 2), whatever the backend.
  * trace: this rank's trace path, or NULL. */
 static bool files_ok(const struct run_opts *o, const char *trace, bool saves)
 {
 	return driver_readable(o->graph, stderr) &&
-	       (!o->weights || weights_readable(o->weights)) &&
+	       (!o->weights || weights_readable(o->weights)) && verify_weights_ok(o) &&
 	       (!o->inputs || driver_readable(o->inputs, stderr)) &&
 	       (!trace || writable(trace)) && (!saves || !o->save_outputs || writable(o->save_outputs));
 }

@@ -61,76 +61,95 @@ static bool out_ok(const char *dir, uint32_t world)
 	return ok;
 }
 
-/* Rank r's file: every weight's slice, in the checkpoint's dtype. */
+/* Where each tensor of a rank's file comes from: a checkpoint tensor and
+ * the rank's slice of it. */
+struct shard_src {
+	const struct st_file *file;
+	const struct st_tensor *t;
+	const char *path;
+	struct ckpt_slice slice;
+};
+
+struct shard_fill {
+	const struct shard_src *src;
+	int rc; /* when a read fails: 1 damaged, 2 I/O */
+};
+
+static bool fill_slice(void *ud, size_t i, void *buf, char *err, size_t errlen)
+{
+	struct shard_fill *F = ud;
+	const struct shard_src *s = &F->src[i];
+	enum st_fault fault;
+	char why[512];
+	if (st_read_raw(s->file, s->t, s->slice.dim, s->slice.start, s->slice.len, s->slice.n,
+			buf, why, sizeof why, &fault))
+		return true;
+	snprintf(err, errlen, "%s: %s", s->path, why);
+	F->rc = fault == ST_FAULT_IO ? 2 : 1;
+	return false;
+}
+
+/* Rank r's file: every weight's slice, in the checkpoint's dtype, read as
+ * it is written (one tensor in memory at a time). */
 static int write_rank(const struct g_graph *g, const struct ckpt *c, const char *dir,
 		      uint32_t r)
 {
 	struct st_tensor *t = calloc(g->ntensors + 1, sizeof *t);
+	struct shard_src *src = calloc(g->ntensors + 1, sizeof *src);
 	size_t n = 0, bytes = 0;
 	char why[1024], name[64];
 	int rc = 0;
-	if (!t) {
+	if (!t || !src) {
 		fprintf(stderr, "dtpc: shard: out of memory\n");
+		free(t);
+		free(src);
 		return 2;
 	}
-	for (uint32_t i = 0; i < g->ntensors && !rc; i++) {
+	for (uint32_t i = 0; i < g->ntensors; i++) {
 		const struct g_tensor *x = &g->tensors[i];
 		if (x->kind != GT_WEIGHT)
 			continue;
-		const char *wname = graph_str(g, x->name), *path;
-		const struct st_file *f;
-		const struct st_tensor *e = ckpt_find(c, wname, &f, &path);
-		struct ckpt_slice s;
-		enum st_fault fault;
+		const char *wname = graph_str(g, x->name);
+		struct shard_src *s = &src[n];
 		/* ckpt_check_manifest has seen every weight there, whole */
-		if (!ckpt_slice(g, i, r, &s)) {
+		s->t = ckpt_find(c, wname, &s->file, &s->path);
+		if (!ckpt_slice(g, i, r, &s->slice)) {
 			fprintf(stderr, "dtpc: shard: weight '%s' is split along several dims\n", wname);
 			rc = 1;
 			break;
 		}
 		struct st_tensor *o = &t[n++];
 		o->name = wname;
-		o->dtype = e->dtype;
-		o->ndim = e->ndim;
-		memcpy(o->shape, e->shape, sizeof o->shape);
-		if (s.dim >= 0) {
-			o->shape[s.dim] = 0;
-			for (int k = 0; k < s.n; k++)
-				o->shape[s.dim] += s.len[k];
+		o->dtype = s->t->dtype;
+		o->ndim = s->t->ndim;
+		memcpy(o->shape, s->t->shape, sizeof o->shape);
+		if (s->slice.dim >= 0) {
+			o->shape[s->slice.dim] = 0;
+			for (int k = 0; k < s->slice.n; k++)
+				o->shape[s->slice.dim] += s->slice.len[k];
 		}
 		o->nbytes = (size_t)st_numel(o) * st_dtype_size(o->dtype);
-		void *data = malloc(o->nbytes ? o->nbytes : 1);
-		o->data = data;
-		if (!data) {
-			fprintf(stderr, "dtpc: shard: out of memory for '%s' (%zu bytes)\n", wname,
-				o->nbytes);
-			rc = 2;
-		} else if (!st_read_raw(f, e, s.dim, s.start, s.len, s.n, data, why, sizeof why,
-					&fault)) {
-			fprintf(stderr, "dtpc: shard: %s: %s\n", path, why);
-			rc = fault == ST_FAULT_IO ? 2 : 1;
-		}
 		bytes += o->nbytes;
 	}
 	if (!rc) {
 		struct ckpt_expect ex;
 		struct ckpt_meta m;
+		struct shard_fill F = { src, 2 };
 		ckpt_expect_of(g, r, &ex);
 		ckpt_rank_meta(&ex, &m);
 		ckpt_rank_name(r, g->world, name, sizeof name);
 		char *path = malloc(strlen(dir) + sizeof name + 2);
 		if (path)
 			sprintf(path, "%s/%s", dir, name);
-		if (!path || !st_write(path, t, n, m.kv, m.n, why, sizeof why)) {
+		if (!path || !st_write_fill(path, t, n, m.kv, m.n, fill_slice, &F, why, sizeof why)) {
 			fprintf(stderr, "dtpc: shard: %s\n", path ? why : "out of memory");
-			rc = 2;
+			rc = F.rc;
 		} else {
 			printf("%s: %zu tensors, %zu bytes\n", path, n, bytes);
 		}
 		free(path);
 	}
-	for (size_t i = 0; i < n; i++)
-		free((void *)t[i].data);
+	free(src);
 	free(t);
 	return rc;
 }
@@ -188,7 +207,8 @@ int shard_main(int argc, char **argv)
 	} else if (!out_ok(out, g->world)) {
 		rc = 2;
 	}
-	/* one rank at a time: its slices are all the memory this takes */
+	/* one rank, one tensor at a time: the largest slice is all the memory
+	 * this takes */
 	for (uint32_t r = 0; !rc && r < g->world; r++)
 		rc = write_rank(g, c, out, r);
 	ckpt_close(c);

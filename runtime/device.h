@@ -30,6 +30,10 @@ struct dev_ops {
 	const char *name;
 	bool host_memory;      /* the host reads and writes device pointers */
 	bool graphs;           /* capture_* and replay are implemented */
+	/* attention takes a key-padding mask ([B, Skv], storage dtype, 0 masks
+	 * a key); a session refuses a graph with a masked attention on a
+	 * device without (exec_check) */
+	bool masked_attention;
 	void (*destroy)(struct dev *d);
 	const char *(*error)(struct dev *d); /* the last failure's text */
 
@@ -65,15 +69,20 @@ struct dev_ops {
 			float *y, int64_t B, int64_t S, int64_t H, int64_t s_stride);
 	int (*copy2d)(struct dev *d, float *dst, int64_t dst_stride, const float *src,
 		      int64_t src_stride, int64_t rows, int64_t cols);
+	/* Optional (pad): rows x cols elements of a strided view set to value
+	 * (in the storage dtype, as every kernel's data); a session refuses a
+	 * graph with pad on a device without it (exec_check). */
+	int (*fill2d)(struct dev *d, float *dst, int64_t dst_stride, int64_t rows, int64_t cols,
+		      float value);
 	int (*rope)(struct dev *d, const float *x, int64_t x_stride, const float *cos,
 		    const float *sin, float *y, int64_t y_stride, int64_t B, int64_t S,
 		    int64_t heads, int64_t D);
 	size_t (*attention_workspace)(struct dev *d, int64_t B, int64_t Sq, int64_t Skv,
 				      int64_t H, int64_t D, int64_t Dv);
 	int (*attention)(struct dev *d, const float *q, int64_t q_stride, const float *k,
-			 int64_t k_stride, const float *v, int64_t v_stride, float *out,
-			 float *lse, int64_t B, int64_t Sq, int64_t Skv, int64_t H, int64_t D,
-			 int64_t Dv, void *workspace);
+			 int64_t k_stride, const float *v, int64_t v_stride, const float *mask,
+			 float *out, float *lse, int64_t B, int64_t Sq, int64_t Skv, int64_t H,
+			 int64_t D, int64_t Dv, void *workspace);
 	int (*lse_merge)(struct dev *d, float *out, float *lse, const float *out_blk,
 			 const float *lse_blk, int64_t B, int64_t Sq, int64_t H, int64_t Dv);
 	/* the embeddings of kernels.h (k_timestep_embedding ... k_unpatchify);

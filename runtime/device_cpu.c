@@ -355,9 +355,9 @@ static size_t cpu_attention_workspace(struct dev *d, int64_t B, int64_t Sq, int6
 }
 
 static int cpu_attention(struct dev *d, const float *q, int64_t q_stride, const float *k,
-			 int64_t k_stride, const float *v, int64_t v_stride, float *out,
-			 float *lse, int64_t B, int64_t Sq, int64_t Skv, int64_t H, int64_t D,
-			 int64_t Dv, void *workspace)
+			 int64_t k_stride, const float *v, int64_t v_stride, const float *mask,
+			 float *out, float *lse, int64_t B, int64_t Sq, int64_t Skv, int64_t H,
+			 int64_t D, int64_t Dv, void *workspace)
 {
 	struct cpu_dev *c = cpu(d);
 	struct k_pool *p = pool(c);
@@ -373,11 +373,11 @@ static int cpu_attention(struct dev *d, const float *q, int64_t q_stride, const 
 	/* Without the device's workspaces (no pool, or no memory for them)
 	 * the session's one serves the calling thread alone. */
 	if (p && c->ws)
-		k_attention_pool(p, q, q_stride, k, k_stride, v, v_stride, out, lse, B, Sq, Skv, H,
-				 D, Dv, c->ws);
+		k_attention_pool(p, q, q_stride, k, k_stride, v, v_stride, mask, out, lse, B, Sq,
+				 Skv, H, D, Dv, c->ws);
 	else
-		k_attention(q, q_stride, k, k_stride, v, v_stride, out, lse, B, Sq, Skv, H, D, Dv,
-			    workspace);
+		k_attention(q, q_stride, k, k_stride, v, v_stride, mask, out, lse, B, Sq, Skv, H,
+			    D, Dv, workspace);
 	return 0;
 }
 
@@ -466,9 +466,18 @@ static int cpu_unpatchify(struct dev *d, const float *x, float *y, int64_t B, in
 	return 0;
 }
 
+static int cpu_fill2d(struct dev *d, float *dst, int64_t dst_stride, int64_t rows, int64_t cols,
+		      float value)
+{
+	(void)d;
+	k_fill2d(dst, dst_stride, rows, cols, value);
+	return 0;
+}
+
 static const struct dev_ops cpu_ops = {
 	.name = "cpu",
 	.host_memory = true,
+	.masked_attention = true,
 	.destroy = cpu_destroy,
 	.error = cpu_error,
 	.alloc = cpu_alloc,
@@ -487,6 +496,7 @@ static const struct dev_ops cpu_ops = {
 	.binary = cpu_binary,
 	.modulate = cpu_modulate,
 	.copy2d = cpu_copy2d,
+	.fill2d = cpu_fill2d,
 	.rope = cpu_rope,
 	.attention_workspace = cpu_attention_workspace,
 	.attention = cpu_attention,

@@ -125,8 +125,15 @@ DTPC_API dtpc_status dtpc_session_create(const dtpc_graph *g, dtpc_comm *c, dtpc
 				dtpc_session **out);
 DTPC_API void dtpc_session_free(dtpc_session *s);
 
-/* Weights. From a safetensors file by name: each rank reads only its slices,
- * converting F16/BF16/F64 to float32; shapes are checked against the graph.
+/* Weights. From a checkpoint by name: a safetensors file, a folder with one
+ * (diffusers' diffusion_pytorch_model.safetensors first), a sharded folder
+ * or its *.safetensors.index.json, or a folder of per-rank files written by
+ * `dtpc shard` (checked to be this graph's weights cut for this rank). Each
+ * rank reads only its slices, converting F16/BF16/F64 to float32; names,
+ * shapes and dtypes are checked against the graph before any data is read
+ * (DTPC_ERR_BIND; a malformed checkpoint DTPC_ERR_FORMAT, an unreadable file
+ * DTPC_ERR_IO). A failure marks this rank failed on its communicator, as a
+ * failed run does, so that the other ranks do not wait for it.
  * From a seed: every weight's full tensor is a function of (seed, name,
  * element index), so runs on any number of ranks see the same model. From
  * memory: `data` is the full tensor (the rank copies its slice). */

@@ -222,6 +222,35 @@ static bool bcast_shape(const struct dtpc_session *s, uint32_t a, uint32_t out, 
 	return true;
 }
 
+/* A graph that needs what the session's device lacks is refused at session
+ * creation, naming the op, rather than failing in its first run. */
+static dtpc_status device_can(const struct dtpc_session *s, uint32_t i, bool lacks,
+			      const char *what)
+{
+	if (!lacks)
+		return DTPC_OK;
+	const struct g_op *o = &s->g->ops[i];
+	return rt_error(DTPC_ERR_INVALID, "graph op %u (%s '%s'): the %s device has no %s yet; "
+			"run this graph on the cpu device", i, op_table[o->kind].name,
+			graph_str(s->g, s->g->tensors[o->out].name), s->dv->ops->name, what);
+}
+
+/* pad's rows before and after its input on this rank: the whole pads, or
+ * along a split dim this rank's chunks of the first and last blocks. */
+static void pad_local(const struct dtpc_session *s, const struct g_op *o, int64_t *before,
+		      int64_t *after)
+{
+	const struct g_graph *g = s->g;
+	int32_t p = g->tensors[o->out].pattern[o->attr[0]];
+	*before = o->attr[1];
+	*after = o->attr[2];
+	if (p < 0)
+		return;
+	uint32_t me = graph_group_index(g, g->patterns[p].group, s->rank), nb = g->patterns[p].nblk;
+	*before = o->attr[1] ? graph_chunk(g, (uint32_t)p, 0, me)->len : 0;
+	*after = o->attr[2] ? graph_chunk(g, (uint32_t)p, nb - 1, me)->len : 0;
+}
+
 static dtpc_status check_attention(struct dtpc_session *s, uint32_t i, const struct g_op *o,
 				   int64_t kv_rows)
 {
@@ -240,6 +269,15 @@ static dtpc_status check_attention(struct dtpc_session *s, uint32_t i, const str
 			dims(s, v)[1] == dims(s, k)[1], i, name, "q, k, v batch or kv length differ");
 	REQUIRE(dims(s, o->out)[0] == dims(s, q)[0] && dims(s, o->out)[1] == dims(s, q)[1] &&
 			dims(s, o->out)[2] == dims(s, v)[2], i, name, "output shape");
+	if (o->nin == 4) {
+		uint32_t m = opnd(s, o, 3);
+		REQUIRE(nd(s, m) == 2 && dims(s, m)[0] == dims(s, q)[0] &&
+				dims(s, m)[1] == dims(s, k)[1] &&
+				s->g->tensors[m].pattern[1] == s->g->tensors[k].pattern[1], i, name,
+			"the mask must be [batch, keys], split like the keys");
+		TRY(device_can(s, i, s->dv && !s->dv->ops->masked_attention,
+			       "key-padding mask on attention"));
+	}
 	/* the fuzzer prepares sessions without a device: size for the CPU's */
 	size_t ws = s->dv ? s->dv->ops->attention_workspace(s->dv, dims(s, q)[0], dims(s, q)[1],
 							     kv_rows, H, D, Dv)
@@ -370,6 +408,29 @@ dtpc_status exec_check(struct dtpc_session *s, uint32_t i)
 	case OP_all_reduce:
 		REQUIRE(same_dims(s, x, out) && o->group >= 0, i, name, "shapes");
 		return DTPC_OK;
+	case OP_pad: {
+		int d = (int)o->attr[0];
+		REQUIRE(d >= 0 && d < nd(s, out) && nd(s, x) == nd(s, out) && o->attr[1] >= 0 &&
+				o->attr[2] >= 0, i, name, "dim, ranks or pads");
+		for (int e = 0; e < nd(s, out); e++)
+			REQUIRE(e == d || dims(s, x)[e] == dims(s, out)[e], i, name, "dim %d differs", e);
+		int32_t p = g->tensors[out].pattern[d], px = g->tensors[x].pattern[d];
+		if (p >= 0) {
+			/* split: the pads are the first and the last block */
+			uint32_t nb = g->patterns[p].nblk;
+			REQUIRE(px >= 0 && g->patterns[px].group == g->patterns[p].group &&
+					nb == g->patterns[px].nblk + (o->attr[1] > 0) + (o->attr[2] > 0) &&
+					(!o->attr[1] || block_size(g, p, 0) == o->attr[1]) &&
+					(!o->attr[2] || block_size(g, p, nb - 1) == o->attr[2]), i, name,
+				"the split does not hold the pads as blocks");
+		} else {
+			REQUIRE(px < 0, i, name, "a split input with a whole output");
+		}
+		int64_t lb, la;
+		pad_local(s, o, &lb, &la);
+		REQUIRE(lb + dims(s, x)[d] + la == dims(s, out)[d], i, name, "sizes do not add up");
+		return device_can(s, i, s->dv && !s->dv->ops->fill2d, "pad");
+	}
 	case OP_rope: {
 		uint32_t c = opnd(s, o, 1), sn = opnd(s, o, 2);
 		int64_t D = o->attr[0];
@@ -406,7 +467,9 @@ dtpc_status exec_check(struct dtpc_session *s, uint32_t i)
 		int64_t H = dims(s, x)[2] / o->attr[0];
 		/* sizes from a hostile graph must not overflow on the way */
 		int64_t row, kv, lse, need;
-		bool ovf = __builtin_mul_overflow(B, dims(s, k)[2] + dims(s, opnd(s, o, 2))[2], &row) ||
+		/* per key row: K, V and the mask's one value */
+		int64_t width = dims(s, k)[2] + dims(s, opnd(s, o, 2))[2] + (o->nin == 4);
+		bool ovf = __builtin_mul_overflow(B, width, &row) ||
 			   __builtin_mul_overflow(row, o->attr[2] ? 2 * maxrows : all, &kv) ||
 			   __builtin_mul_overflow(2 * B * H, Sq, &lse) ||
 			   __builtin_add_overflow(kv, s->numel[out] + lse, &need);
@@ -733,13 +796,13 @@ static dtpc_status exec_ulysses(struct dtpc_session *s, const struct g_op *o)
 /* Attention of q against one chunk of rows keys: the first chunk writes the
  * accumulator, later ones a block merged into it. */
 static dtpc_status ring_step(struct dtpc_session *s, const struct g_op *o, bool first,
-			     const float *kc, const float *vc, int64_t rows, float *acc,
-			     float *lse, float *blk, float *lse_blk)
+			     const float *kc, const float *vc, const float *mc, int64_t rows,
+			     float *acc, float *lse, float *blk, float *lse_blk)
 {
 	uint32_t q = opnd(s, o, 0);
 	int64_t D = o->attr[0], Dv = o->attr[1];
 	int64_t B = dims(s, q)[0], Sq = dims(s, q)[1], H = dims(s, q)[2] / D;
-	DEV(s, o, attention, rt_data(s, q), H * D, kc, H * D, vc, H * Dv, first ? acc : blk,
+	DEV(s, o, attention, rt_data(s, q), H * D, kc, H * D, vc, H * Dv, mc, first ? acc : blk,
 	    first ? lse : lse_blk, B, Sq, rows, H, D, Dv, s->workspace);
 	if (!first)
 		DEV(s, o, lse_merge, acc, lse, blk, lse_blk, B, Sq, H, Dv);
@@ -757,7 +820,9 @@ static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 	int P = cg->n, me = cg->me;
 	int64_t D = o->attr[0], Dv = o->attr[1];
 	int64_t B = dims(s, q)[0], Sq = dims(s, q)[1], H = dims(s, q)[2] / D;
-	int64_t Wk = H * D, Wv = H * Dv;
+	/* a key-padding mask [B, rows] is one more value per key row */
+	const float *mask = o->nin == 4 ? rt_data(s, opnd(s, o, 3)) : NULL;
+	int64_t Wk = H * D, Wv = H * Dv, Wm = mask ? 1 : 0;
 	int64_t *rows = s->rowbuf, all = 0, maxrows = 0;
 	for (int m = 0; m < P; m++) {
 		rows[m] = chunk_prefix(g, p, nb, (uint32_t)m);
@@ -766,15 +831,16 @@ static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 	}
 	bool rotate = o->attr[2] != 0;
 	float *buf = scratch(s, o);
-	int64_t kvfloats = B * (Wk + Wv) * (rotate ? 2 * maxrows : all);
-	/* scratch: K/V chunks and a block's output in the storage dtype, then
-	 * the two log-sum-exp vectors in float32 (sized in floats throughout by
-	 * the compiler, so a narrower dtype leaves room) */
+	int64_t kvfloats = B * (Wk + Wv + Wm) * (rotate ? 2 * maxrows : all);
+	/* scratch: K/V (and mask) chunks and a block's output in the storage
+	 * dtype, then the two log-sum-exp vectors in float32 (sized in floats
+	 * throughout by the compiler, so a narrower dtype leaves room) */
 	float *blk = el(s, buf, kvfloats), *lse = el(s, blk, s->numel[out]), *lse_blk = lse + B * H * Sq;
 	float *acc = rt_data(s, out);
 
 	if (!rotate) {
-		/* every chunk's K, then every chunk's V, each [B, rows, W] */
+		/* every chunk's K, then every chunk's V, each [B, rows, W], then
+		 * every chunk's mask [B, rows] */
 		struct counts C = counts_of(s);
 		size_t at = 0;
 		for (int m = 0; m < P; m++) {
@@ -787,6 +853,7 @@ static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 			C.d2[m] = at;
 			at += C.c2[m];
 		}
+		size_t mask_at = at;
 		TRY(to_host(s, o, rt_data(s, k), C.c[me]));
 		TRY(to_host(s, o, rt_data(s, v), C.c2[me]));
 		if (s->c->ops->allgatherv(s->c, cg, tag(s, i), cbuf(s, rt_data(s, k)), cbuf(s, buf),
@@ -794,21 +861,40 @@ static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 		    s->c->ops->allgatherv(s->c, cg, tag(s, i), cbuf(s, rt_data(s, v)), cbuf(s, buf),
 					  C.c2, C.d2))
 			return comm_fail(s, i);
+		if (mask) {
+			/* K's counts are done with: they hold the mask's now */
+			for (int m = 0; m < P; m++) {
+				C.c[m] = bytes(s, B * rows[m]);
+				C.d[m] = at;
+				at += C.c[m];
+			}
+			TRY(to_host(s, o, mask, C.c[me]));
+			if (s->c->ops->allgatherv(s->c, cg, tag(s, i), cbuf(s, mask), cbuf(s, buf),
+						  C.c, C.d))
+				return comm_fail(s, i);
+		}
 		TRY(to_dev(s, o, buf, at));
-		for (int m = 0; m < P; m++)
-			TRY(ring_step(s, o, m == 0, at_byte(buf, C.d[m]), at_byte(buf, C.d2[m]), rows[m], acc,
-				      lse, blk, lse_blk));
+		size_t kat = 0, mat = mask_at;
+		for (int m = 0; m < P; m++) {
+			TRY(ring_step(s, o, m == 0, at_byte(buf, kat), at_byte(buf, C.d2[m]),
+				      mask ? at_byte(buf, mat) : NULL, rows[m], acc, lse, blk, lse_blk));
+			kat += bytes(s, B * rows[m] * Wk);
+			mat += bytes(s, B * rows[m]);
+		}
 		return DTPC_OK;
 	}
 	/* Rotation: hold chunk (me - step), pass it right while attending to
-	 * it; K and V travel together as [K | V] of the chunk's size. */
-	float *cur = buf, *next = el(s, buf, B * (Wk + Wv) * maxrows);
+	 * it; K, V and the mask travel together as [K | V | mask] of the
+	 * chunk's size. */
+	float *cur = buf, *next = el(s, buf, B * (Wk + Wv + Wm) * maxrows);
 	DEV(s, o, copy, cur, rt_data(s, k), bytes(s, B * rows[me] * Wk));
 	DEV(s, o, copy, el(s, cur, B * rows[me] * Wk), rt_data(s, v), bytes(s, B * rows[me] * Wv));
+	if (mask)
+		DEV(s, o, copy, el(s, cur, B * rows[me] * (Wk + Wv)), mask, bytes(s, B * rows[me]));
 	for (int step = 0; step < P; step++) {
 		int src = ((me - step) % P + P) % P, nsrc = ((src - 1) % P + P) % P;
-		size_t sbytes = bytes(s, B * rows[src] * (Wk + Wv));
-		size_t rbytes = bytes(s, B * rows[nsrc] * (Wk + Wv));
+		size_t sbytes = bytes(s, B * rows[src] * (Wk + Wv + Wm));
+		size_t rbytes = bytes(s, B * rows[nsrc] * (Wk + Wv + Wm));
 		struct comm_request *req = NULL;
 		if (step < P - 1) {
 			TRY(to_host(s, o, cur, sbytes));
@@ -816,8 +902,9 @@ static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 						   cbuf(s, next), rbytes, &req))
 				return comm_fail(s, i);
 		}
-		dtpc_status st = ring_step(s, o, step == 0, cur, el(s, cur, B * rows[src] * Wk), rows[src],
-					   acc, lse, blk, lse_blk);
+		dtpc_status st = ring_step(s, o, step == 0, cur, el(s, cur, B * rows[src] * Wk),
+					   mask ? el(s, cur, B * rows[src] * (Wk + Wv)) : NULL,
+					   rows[src], acc, lse, blk, lse_blk);
 		/* the transfer owns its buffers until it is waited for */
 		if (req && s->c->ops->shift_wait(s->c, req))
 			return st ? st : comm_fail(s, i);
@@ -829,6 +916,24 @@ static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 		cur = next;
 		next = t;
 	}
+	return DTPC_OK;
+}
+
+/* pad: the constant rows before and after (this rank's chunks of those
+ * blocks along a split dim), x's rows between. */
+static dtpc_status exec_pad(struct dtpc_session *s, const struct g_op *o)
+{
+	uint32_t x = opnd(s, o, 0), out = o->out;
+	int d = (int)o->attr[0];
+	int64_t lb, la, in_ = inner(s, out, d), rows = outer(s, out, d);
+	int64_t width = dims(s, out)[d] * in_, xw = dims(s, x)[d] * in_;
+	float *y = rt_data(s, out);
+	pad_local(s, o, &lb, &la);
+	if (lb)
+		DEV(s, o, fill2d, y, width, rows, lb * in_, (float)o->eps);
+	DEV(s, o, copy2d, el(s, y, lb * in_), width, rt_data(s, x), xw, rows, xw);
+	if (la)
+		DEV(s, o, fill2d, el(s, y, lb * in_ + xw), width, rows, la * in_, (float)o->eps);
 	return DTPC_OK;
 }
 
@@ -964,8 +1069,8 @@ dtpc_status exec_op(struct dtpc_session *s, uint32_t i)
 		uint32_t k = opnd(s, o, 1), v = opnd(s, o, 2);
 		int64_t D = o->attr[0], Dv = o->attr[1], H = dims(s, x)[2] / D;
 		DEV(s, o, attention, rt_data(s, x), H * D, rt_data(s, k), H * D, rt_data(s, v),
-		    H * Dv, y, NULL, dims(s, x)[0], dims(s, x)[1], dims(s, k)[1], H, D, Dv,
-		    s->workspace);
+		    H * Dv, o->nin == 4 ? rt_data(s, opnd(s, o, 3)) : NULL, y, NULL, dims(s, x)[0],
+		    dims(s, x)[1], dims(s, k)[1], H, D, Dv, s->workspace);
 		return DTPC_OK;
 	}
 	case OP_timestep_embedding: {
@@ -1014,6 +1119,8 @@ dtpc_status exec_op(struct dtpc_session *s, uint32_t i)
 		return exec_ulysses(s, o);
 	case OP_ring_attention:
 		return exec_ring(s, o);
+	case OP_pad:
+		return exec_pad(s, o);
 	case OP_param:
 	case OP_COUNT:
 		break;

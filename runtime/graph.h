@@ -163,7 +163,8 @@ struct g_requires {
  *                coordinates; on a sharded dim the slice covers whole blocks
  *   concat       attr[0] dim
  *   rope         attr[0] head dim
- *   attention    attr[0] head dim of q/k, attr[1] of v
+ *   attention    attr[0] head dim of q/k, attr[1] of v; an optional operand 3,
+ *                the key-padding mask [B, Skv] (0: key masked), split like k
  *   reshape      (the output tensor has the shape)
  *   shard        attr[0] dim: this rank's chunks of a whole input
  *   all_gather   attr[0] dim: concatenate all ranks' chunks, block by block
@@ -172,7 +173,9 @@ struct g_requires {
  *                1: back), attr[1] head dim, attr[2] sequence dim
  *   ring_attention attr[0] head dim of q/k, attr[1] of v, attr[2] rotate
  *                method (0 all-gather, 1 send/recv rotation), attr[3] seq
- *                dim; flags G_OF_FP32 (merge in float32)
+ *                dim; flags G_OF_FP32 (merge in float32); an optional operand
+ *                3, the key-padding mask [B, rows], split like k: its chunks
+ *                travel with k's
  *   timestep_embedding attr[0] dim; attr[1..4] the float64 bits of
  *                downscale_freq_shift, scale, max_period, input_scale;
  *                flags G_OF_FLIP (flip_sin_to_cos)
@@ -184,7 +187,10 @@ struct g_requires {
  *   patch_embed  attr[0..2] the patch (t, h, w); operands x, weight
  *                [out, C, t, h, w] and, with G_OF_BIAS, the bias; scratch
  *                the patches [B, tokens, C * t * h * w]
- *   unpatchify   attr[0..2] the patch (the output tensor has the sizes) */
+ *   unpatchify   attr[0..2] the patch (the output tensor has the sizes)
+ *   pad          attr[0] dim, attr[1] rows before, attr[2] rows after
+ *                (global), eps the value; along a split dim the pads are the
+ *                first and last blocks of the output's pattern */
 struct g_op {
 	uint16_t kind;
 	uint16_t nin;
@@ -387,7 +393,7 @@ _Static_assert(offsetof(struct g_tensor, dims) == 40 && offsetof(struct g_op, at
  * op updates OP_COUNT here (and docs/graph-format.md's list); a new id of 64
  * or more needs a wider g_requires.ops, i.e. a new capability bit and
  * section in a minor version. */
-_Static_assert(OP_COUNT == 25, "a new op: update OP_COUNT here and the op list in "
+_Static_assert(OP_COUNT == 26, "a new op: update OP_COUNT here and the op list in "
 	       "docs/graph-format.md");
 _Static_assert(OP_linear == 0 && OP_gelu == 3 && OP_attention == 11 && OP_param == 12 &&
 	       OP_shard == 14 && OP_ring_attention == 18, "op ids are never renumbered");

@@ -610,6 +610,7 @@ static bool check_op(struct loader *l, uint32_t i)
 	case OP_concat:
 	case OP_shard:
 	case OP_all_gather:
+	case OP_pad:
 		if (op->attr[0] < 0 || op->attr[0] >= g->tensors[op->out].ndim)
 			return fail(l, "op %" PRIu32 " (%s): dimension %" PRId64
 				    " out of range (the output has %u)", i, info->name,

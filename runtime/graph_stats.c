@@ -56,6 +56,8 @@ uint64_t graph_comm_bytes(const struct g_graph *g, uint32_t op, uint32_t rank)
 		int sd = (int)o->attr[3];
 		const struct g_tensor *kt = &g->tensors[k];
 		uint64_t mine = local_bytes(g, k, rank) + local_bytes(g, v, rank);
+		if (o->nin == 4) /* the mask's rows travel with the keys' */
+			mine += local_bytes(g, g->operands[o->in0 + 3], rank);
 		int64_t rows = graph_local_dim(g, k, sd, rank);
 		uint64_t per_row = rows ? mine / (uint64_t)rows : 0;
 		int64_t total = 0;
@@ -91,6 +93,7 @@ uint64_t graph_comm_bytes(const struct g_graph *g, uint32_t op, uint32_t rank)
 	case OP_patch_embed:
 	case OP_unpatchify:
 	case OP_shard:
+	case OP_pad:
 	case OP_COUNT:
 		break;
 	}

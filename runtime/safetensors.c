@@ -910,7 +910,7 @@ uint64_t st_bytes_read(const struct st_file *f)
 
 /* ---- writing --------------------------------------------------------------- */
 
-static bool st_check_write(const struct st_where *w, const struct st_tensor *t)
+static bool st_check_write(const struct st_where *w, const struct st_tensor *t, bool fill)
 {
 	if (!strcmp(t->name, "__metadata__"))
 		return st_fail(w, "the name __metadata__ is reserved for metadata");
@@ -924,7 +924,7 @@ static bool st_check_write(const struct st_where *w, const struct st_tensor *t)
 				       i, t->shape[i]);
 	if (!st_check_size(w, t->dtype, t->ndim, t->shape, t->nbytes, "nbytes says"))
 		return false;
-	if (t->nbytes && !t->data)
+	if (t->nbytes && !t->data && !fill)
 		return st_fail(w, "no data");
 	return true;
 }
@@ -932,7 +932,7 @@ static bool st_check_write(const struct st_where *w, const struct st_tensor *t)
 /* Checks every argument of st_write, so that nothing is created for a call
  * that cannot succeed. */
 static bool st_check_args(const struct st_where *w, const struct st_tensor *t,
-			  size_t n, const char *const *kv, size_t nmeta)
+			  size_t n, const char *const *kv, size_t nmeta, bool fill)
 {
 	const char **names = malloc(((n > nmeta ? n : nmeta) + 1) * sizeof *names);
 	char show[ST_SHOW];
@@ -951,7 +951,7 @@ static bool st_check_args(const struct st_where *w, const struct st_tensor *t,
 			st_fail(w, "tensor %zu has no UTF-8 name", i);
 			goto out;
 		}
-		if (!st_check_write(&tw, &t[i]))
+		if (!st_check_write(&tw, &t[i], fill))
 			goto out;
 		total += t[i].nbytes;
 		if (total > ST_MAX_INT) {
@@ -1040,10 +1040,19 @@ fail:
 	return NULL;
 }
 
+/* Where a tensor's bytes come from: its data, or fill (one tensor's bytes
+ * in memory at a time). */
+struct st_source {
+	st_fill_fn fill;
+	void *ud;
+	uint8_t *buf;	/* fill's buffer, of the largest tensor */
+	bool failed;	/* fill said no: its message is in the error already */
+};
+
 /* Writes the file to tmp (or in place): the header length, the header padded with spaces
  * to a multiple of 8, then the data. */
 static bool st_put(const char *tmp, const char *header, const struct st_tensor *t,
-		   size_t n)
+		   size_t n, struct st_source *src, const struct st_where *w)
 {
 	static const char spaces[8] = "        ";
 	size_t len = strlen(header), pad = -len & 7;
@@ -1058,22 +1067,41 @@ static bool st_put(const char *tmp, const char *header, const struct st_tensor *
 		le[i] = (uint8_t)(hlen >> 8 * i);
 	ok = fwrite(le, 1, 8, fp) == 8 && fwrite(header, 1, len, fp) == len &&
 	     fwrite(spaces, 1, pad, fp) == pad;
-	for (size_t i = 0; ok && i < n; i++)
-		ok = !t[i].nbytes || fwrite(t[i].data, 1, t[i].nbytes, fp) == t[i].nbytes;
+	for (size_t i = 0; ok && i < n; i++) {
+		const void *data = t[i].data;
+
+		if (!t[i].nbytes)
+			continue;
+		if (src->fill) {
+			if (!src->fill(src->ud, i, src->buf, w->err, w->errlen)) {
+				src->failed = true;
+				ok = false;
+				break;
+			}
+			data = src->buf;
+		}
+		ok = fwrite(data, 1, t[i].nbytes, fp) == t[i].nbytes;
+	}
 	/* fclose must run either way, and reports a write its buffer held */
 	return !fclose(fp) && ok;
 }
 
-bool st_write(const char *path, const struct st_tensor *tensors, size_t n,
-	      const char *const *meta_kv, size_t nmeta, char *err, size_t errlen)
+static bool st_write_from(const char *path, const struct st_tensor *tensors, size_t n,
+			  const char *const *meta_kv, size_t nmeta, struct st_source *src,
+			  char *err, size_t errlen)
 {
 	struct st_where w = { path, NULL, err, errlen };
+	size_t most = 1;
 	cJSON *root;
 	char *header, *tmp;
 	bool ok = false;
 
-	if (!st_check_args(&w, tensors, n, meta_kv, nmeta))
+	if (!st_check_args(&w, tensors, n, meta_kv, nmeta, src->fill != NULL))
 		return false;
+	for (size_t i = 0; src->fill && i < n; i++)
+		most = tensors[i].nbytes > most ? tensors[i].nbytes : most;
+	if (src->fill && !(src->buf = malloc(most)))
+		return st_fail(&w, "out of memory for a %zu-byte tensor", most);
 	root = st_header(tensors, n, meta_kv, nmeta);
 	header = root ? cJSON_PrintUnformatted(root) : NULL;
 	cJSON_Delete(root);
@@ -1090,22 +1118,42 @@ bool st_write(const char *path, const struct st_tensor *tensors, size_t n,
 	if (!stat(path, &st) && !S_ISREG(st.st_mode)) {
 		if (S_ISDIR(st.st_mode))
 			st_fail(&w, "cannot write %s: %s", path, strerror(EISDIR));
-		else if (!st_put(path, header, tensors, n))
-			st_fail(&w, "cannot write %s: %s", path, strerror(errno));
-		else
+		else if (st_put(path, header, tensors, n, src, &w))
 			ok = true;
+		else if (!src->failed)
+			st_fail(&w, "cannot write %s: %s", path, strerror(errno));
 		goto out;
 	}
-	if (!st_put(tmp, header, tensors, n))
-		st_fail(&w, "cannot write %s: %s", tmp, strerror(errno));
-	else if (rename(tmp, path))
+	if (!st_put(tmp, header, tensors, n, src, &w)) {
+		if (!src->failed)
+			st_fail(&w, "cannot write %s: %s", tmp, strerror(errno));
+	} else if (rename(tmp, path)) {
 		st_fail(&w, "cannot move %s into place: %s", tmp, strerror(errno));
-	else
+	} else {
 		ok = true;
+	}
 	if (!ok)
 		remove(tmp);
 out:
+	free(src->buf);
 	free(header);
 	free(tmp);
 	return ok;
+}
+
+bool st_write(const char *path, const struct st_tensor *tensors, size_t n,
+	      const char *const *meta_kv, size_t nmeta, char *err, size_t errlen)
+{
+	struct st_source src = { 0 };
+
+	return st_write_from(path, tensors, n, meta_kv, nmeta, &src, err, errlen);
+}
+
+bool st_write_fill(const char *path, const struct st_tensor *tensors, size_t n,
+		   const char *const *meta_kv, size_t nmeta, st_fill_fn fill, void *ud,
+		   char *err, size_t errlen)
+{
+	struct st_source src = { fill, ud, NULL, false };
+
+	return st_write_from(path, tensors, n, meta_kv, nmeta, &src, err, errlen);
 }

@@ -131,4 +131,14 @@ uint64_t st_bytes_read(const struct st_file *f);
  * Names and keys must be unique UTF-8; each nbytes must match its shape. */
 bool st_write(const char *path, const struct st_tensor *tensors, size_t n,
 	      const char *const *meta_kv, size_t nmeta, char *err, size_t errlen);
+/* Puts tensor i's nbytes bytes into buf; false with a message in err (one
+ * line) stops the write. */
+typedef bool (*st_fill_fn)(void *ud, size_t i, void *buf, char *err, size_t errlen);
+/* st_write with each tensor's bytes supplied by fill as it is written
+ * (tensors[i].data is ignored): one tensor's bytes in memory at a time, so a
+ * file larger than memory can be written. When fill fails, err holds its
+ * message and nothing is left at path. */
+bool st_write_fill(const char *path, const struct st_tensor *tensors, size_t n,
+		   const char *const *meta_kv, size_t nmeta, st_fill_fn fill, void *ud,
+		   char *err, size_t errlen);
 #endif

@@ -930,14 +930,26 @@ static dtpc_status bind_file(dtpc_session *s, const char *path, int kind)
 	return st;
 }
 
+/* A rank that cannot bind its own file (a per-rank file of another graph, a
+ * damaged shard only it reads) will not run: it is marked failed, so that
+ * the other ranks' first collective fails at once naming it, rather than
+ * waiting out the timeout for it. */
+static dtpc_status bind_file_or_fail(dtpc_session *s, const char *path, int kind)
+{
+	dtpc_status st = bind_file(s, path, kind);
+	if (st)
+		s->c->ops->fail(s->c, dtpc_last_error());
+	return st;
+}
+
 dtpc_status dtpc_session_bind_weights_file(dtpc_session *s, const char *path)
 {
-	return bind_file(s, path, GT_WEIGHT);
+	return bind_file_or_fail(s, path, GT_WEIGHT);
 }
 
 dtpc_status dtpc_session_bind_inputs_file(dtpc_session *s, const char *path)
 {
-	return bind_file(s, path, GT_INPUT);
+	return bind_file_or_fail(s, path, GT_INPUT);
 }
 
 /* ---- running -------------------------------------------------------------------------- */

@@ -38,6 +38,16 @@ static bool ends_with(const char *s, const char *suffix)
 	return n >= k && !strcmp(s + n - k, suffix);
 }
 
+/* An index's name: NAME.safetensors.index.json, or with diffusers' variant
+ * NAME.safetensors.index.VARIANT.json (fp16, bf16). */
+static bool index_name(const char *s)
+{
+	const char *at = strstr(s, ".safetensors.index.");
+
+	return at && ends_with(at + 18, ".json") && !strchr(at + 19, '/') &&
+	       (!strcmp(at + 18, ".json") || strlen(at + 18) > 6);
+}
+
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -133,7 +143,7 @@ bool ckpt_classify(const char *dir, const char *const *names, size_t n,
 			}
 			world = w;
 			ranks[nr++] = all[i];
-		} else if (ends_with(all[i], ".safetensors.index.json")) {
+		} else if (index_name(all[i])) {
 			indexes[ni++] = all[i];
 		} else if (ends_with(all[i], ".safetensors")) {
 			all[ns++] = all[i]; /* ns <= i: the others, in place */
@@ -648,7 +658,7 @@ bool ckpt_open(struct ckpt **out, const char *path, char *err, size_t errlen,
 	} else if (S_ISDIR(sb.st_mode)) {
 		ok = (c->dir = strdup(path)) ? open_dir(c, err, errlen, fault)
 					     : fail(err, errlen, "out of memory");
-	} else if (ends_with(path, ".safetensors.index.json")) {
+	} else if (index_name(path)) {
 		const char *slash = strrchr(path, '/');
 
 		c->kind = CKPT_INDEX;

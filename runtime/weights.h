@@ -6,8 +6,8 @@
  *     `*.safetensors` of a folder (diffusers' diffusion_pytorch_model.safetensors
  *     first);
  *   - a sharded folder (CKPT_INDEX): `save_pretrained`'s shards and the
- *     `*.safetensors.index.json` whose "weight_map" says which shard holds
- *     each tensor;
+ *     `*.safetensors.index.json` (or a variant's `*.safetensors.index.fp16.json`)
+ *     whose "weight_map" says which shard holds each tensor;
  *   - a folder of per-rank files written by `dtpc shard` (CKPT_RANKS):
  *     rank-RRRRR-of-NNNNN.safetensors holds exactly rank R's slices of each
  *     weight of one graph, with metadata identifying that graph.

@@ -177,17 +177,109 @@ sed 's/"source": "measured here, docs\/comm.md[^"]*"/"source": ""/' $CPU >"$tmp/
 "$DTPC" cost tests/lower/tiny.plan --plan all --mesh "ulysses = 3" --hw $CPU >"$tmp/o" 2>&1
 [ $? = 1 ] && grep -q "error" "$tmp/o" && ok || { bad "cost/refuse-plan-error"; cat "$tmp/o"; }
 
+# The calibrated fields read back (docs/cost-model.md, "Ranks that share
+# cores"): a profile with a by_ranks table and a by_group table of made-up
+# figures; each predicted component must be its closed form with the row
+# for the run's rank count (or the nearest, scaled by the cores a rank
+# gets), and the profile without the tables must give other figures (the
+# negative control: the tables are really read).
+if [ -n "$have_py" ]; then
+	python3 - $CPU "$tmp/tab" <<'EOF'
+import copy, json, sys
+j = json.load(open(sys.argv[1]))
+src = lambda v: {"value": v, "source": "made up by tests/cost.sh"}
+def row(n, peak, fixed, score):
+    return {"ranks": src(n), "launch_s": src(1e-9),
+            "linear": {"peak_flops": src(peak), "fixed_s": src(fixed)},
+            "attention": {"peak_flops": src(2 * peak), "fixed_s": src(0), "score_s": src(score)},
+            "memory_bytes_per_s": src(1e9),
+            "op_bytes_per_s": {"copy": src(2e9), "layer_norm": src(5e8)}}
+f = j["dtypes"]["f32"]
+f["by_ranks"] = [row(1, 4e9, 1e-4, 0), row(2, 1e9, 2e-4, 1e-9)]
+coll = {"all_gather_alpha_s": 1e-3, "all_gather_busbw": 1e6, "all_reduce_alpha_s": 0,
+        "all_reduce_busbw": 1e9, "all_to_all_alpha_s": 0, "all_to_all_busbw": 1e9,
+        "p2p_alpha_s": 0, "p2p_busbw": 1e9}
+j["links"]["intra"]["by_group"] = [dict({"group": src(2)}, **{k: src(v) for k, v in coll.items()})]
+json.dump(j, open(sys.argv[2] + ".json", "w"))
+one = copy.deepcopy(j)
+one["dtypes"]["f32"]["by_ranks"] = [row(1, 4e9, 1e-4, 0)]
+json.dump(one, open(sys.argv[2] + "-one.json", "w"))
+bad = copy.deepcopy(j)
+del bad["threads_per_node"]
+json.dump(bad, open(sys.argv[2] + "-nothreads.json", "w"))
+bad = copy.deepcopy(j)
+bad["dtypes"]["f32"]["by_ranks"][0]["op_bytes_per_s"]["softmax"] = src(1e9)
+json.dump(bad, open(sys.argv[2] + "-badop.json", "w"))
+bad = copy.deepcopy(j)
+bad["dtypes"]["f32"]["by_ranks"][1]["ranks"] = src(1)
+json.dump(bad, open(sys.argv[2] + "-twice.json", "w"))
+bad = copy.deepcopy(j)
+bad["links"]["intra"]["by_group"][0]["group"] = src(1)
+json.dump(bad, open(sys.argv[2] + "-group1.json", "w"))
+bad = copy.deepcopy(j)
+bad["links"]["intra"]["overlap"] = src(0.5)
+json.dump(bad, open(sys.argv[2] + "-overlap.json", "w"))
+over = json.load(open(sys.argv[1]))
+over["links"]["intra"]["overlap"] = src(1)
+json.dump(over, open(sys.argv[2] + "-overlap1.json", "w"))
+EOF
+	L=tests/cost/one_linear.plan
+	"$DTPC" cost $L --plan single --hw "$tmp/tab.json" --format json >"$tmp/t1.json" 2>/dev/null
+	"$DTPC" cost $L --plan tp2 --hw "$tmp/tab.json" --format json >"$tmp/t2.json" 2>/dev/null
+	"$DTPC" cost $L --plan tp2 --hw "$tmp/tab-one.json" --format json >"$tmp/t3.json" 2>/dev/null
+	"$DTPC" cost $L --plan tp2 --hw $CPU --format json >"$tmp/t4.json" 2>/dev/null
+	near() { echo "abs($1 - ($2)) <= 1e-9 * abs($2)"; }
+	lin="j['ranks'][0]['time_by_resource_s']['linear']"
+	# world 1: row 1; world 2: row 2, and the all-gather from by_group's row
+	json_check table-rank1 "$tmp/t1.json" "$(near "$lin" "1e-4 + 2*48*40*56 / 4e9")"
+	json_check table-rank2 "$tmp/t2.json" "$(near "$lin" "2e-4 + 48*40*56 / 1e9") and $(near "j['ranks'][0]['communication'][0]['time_s']" "1e-3 + 5376 / 1e6")"
+	# world 2 from row 1 alone: each rank has one of the 2 cores, not both
+	json_check table-nearest "$tmp/t3.json" "$(near "$lin" "1e-4 + 48*40*56 / (4e9 / 2)")"
+	json_check table-control "$tmp/t4.json" "not ($(near "$lin" "2e-4 + 48*40*56 / 1e9"))"
+	# attention's per-score term: tiny DiT, 4 heads of 32, so the scores are
+	# the FLOPs / (4 x 32); world 1 (row 1: no score term), world 2 (row 2)
+	att="j['ranks'][0]['time_by_resource_s']['attention']"
+	fl="j['ranks'][0]['flops']['attention']"
+	"$DTPC" cost tests/lower/tiny.plan --plan tp --mesh "tp = 1" --hw "$tmp/tab.json" \
+		--format json >"$tmp/t5.json" 2>/dev/null
+	json_check table-attention "$tmp/t5.json" "$(near "$att" "$fl / 8e9")"
+	"$DTPC" cost tests/lower/tiny.plan --plan all --mesh "ulysses = 2" --hw "$tmp/tab.json" \
+		--format json >"$tmp/t6.json" 2>/dev/null
+	json_check table-score "$tmp/t6.json" "$(near "$att" "$fl / 2e9 + $fl / 128 * 1e-9")"
+	# a link without overlap (the CPU backends copy a ring shift when a rank
+	# waits for it) hides nothing of the rotation; the same profile with
+	# overlap hides some (the control)
+	for o in "$CPU":"== 0" "$tmp/tab-overlap1.json":"> 0"; do
+		"$DTPC" cost tests/lower/tiny.plan --plan all --mesh "ring = 4" \
+			--context 'rotate_method = "alltoall"' --hw "${o%%:*}" --format json >"$tmp/t7.json" 2>/dev/null
+		json_check "overlap${o#*:}" "$tmp/t7.json" "sum(c['hidden_s'] for c in j['ranks'][0]['communication']) ${o#*:} and j['ranks'][0]['comm_hidden_s'] ${o#*:}"
+	done
+	for b in nothreads:"needs threads_per_node" badop:"softmax: not a kernel" \
+		twice:"1 is given twice" group1:"a group of 2 ranks or more" overlap:"overlap: 1"; do
+		"$DTPC" cost $L --plan single --hw "$tmp/tab-${b%%:*}.json" >"$tmp/o" 2>&1
+		[ $? = 2 ] && grep -q "${b#*:}" "$tmp/o" && ok || { bad "cost/table-refuse-${b%%:*}"; cat "$tmp/o"; }
+	done
+else
+	skipped cost/tables "python3 is not installed"
+fi
+
 # dtpc calibrate (tiny sizes: --quick): a profile with a source on every
 # number, the calibration's stamp in each, that `cost` loads; per-kind α.
 calib_check() {
-	cc_name=$1 cc_json=$2
-	json_check "$cc_name-sources" "$cc_json" "all(('measured by dtpc calibrate on ' in x['source']) for x in (lambda f: f(f, j))(lambda f, o: [o] if isinstance(o, dict) and 'value' in o else sum((f(f, v) for v in (o.values() if isinstance(o, dict) else [])), [])) ) and all(j['links']['intra'][k + '_alpha_s']['value'] >= 0 for k in ('all_gather', 'all_reduce', 'all_to_all', 'p2p'))"
+	cc_name=$1 cc_json=$2 cc_rows=$3 cc_ranks=$4 cc_work=$5
+	json_check "$cc_name-sources" "$cc_json" "all(('dtpc calibrate on ' in x['source']) for x in (lambda f: f(f, j))(lambda f, o: [o] if isinstance(o, dict) and 'value' in o else sum((f(f, v) for v in (o.values() if isinstance(o, dict) else o if isinstance(o, list) else [])), [])) ) and all(j['links']['intra'][k + '_alpha_s']['value'] >= 0 for k in ('all_gather', 'all_reduce', 'all_to_all', 'p2p'))"
+	# the tables' schema (calib_check NAME JSON ROWS N WORK): a row per rank
+	# count of ROWS with the threads dtpc run gives such a rank, every rate
+	# > 0 and every kernel's bytes per second; a by_group row per group size
+	# 2..N with the four collectives and the ranks at work, WORK (local: a world of as many threads as the
+	# group; mpi: as many groups of that size as the job holds, at once)
+	json_check "$cc_name-schema" "$cc_json" "(lambda v, C, t, g: [v(r['ranks']) for r in t] == $cc_rows and all(v(r['threads_per_rank']) == max(1, C // v(r['ranks'])) and v(r['linear']['peak_flops']) > 0 and v(r['attention']['peak_flops']) > 0 and min(v(r['linear']['fixed_s']), v(r['attention']['fixed_s']), v(r['attention']['score_s']), v(r['launch_s'])) >= 0 and sorted(r['op_bytes_per_s']) == sorted(['layer_norm', 'rms_norm', 'gelu', 'silu', 'add', 'mul', 'modulate', 'rope', 'copy', 'lse_merge']) and all(v(x) > 0 for x in r['op_bytes_per_s'].values()) for r in t) and [v(r['group']) for r in g] == list(range(2, $cc_ranks + 1)) and all(v(r[k + '_busbw']) > 0 and v(r[k + '_alpha_s']) >= 0 for r in g for k in ('all_gather', 'all_reduce', 'all_to_all', 'p2p')) and all(v(r['ranks_at_work']) == $cc_work for r in g))(lambda o: o['value'], j['threads_per_node']['value'], j['dtypes']['f32']['by_ranks'], j['links']['intra']['by_group'])"
 	"$DTPC" cost tests/lower/tiny.plan --plan all --hw "$cc_json" --format json >"$tmp/cal-cost.json" 2>"$tmp/o" &&
 		json_check "$cc_name-loads" "$tmp/cal-cost.json" "j['step_s'] > 0" ||
 		{ bad "cost/$cc_name-loads"; cat "$tmp/o"; }
 }
 if "$DTPC" calibrate --backend local --device cpu --ranks 3 --quick -o "$tmp/cal.json" >"$tmp/o" 2>&1; then
-	calib_check calibrate-local "$tmp/cal.json"
+	calib_check calibrate-local "$tmp/cal.json" "[1, 2, 3]" 3 "v(r['group'])"
 else
 	bad "cost/calibrate-local"
 	cat "$tmp/o"
@@ -196,9 +288,9 @@ fi
 if [ -n "${DTPC_SAN:-}" ]; then
 	skipped cost/calibrate-mpi "the sanitizer pass runs no MPI (Open MPI's allocations read as leaks)"
 elif command -v mpirun >/dev/null 2>&1; then
-	if mpirun -np 2 --oversubscribe --allow-run-as-root --mca btl self,vader \
+	if mpirun -np 3 --oversubscribe --allow-run-as-root --mca btl self,vader \
 		"$DTPC" calibrate --backend mpi --device cpu --quick -o "$tmp/calm.json" >"$tmp/o" 2>&1; then
-		calib_check calibrate-mpi "$tmp/calm.json"
+		calib_check calibrate-mpi "$tmp/calm.json" "[3]" 3 "3 // v(r['group']) * v(r['group'])"
 	else
 		bad "cost/calibrate-mpi"
 		cat "$tmp/o"

@@ -11,13 +11,19 @@ MODE=${2:-local}
 
 # case NAME FILE PLAN MESH CONTEXT DEFINES...
 # (POSIX sh has no locals: c_* are this function's own, so it does not
-# clobber its caller's variables)
+# clobber its caller's variables). RUN_OPTS: more `dtpc run` options (paths
+# without spaces); CHECK: a command run after a replay that passed, which
+# must pass too.
+RUN_OPTS=
+CHECK=
 case_() {
 	c_name=$1 c_file=$2 c_plan=$3 c_mesh=$4 c_ctx=$5
 	shift 5
 	g="$tmp/$c_name.graph"
+	# shellcheck disable=SC2086 # RUN_OPTS: several options
 	compile_mesh "$c_file" "$c_plan" "$c_mesh" "$c_ctx" "$g" "$@" >"$tmp/out" 2>&1 &&
-		replay "$MODE" "$g" --verify --steps 2 --timeout 60 >>"$tmp/out" 2>&1
+		replay "$MODE" "$g" --verify --steps 2 --timeout 60 $RUN_OPTS >>"$tmp/out" 2>&1 &&
+		{ [ -z "$CHECK" ] || $CHECK >>"$tmp/out" 2>&1; }
 	rc=$?
 	if [ $rc = 0 ]; then
 		pass=$((pass + 1))
@@ -49,8 +55,69 @@ matrix() {
 		"rotate_method = \"alltoall\"" "$@"
 }
 
+# Key-padding masks (tests/plans/mask.plan; inputs with masks from
+# tools/gen_mask_fixture.py). sdpa: attention on the inputs, also compared with
+# PyTorch's SDPA (tolerance 1e-5 as tests/fixtures.sh; measured 2.6e-7);
+# joint: QwenImage's joint attention with its text mask padded by pad().
+M=tests/plans/mask.plan
+MI=tests/fixtures/mask_sdpa.inputs.safetensors
+MJ=tests/fixtures/mask_joint.inputs.safetensors
+sdpa_check() {
+	python3 tests/compare_st.py "$tmp/sdpa.st" tests/fixtures/mask_sdpa.expected.safetensors 1e-5
+}
+# mask_case NAME PLAN MESH CONTEXT: one mask case (sdpa outputs also against
+# SDPA). On the CUDA device (tests/gpu/run.sh) the case checks instead that the
+# session refuses the masked graph, as docs/runtime.md says.
+mask_case() {
+	case "${DTPC_RUN_ARGS:-}" in *cuda*)
+		if compile_mesh "$M" "$2" "$3" "$4" "$tmp/$1.graph" >"$tmp/out" 2>&1 &&
+			! replay "$MODE" "$tmp/$1.graph" --timeout 60 >>"$tmp/out" 2>&1 &&
+			grep -Eq "the cuda device has no (key-padding mask on attention|pad) yet" \
+				"$tmp/out"; then
+			pass=$((pass + 1))
+			echo "ok    $1 (the CUDA device refuses the masked graph)"
+		else
+			fail=$((fail + 1))
+			echo "FAIL  $1: the CUDA device did not refuse the masked graph"
+			sed 's/^/      /' "$tmp/out" | head -20
+		fi
+		return
+		;;
+	esac
+	if [ "$2" = sdpa ]; then
+		RUN_OPTS="--inputs $MI --save-outputs $tmp/sdpa.st" CHECK=sdpa_check
+	else
+		RUN_OPTS="--inputs $MJ" CHECK=
+	fi
+	case_ "$1" "$M" "$2" "$3" "$4"
+	RUN_OPTS= CHECK=
+}
+# negative controls, each expected to fail: a result that ignored the mask
+# (inputs whose masks are all ones) against SDPA's masked result, and the
+# joint model's masked output against its unmasked one
+mask_controls() {
+	if "$DTPC" "$M" --plan sdpa --mesh "ring = 2" -o "$tmp/c.graph" >"$tmp/out" 2>&1 &&
+		"$DTPC" run "$tmp/c.graph" --inputs tests/fixtures/mask_sdpa.unmasked.safetensors \
+			--save-outputs "$tmp/sdpa.st" >>"$tmp/out" 2>&1 && ! sdpa_check >>"$tmp/out" 2>&1 &&
+		"$DTPC" "$M" --plan joint --mesh "ring = 2" -o "$tmp/c.graph" >>"$tmp/out" 2>&1 &&
+		"$DTPC" run "$tmp/c.graph" --inputs "$MJ" --save-outputs "$tmp/m.st" >>"$tmp/out" 2>&1 &&
+		"$DTPC" run "$tmp/c.graph" --inputs tests/fixtures/mask_joint.unmasked.safetensors \
+			--save-outputs "$tmp/u.st" >>"$tmp/out" 2>&1 &&
+		! python3 tests/compare_st.py "$tmp/m.st" "$tmp/u.st" 1e-3 >>"$tmp/out" 2>&1
+	then
+		pass=$((pass + 1))
+		echo "ok    mask-controls (ignoring the mask fails both checks)"
+	else
+		fail=$((fail + 1))
+		echo "FAIL  mask-controls: a result that ignored the mask passed, or a run failed"
+		sed 's/^/      /' "$tmp/out" | head -20
+	fi
+}
+
 if [ "$MODE" = mpi ]; then
 	# a subset under mpirun: one rank per process
+	mask_case mpi-mask-sdpa-ring2-alltoall sdpa "ring = 2" "rotate_method = \"alltoall\""
+	mask_case mpi-mask-joint-ring2xulysses2xtp2 joint "ring = 2, ulysses = 2, tp = 2" ""
 	case_ mpi-tiny-ring2xulysses2xtp2 examples/tiny_dit.plan tiny_dit_8 \
 		"ring = 2, ulysses = 2, tp = 2" "" -D seq=64
 	case_ mpi-tiny-ring4-alltoall examples/tiny_dit.plan tiny_dit_8 "ring = 4" \
@@ -98,6 +165,21 @@ else
 	# splits patch_embed / unpatchify cannot take are gathered (the note's golden
 	# is tests/diag/embed-patch-split-gathered)
 	case_ embed-split-gathered tests/diag/embed-patch-split-gathered.plan p "ulysses = 2" ""
+	for p in sdpa joint; do
+		mask_case "mask-$p-ulysses2" $p "ulysses = 2" ""
+		for rm in allgather alltoall; do
+			mask_case "mask-$p-ring2-$rm" $p "ring = 2" "rotate_method = \"$rm\""
+			mask_case "mask-$p-ring-anything3-$rm" $p "ring = 3" \
+				"ring_anything = true, rotate_method = \"$rm\""
+		done
+		mask_case "mask-$p-ring2xulysses2" $p "ring = 2, ulysses = 2" ""
+		mask_case "mask-$p-ulysses-anything3" $p "ulysses = 3" "ulysses_anything = true"
+	done
+	mask_case mask-sdpa-ring4-alltoall sdpa "ring = 4" "rotate_method = \"alltoall\""
+	mask_case mask-joint-tp2xulysses2 joint "tp = 2, ulysses = 2" ""
+	mask_case mask-joint-ring2xulysses2xtp2-alltoall joint "ring = 2, ulysses = 2, tp = 2" \
+		"rotate_method = \"alltoall\""
+	mask_controls
 	# plans check accepted that once failed at run time (tests/plans/trust.plan)
 	T=tests/plans/trust.plan
 	case_ trust-rope-one-head-tp2 $T rope_tp "tp = 2" ""

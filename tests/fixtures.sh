@@ -25,54 +25,6 @@ FIX=tests/fixtures
 TOL=${FIXTURES_TOL:-1e-5}
 . tests/lib.sh
 
-# compare OUT REF TOL [NAME=TOL...]: prints the error of every tensor of REF;
-# fails above TOL (or the tensor's own) or on a missing tensor or a shape /
-# dtype mismatch (standard library only)
-cat >"$tmp/compare.py" <<'PY'
-import json, struct, sys
-from array import array
-
-def load(path):
-    with open(path, "rb") as f:
-        b = f.read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    h.pop("__metadata__", None)
-    out = {}
-    for k, v in h.items():
-        if v["dtype"] != "F32":
-            sys.exit(f"{path}: {k}: dtype {v['dtype']}, want F32")
-        s, e = v["data_offsets"]
-        a = array("f")
-        a.frombytes(b[8 + n + s:8 + n + e])
-        if sys.byteorder != "little":
-            a.byteswap()
-        out[k] = (v["shape"], a)
-    return out
-
-got, ref = load(sys.argv[1]), load(sys.argv[2])
-tol = float(sys.argv[3])
-own = {k: float(v) for k, v in (a.split("=", 1) for a in sys.argv[4:])}
-ok = True
-for k, (shape, r) in ref.items():
-    if k not in got:
-        print(f"{k}: missing from dtpc's outputs")
-        ok = False
-        continue
-    gshape, g = got[k]
-    if gshape != shape:
-        print(f"{k}: shape {gshape}, diffusers {shape}")
-        ok = False
-        continue
-    den = max(abs(x) for x in r)
-    err = max(abs(x - y) for x, y in zip(g, r)) / (den if den > 0 else 1.0)
-    if err != err:  # NaN
-        err = float("inf")
-    print(f"{k}: max relative error {err:.3g}")
-    ok = ok and err <= own.get(k, tol)
-sys.exit(0 if ok else 1)
-PY
-
 # case NAME MODEL PLAN MESH CONTEXT
 case_() {
 	c_name=$1 c_model=$2 c_plan=$3 c_mesh=$4 c_ctx=$5
@@ -83,7 +35,7 @@ case_() {
 			--inputs "$FIX/$c_model.inputs.safetensors" --save-outputs "$o" >>"$tmp/out" 2>&1
 	rc=$?
 	if [ $rc = 0 ]; then
-		python3 "$tmp/compare.py" "$o" "$FIX/$c_model.expected.safetensors" "$TOL" >>"$tmp/out" 2>&1
+		python3 tests/compare_st.py "$o" "$FIX/$c_model.expected.safetensors" "$TOL" >>"$tmp/out" 2>&1
 		rc=$?
 	fi
 	err=$(sed -n 's/.*max relative error \([^ ]*\).*/\1/p' "$tmp/out" | sort -g | tail -1)
@@ -153,9 +105,9 @@ embed_case() {
 	if compile_mesh "$FIX/embed.plan" "$c_plan" "$c_mesh" "" "$g" >"$tmp/out" 2>&1 &&
 		replay "$MODE" "$g" --timeout 60 --weights "$FIX/embed.weights.safetensors" \
 			--inputs "$FIX/embed.inputs.safetensors" --save-outputs "$o" >>"$tmp/out" 2>&1 &&
-		python3 "$tmp/compare.py" "$o" "$FIX/embed.expected.safetensors" 1e-6 flux_t=5e-5 \
+		python3 tests/compare_st.py "$o" "$FIX/embed.expected.safetensors" 1e-6 flux_t=5e-5 \
 			qwen_t=5e-5 wan_t=5e-5 >>"$tmp/out" 2>&1 &&
-		python3 "$tmp/compare.py" "$o" "$FIX/embed.rounded.safetensors" 1e-6 >>"$tmp/out" 2>&1
+		python3 tests/compare_st.py "$o" "$FIX/embed.rounded.safetensors" 1e-6 >>"$tmp/out" 2>&1
 	then
 		pass=$((pass + 1))
 		printf "ok    %-26s %-36s embedding ops equal diffusers'\n" "$c_name" "$c_mesh"
@@ -178,7 +130,7 @@ at = 8 + n + json.loads(b[8:8 + n])["wan_cos"]["data_offsets"][0] + 4 * 77
 struct.pack_into("<f", b, at, struct.unpack_from("<f", b, at)[0] + 1e-5)
 open(sys.argv[2], "wb").write(b)
 PY
-	if python3 "$tmp/compare.py" "$tmp/bad.safetensors" "$FIX/embed.expected.safetensors" 1e-6 \
+	if python3 tests/compare_st.py "$tmp/bad.safetensors" "$FIX/embed.expected.safetensors" 1e-6 \
 		flux_t=5e-5 qwen_t=5e-5 wan_t=5e-5 >"$tmp/out" 2>&1; then
 		fail=$((fail + 1))
 		echo "FAIL  embed-negative-control: a table off by 1e-5 passed"

@@ -16,11 +16,12 @@ meaning() {
 		sed -e 's/^\(graph: .*\), checksum [0-9a-f]*$/\1/' -e '/^  source_hash  /d'
 }
 
-# golden NAME PLAN MESH CONTEXT RANK DEFINES...
+# golden NAME PLAN MESH CONTEXT RANK DEFINES... (of the plan file $LFILE)
+LFILE=tests/lower/tiny.plan
 golden() {
 	g_name=$1 g_plan=$2 g_mesh=$3 g_ctx=$4 g_rank=$5
 	shift 5
-	compile_mesh tests/lower/tiny.plan "$g_plan" "$g_mesh" "$g_ctx" "$tmp/g.graph" "$@" \
+	compile_mesh "$LFILE" "$g_plan" "$g_mesh" "$g_ctx" "$tmp/g.graph" "$@" \
 		>"$tmp/c" 2>&1 || { bad "lower/$g_name (compile)"; cat "$tmp/c"; return; }
 	meaning "$tmp/g.graph" "$g_rank" >"$tmp/out"
 	compare "lower/$g_name" "tests/lower/$g_name.expected" "$tmp/out"
@@ -34,6 +35,14 @@ golden ring2xulysses2 all "ring = 2, ulysses = 2" "" 3
 golden tp2xulysses2xring2 all "ring = 2, ulysses = 2, tp = 2" "" 5
 golden ulysses-anything3 all "ulysses = 3" "ulysses_anything = true" 2 -D seq=50 -D heads=5 -D hidden=40
 golden ring-anything3 all "ring = 3" "ring_anything = true" 2 -D seq=50
+# a key-padding mask: gathered for Ulysses, cut to the ring's part of the
+# sequence under USP, split like the keys (and rotated with them) for a ring
+LFILE=tests/lower/mask.plan
+golden mask-ulysses2 cp "ulysses = 2" "" 1
+golden mask-ring2-alltoall cp "ring = 2" 'rotate_method = "alltoall"' 1
+golden mask-ring2xulysses2 cp "ring = 2, ulysses = 2" "" 3
+golden mask-ring-anything3 cp "ring = 3" "ring_anything = true" 2
+LFILE=tests/lower/tiny.plan
 
 # A comment appended to the plan changes the checksum and the source hash (the
 # raw inspect output differs: else this check would prove nothing) and not
@@ -58,10 +67,10 @@ fi
 
 # Communication per rank and forward pass against the closed forms, float32
 # (b = 4), tiny DiT: 2 blocks, S = 64 tokens, H = 128 hidden.
-# volume NAME PLAN MESH KIND EXPECTED_BYTES
+# volume NAME PLAN MESH KIND EXPECTED_BYTES (of the plan file $LFILE)
 volume() {
 	v_name=$1 v_plan=$2 v_mesh=$3 v_kind=$4 v_want=$5
-	"$DTPC" tests/lower/tiny.plan --plan "$v_plan" --mesh "$v_mesh" \
+	"$DTPC" "$LFILE" --plan "$v_plan" --mesh "$v_mesh" \
 		--context 'rotate_method = "allgather"' -o "$tmp/v.graph" -v >"$tmp/v" 2>&1
 	got=$(awk -v k="$v_kind" '$1 == "rank" && $2 == "0," { r = 1 } r && $1 == k { print $(NF - 1); exit }' "$tmp/v")
 	if [ "$got" = "$v_want" ]; then ok; else
@@ -82,6 +91,19 @@ done
 for T in 2 4; do
 	volume "tp$T" tp "tp = $T" all_reduce $((L * 2 * 2 * S * H * b * (T - 1) / T))
 done
+
+# The mask (tests/lower/mask.plan: B = 2, S = 8 + 24 = 32 tokens, W = 32):
+# with a ring each chunk of K and V carries its mask rows, so all-gathering
+# them moves (P-1)·(S/P)·B·(2W + 1)·b; Ulysses all-gathers the mask, (P-1)/P
+# of S·B·b, besides the output's gather, (P-1)/P of S·B·W·b.
+LFILE=tests/lower/mask.plan
+S=32 B=2 W=32
+for P in 2 4; do
+	volume "mask-ring$P" cp "ring = $P" ring_attention $(((P - 1) * (S / P) * B * (2 * W + 1) * b))
+	volume "mask-ulysses$P" cp "ulysses = $P" all_gather \
+		$(((P - 1) * S * B * b / P + (P - 1) * S * B * W * b / P))
+done
+LFILE=tests/lower/tiny.plan
 
 # Determinism: the same inputs give the same bytes.
 "$DTPC" tests/lower/tiny.plan --plan all -o "$tmp/a.graph" >/dev/null 2>&1

@@ -14,6 +14,8 @@
 #  fixtures  tests/fixtures.sh: diffusers' tiny Flux and Wan on N ranks
 #  models    tests/models.sh: models/*.plan run from diffusers' folders (config.json,
 #            sharded, bf16, pre-sharded) against diffusers' sample on N ranks
+#  weights   tests/weights.sh: sharded, BF16/F16 and per-rank checkpoints, and
+#            their errors
 #  mpi       a subset of equiv and fixtures under mpirun, MPI comm tests
 #  fuzz      each libFuzzer target over its corpus, then a short run
 #  prop      tests/prop/gen.py: random models and plans, check -> compile -> run
@@ -228,6 +230,11 @@ grep -E '^(ok|FAIL)' "$tmp/models" | sed 's/^/  /'
 grep -A20 '^FAIL' "$tmp/models" | head -60
 absorb models "$tmp/models"
 
+# ---- checkpoints: sharded, BF16/F16 and per-rank weights; their errors (tests/weights.sh) ----
+sh tests/weights.sh "$BUILD" >"$tmp/weights" 2>&1
+grep -A8 '^FAIL' "$tmp/weights" | head -60
+absorb weights "$tmp/weights"
+
 # ---- tools: SARIF, the JSON schema, embed, fmt, Python (tests/tools.sh) ---------------------
 sh tests/tools.sh "$BUILD" >"$tmp/tools" 2>&1
 grep -E '^skip' "$tmp/tools" | head -10
@@ -266,6 +273,9 @@ if [ -z "$SAN" ]; then
 		sh tests/models.sh "$BUILD" mpi >"$tmp/models_mpi" 2>&1
 		grep -E '^(ok|FAIL)' "$tmp/models_mpi" | sed 's/^/  /'
 		absorb models "$tmp/models_mpi"
+		sh tests/weights.sh "$BUILD" mpi >"$tmp/weights_mpi" 2>&1
+		grep -A8 '^FAIL' "$tmp/weights_mpi" | head -30
+		absorb weights "$tmp/weights_mpi"
 		# a wrong rank count under mpirun: every rank says so, the job ends
 		"$DTPC" tests/lower/tiny.plan --plan all --mesh "ulysses = 2, tp = 2" \
 			-o "$tmp/m.graph" >/dev/null 2>&1
@@ -316,6 +326,8 @@ if [ -z "$SAN" ]; then
 	fuzz_target graph tests/fuzz/graph_corpus
 	fuzz_target safetensors tests/fuzz/safetensors_corpus
 	fuzz_target config tests/config/cases tests/fuzz/config_corpus
+	fuzz_target index tests/fuzz/index_corpus
+	fuzz_target rankdir tests/fuzz/rankdir_corpus
 	# parse -> check -> lower -> serialize -> load -> prepare; a fixed seed so
 	# that a run mutates the same way each time
 	fuzz_target pipeline -seed=1 examples tests/diag tests/fuzz/pipeline_corpus

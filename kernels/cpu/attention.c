@@ -39,6 +39,7 @@ _Static_assert(ATT_TK % ATT_MR_MAX == 0, "key tile vs register tile");
 /* One k_attention call, shared read-only by its tasks. */
 struct attn_job {
 	const float *q, *k, *v;
+	const float *mask; /* [B, Skv] or NULL */
 	float *out, *lse;
 	int64_t q_stride, k_stride, v_stride;
 	int64_t Sq, Skv, H, D, Dv;
@@ -153,15 +154,15 @@ size_t k_attention_workspace(int64_t Sq, int64_t Skv, int64_t D, int64_t Dv)
 }
 
 void k_attention_pool(struct k_pool *pool, const float *q, int64_t q_stride, const float *k,
-		      int64_t k_stride, const float *v, int64_t v_stride, float *out, float *lse,
-		      int64_t B, int64_t Sq, int64_t Skv, int64_t H, int64_t D, int64_t Dv,
-		      void *workspace)
+		      int64_t k_stride, const float *v, int64_t v_stride, const float *mask,
+		      float *out, float *lse, int64_t B, int64_t Sq, int64_t Skv, int64_t H,
+		      int64_t D, int64_t Dv, void *workspace)
 {
 	assert(Sq >= 1 && Skv >= 1 && D >= 1 && Dv >= 1);
 	assert(q_stride >= H * D && k_stride >= H * D && v_stride >= H * Dv);
 
 	struct attn_job J = {
-		.q = q, .k = k, .v = v, .out = out, .lse = lse,
+		.q = q, .k = k, .v = v, .mask = mask, .out = out, .lse = lse,
 		.q_stride = q_stride, .k_stride = k_stride, .v_stride = v_stride,
 		.Sq = Sq, .Skv = Skv, .H = H, .D = D, .Dv = Dv,
 		.dvp = (Dv + ATT_NR_MAX - 1) / ATT_NR_MAX * ATT_NR_MAX,
@@ -187,12 +188,12 @@ void k_attention_pool(struct k_pool *pool, const float *q, int64_t q_stride, con
 }
 
 void k_attention(const float *q, int64_t q_stride, const float *k, int64_t k_stride,
-		 const float *v, int64_t v_stride, float *out, float *lse,
+		 const float *v, int64_t v_stride, const float *mask, float *out, float *lse,
 		 int64_t B, int64_t Sq, int64_t Skv, int64_t H, int64_t D, int64_t Dv,
 		 void *workspace)
 {
-	k_attention_pool(NULL, q, q_stride, k, k_stride, v, v_stride, out, lse, B, Sq, Skv, H, D,
-			 Dv, workspace);
+	k_attention_pool(NULL, q, q_stride, k, k_stride, v, v_stride, mask, out, lse, B, Sq, Skv,
+			 H, D, Dv, workspace);
 }
 
 void k_lse_merge(float *out, float *lse, const float *out_blk, const float *lse_blk,

@@ -227,6 +227,16 @@ static void NAME(attn_block)(const struct attn_job *J, int64_t b, int64_t h, int
 		const int64_t nk = J->Skv - j0 < ATT_TK ? J->Skv - j0 : ATT_TK;
 		const int64_t nfull = nk / MR * MR;
 		const float *kj = k + j0 * J->k_stride;
+		/* Masked keys are left out of the max and get weight 0 (not
+		 * exp(-inf - max), which is NaN while every key so far was
+		 * masked); a tile of masked keys only is skipped. */
+		const float *mk = J->mask ? J->mask + b * J->Skv + j0 : NULL;
+		int64_t kept = nk;
+
+		for (int64_t j = 0; mk && j < nk; j++)
+			kept -= mk[j] == 0.0f;
+		if (!kept)
+			continue;
 
 		NAME(gemm)(nfull, ATT_TQ, D, kj, J->k_stride, 1, qt, ATT_TQ, s, ATT_TQ, false);
 		if (nfull < nk) {
@@ -249,6 +259,8 @@ static void NAME(attn_block)(const struct attn_job *J, int64_t b, int64_t h, int
 			sum[c] = (V){ 0 };
 		}
 		for (int64_t j = 0; j < nk; j++) {
+			if (mk && mk[j] == 0.0f)
+				continue;
 			for (int c = 0; c < ATT_TQ / VW; c++) {
 				V sj = *(VU *)(s + j * ATT_TQ + c * VW);
 
@@ -256,6 +268,10 @@ static void NAME(attn_block)(const struct attn_job *J, int64_t b, int64_t h, int
 			}
 		}
 		for (int64_t j = 0; j < nk; j++) {
+			if (mk && mk[j] == 0.0f) {
+				memset(s + j * ATT_TQ, 0, ATT_TQ * sizeof *s);
+				continue;
+			}
 			for (int c = 0; c < ATT_TQ / VW; c++) {
 				VU *sj = (VU *)(s + j * ATT_TQ + c * VW);
 				V pj = NAME(vexp_softmax)(*sj - mx[c]);
@@ -297,12 +313,15 @@ static void NAME(attn_block)(const struct attn_job *J, int64_t b, int64_t h, int
 	float *out = J->out + (b * J->Sq + i0) * J->H * Dv + h * Dv;
 
 	for (int64_t i = 0; i < nq; i++) {
-		float inv = 1.0f / l[i];
+		/* l = 0: every key masked, an empty row: zeros, and an LSE of
+		 * -inf that the ring merge reads as empty (a NaN l stays NaN) */
+		float inv = l[i] == 0.0f ? 0.0f : 1.0f / l[i];
 
 		for (int64_t d = 0; d < Dv; d++)
 			out[i * J->H * Dv + d] = o[i * Dvr + d] * inv;
 		if (J->lse)
-			J->lse[(b * J->H + h) * J->Sq + i0 + i] = m[i] + logf(l[i]);
+			J->lse[(b * J->H + h) * J->Sq + i0 + i] =
+				l[i] == 0.0f ? -INFINITY : m[i] + logf(l[i]);
 	}
 }
 

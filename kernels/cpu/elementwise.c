@@ -148,6 +148,13 @@ void k_modulate(const float *x, const float *shift, const float *scale, float *y
 	}
 }
 
+void k_fill2d(float *dst, int64_t dst_stride, int64_t rows, int64_t cols, float value)
+{
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t c = 0; c < cols; c++)
+			dst[r * dst_stride + c] = value;
+}
+
 void k_copy2d(float *dst, int64_t dst_stride, const float *src, int64_t src_stride,
 	      int64_t rows, int64_t cols)
 {

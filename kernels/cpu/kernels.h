@@ -93,6 +93,10 @@ void k_binary(enum k_binop op, const float *a, const int64_t *ashape,
 void k_modulate(const float *x, const float *shift, const float *scale, float *y,
 		int64_t B, int64_t S, int64_t H, int64_t s_stride);
 
+/* Sets rows x cols floats of a strided 2-D view to value (pad's constant
+ * blocks). Callers own all buffers. */
+void k_fill2d(float *dst, int64_t dst_stride, int64_t rows, int64_t cols, float value);
+
 /* Copies rows x cols floats between strided 2-D views (slice, concat,
  * all-to-all pack and unpack); the views must not overlap. Argument order
  * follows memcpy. Callers own all buffers. */
@@ -120,12 +124,17 @@ size_t k_attention_workspace(int64_t Sq, int64_t Skv, int64_t D, int64_t Dv);
  *   k_stride), v [B, Skv, H*Dv] (row stride v_stride), out [B, Sq, H*Dv]
  *   contiguous, and lse [B, H, Sq] the natural-log softmax denominator
  *   (logsumexp of the scaled scores, max included), or NULL when unwanted.
+ *   mask [B, Skv] contiguous, or NULL for none, is a key-padding mask: key j
+ *   of batch b takes part where mask[b, j] != 0 and is left out where it is
+ *   0 (as a -inf score would be). A row whose keys are all masked is empty:
+ *   its output is zeros and its lse -INFINITY (PyTorch's SDPA gives NaN
+ *   there), which k_lse_merge reads as an empty block.
  * Strides let q, k and v point into packed buffers. Sq, Skv >= 1. workspace
  * holds k_attention_workspace(Sq, Skv, D, Dv) bytes aligned for float; out
  * must not overlap the inputs. Callers own all buffers, the workspace too.
  * Vectorised for AVX-512 or AVX2 where the CPU has them (chosen per call). */
 void k_attention(const float *q, int64_t q_stride, const float *k, int64_t k_stride,
-		 const float *v, int64_t v_stride, float *out, float *lse,
+		 const float *v, int64_t v_stride, const float *mask, float *out, float *lse,
 		 int64_t B, int64_t Sq, int64_t Skv, int64_t H, int64_t D, int64_t Dv,
 		 void *workspace);
 /* k_attention over the heads and query blocks in parallel on pool; the
@@ -133,9 +142,9 @@ void k_attention(const float *q, int64_t q_stride, const float *k, int64_t k_str
  * 64-byte aligned (one share per thread). The result does not depend on the
  * pool's size. */
 void k_attention_pool(struct k_pool *pool, const float *q, int64_t q_stride, const float *k,
-		      int64_t k_stride, const float *v, int64_t v_stride, float *out, float *lse,
-		      int64_t B, int64_t Sq, int64_t Skv, int64_t H, int64_t D, int64_t Dv,
-		      void *workspace);
+		      int64_t k_stride, const float *v, int64_t v_stride, const float *mask,
+		      float *out, float *lse, int64_t B, int64_t Sq, int64_t Skv, int64_t H,
+		      int64_t D, int64_t Dv, void *workspace);
 
 /* y = exp(x) for n floats with the vectorised exponential attention uses:
  * within 2 ulp of expf where the result is normal, inf above 88.72, 0 for

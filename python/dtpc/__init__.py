@@ -246,7 +246,9 @@ class Graph:
         """One forward pass on ``ranks`` (default: the graph's world) local
         ranks, each a thread. ``inputs``: a dict of whole arrays by name, a
         safetensors path, or an integer seed; ``weights``: the same (a dict
-        holds full tensors: each rank takes its slice). Seeded tensors depend
+        holds full tensors: each rank takes its slice; a path may also be a
+        diffusers folder, a sharded one or its index, or a ``dtpc shard``
+        folder). Seeded tensors depend
         only on (seed, name, element), so runs on any number of ranks see the
         same model. ``threads``: CPU threads per rank (default: the cores
         shared among the ranks). Returns rank 0's outputs, a dict of arrays

@@ -162,11 +162,17 @@ static size_t cuda_attention_workspace(struct dev *d, int64_t B, int64_t Sq, int
 	return kc_attention_workspace(cd(d)->t, B, Sq, Skv, H, D, Dv);
 }
 
+/* No key-padding mask here yet (masked_attention is false: sessions refuse
+ * masked graphs before they reach this). */
 static int cuda_attention(struct dev *d, const float *q, int64_t q_stride, const float *k,
-			  int64_t k_stride, const float *v, int64_t v_stride, float *out,
-			  float *lse, int64_t B, int64_t Sq, int64_t Skv, int64_t H, int64_t D,
-			  int64_t Dv, void *workspace)
+			  int64_t k_stride, const float *v, int64_t v_stride, const float *mask,
+			  float *out, float *lse, int64_t B, int64_t Sq, int64_t Skv, int64_t H,
+			  int64_t D, int64_t Dv, void *workspace)
 {
+	if (mask) {
+		snprintf(cd(d)->error, sizeof cd(d)->error, "CUDA attention: no key-padding mask");
+		return 1;
+	}
 	return fail(d, kc_attention(cd(d)->kc, cd(d)->t, q, q_stride, k, k_stride, v, v_stride, out,
 				    lse, B, Sq, Skv, H, D, Dv, workspace), "attention");
 }

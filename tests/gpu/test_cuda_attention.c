@@ -202,7 +202,7 @@ static void attn_case(enum kc_dtype t, int64_t B, int64_t Sq, int64_t Skv, int64
 	size_t nout = (size_t)(B * Sq * H * Dv), nlse = (size_t)(B * H * Sq);
 	float *ref = xmalloc(nout * sizeof *ref), *ref_lse = xmalloc(nlse * sizeof *ref_lse);
 	void *ws = xmalloc(k_attention_workspace(Sq, Skv, D, Dv));
-	k_attention(qf + qoff, qs, kf + koff, ks, vf + voff, vs, ref, ref_lse, B, Sq, Skv, H, D,
+	k_attention(qf + qoff, qs, kf + koff, ks, vf + voff, vs, NULL, ref, ref_lse, B, Sq, Skv, H, D,
 		    Dv, ws);
 	free(ws);
 	if (perturb)

@@ -6,7 +6,8 @@
 
 Each case is a random model (linear, layer/rms norms, gelu/silu, add/mul,
 modulate, slice/concat, reshape, rope, attention: self, cross and joint
-text+image, fused QKV, per-head norms, repeat blocks) with odd sizes and head
+text+image, fused QKV, per-head norms, key-padding masks (with pad for the
+joint one), repeat blocks) with odd sizes and head
 counts, and a plan over a mesh of 1 to 8 ranks (colwise, packed colwise,
 rowwise, ring, ulysses, split, gather; both rotate methods; the anything modes
 on uneven sizes), sometimes split over two files with an import, sometimes with
@@ -59,6 +60,9 @@ class Case:
         self.modules = {}  # role -> module names, as globs see them
         self.args = []     # options for both check and compile
         self.cur = "x"     # the name of the residual stream now
+        # key-padding masks from a generator of their own, so that adding
+        # them left every other draw of a seed's cases as it was
+        self.mr = random.Random(repr(rng.getstate()))
 
     def allow(self, bug):
         return bug in self.bugs or bug not in KNOWN_BUGS
@@ -95,6 +99,10 @@ class Case:
             "pos": self.chance(0.2),
             "attn": r.choice(["self", "self", "self", "cross", "joint"]),
         }
+        # a key-padding mask on every attention: on the keys' input (x, or
+        # ctx), padded with ones over the image tokens of a joint attention
+        self.mask = (("x_mask" if f["attn"] == "self" else "ctx_mask")
+                     if self.mr.random() < 0.3 else None)
         if f["pos"] and self.chance(0.5):
             # a [seq, hidden] operand where batch == seq: PyTorch aligns it right
             self.batch = self.seq = r.choice([2, 3])
@@ -108,6 +116,9 @@ class Case:
         self.stmt(1, "input x : [batch, seq, hidden];")
         if f["attn"] != "self":
             self.stmt(1, "input ctx : [batch, txt, hidden];")
+        if self.mask:
+            self.stmt(1, "input %s : [batch, %s];" % (self.mask, "seq" if f["attn"] == "self"
+                                                        else "txt"))
         if f["rope"]:
             rows = "seq + txt" if f["attn"] == "joint" else "seq"
             self.stmt(1, "input cos : [%s, head_dim];" % rows)
@@ -219,7 +230,14 @@ class Case:
             self.stmt(ind, "%s = rope(%s, cos, sin, heads = heads);" % (rk, k))
             q, k = rq, rk
         a = name("attn")
-        self.stmt(ind, "%s = attention(%s, %s, %s, heads = heads);" % (a, q, k, v))
+        mask = ""
+        if self.mask and f["attn"] == "joint":
+            jm = name("joint_mask")
+            self.stmt(ind, "%s = pad(%s, dim = 1, after = seq, value = 1);" % (jm, self.mask))
+            mask = ", mask = " + jm
+        elif self.mask:
+            mask = ", mask = " + self.mask
+        self.stmt(ind, "%s = attention(%s, %s, %s, heads = heads%s);" % (a, q, k, v, mask))
         self.role("attn", mod("attn"))
         if f["attn"] == "joint":
             ai = name("attn_img")
@@ -364,6 +382,8 @@ class Case:
                 splits += ["split(cos, dim = %d)" % dim, "split(sin, dim = %d)" % dim]
             if f["attn"] != "self" and self.chance(0.8):
                 splits.append("split(ctx, dim = 1)")
+            if self.mask and self.mr.random() < 0.6:
+                splits.append("split(%s, dim = 1)" % self.mask)
             if self.chance(0.9):
                 rule("", ", ".join(splits))
             if self.chance(0.8):

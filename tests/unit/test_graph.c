@@ -926,10 +926,10 @@ static void test_requires(void)
 	       "a capability bit of a newer version");
 	f = copy_of(valid, valid_len);
 	need_of(f)->ops |= 1ull << (OP_COUNT + 1);
-	char newer[64];
-	snprintf(newer, sizeof newer, "the graph uses op id %d, unknown to this runtime",
+	char newer_op[96]; /* the id past this runtime's last, whatever ops it has */
+	snprintf(newer_op, sizeof newer_op, "the graph uses op id %d, unknown to this runtime",
 		 OP_COUNT + 1);
-	refuse(f, valid_len, GRAPH_FAULT_VERSION, newer, "an op of a newer version");
+	refuse(f, valid_len, GRAPH_FAULT_VERSION, newer_op, "an op of a newer version");
 	f = copy_of(valid, valid_len);
 	need_of(f)->ops &= ~(1ull << OP_reshape);
 	refuse(f, valid_len, GRAPH_FAULT_FORMAT,

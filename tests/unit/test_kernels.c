@@ -123,6 +123,10 @@ static double err_abs(const float *x, const double *ref, int64_t n)
 	double worst = 0;
 
 	for (int64_t i = 0; i < n; i++) {
+		if (x[i] == ref[i]) /* -inf (an empty row's lse) included */
+			continue;
+		if (x[i] == ref[i]) /* -inf (an empty row's lse) included */
+			continue;
 		double e = fabs(x[i] - ref[i]);
 
 		if (isnan(e))
@@ -510,9 +514,11 @@ struct attn_case {
 	int64_t B, Sq, Skv, H, D, Dv;
 	const float *q, *k, *v;
 	int64_t qs, ks, vs;
+	const float *mask; /* [B, Skv] key-padding mask (0: masked) or NULL */
 };
 
-/* Softmax over all keys at once, in float64: out [B, Sq, H*Dv], lse [B, H, Sq]. */
+/* Softmax over all keys at once, in float64: out [B, Sq, H*Dv], lse [B, H, Sq].
+ * Masked keys are left out; a row without keys is zeros with lse -inf. */
 static void ref_attention(const struct attn_case *c, double *out, double *lse)
 {
 	double *p = dalloc(c->Skv);
@@ -530,13 +536,21 @@ static void ref_attention(const struct attn_case *c, double *out, double *lse)
 					for (int64_t t = 0; t < c->D; t++)
 						d += (double)qi[t] * kj[t];
 					p[j] = d / sqrt((double)c->D);
+					if (c->mask && c->mask[b * c->Skv + j] == 0.0f)
+						p[j] = -INFINITY;
 					mx = fmax(mx, p[j]);
+				}
+				double *oi = out + ((b * c->Sq + i) * c->H + h) * c->Dv;
+
+				if (mx == -INFINITY) {
+					lse[(b * c->H + h) * c->Sq + i] = -INFINITY;
+					for (int64_t t = 0; t < c->Dv; t++)
+						oi[t] = 0;
+					continue;
 				}
 				for (int64_t j = 0; j < c->Skv; j++)
 					sum += exp(p[j] - mx);
 				lse[(b * c->H + h) * c->Sq + i] = mx + log(sum);
-				double *oi = out + ((b * c->Sq + i) * c->H + h) * c->Dv;
-
 				for (int64_t t = 0; t < c->Dv; t++) {
 					double acc = 0;
 
@@ -555,7 +569,7 @@ static void run_attention(const struct attn_case *c, float *out, float *lse)
 {
 	void *ws = malloc(k_attention_workspace(c->Sq, c->Skv, c->D, c->Dv));
 
-	k_attention(c->q, c->qs, c->k, c->ks, c->v, c->vs, out, lse, c->B, c->Sq, c->Skv,
+	k_attention(c->q, c->qs, c->k, c->ks, c->v, c->vs, c->mask, out, lse, c->B, c->Sq, c->Skv,
 		    c->H, c->D, c->Dv, ws);
 	free(ws);
 }
@@ -586,7 +600,7 @@ static void check_attention(const char *what, const struct attn_case *c)
 										  c->Dv));
 		float *lse2 = malloc((size_t)nl * sizeof *lse2);
 
-		k_attention_pool(pool, c->q, c->qs, c->k, c->ks, c->v, c->vs, out2, lse2, c->B,
+		k_attention_pool(pool, c->q, c->qs, c->k, c->ks, c->v, c->vs, c->mask, out2, lse2, c->B,
 				 c->Sq, c->Skv, c->H, c->D, c->Dv, ws);
 		UNIT_CHECK(nt == n && !memcmp(out, out2, (size_t)no * sizeof *out) &&
 				   !memcmp(lse, lse2, (size_t)nl * sizeof *lse),
@@ -797,12 +811,86 @@ static void test_attention(void)
 		   ws);
 }
 
+/* A key-padding mask [B, Skv] of B = 4 batches: 0 random with its whole
+ * first key tile masked (a tile the kernel skips, then the running max
+ * starts at the second), 1 all masked (empty rows), 2 random, 3 all kept. */
+static float *test_mask(int64_t B, int64_t Skv)
+{
+	float *m = fill_u(B * Skv);
+
+	for (int64_t b = 0; b < B; b++)
+		for (int64_t j = 0; j < Skv; j++) {
+			float *x = &m[b * Skv + j];
+
+			*x = b == 1 || (b == 0 && j < K_ATTN_TILE_KV) ? 0.0f
+			     : b == 3				   ? 1.0f
+								   : (*x < 0.2f ? 0.0f : 2.5f);
+		}
+	return m;
+}
+
+/* Masked attention against the float64 reference (masked scores left
+ * out): odd sizes over three key tiles, and empty rows that must be zeros
+ * with an lse of -inf, never NaN. Negative control: the same kernel
+ * without the mask misses the reference by far. */
+static void test_attention_masked(void)
+{
+	struct attn_case c = { .B = 4, .Sq = 37, .Skv = 2 * K_ATTN_TILE_KV + 23, .H = 2, .D = 24,
+			       .Dv = 20 };
+	int64_t no = c.B * c.Sq * c.H * c.Dv, nl = c.B * c.H * c.Sq;
+
+	c.qs = c.ks = c.H * c.D;
+	c.vs = c.H * c.Dv;
+	float *q = fill_u(c.B * c.Sq * c.qs), *k = fill_u(c.B * c.Skv * c.ks);
+	float *v = fill_u(c.B * c.Skv * c.vs), *mask = test_mask(c.B, c.Skv);
+
+	for (int64_t i = 0; i < c.B * c.Sq * c.qs; i++)
+		q[i] *= 4.0f;
+	c.q = q;
+	c.k = k;
+	c.v = v;
+	c.mask = mask;
+	check_attention("masked, B=4 Sq=37 Skv=2 TILE_KV+23 D=24 Dv=20", &c);
+
+	float *out = malloc((size_t)no * sizeof *out), *lse = malloc((size_t)nl * sizeof *lse);
+	double *rout = dalloc(no), *rlse = dalloc(nl);
+	bool empty = true, finite = true;
+
+	run_attention(&c, out, lse);
+	for (int64_t i = 0; i < no; i++) {
+		finite &= isfinite(out[i]);
+		empty &= i / (c.Sq * c.H * c.Dv) != 1 || out[i] == 0.0f;
+	}
+	for (int64_t i = 0; i < nl; i++)
+		empty &= i / (c.H * c.Sq) != 1 || lse[i] == -INFINITY;
+	UNIT_CHECK(finite && empty, "masked attention: no NaN or inf out; a batch with every key "
+		   "masked gives zeros and lse -inf");
+
+	ref_attention(&c, rout, rlse);
+	c.mask = NULL;
+	run_attention(&c, out, lse);
+	double e = err_norm(out, rout, no);
+
+	UNIT_CHECK(e > 100 * TOL_GEMM, "masked attention control: ignoring the mask shows "
+		   "(normwise %.2e > %.0e)", e, 100 * TOL_GEMM);
+	free(out);
+	free(lse);
+	free(rout);
+	free(rlse);
+	free(q);
+	free(k);
+	free(v);
+	free(mask);
+}
+
 /* Ring attention over uneven KV blocks: partial results merged in two orders
- * must match attention over all keys, out and lse. */
-static void test_lse_merge_blocks(void)
+ * must match attention over all keys, out and lse; with a mask, each block
+ * takes its slice of it, and block 1 (7 keys) is wholly masked for batch 0
+ * and batch 1 everywhere (merges of empty blocks and of empty rows). */
+static void lse_merge_blocks(bool masked)
 {
 	const int64_t B = 2, Sq = 37, Skv = 53, H = 3, D = 16, Dv = 16;
-	const int64_t len[3] = { 20, 7, 26 }, order[2][3] = { { 0, 1, 2 }, { 2, 0, 1 } };
+	const int64_t len[3] = { 20, 7, 26 }, order[2][3] = { { 0, 1, 2 }, { 1, 2, 0 } };
 	const int64_t no = B * Sq * H * Dv, nl = B * H * Sq;
 	struct attn_case c = { .B = B, .Sq = Sq, .Skv = Skv, .H = H, .D = D, .Dv = Dv,
 			       .qs = H * D, .ks = H * D, .vs = H * Dv };
@@ -810,10 +898,15 @@ static void test_lse_merge_blocks(void)
 	float *v = fill_u(B * Skv * H * Dv);
 	float *bout[3], *blse[3], *acc[2], *alse[2];
 	double *rout = dalloc(no), *rlse = dalloc(nl);
+	float *mask = masked ? fill_u(B * Skv) : NULL;
+	const char *what = masked ? "masked " : "";
 
+	for (int64_t i = 0; masked && i < B * Skv; i++)
+		mask[i] = i >= Skv || (i >= 20 && i < 27) || mask[i] < 0.3f ? 0.0f : 1.0f;
 	c.q = q;
 	c.k = k;
 	c.v = v;
+	c.mask = mask;
 	ref_attention(&c, rout, rlse);
 
 	/* Each block is its own [B, len, ...] buffer, as a ring step receives
@@ -822,8 +915,12 @@ static void test_lse_merge_blocks(void)
 		struct attn_case cb = c;
 		float *kb = malloc((size_t)(B * len[blk] * H * D) * sizeof *kb);
 		float *vb = malloc((size_t)(B * len[blk] * H * Dv) * sizeof *vb);
+		float *mb = malloc((size_t)(B * len[blk]) * sizeof *mb);
 
 		for (int64_t b = 0; b < B; b++) {
+			if (mask)
+				memcpy(mb + b * len[blk], mask + b * Skv + off,
+				       (size_t)len[blk] * sizeof *mb);
 			k_copy2d(kb + b * len[blk] * H * D, H * D, k + (b * Skv + off) * H * D,
 				 H * D, len[blk], H * D);
 			k_copy2d(vb + b * len[blk] * H * Dv, H * Dv, v + (b * Skv + off) * H * Dv,
@@ -832,27 +929,37 @@ static void test_lse_merge_blocks(void)
 		cb.Skv = len[blk];
 		cb.k = kb;
 		cb.v = vb;
+		cb.mask = mask ? mb : NULL;
 		bout[blk] = malloc((size_t)no * sizeof(float));
 		blse[blk] = malloc((size_t)nl * sizeof(float));
 		run_attention(&cb, bout[blk], blse[blk]);
 		free(kb);
 		free(vb);
+		free(mb);
 	}
 	for (int o = 0; o < 2; o++) {
 		/* An empty accumulator's out is garbage (NaN here) and must be
 		 * ignored, not scaled by 0. */
 		acc[o] = fill_value(no, NAN);
 		alse[o] = fill_value(nl, -INFINITY);
-		for (int i = 0; i < 3; i++)
+		/* masked: as exec_ring does, the first block is the accumulator
+		 * (an empty row's zeros stay zeros through empty merges) */
+		int first = 0;
+		if (masked) {
+			memcpy(acc[o], bout[order[o][0]], (size_t)no * sizeof(float));
+			memcpy(alse[o], blse[order[o][0]], (size_t)nl * sizeof(float));
+			first = 1;
+		}
+		for (int i = first; i < 3; i++)
 			k_lse_merge(acc[o], alse[o], bout[order[o][i]], blse[order[o][i]],
 				    B, Sq, H, Dv);
 		double e = err_norm(acc[o], rout, no), el = err_abs(alse[o], rlse, nl);
 
-		UNIT_CHECK(e <= TOL_GEMM, "lse_merge blocks 20+7+26 order %lld%lld%lld: out normwise %.2e <= %.0e",
-			   (long long)order[o][0], (long long)order[o][1], (long long)order[o][2],
+		UNIT_CHECK(e <= TOL_GEMM, "%slse_merge blocks 20+7+26 order %lld%lld%lld: out normwise %.2e <= %.0e",
+			   what, (long long)order[o][0], (long long)order[o][1], (long long)order[o][2],
 			   e, TOL_GEMM);
-		UNIT_CHECK(el <= TOL_LSE, "lse_merge blocks 20+7+26 order %lld%lld%lld: lse absolute %.2e <= %.0e",
-			   (long long)order[o][0], (long long)order[o][1], (long long)order[o][2],
+		UNIT_CHECK(el <= TOL_LSE, "%slse_merge blocks 20+7+26 order %lld%lld%lld: lse absolute %.2e <= %.0e",
+			   what, (long long)order[o][0], (long long)order[o][1], (long long)order[o][2],
 			   el, TOL_LSE);
 	}
 	for (int i = 0; i < 3; i++) {
@@ -866,8 +973,15 @@ static void test_lse_merge_blocks(void)
 	free(q);
 	free(k);
 	free(v);
+	free(mask);
 	free(rout);
 	free(rlse);
+}
+
+static void test_lse_merge_blocks(void)
+{
+	lse_merge_blocks(false);
+	lse_merge_blocks(true);
 }
 
 /* Log-denominators 200 apart (exp(200) overflows float) and an empty block. */
@@ -1176,6 +1290,7 @@ int main(void)
 		test_vexp();
 		test_attention();
 		test_attention_control();
+		test_attention_masked();
 	}
 	unsetenv("DTPC_CPU_ISA");
 	test_lse_merge_blocks();

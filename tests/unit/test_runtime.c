@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "compiler/driver.h"
+#include "runtime/device.h"
+#include "runtime/graph.h"
 #include "runtime/dtpc.h"
 #include "runtime/graph.h"
 #include "runtime/safetensors.h"
@@ -302,7 +304,7 @@ static void forged_embeddings(void)
 	};
 	size_t len = 0;
 	void *buf = driver_graph_buffer("tests/fixtures/embed.plan", "embed_fixture", NULL, NULL,
-					NULL, 0, false, &len, NULL, stderr);
+					NULL, 0, NULL, false, &len, NULL, stderr);
 	UNIT_CHECK(buf, "compile tests/fixtures/embed.plan");
 	for (size_t k = 0; buf && k < sizeof f / sizeof f[0]; k++) {
 		uint64_t *copy = malloc(len);
@@ -336,8 +338,126 @@ static void forged_embeddings(void)
 	free(buf);
 }
 
+/* A device without masked attention or pad (the CUDA device today) refuses
+ * a graph with them when the session is made, naming the op: the checks of
+ * session creation run again on a CPU session whose device table lacks them.
+ * Control: with the CPU's table the same checks pass. */
+static void device_refuses_masks(void)
+{
+	size_t len = 0;
+	void *buf = driver_graph_buffer("tests/plans/mask.plan", "joint", "ring = 2", NULL, NULL,
+					0, NULL, true, &len, NULL, stderr);
+	dtpc_graph *g = NULL;
+	dtpc_local_world *w = NULL;
+	dtpc_comm *c = NULL;
+	dtpc_session *s = NULL;
+	bool made = buf && !dtpc_graph_open_buffer(buf, len, &g) &&
+		    !dtpc_local_world_create(1, TIMEOUT_MS, &w) && !dtpc_comm_local(w, 0, &c) &&
+		    !dtpc_session_create(g, c, DTPC_DEVICE_CPU, &s);
+	free(buf);
+	UNIT_CHECK(made, "a CPU session for a graph with masked attention and pad");
+	if (!made)
+		goto out;
+	const struct dev_ops *cpu = s->dv->ops;
+	struct dev_ops lacking = *cpu;
+	lacking.masked_attention = false;
+	lacking.fill2d = NULL;
+	bool attn = false, pad = false, cpu_ok = true;
+	for (uint32_t i = 0; i < s->g->nops; i++) {
+		enum op_kind k = (enum op_kind)s->g->ops[i].kind;
+		s->dv->ops = cpu;
+		cpu_ok &= exec_check(s, i) == DTPC_OK;
+		s->dv->ops = &lacking;
+		dtpc_status st = exec_check(s, i);
+		if (k == OP_attention && s->g->ops[i].nin == 4)
+			attn |= st == DTPC_ERR_INVALID &&
+				strstr(dtpc_last_error(), "(attention 'blocks.0.attn'): the cpu device "
+					"has no key-padding mask on attention yet");
+		else if (k == OP_pad)
+			pad |= st == DTPC_ERR_INVALID &&
+			       strstr(dtpc_last_error(), "(pad 'blocks.0.joint_mask'): the cpu device "
+				      "has no pad yet");
+		else
+			cpu_ok &= st == DTPC_OK;
+	}
+	s->dv->ops = cpu;
+	UNIT_CHECK(cpu_ok, "the CPU device's table passes every op's check");
+	UNIT_CHECK(attn, "a device without masked attention refuses the masked attention, naming it");
+	UNIT_CHECK(pad, "a device without fill2d refuses pad, naming it");
+out:
+	dtpc_session_free(s);
+	dtpc_comm_free(c);
+	dtpc_local_world_free(w);
+	dtpc_graph_free(g);
+}
+
+/* A masked ring graph changed in place (checksum fixed, so it loads): session
+ * creation must refuse what would make a kernel read past a buffer — a mask
+ * operand that is not [batch, keys] split like the keys, pads that do not
+ * add up — naming the op. Control: the graph as compiled makes a session. */
+static void forged_session(void *buf, size_t len, const char *want, const char *what)
+{
+	struct g_file_header *h = buf;
+	h->checksum = graph_checksum(buf, len);
+	dtpc_graph *g = NULL;
+	if (dtpc_graph_open_buffer(buf, len, &g)) {
+		UNIT_CHECK(false, "%s: the forged graph did not load: %s", what, dtpc_last_error());
+		return;
+	}
+	struct job jobs[2];
+	const dtpc_graph *both[2] = { g, g };
+	run_ranks(jobs, 2, both, NULL, NULL);
+	bool ok = want ? jobs[0].st == DTPC_ERR_FORMAT && strstr(jobs[0].error, want)
+		       : jobs[0].st == DTPC_OK && jobs[1].st == DTPC_OK;
+	UNIT_CHECK(ok, "%s: %s", what, jobs[0].st ? jobs[0].error : "ran");
+	free_jobs(jobs, 2);
+	dtpc_graph_free(g);
+}
+
+static void forged_masks(void)
+{
+	size_t len = 0;
+	void *orig = driver_graph_buffer("tests/plans/mask.plan", "joint", "ring = 2", NULL, NULL,
+					 0, NULL, false, &len, NULL, stderr);
+	struct g_graph g;
+	char err[256];
+	UNIT_CHECK(orig && graph_parse(orig, len, &g, err, sizeof err),
+		   "compile and parse a masked ring graph");
+	if (!orig)
+		return;
+	/* offsets into the buffer: the parsed graph points into it */
+	size_t ring = 0, pad = 0;
+	for (uint32_t i = 0; i < g.nops; i++) {
+		if (g.ops[i].kind == OP_ring_attention && g.ops[i].nin == 4 && !ring)
+			ring = (size_t)((const char *)&g.operands[g.ops[i].in0] - (const char *)orig);
+		if (g.ops[i].kind == OP_pad && !pad)
+			pad = (size_t)((const char *)&g.ops[i] - (const char *)orig);
+	}
+	UNIT_CHECK(ring && pad, "the graph has a masked ring attention and a pad");
+	if (!ring || !pad) {
+		free(orig);
+		return;
+	}
+	void *f = malloc(len);
+	memcpy(f, orig, len);
+	forged_session(f, len, NULL, "control: the masked ring graph as compiled");
+	memcpy(f, orig, len);
+	uint32_t *opnd = (uint32_t *)((char *)f + ring);
+	opnd[3] = opnd[0]; /* q [B, rows, W] as the mask */
+	forged_session(f, len, "the mask must be [batch, keys], split like the keys",
+		       "a 3-d tensor as the ring's mask is refused");
+	memcpy(f, orig, len);
+	struct g_op *po = (struct g_op *)((char *)f + pad);
+	po->attr[2] += 1; /* one more row after than the output holds */
+	forged_session(f, len, "(pad)", "pads that do not add up are refused");
+	free(f);
+	free(orig);
+}
+
 int main(void)
 {
+	device_refuses_masks();
+	forged_masks();
 	dtpc_graph *g4 = compile("ulysses = 2, tp = 2", "64", false);
 	dtpc_graph *other4 = compile("ulysses = 2, tp = 2", "128", false);
 	dtpc_graph *g2 = compile("ring = 2", "64", false);

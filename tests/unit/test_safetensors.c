@@ -806,6 +806,54 @@ static void test_accepts(void)
 		   "integers written with a fraction or exponent");
 }
 
+/* st_write_fill: the tensors' bytes from a callback, as the tensor is
+ * written; a failing callback's message, and no file. */
+static bool fill_from(void *ud, size_t i, void *buf, char *err, size_t errlen)
+{
+	const struct st_tensor *t = ud;
+
+	if (!strcmp(t[i].name, "e.i64") && !t[i].data) {
+		snprintf(err, errlen, "no bytes for %s", t[i].name);
+		return false;
+	}
+	memcpy(buf, t[i].data, t[i].nbytes);
+	return true;
+}
+
+static void test_write_fill(void)
+{
+	struct st_tensor t[8], bare[8];
+	size_t n = rt_tensors(t), len1 = 0, len2 = 0;
+	uint8_t *b1, *b2;
+	char err[256] = "";
+
+	/* the callback sees every tensor's data; the written tensors carry none */
+	for (size_t i = 0; i < n; i++) {
+		bare[i] = t[i];
+		bare[i].data = NULL;
+	}
+	UNIT_CHECK(save("plain.safetensors", t, n, rt_meta, 2) &&
+		   st_write_fill(at("filled.safetensors"), bare, n, rt_meta, 2, fill_from, t, err,
+				 sizeof err), "write with and without a callback: %s", err);
+	b1 = get_file(at("plain.safetensors"), &len1);
+	b2 = get_file(at("filled.safetensors"), &len2);
+	UNIT_CHECK(b1 && b2 && len1 == len2 && !memcmp(b1, b2, len1),
+		   "the same bytes either way (%zu, %zu)", len1, len2);
+	free(b1);
+	free(b2);
+	/* e.i64's bytes are refused by the callback */
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(t[i].name, "e.i64"))
+			t[i].data = NULL;
+	UNIT_CHECK(!st_write_fill(at("failed.safetensors"), bare, n, NULL, 0, fill_from, t, err,
+				  sizeof err) && !strcmp(err, "no bytes for e.i64") &&
+		   access(at("failed.safetensors"), F_OK) != 0 &&
+		   access(at("failed.safetensors.tmp"), F_OK) != 0,
+		   "a failing callback: its message, no file left: %s", err);
+	UNIT_CHECK(!st_write(at("failed.safetensors"), bare, n, NULL, 0, err, sizeof err) &&
+		   strstr(err, "no data"), "without a callback, tensors need data: %s", err);
+}
+
 static void test_write_rejections(void)
 {
 	static const float v[4] = { 0 };
@@ -897,6 +945,7 @@ int main(void)
 	test_rejections();
 	test_accepts();
 	test_write_rejections();
+	test_write_fill();
 	remove_dir();
 	return unit_done();
 }

@@ -41,6 +41,10 @@ static void test_classify(void)
 		{ "diffusers' index among two",
 		  { "a.safetensors.index.json", "diffusion_pytorch_model.safetensors.index.json" },
 		  CKPT_INDEX, "diffusion_pytorch_model.safetensors.index.json" },
+		{ "a variant's index (diffusers' fp16 shards)",
+		  { "a-00001-of-00002.fp16.safetensors", "a-00002-of-00002.fp16.safetensors",
+		    "diffusion_pytorch_model.safetensors.index.fp16.json", "x.safetensors.index..json" },
+		  CKPT_INDEX, "diffusion_pytorch_model.safetensors.index.fp16.json" },
 		{ "per-rank files", { "rank-00001-of-00002.safetensors", "rank-00000-of-00002.safetensors",
 				      "README" }, CKPT_RANKS, "" },
 		{ "two files", { "b.safetensors", "a.safetensors" }, -1,
@@ -204,7 +208,7 @@ static void test_rank_bytes(void)
 	struct override none = { 0 };
 	size_t len = 0;
 	void *buf = driver_graph_buffer("tests/fixtures/flux.plan", "flux_fixture_tp", "tp = 2", NULL,
-					&none, 0, false, &len, NULL, stderr);
+					&none, 0, NULL, false, &len, NULL, stderr);
 	struct g_graph g;
 	char err[512];
 
@@ -252,7 +256,7 @@ static void test_rank_bytes(void)
 	/* the identity of rank files: each rank's slices hash apart, and the
 	 * weights hash ignores how they are cut */
 	void *buf2 = driver_graph_buffer("tests/fixtures/flux.plan", "flux_fixture_cp", "ulysses = 2",
-					 NULL, &none, 0, false, &len, NULL, stderr);
+					 NULL, &none, 0, NULL, false, &len, NULL, stderr);
 	struct g_graph g2;
 	if (buf2 && graph_parse(buf2, len, &g2, err, sizeof err))
 		UNIT_CHECK(ckpt_weights_hash(&g) == ckpt_weights_hash(&g2) &&
