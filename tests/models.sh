@@ -145,6 +145,59 @@ full() {
 	[ -n "${DTPC_SAN:-}" ] || "$@"
 }
 
+# bound NAME WANT FIXTURE MODEL PLAN [-D ...]: the graph binds exactly the
+# checkpoint's tensors (names and shapes, from each file's header): no
+# diffusers parameter is left out of the model, none is made up. WANT "fail":
+# a control that must report the difference.
+cat >"$tmp/bound.py" <<'PY'
+import glob, json, os, struct, sys
+graph = {w["name"]: w["shape"] for w in json.load(open(sys.argv[1]))["weights"]}
+ckpt = {}
+for f in glob.glob(os.path.join(sys.argv[2], "*.safetensors")):
+    with open(f, "rb") as fh:
+        n = struct.unpack("<Q", fh.read(8))[0]
+        h = json.loads(fh.read(n))
+    h.pop("__metadata__", None)
+    ckpt.update({k: v["shape"] for k, v in h.items()})
+missing = sorted(set(ckpt) - set(graph))
+extra = sorted(set(graph) - set(ckpt))
+shape = sorted(k for k in set(ckpt) & set(graph) if ckpt[k] != graph[k])
+for what, names in (("not bound", missing), ("not in the checkpoint", extra),
+                    ("of another shape", shape)):
+    if names:
+        print(f"{len(names)} tensors {what}: {', '.join(names[:3])}")
+print(f"{len(graph)} weights bound, {len(ckpt)} in the checkpoint")
+sys.exit(1 if missing or extra or shape else 0)
+PY
+bound() {
+	b_name=$1 b_want=$2 b_fix=$3 b_model=$4 b_plan=$5
+	shift 5
+	b_g="$tmp/$b_name.graph"
+	# shellcheck disable=SC2046 # the -D options split into words
+	if ! "$DTPC" "models/$b_model.plan" --plan "$b_plan" --mesh "tp = 1" \
+		--config "$FIX/$b_fix/transformer" $(fixture defines "$b_fix") "$@" -o "$b_g" \
+		>"$tmp/out" 2>&1 || ! "$DTPC" inspect "$b_g" --format json >"$tmp/inspect.json" 2>>"$tmp/out"
+	then
+		fail=$((fail + 1))
+		echo "FAIL  $b_name: did not compile"
+		sed 's/^/      /' "$tmp/out" | head -10
+		return
+	fi
+	python3 "$tmp/bound.py" "$tmp/inspect.json" "$FIX/$b_fix/transformer" >"$tmp/out" 2>&1
+	b_rc=$?
+	if [ "$b_want" = fail ] && [ $b_rc = 1 ]; then
+		pass=$((pass + 1))
+		printf "ok    %-28s %s (fails, as it must)\n" "$b_name" "$(head -1 "$tmp/out")"
+	elif [ "$b_want" = ok ] && [ $b_rc = 0 ]; then
+		pass=$((pass + 1))
+		printf "ok    %-28s %s\n" "$b_name" "$(tail -1 "$tmp/out")"
+	else
+		fail=$((fail + 1))
+		echo "FAIL  $b_name"
+		sed 's/^/      /' "$tmp/out" | head -10
+	fi
+}
+
 AG='rotate_method = "allgather"'
 AA='rotate_method = "alltoall"'
 if [ "$MODE" = mpi ]; then
@@ -218,6 +271,15 @@ else
 		"ring = 2" "$AA"
 	full case_ qwenimage-frames2-ulysses2 qwenimage_frames2 qwenimage qwenimage_ulysses \
 		"ulysses = 2" ""
+
+	# every checkpoint tensor bound, each configuration's optional modules too
+	for f in flux_dev flux_schnell flux_patch2; do bound "bound-$f" ok $f flux flux_tp; done
+	for f in wan wan_bf16 wan_patch221; do bound "bound-$f" ok $f wan wan_single; done
+	for f in qwenimage qwenimage_frames2; do
+		bound "bound-$f" ok $f qwenimage qwenimage_tp
+	done
+	# control: Flux.1-dev compiled as schnell leaves its guidance embedder out
+	bound control-bound-no-guidance fail flux_dev flux flux_tp -D guidance_embeds=false
 
 	# negative controls: a weight off by 0.25 (one element of a per-head
 	# QK norm), Qwen-Image's padding unmasked
