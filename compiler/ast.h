@@ -15,6 +15,8 @@ enum expr_kind {
 	EX_NOT,   /* `not a` (operand in a) */
 	EX_INDEX, /* a[b]: a list, b an integer index (negative from the end) */
 	EX_CALL,  /* s(items...): len, sum, prod, min, max, int, float */
+	EX_NONE,  /* none: diffusers' None, a config.json null */
+	EX_COND,  /* a if cond else b */
 };
 
 /* EX_BIN operators: the one-character ones by their character, the others
@@ -36,7 +38,8 @@ struct expr {
 	double f;           /* EX_FLOAT */
 	const char *s;      /* EX_STR text, EX_PATH dotted name, EX_CALL function */
 	int op;             /* EX_BIN: '+', '-', '*', '/', '%', '<', '>' or BIN_* */
-	struct expr *a, *b; /* EX_BIN / EX_INDEX operands, EX_NEG / EX_NOT operand in a */
+	struct expr *a, *b; /* EX_BIN / EX_INDEX / EX_COND operands, EX_NEG / EX_NOT operand in a */
+	struct expr *cond;  /* EX_COND */
 	struct expr *items; /* EX_LIST elements, EX_CALL arguments */
 	struct expr *next;  /* sibling in a list */
 };

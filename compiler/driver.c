@@ -37,7 +37,7 @@ static void dump_ir(FILE *out, struct arena *a, const struct ir_model *m)
 			shape_str(a, &m->tensors[o->out].shape));
 	}
 	for (int i = 0; i < m->noutputs; i++)
-		fprintf(out, "output %%%d\n", m->outputs[i]);
+		fprintf(out, "output %%%d %s\n", m->outputs[i], m->output_names[i]);
 }
 
 static void dump_styles(FILE *out, const struct plan_cfg *c)

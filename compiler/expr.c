@@ -14,7 +14,7 @@
 const char *value_kind_name(enum value_kind k)
 {
 	static const char *names[] = { "nothing", "integer", "number", "string",
-				       "boolean", "list" };
+				       "boolean", "list", "none" };
 	return names[k];
 }
 
@@ -60,6 +60,7 @@ static bool equal(const struct value *a, const struct value *b)
 	switch (a->kind) {
 	case VAL_STR: return !strcmp(a->s, b->s);
 	case VAL_BOOL: return a->i == b->i;
+	case VAL_NULL: return true;
 	case VAL_LIST:
 		if (a->n != b->n)
 			return false;
@@ -375,6 +376,24 @@ static bool eval(struct eval_ctx *c, const struct expr *e, struct value *out, in
 		out->kind = VAL_BOOL;
 		out->i = e->i;
 		return true;
+	case EX_NONE:
+		out->kind = VAL_NULL;
+		return true;
+	case EX_COND: {
+		/* Python's `a if c else b`: only the branch taken is evaluated */
+		struct value c0;
+		if (too_deep(c, e, depth) || !eval(c, e->cond, &c0, depth + 1))
+			return false;
+		if (c0.kind != VAL_BOOL) {
+			diag_error(c->diag, e->cond->loc, "'if' needs true or false, not %s",
+				   value_str(c->arena, &c0));
+			return false;
+		}
+		if (!eval(c, c0.i ? e->a : e->b, out, depth + 1))
+			return false;
+		out->loc = e->loc;
+		return true;
+	}
 	case EX_PATH: {
 		enum lookup_result r = c->lookup ? c->lookup(c->ud, e->s, e->loc, out)
 						 : LOOKUP_UNKNOWN;
@@ -384,7 +403,9 @@ static bool eval(struct eval_ctx *c, const struct expr *e, struct value *out, in
 		}
 		if (r == LOOKUP_UNKNOWN) {
 			diag_error(c->diag, e->loc, "unknown name '%s'", e->s);
-			if (c->candidates) {
+			if (!strcmp(e->s, "None") || !strcmp(e->s, "null"))
+				diag_hint(c->diag, "the language writes None as none");
+			else if (c->candidates) {
 				int n = 0;
 				const char *const *names = c->candidates(c->ud, &n);
 				const char *best = closest_name(e->s, names, n);
@@ -504,9 +525,14 @@ const char *value_str(struct arena *a, const struct value *v)
 {
 	switch (v->kind) {
 	case VAL_INT: return arena_printf(a, "%" PRId64, v->i);
-	case VAL_FLOAT: return arena_printf(a, "%g", v->f);
+	case VAL_FLOAT: {
+		/* as Python prints it: 4.0, not 4, which reads as an integer */
+		const char *s = arena_printf(a, "%g", v->f);
+		return strpbrk(s, ".en") ? s : arena_printf(a, "%s.0", s);
+	}
 	case VAL_STR: return arena_printf(a, "\"%s\"", v->s);
 	case VAL_BOOL: return v->i ? "true" : "false";
+	case VAL_NULL: return "none";
 	case VAL_LIST: {
 		const char *s = "[";
 		for (int i = 0; i < v->n; i++)
@@ -551,6 +577,10 @@ struct value value_from_cli(struct arena *a, const char *text)
 	if (plain && !*end && isfinite(f)) {
 		v.kind = VAL_FLOAT;
 		v.f = f;
+		return v;
+	}
+	if (!strcmp(text, "none")) {
+		v.kind = VAL_NULL;
 		return v;
 	}
 	if (!strcmp(text, "true") || !strcmp(text, "false")) {

@@ -13,7 +13,9 @@
 
 #include "ast.h"
 
-enum value_kind { VAL_NONE, VAL_INT, VAL_FLOAT, VAL_STR, VAL_BOOL, VAL_LIST };
+/* VAL_NONE: no value (an expression that failed); VAL_NULL: the value
+ * `none` (diffusers' None, a config.json null). */
+enum value_kind { VAL_NONE, VAL_INT, VAL_FLOAT, VAL_STR, VAL_BOOL, VAL_LIST, VAL_NULL };
 
 struct value {
 	enum value_kind kind;

@@ -109,7 +109,10 @@ static bool scan(const char *t, size_t len, struct tok **out, int *ntok, char *w
 				return false;
 			}
 			j++;
-		} else if (!strchr("{}()[],;:=.+-*/", c)) {
+		} else if (i + 1 < len && strchr("=!<>/", c) &&
+			   t[i + 1] == (c == '/' ? '/' : '=')) {
+			j++; /* == != <= >= // */
+		} else if (!strchr("{}()[],;:=.+-*/%<>", c)) {
 			snprintf(why, whylen, "stray character");
 			free(v);
 			return false;
@@ -130,9 +133,10 @@ static bool scan(const char *t, size_t len, struct tok **out, int *ntok, char *w
 	return true;
 }
 
+/* A one-character punctuation token c ('=' is not '==') */
 static bool punct(const struct tok *t, char c)
 {
-	return t && t->kind == K_PUNCT && t->s[0] == c;
+	return t && t->kind == K_PUNCT && t->len == 1 && t->s[0] == c;
 }
 
 static bool word(const struct tok *t, const char *w)
@@ -140,11 +144,18 @@ static bool word(const struct tok *t, const char *w)
 	return t && t->kind == K_WORD && (size_t)t->len == strlen(w) && !strncmp(t->s, w, (size_t)t->len);
 }
 
+/* The keywords that an expression follows (`if -x > 0`, `not (a)`). */
+static bool expr_keyword(const struct tok *t)
+{
+	return word(t, "if") || word(t, "else") || word(t, "and") || word(t, "or") ||
+	       word(t, "not");
+}
+
 /* Whether a token ends an operand: after it, '-' is binary. */
 static bool operand_end(const struct tok *t)
 {
-	return t->kind == K_WORD || t->kind == K_NUM || t->kind == K_DOTINT || t->kind == K_STR ||
-	       punct(t, ')') || punct(t, ']');
+	return (t->kind == K_WORD && !expr_keyword(t)) || t->kind == K_NUM ||
+	       t->kind == K_DOTINT || t->kind == K_STR || punct(t, ')') || punct(t, ']');
 }
 
 /* Spaces between two tokens of one line (prev2: the token before prev). */
@@ -159,7 +170,7 @@ static int gap(const struct tok *prev2, const struct tok *prev, const struct tok
 	if (punct(prev, '-') && !(prev2 && operand_end(prev2)))
 		return 0; /* unary minus */
 	if ((punct(cur, '(') || punct(cur, '[')) &&
-	    (prev->kind == K_WORD || punct(prev, ')') || punct(prev, ']')))
+	    ((prev->kind == K_WORD && !expr_keyword(prev)) || punct(prev, ')') || punct(prev, ']')))
 		return 0;
 	return 1;
 }
@@ -234,7 +245,7 @@ static enum align_kind align_of(const struct tok *v, const struct line *l, bool 
 		return AL_INPUT;
 	}
 	static const char *const keywords[] = { "import", "model", "plan", "output", "repeat",
-						"mesh", "context", "tensor" };
+						"mesh", "context", "tensor", "if", "else" };
 	for (size_t k = 0; k < sizeof keywords / sizeof *keywords; k++)
 		if (word(t, keywords[k]))
 			return AL_NONE;

@@ -882,8 +882,10 @@ static void gather_nothing(struct lp *P, int mi, const struct style_use *u, cons
 			      u->out_index >= 0 ? arena_printf(P->a, "out.%d, ", u->out_index) : "",
 			      u->dim, P->m->modules[mi].name, u->dim);
 	if (other)
-		f->hint = arena_printf(P->a, "its output is split along dim %d: gather(dim = %d)",
-				       other->dim, other->dim);
+		f->hint = arena_printf(P->a, "its output is split along dim %d: gather(%sdim = %d)",
+				       other->dim, u->out_index >= 0 ? arena_printf(P->a, "out.%d, ",
+										    u->out_index) : "",
+				       other->dim);
 	else
 		f->hint = "remove the gather; only context-parallel splits are gathered";
 }

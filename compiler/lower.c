@@ -157,6 +157,7 @@ static void meta_value(struct lower *L, const char *k, const struct value *v)
 		}
 		m.value = str_id(L, value_str(L->a, v));
 		break;
+	case VAL_NULL: /* not written as a parameter: see "params_none" */
 	case VAL_NONE: m.value = str_id(L, value_str(L->a, v)); break;
 	}
 	PUSH(L, L->meta, m);
@@ -843,8 +844,20 @@ struct g_graph *lower_plan(struct arena *a, struct diag_ctx *d,
 					     c->ulysses_anything ? "true" : "false",
 					     c->ring_anything ? "true" : "false"));
 	meta_bool(&L, "convert_to_fp32", c->convert_to_fp32);
-	for (int i = 0; i < m->nparams; i++)
-		meta_value(&L, arena_printf(a, "param.%s", m->param_names[i]), &m->params[i]);
+	/* none has no record type of its own: the parameters that are none
+	 * are listed by name in "params_none", which run --verify reads */
+	struct value none = { .kind = VAL_LIST };
+	none.items = ARENA_ARRAY(a, struct value, m->nparams ? m->nparams : 1);
+	for (int i = 0; i < m->nparams; i++) {
+		if (m->params[i].kind == VAL_NULL)
+			none.items[none.n++] = (struct value){ .kind = VAL_STR,
+							       .s = m->param_names[i] };
+		else
+			meta_value(&L, arena_printf(a, "param.%s", m->param_names[i]),
+				   &m->params[i]);
+	}
+	if (none.n)
+		meta_value(&L, "params_none", &none);
 
 	L.val = ARENA_ARRAY(a, int, m->ntensors ? m->ntensors : 1);
 	L.act = ARENA_ARRAY(a, struct layout, m->ntensors ? m->ntensors : 1);

@@ -55,6 +55,8 @@ struct binding {
 	struct scope *owner;
 	bool failed;       /* its statement had errors: uses stay silent */
 	bool variable;     /* an input or alias: may be bound again in its scope */
+	bool alias;        /* a new name an alias statement bound */
+	bool read;         /* read since (an alias never read is likely a typo) */
 	int tuple;         /* a tuple's element count (its name is no tensor) */
 	const char *name;  /* as the scope spells it */
 };
@@ -435,6 +437,7 @@ static int tensor_ref(struct inst *I, const char *name, dtpc_loc loc)
 			diag_hint(I->d, "did you mean '%s'?", best);
 		return -1;
 	}
+	bd->read = true;
 	note_read(I, name, bd->tensor);
 	return bd->tensor;
 }
@@ -500,6 +503,9 @@ static bool const_arg(struct inst *I, int op, int k, const struct bound *b,
 		diag_error(I->d, a->val->loc, "argument '%s' of %s() must be %s, not %s",
 			   p->name, op_table[op].name, want[(int)p->kind],
 			   value_str(I->a, v));
+		if (p->kind == 'i' && v->kind == VAL_FLOAT)
+			diag_hint(I->d, "int(...) makes an integer of a number (toward zero, "
+				  "as Python's int)");
 		return false;
 	}
 	return true;
@@ -1068,6 +1074,7 @@ static bool shape_rule(struct inst *I, struct ir_op *o, const struct bound *b,
 /* ---- statements ------------------------------------------------------------ */
 
 static void walk(struct inst *I, const struct mstmt *body);
+static void fail_branches(struct inst *I, const struct mstmt *st);
 
 static void define(struct inst *I, struct scope *s, const char *name, int tensor,
 		   dtpc_loc loc)
@@ -1249,6 +1256,14 @@ static void do_tuple(struct inst *I, const struct mstmt *st)
 		ok &= outs[k] >= 0;
 	}
 	if (!ok) {
+		/* name.K too, so that its readers stay silent */
+		for (int i = 0; i < n; i++) {
+			const char *elem = arena_printf(I->a, "%s.%d", st->name, i);
+			if (!local_binding(I, elem)) {
+				define(I, I->cur, elem, -1, st->name_loc);
+				I->bindings[I->nbindings - 1].failed = true;
+			}
+		}
 		define_failed(I, st, false);
 		return;
 	}
@@ -1257,7 +1272,7 @@ static void do_tuple(struct inst *I, const struct mstmt *st)
 	I->bindings[I->nbindings - 1].tuple = n;
 	for (int i = 0; i < n; i++)
 		define(I, I->cur, arena_printf(I->a, "%s.%d", st->name, i), outs[i],
-		       st->args ? st->loc : st->name_loc);
+		       st->name_loc);
 	int mi = new_module(I, full, MOD_TUPLE, st->name_loc);
 	if (mi < 0)
 		return;
@@ -1287,23 +1302,77 @@ static void do_alias(struct inst *I, const struct mstmt *st)
 	}
 	define(I, I->cur, st->name, t, st->name_loc);
 	I->bindings[I->nbindings - 1].variable = true;
+	I->bindings[I->nbindings - 1].alias = true;
+}
+
+/* A new name an alias bound and nothing read (`hidden_state = x_embedder;`
+ * for hidden_states): a note, since a typo on the left of an alias makes a
+ * new name instead of an error. Over the bindings the current scope made
+ * from index `first` on. */
+static void unread_aliases(struct inst *I, int first)
+{
+	for (int i = first; i < I->nbindings; i++) {
+		const struct binding *b = &I->bindings[i];
+		if (b->owner != I->cur || !b->alias || b->read)
+			continue;
+		diag_remark(I->d, b->loc, "'%s' is bound here but never read", b->name);
+		int n = 0, k = 0;
+		const char **names = (const char **)scope_candidates(I, &n);
+		for (int j = 0; j < n; j++) /* itself aside */
+			if (strcmp(names[j], b->name))
+				names[k++] = names[j];
+		const char *best = closest_name(b->name, names, k);
+		if (best)
+			diag_hint(I->d, "a typo of '%s'?", best);
+	}
+}
+
+/* An if whose condition failed takes no branch: the names its branches
+ * define are defined as failed, so that their uses do not cascade into
+ * "unknown tensor" errors. */
+static void fail_names(struct inst *I, const struct mstmt *body)
+{
+	for (const struct mstmt *st = body; st; st = st->next) {
+		switch (st->kind) {
+		case MS_INPUT:
+		case MS_ASSIGN:
+		case MS_ALIAS:
+		case MS_REPEAT:
+			if (!find_binding(I, st->name))
+				define_failed(I, st, false);
+			break;
+		case MS_IF:
+			fail_branches(I, st);
+			break;
+		case MS_OUTPUT:
+			break;
+		}
+	}
+}
+
+static void fail_branches(struct inst *I, const struct mstmt *st)
+{
+	fail_names(I, st->body);
+	fail_names(I, st->orelse);
 }
 
 /* `if COND { ... } else { ... }`: the branch taken runs in the scope around
  * it; the other is parsed (so syntax-checked) but not instantiated. */
 static void do_if(struct inst *I, const struct mstmt *st)
 {
-	if (!st->count)
-		return; /* a syntax error in the condition, reported */
 	struct eval_ctx c = eval_ctx(I);
 	struct value v;
-	if (!expr_eval(&c, st->count, &v))
+	/* !st->count: a syntax error in the condition, reported */
+	if (!st->count || !expr_eval(&c, st->count, &v)) {
+		fail_branches(I, st);
 		return;
+	}
 	if (v.kind != VAL_BOOL) {
 		diag_error(I->d, st->count->loc, "an if condition must be true or false, not %s",
 			   value_str(I->a, &v));
 		diag_hint(I->d, "compare it: if %s > 0 { ... }",
 			  st->count->kind == EX_PATH ? st->count->s : "n");
+		fail_branches(I, st);
 		return;
 	}
 	walk(I, v.i ? st->body : st->orelse);
@@ -1447,7 +1516,10 @@ static void do_repeat(struct inst *I, const struct mstmt *st)
 				   .instance = mi, .first_tensor = I->m->ntensors };
 		I->m->modules[mi].first_op = I->m->nops;
 		I->cur = &s;
+		int first_binding = I->nbindings;
 		walk(I, st->body);
+		if (i == 0) /* the other iterations run the same statements */
+			unread_aliases(I, first_binding);
 		I->cur = s.parent;
 		struct ir_module *mod = &I->m->modules[mi];
 		mod->end_op = I->m->nops;
@@ -1471,6 +1543,8 @@ static void do_output(struct inst *I, const struct mstmt *st)
 	struct ir_model *m = I->m;
 	for (const struct pathref *r = st->outputs; r; r = r->next) {
 		struct binding *b = find_binding(I, r->name);
+		if (b)
+			b->read = true;
 		if (b && b->tuple) {
 			diag_error(I->d, r->loc, "'%s' is a tuple of %d tensors: output them "
 				   "one by one", r->name, b->tuple);
@@ -1623,6 +1697,10 @@ static bool fits(struct arena *a, const struct value *def, const struct value *v
 		 struct value *out)
 {
 	*out = *v;
+	/* none (diffusers' None) stands for any kind, and any kind for it:
+	 * `image_dim = none` takes 1280, as diffusers' `int | None` */
+	if (def->kind == VAL_NULL || v->kind == VAL_NULL)
+		return true;
 	if (def->kind == VAL_FLOAT && v->kind == VAL_INT) {
 		out->kind = VAL_FLOAT;
 		out->f = (double)v->i;
@@ -1674,6 +1752,14 @@ static void bind_params(struct inst *I, const struct model *md,
 		unsigned since = blame_begin(I);
 		bool ok = expr_eval(&c, a->val, &v);
 		blame(I, since);
+		/* `-D act=none` of a string parameter is the string "none" */
+		struct override cli_str;
+		if (use && ok && use->from_cli && use->val.kind == VAL_NULL && v.kind == VAL_STR) {
+			cli_str = *use;
+			cli_str.val.kind = VAL_STR;
+			cli_str.val.s = "none";
+			use = &cli_str;
+		}
 		/* An override keeps the parameter's kind: `-D seq=abc` is reported
 		 * here, not as a bad shape deep in the model. An integer where a
 		 * number is expected is fine. A config's value is checked even
@@ -1693,13 +1779,10 @@ static void bind_params(struct inst *I, const struct model *md,
 			}
 			const char *kind = kind_words(I->a, &v), *def = value_str(I->a, &v);
 			if (x->from_config) {
-				/* 2.0 as the file writes it: value_str's %g shows "2" */
 				const struct value *u = &x->val;
-				bool whole = u->kind == VAL_FLOAT && u->f > -1e15 && u->f < 1e15 &&
-					     u->f == (double)(int64_t)u->f;
 				const char *got = x->unfit ? x->unfit
-					: arena_printf(I->a, "%s, %s", whole ? arena_printf(I->a, "%.1f", u->f)
-						       : value_str(I->a, u), kind_words(I->a, u));
+					: arena_printf(I->a, "%s, %s", value_str(I->a, u),
+						       kind_words(I->a, u));
 				diag_error(I->d, x->val.loc, "config key '%s' is %s; model '%s' takes "
 					   "%s (default %s)", a->name, got, md->name, kind, def);
 				diag_note(I->d, a->name_loc, "'%s' is declared here", a->name);
@@ -1767,6 +1850,7 @@ struct ir_model *model_instantiate(struct arena *a, struct diag_ctx *d,
 	I.cur = &root;
 	new_module(&I, "", MOD_ROOT, md->name_loc);
 	walk(&I, md->body);
+	unread_aliases(&I, 0);
 	m->modules[0].outputs = m->outputs;
 	m->modules[0].noutputs = m->noutputs;
 	m->modules[0].end_op = m->nops;

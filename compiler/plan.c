@@ -600,6 +600,9 @@ static const char *which_output(struct resolver *R, int mi, const struct style_u
 				const char *style)
 {
 	const struct ir_module *m = &R->c->model->modules[mi];
+	if (u->out_index >= m->noutputs && m->noutputs == 1)
+		return arena_printf(R->a, "'%s' has no output %d: its one output is out "
+				    "(or out.0)", m->name, u->out_index);
 	if (u->out_index >= m->noutputs)
 		return arena_printf(R->a, "'%s' has no output %d: its outputs are out.0 to "
 				    "out.%d", m->name, u->out_index, m->noutputs - 1);

@@ -232,7 +232,16 @@ static int verify(const struct run_opts *o, const dtpc_graph *g, dtpc_session *s
 	struct arena *a = arena_create();
 	int n = 0;
 	const struct g_graph *gg = &g->g;
-	struct override *defs = ARENA_ARRAY(a, struct override, gg->nmeta + 1);
+	struct value none = { .kind = VAL_NONE };
+	for (uint32_t i = 0; i < gg->nmeta; i++)
+		if (!strcmp(graph_str(gg, gg->meta[i].key), "params_none"))
+			meta_value(a, gg, i, &none);
+	struct override *defs = ARENA_ARRAY(a, struct override,
+					    gg->nmeta + 1 + (none.kind == VAL_LIST ? none.n : 0));
+	/* the parameters that are none (diffusers' None), listed by name */
+	for (int k = 0; none.kind == VAL_LIST && k < none.n; k++)
+		defs[n++] = (struct override){ .name = none.items[k].s, .from_cli = true,
+					       .val = { .kind = VAL_NULL, .loc = loc_none() } };
 	for (uint32_t i = 0; i < gg->nmeta; i++) {
 		const char *key = graph_str(gg, gg->meta[i].key);
 		if (strncmp(key, "param.", 6))

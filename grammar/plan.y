@@ -183,10 +183,11 @@ static void yyerror(const dtpc_loc *loc, yyscan_t scanner,
 %token IMPORT "'import'" MODEL "'model'" PLAN "'plan'" INPUT "'input'"
 %token OUTPUT "'output'" REPEAT "'repeat'" MESH "'mesh'"
 %token CONTEXT "'context'" TENSOR "'tensor'" IF "'if'" ELSE "'else'"
-%token AND "'and'" OR "'or'" NOT "'not'" TRUE "'true'" FALSE "'false'"
+%token AND "'and'" OR "'or'" NOT "'not'" NONE "'none'" TRUE "'true'" FALSE "'false'"
 %token EQ "'=='" NE "'!='" LE "'<='" GE "'>='" FLOORDIV "'//'"
 
 /* Python's precedence; comparisons do not chain (a < b < c is an error). */
+%right IF ELSE
 %left OR
 %left AND
 %precedence NOT
@@ -422,17 +423,26 @@ arg:
 |	IDENT '=' expr { $$ = mkarg(P, $1, @1, $3, @$); }
 ;
 
-/* expr := INT | FLOAT | STRING | 'true' | 'false' | path | '[' expr {',' expr} ']'
+/* expr := INT | FLOAT | STRING | 'true' | 'false' | 'none' | path | '[' [ expr {',' expr} ] ']'
  *       | expr ('+'|'-'|'*'|'/'|'//'|'%') expr | '-' expr | '(' expr ')'
  *       | expr ('=='|'!='|'<'|'>'|'<='|'>=') expr | expr ('and'|'or') expr
- *       | 'not' expr | expr '[' expr ']' | IDENT '(' [ expr { ',' expr } ] ')' */
+ *       | 'not' expr | expr '[' expr ']' | IDENT '(' [ expr { ',' expr } ] ')'
+ *       | expr 'if' expr 'else' expr */
 expr:
 	INT { $$ = mkexpr(P, EX_INT, @$); $$->i = $1; }
 |	FLOAT { $$ = mkexpr(P, EX_FLOAT, @$); $$->f = $1; }
 |	STRING { $$ = mkexpr(P, EX_STR, @$); $$->s = $1; }
 |	TRUE { $$ = mkexpr(P, EX_BOOL, @$); $$->i = 1; }
 |	FALSE { $$ = mkexpr(P, EX_BOOL, @$); $$->i = 0; }
+|	NONE { $$ = mkexpr(P, EX_NONE, @$); }
+|	expr IF expr ELSE expr {
+		$$ = mkexpr(P, EX_COND, @$);
+		$$->a = $1;
+		$$->cond = $3;
+		$$->b = $5;
+	}
 |	path { $$ = mkexpr(P, EX_PATH, @$); $$->s = $1; }
+|	'[' ']' { $$ = mkexpr(P, EX_LIST, @$); }
 |	'[' exprs ']' { $$ = mkexpr(P, EX_LIST, @$); $$->items = $2.head; }
 |	expr '+' expr { $$ = mkbin(P, '+', $1, $3, @$); }
 |	expr '-' expr { $$ = mkbin(P, '-', $1, $3, @$); }
@@ -559,8 +569,8 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner,
 				 struct parse_ctx *P)
 {
 	(void)scanner;
-	yysymbol_kind_t exp[16];
-	int n = yypcontext_expected_tokens(ctx, exp, 16);
+	yysymbol_kind_t exp[32];
+	int n = yypcontext_expected_tokens(ctx, exp, 32);
 	yysymbol_kind_t got = yypcontext_token(ctx);
 	dtpc_loc at = *yypcontext_location(ctx);
 	bool want_semi = false, want_ident = false, want_colon = false, want_brace = false;
@@ -591,12 +601,31 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner,
 				    exp[i] != YYSYMBOL_TENSOR))
 			exp[k++] = exp[i];
 	n = k;
+	/* After an operand every binary operator fits: "an operator" says it
+	 * in two words instead of seventeen. */
+	static const char *const ops[] = { "'+'", "'-'", "'*'", "'/'", "'%'", "'<'", "'>'",
+					   "'['", "'=='", "'!='", "'<='", "'>='", "'//'",
+					   "'and'", "'or'", "'if'" };
+	int nops = 0;
+	for (int i = 0; i < n; i++)
+		for (size_t j = 0; j < sizeof ops / sizeof *ops; j++)
+			nops += !strcmp(yysymbol_name(exp[i]), ops[j]);
+	const char *names[32];
+	k = 0;
+	for (int i = 0; i < n; i++) {
+		bool op = false;
+		for (size_t j = 0; j < sizeof ops / sizeof *ops; j++)
+			op |= !strcmp(yysymbol_name(exp[i]), ops[j]);
+		if (!op || nops < 8)
+			names[k++] = yysymbol_name(exp[i]);
+	}
+	if (nops >= 8)
+		names[k++] = "an operator";
 	char expected[256] = "";
 	size_t len = 0;
-	for (int i = 0; i < n && len < sizeof expected; i++)
+	for (int i = 0; i < k && len < sizeof expected; i++)
 		len += (size_t)snprintf(expected + len, sizeof expected - len,
-					"%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ",
-					yysymbol_name(exp[i]));
+					"%s%s", i == 0 ? "" : i == k - 1 ? " or " : ", ", names[i]);
 
 	/* A statement that runs into the next line lacks its ';': point just
 	 * after the last token of the statement, as gcc does. */

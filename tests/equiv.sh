@@ -147,6 +147,20 @@ else
 	# tables [1, S, 1, D] -> [S, D]), unevenly
 	case_ reshape-unit-dims-ring3 tests/diag/layout-reshape-unit-dims.plan p "ring = 3" \
 		"ring_anything = true" -D seq=7
+	# the language of diffusers' forward (tests/plans/forward.plan): a
+	# tuple's outputs split one by one, root rebinding with the split where
+	# the blocks take the streams, if/else on a config flag (both branches),
+	# outputs named as written
+	F=tests/plans/forward.plan
+	matrix forward $F forward_cp forward_tp
+	case_ forward-no-guidance-ring2xulysses2 $F forward_cp "ring = 2, ulysses = 2" "" \
+		-D guidance_embeds=false
+	case_ forward-no-guidance-tp2 $F forward_tp "tp = 2" "" -D guidance_embeds=false \
+		-D out_channels=8
+	case_ forward-ring-anything3 $F forward_cp "ring = 3" "ring_anything = true" \
+		-D img_seq=13 -D txt_seq=7 -D 'axes_dims_rope=[1,2,1]'
+	case_ forward-ulysses-anything3 $F forward_cp "ulysses = 3" "ulysses_anything = true" \
+		-D num_attention_heads=5 -D img_seq=7 -D txt_seq=5
 	# a plan with unusual ops (modulation, per-head norm, cross-attention,
 	# a reshape of a tp-sharded tensor, a gather on a repeat block)
 	for m in "ring = 2, ulysses = 2, tp = 2" "ulysses = 2, tp = 2" "tp = 2, ring = 2" \

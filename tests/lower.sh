@@ -42,6 +42,13 @@ golden mask-ulysses2 cp "ulysses = 2" "" 1
 golden mask-ring2-alltoall cp "ring = 2" 'rotate_method = "alltoall"' 1
 golden mask-ring2xulysses2 cp "ring = 2, ulysses = 2" "" 3
 golden mask-ring-anything3 cp "ring = 3" "ring_anything = true" 2
+# the language of diffusers' forward (tests/plans/forward.plan): pos_embed's
+# tables sharded where the tuple is written (out.0 to out.3), the rebound
+# hidden_states / encoder_hidden_states sharded where they enter
+# transformer_blocks.0 (not at the root), final's out.1 gathered, the output
+# named sample
+LFILE=tests/plans/forward.plan
+golden forward-ring2xulysses2 forward_cp "ring = 2, ulysses = 2" "" 3
 LFILE=tests/lower/tiny.plan
 
 # A comment appended to the plan changes the checksum and the source hash (the

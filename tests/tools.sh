@@ -400,6 +400,8 @@ print_plan_rules(cp_plan={
     "blocks.*": {"encoder_hidden_states": In(split_dim=1, expected_dims=3, split_output=False)},
     "proj_out": Out(gather_dim=1, expected_dims=3),
 })
+print("--")
+print_plan_rules(cp_plan={"pos_embed": [Out(gather_dim=0), Out(gather_dim=1)]})
 PYEOF
 	compare tools/python-plan-rules tests/tools/python-plan-rules.expected "$tmp/rules.out"
 fi

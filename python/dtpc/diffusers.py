@@ -15,10 +15,12 @@ diffusers need not be installed: pass the dicts (or any object carrying
 them, such as the model class). Their values may be diffusers' own
 ContextParallelInput / ContextParallelOutput or the stand-ins below: only
 the attributes are read. ``expected_dims`` is not carried over: dtpc checks
-every shape from the model itself. What has no dtpc spelling (an input
-given by position, a module with several outputs) comes out as a comment to
-finish by hand, and so does the attention style, which diffusers takes from
-its attention backend rather than from the plan.
+every shape from the model itself. Output K of a module that returns a
+tuple (``{0: ContextParallelInput(..., split_output=True)}``, or a list of
+ContextParallelOutput) is dtpc's ``out.K`` (a ``tuple(...)`` module). What
+has no dtpc spelling (an input given by position, several named outputs)
+comes out as a comment to finish by hand, and so does the attention style,
+which diffusers takes from its attention backend rather than from the plan.
 """
 from dataclasses import dataclass
 from typing import Optional
@@ -60,8 +62,13 @@ def _cp_styles(module, value):
     if isinstance(value, (list, tuple)):
         if len(value) == 1:
             return _cp_styles(module, value[0])
-        return [], [f"{_quote(module)}: gathers {len(value)} outputs; a dtpc module has one: "
-                    "gather(dim = D) on the module producing each"]
+        styles = []
+        for k, out in enumerate(value):
+            if not hasattr(out, "gather_dim"):
+                raise ValueError(f"_cp_plan[{module!r}][{k}]: not a ContextParallelOutput: "
+                                 f"{out!r}")
+            styles.append(f"gather(out.{k}, dim = {out.gather_dim})")
+        return styles, []
     if hasattr(value, "gather_dim"):
         return [f"gather(dim = {value.gather_dim})"], []
     if not isinstance(value, dict):
@@ -72,12 +79,14 @@ def _cp_styles(module, value):
     for port, cpi in value.items():
         if not hasattr(cpi, "split_dim"):
             raise ValueError(f"_cp_plan[{module!r}][{port!r}]: not a ContextParallelInput: {cpi!r}")
-        if cpi.split_output and len(outputs) == 1:
+        if cpi.split_output and isinstance(port, int):
+            styles.append(f"split(out.{port}, dim = {cpi.split_dim})")
+        elif cpi.split_output and len(outputs) == 1:
             styles.append(f"split(out, dim = {cpi.split_dim})")
         elif cpi.split_output:
-            comments.append(f"{_quote(module)}: output {port} split on dim {cpi.split_dim}; a dtpc "
-                            f"module has one output: split(out, dim = {cpi.split_dim}) on the "
-                            "module producing it")
+            comments.append(f"{_quote(module)}: output {port!r} split on dim {cpi.split_dim}; "
+                            "dtpc names a module's outputs by number: split(out.K, dim = "
+                            f"{cpi.split_dim}) with K its position in the tuple")
         elif isinstance(port, int):
             comments.append(f"{_quote(module)}: input {port} (by position) split on dim "
                             f"{cpi.split_dim}: split(NAME, dim = {cpi.split_dim}) with its name")
