@@ -281,6 +281,35 @@ else
 	# control: Flux.1-dev compiled as schnell leaves its guidance embedder out
 	bound control-bound-no-guidance fail flux_dev flux flux_tp -D guidance_embeds=false
 
+	# the plans say what each class's _cp_plan and _tp_plan say
+	# (tests/models_plans.py, against the plans fixture.json recorded)
+	if python3 tests/models_plans.py "$FIX"/*/fixture.json >"$tmp/out" 2>&1; then
+		pass=$((pass + 1))
+		printf "ok    %-28s %s plans\n" "plans-as-diffusers" "$(grep -c '^ok' "$tmp/out")"
+	else
+		fail=$((fail + 1))
+		echo "FAIL  plans-as-diffusers"
+		grep -v '^ok' "$tmp/out" | sed 's/^/      /' | head -10
+	fi
+	# control: Flux's plans without txt_ids' split, Wan's rope split on dim 0
+	mkdir -p "$tmp/mutated"
+	sed 's/, split(txt_ids, dim = 0);/;/' models/flux.plan >"$tmp/mutated/flux.plan"
+	sed 's/split(out\.\([01]\), dim = 1)/split(out.\1, dim = 0)/g' models/wan.plan \
+		>"$tmp/mutated/wan.plan"
+	cp models/qwenimage.plan "$tmp/mutated/"
+	python3 tests/models_plans.py --models "$tmp/mutated" "$FIX"/*/fixture.json >"$tmp/out" 2>&1
+	if [ $? = 1 ] && grep -q 'flux.plan plan flux_usp: missing "" : split(txt_ids, dim = 0)' \
+		"$tmp/out" && grep -q 'wan.plan plan wan_ring: missing "rope" : split(out.0, dim = 1)' \
+		"$tmp/out"; then
+		pass=$((pass + 1))
+		printf "ok    %-28s %s plans missing a rule (fail, as they must)\n" \
+			"control-plans-mutated" "$(grep -c '^FAIL' "$tmp/out")"
+	else
+		fail=$((fail + 1))
+		echo "FAIL  control-plans-mutated: the mutated plans were not all refused"
+		sed 's/^/      /' "$tmp/out" | head -10
+	fi
+
 	# negative controls: a weight off by 0.25 (one element of a per-head
 	# QK norm), Qwen-Image's padding unmasked
 	mkdir -p "$tmp/perturbed"

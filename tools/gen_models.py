@@ -24,7 +24,8 @@ one case sharded with an index, one in bf16). Next to it, in <case>/:
   expected.safetensors  `sample`, diffusers' forward on the CPU (one thread),
                         float32 (the bf16 case: computed in bf16, widened);
   fixture.json          the case: class, dtype, dtpc's shape parameters (-D),
-                        the non-tensor forward arguments, seed and versions.
+                        the non-tensor forward arguments, the class's
+                        _cp_plan and _tp_plan, seed and versions.
 
 Sizes are chosen so that token and head counts do not all divide the mesh
 degrees the tests use (3 heads, 15 or 45 image tokens, 7 text tokens) in some
@@ -196,6 +197,25 @@ CASES = {
 }
 
 
+def parallel_plans(cls):
+    """The class's _cp_plan and _tp_plan as JSON (tests/models_plans.py checks
+    that models/*.plan writes them): a _cp_plan entry's inputs by port (a
+    name, or an output's position), its outputs' gather dims; a _tp_plan
+    style by name, or by its class (PackedRowwiseParallel)."""
+    def cp_value(v):
+        if isinstance(v, (list, tuple)):
+            return {"outputs": [{"gather_dim": o.gather_dim, "expected_dims": o.expected_dims}
+                                for o in v]}
+        if hasattr(v, "gather_dim"):
+            return {"outputs": [{"gather_dim": v.gather_dim, "expected_dims": v.expected_dims}]}
+        return {"inputs": [{"port": p, "split_dim": i.split_dim, "expected_dims": i.expected_dims,
+                            "split_output": i.split_output} for p, i in v.items()]}
+    cp = [dict(module=m, **cp_value(v)) for m, v in (getattr(cls, "_cp_plan", None) or {}).items()]
+    tp = {m: v if isinstance(v, str) else type(v).__name__
+          for m, v in (getattr(cls, "_tp_plan", None) or {}).items()}
+    return {"cp_plan": cp, "tp_plan": tp}
+
+
 def meta(name, case, shape, extra_args):
     return {
         "generator": "tools/gen_models.py",
@@ -206,6 +226,7 @@ def meta(name, case, shape, extra_args):
         "sharded": bool(case.get("shard")),
         "shape": shape,
         "forward_args": extra_args,
+        "parallel_plans": parallel_plans(case["cls"]),
         "seed": SEED,
         "diffusers": diffusers.__version__,
         "torch": torch.__version__,
@@ -245,7 +266,9 @@ def gen(name):
         # how far bf16 is from float32 on the same (bf16-rounded) weights
         x = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in x.items()}
         m["bf16_vs_f32_max_rel_error"] = round(rel_error(sample, run(torch.float32)), 6)
-    flat = {k: v if isinstance(v, str) else json.dumps(v) for k, v in m.items()}
+    # the safetensors' metadata: the case without its plans (fixture.json has them)
+    flat = {k: v if isinstance(v, str) else json.dumps(v) for k, v in m.items()
+            if k != "parallel_plans"}
     save_file({k: v.float() for k, v in x.items()}, os.path.join(d, "inputs.safetensors"), flat)
     save_file({"sample": sample.float()}, os.path.join(d, "expected.safetensors"), flat)
     with open(os.path.join(d, "fixture.json"), "w") as f:
