@@ -89,7 +89,7 @@ struct model {
 	struct model *next;
 };
 
-enum pstmt_kind { PS_MODEL, PS_MESH, PS_CONTEXT, PS_TENSOR, PS_RULE };
+enum pstmt_kind { PS_MODEL, PS_MESH, PS_CONTEXT, PS_TENSOR, PS_RULE, PS_SETTING };
 
 struct style {
 	const char *name;
@@ -104,7 +104,7 @@ struct pstmt {
 	dtpc_loc loc;
 	const char *name; /* model name (PS_MODEL), glob (PS_RULE) */
 	dtpc_loc name_loc;
-	struct arg *kv;   /* overrides, mesh axes, options */
+	struct arg *kv;   /* overrides, mesh axes, options; a setting's one */
 	struct style *styles;
 	struct pstmt *next;
 };

@@ -282,7 +282,7 @@ static int run_mop(void *p, uint32_t op)
 	case M_COPY:
 		return d->ops->copy2d(d, k->c, cols, k->a, cols, rows, cols);
 	case M_LSE_MERGE: /* [1, rows, 4 heads, cols / 4], LSE [1, 4, rows] */
-		return d->ops->lse_merge(d, k->c, k->x, k->a, k->y, 1, rows, 4, cols / 4);
+		return d->ops->lse_merge(d, k->c, DTPC_F32, k->x, k->a, k->y, 1, rows, 4, cols / 4);
 	case M_N:
 		break;
 	}

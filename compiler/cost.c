@@ -591,7 +591,7 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 		double B = (double)graph_local_dim(g, x, 0, r), Sq = (double)graph_local_dim(g, x, 1, r);
 		double H = (double)graph_local_dim(g, x, 2, r) / (double)o->attr[0];
 		double merge = move_time(s, r, M_LSE_MERGE, 3 * B * Sq * H * (double)o->attr[1] * 4);
-		double bytes = (double)graph_comm_bytes(g, i, r) * es / 4;
+		double bytes = (double)graph_comm_bytes(g, i, r) * es / graph_comm_elem_size(g, i);
 		double compute = 0, comm = 0, exposed = 0, first = 0;
 		for (uint32_t m = 0; m < P; m++) {
 			uint32_t peer = graph_group_member(g, (uint32_t)o->group, r, m);
@@ -626,7 +626,7 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 		bool inter = s->inter[(size_t)o->group * g->world + r];
 		const struct link *l = inter ? &s->h->inter : &s->h->intra;
 		int c = o->kind == OP_all_gather ? CO_AG : o->kind == OP_all_reduce ? CO_AR : CO_A2A;
-		double bytes = (double)graph_comm_bytes(g, i, r) * es / 4;
+		double bytes = (double)graph_comm_bytes(g, i, r) * es / graph_comm_elem_size(g, i);
 		double moved = o->kind == OP_all_gather   ? tensor_bytes(g, out, r, es) * 2
 			       : o->kind == OP_all_reduce ? tensor_bytes(g, x, r, es) * 2
 			       : (tensor_bytes(g, x, r, es) + tensor_bytes(g, out, r, es)) * 2;
@@ -748,8 +748,10 @@ static bool predict(const struct g_graph *g, const struct hw *h, int dtype,
 	}
 	for (uint32_t r = 0; r < W; r++) {
 		struct rank_cost *rc = &p->ranks[r];
-		rc->act = (double)g->arena_bytes * s.es / 4;
-		rc->weights = (double)graph_weight_bytes(g, r) * s.es / 4;
+		/* the graph's bytes are in the plan's dtype; the model's in its own */
+		double gs = g->ntensors ? graph_dtype_size(graph_tensor_dtype(g, 0)) : 4;
+		rc->act = (double)g->arena_bytes * s.es / gs;
+		rc->weights = (double)graph_weight_bytes(g, r) * s.es / gs;
 		if (rc->end > p->step) {
 			p->step = rc->end;
 			p->slowest = (int)r;

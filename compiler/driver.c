@@ -543,6 +543,8 @@ void *driver_graph_buffer(const char *source, const char *plan, const char *mesh
 		for (int i = 0; i < c->naxes; i++)
 			c->axes[i].size = 1;
 		c->ring = c->ulysses = c->tp = c->world = 1;
+		/* ...and the float32 program: --verify's reference */
+		c->dtype = G_DT_F32;
 	}
 	struct layout_result *lay = layout_run(a, &d, c);
 	struct lower_opts lo = { .source_path = source, .source_hash = sources_hash(&d, &prog) };

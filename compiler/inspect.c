@@ -114,9 +114,6 @@ static const char *human(uint64_t b, char *buf, size_t n)
 	return buf;
 }
 
-static const char *const dtype_name[] = { [G_DT_F32] = "f32", [G_DT_BF16] = "bf16",
-					   [G_DT_F16] = "f16" };
-
 static const struct {
 	uint64_t bit;
 	const char *name;
@@ -165,7 +162,7 @@ static void print_header(const struct g_graph *g, size_t len, FILE *out)
 	if (g->minor >= 1) {
 		uint64_t bytes = 0;
 		for (uint32_t i = 0; i < g->nweights; i++) {
-			uint64_t n = 4;
+			uint64_t n = graph_dtype_size(g->weights[i].dtype);
 			for (uint32_t d = 0; d < g->weights[i].ndim; d++)
 				n *= (uint64_t)g->weights[i].shape[d];
 			bytes += n;
@@ -178,7 +175,7 @@ static void print_header(const struct g_graph *g, size_t len, FILE *out)
 			char sh[96];
 			dims_str(w->shape, w->ndim, sh, sizeof sh);
 			fprintf(out, "  %-50s %-4s %s\n", graph_str(g, w->name),
-				dtype_name[w->dtype], sh);
+				graph_dtype_name(w->dtype), sh);
 		}
 	}
 	fprintf(out, "mesh:");
@@ -635,7 +632,7 @@ int inspect_graph(const struct g_graph *g, size_t len, int64_t rank, enum inspec
 			const struct g_weight *w = &g->weights[i];
 			cJSON *e = cJSON_CreateObject();
 			cJSON_AddStringToObject(e, "name", graph_str(g, w->name));
-			cJSON_AddStringToObject(e, "dtype", dtype_name[w->dtype]);
+			cJSON_AddStringToObject(e, "dtype", graph_dtype_name(w->dtype));
 			cJSON *sh = cJSON_AddArrayToObject(e, "shape");
 			for (uint32_t d = 0; d < w->ndim; d++)
 				cJSON_AddItemToArray(sh, json_int(w->shape[d]));

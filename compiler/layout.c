@@ -148,12 +148,13 @@ static void gather(struct lp *P, int opi, int t, bool tp, const char *why,
 		return;
 	const struct plan_cfg *c = P->c;
 	int64_t n = tp ? c->tp : plan_cp(c);
-	int64_t bytes = shape_numel(&P->m->tensors[t].shape) * 4;
+	int64_t bytes = shape_numel(&P->m->tensors[t].shape) * graph_dtype_size(c->dtype);
 	f->msg = arena_printf(P->a, "all-gather of '%s' %s over %s (%" PRId64
-			      " ranks) inserted before '%s': %s; %s in float32",
+			      " ranks) inserted before '%s': %s; %s in %s",
 			      tname(P, t), shape_str(P->a, &P->m->tensors[t].shape),
 			      tp ? "tp" : "ring x ulysses", n, P->m->ops[opi].module, why,
-			      human_bytes(P->a, bytes));
+			      human_bytes(P->a, bytes),
+			      c->dtype == G_DT_F32 ? "float32" : graph_dtype_name(c->dtype));
 	if (origin >= 0)
 		fnote(f, style_loc(P, origin, tp ? ST_COLWISE : ST_SPLIT),
 		      "the sharding comes from this rule");
@@ -1020,7 +1021,8 @@ struct layout_result *layout_run(struct arena *a, struct diag_ctx *d,
 				    "output '%s' is still %s-sharded at the end of the model; "
 				    "an all-gather of %s is inserted", m->output_names[i],
 				    tp ? "tp" : "sequence",
-				    human_bytes(a, shape_numel(&m->tensors[t].shape) * 4));
+				    human_bytes(a, shape_numel(&m->tensors[t].shape) *
+						   graph_dtype_size(c->dtype)));
 			if (x->origin >= 0)
 				diag_note(d, style_loc(&P, x->origin, tp ? ST_COLWISE : ST_SPLIT),
 					  "the sharding comes from this rule");

@@ -56,6 +56,7 @@ struct lower {
 	struct strmap *pattern_ids;
 	VEC(struct g_chunk) chunks;
 	VEC(struct g_tensor) tensors;
+	VEC(uint8_t) dtypes;      /* per tensor: its storage dtype */
 	VEC(struct g_op) ops;
 	VEC(uint32_t) operands;
 	VEC(uint32_t) inputs;
@@ -74,6 +75,7 @@ struct lower {
 	 * places them at offsets below this sum, so bounding it here keeps
 	 * its offset arithmetic from overflowing. */
 	uint64_t arena_sum;
+	uint32_t esize; /* bytes per element of the plan's dtype */
 	bool failed;
 };
 
@@ -287,8 +289,9 @@ static int new_tensor(struct lower *L, const char *name, int kind, const struct 
 	t.kind = (uint8_t)kind;
 	t.ndim = (uint8_t)sh->nd;
 	/* model.c bounds every IR tensor (2^48 elements), but a scratch
-	 * buffer sums several: checked all the same */
-	uint64_t n = 4, aligned;
+	 * buffer sums several: checked all the same. Every tensor is stored
+	 * in the plan's dtype (a scratch's elements too: add_scratch). */
+	uint64_t n = L->esize, aligned;
 	bool ovf = false;
 	for (int d = 0; d < G_MAX_DIMS; d++) {
 		t.pattern[d] = d < sh->nd && pat ? pat[d] : -1;
@@ -309,6 +312,7 @@ static int new_tensor(struct lower *L, const char *name, int kind, const struct 
 		L->failed = true;
 	}
 	PUSH(L, L->tensors, t);
+	PUSH(L, L->dtypes, (uint8_t)L->c->dtype);
 	return (int)L->tensors.n - 1;
 }
 
@@ -341,10 +345,10 @@ static struct g_op *op_at(struct lower *L, int i)
 	return &L->ops.v[i];
 }
 
-/* A scratch tensor of `bytes` for op i. */
+/* A scratch tensor of `bytes` for op i (in elements of the dtype). */
 static void add_scratch(struct lower *L, int opi, const char *name, int64_t bytes)
 {
-	struct ir_shape sh = { .nd = 1, .d = { (bytes + 3) / 4 } };
+	struct ir_shape sh = { .nd = 1, .d = { (bytes + L->esize - 1) / L->esize } };
 	int t = new_tensor(L, name, GT_SCRATCH, &sh, NULL);
 	op_at(L, opi)->scratch = t;
 }
@@ -625,7 +629,9 @@ static void lower_cp_attention(struct lower *L, int opi, const int *qkv)
 		if (c->convert_to_fp32)
 			g->flags |= G_OF_FP32;
 		/* KV buffers (all of it, or two chunks in flight), the block
-		 * output and the log-sum-exps */
+		 * output, a float32 accumulator where convert_to_fp32 asks for
+		 * one over a 16-bit dtype, and the log-sum-exps: the layout of
+		 * graph_ring_scratch, in elements */
 		const struct g_tensor *kt = &L->tensors.v[in[1]];
 		int64_t kvrow = (kt->bytes / (uint64_t)pattern_max(L, kt->pattern[1])) +
 				(vt->bytes / (uint64_t)pattern_max(L, vt->pattern[1]));
@@ -636,11 +642,16 @@ static void lower_cp_attention(struct lower *L, int opi, const int *qkv)
 		int64_t kvall = kt->dims[1];
 		/* one float per (batch, head, query row) */
 		int64_t qrows = pattern_max(L, L->tensors.v[in[0]].pattern[1]);
-		int64_t batch_heads = (int64_t)(L->tensors.v[in[0]].bytes / 4) / (qrows * hd);
-		int64_t lse = 4 * batch_heads * qrows;
+		int64_t batch_heads = (int64_t)(L->tensors.v[in[0]].bytes / L->esize) / (qrows * hd);
 		int64_t kvbuf = kvrow * (c->rotate == ROTATE_ALLTOALL ? 2 * kvmax : kvall);
+		uint64_t at[4];
+		uint64_t bytes = graph_ring_scratch((uint64_t)kvbuf / L->esize,
+						    L->tensors.v[att].bytes / L->esize,
+						    (uint64_t)(batch_heads * qrows), L->esize,
+						    c->convert_to_fp32 && c->dtype != G_DT_F32, at);
+		/* a size past 2^63 fails in new_tensor's check */
 		add_scratch(L, k, arena_printf(L->a, "%s/ring_buf", name),
-			    kvbuf + (int64_t)L->tensors.v[att].bytes + 2 * lse);
+			    bytes > (uint64_t)INT64_MAX - 8 ? INT64_MAX - 8 : (int64_t)bytes);
 	} else {
 		int k = emit(L, OP_attention, in, nin, att, -1);
 		op_at(L, k)->attr[0] = hd;
@@ -828,7 +839,8 @@ struct g_graph *lower_plan(struct arena *a, struct diag_ctx *d,
 	meta_str(&L, "model", m->name);
 	meta_str(&L, "source", o->source_path);
 	meta_u64(&L, "source_hash", o->source_hash);
-	meta_str(&L, "dtype", "f32");
+	L.esize = graph_dtype_size(c->dtype);
+	meta_str(&L, "dtype", graph_dtype_name(c->dtype));
 	const char *mesh = "";
 	for (int i = 0; i < c->naxes; i++)
 		mesh = arena_printf(a, "%s%s%s=%" PRId64, mesh, i ? "," : "", c->axes[i].name,
@@ -922,6 +934,7 @@ struct g_graph *lower_plan(struct arena *a, struct diag_ctx *d,
 	g->nchunks = L.chunks.n;
 	g->tensors = L.tensors.v;
 	g->ntensors = (uint32_t)L.tensors.n;
+	g->dtypes = L.dtypes.v;
 	g->ops = L.ops.v;
 	g->nops = (uint32_t)L.ops.n;
 	g->operands = L.operands.v;

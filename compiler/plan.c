@@ -225,6 +225,47 @@ static void read_options(struct resolver *R, const struct pstmt *s,
 	}
 }
 
+/* Plan settings (`NAME = value;`): dtype, the storage dtype of every
+ * tensor (docs/language.md). */
+static const char *const setting_names[] = { "dtype" };
+static const char *const dtype_names[] = { "f32", "bf16", "f16" };
+static const enum g_dtype dtype_values[] = { G_DT_F32, G_DT_BF16, G_DT_F16 };
+
+static void read_setting(struct resolver *R, const struct pstmt *s, const struct pstmt **seen)
+{
+	struct plan_cfg *c = R->c;
+	const struct arg *kv = s->kv;
+	if (strcmp(kv->name, "dtype")) {
+		diag_error(R->d, kv->name_loc, "unknown plan setting '%s'", kv->name);
+		const char *best = closest_name(kv->name, setting_names, 1);
+		if (best)
+			diag_hint(R->d, "did you mean '%s'?", best);
+		else
+			diag_hint(R->d, "plan settings: dtype = \"f32\" | \"bf16\" | \"f16\"");
+		return;
+	}
+	if (*seen) {
+		diag_error(R->d, s->loc, "the dtype is set twice");
+		diag_note(R->d, (*seen)->loc, "first set here");
+		return;
+	}
+	*seen = s;
+	struct value v;
+	if (!const_eval(R, kv->val, &v))
+		return;
+	for (int i = 0; v.kind == VAL_STR && i < 3; i++)
+		if (!strcmp(v.s, dtype_names[i])) {
+			c->dtype = dtype_values[i];
+			c->dtype_loc = s->loc;
+			return;
+		}
+	diag_error(R->d, kv->val->loc, "dtype must be \"f32\", \"bf16\" or \"f16\", not %s",
+		   value_str(R->a, &v));
+	const char *best = v.kind == VAL_STR ? closest_name(v.s, dtype_names, 3) : NULL;
+	if (best)
+		diag_hint(R->d, "did you mean \"%s\"?", best);
+}
+
 /* ring_degree / ulysses_degree / tp_degree may restate the mesh, and must
  * then agree with it. */
 static void check_degree(struct resolver *R, int k, int64_t deg, int64_t mesh,
@@ -1008,7 +1049,8 @@ static struct pstmt *cli_statement(struct resolver *R, const char *text, enum ps
 {
 	/* the ';' on a line of its own: a '#' in the option cannot hide it */
 	const char *src = arena_printf(R->a, "plan command_line {\n  %s %s\n;\n}\n",
-				       k == PS_MESH ? "mesh" : "context", text);
+				       k == PS_MESH ? "mesh" : k == PS_CONTEXT ? "context" : "",
+				       text);
 	struct file_ast ast;
 	parse_buffer(R->a, R->d, "<command line>", src, strlen(src), &ast);
 	for (const struct pstmt *s = ast.plans ? ast.plans->body : NULL; s; s = s->next)
@@ -1021,14 +1063,22 @@ static struct pstmt *cli_statement(struct resolver *R, const char *text, enum ps
 	return NULL;
 }
 
-/* --mesh, then --context. */
+/* --mesh, then --context, then --dtype (as the setting dtype = "..."). */
 static const struct pstmt *cli_statements(struct resolver *R, const struct compile_opts *o)
 {
 	struct pstmt *mesh = o->mesh ? cli_statement(R, o->mesh, PS_MESH) : NULL;
 	struct pstmt *ctx = o->context ? cli_statement(R, o->context, PS_CONTEXT) : NULL;
-	if (mesh)
-		mesh->next = ctx;
-	return mesh ? mesh : ctx;
+	struct pstmt *dt = o->dtype ? cli_statement(R, arena_printf(R->a, "dtype = \"%s\"",
+								     o->dtype), PS_SETTING)
+				    : NULL;
+	struct pstmt *head = NULL, **at = &head;
+	struct pstmt *each[3] = { mesh, ctx, dt };
+	for (int i = 0; i < 3; i++)
+		if (each[i]) {
+			*at = each[i];
+			at = &each[i]->next;
+		}
+	return head;
 }
 
 struct plan_cfg *plan_resolve(struct arena *a, struct diag_ctx *d,
@@ -1039,11 +1089,13 @@ struct plan_cfg *plan_resolve(struct arena *a, struct diag_ctx *d,
 	struct resolver R = { .a = a, .d = d, .c = c };
 	c->decl = p;
 	c->convert_to_fp32 = true; /* diffusers' default */
+	c->dtype = G_DT_F32;
+	c->dtype_loc = loc_none();
 	c->mesh_loc = loc_none();
 	for (int i = 0; i < 8; i++)
 		c->ctx_loc[i] = loc_none();
 
-	const struct pstmt *model_stmt = NULL, *mesh_stmt = NULL;
+	const struct pstmt *model_stmt = NULL, *mesh_stmt = NULL, *dtype_stmt = NULL;
 	bool seen[8] = { false };
 	int64_t degree[8] = { 0 };
 	int nrules = 0;
@@ -1055,6 +1107,8 @@ struct plan_cfg *plan_resolve(struct arena *a, struct diag_ctx *d,
 		if (s->kind == PS_MESH) {
 			mesh_stmt = s;
 			read_mesh(&R, s);
+		} else if (s->kind == PS_SETTING) {
+			read_setting(&R, s, &dtype_stmt);
 		}
 	for (const struct pstmt *s = p->body; s; s = s->next) {
 		switch (s->kind) {
@@ -1084,6 +1138,12 @@ struct plan_cfg *plan_resolve(struct arena *a, struct diag_ctx *d,
 			break;
 		case PS_RULE:
 			nrules++;
+			break;
+		case PS_SETTING:
+			/* --dtype replaces the plan's */
+			if (!(dtype_stmt && dtype_stmt->loc.file != s->loc.file && cli &&
+			      !strcmp(s->kv->name, "dtype")))
+				read_setting(&R, s, &dtype_stmt);
 			break;
 		}
 	}

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "ir.h"
+#include "runtime/graph.h"
 
 enum style_kind {
 	ST_COLWISE, ST_ROWWISE, ST_REPLICATE, ST_RING, ST_ULYSSES, ST_SPLIT, ST_GATHER,
@@ -61,6 +62,9 @@ struct plan_cfg {
 	bool ulysses_anything, ring_anything;
 	dtpc_loc ctx_loc[8]; /* where each option was written (for notes) */
 
+	enum g_dtype dtype;  /* the `dtype = "...";` setting: every tensor's storage */
+	dtpc_loc dtype_loc;
+
 	struct rule *rules;
 	int nrules;
 	struct style_use **styles; /* per module, linked list */
@@ -76,6 +80,7 @@ struct compile_opts {
 	const char *config;  /* --config: the config.json (config_path's result) */
 	const char *mesh;    /* --mesh "ring=2,tp=2": replaces the plan's mesh */
 	const char *context; /* --context "rotate_method=\"alltoall\"": overrides */
+	const char *dtype;   /* --dtype bf16: replaces the plan's dtype setting */
 };
 
 struct program;

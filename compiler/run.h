@@ -24,7 +24,9 @@ struct run_opts {
 	enum run_backend backend;
 	dtpc_device device;   /* where every rank computes (nccl: CUDA) */
 	bool cuda_graph;      /* replay steps after the first as CUDA graphs */
-	dtpc_dtype dtype;     /* storage dtype of every rank's session */
+	dtpc_dtype dtype;     /* storage dtype of every rank's session... */
+	bool dtype_set;       /* ...where --dtype was given, else the graph's */
+	bool tolerance_set;   /* --tolerance given (else 2e-2 for a 16-bit dtype) */
 	bool progress;        /* rank 0 shows steps done and the time left (a terminal) */
 };
 

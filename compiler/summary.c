@@ -154,6 +154,7 @@ cJSON *summary_build(struct arena *a, const struct plan_cfg *c,
 				c->rotate == ROTATE_ALLGATHER ? "allgather" : "alltoall");
 	cJSON_AddBoolToObject(ctx, "ulysses_anything", c->ulysses_anything);
 	cJSON_AddBoolToObject(ctx, "ring_anything", c->ring_anything);
+	cJSON_AddStringToObject(j, "dtype", graph_dtype_name(c->dtype));
 
 	cJSON *rules = cJSON_AddArrayToObject(j, "rules");
 	for (int i = 0; i < c->nrules; i++) {
@@ -281,6 +282,9 @@ void summary_print_text(const cJSON *j, FILE *out)
 		jstr(ctx, "rotate_method"),
 		cJSON_IsTrue(cJSON_GetObjectItem(ctx, "ulysses_anything")) ? ", ulysses_anything" : "",
 		cJSON_IsTrue(cJSON_GetObjectItem(ctx, "ring_anything")) ? ", ring_anything" : "");
+	/* named where the plan chose another than the default */
+	if (strcmp(jstr(j, "dtype"), "f32"))
+		fprintf(out, "  dtype     %s (storage; float32 accumulation)\n", jstr(j, "dtype"));
 	fprintf(out, "  rules\n");
 	const cJSON *r;
 	int gw = 0, sw = 0;

@@ -491,6 +491,7 @@ pstmts:
  *        | 'mesh' IDENT '=' INT { ',' IDENT '=' INT } ';'
  *        | 'context' IDENT '=' expr { ',' IDENT '=' expr } ';'
  *        | 'tensor' IDENT '=' expr { ',' IDENT '=' expr } ';'
+ *        | IDENT '=' expr ';'                  (a setting: dtype = "bf16";)
  *        | STRING ':' style { ',' style } ';' */
 pstmt:
 	MODEL IDENT opt_params ';' {
@@ -517,6 +518,11 @@ pstmt:
 |	TENSOR kvlist ';' { $$ = mkpstmt(P, PS_TENSOR, @$, $2.head); }
 |	TENSOR kvlist error {
 		$$ = mkpstmt(P, PS_TENSOR, @$, $2.head);
+		RESUME_IF(STARTS_PSTMT(yychar));
+	}
+|	kv ';' { $$ = mkpstmt(P, PS_SETTING, @$, $1); }
+|	kv error {
+		$$ = mkpstmt(P, PS_SETTING, @$, $1);
 		RESUME_IF(STARTS_PSTMT(yychar));
 	}
 |	STRING ':' styles ';' {

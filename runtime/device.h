@@ -83,8 +83,11 @@ struct dev_ops {
 			 int64_t k_stride, const float *v, int64_t v_stride, const float *mask,
 			 float *out, float *lse, int64_t B, int64_t Sq, int64_t Skv, int64_t H,
 			 int64_t D, int64_t Dv, void *workspace);
-	int (*lse_merge)(struct dev *d, float *out, float *lse, const float *out_blk,
-			 const float *lse_blk, int64_t B, int64_t Sq, int64_t H, int64_t Dv);
+	/* out (the accumulator) in dtype acc: the storage dtype, or float32
+	 * where ring attention merges in float32 (convert_to_fp32) */
+	int (*lse_merge)(struct dev *d, float *out, dtpc_dtype acc, float *lse,
+			 const float *out_blk, const float *lse_blk, int64_t B, int64_t Sq,
+			 int64_t H, int64_t Dv);
 	/* the embeddings of kernels.h (k_timestep_embedding ... k_unpatchify);
 	 * timesteps and positions are read, and tables written, in the
 	 * storage dtype, computed as kernels.h says whatever it is */

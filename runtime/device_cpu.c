@@ -14,7 +14,13 @@
  * (openblas_set_num_threads; Debian's 0.3.21 has no per-thread setting), so
  * it could not follow a per-rank choice anyway. A program that links
  * libdtpc and calls OpenBLAS itself finds it at one thread once a CPU
- * session has run. */
+ * session has run.
+ *
+ * Narrow storage (set_dtype bf16 or f16): every kernel reads its operands
+ * in that dtype, widens them to float32 twins in a buffer the device keeps
+ * (grown to the largest op's need), runs the float32 kernel and rounds the
+ * result once, to nearest even; the GEMM widens tile by tile instead
+ * (k_linear_narrow_pool), and the log-sum-exp vectors are float32 always. */
 #include <cblas.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -32,7 +38,13 @@ struct cpu_dev {
 	int applied;     /* the size pool() last made (0: none yet) */
 	void *ws;        /* attention workspaces, one share per pool thread */
 	size_t ws_bytes;
+	enum k_dtype dt; /* storage dtype of every kernel's data */
+	float *tmp;      /* narrow storage: the float32 twins of an op's data */
+	size_t tmp_bytes;
 };
+
+_Static_assert((int)K_F32 == (int)DTPC_F32 && (int)K_BF16 == (int)DTPC_BF16 &&
+		       (int)K_F16 == (int)DTPC_F16, "k_dtype and dtpc_dtype agree");
 
 static atomic_int live_devices;
 static pthread_mutex_t blas_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -130,6 +142,7 @@ static void cpu_destroy(struct dev *d)
 
 	k_pool_free(c->pool);
 	free(c->ws);
+	free(c->tmp);
 	atomic_fetch_sub(&live_devices, 1);
 	free(c);
 }
@@ -174,10 +187,114 @@ static void cpu_threads(struct dev *d, int n)
 	pool(cpu(d));
 }
 
+/* ---- narrow storage ---------------------------------------------------------- */
+
+static bool narrow(const struct cpu_dev *c)
+{
+	return c->dt != K_F32;
+}
+
+/* The device's float32 twin buffer with room for n floats, or NULL when
+ * out of memory (the kernel then fails; error() says so). */
+static float *twins(struct cpu_dev *c, size_t n)
+{
+	size_t need = (n ? n : 1) * sizeof(float);
+
+	if (need > c->tmp_bytes) {
+		void *p = NULL;
+
+		free(c->tmp);
+		c->tmp = posix_memalign(&p, 64, need) ? NULL : p;
+		c->tmp_bytes = c->tmp ? need : 0;
+	}
+	return c->tmp;
+}
+
+/* rows x cols elements between strided views, dtype st to dt, in parallel. */
+struct conv_args {
+	char *dst;
+	const char *src;
+	enum k_dtype dt, st;
+	int64_t dst_stride, src_stride, cols;
+};
+
+static void conv_range(const void *a, int64_t lo, int64_t hi)
+{
+	const struct conv_args *r = a;
+	size_t de = k_dtype_size(r->dt), se = k_dtype_size(r->st);
+
+	for (int64_t i = lo; i < hi; i++)
+		k_convert(r->dst + (size_t)(i * r->dst_stride) * de, r->dt,
+			  r->src + (size_t)(i * r->src_stride) * se, r->st, r->cols);
+}
+
+static void conv2d(struct cpu_dev *c, void *dst, enum k_dtype dt, int64_t dst_stride,
+		   const void *src, enum k_dtype st, int64_t src_stride, int64_t rows, int64_t cols)
+{
+	struct conv_args a = { dst, src, dt, st, dst_stride, src_stride, cols };
+
+	if (rows > 0 && cols > 0)
+		par_range(c, rows, rows_grain(cols), conv_range, &a);
+}
+
+/* n contiguous elements, as rows of GRAIN so that threads share them. */
+static void conv(struct cpu_dev *c, void *dst, enum k_dtype dt, const void *src,
+		 enum k_dtype st, int64_t n)
+{
+	int64_t rows = n / GRAIN, tail = n - rows * GRAIN;
+	size_t de = k_dtype_size(dt), se = k_dtype_size(st);
+
+	conv2d(c, dst, dt, GRAIN, src, st, GRAIN, rows, GRAIN);
+	if (tail > 0)
+		k_convert((char *)dst + (size_t)(rows * GRAIN) * de, dt,
+			  (const char *)src + (size_t)(rows * GRAIN) * se, st, tail);
+}
+
+/* Widens n elements of the storage dtype at src into twin t. */
+static float *widen(struct cpu_dev *c, float *t, const void *src, int64_t n)
+{
+	if (src)
+		conv(c, t, K_F32, src, c->dt, n);
+	return src ? t : NULL;
+}
+
+/* Rounds n floats of twin t into the storage dtype at dst. */
+static void narrow_to(struct cpu_dev *c, void *dst, const float *t, int64_t n)
+{
+	conv(c, dst, c->dt, t, K_F32, n);
+}
+
+static int cpu_set_dtype(struct dev *d, dtpc_dtype t)
+{
+	cpu(d)->dt = (enum k_dtype)t;
+	return 0;
+}
+
+static int cpu_convert(struct dev *d, void *dst, dtpc_dtype dt, const void *src, dtpc_dtype st,
+		       int64_t n)
+{
+	conv(cpu(d), dst, (enum k_dtype)dt, src, (enum k_dtype)st, n);
+	return 0;
+}
+
+/* ---- kernels ------------------------------------------------------------------ */
+
 static int cpu_linear(struct dev *d, const float *x, const float *w, const float *b, float *y,
 		      int64_t m, int64_t k, int64_t n)
 {
-	k_linear_pool(pool(cpu(d)), x, w, b, y, m, k, n);
+	struct cpu_dev *c = cpu(d);
+	struct k_pool *p = pool(c);
+
+	if (!narrow(c)) {
+		k_linear_pool(p, x, w, b, y, m, k, n);
+		return 0;
+	}
+	size_t ws = k_linear_narrow_workspace(k_pool_threads(p), m, k, n);
+	float *t = twins(c, (ws + sizeof(float) - 1) / sizeof(float));
+
+	if (!t)
+		return -1;
+	k_linear_narrow_pool(p, c->dt, x, w, b, y, m, k, n, t);
 	return 0;
 }
 
@@ -198,9 +315,20 @@ static void layer_norm_range(const void *a, int64_t lo, int64_t hi)
 static int cpu_layer_norm(struct dev *d, const float *x, float *y, int64_t rows, int64_t n,
 			  float eps, const float *w, const float *b)
 {
+	struct cpu_dev *c = cpu(d);
 	struct norm_args a = { .x = x, .w = w, .b = b, .y = y, .n = n, .eps = eps };
+	float *t = NULL;
 
-	par_range(cpu(d), rows, rows_grain(n), layer_norm_range, &a);
+	if (narrow(c)) {
+		if (!(t = twins(c, (size_t)(rows * n + 2 * n))))
+			return -1;
+		a.x = a.y = widen(c, t, x, rows * n);
+		a.w = widen(c, t + rows * n, w, n);
+		a.b = widen(c, t + rows * n + n, b, n);
+	}
+	par_range(c, rows, rows_grain(n), layer_norm_range, &a);
+	if (t)
+		narrow_to(c, y, t, rows * n);
 	return 0;
 }
 
@@ -214,9 +342,19 @@ static void rms_norm_range(const void *a, int64_t lo, int64_t hi)
 static int cpu_rms_norm(struct dev *d, const float *x, float *y, int64_t rows, int64_t n,
 			int64_t group, float eps, const float *w)
 {
+	struct cpu_dev *c = cpu(d);
 	struct norm_args a = { .x = x, .w = w, .y = y, .n = n, .group = group, .eps = eps };
+	float *t = NULL;
 
-	par_range(cpu(d), rows, rows_grain(n), rms_norm_range, &a);
+	if (narrow(c)) {
+		if (!(t = twins(c, (size_t)(rows * n + group))))
+			return -1;
+		a.x = a.y = widen(c, t, x, rows * n);
+		a.w = widen(c, t + rows * n, w, group);
+	}
+	par_range(c, rows, rows_grain(n), rms_norm_range, &a);
+	if (t)
+		narrow_to(c, y, t, rows * n);
 	return 0;
 }
 
@@ -233,12 +371,27 @@ static void gelu_range(const void *a, int64_t lo, int64_t hi)
 	k_gelu(r->x + lo, r->y + lo, hi - lo, r->tanh_approx);
 }
 
-static int cpu_gelu(struct dev *d, const float *x, float *y, int64_t n, bool tanh_approx)
+/* An activation of n elements: in place on a twin under narrow storage. */
+static int activation(struct cpu_dev *c, const float *x, float *y, int64_t n, bool tanh_approx,
+		      void (*fn)(const void *a, int64_t lo, int64_t hi))
 {
 	struct act_args a = { x, y, tanh_approx };
+	float *t = NULL;
 
-	par_range(cpu(d), n, GRAIN, gelu_range, &a);
+	if (narrow(c)) {
+		if (!(t = twins(c, (size_t)n)))
+			return -1;
+		a.x = a.y = widen(c, t, x, n);
+	}
+	par_range(c, n, GRAIN, fn, &a);
+	if (t)
+		narrow_to(c, y, t, n);
 	return 0;
+}
+
+static int cpu_gelu(struct dev *d, const float *x, float *y, int64_t n, bool tanh_approx)
+{
+	return activation(cpu(d), x, y, n, tanh_approx, gelu_range);
 }
 
 static void silu_range(const void *a, int64_t lo, int64_t hi)
@@ -250,17 +403,32 @@ static void silu_range(const void *a, int64_t lo, int64_t hi)
 
 static int cpu_silu(struct dev *d, const float *x, float *y, int64_t n)
 {
-	struct act_args a = { x, y, false };
-
-	par_range(cpu(d), n, GRAIN, silu_range, &a);
-	return 0;
+	return activation(cpu(d), x, y, n, false, silu_range);
 }
 
 static int cpu_binary(struct dev *d, enum k_binop op, const float *a, const int64_t *ashape,
 		      const float *b, const int64_t *bshape, float *out, const int64_t *oshape,
 		      int nd)
 {
-	k_binary(op, a, ashape, b, bshape, out, oshape, nd);
+	struct cpu_dev *c = cpu(d);
+	int64_t na = 1, nb = 1, no = 1;
+
+	if (!narrow(c)) {
+		k_binary(op, a, ashape, b, bshape, out, oshape, nd);
+		return 0;
+	}
+	for (int i = 0; i < nd; i++) {
+		na *= ashape[i];
+		nb *= bshape[i];
+		no *= oshape[i];
+	}
+	float *t = twins(c, (size_t)(na + nb + no));
+
+	if (!t)
+		return -1;
+	k_binary(op, widen(c, t, a, na), ashape, widen(c, t + na, b, nb), bshape, t + na + nb,
+		 oshape, nd);
+	narrow_to(c, out, t + na + nb, no);
 	return 0;
 }
 
@@ -291,31 +459,47 @@ static void modulate_range(const void *a, int64_t lo, int64_t hi)
 static int cpu_modulate(struct dev *d, const float *x, const float *shift, const float *scale,
 			float *y, int64_t B, int64_t S, int64_t H, int64_t s_stride)
 {
+	struct cpu_dev *c = cpu(d);
 	struct seq_args a = { .x = x, .shift = shift, .scale = scale, .y = y, .S = S, .H = H,
 			      .s_stride = s_stride };
+	int64_t n = B * S * H, ns = s_stride ? n : B * H;
+	float *t = NULL;
 
-	par_range(cpu(d), B * S, rows_grain(H), modulate_range, &a);
+	if (narrow(c)) {
+		if (!(t = twins(c, (size_t)(n + 2 * ns))))
+			return -1;
+		a.x = a.y = widen(c, t, x, n);
+		a.shift = widen(c, t + n, shift, ns);
+		a.scale = widen(c, t + n + ns, scale, ns);
+	}
+	par_range(c, B * S, rows_grain(H), modulate_range, &a);
+	if (t)
+		narrow_to(c, y, t, n);
 	return 0;
 }
 
 struct copy_args {
-	float *dst;
-	const float *src;
+	char *dst;
+	const char *src;
 	int64_t dst_stride, src_stride, cols;
+	size_t esize;
 };
 
 static void copy2d_range(const void *a, int64_t lo, int64_t hi)
 {
 	const struct copy_args *r = a;
 
-	k_copy2d(r->dst + lo * r->dst_stride, r->dst_stride, r->src + lo * r->src_stride,
-		 r->src_stride, hi - lo, r->cols);
+	k_copy2d_elems(r->dst + (size_t)(lo * r->dst_stride) * r->esize, r->dst_stride,
+		       r->src + (size_t)(lo * r->src_stride) * r->esize, r->src_stride, hi - lo,
+		       r->cols, r->esize);
 }
 
+/* A copy moves elements of the storage dtype as they are. */
 static int cpu_copy2d(struct dev *d, float *dst, int64_t dst_stride, const float *src,
 		      int64_t src_stride, int64_t rows, int64_t cols)
 {
-	struct copy_args a = { dst, src, dst_stride, src_stride, cols };
+	struct copy_args a = { (char *)dst, (const char *)src, dst_stride, src_stride, cols,
+			       k_dtype_size(cpu(d)->dt) };
 
 	/* Copies are bandwidth-bound: a thread pays off only on larger ranges. */
 	par_range(cpu(d), rows, rows_grain(cols) * 4, copy2d_range, &a);
@@ -339,10 +523,25 @@ static int cpu_rope(struct dev *d, const float *x, int64_t x_stride, const float
 		    const float *sin, float *y, int64_t y_stride, int64_t B, int64_t S,
 		    int64_t heads, int64_t D)
 {
+	struct cpu_dev *c = cpu(d);
 	struct seq_args a = { .x = x, .cos = cos, .sin = sin, .y = y, .S = S,
 			      .x_stride = x_stride, .y_stride = y_stride, .heads = heads, .D = D };
+	int64_t W = heads * D, n = B * S * W;
+	float *t = NULL;
 
-	par_range(cpu(d), B * S, rows_grain(heads * D), rope_range, &a);
+	if (narrow(c)) {
+		/* x as a contiguous twin, rotated in place */
+		if (!(t = twins(c, (size_t)(n + 2 * S * D))))
+			return -1;
+		conv2d(c, t, K_F32, W, x, c->dt, x_stride, B * S, W);
+		a.x = a.y = t;
+		a.x_stride = a.y_stride = W;
+		a.cos = widen(c, t + n, cos, S * D);
+		a.sin = widen(c, t + n + S * D, sin, S * D);
+	}
+	par_range(c, B * S, rows_grain(W), rope_range, &a);
+	if (t)
+		conv2d(c, y, c->dt, y_stride, t, K_F32, W, B * S, W);
 	return 0;
 }
 
@@ -354,12 +553,11 @@ static size_t cpu_attention_workspace(struct dev *d, int64_t B, int64_t Sq, int6
 	return k_attention_workspace(Sq, Skv, D, Dv);
 }
 
-static int cpu_attention(struct dev *d, const float *q, int64_t q_stride, const float *k,
-			 int64_t k_stride, const float *v, int64_t v_stride, const float *mask,
-			 float *out, float *lse, int64_t B, int64_t Sq, int64_t Skv, int64_t H,
-			 int64_t D, int64_t Dv, void *workspace)
+static void attention_f32(struct cpu_dev *c, const float *q, int64_t q_stride, const float *k,
+			  int64_t k_stride, const float *v, int64_t v_stride, const float *mask,
+			  float *out, float *lse, int64_t B, int64_t Sq, int64_t Skv, int64_t H,
+			  int64_t D, int64_t Dv, void *workspace)
 {
-	struct cpu_dev *c = cpu(d);
 	struct k_pool *p = pool(c);
 	size_t need = (size_t)k_pool_threads(p) * k_attention_workspace(Sq, Skv, D, Dv);
 
@@ -378,13 +576,62 @@ static int cpu_attention(struct dev *d, const float *q, int64_t q_stride, const 
 	else
 		k_attention(q, q_stride, k, k_stride, v, v_stride, mask, out, lse, B, Sq, Skv, H,
 			    D, Dv, workspace);
+}
+
+static int cpu_attention(struct dev *d, const float *q, int64_t q_stride, const float *k,
+			 int64_t k_stride, const float *v, int64_t v_stride, const float *mask,
+			 float *out, float *lse, int64_t B, int64_t Sq, int64_t Skv, int64_t H,
+			 int64_t D, int64_t Dv, void *workspace)
+{
+	struct cpu_dev *c = cpu(d);
+
+	if (!narrow(c)) {
+		attention_f32(c, q, q_stride, k, k_stride, v, v_stride, mask, out, lse, B, Sq, Skv,
+			      H, D, Dv, workspace);
+		return 0;
+	}
+	/* contiguous twins of q, k, v, the mask [B, Skv] and the output */
+	int64_t nq = B * Sq * H * D, nk = B * Skv * H * D, nv = B * Skv * H * Dv;
+	int64_t nm = mask ? B * Skv : 0;
+	float *t = twins(c, (size_t)(nq + nk + nv + nm + B * Sq * H * Dv));
+
+	if (!t)
+		return -1;
+	float *qf = t, *kf = qf + nq, *vf = kf + nk, *mf = vf + nv, *of = mf + nm;
+
+	conv2d(c, qf, K_F32, H * D, q, c->dt, q_stride, B * Sq, H * D);
+	conv2d(c, kf, K_F32, H * D, k, c->dt, k_stride, B * Skv, H * D);
+	conv2d(c, vf, K_F32, H * Dv, v, c->dt, v_stride, B * Skv, H * Dv);
+	if (mask)
+		conv2d(c, mf, K_F32, Skv, mask, c->dt, Skv, B, Skv);
+	attention_f32(c, qf, H * D, kf, H * D, vf, H * Dv, mask ? mf : NULL, of, lse, B, Sq, Skv,
+		      H, D, Dv, workspace);
+	narrow_to(c, out, of, B * Sq * H * Dv);
 	return 0;
 }
 
-static int cpu_lse_merge(struct dev *d, float *out, float *lse, const float *out_blk,
-			 const float *lse_blk, int64_t B, int64_t Sq, int64_t H, int64_t Dv)
+static int cpu_lse_merge(struct dev *d, float *out, dtpc_dtype acc, float *lse,
+			 const float *out_blk, const float *lse_blk, int64_t B, int64_t Sq,
+			 int64_t H, int64_t Dv)
 {
-	k_lse_merge(out, lse, out_blk, lse_blk, B, Sq, H, Dv);
+	struct cpu_dev *c = cpu(d);
+	int64_t n = B * Sq * H * Dv;
+
+	if (!narrow(c)) {
+		k_lse_merge(out, lse, out_blk, lse_blk, B, Sq, H, Dv);
+		return 0;
+	}
+	/* the block widened; the accumulator too unless it is float32 already */
+	bool wide_acc = acc == DTPC_F32;
+	float *t = twins(c, (size_t)(wide_acc ? n : 2 * n));
+
+	if (!t)
+		return -1;
+	float *of = wide_acc ? out : widen(c, t + n, out, n);
+
+	k_lse_merge(of, lse, widen(c, t, out_blk, n), lse_blk, B, Sq, H, Dv);
+	if (!wide_acc)
+		narrow_to(c, out, of, n);
 	return 0;
 }
 
@@ -488,6 +735,8 @@ static const struct dev_ops cpu_ops = {
 	.sync = cpu_sync,
 	.threads = cpu_threads,
 	.stream = cpu_stream,
+	.set_dtype = cpu_set_dtype,
+	.convert = cpu_convert,
 	.linear = cpu_linear,
 	.layer_norm = cpu_layer_norm,
 	.rms_norm = cpu_rms_norm,

@@ -129,7 +129,8 @@ DTPC_API void dtpc_session_free(dtpc_session *s);
  * (diffusers' diffusion_pytorch_model.safetensors first), a sharded folder
  * or its *.safetensors.index.json, or a folder of per-rank files written by
  * `dtpc shard` (checked to be this graph's weights cut for this rank). Each
- * rank reads only its slices, converting F16/BF16/F64 to float32; names,
+ * rank reads only its slices, converting F16/BF16/F64 to float32 and then
+ * to the storage dtype (a BF16 tensor into bf16 storage unchanged); names,
  * shapes and dtypes are checked against the graph before any data is read
  * (DTPC_ERR_BIND; a malformed checkpoint DTPC_ERR_FORMAT, an unreadable file
  * DTPC_ERR_IO). A failure marks this rank failed on its communicator, as a
@@ -156,12 +157,13 @@ DTPC_API dtpc_status dtpc_session_run(dtpc_session *s);
  * device, no collective that stages through the host, no tracing); a no-op
  * on the CPU. */
 DTPC_API void dtpc_session_graphs(dtpc_session *s, int enable);
-/* The storage dtype of the session's activations and weights (default
- * float32), set before any weight or input is bound. Data still cross the
- * API in float32: bound weights and inputs are rounded to the dtype, outputs
- * converted back. bf16 and f16 need the CUDA device; the CPU stores float32.
- * The graph's memory plan is sized for float32, so a narrower dtype leaves
- * part of the arena unused. */
+/* The storage dtype of the session's activations and weights (default: the
+ * graph's, which the plan's dtype setting chose), set before any weight or
+ * input is bound; it overrides the graph's. Data still cross the API in
+ * float32: bound weights and inputs are rounded to the dtype (to nearest
+ * even), outputs converted back. Every device stores f32, bf16 and f16. The
+ * graph's memory plan is sized for its own dtype: a narrower one leaves part
+ * of the arena unused, a wider one is refused (DTPC_ERR_INVALID). */
 DTPC_API dtpc_status dtpc_session_dtype(dtpc_session *s, dtpc_dtype t);
 /* Threads this rank's CPU kernels may use (attention, pointwise ops, norms
  * and the BLAS library), n >= 1; the default is the machine's cores divided
@@ -170,8 +172,8 @@ DTPC_API dtpc_status dtpc_session_threads(dtpc_session *s, int n);
 /* Whether the last run replayed a device graph. */
 DTPC_API int dtpc_session_graphed(const dtpc_session *s);
 
-/* Outputs, whole on every rank after a run, in host memory whatever the
- * device. data stays owned by the session and valid until the next run or
+/* Outputs, whole on every rank after a run, in float32 host memory whatever
+ * the device and the storage dtype. data stays owned by the session and valid until the next run or
  * free. */
 DTPC_API int dtpc_session_noutputs(const dtpc_session *s);
 DTPC_API dtpc_status dtpc_session_output(const dtpc_session *s, int i, const char **name,

@@ -75,9 +75,26 @@ static float *scratch(const struct dtpc_session *s, const struct g_op *o)
 	return o->scratch >= 0 ? rt_data(s, (uint32_t)o->scratch) : NULL;
 }
 
+/* Elements of the scratch in its graph dtype; the session's dtype is that
+ * or narrower (dtpc_session_dtype), so as many of its elements fit. */
 static int64_t scratch_floats(const struct dtpc_session *s, const struct g_op *o)
 {
 	return o->scratch >= 0 ? s->numel[o->scratch] : 0;
+}
+
+static uint64_t scratch_bytes(const struct dtpc_session *s, const struct g_op *o)
+{
+	if (o->scratch < 0)
+		return 0;
+	return (uint64_t)s->numel[o->scratch] *
+	       graph_dtype_size(graph_tensor_dtype(s->g, (uint32_t)o->scratch));
+}
+
+/* Ring attention merges into a float32 accumulator of its own where the
+ * plan says convert_to_fp32 and the storage is narrower. */
+static bool ring_fp32_acc(const struct dtpc_session *s, const struct g_op *o)
+{
+	return (o->flags & G_OF_FP32) && s->dtype != DTPC_F32;
 }
 
 static struct comm_tag tag(const struct dtpc_session *s, uint32_t i)
@@ -466,14 +483,19 @@ dtpc_status exec_check(struct dtpc_session *s, uint32_t i)
 		int64_t B = dims(s, x)[0], Sq = dims(s, x)[1];
 		int64_t H = dims(s, x)[2] / o->attr[0];
 		/* sizes from a hostile graph must not overflow on the way */
-		int64_t row, kv, lse, need;
+		int64_t row, kv, lse;
+		uint64_t at[4];
 		/* per key row: K, V and the mask's one value */
 		int64_t width = dims(s, k)[2] + dims(s, opnd(s, o, 2))[2] + (o->nin == 4);
 		bool ovf = __builtin_mul_overflow(B, width, &row) ||
 			   __builtin_mul_overflow(row, o->attr[2] ? 2 * maxrows : all, &kv) ||
-			   __builtin_mul_overflow(2 * B * H, Sq, &lse) ||
-			   __builtin_add_overflow(kv, s->numel[out] + lse, &need);
-		REQUIRE(!ovf && scratch_floats(s, o) >= need, i, name, "scratch too small");
+			   __builtin_mul_overflow(B * H, Sq, &lse);
+		uint64_t need = ovf ? UINT64_MAX
+				    : graph_ring_scratch((uint64_t)kv, (uint64_t)s->numel[out],
+							 (uint64_t)lse, (uint32_t)s->esize,
+							 ring_fp32_acc(s, o), at);
+		REQUIRE(need != UINT64_MAX && scratch_bytes(s, o) >= need, i, name,
+			"scratch too small (%s storage)", s->dtype == DTPC_F32 ? "f32" : "16-bit");
 		return DTPC_OK;
 	}
 	case OP_ulysses_a2a: {
@@ -802,10 +824,25 @@ static dtpc_status ring_step(struct dtpc_session *s, const struct g_op *o, bool 
 	uint32_t q = opnd(s, o, 0);
 	int64_t D = o->attr[0], Dv = o->attr[1];
 	int64_t B = dims(s, q)[0], Sq = dims(s, q)[1], H = dims(s, q)[2] / D;
-	DEV(s, o, attention, rt_data(s, q), H * D, kc, H * D, vc, H * Dv, mc, first ? acc : blk,
-	    first ? lse : lse_blk, B, Sq, rows, H, D, Dv, s->workspace);
-	if (!first)
-		DEV(s, o, lse_merge, acc, lse, blk, lse_blk, B, Sq, H, Dv);
+	/* a float32 accumulator takes the first block widened */
+	bool wide = ring_fp32_acc(s, o);
+	DEV(s, o, attention, rt_data(s, q), H * D, kc, H * D, vc, H * Dv, mc,
+	    first && !wide ? acc : blk, first ? lse : lse_blk, B, Sq, rows, H, D, Dv,
+	    s->workspace);
+	if (first && wide)
+		DEV(s, o, convert, acc, DTPC_F32, blk, s->dtype, B * Sq * H * Dv);
+	else if (!first)
+		DEV(s, o, lse_merge, acc, wide ? DTPC_F32 : s->dtype, lse, blk, lse_blk, B, Sq, H,
+		    Dv);
+	return DTPC_OK;
+}
+
+/* The result: rounded from a float32 accumulator to the storage dtype (as
+ * diffusers' out.to(query.dtype)), or already in place. */
+static dtpc_status ring_finish(struct dtpc_session *s, const struct g_op *o, const float *acc)
+{
+	if (acc != rt_data(s, o->out))
+		DEV(s, o, convert, rt_data(s, o->out), s->dtype, acc, DTPC_F32, s->numel[o->out]);
 	return DTPC_OK;
 }
 
@@ -832,11 +869,16 @@ static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 	bool rotate = o->attr[2] != 0;
 	float *buf = scratch(s, o);
 	int64_t kvfloats = B * (Wk + Wv + Wm) * (rotate ? 2 * maxrows : all);
-	/* scratch: K/V (and mask) chunks and a block's output in the storage
-	 * dtype, then the two log-sum-exp vectors in float32 (sized in floats
-	 * throughout by the compiler, so a narrower dtype leaves room) */
-	float *blk = el(s, buf, kvfloats), *lse = el(s, blk, s->numel[out]), *lse_blk = lse + B * H * Sq;
-	float *acc = rt_data(s, out);
+	/* scratch (graph_ring_scratch): K/V (and mask) chunks and a
+	 * block's output in the
+	 * storage dtype, a float32 accumulator where the merge is float32 over
+	 * a narrower storage, the two log-sum-exp vectors in float32 */
+	uint64_t part[4];
+	bool wide = ring_fp32_acc(s, o);
+	graph_ring_scratch((uint64_t)kvfloats, (uint64_t)s->numel[out], (uint64_t)(B * H * Sq),
+			   (uint32_t)s->esize, wide, part);
+	float *blk = at_byte(buf, part[1]), *lse = at_byte(buf, part[3]), *lse_blk = lse + B * H * Sq;
+	float *acc = wide ? at_byte(buf, part[2]) : rt_data(s, out);
 
 	if (!rotate) {
 		/* every chunk's K, then every chunk's V, each [B, rows, W], then
@@ -881,7 +923,7 @@ static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 			kat += bytes(s, B * rows[m] * Wk);
 			mat += bytes(s, B * rows[m]);
 		}
-		return DTPC_OK;
+		return ring_finish(s, o, acc);
 	}
 	/* Rotation: hold chunk (me - step), pass it right while attending to
 	 * it; K, V and the mask travel together as [K | V | mask] of the
@@ -916,7 +958,7 @@ static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 		cur = next;
 		next = t;
 	}
-	return DTPC_OK;
+	return ring_finish(s, o, acc);
 }
 
 /* pad: the constant rows before and after (this rank's chunks of those

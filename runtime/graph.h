@@ -21,7 +21,8 @@
 #define GRAPH_MAGIC "DTPCGRPH"
 enum {
 	GRAPH_MAJOR = 1,
-	GRAPH_MINOR = 1, /* 1.1: typed metadata, requirements, weights manifest */
+	GRAPH_MINOR = 2, /* 1.1: typed metadata, requirements, weights manifest;
+			  * 1.2: tensors' storage dtypes */
 	G_MAX_DIMS = 8,
 	G_MAX_AXES = 8,
 	G_NATTR = 6,
@@ -94,7 +95,8 @@ enum g_tensor_kind {
 	GT_SCRATCH = 4,    /* an op's workspace, live only during that op */
 };
 
-/* A tensor, float32. dims[d] is the size of dimension d across the group of
+/* A tensor, stored in the dtype of its entry in the graph's dtypes table
+ * (float32 in files before 1.2). dims[d] is the size of dimension d across the group of
  * pattern[d] (the global size, or for a dim split twice — heads split by tp,
  * then by Ulysses — the size before this split); with pattern[d] = -1 the dim
  * is whole on every rank. Local size of d on a rank: the sum over blocks of
@@ -107,15 +109,19 @@ struct g_tensor {
 	int32_t pattern[G_MAX_DIMS];
 	int64_t dims[G_MAX_DIMS];
 	uint64_t offset; /* arena offset (inputs, activations, scratch) */
-	uint64_t bytes;  /* >= 4 x the product over dims of the dim's largest
-			  * local size: fits every rank's piece */
+	uint64_t bytes;  /* >= the dtype's size x the product over dims of the
+			  * dim's largest local size: fits every rank's piece */
 };
 
 enum { G_TF_OUTPUT = 1 }; /* a model output (gathered whole) */
 
-/* Storage dtypes. Every tensor is float32 in 1.1; the others name what a
- * graph may come to require (G_CAP_BF16, G_CAP_F16). */
+/* Storage dtypes (format 1.2: the dtypes section, one per tensor). A graph
+ * with a bf16 or f16 tensor sets G_CAP_BF16 or G_CAP_F16, so a runtime
+ * before 1.2 (which has neither) refuses it. Accumulation is float32
+ * whatever the storage; ring attention's log-sum-exp vectors are float32
+ * always, and its accumulator too under G_OF_FP32 (graph_ring_scratch). */
 enum g_dtype { G_DT_F32 = 1, G_DT_BF16 = 2, G_DT_F16 = 3 };
+#define G_DT_COUNT 4 /* one past the last */
 
 /* One entry of the weights manifest: a checkpoint tensor the graph binds,
  * by name, with its full shape and the dtype the graph holds it in (a binder
@@ -247,7 +253,8 @@ struct g_graph {
 	uint64_t checksum;    /* of the file: identifies the graph (handshake) */
 
 	/* Format 1.1. The writer ignores weights and need.ops (it derives them
-	 * from the tensors and ops) and ORs G_CAP_F32 into need.caps; the
+	 * from the tensors and ops) and ORs G_CAP_F32 and the bits of the
+	 * tensors' dtypes into need.caps; the
 	 * loader of a 1.0 file leaves the manifest empty and fills need as a
 	 * 1.0 graph implies: compiler 0 (unknown), f32, the ops it has. */
 	const uint64_t *meta_items; /* the lists of array metadata */
@@ -256,6 +263,10 @@ struct g_graph {
 	uint32_t nweights;
 	struct g_requires need;
 	uint16_t minor; /* the file's format minor version (read only) */
+
+	/* Format 1.2: each tensor's enum g_dtype, ntensors of them; NULL (a
+	 * file before 1.2) means float32 throughout. */
+	const uint8_t *dtypes;
 };
 
 /* ---- the file: header, section table, sections (docs/graph-format.md) ------ */
@@ -301,6 +312,8 @@ enum g_section_id {
 	GS_META_ITEMS,  /* uint64_t: the lists of array metadata */
 	GS_REQUIRES,    /* struct g_requires, one */
 	GS_WEIGHTS,     /* struct g_weight: the weights manifest */
+	/* 1.2 */
+	GS_DTYPES,      /* uint8_t: each tensor's enum g_dtype */
 	GS_COUNT        /* one past the last id this version knows */
 };
 
@@ -358,6 +371,21 @@ const uint64_t *graph_meta_items(const struct g_graph *g, uint32_t i);
 const struct g_weight *graph_weight_find(const struct g_graph *g, const char *name);
 /* "dtpc 0.2.0" for need.compiler into buf; "an unknown dtpc" for 0. */
 const char *graph_compiler_str(uint32_t compiler, char *buf, size_t n);
+/* Tensor t's storage dtype (G_DT_F32 in files before 1.2), and the bytes
+ * of one element of a dtype. */
+enum g_dtype graph_tensor_dtype(const struct g_graph *g, uint32_t t);
+uint32_t graph_dtype_size(enum g_dtype t);
+/* "f32", "bf16", "f16"; NULL for another value. */
+const char *graph_dtype_name(uint32_t t);
+/* ring_attention's scratch, in bytes from its start, each part 4-byte
+ * aligned: at[0] the K/V chunks (kv elements of esize bytes), at[1] the
+ * block's output (out elements), at[2] with fp32_acc a float32 accumulator
+ * of out floats (the merge's output under convert_to_fp32 when the storage
+ * is narrower than float32; else the op's output is the accumulator), at[3]
+ * the two log-sum-exp vectors (2 x lse floats). Returns the total, or
+ * UINT64_MAX when it overflows. */
+uint64_t graph_ring_scratch(uint64_t kv, uint64_t out, uint64_t lse, uint32_t esize,
+			    bool fp32_acc, uint64_t at[4]);
 /* The rank's coordinate on each axis. */
 void graph_coords(const struct g_graph *g, uint32_t rank, uint32_t *coords);
 /* The rank's index in a group, and the world rank of member `index` of the

@@ -54,6 +54,7 @@ static const struct {
 	[GS_META_ITEMS] = { "meta_items", sizeof(uint64_t), UINT64_MAX, 1 },
 	[GS_REQUIRES] = { "requires", sizeof(struct g_requires), 1, 1 },
 	[GS_WEIGHTS] = { "weights", sizeof(struct g_weight), UINT32_MAX, 1 },
+	[GS_DTYPES] = { "dtypes", 1, UINT32_MAX, 2 },
 };
 
 /* Names of the capability bits, for refusals. */
@@ -515,10 +516,12 @@ static bool check_tensor(struct loader *l, uint32_t i, const struct pattern_sum 
 				    i, graph_str(g, t->name));
 		local *= ld;
 	}
-	if (__builtin_mul_overflow((uint64_t)local, sizeof(float), &need) || t->bytes < need)
+	/* its dtype was checked (check_dtypes) */
+	enum g_dtype dt = graph_tensor_dtype(g, i);
+	if (__builtin_mul_overflow((uint64_t)local, graph_dtype_size(dt), &need) || t->bytes < need)
 		return fail(l, "tensor %" PRIu32 " ('%s'): %" PRIu64
-			    " bytes, but its largest local piece has %" PRId64 " floats",
-			    i, graph_str(g, t->name), t->bytes, local);
+			    " bytes, but its largest local piece has %" PRId64 " %s elements",
+			    i, graph_str(g, t->name), t->bytes, local, graph_dtype_name(dt));
 	if (t->kind == GT_WEIGHT) {
 		if (t->offset)
 			return fail(l, "tensor %" PRIu32 " ('%s'): a weight with arena "
@@ -534,6 +537,29 @@ static bool check_tensor(struct loader *l, uint32_t i, const struct pattern_sum 
 			    "offset %" PRIu64 " are past the arena (%" PRIu64 " bytes)",
 			    i, graph_str(g, t->name), t->bytes, t->offset,
 			    g->arena_bytes);
+	return true;
+}
+
+/* Format 1.2's dtypes: one known dtype per tensor, each one the graph
+ * declares it needs (so that a runtime without it refused the graph). */
+static bool check_dtypes(struct loader *l)
+{
+	const struct g_graph *g = l->g;
+	static const uint64_t cap[G_DT_COUNT] = { 0, G_CAP_F32, G_CAP_BF16, G_CAP_F16 };
+
+	if (!g->dtypes)
+		return true;
+	for (uint32_t t = 0; t < g->ntensors; t++) {
+		uint8_t dt = g->dtypes[t];
+
+		if (!dt || dt >= G_DT_COUNT)
+			return fail(l, "tensor %" PRIu32 " ('%s'): unknown dtype %u", t,
+				    graph_str(g, g->tensors[t].name), dt);
+		if (!(g->need.caps & cap[dt]))
+			return fail(l, "tensor %" PRIu32 " ('%s') is %s, but the graph's "
+				    "requirements do not say so", t,
+				    graph_str(g, g->tensors[t].name), graph_dtype_name(dt));
+	}
 	return true;
 }
 
@@ -673,9 +699,10 @@ static bool check_weights(struct loader *l)
 			return fail(l, "weight %" PRIu32 " ('%s'): not after '%s' (the manifest "
 				    "is sorted by name, names unique)", i, name,
 				    graph_str(g, g->weights[i - 1].name));
-		if (w->dtype != G_DT_F32)
+		if (w->dtype != graph_tensor_dtype(g, w->tensor))
 			return fail(l, "weight %" PRIu32 " ('%s'): dtype %" PRIu32
-				    ", but its tensor holds float32", i, name, w->dtype);
+				    ", but its tensor holds %s", i, name, w->dtype,
+				    graph_dtype_name(graph_tensor_dtype(g, w->tensor)));
 		if (w->ndim != t->ndim)
 			return fail(l, "weight %" PRIu32 " ('%s'): %" PRIu32
 				    " dimensions, its tensor has %u", i, name, w->ndim, t->ndim);
@@ -759,6 +786,10 @@ static bool load(struct loader *l)
 	g->weights = data[GS_WEIGHTS];
 	g->nweights = (uint32_t)count[GS_WEIGHTS];
 	g->minor = l->minor;
+	g->dtypes = data[GS_DTYPES];
+	if (g->dtypes && count[GS_DTYPES] != count[GS_TENSORS])
+		return fail(l, "section 'dtypes': %" PRIu64 " entries for %" PRIu64 " tensors",
+			    count[GS_DTYPES], count[GS_TENSORS]);
 	if (data[GS_REQUIRES]) {
 		g->need = *(const struct g_requires *)data[GS_REQUIRES];
 	} else {
@@ -776,7 +807,8 @@ static bool load(struct loader *l)
 	 * proved (strings before names, groups before patterns...); first
 	 * whether this runtime can run the graph at all. */
 	return check_requires(l) && check_strings(l) && check_meta(l) &&
-	       check_axes(l, prog) && check_groups(l) && check_patterns_and_tensors(l) &&
+	       check_axes(l, prog) && check_groups(l) && check_dtypes(l) &&
+	       check_patterns_and_tensors(l) &&
 	       check_program(l);
 }
 
@@ -805,9 +837,9 @@ bool graph_parse(const void *buf, size_t len, struct g_graph *g, char *err,
 uint64_t graph_runtime_caps(void)
 {
 #ifdef DTPC_HAVE_CUDA
-	return G_CAP_F32 | G_CAP_CUDA;
+	return G_CAP_F32 | G_CAP_BF16 | G_CAP_F16 | G_CAP_CUDA;
 #else
-	return G_CAP_F32;
+	return G_CAP_F32 | G_CAP_BF16 | G_CAP_F16;
 #endif
 }
 
@@ -831,6 +863,49 @@ uint64_t graph_checksum(const void *buf, size_t len)
 }
 
 /* ---- queries: the graph is valid, so they index without checks ---------------- */
+
+enum g_dtype graph_tensor_dtype(const struct g_graph *g, uint32_t t)
+{
+	return g->dtypes ? (enum g_dtype)g->dtypes[t] : G_DT_F32;
+}
+
+uint32_t graph_dtype_size(enum g_dtype t)
+{
+	return t == G_DT_F32 ? 4 : 2;
+}
+
+const char *graph_dtype_name(uint32_t t)
+{
+	static const char *const names[G_DT_COUNT] = { NULL, "f32", "bf16", "f16" };
+
+	return t < G_DT_COUNT ? names[t] : NULL;
+}
+
+/* A part of ring attention's scratch from *at, its end rounded up to 4
+ * bytes so that a float32 part after a 16-bit one is aligned (and a
+ * float32 layout has no padding at all, as in files before 1.2). */
+static uint64_t ring_part(uint64_t *at, uint64_t bytes)
+{
+	uint64_t start = *at;
+
+	*at = start > UINT64_MAX - 4 || bytes > UINT64_MAX - 4 - start ? UINT64_MAX
+								     : (start + bytes + 3) / 4 * 4;
+	return start;
+}
+
+uint64_t graph_ring_scratch(uint64_t kv, uint64_t out, uint64_t lse, uint32_t esize,
+			    bool fp32_acc, uint64_t at[4])
+{
+	uint64_t end = 0, b[4];
+
+	if (__builtin_mul_overflow(kv, esize, &b[0]) || __builtin_mul_overflow(out, esize, &b[1]) ||
+	    __builtin_mul_overflow(fp32_acc ? out : 0, 4, &b[2]) ||
+	    __builtin_mul_overflow(lse, 8, &b[3]))
+		return UINT64_MAX;
+	for (int i = 0; i < 4 && end != UINT64_MAX; i++)
+		at[i] = ring_part(&end, b[i]);
+	return end;
+}
 
 const char *graph_str(const struct g_graph *g, uint32_t i)
 {

@@ -5,9 +5,11 @@
 
 #include <string.h>
 
+/* In the tensor's storage dtype: what the arena holds, and what a
+ * collective moves, except an all-reduce (below). */
 static uint64_t local_bytes(const struct g_graph *g, uint32_t t, uint32_t rank)
 {
-	return (uint64_t)graph_local_numel(g, t, rank) * 4;
+	return (uint64_t)graph_local_numel(g, t, rank) * graph_dtype_size(graph_tensor_dtype(g, t));
 }
 
 /* The chunk length of a dim's pattern for group index i (summed over blocks). */
@@ -32,8 +34,10 @@ uint64_t graph_comm_bytes(const struct g_graph *g, uint32_t op, uint32_t rank)
 		/* every other rank's chunk arrives once */
 		return local_bytes(g, o->out, rank) - local_bytes(g, in, rank);
 	case OP_all_reduce:
-		/* ring all-reduce: reduce-scatter then all-gather */
-		return 2 * local_bytes(g, in, rank) * (P - 1) / P;
+		/* ring all-reduce: reduce-scatter then all-gather, of float32
+		 * whatever the storage (the partial sums are rounded once, after
+		 * the sum) */
+		return 2 * (uint64_t)graph_local_numel(g, in, rank) * 4 * (P - 1) / P;
 	case OP_ulysses_a2a: {
 		/* everything but the part that stays on this rank */
 		const struct g_tensor *t = &g->tensors[in];
@@ -99,6 +103,12 @@ uint64_t graph_comm_bytes(const struct g_graph *g, uint32_t op, uint32_t rank)
 	}
 	/* local ops move nothing */
 	return 0;
+}
+
+uint32_t graph_comm_elem_size(const struct g_graph *g, uint32_t op)
+{
+	const struct g_op *o = &g->ops[op];
+	return o->kind == OP_all_reduce ? 4 : graph_dtype_size(graph_tensor_dtype(g, o->out));
 }
 
 uint64_t graph_weight_bytes(const struct g_graph *g, uint32_t rank)

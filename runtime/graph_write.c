@@ -60,8 +60,9 @@ static uint32_t compiler_version(void)
 	return (major & 0xffff) << 16 | (minor & 0xff) << 8 | (patch & 0xff);
 }
 
-/* What a runtime needs: f32 (every tensor is float32 in 1.1), the caller's
- * other bits, and the ops the program uses. */
+/* What a runtime needs: f32 (ring attention's log-sum-exps are float32
+ * whatever the storage), each other dtype a tensor has, the caller's other
+ * bits, and the ops the program uses. */
 static struct g_requires requirements(const struct g_graph *g)
 {
 	struct g_requires r = {
@@ -69,6 +70,10 @@ static struct g_requires requirements(const struct g_graph *g)
 		.caps = g->need.caps | G_CAP_F32,
 	};
 
+	for (uint32_t t = 0; t < g->ntensors; t++)
+		r.caps |= graph_tensor_dtype(g, t) == G_DT_BF16   ? G_CAP_BF16
+			  : graph_tensor_dtype(g, t) == G_DT_F16 ? G_CAP_F16
+								 : 0;
 	for (uint32_t i = 0; i < g->nops; i++)
 		r.ops |= 1ull << g->ops[i].kind;
 	return r;
@@ -108,7 +113,7 @@ static struct g_weight *manifest(const struct g_graph *g, uint32_t *n)
 
 		m[i].name = t->name;
 		m[i].tensor = w[i].tensor;
-		m[i].dtype = G_DT_F32;
+		m[i].dtype = graph_tensor_dtype(g, w[i].tensor);
 		m[i].ndim = t->ndim;
 		memcpy(m[i].shape, t->dims, t->ndim * sizeof *t->dims);
 	}
@@ -126,8 +131,16 @@ void *graph_serialize(const struct g_graph *g, size_t *len)
 	uint32_t nweights;
 	struct g_weight *weights = manifest(g, &nweights);
 
-	if (!weights)
+	/* a graph made without dtypes is float32 throughout */
+	uint8_t *dtypes = malloc(g->ntensors ? g->ntensors : 1);
+
+	if (!weights || !dtypes) {
+		free(weights);
+		free(dtypes);
 		return NULL;
+	}
+	for (uint32_t t = 0; t < g->ntensors; t++)
+		dtypes[t] = (uint8_t)graph_tensor_dtype(g, t);
 	/* In id order, so that table[id - 1] is section id. */
 	const struct out_section in[] = {
 		{ GS_PROGRAM, sizeof prog, &prog, 1 },
@@ -146,6 +159,7 @@ void *graph_serialize(const struct g_graph *g, size_t *len)
 		{ GS_META_ITEMS, sizeof *g->meta_items, g->meta_items, g->nmeta_items },
 		{ GS_REQUIRES, sizeof need, &need, 1 },
 		{ GS_WEIGHTS, sizeof *weights, weights, nweights },
+		{ GS_DTYPES, 1, dtypes, g->ntensors },
 	};
 	enum { N = sizeof in / sizeof in[0] };
 	struct g_section table[N];
@@ -167,6 +181,7 @@ void *graph_serialize(const struct g_graph *g, size_t *len)
 
 	if (!file) {
 		free(weights);
+		free(dtypes);
 		return NULL;
 	}
 	memset(&h, 0, sizeof h);
@@ -183,6 +198,7 @@ void *graph_serialize(const struct g_graph *g, size_t *len)
 		if (table[i].size) /* data may be NULL when empty */
 			memcpy(file + table[i].offset, in[i].data, table[i].size);
 	free(weights);
+	free(dtypes);
 	canonicalize(file, &table[GS_TENSORS - 1], &table[GS_GROUPS - 1]);
 
 	h.checksum = graph_checksum(file, pos);

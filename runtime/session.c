@@ -376,10 +376,37 @@ static dtpc_status handshake(struct dtpc_session *s)
 	return st;
 }
 
+/* The storage dtype of the graph's tensors: this runtime keeps one dtype
+ * for all of a session's data, so a graph that mixes them is refused. */
+static dtpc_status graph_dtype(const struct g_graph *g, dtpc_dtype *out)
+{
+	enum g_dtype first = g->ntensors ? graph_tensor_dtype(g, 0) : G_DT_F32;
+	for (uint32_t t = 1; t < g->ntensors; t++)
+		if (graph_tensor_dtype(g, t) != first)
+			return rt_error(DTPC_ERR_VERSION, "tensor '%s' is %s but tensor '%s' is %s: "
+					"this runtime stores all of a graph's tensors in one dtype",
+					graph_str(g, g->tensors[t].name),
+					graph_dtype_name(graph_tensor_dtype(g, t)),
+					graph_str(g, g->tensors[0].name), graph_dtype_name(first));
+	*out = first == G_DT_BF16 ? DTPC_BF16 : first == G_DT_F16 ? DTPC_F16 : DTPC_F32;
+	return DTPC_OK;
+}
+
+static size_t dtype_size(dtpc_dtype t)
+{
+	return t == DTPC_F32 ? 4 : 2;
+}
+
 dtpc_status session_prepare(struct dtpc_session *s)
 {
 	const struct g_graph *g = s->g;
 	uint32_t n = g->ntensors;
+	dtpc_status dst = graph_dtype(g, &s->graph_dtype);
+	if (dst)
+		return dst;
+	/* the graph's dtype until dtpc_session_dtype narrows it */
+	s->dtype = s->graph_dtype;
+	s->esize = dtype_size(s->dtype);
 	s->dims = calloc(n ? n : 1, sizeof *s->dims);
 	s->numel = calloc(n ? n : 1, sizeof *s->numel);
 	s->weights = calloc(n ? n : 1, sizeof *s->weights);
@@ -452,6 +479,28 @@ static bool graphable(const struct g_graph *g)
 	return true;
 }
 
+/* Storage in a narrower dtype than float32: the device stores t from now
+ * on, and the session gets the float32 buffer it converts through (bound
+ * data, outputs, all-reduce sums) for the largest tensor (scratch aside). */
+static dtpc_status narrow_storage(struct dtpc_session *s, dtpc_dtype t)
+{
+	const struct dev_ops *d = s->dv->ops;
+	if (!d->set_dtype || !d->convert)
+		return rt_error(DTPC_ERR_INVALID, "the %s device stores float32 only", d->name);
+	int64_t most = 1;
+	for (uint32_t i = 0; i < s->g->ntensors; i++)
+		if (s->g->tensors[i].kind != GT_SCRATCH && s->numel[i] > most)
+			most = s->numel[i];
+	if (!s->widen && !(s->widen = d->alloc(s->dv, (size_t)most * 4)))
+		return rt_error(DTPC_ERR_NOMEM, "rank %u: no device memory for a %lld-element "
+				"float32 buffer: %s", s->rank, (long long)most, d->error(s->dv));
+	if (s->staged && !s->widen_host && !(s->widen_host = malloc((size_t)most * 4)))
+		return rt_error(DTPC_ERR_NOMEM, "out of memory");
+	if (d->set_dtype(s->dv, t))
+		return rt_error(DTPC_ERR_DEVICE, "rank %u: %s", s->rank, d->error(s->dv));
+	return DTPC_OK;
+}
+
 static dtpc_status setup(struct dtpc_session *s, dtpc_device dev)
 {
 	dtpc_status st = make_device(s, dev);
@@ -466,18 +515,21 @@ static dtpc_status setup(struct dtpc_session *s, dtpc_device dev)
 				"the %s device: %s", s->rank, (unsigned long long)arena, d->name,
 				d->error(s->dv));
 	s->host = s->arena;
-	s->dtype = DTPC_F32;
-	s->esize = 4;
 	if (!d->host_memory && !(s->host = malloc(arena)))
 		return rt_error(DTPC_ERR_NOMEM, "cannot allocate the %llu-byte host mirror",
 				(unsigned long long)arena);
 	s->staged = !d->host_memory && !s->c->ops->device_memory;
+	if (s->dtype != DTPC_F32 && (st = narrow_storage(s, s->dtype)))
+		return st;
 	if (s->workspace_bytes && !(s->workspace = d->alloc(s->dv, s->workspace_bytes)))
 		return rt_error(DTPC_ERR_NOMEM, "rank %u: cannot allocate the attention workspace: "
 				"%s", s->rank, d->error(s->dv));
 	s->cbufs = malloc(4 * s->max_group * sizeof *s->cbufs);
 	s->rowbuf = malloc(s->max_group * sizeof *s->rowbuf);
 	if (!s->cbufs || !s->rowbuf)
+		return rt_error(DTPC_ERR_NOMEM, "out of memory");
+	s->outputs = calloc(s->g->noutputs ? s->g->noutputs : 1, sizeof *s->outputs);
+	if (!s->outputs)
 		return rt_error(DTPC_ERR_NOMEM, "out of memory");
 	s->graphs = d->graphs && graphable(s->g);
 	if (s->c->ops->device_memory)
@@ -546,6 +598,9 @@ void dtpc_session_free(dtpc_session *s)
 		free(s->widen_host);
 		s->dv->ops->destroy(s->dv);
 	}
+	for (uint32_t i = 0; s->outputs && i < s->g->noutputs; i++)
+		free(s->outputs[i]);
+	free(s->outputs);
 	free(s->weights);
 	free(s->cbufs);
 	free(s->rowbuf);
@@ -673,52 +728,61 @@ static void gen_scale(const struct g_tensor *x, const char *name, float *scale, 
 	}
 }
 
-/* Binding writes a weight's or an input's local elements to host memory,
- * then bind_finish() makes them the device's: a weight's slice gets device
- * memory of its own; an input lives in the arena, written through its host
- * mirror. Where the device's memory is the host's, the target is the
- * tensor's own memory and nothing moves. */
+/* Binding writes a weight's or an input's local elements, in float32, to
+ * host memory, then bind_finish() makes them the device's: a weight's slice
+ * gets device memory of its own (in the storage dtype); an input lives in
+ * the arena. Where the device's memory is the host's and the storage is
+ * float32, the target is the tensor's own memory and nothing moves; else it
+ * is a float32 staging copy, uploaded and rounded to the storage dtype (to
+ * nearest even: a bf16 checkpoint's values come through unchanged). */
+static bool bind_direct(const struct dtpc_session *s)
+{
+	return s->dv->ops->host_memory && s->dtype == DTPC_F32;
+}
+
 static dtpc_status bind_target(struct dtpc_session *s, uint32_t t, float **host)
 {
 	const struct g_tensor *x = &s->g->tensors[t];
-	if (x->kind != GT_WEIGHT) {
-		*host = (float *)((char *)s->host + x->offset);
-		return DTPC_OK;
-	}
-	size_t bytes = (size_t)(s->numel[t] ? s->numel[t] : 1) * 4;
-	if (!s->weights[t] && !(s->weights[t] = s->dv->ops->alloc(s->dv, bytes)))
+	size_t n = (size_t)(s->numel[t] ? s->numel[t] : 1);
+	if (x->kind == GT_WEIGHT && !s->weights[t] &&
+	    !(s->weights[t] = s->dv->ops->alloc(s->dv, n * s->esize)))
 		return rt_error(DTPC_ERR_NOMEM, "no memory for weight '%s' on the %s device: %s",
 				graph_str(s->g, x->name), s->dv->ops->name, s->dv->ops->error(s->dv));
-	*host = s->dv->ops->host_memory ? s->weights[t] : malloc(bytes);
+	*host = bind_direct(s) ? rt_data(s, t) : malloc(n * 4);
 	if (!*host)
-		return rt_error(DTPC_ERR_NOMEM, "out of memory for weight '%s'",
-				graph_str(s->g, x->name));
+		return rt_error(DTPC_ERR_NOMEM, "out of memory for %s '%s'",
+				x->kind == GT_WEIGHT ? "weight" : "input", graph_str(s->g, x->name));
 	return DTPC_OK;
 }
 
-/* Uploads what bind_target's memory holds when st is DTPC_OK, frees a
- * staging copy either way; returns st or the upload's failure. */
+/* Moves what bind_target's memory holds to the tensor when st is
+ * DTPC_OK, frees a staging copy either way; returns st or the move's
+ * failure. */
 static dtpc_status bind_finish(struct dtpc_session *s, uint32_t t, float *host, dtpc_status st)
 {
-	if (s->dv->ops->host_memory) {
+	if (bind_direct(s)) {
 		s->bound[t] = !st;
 		return st;
 	}
 	const struct dev_ops *d = s->dv->ops;
-	size_t f32_bytes = (size_t)s->numel[t] * 4;
-	/* a narrower dtype: up in float32, rounded on the device */
-	float *up = s->dtype == DTPC_F32 ? rt_data(s, t) : s->widen;
-	if (!st && (d->upload(s->dv, up, host, f32_bytes) ||
-		    (up != rt_data(s, t) &&
-		     d->convert(s->dv, rt_data(s, t), s->dtype, up, DTPC_F32, s->numel[t]))))
-		st = rt_error(DTPC_ERR_DEVICE, "uploading '%s': %s",
+	int64_t n = s->numel[t];
+	float *to = rt_data(s, t);
+	int fail = 0;
+	if (!st && d->host_memory) {
+		fail = d->convert(s->dv, to, s->dtype, host, DTPC_F32, n);
+	} else if (!st) {
+		/* a narrower dtype: up in float32, rounded on the device */
+		float *up = s->dtype == DTPC_F32 ? to : s->widen;
+		fail = d->upload(s->dv, up, host, (size_t)n * 4) ||
+		       (up != to && d->convert(s->dv, to, s->dtype, up, DTPC_F32, n));
+	}
+	if (fail)
+		st = rt_error(DTPC_ERR_DEVICE, "binding '%s': %s",
 			      graph_str(s->g, s->g->tensors[t].name), d->error(s->dv));
-	if (s->g->tensors[t].kind == GT_WEIGHT)
-		free(host);
+	free(host);
 	s->bound[t] = !st;
 	return st;
 }
-
 
 static dtpc_status gen_tensor(struct dtpc_session *s, uint32_t t, uint64_t seed, float *dst)
 {
@@ -1007,24 +1071,33 @@ static dtpc_status run_graph(dtpc_session *s)
 	return DTPC_OK;
 }
 
-/* After a run on a device the host cannot address: the outputs' bytes into
- * the host mirror, where dtpc_session_output reads them. */
+/* After a run: where the host cannot address the device's memory, or the
+ * storage is not float32, the outputs in float32 on the host, where
+ * dtpc_session_output reads them (the host mirror for float32, else a
+ * copy of their own: a narrower tensor's slot has no room for float32). */
 static dtpc_status fetch_outputs(dtpc_session *s)
 {
 	const struct dev_ops *d = s->dv->ops;
 	if (d->sync(s->dv))
 		return rt_error(DTPC_ERR_DEVICE, "rank %u: %s", s->rank, d->error(s->dv));
-	for (uint32_t i = 0; !d->host_memory && i < s->g->noutputs; i++) {
+	for (uint32_t i = 0; !bind_direct(s) && i < s->g->noutputs; i++) {
 		uint32_t t = s->g->outputs[i];
-		float *from = rt_data(s, t);
-		if (s->dtype != DTPC_F32 &&
-		    d->convert(s->dv, s->widen, DTPC_F32, from, s->dtype, s->numel[t]))
-			return rt_error(DTPC_ERR_DEVICE, "rank %u: output '%s': %s", s->rank,
-					graph_str(s->g, s->g->tensors[t].name), d->error(s->dv));
-		if (s->dtype != DTPC_F32)
-			from = s->widen;
-		if (d->download(s->dv, (char *)s->host + s->g->tensors[t].offset, from,
-				(size_t)s->numel[t] * 4))
+		size_t n = (size_t)s->numel[t];
+		float *from = rt_data(s, t), *to = (float *)((char *)s->host + s->g->tensors[t].offset);
+		if (s->dtype != DTPC_F32) {
+			if (!s->outputs[i] && !(s->outputs[i] = malloc((n ? n : 1) * 4)))
+				return rt_error(DTPC_ERR_NOMEM, "out of memory");
+			to = s->outputs[i];
+		}
+		int fail;
+		if (s->dtype == DTPC_F32)
+			fail = d->download(s->dv, to, from, n * 4);
+		else if (d->host_memory)
+			fail = d->convert(s->dv, to, DTPC_F32, from, s->dtype, (int64_t)n);
+		else
+			fail = d->convert(s->dv, s->widen, DTPC_F32, from, s->dtype, (int64_t)n) ||
+			       d->download(s->dv, to, s->widen, n * 4);
+		if (fail)
 			return rt_error(DTPC_ERR_DEVICE, "rank %u: output '%s': %s", s->rank,
 					graph_str(s->g, s->g->tensors[t].name), d->error(s->dv));
 	}
@@ -1057,6 +1130,23 @@ dtpc_status dtpc_session_run(dtpc_session *s)
 	return DTPC_OK;
 }
 
+static const char *dtype_name(dtpc_dtype t)
+{
+	return t == DTPC_F32 ? "f32" : t == DTPC_BF16 ? "bf16" : "f16";
+}
+
+/* Re-proves every op at the session's current dtype (ring attention's
+ * scratch holds parts of both widths). */
+static dtpc_status recheck(struct dtpc_session *s)
+{
+	for (uint32_t i = 0; i < s->g->nops; i++) {
+		dtpc_status st = exec_check(s, i);
+		if (st)
+			return st;
+	}
+	return DTPC_OK;
+}
+
 dtpc_status dtpc_session_dtype(dtpc_session *s, dtpc_dtype t)
 {
 	const struct dev_ops *d = s->dv->ops;
@@ -1068,23 +1158,28 @@ dtpc_status dtpc_session_dtype(dtpc_session *s, dtpc_dtype t)
 		if (s->bound[i])
 			return rt_error(DTPC_ERR_STATE, "the dtype is set before any weight or input "
 					"is bound");
-	if (!d->set_dtype || !d->convert)
-		return rt_error(DTPC_ERR_INVALID, "the %s device stores float32 only", d->name);
-	/* the float32 twin of the largest tensor (scratch aside) */
-	int64_t most = 1;
-	for (uint32_t i = 0; i < s->g->ntensors; i++)
-		if (s->g->tensors[i].kind != GT_SCRATCH && s->numel[i] > most)
-			most = s->numel[i];
-	if (!s->widen && !(s->widen = d->alloc(s->dv, (size_t)most * 4)))
-		return rt_error(DTPC_ERR_NOMEM, "rank %u: no device memory for a %lld-element "
-				"float32 buffer: %s", s->rank, (long long)most, d->error(s->dv));
-	if (s->staged && !s->widen_host && !(s->widen_host = malloc((size_t)most * 4)))
-		return rt_error(DTPC_ERR_NOMEM, "out of memory");
-	if (d->set_dtype(s->dv, t))
-		return rt_error(DTPC_ERR_DEVICE, "rank %u: %s", s->rank, d->error(s->dv));
+	/* the memory plan is sized for the graph's dtype: narrower fits */
+	if (dtype_size(t) > dtype_size(s->graph_dtype))
+		return rt_error(DTPC_ERR_INVALID, "the graph was compiled for %s storage; its "
+				"memory plan has no room for %s: compile the plan with dtype = "
+				"\"%s\" (or dtpc compile --dtype %s)", dtype_name(s->graph_dtype),
+				dtype_name(t), dtype_name(t), dtype_name(t));
+	/* back to float32 (from a narrower dtype set before) needs no buffers */
+	dtpc_status st = t != DTPC_F32 ? narrow_storage(s, t)
+			 : d->set_dtype(s->dv, t) ? rt_error(DTPC_ERR_DEVICE, "rank %u: %s", s->rank,
+							     d->error(s->dv))
+						  : DTPC_OK;
+	if (st)
+		return st;
+	dtpc_dtype was = s->dtype;
 	s->dtype = t;
-	s->esize = t == DTPC_F32 ? 4 : 2;
-	return DTPC_OK;
+	s->esize = dtype_size(t);
+	if ((st = recheck(s))) {
+		s->dtype = was;
+		s->esize = dtype_size(was);
+		d->set_dtype(s->dv, was);
+	}
+	return st;
 }
 
 dtpc_status dtpc_session_threads(dtpc_session *s, int n)
@@ -1122,7 +1217,9 @@ dtpc_status dtpc_session_output(const dtpc_session *s, int i, const char **name,
 	if (name)
 		*name = graph_str(s->g, s->g->tensors[t].name);
 	if (data)
-		*data = (const float *)((const char *)s->host + s->g->tensors[t].offset);
+		*data = s->dtype != DTPC_F32 ? s->outputs[i]
+					     : (const float *)((const char *)s->host +
+							       s->g->tensors[t].offset);
 	if (shape)
 		*shape = s->dims[t];
 	if (ndim)

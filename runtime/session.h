@@ -40,12 +40,16 @@ struct dtpc_session {
 				      * where the device's memory is the host's):
 				      * inputs are written and outputs read here */
 	bool staged;                 /* collectives go through the host mirror */
-	dtpc_dtype dtype;            /* storage dtype of every arena tensor and weight */
+	dtpc_dtype graph_dtype;      /* the graph's tensors' dtype (its memory plan's) */
+	dtpc_dtype dtype;            /* storage dtype of every arena tensor and weight:
+				      * the graph's, or a narrower one the caller set */
 	size_t esize;                /* its bytes per element */
 	float *widen;                /* narrower dtypes: a float32 device buffer
 				      * for the largest tensor (binding, outputs,
 				      * all-reduce sums) */
 	float *widen_host;           /* and its host twin, for staged all-reduces */
+	float **outputs;             /* per graph output, where the storage is not
+				      * float32: its float32 copy on the host */
 	size_t max_group;            /* the largest group's size */
 	size_t *cbufs;               /* 4 x max_group: collectives' counts */
 	int64_t *rowbuf;             /* max_group: ring chunks' rows */

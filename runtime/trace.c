@@ -60,7 +60,8 @@ static uint64_t *arena_live(const struct g_graph *g)
  * span) and the arena's live bytes (at the start of each op that changes
  * them). Times in seconds, written in microseconds, less shift. */
 static void write_rank(FILE *f, const struct g_graph *g, const uint64_t *live, uint32_t rank,
-		       const struct trace_event *ev, size_t n, double shift, bool first)
+		       const struct trace_event *ev, size_t n, double shift, bool first,
+		       size_t esize)
 {
 	fprintf(f, "%s{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %u, "
 		"\"args\": {\"name\": \"rank %u\"}}", first ? "" : ",\n", rank, rank);
@@ -86,7 +87,12 @@ static void write_rank(FILE *f, const struct g_graph *g, const uint64_t *live, u
 			fprintf(f, "}");
 			continue;
 		}
+		/* the graph counts its own dtype; a session narrowed at run time
+		 * (dtpc_session_dtype) moves its dtype's bytes, but an
+		 * all-reduce's float32 all the same */
 		uint64_t bytes = graph_comm_bytes(g, ev[e].op, rank);
+		if (o->kind != OP_all_reduce)
+			bytes = bytes / graph_comm_elem_size(g, ev[e].op) * esize;
 		fprintf(f, ", \"args\": {\"bytes\": %" PRIu64 "}}", bytes);
 		fprintf(f, ",\n{\"name\": \"bytes on the wire\", \"ph\": \"C\", \"pid\": %u, "
 			"\"ts\": %.3f, \"args\": {\"sent\": %" PRIu64 "}}", rank, t1, sent += bytes);
@@ -101,7 +107,8 @@ dtpc_status dtpc_trace_write(const char *path, dtpc_session *const *ss, int n)
 	uint64_t *live = n ? arena_live(ss[0]->g) : NULL;
 	fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
 	for (int k = 0; k < n; k++)
-		write_rank(f, ss[k]->g, live, ss[k]->rank, ss[k]->events, ss[k]->nevents, 0, k == 0);
+		write_rank(f, ss[k]->g, live, ss[k]->rank, ss[k]->events, ss[k]->nevents, 0, k == 0,
+			   ss[k]->esize);
 	fprintf(f, "\n]}\n");
 	free(live);
 	if (fclose(f))
@@ -191,7 +198,8 @@ dtpc_status dtpc_trace_write_gathered(const char *path, dtpc_session *s)
 	fprintf(f, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"clock\": \"aligned at a barrier "
 		"after the run\"}, \"traceEvents\": [\n");
 	for (size_t r = 0, e = 0; r < world; e += nspans[r], r++)
-		write_rank(f, s->g, live, (uint32_t)r, spans + e, nspans[r], first, r == 0);
+		/* every rank of a job stores the same dtype */
+		write_rank(f, s->g, live, (uint32_t)r, spans + e, nspans[r], first, r == 0, s->esize);
 	fprintf(f, "\n]}\n");
 	free(spans), free(live);
 	if (fclose(f))

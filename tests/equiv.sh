@@ -3,7 +3,9 @@
 # test-sized configuration, compiled for many meshes (--mesh / --context
 # replace the plan's), replayed on N ranks and compared with the same model
 # run unsharded on one rank (dtpc run --verify: normwise max relative error
-# <= 1e-5 per output). Prints one line per case and "equiv: N passed, N failed, N skipped".
+# <= 1e-5 per output). The bf16 cases compile the plan with --dtype bf16 and
+# compare with the float32 one-rank run within 2e-2 (--verify's bound for a
+# 16-bit graph: bf16 keeps 8 significant bits). Prints one line per case and "equiv: N passed, N failed, N skipped".
 set -u
 BUILD=${1:-build}
 MODE=${2:-local}
@@ -161,6 +163,18 @@ else
 		-D img_seq=13 -D txt_seq=7 -D 'axes_dims_rope=[1,2,1]'
 	case_ forward-ulysses-anything3 $F forward_cp "ulysses = 3" "ulysses_anything = true" \
 		-D num_attention_heads=5 -D img_seq=7 -D txt_seq=5
+	# bf16 storage on the CPU: every mesh of the tiny model, and Flux on the
+	# meshes that exercise its joint attention, ring's float32 merge and not
+	matrix tiny-bf16 examples/tiny_dit.plan tiny_dit_8 tiny_dit_tp -D seq=64 --dtype bf16
+	case_ flux-bf16-ulysses2xtp2 examples/flux.plan flux_tiny_ring2_ulysses2_tp2 \
+		"ulysses = 2, tp = 2" "" --dtype bf16
+	case_ flux-bf16-ring-anything3 examples/flux.plan flux_tiny_ring2_ulysses2_tp2 "ring = 3" \
+		"ring_anything = true, rotate_method = \"alltoall\"" -D img_seq=13 -D txt_seq=23 \
+		--dtype bf16
+	case_ flux-bf16-ring2-no-fp32 examples/flux.plan flux_tiny_ring2_ulysses2_tp2 "ring = 2" \
+		"convert_to_fp32 = false" --dtype bf16
+	case_ odd-bf16-ring2ulysses2tp2 tests/plans/odd.plan p "ring = 2, ulysses = 2, tp = 2" "" \
+		--dtype bf16
 	# a plan with unusual ops (modulation, per-head norm, cross-attention,
 	# a reshape of a tp-sharded tensor, a gather on a repeat block)
 	for m in "ring = 2, ulysses = 2, tp = 2" "ulysses = 2, tp = 2" "tp = 2, ring = 2" \

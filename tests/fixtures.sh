@@ -16,6 +16,12 @@
 # 3.4e-4 / in the FFN 1.9e-4, LayerNorm eps 1e-5 1.3e-5, output shift/scale
 # swapped 0.43. (An RMSNorm eps of 1e-5 instead of 1e-6, 1.7e-6, is below it.)
 #
+# The bf16 cases compile the plans with --dtype bf16 (weights rounded once at
+# bind, activations stored in bf16, float32 accumulation) and compare with the
+# same float32 diffusers output within 2e-2 (bf16 keeps 8 significant bits;
+# measured 4e-3 for Flux, 1.2e-2 for Wan). Negative controls: a bf16 run fails
+# the float32 tolerance, and a weight 3% off fails 2e-2.
+#
 # Prints one line per case and "fixtures: N passed, N failed, N skipped".
 set -u
 BUILD=${1:-build}
@@ -25,17 +31,20 @@ FIX=tests/fixtures
 TOL=${FIXTURES_TOL:-1e-5}
 . tests/lib.sh
 
-# case NAME MODEL PLAN MESH CONTEXT
+# case NAME MODEL PLAN MESH CONTEXT [TOLERANCE COMPILE OPTIONS...]
 case_() {
-	c_name=$1 c_model=$2 c_plan=$3 c_mesh=$4 c_ctx=$5
+	c_name=$1 c_model=$2 c_plan=$3 c_mesh=$4 c_ctx=$5 c_tol=$TOL
+	shift 5
+	[ $# -gt 0 ] && { c_tol=$1; shift; }
 	g="$tmp/$c_name.graph"
 	o="$tmp/$c_name.out.safetensors"
-	compile_mesh "$FIX/$c_model.plan" "$c_plan" "$c_mesh" "$c_ctx" "$g" >"$tmp/out" 2>&1 &&
-		replay "$MODE" "$g" --timeout 60 --weights "$FIX/$c_model.weights.safetensors" \
+	compile_mesh "$FIX/$c_model.plan" "$c_plan" "$c_mesh" "$c_ctx" "$g" "$@" >"$tmp/out" 2>&1 &&
+		replay "$MODE" "$g" --timeout 60 \
+			--weights "${FIX_WEIGHTS:-$FIX/$c_model.weights.safetensors}" \
 			--inputs "$FIX/$c_model.inputs.safetensors" --save-outputs "$o" >>"$tmp/out" 2>&1
 	rc=$?
 	if [ $rc = 0 ]; then
-		python3 tests/compare_st.py "$o" "$FIX/$c_model.expected.safetensors" "$TOL" >>"$tmp/out" 2>&1
+		python3 tests/compare_st.py "$o" "$FIX/$c_model.expected.safetensors" "$c_tol" >>"$tmp/out" 2>&1
 		rc=$?
 	fi
 	err=$(sed -n 's/.*max relative error \([^ ]*\).*/\1/p' "$tmp/out" | sort -g | tail -1)
@@ -45,8 +54,24 @@ case_() {
 	else
 		fail=$((fail + 1))
 		printf "FAIL  %-26s %-36s max rel error %s (tolerance %s)\n" "$c_name" \
-			"$c_mesh${c_ctx:+; $c_ctx}" "${err:-?}" "$TOL"
+			"$c_mesh${c_ctx:+; $c_ctx}" "${err:-?}" "$c_tol"
 		sed 's/^/      /' "$tmp/out" | head -20
+	fi
+}
+
+# control_ ARGS...: a case (as case_) that must fail; its own output is kept
+# out of the log unless it passes.
+control_() {
+	k_fail=$fail
+	case_ "$@" >"$tmp/control" 2>&1
+	if [ "$fail" != "$k_fail" ]; then
+		fail=$k_fail
+		pass=$((pass + 1))
+		printf "ok    %-26s fails, as it must (%s)\n" "$1" \
+			"$(sed -n 's/.*max rel error \([^ ]*\).*/max rel error \1/p' "$tmp/control")"
+	else
+		fail=$((fail + 1))
+		printf "FAIL  %-26s passed, but is a negative control\n" "$1"
 	fi
 }
 
@@ -87,6 +112,29 @@ else
 	case_ wan-ulysses2xtp2 wan wan_fixture_cp "ulysses = 2, tp = 2" ""
 	case_ wan-ring-anything3 wan wan_fixture_cp "ring = 3" \
 		"ring_anything = true, rotate_method = \"allgather\""
+	# bf16 storage on the CPU against diffusers' float32 sample
+	case_ flux-bf16-tp2 flux flux_fixture_tp "tp = 2" "" 2e-2 --dtype bf16
+	case_ flux-bf16-ring2xulysses2 flux flux_fixture_cp "ring = 2, ulysses = 2" \
+		"rotate_method = \"alltoall\"" 2e-2 --dtype bf16
+	case_ wan-bf16-ulysses2xtp2 wan wan_fixture_cp "ulysses = 2, tp = 2" "" 2e-2 --dtype bf16
+	case_ wan-bf16-ring2-allgather wan wan_fixture_cp "ring = 2" \
+		"rotate_method = \"allgather\"" 2e-2 --dtype bf16
+	# negative controls: bf16 really rounds (it fails float32's tolerance),
+	# and 2e-2 still sees a weight 3% off (proj_out.weight scaled)
+	control_ flux-bf16-at-1e-5 flux flux_fixture_cp "ring = 2" "" 1e-5 --dtype bf16
+	python3 - "$FIX/flux.weights.safetensors" "$tmp/flux_bad.weights.safetensors" <<'PY'
+import json, struct, sys
+from array import array
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+v = json.loads(b[8:8 + n])["proj_out.weight"]
+s, e = (8 + n + o for o in v["data_offsets"])
+a = array("f", bytes(b[s:e]))
+b[s:e] = array("f", (x * 1.03 for x in a)).tobytes()
+open(sys.argv[2], "wb").write(b)
+PY
+	FIX_WEIGHTS="$tmp/flux_bad.weights.safetensors" control_ flux-bf16-perturbed-weight flux \
+		flux_fixture_cp "ring = 2" "" 2e-2 --dtype bf16
 fi
 # The embedding ops against diffusers' own (tools/gen_embed_fixture.py), within
 # 1e-6 (measured: 0 for the RoPE tables and grids, 6e-8 where float32 pow /

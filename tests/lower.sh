@@ -50,6 +50,28 @@ golden mask-ring-anything3 cp "ring = 3" "ring_anything = true" 2
 LFILE=tests/plans/forward.plan
 golden forward-ring2xulysses2 forward_cp "ring = 2, ulysses = 2" "" 3
 LFILE=tests/lower/tiny.plan
+golden ring2-bf16 all "ring = 2" "" 1 --dtype bf16
+
+# The compile report (-v) of the same plan in f32 and in bf16 (goldens), and
+# its figures: bf16 weights are exactly half of f32's; the arena less than
+# f32's yet more than half of it (ring attention's log-sum-exps and, under
+# convert_to_fp32, its accumulator stay float32).
+report() {
+	r_dtype=$1
+	"$DTPC" tests/lower/tiny.plan --plan all --mesh "ring = 2, tp = 2" --dtype "$r_dtype" \
+		-o "$tmp/r.graph" -v >"$tmp/report-$r_dtype" 2>&1 || { bad "report/$r_dtype"; return; }
+	compare "lower/report-ring2xtp2-$r_dtype" "tests/lower/report-ring2xtp2-$r_dtype.expected" \
+		"$tmp/report-$r_dtype"
+}
+report f32
+report bf16
+figure() { sed -n "s/.*activation arena \([0-9]*\) bytes, weights \([0-9]*\) bytes/\1 \2/p" "$1" | head -1; }
+set -- $(figure "$tmp/report-f32") $(figure "$tmp/report-bf16")
+if [ $# = 4 ] && [ "$4" -eq $(($2 / 2)) ] && [ "$3" -lt "$1" ] && [ "$3" -gt $(($1 / 2)) ]; then
+	ok
+else
+	bad "report/bf16-halves: f32 arena and weights $1 $2, bf16 $3 $4"
+fi
 
 # A comment appended to the plan changes the checksum and the source hash (the
 # raw inspect output differs: else this check would prove nothing) and not
@@ -111,6 +133,21 @@ for P in 2 4; do
 		$(((P - 1) * S * B * b / P + (P - 1) * S * B * W * b / P))
 done
 LFILE=tests/lower/tiny.plan
+# In bf16 the all-to-alls and ring exchanges move 2 bytes an element; an
+# all-reduce still moves float32 (it sums in float32, rounding once after).
+volume_bf16() {
+	v_name=$1 v_plan=$2 v_mesh=$3 v_kind=$4 v_want=$5
+	"$DTPC" tests/lower/tiny.plan --plan "$v_plan" --mesh "$v_mesh" --dtype bf16 \
+		--context 'rotate_method = "allgather"' -o "$tmp/v.graph" -v >"$tmp/v" 2>&1
+	got=$(awk -v k="$v_kind" '$1 == "rank" && $2 == "0," { r = 1 } r && $1 == k { print $(NF - 1); exit }' "$tmp/v")
+	if [ "$got" = "$v_want" ]; then ok; else
+		bad "volume/$v_name: $v_kind moved $got bytes, the closed form says $v_want"
+		cat "$tmp/v"
+	fi
+}
+volume_bf16 ulysses2-bf16 all "ulysses = 2" ulysses_a2a $((L * 4 * (S / 2) * H * 2 / 2))
+volume_bf16 ring2-bf16 all "ring = 2" ring_attention $((L * 2 * (S / 2) * H * 2))
+volume_bf16 tp2-bf16 tp "tp = 2" all_reduce $((L * 2 * 2 * S * H * 4 / 2))
 
 # Determinism: the same inputs give the same bytes.
 "$DTPC" tests/lower/tiny.plan --plan all -o "$tmp/a.graph" >/dev/null 2>&1

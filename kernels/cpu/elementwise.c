@@ -158,15 +158,22 @@ void k_fill2d(float *dst, int64_t dst_stride, int64_t rows, int64_t cols, float 
 void k_copy2d(float *dst, int64_t dst_stride, const float *src, int64_t src_stride,
 	      int64_t rows, int64_t cols)
 {
+	k_copy2d_elems(dst, dst_stride, src, src_stride, rows, cols, sizeof *dst);
+}
+
+void k_copy2d_elems(void *dst, int64_t dst_stride, const void *src, int64_t src_stride,
+		    int64_t rows, int64_t cols, size_t esize)
+{
 	/* Empty views may come with NULL pointers, which memcpy must not see. */
 	if (rows <= 0 || cols <= 0)
 		return;
 	if (dst_stride == cols && src_stride == cols) {
-		memcpy(dst, src, (size_t)(rows * cols) * sizeof *dst);
+		memcpy(dst, src, (size_t)(rows * cols) * esize);
 		return;
 	}
 	for (int64_t r = 0; r < rows; r++)
-		memcpy(dst + r * dst_stride, src + r * src_stride, (size_t)cols * sizeof *dst);
+		memcpy((char *)dst + (size_t)(r * dst_stride) * esize,
+		       (const char *)src + (size_t)(r * src_stride) * esize, (size_t)cols * esize);
 }
 
 void k_rope(const float *x, int64_t x_stride, const float *cos, const float *sin,

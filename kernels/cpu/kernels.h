@@ -1,6 +1,7 @@
 /* kernels.h — the CPU compute kernels of the runtime.
  *
- * Every tensor is float32, row-major and contiguous unless a stride is given
+ * Every tensor is float32 (k_convert and the narrow GEMM aside: the storage
+ * dtypes below), row-major and contiguous unless a stride is given
  * (strides count floats, not bytes); sizes are int64_t. Kernels start no
  * threads of their own: the *_pool variants run on a caller's k_pool (NULL:
  * on the calling thread alone), and the GEMMs use whatever BLAS threads the
@@ -45,6 +46,22 @@ void k_pool_run(struct k_pool *p, int64_t ntasks, void (*fn)(void *arg, int64_t 
 
 enum k_binop { K_ADD, K_MUL };
 
+/* Storage dtypes: float32, bfloat16, IEEE binary16 (the same order as
+ * dtpc_dtype). The kernels below take float32; a device that stores a
+ * narrower dtype widens operands with k_convert, computes in float32 and
+ * rounds the result back (runtime/device_cpu.c), except the GEMM, which
+ * has a narrow form of its own. */
+enum k_dtype { K_F32, K_BF16, K_F16 };
+
+/* Bytes per element of t. */
+size_t k_dtype_size(enum k_dtype t);
+
+/* n elements of dtype st at src into dtype dt at dst: widening is exact,
+ * narrowing rounds to nearest, ties to even (NaN stays NaN, beyond the
+ * range is infinity). dst and src do not overlap unless dt == st. Callers
+ * own all buffers. */
+void k_convert(void *dst, enum k_dtype dt, const void *src, enum k_dtype st, int64_t n);
+
 /* y[m, n] = x[m, k] . w[n, k]^T (+ b[n] when b != NULL): PyTorch's Linear with
  * its [out, in] weight. y must not overlap x, w or b. Callers own all buffers. */
 void k_linear(const float *x, const float *w, const float *b, float *y,
@@ -55,6 +72,22 @@ void k_linear(const float *x, const float *w, const float *b, float *y,
  * at one thread, the pool is the only source of threads. */
 void k_linear_pool(struct k_pool *pool, const float *x, const float *w, const float *b,
 		   float *y, int64_t m, int64_t k, int64_t n);
+
+/* k_linear on data stored in dtype t (x, w, b and y all in t), float32
+ * accumulation, the bias added in float32 and y rounded once: for bf16 on a
+ * CPU with AVX-512 BF16 (k_bf16_dot_available) bf16 dot products straight
+ * from storage, else k_linear_narrow_tiles_pool's tiles of x and w widened
+ * to float32, one sgemm per tile. workspace holds
+ * k_linear_narrow_workspace(k_pool_threads(pool), m, k, n) bytes aligned
+ * for float. Callers own all buffers. */
+size_t k_linear_narrow_workspace(int threads, int64_t m, int64_t k, int64_t n);
+void k_linear_narrow_pool(struct k_pool *pool, enum k_dtype t, const void *x, const void *w,
+			  const void *b, void *y, int64_t m, int64_t k, int64_t n, void *workspace);
+void k_linear_narrow_tiles_pool(struct k_pool *pool, enum k_dtype t, const void *x,
+				const void *w, const void *b, void *y, int64_t m, int64_t k,
+				int64_t n, void *workspace);
+/* Whether this CPU runs k_linear_narrow_pool's bf16 dot products. */
+bool k_bf16_dot_available(void);
 
 /* LayerNorm of each of `rows` rows of n floats: y = (x - mean) / sqrt(var +
  * eps) * w + b, with the biased variance; w[n] and b[n] may each be NULL
@@ -102,6 +135,9 @@ void k_fill2d(float *dst, int64_t dst_stride, int64_t rows, int64_t cols, float 
  * follows memcpy. Callers own all buffers. */
 void k_copy2d(float *dst, int64_t dst_stride, const float *src, int64_t src_stride,
 	      int64_t rows, int64_t cols);
+/* k_copy2d for elements of esize bytes (strides and cols count elements). */
+void k_copy2d_elems(void *dst, int64_t dst_stride, const void *src, int64_t src_stride,
+		    int64_t rows, int64_t cols, size_t esize);
 
 /* RoPE on interleaved pairs (Flux's convention), for every head h and pair i
  * of a head of D floats (D even):

@@ -74,3 +74,187 @@ void k_linear_pool(struct k_pool *pool, const float *x, const float *w, const fl
 
 	k_pool_run(pool, tasks, linear_task, &J);
 }
+
+/* ---- narrow storage (bf16, f16) -------------------------------------------------- *
+ * Two ways, measured in docs/performance.md: where the CPU has AVX-512 BF16,
+ * bf16 dot products straight from storage (vdpbf16ps: exact products of bf16
+ * pairs summed in float32), which beat widening tiles for sgemm by about a
+ * quarter; else (f16, or another CPU) tiles of x and w widened to float32,
+ * one sgemm each. */
+
+/* Rows of x and columns of y a tile takes. A tile's sgemm does 2 MB NB k
+ * flops for (MB + NB) k conversions, so the conversions are well under 1% of
+ * the work at these sizes (docs/performance.md has the measurement). */
+#define NARROW_MB 256
+#define NARROW_NB 256
+
+struct narrow_job {
+	enum k_dtype t;
+	const char *x, *w, *b;
+	char *y;
+	int64_t m, k, n;
+	bool dot;          /* the bf16 dot-product path */
+	bool by_cols;      /* a task is a panel of NB columns over all rows,
+			    * else a block of `rows` rows over all columns */
+	int64_t rows;
+	size_t per_worker; /* workspace floats per worker */
+	float *ws;
+};
+
+/* The split of k_linear_narrow_pool: by rows where there are enough for
+ * every thread, else (a few rows) by column panels. */
+static bool narrow_by_cols(int threads, int64_t m)
+{
+	return threads > 1 && m < (int64_t)threads * LINEAR_MIN_ROWS;
+}
+
+/* The x rows a task holds at once: all of them (by columns), or a share
+ * of the threads' of at most MB. */
+static int64_t narrow_rows(int threads, int64_t m)
+{
+	int64_t share = (m + threads - 1) / (threads < 1 ? 1 : threads);
+
+	return narrow_by_cols(threads, m) ? m : share < NARROW_MB ? share : NARROW_MB;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_BF16_DOT 1
+
+/* Rows [i0, i0 + mm) x columns [j0, j1) of y from bf16 storage: for each
+ * panel of 64 rows of w (kept in L2 while every row of x passes over it), 2
+ * rows x 4 columns of float32 accumulators at a time, 32 k per step (the
+ * tail masked). A row or column past the block reads a valid one again and
+ * is not stored, so every step is the full 2 x 4. */
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) static void
+dot_block(const uint16_t *x, const uint16_t *w, const uint16_t *b, uint16_t *y, int64_t i0,
+	  int64_t mm, int64_t j0, int64_t j1, int64_t k, int64_t n)
+{
+	for (int64_t jp = j0; jp < j1; jp += 64) {
+		int64_t jpe = jp + 64 < j1 ? jp + 64 : j1;
+
+		for (int64_t i = i0; i < i0 + mm; i += 2)
+			for (int64_t j = jp; j < jpe; j += 4) {
+				const uint16_t *xr[2], *wr[4];
+				__m512 acc[2][4];
+
+				for (int a = 0; a < 2; a++)
+					xr[a] = x + (i + a < i0 + mm ? i + a : i) * k;
+				for (int c = 0; c < 4; c++)
+					wr[c] = w + (j + c < jpe ? j + c : j) * k;
+				for (int a = 0; a < 2; a++)
+					for (int c = 0; c < 4; c++)
+						acc[a][c] = _mm512_setzero_ps();
+				for (int64_t l = 0; l < k; l += 32) {
+					__mmask32 mk = k - l >= 32 ? ~(__mmask32)0
+								   : ((__mmask32)1 << (k - l)) - 1;
+					__m512bh xv[2], wv[4];
+
+					for (int a = 0; a < 2; a++)
+						xv[a] = (__m512bh)_mm512_maskz_loadu_epi16(mk, xr[a] + l);
+					for (int c = 0; c < 4; c++)
+						wv[c] = (__m512bh)_mm512_maskz_loadu_epi16(mk, wr[c] + l);
+					for (int a = 0; a < 2; a++)
+						for (int c = 0; c < 4; c++)
+							acc[a][c] = _mm512_dpbf16_ps(acc[a][c], xv[a], wv[c]);
+				}
+				for (int a = 0; a < 2 && i + a < i0 + mm; a++)
+					for (int c = 0; c < 4 && j + c < jpe; c++) {
+						float sum = _mm512_reduce_add_ps(acc[a][c]), bias = 0;
+
+						if (b)
+							k_convert(&bias, K_F32, b + j + c, K_BF16, 1);
+						sum += bias;
+						k_convert(y + (i + a) * n + j + c, K_BF16, &sum, K_F32, 1);
+					}
+			}
+	}
+}
+
+bool k_bf16_dot_available(void)
+{
+	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+	       __builtin_cpu_supports("avx512bf16");
+}
+#else
+bool k_bf16_dot_available(void)
+{
+	return false;
+}
+#endif
+
+static void narrow_task(void *arg, int64_t t, int worker)
+{
+	const struct narrow_job *J = arg;
+	size_t e = k_dtype_size(J->t);
+	int64_t k = J->k, n = J->n;
+	int64_t i0 = J->by_cols ? 0 : t * J->rows, mm = J->m - i0 < J->rows ? J->m - i0 : J->rows;
+	int64_t j_lo = J->by_cols ? t * NARROW_NB : 0, j_hi = J->by_cols ? j_lo + NARROW_NB : n;
+#ifdef HAVE_BF16_DOT
+	if (J->dot) {
+		dot_block((const uint16_t *)J->x, (const uint16_t *)J->w, (const uint16_t *)J->b,
+			  (uint16_t *)J->y, i0, mm, j_lo, j_hi < n ? j_hi : n, k, n);
+		return;
+	}
+#endif
+	float *xf = J->ws + (size_t)worker * J->per_worker;
+	float *wf = xf + J->rows * k;
+	float *yf = wf + NARROW_NB * k;
+	int ld = k > 0 ? (int)k : 1;
+
+	k_convert(xf, K_F32, J->x + (size_t)(i0 * k) * e, J->t, mm * k);
+	for (int64_t j0 = j_lo; j0 < j_hi && j0 < n; j0 += NARROW_NB) {
+		int64_t nn = n - j0 < NARROW_NB ? n - j0 : NARROW_NB;
+
+		k_convert(wf, K_F32, J->w + (size_t)(j0 * k) * e, J->t, nn * k);
+		for (int64_t i = 0; J->b && i < mm; i++)
+			k_convert(yf + i * nn, K_F32, J->b + (size_t)j0 * e, J->t, nn);
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mm, (int)nn, (int)k, 1.0f,
+			    xf, ld, wf, ld, J->b ? 1.0f : 0.0f, yf, (int)nn);
+		for (int64_t i = 0; i < mm; i++)
+			k_convert(J->y + (size_t)((i0 + i) * n + j0) * e, J->t, yf + i * nn, K_F32, nn);
+	}
+}
+
+static size_t narrow_per_worker(int threads, int64_t m, int64_t k)
+{
+	int64_t xr = narrow_rows(threads, m);
+
+	return (size_t)(xr * k + NARROW_NB * k + xr * NARROW_NB);
+}
+
+size_t k_linear_narrow_workspace(int threads, int64_t m, int64_t k, int64_t n)
+{
+	(void)n;
+	return (size_t)(threads < 1 ? 1 : threads) * narrow_per_worker(threads, m, k) * sizeof(float);
+}
+
+static void narrow_pool(struct k_pool *pool, enum k_dtype t, const void *x, const void *w,
+			const void *b, void *y, int64_t m, int64_t k, int64_t n, void *workspace,
+			bool dot)
+{
+	assert(m >= 0 && k >= 0 && n >= 0);
+	assert(m <= INT_MAX && k <= INT_MAX && n <= INT_MAX);
+	if (m == 0 || n == 0)
+		return;
+	int T = k_pool_threads(pool);
+	struct narrow_job J = { t, x, w, b, y, m, k, n, dot, narrow_by_cols(T, m),
+				narrow_rows(T, m), narrow_per_worker(T, m, k), workspace };
+	int64_t tasks = J.by_cols ? (n + NARROW_NB - 1) / NARROW_NB : (m + J.rows - 1) / J.rows;
+
+	k_pool_run(pool, tasks, narrow_task, &J);
+}
+
+void k_linear_narrow_pool(struct k_pool *pool, enum k_dtype t, const void *x, const void *w,
+			  const void *b, void *y, int64_t m, int64_t k, int64_t n, void *workspace)
+{
+	narrow_pool(pool, t, x, w, b, y, m, k, n, workspace,
+		    t == K_BF16 && k_bf16_dot_available());
+}
+
+void k_linear_narrow_tiles_pool(struct k_pool *pool, enum k_dtype t, const void *x,
+				const void *w, const void *b, void *y, int64_t m, int64_t k,
+				int64_t n, void *workspace)
+{
+	narrow_pool(pool, t, x, w, b, y, m, k, n, workspace, false);
+}

@@ -21,6 +21,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/kc_internal.h"
 
@@ -574,9 +575,9 @@ int attention_t(kc_ctx *c, const void *q, int64_t qs, const void *k, int64_t ks,
  * first lane writes the row's lse after the whole warp has read its own,
  * so no lane sees a half-updated lse; the trip count is the same for every
  * lane of a warp, which keeps __syncwarp legal. */
-template <typename T, int VEC, int G>
+template <typename T, typename TB, int VEC, int G>
 __global__ void lse_merge_kernel(T *__restrict__ out, float *__restrict__ lse,
-				 const T *__restrict__ out_blk, const float *__restrict__ lse_blk,
+				 const TB *__restrict__ out_blk, const float *__restrict__ lse_blk,
 				 int64_t rows, int64_t Sq, int64_t H, int Dv)
 {
 	constexpr int PER_WARP = 32 / G;
@@ -609,10 +610,10 @@ __global__ void lse_merge_kernel(T *__restrict__ out, float *__restrict__ lse,
 				wb = expf(lb - ln);
 			}
 			T *o = out + row * Dv;
-			const T *ob = out_blk + row * Dv;
+			const TB *ob = out_blk + row * Dv;
 			for (int i = gl; i < nvec; i += G) {
 				if constexpr (VEC == 1) {
-					const float x = kc_to_f32<T>(ob[i]);
+					const float x = kc_to_f32<TB>(ob[i]);
 					o[i] = kc_from_f32<T>(la != -INFINITY
 								      ? wa * kc_to_f32<T>(o[i]) + wb * x
 								      : x);
@@ -638,7 +639,7 @@ __global__ void lse_merge_kernel(T *__restrict__ out, float *__restrict__ lse,
 	}
 }
 
-template <typename T, int VEC>
+template <typename T, typename TB, int VEC>
 int launch_merge_vec(kc_ctx *c, void *out, float *lse, const void *out_blk,
 		     const float *lse_blk, int64_t rows, int64_t Sq, int64_t H, int Dv)
 {
@@ -654,39 +655,43 @@ int launch_merge_vec(kc_ctx *c, void *out, float *lse, const void *out_blk,
 		blocks = (int64_t)sms * 32;
 
 	T *o = static_cast<T *>(out);
-	const T *ob = static_cast<const T *>(out_blk);
+	const TB *ob = static_cast<const TB *>(out_blk);
 	switch (G) {
 	case 4:
-		lse_merge_kernel<T, VEC, 4><<<(unsigned)blocks, threads, 0, c->stream>>>(
+		lse_merge_kernel<T, TB, VEC, 4><<<(unsigned)blocks, threads, 0, c->stream>>>(
 			o, lse, ob, lse_blk, rows, Sq, H, Dv);
 		break;
 	case 8:
-		lse_merge_kernel<T, VEC, 8><<<(unsigned)blocks, threads, 0, c->stream>>>(
+		lse_merge_kernel<T, TB, VEC, 8><<<(unsigned)blocks, threads, 0, c->stream>>>(
 			o, lse, ob, lse_blk, rows, Sq, H, Dv);
 		break;
 	case 16:
-		lse_merge_kernel<T, VEC, 16><<<(unsigned)blocks, threads, 0, c->stream>>>(
+		lse_merge_kernel<T, TB, VEC, 16><<<(unsigned)blocks, threads, 0, c->stream>>>(
 			o, lse, ob, lse_blk, rows, Sq, H, Dv);
 		break;
 	default:
-		lse_merge_kernel<T, VEC, 32><<<(unsigned)blocks, threads, 0, c->stream>>>(
+		lse_merge_kernel<T, TB, VEC, 32><<<(unsigned)blocks, threads, 0, c->stream>>>(
 			o, lse, ob, lse_blk, rows, Sq, H, Dv);
 		break;
 	}
 	return kc_launched();
 }
 
-template <typename T>
+/* out in T, out_blk in TB: the vector path where both are one type, a
+ * float32 accumulator over a narrower block element by element. */
+template <typename T, typename TB>
 int lse_merge_t(kc_ctx *c, void *out, float *lse, const void *out_blk, const float *lse_blk,
 		int64_t B, int64_t Sq, int64_t H, int64_t Dv)
 {
 	constexpr int VEC = 16 / sizeof(T);
 	const int64_t rows = B * Sq * H;
 
-	if (Dv % VEC == 0 && aligned16(out) && aligned16(out_blk))
-		return launch_merge_vec<T, VEC>(c, out, lse, out_blk, lse_blk, rows, Sq, H,
-						(int)Dv);
-	return launch_merge_vec<T, 1>(c, out, lse, out_blk, lse_blk, rows, Sq, H, (int)Dv);
+	if constexpr (std::is_same<T, TB>::value) {
+		if (Dv % VEC == 0 && aligned16(out) && aligned16(out_blk))
+			return launch_merge_vec<T, TB, VEC>(c, out, lse, out_blk, lse_blk, rows, Sq,
+							    H, (int)Dv);
+	}
+	return launch_merge_vec<T, TB, 1>(c, out, lse, out_blk, lse_blk, rows, Sq, H, (int)Dv);
 }
 
 } // namespace
@@ -745,11 +750,11 @@ extern "C" int kc_attention(kc_ctx *c, enum kc_dtype t, const void *q, int64_t q
 	return (int)cudaErrorInvalidValue;
 }
 
-extern "C" int kc_lse_merge(kc_ctx *c, enum kc_dtype t, void *out, float *lse,
-			    const void *out_blk, const float *lse_blk, int64_t B, int64_t Sq,
-			    int64_t H, int64_t Dv)
+extern "C" int kc_lse_merge_acc(kc_ctx *c, enum kc_dtype acc, enum kc_dtype t, void *out,
+				float *lse, const void *out_blk, const float *lse_blk, int64_t B,
+				int64_t Sq, int64_t H, int64_t Dv)
 {
-	if (B < 0 || Sq < 0 || H < 0 || Dv < 1 || Dv > INT_MAX)
+	if (B < 0 || Sq < 0 || H < 0 || Dv < 1 || Dv > INT_MAX || (acc != t && acc != KC_F32))
 		return (int)cudaErrorInvalidValue;
 	if (B == 0 || Sq == 0 || H == 0)
 		return 0;
@@ -759,11 +764,26 @@ extern "C" int kc_lse_merge(kc_ctx *c, enum kc_dtype t, void *out, float *lse,
 
 	switch (t) {
 	case KC_F32:
-		return lse_merge_t<float>(c, out, lse, out_blk, lse_blk, B, Sq, H, Dv);
+		return lse_merge_t<float, float>(c, out, lse, out_blk, lse_blk, B, Sq, H, Dv);
 	case KC_BF16:
-		return lse_merge_t<__nv_bfloat16>(c, out, lse, out_blk, lse_blk, B, Sq, H, Dv);
+		return acc == KC_F32
+			       ? lse_merge_t<float, __nv_bfloat16>(c, out, lse, out_blk, lse_blk, B,
+								   Sq, H, Dv)
+			       : lse_merge_t<__nv_bfloat16, __nv_bfloat16>(c, out, lse, out_blk,
+									   lse_blk, B, Sq, H, Dv);
 	case KC_F16:
-		return lse_merge_t<__half>(c, out, lse, out_blk, lse_blk, B, Sq, H, Dv);
+		return acc == KC_F32
+			       ? lse_merge_t<float, __half>(c, out, lse, out_blk, lse_blk, B, Sq, H,
+							    Dv)
+			       : lse_merge_t<__half, __half>(c, out, lse, out_blk, lse_blk, B, Sq, H,
+							     Dv);
 	}
 	return (int)cudaErrorInvalidValue;
+}
+
+extern "C" int kc_lse_merge(kc_ctx *c, enum kc_dtype t, void *out, float *lse,
+			    const void *out_blk, const float *lse_blk, int64_t B, int64_t Sq,
+			    int64_t H, int64_t Dv)
+{
+	return kc_lse_merge_acc(c, t, t, out, lse, out_blk, lse_blk, B, Sq, H, Dv);
 }

@@ -96,6 +96,11 @@ int kc_attention(kc_ctx *c, enum kc_dtype t, const void *q, int64_t q_stride, co
 /* Ring attention's merge (k_lse_merge); out/out_blk in dtype t, lse float32. */
 int kc_lse_merge(kc_ctx *c, enum kc_dtype t, void *out, float *lse, const void *out_blk,
 		 const float *lse_blk, int64_t B, int64_t Sq, int64_t H, int64_t Dv);
+/* The same with the accumulator (out) in dtype acc: t, or float32 over a
+ * narrower out_blk (ring attention's convert_to_fp32). */
+int kc_lse_merge_acc(kc_ctx *c, enum kc_dtype acc, enum kc_dtype t, void *out, float *lse,
+		     const void *out_blk, const float *lse_blk, int64_t B, int64_t Sq, int64_t H,
+		     int64_t Dv);
 
 /* The embeddings (kernels/cpu/kernels.h: k_timestep_embedding ...
  * k_unpatchify), with timesteps, positions and tables in dtype t and the

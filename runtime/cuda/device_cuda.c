@@ -177,10 +177,12 @@ static int cuda_attention(struct dev *d, const float *q, int64_t q_stride, const
 				    lse, B, Sq, Skv, H, D, Dv, workspace), "attention");
 }
 
-static int cuda_lse_merge(struct dev *d, float *out, float *lse, const float *out_blk,
-			  const float *lse_blk, int64_t B, int64_t Sq, int64_t H, int64_t Dv)
+static int cuda_lse_merge(struct dev *d, float *out, dtpc_dtype acc, float *lse,
+			  const float *out_blk, const float *lse_blk, int64_t B, int64_t Sq,
+			  int64_t H, int64_t Dv)
 {
-	return fail(d, kc_lse_merge(cd(d)->kc, cd(d)->t, out, lse, out_blk, lse_blk, B, Sq, H, Dv),
+	return fail(d, kc_lse_merge_acc(cd(d)->kc, (enum kc_dtype)acc, cd(d)->t, out, lse, out_blk,
+					lse_blk, B, Sq, H, Dv),
 		    "lse_merge");
 }
 

@@ -702,7 +702,7 @@ static void test_tables(void)
 	       "an element count overflow");
 
 	FORGE(struct g_tensor, GS_TENSORS, s[T_QKV].bytes = 95);
-	reject(f, valid_len, "tensor 4 ('qkv'): 95 bytes, but its largest local piece has 24 floats",
+	reject(f, valid_len, "tensor 4 ('qkv'): 95 bytes, but its largest local piece has 24 f32 elements",
 	       "tensor bytes too small");
 
 	FORGE(struct g_tensor, GS_TENSORS, s[T_NORM].offset = 1216);
@@ -832,7 +832,7 @@ static void test_meta_types(void)
 	reject(f, len, "meta 4 ('flag'): unknown type 0", "type 0, even in a newer minor");
 
 	FORGE_META(s[4].type = 99);
-	reject(f, valid_len, "meta 4 ('flag'): unknown type 99 (format 1.1 has types 1 to 7)",
+	reject(f, valid_len, "meta 4 ('flag'): unknown type 99 (format 1.2 has types 1 to 7)",
 	       "an unknown type in this minor version");
 	FORGE_META(s[4].value = 2);
 	reject(f, valid_len, "meta 4 ('flag'): bool 2 (0 or 1)", "a bool of 2");
@@ -894,17 +894,16 @@ static void test_requires(void)
 	UNIT_CHECK(graph_parse_fault(valid, valid_len, &g, NULL, 0, &fault) &&
 			   fault == GRAPH_FAULT_NONE, "no fault on success");
 
-	f = copy_of(valid, valid_len);
-	need_of(f)->caps |= G_CAP_BF16;
-	need_of(f)->compiler = 0x000300;
-	refuse(f, valid_len, GRAPH_FAULT_VERSION,
-	       "the graph needs bfloat16 tensors, which this runtime (dtpc " DTPC_VERSION
-	       ") does not support; it was compiled by dtpc 0.3.0", "a capability it lacks");
+	UNIT_CHECK((graph_runtime_caps() & (G_CAP_F32 | G_CAP_BF16 | G_CAP_F16)) ==
+			   (G_CAP_F32 | G_CAP_BF16 | G_CAP_F16),
+		   "this runtime has every dtype (1.2)");
 	if (!(graph_runtime_caps() & G_CAP_CUDA)) {
 		f = copy_of(valid, valid_len);
 		need_of(f)->caps |= G_CAP_CUDA;
-		refuse(f, valid_len, GRAPH_FAULT_VERSION, "the graph needs a CUDA device",
-		       "a device this build lacks");
+		need_of(f)->compiler = 0x000300;
+		refuse(f, valid_len, GRAPH_FAULT_VERSION,
+		       "the graph needs a CUDA device, which this runtime (dtpc " DTPC_VERSION
+		       ") does not support; it was compiled by dtpc 0.3.0", "a device this build lacks");
 	}
 	/* through the API: a refusal is DTPC_ERR_VERSION, not a damaged file */
 	dtpc_graph *dg = NULL;
@@ -913,10 +912,10 @@ static void test_requires(void)
 	UNIT_CHECK(dtpc_graph_open_buffer(NULL, 0, &dg) == DTPC_ERR_FORMAT && !dg,
 		   "dtpc_graph_open_buffer(NULL, 0) is DTPC_ERR_FORMAT: %s", dtpc_last_error());
 	f = copy_of(valid, valid_len);
-	need_of(f)->caps |= G_CAP_BF16;
+	need_of(f)->caps |= 1ull << 40;
 	fix_checksum(f, valid_len);
 	UNIT_CHECK(dtpc_graph_open_buffer(f, valid_len, &dg) == DTPC_ERR_VERSION && !dg &&
-			   strstr(dtpc_last_error(), "needs bfloat16 tensors"),
+			   strstr(dtpc_last_error(), "capabilities unknown to this runtime"),
 		   "libdtpc refuses it with DTPC_ERR_VERSION: %s", dtpc_last_error());
 	free(f);
 	f = copy_of(valid, valid_len);
@@ -942,8 +941,8 @@ static void test_requires(void)
 	refuse(f, valid_len, GRAPH_FAULT_FORMAT, "bad magic", "damage, as damage");
 	f = copy_of(valid, valid_len);
 	entry(f, GS_REQUIRES)->id = 0;
-	refuse(f, valid_len, GRAPH_FAULT_FORMAT, "missing section 'requires' (format 1.1 has it)",
-	       "a 1.1 file without its requirements");
+	refuse(f, valid_len, GRAPH_FAULT_FORMAT, "missing section 'requires' (format 1.2 has it)",
+	       "a 1.2 file without its requirements");
 }
 
 /* ---- format 1.1: the weights manifest ----------------------------------------------- */
@@ -988,7 +987,7 @@ static void test_weights(void)
 	reject(f, valid_len, "weight 1: tensor 4 ('qkv') is of kind activation, expected weight",
 	       "an entry for an activation");
 	FORGE_W(s[1].dtype = G_DT_BF16);
-	reject(f, valid_len, "weight 1 ('qkv.bias'): dtype 2, but its tensor holds float32",
+	reject(f, valid_len, "weight 1 ('qkv.bias'): dtype 2, but its tensor holds f32",
 	       "a dtype unlike the tensor's");
 	FORGE_W(s[1].ndim = 2);
 	reject(f, valid_len, "weight 1 ('qkv.bias'): 2 dimensions, its tensor has 1", "an ndim");
@@ -997,6 +996,54 @@ static void test_weights(void)
 	entry(f, GS_WEIGHTS)->size -= sizeof(struct g_weight);
 	reject(f, valid_len, "weights: 2 entries for 3 weight tensors", "a weight left out");
 #undef FORGE_W
+}
+
+/* ---- format 1.2: storage dtypes ------------------------------------------------------ */
+
+static void test_dtypes(void)
+{
+	struct g_graph g;
+	uint8_t *f;
+
+	if (!parse_ok(valid, valid_len, &g))
+		return;
+	UNIT_CHECK(g.dtypes && graph_tensor_dtype(&g, T_QKV) == G_DT_F32 &&
+			   graph_dtype_size(G_DT_F32) == 4 && graph_dtype_size(G_DT_BF16) == 2,
+		   "a graph written now has a dtype per tensor (float32 here)");
+
+	/* a bf16 tensor, declared in the requirements: its bytes suffice */
+	f = copy_of(valid, valid_len);
+	((uint8_t *)section(f, GS_DTYPES))[T_QKV] = G_DT_BF16;
+	need_of(f)->caps |= G_CAP_BF16;
+	fix_checksum(f, valid_len);
+	UNIT_CHECK(parse_ok(f, valid_len, &g) && graph_tensor_dtype(&g, T_QKV) == G_DT_BF16,
+		   "a bf16 tensor the requirements declare loads");
+	free(f);
+	f = copy_of(valid, valid_len);
+	((uint8_t *)section(f, GS_DTYPES))[T_QKV] = G_DT_BF16;
+	reject(f, valid_len, "tensor 4 ('qkv') is bf16, but the graph's requirements do not say so",
+	       "a bf16 tensor without G_CAP_BF16 (an older runtime would misread it)");
+	f = copy_of(valid, valid_len);
+	((uint8_t *)section(f, GS_DTYPES))[T_QKV] = 9;
+	reject(f, valid_len, "tensor 4 ('qkv'): unknown dtype 9", "an unknown dtype");
+	f = copy_of(valid, valid_len);
+	entry(f, GS_DTYPES)->count--;
+	entry(f, GS_DTYPES)->size--;
+	reject(f, valid_len, "section 'dtypes': 12 entries for 13 tensors", "a short dtypes table");
+	f = copy_of(valid, valid_len);
+	entry(f, GS_DTYPES)->id = 0;
+	reject(f, valid_len, "missing section 'dtypes' (format 1.2 has it)",
+	       "a 1.2 file without dtypes");
+
+	/* the same file as 1.1 wrote it: no dtypes section, float32 throughout */
+	f = copy_of(valid, valid_len);
+	entry(f, GS_DTYPES)->id = 0;
+	header(f)->minor = 1;
+	fix_checksum(f, valid_len);
+	UNIT_CHECK(parse_ok(f, valid_len, &g) && !g.dtypes &&
+			   graph_tensor_dtype(&g, T_QKV) == G_DT_F32,
+		   "a 1.1 file reads as float32 throughout");
+	free(f);
 }
 
 /* ---- format 1.0 files ------------------------------------------------------------------ */
@@ -1043,6 +1090,7 @@ int main(void)
 	test_meta_types();
 	test_requires();
 	test_weights();
+	test_dtypes();
 	test_v1_0();
 	free(valid);
 	return unit_done();

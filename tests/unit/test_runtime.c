@@ -454,6 +454,122 @@ static void forged_masks(void)
 	free(orig);
 }
 
+/* ---- storage dtypes ------------------------------------------------------------ */
+
+/* y = x W^T + b on [1, 3, 4] in bf16: W the identity (from a BF16
+ * checkpoint), b 0 (an F32 one). */
+static const char bf16_plan[] =
+	"model m {\n  input x : [1, 3, 4];\n  y = linear(x, 4);\n  output y;\n}\n"
+	"plan p {\n  model m;\n  dtype = \"bf16\";\n}\n";
+
+static uint16_t top16(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof u);
+	return (uint16_t)(u >> 16);
+}
+
+static float from_bits(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
+
+static void storage(void)
+{
+	char dir[] = "/tmp/dtpc_bf16_XXXXXX", plan[300], wpath[300];
+	if (!mkdtemp(dir)) {
+		UNIT_CHECK(0, "mkdtemp");
+		return;
+	}
+	snprintf(plan, sizeof plan, "%s/m.plan", dir);
+	snprintf(wpath, sizeof wpath, "%s/w.safetensors", dir);
+	FILE *f = fopen(plan, "w");
+	fputs(bf16_plan, f);
+	fclose(f);
+	size_t len = 0;
+	void *buf = driver_graph_buffer(plan, "p", NULL, NULL, NULL, 0, NULL, false, &len, NULL, stderr);
+	dtpc_graph *g = NULL;
+	UNIT_CHECK(buf && !dtpc_graph_open_buffer(buf, len, &g) &&
+			   !strcmp(dtpc_graph_meta(g, "dtype"), "bf16"),
+		   "a plan with dtype = \"bf16\" compiles to a bf16 graph");
+	free(buf);
+	if (!g)
+		return;
+	/* the weight: the identity, with one entry off the bf16 grid in the
+	 * F32 bias: 1 + 2^-8 (a tie: to even, 1) and 1 + 3 * 2^-8 (to 1 + 2^-6) */
+	uint16_t wbits[16] = { 0 };
+	for (int i = 0; i < 4; i++)
+		wbits[i * 5] = 0x3f80;
+	wbits[1] = 0x3c01; /* an odd bf16 value, stored as is */
+	float bias[4] = { 0, 0, from_bits(0x3f808000), from_bits(0x3f818000) };
+	struct st_tensor t[2] = {
+		{ .name = "y.weight", .dtype = ST_BF16, .ndim = 2, .shape = { 4, 4 }, .data = wbits,
+		  .nbytes = sizeof wbits },
+		{ .name = "y.bias", .dtype = ST_F32, .ndim = 1, .shape = { 4 }, .data = bias,
+		  .nbytes = sizeof bias },
+	};
+	char why[256];
+	UNIT_CHECK(st_write(wpath, t, 2, NULL, 0, why, sizeof why), "write a bf16 checkpoint");
+	dtpc_local_world *w = NULL;
+	dtpc_comm *c = NULL;
+	dtpc_session *s = NULL;
+	dtpc_local_world_create(1, TIMEOUT_MS, &w);
+	dtpc_comm_local(w, 0, &c);
+	dtpc_status st = dtpc_session_create(g, c, DTPC_DEVICE_CPU, &s);
+	UNIT_CHECK(!st && s->dtype == DTPC_BF16 && s->esize == 2,
+		   "the session stores the graph's dtype: bf16 (%s)", dtpc_last_error());
+	if (st)
+		goto out;
+	st = dtpc_session_dtype(s, DTPC_F32);
+	UNIT_CHECK(st == DTPC_ERR_INVALID && strstr(dtpc_last_error(), "compiled for bf16"),
+		   "a wider dtype than the graph's is refused: %s", dtpc_last_error());
+	UNIT_CHECK(!dtpc_session_dtype(s, DTPC_F16) && !dtpc_session_dtype(s, DTPC_BF16),
+		   "one as narrow is taken (f16, and back to bf16)");
+	st = dtpc_session_bind_weights_file(s, wpath);
+	int64_t tw = -1, tb = -1;
+	for (uint32_t k = 0; k < s->g->ntensors; k++) {
+		const char *n = graph_str(s->g, s->g->tensors[k].name);
+		tw = !strcmp(n, "y.weight") ? k : tw;
+		tb = !strcmp(n, "y.bias") ? k : tb;
+	}
+	UNIT_CHECK(!st && tw >= 0 && tb >= 0 && !memcmp(s->weights[tw], wbits, sizeof wbits),
+		   "a BF16 checkpoint tensor is stored bit for bit");
+	const uint16_t *bb = (const uint16_t *)s->weights[tb];
+	UNIT_CHECK(!st && bb[2] == 0x3f80 && bb[3] == 0x3f82,
+		   "an F32 checkpoint tensor is rounded to nearest even at bind (%04x %04x)",
+		   bb[2], bb[3]);
+	/* x: row r is (r + 1) * (1 + 2^-9 * k) for column k: all but k = 0 off the grid */
+	float x[12];
+	for (int r = 0; r < 3; r++)
+		for (int k = 0; k < 4; k++)
+			x[r * 4 + k] = (float)(r + 1) * (1.0f + (float)k / 512);
+	int64_t xs[3] = { 1, 3, 4 };
+	st = st ? st : dtpc_session_set_input(s, "x", x, xs, 3);
+	st = st ? st : dtpc_session_run(s);
+	const float *y = NULL;
+	bool grid = !st && !dtpc_session_output(s, 0, NULL, &y, NULL, NULL);
+	for (int i = 0; grid && i < 12; i++)
+		grid = from_bits((uint32_t)top16(y[i]) << 16) == y[i];
+	UNIT_CHECK(grid, "the output reads as float32 on the host, holding bf16 values");
+	/* y[0] = x00 + x01 w01 = 1 + 1 * 0x3c01 (x01 = 1 + 2^-9 rounds to 1),
+	 * rounded: 1 + 2^-7. y[3] = x03 + b3 = (1 + 3 * 2^-9 -> 1 + 2^-7) +
+	 * (1 + 2^-6) = 2 + 3 * 2^-7, a tie between 2 + 2^-6 and 2 + 2^-5: to
+	 * even, 2 + 2^-5. Unrounded, x03 would give 2 + 2^-6. */
+	UNIT_CHECK(grid && y[0] == from_bits(0x3f810000) && y[3] == 2.03125f,
+		   "inputs are rounded at bind, outputs once: y[0] = %.9g, y[3] = %.9g",
+		   grid ? y[0] : 0.0, grid ? y[3] : 0.0);
+out:
+	dtpc_session_free(s);
+	dtpc_comm_free(c);
+	dtpc_local_world_free(w);
+	dtpc_graph_free(g);
+	remove(plan);
+	remove(wpath);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	device_refuses_masks();
@@ -467,6 +583,7 @@ int main(void)
 		faults(g4, other4, g2);
 		binding(g1, g4);
 	}
+	storage();
 	dtpc_graph_free(g4);
 	dtpc_graph_free(other4);
 	dtpc_graph_free(g2);

@@ -1,0 +1,609 @@
+/* test_bf16.c — narrow storage on the CPU: k_convert, both bf16 GEMM paths
+ * and every kernel of the CPU device with set_dtype(bf16) (and two in f16),
+ * against float64 references computed from the same rounded inputs.
+ *
+ * The bound (check_bf16): every element within half a bf16 ulp of the float64
+ * result, times 1.02 (float32 accumulation adds ~1e-6 relative, far below a
+ * bf16 ulp of 2^-8 .. 2^-7 relative), plus 1e-5 of the output's largest
+ * magnitude for elements that cancel to near 0. A kernel that truncates
+ * instead of rounding to nearest is off by up to a whole ulp, and a weight
+ * 2% off moves outputs by about 2% — many ulps: the negative controls show
+ * the bound catches both. Sizes are odd and straddle the GEMM's 256-wide
+ * tiles and the attention's tiles. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/kernels.h"
+#include "runtime/device.h"
+#include "tests/unit/unit.h"
+
+static uint64_t rng_state = 0x5deece66dull;
+
+static uint64_t rng_next(void)
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* Uniform in (-1, 1), never 0. */
+static float urand(void)
+{
+	return (float)((2.0 * (double)(rng_next() >> 40) + 1.0) / 16777216.0 - 1.0);
+}
+
+static uint32_t bits(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof u);
+	return u;
+}
+
+static float of_bits(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
+
+static float bf(uint16_t h)
+{
+	return of_bits((uint32_t)h << 16);
+}
+
+/* The reference rounding, independent of k_convert's bit trick: of the two
+ * bf16 values around x (float64), the nearer; on a tie the one with an even
+ * last bit. Finite x within range. */
+static uint16_t ref_bf16(double x)
+{
+	float f = (float)x; /* only to find the neighbours: they bracket x */
+	uint16_t lo = (uint16_t)(bits(f) >> 16), hi;
+
+	/* lo toward zero of x, hi one bf16 ulp further out */
+	if (fabs((double)bf(lo)) > fabs(x))
+		lo = (uint16_t)(lo - 1);
+	hi = (uint16_t)(lo + 1);
+	double dl = fabs(x - bf(lo)), dh = fabs(bf(hi) - x);
+	if (dl < dh)
+		return lo;
+	if (dh < dl)
+		return hi;
+	return (lo & 1) ? hi : lo;
+}
+
+/* n random bf16 values (and their float32 values). */
+static uint16_t *fill(int64_t n, float *as_f32, float scale)
+{
+	uint16_t *p = malloc((size_t)n * 2);
+
+	for (int64_t i = 0; i < n; i++) {
+		p[i] = ref_bf16(scale * urand());
+		if (as_f32)
+			as_f32[i] = bf(p[i]);
+	}
+	return p;
+}
+
+/* The worst error of got (bf16) against ref, in halves of got's ulp beyond
+ * the absolute allowance: <= 1.02 passes. */
+static double half_ulps(const uint16_t *got, const double *ref, int64_t n)
+{
+	double scale = 0, worst = 0;
+
+	for (int64_t i = 0; i < n; i++)
+		scale = fmax(scale, fabs(ref[i]));
+	for (int64_t i = 0; i < n; i++) {
+		double g = bf(got[i]);
+		int e;
+
+		if (isnan(g))
+			return INFINITY;
+		frexp(g != 0 ? g : ref[i], &e);
+		double half_ulp = ldexp(1.0, e - 9); /* 8 significant bits */
+		double err = fabs(g - ref[i]) - 1e-5 * scale;
+
+		worst = fmax(worst, err / half_ulp);
+	}
+	return worst;
+}
+
+static bool check_bf16(const char *what, const uint16_t *got, const double *ref, int64_t n)
+{
+	double h = half_ulps(got, ref, n);
+
+	UNIT_CHECK(h <= 1.02, "%s: within half a bf16 ulp of float64 (worst %.3f half-ulps)", what,
+		   h);
+	return h <= 1.02;
+}
+
+/* The controls: the reference rounded toward zero (a kernel that skips
+ * rounding and truncates) must fail the bound. */
+static void control_truncation(const char *what, const double *ref, int64_t n)
+{
+	uint16_t *t = malloc((size_t)n * 2);
+
+	for (int64_t i = 0; i < n; i++)
+		t[i] = (uint16_t)(bits((float)ref[i]) >> 16);
+	UNIT_CHECK(half_ulps(t, ref, n) > 1.02,
+		   "%s: control: truncation instead of rounding fails the bound (%.2f half-ulps)",
+		   what, half_ulps(t, ref, n));
+	free(t);
+}
+
+/* ---- k_convert ------------------------------------------------------------------ */
+
+static void test_convert(void)
+{
+	/* ties to even, both ways; NaN stays NaN; the largest float overflows */
+	float in[] = { of_bits(0x3f808000), of_bits(0x3f818000), of_bits(0x3f808001),
+		       -of_bits(0x3f818000), of_bits(0x7f7fffff), INFINITY, -0.0f, NAN,
+		       of_bits(0x00010000), of_bits(0x00018000) };
+	uint16_t want[] = { 0x3f80, 0x3f82, 0x3f81, 0xbf82, 0x7f80, 0x7f80, 0x8000, 0, 0x0001,
+			    0x0002 };
+	uint16_t out[10];
+
+	k_convert(out, K_BF16, in, K_F32, 10);
+	bool ok = true;
+
+	for (int i = 0; i < 10; i++)
+		ok &= i == 7 ? (out[i] & 0x7f80) == 0x7f80 && (out[i] & 0x7f) : out[i] == want[i];
+	UNIT_CHECK(ok, "f32 -> bf16: ties to even, overflow to inf, -0, NaN, subnormals");
+
+	int64_t n = 100003, bad = 0;
+	float *x = malloc((size_t)n * 4), *back = malloc((size_t)n * 4);
+	uint16_t *h = malloc((size_t)n * 2);
+
+	for (int64_t i = 0; i < n; i++)
+		x[i] = ldexpf(urand(), (int)(rng_next() % 40) - 20);
+	k_convert(h, K_BF16, x, K_F32, n);
+	for (int64_t i = 0; i < n; i++)
+		bad += h[i] != ref_bf16(x[i]);
+	UNIT_CHECK(bad == 0, "f32 -> bf16 rounds to nearest even: %lld of %lld differ from the "
+		   "float64 reference", (long long)bad, (long long)n);
+	k_convert(back, K_F32, h, K_BF16, n);
+	bad = 0;
+	for (int64_t i = 0; i < n; i++)
+		bad += bits(back[i]) != (uint32_t)h[i] << 16;
+	UNIT_CHECK(bad == 0, "bf16 -> f32 is exact");
+	/* a bf16 value survives f32 and back unchanged (a BF16 checkpoint) */
+	k_convert(x, K_BF16, back, K_F32, n);
+	UNIT_CHECK(!memcmp(x, h, (size_t)n * 2), "bf16 -> f32 -> bf16 is the identity");
+
+	float hin[] = { 1.0f / 3, 65519.0f, 65520.0f, ldexpf(1, -24), 2049.0f, 2051.0f };
+	uint16_t hwant[] = { 0x3555, 0x7bff, 0x7c00, 0x0001, 0x6800, 0x6802 };
+
+	k_convert(out, K_F16, hin, K_F32, 6);
+	UNIT_CHECK(!memcmp(out, hwant, sizeof hwant),
+		   "f32 -> f16: nearest even, overflow to inf, subnormal");
+	k_convert(back, K_F32, out, K_F16, 6);
+	UNIT_CHECK(back[0] == of_bits(0x3eaaa000) && back[2] == INFINITY && back[4] == 2048.0f,
+		   "f16 -> f32 is exact");
+	free(x);
+	free(back);
+	free(h);
+}
+
+/* ---- the narrow GEMM -------------------------------------------------------------- */
+
+static void test_linear_case(int64_t m, int64_t k, int64_t n, bool bias, int threads, bool tiles)
+{
+	float *xf = malloc((size_t)(m * k) * 4), *wf = malloc((size_t)(n * k) * 4);
+	float *bfv = malloc((size_t)n * 4);
+	uint16_t *x = fill(m * k, xf, 1), *w = fill(n * k, wf, 1), *b = fill(n, bfv, 0.5f);
+	uint16_t *y = malloc((size_t)(m * n) * 2);
+	double *ref = malloc((size_t)(m * n) * sizeof *ref);
+	struct k_pool *pool = threads > 1 ? k_pool_create(threads) : NULL;
+	void *ws = malloc(k_linear_narrow_workspace(k_pool_threads(pool), m, k, n));
+	char what[96];
+
+	(tiles ? k_linear_narrow_tiles_pool : k_linear_narrow_pool)(pool, K_BF16, x, w,
+								     bias ? b : NULL, y, m, k, n, ws);
+	for (int64_t i = 0; i < m; i++)
+		for (int64_t j = 0; j < n; j++) {
+			double s = bias ? bfv[j] : 0;
+
+			for (int64_t l = 0; l < k; l++)
+				s += (double)xf[i * k + l] * wf[j * k + l];
+			ref[i * n + j] = s;
+		}
+	snprintf(what, sizeof what, "bf16 linear (%s) %lldx%lldx%lld%s, %d thread%s",
+		 tiles ? "tiles" : k_bf16_dot_available() ? "dot" : "tiles", (long long)m,
+		 (long long)k, (long long)n, bias ? " + bias" : "", threads, threads > 1 ? "s" : "");
+	check_bf16(what, y, ref, m * n);
+	if (m == 37) {
+		control_truncation(what, ref, m * n);
+		/* the weights 2% larger */
+		for (int64_t i = 0; i < m * n; i++)
+			ref[i] += 0.02 * (ref[i] - (bias ? bfv[i % n] : 0));
+		UNIT_CHECK(half_ulps(y, ref, m * n) > 1.02,
+			   "%s: control: weights 2%% off fail the bound", what);
+	}
+	k_pool_free(pool);
+	free(ws);
+	free(xf);
+	free(wf);
+	free(bfv);
+	free(x);
+	free(w);
+	free(b);
+	free(y);
+	free(ref);
+}
+
+static void test_linear(void)
+{
+	/* both paths (the dot products where this CPU has AVX-512 BF16) */
+	for (int tiles = 0; tiles < 2; tiles++) {
+		test_linear_case(37, 53, 301, true, 1, tiles);  /* tiles of 256 + 45 */
+		test_linear_case(37, 53, 301, false, 3, tiles); /* few rows: by columns */
+		test_linear_case(301, 67, 19, true, 2, tiles);  /* split by rows */
+		test_linear_case(1, 129, 517, true, 3, tiles);  /* one row (modulation) */
+	}
+}
+
+/* ---- the CPU device's kernels in bf16 ------------------------------------------------ */
+
+static struct dev *bf16_device(void)
+{
+	struct dev *d = dev_cpu_create();
+
+	d->ops->threads(d, 2);
+	d->ops->set_dtype(d, DTPC_BF16);
+	return d;
+}
+
+static void test_norms(struct dev *d)
+{
+	int64_t rows = 29, n = 75, grp = 25;
+	float *xf = malloc((size_t)(rows * n) * 4), wf[75], bfv[75];
+	uint16_t *x = fill(rows * n, xf, 2), *w = fill(n, wf, 1), *b = fill(n, bfv, 1);
+	uint16_t *y = malloc((size_t)(rows * n) * 2);
+	double *ref = malloc((size_t)(rows * n) * sizeof *ref);
+
+	d->ops->layer_norm(d, (float *)x, (float *)y, rows, n, 1e-6f, (float *)w, (float *)b);
+	for (int64_t r = 0; r < rows; r++) {
+		double mean = 0, var = 0;
+
+		for (int64_t i = 0; i < n; i++)
+			mean += xf[r * n + i] / (double)n;
+		for (int64_t i = 0; i < n; i++)
+			var += (xf[r * n + i] - mean) * (xf[r * n + i] - mean) / (double)n;
+		for (int64_t i = 0; i < n; i++)
+			ref[r * n + i] = (xf[r * n + i] - mean) / sqrt(var + 1e-6) * wf[i] + bfv[i];
+	}
+	check_bf16("bf16 layer_norm 29x75 affine", y, ref, rows * n);
+	control_truncation("bf16 layer_norm", ref, rows * n);
+	for (int64_t r = 0; r < rows; r++)
+		ref[r * n + 3] += 0.02 * (ref[r * n + 3] - bfv[3]);
+	UNIT_CHECK(half_ulps(y, ref, rows * n) > 1.02,
+		   "bf16 layer_norm: control: a weight 2%% off fails the bound");
+
+	d->ops->rms_norm(d, (float *)x, (float *)y, rows, n, grp, 1e-6f, (float *)w);
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t g0 = 0; g0 < n; g0 += grp) {
+			double ss = 0;
+
+			for (int64_t i = 0; i < grp; i++)
+				ss += (double)xf[r * n + g0 + i] * xf[r * n + g0 + i] / (double)grp;
+			for (int64_t i = 0; i < grp; i++)
+				ref[r * n + g0 + i] = xf[r * n + g0 + i] / sqrt(ss + 1e-6) * wf[i];
+		}
+	check_bf16("bf16 rms_norm 29x75 per group of 25", y, ref, rows * n);
+	free(xf);
+	free(x);
+	free(w);
+	free(b);
+	free(y);
+	free(ref);
+}
+
+static void test_pointwise(struct dev *d)
+{
+	int64_t n = 40009, B = 3, S = 17, H = 41;
+	float *xf = malloc((size_t)n * 4);
+	uint16_t *x = fill(n, xf, 4), *y = malloc((size_t)n * 2);
+	double *ref = malloc((size_t)n * sizeof *ref);
+
+	d->ops->gelu(d, (float *)x, (float *)y, n, true);
+	for (int64_t i = 0; i < n; i++) {
+		double v = xf[i];
+
+		ref[i] = 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+	}
+	check_bf16("bf16 gelu (tanh) of 40009", y, ref, n);
+	d->ops->silu(d, (float *)x, (float *)y, n);
+	for (int64_t i = 0; i < n; i++)
+		ref[i] = xf[i] / (1 + exp(-(double)xf[i]));
+	check_bf16("bf16 silu of 40009", y, ref, n);
+
+	/* x [B, S, H] + b [H], then x * (1 + scale) + shift with [B, H] rows */
+	int64_t bs[3] = { 1, 1, H }, xs[3] = { B, S, H };
+	float bfv[41], shf[3 * 41], scf[3 * 41];
+	uint16_t *bb = fill(H, bfv, 1), *sh = fill(B * H, shf, 1), *sc = fill(B * H, scf, 1);
+
+	d->ops->binary(d, K_ADD, (float *)x, xs, (float *)bb, bs, (float *)y, xs, 3);
+	for (int64_t i = 0; i < B * S * H; i++)
+		ref[i] = (double)xf[i] + bfv[i % H];
+	check_bf16("bf16 add, broadcast [H] over [B, S, H]", y, ref, B * S * H);
+	d->ops->modulate(d, (float *)x, (float *)sh, (float *)sc, (float *)y, B, S, H, 0);
+	for (int64_t i = 0; i < B * S * H; i++) {
+		int64_t b = i / (S * H), h = i % H;
+
+		ref[i] = (double)xf[i] * (1 + (double)scf[b * H + h]) + shf[b * H + h];
+	}
+	check_bf16("bf16 modulate [B, H] rows", y, ref, B * S * H);
+
+	/* a copy moves bf16 elements as they are */
+	d->ops->copy2d(d, (float *)y, 7, (float *)x, 11, 13, 5);
+	bool same = true;
+
+	for (int r = 0; r < 13; r++)
+		same &= !memcmp(y + r * 7, x + r * 11, 10);
+	UNIT_CHECK(same, "bf16 copy2d moves 2-byte elements between strided views");
+	free(xf);
+	free(x);
+	free(y);
+	free(ref);
+	free(bb);
+	free(sh);
+	free(sc);
+}
+
+static void test_rope(struct dev *d)
+{
+	int64_t B = 2, S = 13, heads = 3, D = 6, W = heads * D, stride = 3 * W;
+	float *xf = malloc((size_t)(B * S * stride) * 4), cf[13 * 6], sf[13 * 6];
+	uint16_t *x = fill(B * S * stride, xf, 1), *c = fill(S * D, cf, 1), *s = fill(S * D, sf, 1);
+	uint16_t *y = malloc((size_t)(B * S * W) * 2);
+	double *ref = malloc((size_t)(B * S * W) * sizeof *ref);
+
+	/* q inside a packed [q | k | v] row, rotated into a contiguous y */
+	d->ops->rope(d, (float *)x, stride, (float *)c, (float *)s, (float *)y, W, B, S, heads, D);
+	for (int64_t b = 0; b < B; b++)
+		for (int64_t p = 0; p < S; p++)
+			for (int64_t h = 0; h < heads; h++)
+				for (int64_t i = 0; i < D; i += 2) {
+					const float *xr = xf + (b * S + p) * stride + h * D;
+					double *o = ref + (b * S + p) * W + h * D;
+
+					o[i] = (double)xr[i] * cf[p * D + i] - (double)xr[i + 1] * sf[p * D + i];
+					o[i + 1] = (double)xr[i + 1] * cf[p * D + i + 1] +
+						   (double)xr[i] * sf[p * D + i + 1];
+				}
+	check_bf16("bf16 rope on a strided q", y, ref, B * S * W);
+	free(xf);
+	free(x);
+	free(c);
+	free(s);
+	free(y);
+	free(ref);
+}
+
+/* Attention of q against keys [k0, k1) in float64: out [B, Sq, H*Dv], lse. */
+static void ref_attention(const float *q, const float *k, const float *v, int64_t B, int64_t Sq,
+			  int64_t Skv, int64_t H, int64_t D, int64_t Dv, int64_t k0, int64_t k1,
+			  double *out, double *lse)
+{
+	double *p = malloc((size_t)Skv * sizeof *p);
+
+	for (int64_t b = 0; b < B; b++)
+		for (int64_t h = 0; h < H; h++)
+			for (int64_t i = 0; i < Sq; i++) {
+				double mx = -INFINITY, sum = 0;
+
+				for (int64_t j = k0; j < k1; j++) {
+					double s = 0;
+
+					for (int64_t e = 0; e < D; e++)
+						s += (double)q[((b * Sq + i) * H + h) * D + e] *
+						     k[((b * Skv + j) * H + h) * D + e];
+					p[j] = s / sqrt((double)D);
+					mx = fmax(mx, p[j]);
+				}
+				for (int64_t j = k0; j < k1; j++)
+					sum += (p[j] = exp(p[j] - mx));
+				for (int64_t e = 0; e < Dv; e++) {
+					double o = 0;
+
+					for (int64_t j = k0; j < k1; j++)
+						o += p[j] * v[((b * Skv + j) * H + h) * Dv + e];
+					out[((b * Sq + i) * H + h) * Dv + e] = o / sum;
+				}
+				if (lse)
+					lse[(b * H + h) * Sq + i] = mx + log(sum);
+			}
+	free(p);
+}
+
+static void test_attention(struct dev *d)
+{
+	int64_t B = 2, Sq = 101, Skv = 211, H = 3, D = 12, Dv = 10;
+	int64_t nq = B * Sq * H * D, nk = B * Skv * H * D, nv = B * Skv * H * Dv, no = B * Sq * H * Dv;
+	float *qf = malloc((size_t)nq * 4), *kf = malloc((size_t)nk * 4), *vf = malloc((size_t)nv * 4);
+	uint16_t *q = fill(nq, qf, 2), *k = fill(nk, kf, 2), *v = fill(nv, vf, 1);
+	uint16_t *out = malloc((size_t)no * 2), *blk = malloc((size_t)no * 2);
+	float *lse = malloc((size_t)(B * H * Sq) * 4), *lse2 = malloc((size_t)(B * H * Sq) * 4);
+	float *acc32 = malloc((size_t)no * 4);
+	double *ref = malloc((size_t)no * sizeof *ref);
+	void *ws = malloc(d->ops->attention_workspace(d, B, Sq, Skv, H, D, Dv));
+
+	d->ops->attention(d, (float *)q, H * D, (float *)k, H * D, (float *)v, H * Dv, NULL, (float *)out,
+			  lse, B, Sq, Skv, H, D, Dv, ws);
+	ref_attention(qf, kf, vf, B, Sq, Skv, H, D, Dv, 0, Skv, ref, NULL);
+	check_bf16("bf16 attention Sq 101, Skv 211, D 12, Dv 10", out, ref, no);
+	control_truncation("bf16 attention", ref, no);
+
+	/* ring attention over two key chunks: the merged bf16 result, with a
+	 * bf16 and with a float32 accumulator (convert_to_fp32) */
+	int64_t cut = 97;
+	uint16_t *k1 = malloc((size_t)nk * 2), *v1 = malloc((size_t)nv * 2);
+	uint16_t *k2 = malloc((size_t)nk * 2), *v2 = malloc((size_t)nv * 2);
+
+	/* chunk c of each batch: rows [c0, c1) packed as [B, rows, ...] */
+	for (int64_t b = 0; b < B; b++) {
+		memcpy(k1 + b * cut * H * D, k + b * Skv * H * D, (size_t)(cut * H * D) * 2);
+		memcpy(v1 + b * cut * H * Dv, v + b * Skv * H * Dv, (size_t)(cut * H * Dv) * 2);
+		memcpy(k2 + b * (Skv - cut) * H * D, k + (b * Skv + cut) * H * D,
+		       (size_t)((Skv - cut) * H * D) * 2);
+		memcpy(v2 + b * (Skv - cut) * H * Dv, v + (b * Skv + cut) * H * Dv,
+		       (size_t)((Skv - cut) * H * Dv) * 2);
+	}
+	for (int wide = 0; wide < 2; wide++) {
+		d->ops->attention(d, (float *)q, H * D, (float *)k1, H * D, (float *)v1, H * Dv,
+				  NULL, (float *)out, lse, B, Sq, cut, H, D, Dv, ws);
+		d->ops->attention(d, (float *)q, H * D, (float *)k2, H * D, (float *)v2, H * Dv,
+				  NULL, (float *)blk, lse2, B, Sq, Skv - cut, H, D, Dv, ws);
+		if (wide) {
+			d->ops->convert(d, acc32, DTPC_F32, out, DTPC_BF16, no);
+			d->ops->lse_merge(d, acc32, DTPC_F32, lse, (float *)blk, lse2, B, Sq, H, Dv);
+			d->ops->convert(d, out, DTPC_BF16, acc32, DTPC_F32, no);
+		} else {
+			d->ops->lse_merge(d, (float *)out, DTPC_BF16, lse, (float *)blk, lse2, B, Sq, H,
+					  Dv);
+		}
+		/* the blocks' outputs are rounded before they are merged, so
+		 * where the two blocks cancel the error is relative to the
+		 * blocks, not the result: normwise, three half-ulps (2^-8 each
+		 * at worst) of the output's largest magnitude */
+		double w = 0, scale = 0;
+
+		for (int64_t i = 0; i < no; i++) {
+			w = fmax(w, fabs(bf(out[i]) - ref[i]));
+			scale = fmax(scale, fabs(ref[i]));
+		}
+		UNIT_CHECK(w / scale <= 3 * 0x1p-8, "bf16 ring merge of 97 + 114 keys, %s "
+			   "accumulator: normwise error %.2g of float64 (bound %.2g)",
+			   wide ? "float32" : "bf16", w / scale, 3 * 0x1p-8);
+	}
+	free(k1);
+	free(v1);
+	free(k2);
+	free(v2);
+	free(qf);
+	free(kf);
+	free(vf);
+	free(q);
+	free(k);
+	free(v);
+	free(out);
+	free(blk);
+	free(lse);
+	free(lse2);
+	free(acc32);
+	free(ref);
+	free(ws);
+}
+
+static void test_device_linear(struct dev *d)
+{
+	int64_t m = 45, k = 77, n = 263;
+	float *xf = malloc((size_t)(m * k) * 4), *wf = malloc((size_t)(n * k) * 4);
+	uint16_t *x = fill(m * k, xf, 1), *w = fill(n * k, wf, 1), *y = malloc((size_t)(m * n) * 2);
+	double *ref = malloc((size_t)(m * n) * sizeof *ref);
+
+	d->ops->linear(d, (float *)x, (float *)w, NULL, (float *)y, m, k, n);
+	for (int64_t i = 0; i < m; i++)
+		for (int64_t j = 0; j < n; j++) {
+			double s = 0;
+
+			for (int64_t l = 0; l < k; l++)
+				s += (double)xf[i * k + l] * wf[j * k + l];
+			ref[i * n + j] = s;
+		}
+	check_bf16("the device's bf16 linear 45x77x263", y, ref, m * n);
+	free(xf);
+	free(wf);
+	free(x);
+	free(w);
+	free(y);
+	free(ref);
+}
+
+/* f16 storage: the same device, widened kernels and the tiled GEMM; the
+ * bound in halves of an f16 ulp (11 significant bits). */
+static double f16_half_ulps(const uint16_t *got, const double *ref, int64_t n)
+{
+	float *g = malloc((size_t)n * 4);
+	double scale = 0, worst = 0;
+
+	k_convert(g, K_F32, got, K_F16, n);
+	for (int64_t i = 0; i < n; i++)
+		scale = fmax(scale, fabs(ref[i]));
+	for (int64_t i = 0; i < n; i++) {
+		int e;
+
+		frexp(g[i] != 0 ? g[i] : ref[i], &e);
+		worst = fmax(worst, (fabs(g[i] - ref[i]) - 1e-5 * scale) / ldexp(1.0, e - 12));
+	}
+	free(g);
+	return isnan(worst) ? INFINITY : worst;
+}
+
+static void test_f16(void)
+{
+	struct dev *d = dev_cpu_create();
+	int64_t m = 23, k = 41, n = 67;
+	float *xf = malloc((size_t)(m * k) * 4), *wf = malloc((size_t)(n * k) * 4);
+	uint16_t *x = malloc((size_t)(m * k) * 2), *w = malloc((size_t)(n * k) * 2);
+	uint16_t *y = malloc((size_t)(m * n) * 2);
+	double *ref = malloc((size_t)(m * n) * sizeof *ref);
+
+	d->ops->threads(d, 2);
+	d->ops->set_dtype(d, DTPC_F16);
+	for (int64_t i = 0; i < m * k; i++)
+		xf[i] = urand();
+	for (int64_t i = 0; i < n * k; i++)
+		wf[i] = urand();
+	/* the values the kernel sees: rounded to f16 */
+	k_convert(x, K_F16, xf, K_F32, m * k);
+	k_convert(w, K_F16, wf, K_F32, n * k);
+	k_convert(xf, K_F32, x, K_F16, m * k);
+	k_convert(wf, K_F32, w, K_F16, n * k);
+	d->ops->linear(d, (float *)x, (float *)w, NULL, (float *)y, m, k, n);
+	for (int64_t i = 0; i < m; i++)
+		for (int64_t j = 0; j < n; j++) {
+			double sum = 0;
+
+			for (int64_t l = 0; l < k; l++)
+				sum += (double)xf[i * k + l] * wf[j * k + l];
+			ref[i * n + j] = sum;
+		}
+	double h = f16_half_ulps(y, ref, m * n);
+
+	UNIT_CHECK(h <= 1.02, "f16 linear 23x41x67 (tiles): within half an f16 ulp (%.3f)", h);
+	d->ops->silu(d, (float *)x, (float *)y, m * k);
+	for (int64_t i = 0; i < m * k; i++)
+		ref[i] = xf[i] / (1 + exp(-(double)xf[i]));
+	h = f16_half_ulps(y, ref, m * k);
+	UNIT_CHECK(h <= 1.02, "f16 silu: within half an f16 ulp (%.3f)", h);
+	d->ops->destroy(d);
+	free(xf);
+	free(wf);
+	free(x);
+	free(w);
+	free(y);
+	free(ref);
+}
+
+int main(void)
+{
+	test_convert();
+	test_linear();
+	struct dev *d = bf16_device();
+
+	test_device_linear(d);
+	test_norms(d);
+	test_pointwise(d);
+	test_rope(d);
+	test_attention(d);
+	d->ops->destroy(d);
+	test_f16();
+	return unit_done();
+}
