@@ -652,37 +652,16 @@ static void timestep_range(const void *a, int64_t lo, int64_t hi)
 			     r->scale, r->max_period, r->input_scale);
 }
 
-/* The embedding ops and fill2d in narrow storage: the input (nin elements,
- * if any) widened into the twin buffer, the float32 kernel writing the nout
- * floats after it, which the caller rounds into the storage dtype once
- * (narrow_to). Returns the buffer, NULL when out of memory. */
-static float *twin_io(struct cpu_dev *c, const float *in, int64_t nin, int64_t nout,
-		      const float **tin, float **tout)
-{
-	float *t = twins(c, (size_t)(nin + nout));
-
-	if (!t)
-		return NULL;
-	*tin = in ? widen(c, t, in, nin) : NULL;
-	*tout = t + nin;
-	return t;
-}
-
 static int cpu_timestep_embedding(struct dev *d, const float *t, float *y, int64_t n,
 				  int64_t dim, bool flip, double shift, double scale,
 				  double max_period, double input_scale)
 {
-	struct cpu_dev *c = cpu(d);
 	struct rows_args a = { .in = t, .y = y, .dim = dim, .flag = flip, .shift = shift,
 			       .scale = scale, .max_period = max_period,
 			       .input_scale = input_scale };
 
-	if (narrow(c) && !twin_io(c, t, n, n * dim, &a.in, &a.y))
-		return -1;
 	/* a row costs dim sines and cosines: a few rows are a task */
-	par_range(c, n, 1 + GRAIN / 64 / (dim > 0 ? dim : 1), timestep_range, &a);
-	if (narrow(c))
-		narrow_to(c, y, a.y, n * dim);
+	par_range(cpu(d), n, 1 + GRAIN / 64 / (dim > 0 ? dim : 1), timestep_range, &a);
 	return 0;
 }
 
@@ -697,45 +676,24 @@ static void rope_freqs_range(const void *a, int64_t lo, int64_t hi)
 static int cpu_rope_freqs(struct dev *d, const float *ids, float *y, int64_t rows,
 			  int64_t naxes, const int64_t *axes_dim, double theta, bool sine, bool f64)
 {
-	struct cpu_dev *c = cpu(d);
 	struct rows_args a = { .in = ids, .y = y, .naxes = naxes, .axes_dim = axes_dim,
 			       .theta = theta, .flag = sine, .f64 = f64 };
 
 	for (int64_t i = 0; i < naxes; i++)
 		a.dim += axes_dim[i];
-	if (narrow(c) && !twin_io(c, ids, rows * naxes, rows * a.dim, &a.in, &a.y))
-		return -1;
-	par_range(c, rows, 1 + GRAIN / 64 / (a.dim > 0 ? a.dim : 1), rope_freqs_range, &a);
-	if (narrow(c))
-		narrow_to(c, y, a.y, rows * a.dim);
+	par_range(cpu(d), rows, 1 + GRAIN / 64 / (a.dim > 0 ? a.dim : 1), rope_freqs_range, &a);
 	return 0;
 }
 
 static int cpu_grid_ids(struct dev *d, float *y, int64_t F, int64_t H, int64_t W, bool center)
 {
-	struct cpu_dev *c = cpu(d);
-	const float *none;
-	float *t = y;
-
-	if (narrow(c) && !twin_io(c, NULL, 0, F * H * W * 3, &none, &t))
-		return -1;
-	k_grid_ids(t, F, H, W, center);
-	if (narrow(c))
-		narrow_to(c, y, t, F * H * W * 3);
+	k_grid_ids(y, F, H, W, center);
 	return 0;
 }
 
 static int cpu_text_ids(struct dev *d, float *y, int64_t length, int64_t first, int64_t axes)
 {
-	struct cpu_dev *c = cpu(d);
-	const float *none;
-	float *t = y;
-
-	if (narrow(c) && !twin_io(c, NULL, 0, length * axes, &none, &t))
-		return -1;
-	k_text_ids(t, length, first, axes);
-	if (narrow(c))
-		narrow_to(c, y, t, length * axes);
+	k_text_ids(y, length, first, axes);
 	return 0;
 }
 
@@ -744,51 +702,22 @@ static int cpu_text_ids(struct dev *d, float *y, int64_t length, int64_t first, 
 static int cpu_patchify(struct dev *d, const float *x, float *y, int64_t B, int64_t C,
 			int64_t F, int64_t H, int64_t W, int64_t pt, int64_t ph, int64_t pw)
 {
-	struct cpu_dev *c = cpu(d);
-	int64_t n = B * C * F * H * W;
-	const float *tx = x;
-	float *ty = y;
-
-	if (narrow(c) && !twin_io(c, x, n, n, &tx, &ty))
-		return -1;
-	k_patchify(tx, ty, B, C, F, H, W, pt, ph, pw);
-	if (narrow(c))
-		narrow_to(c, y, ty, n);
+	k_patchify(x, y, B, C, F, H, W, pt, ph, pw);
 	return 0;
 }
 
 static int cpu_unpatchify(struct dev *d, const float *x, float *y, int64_t B, int64_t C,
 			  int64_t F, int64_t H, int64_t W, int64_t pt, int64_t ph, int64_t pw)
 {
-	struct cpu_dev *c = cpu(d);
-	int64_t n = B * C * F * H * W;
-	const float *tx = x;
-	float *ty = y;
-
-	if (narrow(c) && !twin_io(c, x, n, n, &tx, &ty))
-		return -1;
-	k_unpatchify(tx, ty, B, C, F, H, W, pt, ph, pw);
-	if (narrow(c))
-		narrow_to(c, y, ty, n);
+	k_unpatchify(x, y, B, C, F, H, W, pt, ph, pw);
 	return 0;
 }
 
 static int cpu_fill2d(struct dev *d, float *dst, int64_t dst_stride, int64_t rows, int64_t cols,
 		      float value)
 {
-	struct cpu_dev *c = cpu(d);
-	const float *none;
-	float *t;
-
-	if (!narrow(c)) {
-		k_fill2d(dst, dst_stride, rows, cols, value);
-		return 0;
-	}
-	/* the value rounded once, into the strided rows of the storage dtype */
-	if (!twin_io(c, NULL, 0, rows * cols, &none, &t))
-		return -1;
-	k_fill2d(t, cols, rows, cols, value);
-	conv2d(c, dst, c->dt, dst_stride, t, K_F32, cols, rows, cols);
+	(void)d;
+	k_fill2d(dst, dst_stride, rows, cols, value);
 	return 0;
 }
 

@@ -1,6 +1,5 @@
 /* test_bf16.c — narrow storage on the CPU: k_convert, both bf16 GEMM paths
  * and every kernel of the CPU device with set_dtype(bf16) (and two in f16),
- * the embedding ops and pad's fill exactly (they round a float32 result once),
  * against float64 references computed from the same rounded inputs.
  *
  * The bound (check_bf16): every element within half a bf16 ulp of the float64
@@ -387,99 +386,6 @@ static void test_rope(struct dev *d)
 	free(ref);
 }
 
-/* ---- the embedding ops and pad's fill ------------------------------------------ */
-
-/* These compute in float32 from the widened inputs and round once, so the
- * device's bf16 result is exactly ref_bf16 of the float32 kernel's result on
- * the same (bf16-valued) inputs: the number of elements that are not. */
-static int64_t off_by(const uint16_t *got, const float *ref32, int64_t n)
-{
-	int64_t bad = 0;
-
-	for (int64_t i = 0; i < n; i++)
-		bad += got[i] != ref_bf16(ref32[i]);
-	return bad;
-}
-
-static void check_exact(const char *what, const uint16_t *got, const float *ref32, int64_t n)
-{
-	int64_t bad = off_by(got, ref32, n);
-
-	UNIT_CHECK(bad == 0, "%s: the float32 result rounded once (%lld of %lld elements off)",
-		   what, (long long)bad, (long long)n);
-}
-
-static void test_embeddings(struct dev *d)
-{
-	enum { N = 5, DIM = 33, ROWS = 7, F = 2, H = 3, W = 4, B = 2, C = 3 };
-	float tf[N], y32[N * DIM], idf[ROWS * 3], r32[ROWS * 16], g32[F * H * W * 3];
-	float t32[ROWS * 3];
-	uint16_t y[N * DIM], r[ROWS * 16], g[F * H * W * 3], tx[ROWS * 3], *t = fill(N, tf, 1);
-	const int64_t axes[3] = { 4, 4, 8 };
-
-	/* timesteps in [-1, 1] scaled by 1000 inside (Flux, Qwen-Image); odd dim */
-	d->ops->timestep_embedding(d, (float *)t, (float *)y, N, DIM, true, 0, 1000, 10000, 1);
-	k_timestep_embedding(tf, y32, N, DIM, true, 0, 1000, 10000, 1);
-	check_exact("bf16 timestep_embedding", y, y32, N * DIM);
-	/* control: the float32 result truncated instead of rounded is caught */
-	uint16_t trunc[N * DIM];
-	for (int i = 0; i < N * DIM; i++)
-		trunc[i] = (uint16_t)(bits(y32[i]) >> 16);
-	UNIT_CHECK(off_by(trunc, y32, N * DIM) > 0,
-		   "timestep_embedding control: truncation is %lld elements off",
-		   (long long)off_by(trunc, y32, N * DIM));
-
-	/* integer positions (exact in bf16), both precisions */
-	uint16_t *ids = malloc(ROWS * 3 * 2);
-	for (int i = 0; i < ROWS * 3; i++) {
-		ids[i] = ref_bf16((double)(rng_next() % 64) - 16);
-		idf[i] = bf(ids[i]);
-	}
-	for (int f64 = 0; f64 < 2; f64++) {
-		d->ops->rope_freqs(d, (float *)ids, (float *)r, ROWS, 3, axes, 10000, true, f64);
-		k_rope_freqs(idf, r32, ROWS, 3, axes, 10000, true, f64);
-		check_exact(f64 ? "bf16 rope_freqs (float64 angles)" : "bf16 rope_freqs (float32)",
-			    r, r32, ROWS * 16);
-	}
-	d->ops->grid_ids(d, (float *)g, F, H, W, true);
-	k_grid_ids(g32, F, H, W, true);
-	check_exact("bf16 grid_ids", g, g32, F * H * W * 3);
-	d->ops->text_ids(d, (float *)tx, ROWS, 5, 3);
-	k_text_ids(t32, ROWS, 5, 3);
-	check_exact("bf16 text_ids", tx, t32, ROWS * 3);
-
-	/* patches and their inverse: permutations, so exact */
-	int64_t n = (int64_t)B * C * F * H * W;
-	float *xf = malloc((size_t)n * 4), *p32 = malloc((size_t)n * 4);
-	uint16_t *x = fill(n, xf, 1), *pp = malloc((size_t)n * 2), *back = malloc((size_t)n * 2);
-	d->ops->patchify(d, (float *)x, (float *)pp, B, C, F, H, W, 1, 3, 2);
-	k_patchify(xf, p32, B, C, F, H, W, 1, 3, 2);
-	check_exact("bf16 patchify", pp, p32, n);
-	d->ops->unpatchify(d, (float *)x, (float *)back, B, C, F, H, W, 1, 3, 2);
-	k_unpatchify(xf, p32, B, C, F, H, W, 1, 3, 2);
-	check_exact("bf16 unpatchify", back, p32, n);
-
-	/* pad's fill: a strided block set to the value rounded, the rest kept */
-	uint16_t buf[4 * 7];
-	float want[4 * 7];
-	for (int i = 0; i < 4 * 7; i++) {
-		buf[i] = ref_bf16(i);
-		want[i] = (float)i;
-	}
-	d->ops->fill2d(d, (float *)(buf + 2), 7, 3, 4, 0.3f);
-	for (int i = 0; i < 3; i++)
-		for (int j = 0; j < 4; j++)
-			want[2 + i * 7 + j] = 0.3f;
-	check_exact("bf16 fill2d (pad)", buf, want, 4 * 7);
-	free(t);
-	free(ids);
-	free(xf);
-	free(p32);
-	free(x);
-	free(pp);
-	free(back);
-}
-
 /* Attention of q against keys [k0, k1) in float64: out [B, Sq, H*Dv], lse. */
 static void ref_attention(const float *q, const float *k, const float *v, int64_t B, int64_t Sq,
 			  int64_t Skv, int64_t H, int64_t D, int64_t Dv, int64_t k0, int64_t k1,
@@ -697,7 +603,6 @@ int main(void)
 	test_pointwise(d);
 	test_rope(d);
 	test_attention(d);
-	test_embeddings(d);
 	d->ops->destroy(d);
 	test_f16();
 	return unit_done();
