@@ -80,6 +80,7 @@ struct link {
 	double alpha[CO_N]; /* seconds per collective (or per ring step), by kind */
 	double busbw[CO_N]; /* nccl-tests bus bandwidth, bytes/s */
 	bool overlap;       /* a ring step's transfer runs while the rank computes */
+	double p2p_ctas;    /* the GPU's SMs a send/recv kernel holds while it runs (0: none) */
 	int ngroups;
 	int group_size[MAX_TABLE];
 	struct group_row groups[MAX_TABLE];
@@ -92,6 +93,7 @@ struct hw {
 	int threads_per_node; /* CPU profiles: the ranks of a node share these */
 	double memory;        /* per GPU, or per node for a CPU profile */
 	double launch;        /* an op never takes less */
+	double sms;           /* a GPU's streaming multiprocessors (0: not a GPU profile) */
 	int default_dtype;
 	struct dt_profile dt[DT_N];
 	struct link intra, inter;
@@ -172,6 +174,9 @@ static bool load_link(const cJSON *j, struct link *l, const char *which, char *e
 		return false;
 	}
 	l->overlap = overlap == 1;
+	l->p2p_ctas = 0;
+	if (cJSON_HasObjectItem(j, "p2p_ctas") && !num(j, "p2p_ctas", &l->p2p_ctas, where, err, n))
+		return false;
 	const cJSON *bg = cJSON_GetObjectItemCaseSensitive(j, "by_group"), *e;
 	if (bg && (!cJSON_IsArray(bg) || cJSON_GetArraySize(bg) > MAX_TABLE)) {
 		snprintf(err, n, "%sby_group: needs an array of at most %d rows", where, MAX_TABLE);
@@ -341,6 +346,10 @@ static bool hw_load(const char *path, struct hw *h, char *err, size_t n)
 		goto out;
 	h->ranks_per_node = (int)rpn;
 	h->threads_per_node = (int)tpn;
+	h->sms = 0;
+	if (cJSON_HasObjectItem(j, "sms") &&
+	    (!num(j, "sms", &h->sms, "", err, n) || !positive(h->sms, "sms", err, n)))
+		goto out;
 	const cJSON *dts = cJSON_GetObjectItemCaseSensitive(j, "dtypes");
 	for (int d = 0; d < DT_N; d++) {
 		const cJSON *x = cJSON_GetObjectItemCaseSensitive(dts, dt_names[d]);
@@ -375,6 +384,14 @@ static bool hw_load(const char *path, struct hw *h, char *err, size_t n)
 	if (!h->intra.present) {
 		snprintf(err, n, "links.intra is needed");
 		goto out;
+	}
+	for (int k = 0; k < 2; k++) {
+		const struct link *l = k ? &h->inter : &h->intra;
+		if (l->p2p_ctas > 0 && !(l->p2p_ctas < h->sms)) {
+			snprintf(err, n, "links.%s.p2p_ctas: %g needs the profile's sms, and fewer "
+				 "than them (%g)", k ? "inter" : "intra", l->p2p_ctas, h->sms);
+			goto out;
+		}
 	}
 	ok = true;
 out:
@@ -526,6 +543,15 @@ static void add_row(struct rank_cost *rc, int kind, int group, bool inter, doubl
 	rc->rows[k].hidden += hidden;
 }
 
+/* On a GPU the host launches ahead of the device, except at a collective:
+ * the nccl backend returns only once the collective has ended on the GPU
+ * (runtime/cuda/comm_nccl.c, settle), so the next kernel starts a launch
+ * after it. (On a CPU every op runs on the host: nothing to add.) */
+static double relaunch(const struct sim *s, uint32_t r)
+{
+	return s->h->sms > 0 ? s->rates[r].launch : 0;
+}
+
 /* Adds op i's cost on rank r to rc (by resource) and returns its duration
  * on r alone, before any wait for the group. Besides each kernel, the
  * executor's own copies (runtime/exec.c) are charged: the packing and
@@ -590,35 +616,53 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 		const struct link *l = inter ? &s->h->inter : &s->h->intra;
 		double B = (double)graph_local_dim(g, x, 0, r), Sq = (double)graph_local_dim(g, x, 1, r);
 		double H = (double)graph_local_dim(g, x, 2, r) / (double)o->attr[0];
-		double merge = move_time(s, r, M_LSE_MERGE, 3 * B * Sq * H * (double)o->attr[1] * 4);
+		/* the merge reads the block and the accumulator and writes it back,
+		 * in the storage dtype (the float32 log-sum-exp rows beside them
+		 * are 1 / Dv of that, left out as dtpc calibrate leaves them) */
+		double merge = move_time(s, r, M_LSE_MERGE, 3 * B * Sq * H * (double)o->attr[1] * es);
+		/* while a step's send/recv runs, its kernel holds p2p_ctas of the
+		 * GPU's SMs (NCCL: one CTA per channel), and the attention under it
+		 * runs on the others */
+		double lost = s->h->sms > 0 ? l->p2p_ctas / s->h->sms : 0;
 		double bytes = (double)graph_comm_bytes(g, i, r) * es / graph_comm_elem_size(g, i);
-		double compute = 0, comm = 0, exposed = 0, first = 0;
+		double compute = 0, comm = 0, exposed = 0, first = 0, drains = 0;
 		for (uint32_t m = 0; m < P; m++) {
 			uint32_t peer = graph_group_member(g, (uint32_t)o->group, r, m);
 			double rows = (double)graph_local_dim(g, k, 1, peer);
 			double f = 2 * B * H * Sq * rows * (double)(o->attr[0] + o->attr[1]);
 			rc->flops[F_ATTN] += f;
-			double c = (f > 0 ? kernel_time(&rt->attention, f, B * H * Sq * rows) : 0) +
-				   (m ? merge : 0);
-			compute += c;
+			double a = f > 0 ? kernel_time(&rt->attention, f, B * H * Sq * rows) : 0;
+			double c = a + (m ? merge : 0);
 			if (o->attr[2] == 1 && m + 1 < P) {
 				double step = link_time(s, l, CO_P2P, bytes / (P - 1), r, P);
+				/* attention of a seconds on the whole GPU, at (1 - lost)
+				 * of its rate while the transfer runs: slowed by
+				 * lost x the time both run */
+				if (l->overlap && lost > 0)
+					c += fmin(step, a / (1 - lost)) * lost;
 				comm += step;
 				exposed += !l->overlap ? step : step > c ? step - c : 0;
+				/* the executor waits for the transfer before it
+				 * launches the next chunk's attention: where the
+				 * transfer ends last, the GPU waits for a launch */
+				drains += l->overlap && step > c;
 			}
+			compute += c;
 		}
 		rc->nops[F_ATTN]++;
-		if (o->attr[2] != 1)
+		if (o->attr[2] != 1) {
 			exposed = comm = link_time(s, l, CO_AG, bytes / 2, r, P) * 2;
-		else /* the own chunk's K and V copied to the rotation's buffer */
+			drains = 2;
+		} else /* the own chunk's K and V copied to the rotation's buffer */
 			first = move_time(s, r, M_COPY,
 					  2 * (tensor_bytes(g, k, r, es) + tensor_bytes(g, v, r, es)));
 		rc->t[R_ATTN] += compute - (P - 1) * merge;
 		rc->t[R_MEM] += (P - 1) * merge + first;
 		rc->t[inter ? R_INTER : R_INTRA] += exposed;
+		rc->t[R_LAUNCH] += drains * relaunch(s, r);
 		rc->hidden += comm - exposed;
 		add_row(rc, o->kind, o->group, inter, bytes, comm, comm - exposed);
-		return compute + exposed + first;
+		return compute + exposed + first + drains * relaunch(s, r);
 	}
 	case OP_all_gather:
 	case OP_all_reduce:
@@ -626,16 +670,28 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 		bool inter = s->inter[(size_t)o->group * g->world + r];
 		const struct link *l = inter ? &s->h->inter : &s->h->intra;
 		int c = o->kind == OP_all_gather ? CO_AG : o->kind == OP_all_reduce ? CO_AR : CO_A2A;
-		double bytes = (double)graph_comm_bytes(g, i, r) * es / graph_comm_elem_size(g, i);
-		double moved = o->kind == OP_all_gather   ? tensor_bytes(g, out, r, es) * 2
-			       : o->kind == OP_all_reduce ? tensor_bytes(g, x, r, es) * 2
-			       : (tensor_bytes(g, x, r, es) + tensor_bytes(g, out, r, es)) * 2;
+		uint32_t P = g->groups[o->group].size;
+		/* an all-reduce sums in float32 whatever the dtype (exec.c): a
+		 * narrower one is converted in and out, and travels as float32 */
+		bool wide = o->kind == OP_all_reduce && es < 4;
+		double bytes = (double)graph_comm_bytes(g, i, r) / graph_comm_elem_size(g, i) *
+			       (wide ? 4 : es);
+		double moved = o->kind == OP_all_gather ? tensor_bytes(g, out, r, es) * 2
+			       : o->kind == OP_all_reduce
+				       ? tensor_bytes(g, x, r, es) * (wide ? 2 * (1 + 4 / es) : 2)
+				       : (tensor_bytes(g, x, r, es) + tensor_bytes(g, out, r, es)) * 2;
+		/* the nccl backend's all-to-all copies the rank's own piece
+		 * itself (comm_nccl.c; a CPU profile's measured bandwidth holds
+		 * its backend's) */
+		if (o->kind == OP_ulysses_a2a && s->h->sms > 0)
+			moved += 2 * tensor_bytes(g, x, r, es) / P;
 		double copies = move_time(s, r, M_COPY, moved);
-		t = link_time(s, l, c, bytes, r, g->groups[o->group].size);
+		t = link_time(s, l, c, bytes, r, P);
 		rc->t[inter ? R_INTER : R_INTRA] += t;
 		rc->t[R_MEM] += copies;
+		rc->t[R_LAUNCH] += relaunch(s, r);
 		add_row(rc, o->kind, o->group, inter, bytes, t, 0);
-		return t + copies;
+		return t + copies + relaunch(s, r);
 	}
 	case OP_layer_norm:
 	case OP_rms_norm:

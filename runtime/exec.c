@@ -566,6 +566,14 @@ dtpc_status exec_check(struct dtpc_session *s, uint32_t i)
 			i, name, "axes or positions");
 		REQUIRE(nd(s, out) == 2 && dims(s, out)[0] == rows && dims(s, out)[1] == cols, i, name,
 			"the output must be [%lld, %lld], whole", (long long)rows, (long long)cols);
+		/* the positions exact in the storage dtype (the compiler's check,
+		 * again for a graph narrowed at run time) */
+		enum g_dtype gd = s->dtype == DTPC_BF16 ? G_DT_BF16
+				  : s->dtype == DTPC_F16 ? G_DT_F16 : G_DT_F32;
+		int64_t ext = graph_ids_extent(o->kind == OP_grid_ids, o->attr, o->flags & G_OF_CENTER);
+		REQUIRE(ext <= graph_dtype_exact_ints(gd), i, name,
+			"position %lld is not exact in %s storage (integers up to %lld are)",
+			(long long)ext, graph_dtype_name(gd), (long long)graph_dtype_exact_ints(gd));
 		return DTPC_OK;
 	}
 	case OP_patch_embed:

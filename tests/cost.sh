@@ -2,7 +2,7 @@
 # cost.sh BUILD — `dtpc cost` and `dtpc suggest` (docs/cost-model.md): goldens
 # of the text report on small plans, well-formed JSON, closed forms (the
 # bytes the cost model charges equal graph_stats' compile report; one
-# linear's FLOPs are 2mkn; bf16 halves bytes and memory), suggest's order,
+# linear's FLOPs are 2mkn; bf16 halves bytes (not the all-reduce's) and memory), suggest's order,
 # profiles that lack a source refused. Ends with "cost: N passed, N failed,
 # N skipped". UPDATE=1 rewrites goldens (counted as rewritten).
 set -u
@@ -117,7 +117,8 @@ json_check linear-tp2 "$tmp/l2.json" \
 	>"$tmp/a.json" 2>/dev/null
 json_check attention-4bhssd "$tmp/a.json" "j['ranks'][0]['flops']['attention'] == 2*4*64*64*128"
 
-# bf16 halves communication bytes and memory against f32.
+# bf16 halves communication bytes and memory against f32, but for the
+# all-reduce, which sums in float32 whatever the dtype (runtime/exec.c).
 "$DTPC" cost tests/lower/tiny.plan --plan all --hw hw/h100-sxm.json --dtype f32 --format json \
 	>"$tmp/f32.json" 2>/dev/null
 "$DTPC" cost tests/lower/tiny.plan --plan all --hw hw/h100-sxm.json --dtype bf16 --format json \
@@ -126,7 +127,8 @@ if [ -n "$have_py" ] && python3 -c "
 import json, sys
 a, b = (json.load(open(f)) for f in sys.argv[1:3])
 for ra, rb in zip(a['ranks'], b['ranks']):
-    assert [c['bytes'] / 2 for c in ra['communication']] == [c['bytes'] for c in rb['communication']]
+    assert [c['bytes'] / (1 if c['op'] == 'all_reduce' else 2) for c in ra['communication']] == [c['bytes'] for c in rb['communication']]
+    assert any(c['op'] == 'all_reduce' for c in ra['communication'])
     assert ra['memory_bytes']['total'] == 2 * rb['memory_bytes']['total']
 " "$tmp/f32.json" "$tmp/bf16.json" >"$tmp/py" 2>&1; then
 	ok
@@ -222,6 +224,15 @@ json.dump(bad, open(sys.argv[2] + "-overlap.json", "w"))
 over = json.load(open(sys.argv[1]))
 over["links"]["intra"]["overlap"] = src(1)
 json.dump(over, open(sys.argv[2] + "-overlap1.json", "w"))
+# a GPU-like node of 10 SMs whose send/recv kernel holds 4 of them
+over["sms"] = src(10)
+over["links"]["intra"]["p2p_ctas"] = src(4)
+json.dump(over, open(sys.argv[2] + "-ctas.json", "w"))
+bad = copy.deepcopy(j)
+bad["links"]["intra"]["p2p_ctas"] = src(8)
+json.dump(bad, open(sys.argv[2] + "-nosms.json", "w"))
+bad["sms"] = src(8)
+json.dump(bad, open(sys.argv[2] + "-allsms.json", "w"))
 EOF
 	L=tests/cost/one_linear.plan
 	"$DTPC" cost $L --plan single --hw "$tmp/tab.json" --format json >"$tmp/t1.json" 2>/dev/null
@@ -254,14 +265,76 @@ EOF
 			--context 'rotate_method = "alltoall"' --hw "${o%%:*}" --format json >"$tmp/t7.json" 2>/dev/null
 		json_check "overlap${o#*:}" "$tmp/t7.json" "sum(c['hidden_s'] for c in j['ranks'][0]['communication']) ${o#*:} and j['ranks'][0]['comm_hidden_s'] ${o#*:}"
 	done
+	# the SMs a ring transfer holds slow the attention under it: each of
+	# the 2 x 3 steps of tiny DiT's two ring attentions (ring 4) adds
+	# min(T, a / (1 - f)) x f, f = 4 / 10 of the SMs, T a step's transfer,
+	# a a chunk's attention (an eighth of the attention without them)
+	for c in overlap1 ctas; do
+		"$DTPC" cost tests/lower/tiny.plan --plan all --mesh "ring = 4" \
+			--context 'rotate_method = "alltoall"' --hw "$tmp/tab-$c.json" --format json \
+			>"$tmp/t8-$c.json" 2>/dev/null
+	done
+	A=$(python3 -c "import json,sys; print(repr(json.load(open(sys.argv[1]))['ranks'][0]['time_by_resource_s']['attention']))" "$tmp/t8-overlap1.json")
+	T="[c['time_s'] for c in j['ranks'][0]['communication'] if c['op'] == 'ring_attention'][0] / 6"
+	json_check sm-share "$tmp/t8-ctas.json" "$(near "$att" "$A + 6 * min($T, $A / 8 / 0.6) * 0.4") and $att > $A"
 	for b in nothreads:"needs threads_per_node" badop:"softmax: not a kernel" \
-		twice:"1 is given twice" group1:"a group of 2 ranks or more" overlap:"overlap: 1"; do
+		twice:"1 is given twice" group1:"a group of 2 ranks or more" overlap:"overlap: 1" \
+		nosms:"p2p_ctas: 8 needs the profile's sms" allsms:"fewer than them (8)"; do
 		"$DTPC" cost $L --plan single --hw "$tmp/tab-${b%%:*}.json" >"$tmp/o" 2>&1
 		[ $? = 2 ] && grep -q "${b#*:}" "$tmp/o" && ok || { bad "cost/table-refuse-${b%%:*}"; cat "$tmp/o"; }
 	done
 else
 	skipped cost/tables "python3 is not installed"
 fi
+
+# Published orderings (issue 11, docs/performance.md): Flux.1 at 1024², 4
+# GPUs, `dtpc suggest` with every mesh and rotate method. A model output,
+# not a timing. order PROFILE: "ok" where, for each rotate method, Ulysses 4
+# < Ulysses 2 x Ring 2 < Ring 4 (the figures: xDiT on 4 H100, 1.63 / 1.80 /
+# 1.98 s; diffusers on L20, 281 / 324 / 351 ms per step), else the ranks.
+order() {
+	"$DTPC" suggest examples/flux.plan --plan flux_ring2_ulysses2_tp2 --world 4 --top 20 \
+		--hw "$1" 2>&1 | awk '
+		/^ *[0-9]+\. ring / {
+			m = $3 "x" $6 "x" $9
+			t = $10
+			r = /rotate_method = "alltoall"/ ? "alltoall" : /rotate_method = "allgather"/ ? "allgather" : "-"
+			if (m == "1x4x1") u = t
+			else if (m == "2x2x1") h[r] = t
+			else if (m == "4x1x1") g[r] = t
+		}
+		END {
+			ok = u != "" && h["alltoall"] != "" && h["allgather"] != ""
+			for (r in h) {
+				if (!(u + 0 < h[r] + 0 && h[r] + 0 < g[r] + 0))
+					ok = 0
+				out = out " " r ": ulysses 4 " u ", 2x2 " h[r] ", ring 4 " g[r] ";"
+			}
+			print ok ? "ok" : "wrong:" out
+		}'
+}
+o=$(order hw/l20-pcie.json)
+[ "$o" = ok ] && ok || bad "cost/order-l20 ($o)"
+# negative control: an L20 whose all-to-all is 20x slower ranks Ulysses 4 last
+if [ -n "$have_py" ]; then
+	python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+j["links"]["intra"]["all_to_all_busbw"]["value"] /= 20
+json.dump(j, sys.stdout)' hw/l20-pcie.json >"$tmp/l20-slow-a2a.json"
+	o=$(order "$tmp/l20-slow-a2a.json")
+	case $o in wrong:*) ok ;; *) bad "cost/order-control ($o)" ;; esac
+else
+	skipped cost/order-control "python3 is not installed"
+fi
+# H100: the model does not reproduce xDiT's order (it ranks Ring 4 before
+# Ulysses 4 with either rotate method: docs/cost-model.md, "Where it is
+# known to be wrong"); this fails when that changes, so that the docs are
+# revisited with it.
+case $(order hw/h100-sxm.json) in
+wrong:*) ok ;;
+*) bad "cost/order-h100 (now reproduced: update docs/cost-model.md and docs/performance.md)" ;;
+esac
 
 # dtpc calibrate (tiny sizes: --quick): a profile with a source on every
 # number, the calibration's stamp in each, that `cost` loads; per-kind α.
