@@ -130,7 +130,8 @@ open(dst, "wb").write(bytes(b))
 PY
 }
 
-for f in flux_dev flux_schnell flux_patch2 wan wan_bf16 wan_patch221 qwenimage qwenimage_frames2; do
+for f in flux_dev flux_schnell flux_bf16 flux_patch2 wan wan_bf16 wan_patch221 qwenimage \
+	qwenimage_frames2; do
 	for x in fixture.json inputs.safetensors expected.safetensors transformer/config.json; do
 		if [ ! -f "$FIX/$f/$x" ]; then
 			echo "FAIL  $FIX/$f/$x is missing (tools/gen_models.py makes it)"
@@ -228,6 +229,10 @@ else
 		"ring_anything = true, $AG"
 	case_ flux-schnell-ring-any2-presharded flux_schnell flux flux_ring_anything "ring = 2" \
 		"ring_anything = true, $AA" shard
+	# Flux.1-dev in bf16 (--dtype bf16): 2 heads, 8 + 4 tokens
+	full case_ flux-bf16-1rank flux_bf16 flux flux_tp "tp = 1" ""
+	full case_ flux-bf16-tp2 flux_bf16 flux flux_tp "tp = 2" ""
+	case_ flux-bf16-usp flux_bf16 flux flux_usp "ring = 2, ulysses = 2" "$AA"
 	# Flux with patch_size 2: 2 heads, 6 + 4 tokens, batch 3
 	full case_ flux-patch2-tp2 flux_patch2 flux flux_tp "tp = 2" ""
 	full case_ flux-patch2-ulysses2 flux_patch2 flux flux_ulysses "ulysses = 2" ""
@@ -273,7 +278,9 @@ else
 		"ulysses = 2" ""
 
 	# every checkpoint tensor bound, each configuration's optional modules too
-	for f in flux_dev flux_schnell flux_patch2; do bound "bound-$f" ok $f flux flux_tp; done
+	for f in flux_dev flux_schnell flux_bf16 flux_patch2; do
+		bound "bound-$f" ok $f flux flux_tp
+	done
 	for f in wan wan_bf16 wan_patch221; do bound "bound-$f" ok $f wan wan_single; done
 	for f in qwenimage qwenimage_frames2; do
 		bound "bound-$f" ok $f qwenimage qwenimage_tp

@@ -72,7 +72,10 @@ def build(cls, cfg):
     return model, gen
 
 
-def flux_inputs(cfg, gen, batch, img_h, img_w, txt_seq, guidance):
+def flux_inputs(cfg, gen, batch, img_h, img_w, txt_seq, guidance, times=None):
+    """times: (timestep, guidance) values instead of random ones (the bf16
+    case: values whose product by 1000 bf16 holds, since diffusers multiplies
+    in the model's dtype and dtpc in float32)."""
     # img_ids as the pipeline makes them (0, row, col); txt_ids random integer
     # positions (the pipeline's zeros would leave the text's RoPE untested)
     img_ids = torch.zeros(img_h, img_w, 3)
@@ -89,6 +92,10 @@ def flux_inputs(cfg, gen, batch, img_h, img_w, txt_seq, guidance):
     }
     if guidance:
         x["guidance"] = 1 + 4 * torch.rand(batch, generator=gen)
+    if times:
+        x["timestep"] = torch.full((batch,), times[0])
+        if guidance:
+            x["guidance"] = torch.full((batch,), times[1])
     shape = {"batch": batch, "img_seq": img_h * img_w, "txt_seq": txt_seq}
     return x, shape, {}
 
@@ -139,6 +146,15 @@ CASES = {
                  pooled_projection_dim=12, guidance_embeds=False, axes_dims_rope=[2, 2, 4]),
         inputs=lambda cfg, gen: flux_inputs(cfg, gen, batch=2, img_h=3, img_w=5, txt_seq=7,
                                             guidance=False)),
+    # Flux.1-dev in bf16 (saved and run in bf16): timestep 0.5 and guidance
+    # 2, whose products by 1000 bf16 holds
+    "flux_bf16": dict(
+        cls=FluxTransformer2DModel, model="flux", dtype=torch.bfloat16,
+        cfg=dict(patch_size=1, in_channels=4, num_layers=1, num_single_layers=1,
+                 attention_head_dim=8, num_attention_heads=2, joint_attention_dim=12,
+                 pooled_projection_dim=12, guidance_embeds=True, axes_dims_rope=[2, 2, 4]),
+        inputs=lambda cfg, gen: flux_inputs(cfg, gen, batch=1, img_h=2, img_w=4, txt_seq=4,
+                                            guidance=True, times=(0.5, 2.0))),
     # Wan 2.1 T2V: 3 heads x 12 (RoPE axes 4, 4, 4), latent 4 x 3 x 6 x 10 ->
     # 3 x 3 x 5 = 45 tokens, 7 text tokens
     "wan": dict(
