@@ -140,7 +140,7 @@ else
 		"ring_anything = true" -D seq=50
 	matrix flux examples/flux.plan flux_tiny_ring2_ulysses2_tp2 flux_tiny_tp
 	case_ flux-ulysses-anything3 examples/flux.plan flux_tiny_ring2_ulysses2_tp2 \
-		"ulysses = 3" "ulysses_anything = true" -D heads=5 -D img_seq=13 -D txt_seq=23
+		"ulysses = 3" "ulysses_anything = true" -D num_attention_heads=5 -D img_seq=13 -D txt_seq=23
 	case_ flux-ring-anything3 examples/flux.plan flux_tiny_ring2_ulysses2_tp2 "ring = 3" \
 		"ring_anything = true, rotate_method = \"alltoall\"" -D img_seq=13 -D txt_seq=23
 	matrix qwenimage examples/qwenimage.plan qwenimage_tiny_usp_tp qwenimage_tiny_tp
@@ -149,6 +149,10 @@ else
 	matrix wan examples/wan.plan wan_tiny_usp_ffn_tp wan_tiny_ffn_tp
 	case_ wan-ring-anything3 examples/wan.plan wan_tiny_ring_anything3 "ring = 3" \
 		"ring_anything = true"
+	# a split kept through reshapes that add and drop unit dims (Wan's rope
+	# tables [1, S, 1, D] -> [S, D]), unevenly
+	case_ reshape-unit-dims-ring3 tests/diag/layout-reshape-unit-dims.plan p "ring = 3" \
+		"ring_anything = true" -D seq=7
 	# the language of diffusers' forward (tests/plans/forward.plan): a
 	# tuple's outputs split one by one, root rebinding with the split where
 	# the blocks take the streams, if/else on a config flag (both branches),
