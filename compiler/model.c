@@ -107,6 +107,7 @@ struct inst {
 	unsigned *read_stamp, stamp;
 	struct diag *blamed; /* errors up to it have their notes */
 	dtpc_loc use_loc;    /* where -D values are reported: the plan's model statement */
+	bool halted;         /* an assert failed: nothing after it is instantiated */
 };
 
 struct origin {
@@ -1382,7 +1383,9 @@ static void do_if(struct inst *I, const struct mstmt *st)
 
 /* `assert COND, "message";`: a model refuses parameter values it does not
  * model (Wan's image_dim: image-to-video). The error is at the assert; walk's
- * blame adds a note at each config key or -D the condition read. */
+ * blame adds a note at each config key or -D the condition read. As Python's
+ * assert, a failing one ends the model there: what follows was written for
+ * the values the asserts allow, and its errors would only bury the message. */
 static void do_assert(struct inst *I, const struct mstmt *st)
 {
 	struct eval_ctx c = eval_ctx(I);
@@ -1396,8 +1399,10 @@ static void do_assert(struct inst *I, const struct mstmt *st)
 			  st->count->kind == EX_PATH ? st->count->s : "n");
 		return;
 	}
-	if (!v.i)
+	if (!v.i) {
 		diag_error(I->d, st->name_loc, "%s", st->src);
+		I->halted = true;
+	}
 }
 
 static void do_assign(struct inst *I, const struct mstmt *st)
@@ -1540,7 +1545,7 @@ static void do_repeat(struct inst *I, const struct mstmt *st)
 		I->cur = &s;
 		int first_binding = I->nbindings;
 		walk(I, st->body);
-		if (i == 0) /* the other iterations run the same statements */
+		if (i == 0 && !I->halted) /* the other iterations run the same statements */
 			unread_aliases(I, first_binding);
 		I->cur = s.parent;
 		struct ir_module *mod = &I->m->modules[mi];
@@ -1672,7 +1677,7 @@ static void blame(struct inst *I, unsigned since)
 
 static void walk(struct inst *I, const struct mstmt *body)
 {
-	for (const struct mstmt *st = body; st; st = st->next) {
+	for (const struct mstmt *st = body; st && !I->halted; st = st->next) {
 		unsigned since = blame_begin(I);
 		switch (st->kind) {
 		case MS_INPUT: do_input(I, st); break;
@@ -1881,7 +1886,8 @@ struct ir_model *model_instantiate(struct arena *a, struct diag_ctx *d,
 	I.cur = &root;
 	new_module(&I, "", MOD_ROOT, md->name_loc);
 	walk(&I, md->body);
-	unread_aliases(&I, 0);
+	if (!I.halted)
+		unread_aliases(&I, 0);
 	m->modules[0].outputs = m->outputs;
 	m->modules[0].noutputs = m->noutputs;
 	m->modules[0].end_op = m->nops;
