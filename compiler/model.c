@@ -1780,9 +1780,7 @@ static void bind_params(struct inst *I, const struct model *md,
 		for (int i = 0; i < nov; i++)
 			if (!strcmp(ov[i].name, a->name)) {
 				ov[i].used = true;
-				/* a config's null leaves the value as it was */
-				if (!ov[i].from_config || ov[i].val.kind != VAL_NONE || ov[i].unfit)
-					use = &ov[i]; /* the last one wins: -D after the plan */
+				use = &ov[i]; /* the last one wins: -D after the plan */
 			}
 		const struct override *given = use; /* use may become a copy below */
 		unsigned since = blame_begin(I);
@@ -1804,8 +1802,7 @@ static void bind_params(struct inst *I, const struct model *md,
 			fit = use->val; /* as given where the default failed */
 		for (int i = 0; i < nov && ok; i++) {
 			const struct override *x = &ov[i];
-			if (strcmp(x->name, a->name) || (x != use && !x->from_config) ||
-			    (x->from_config && x->val.kind == VAL_NONE && !x->unfit))
+			if (strcmp(x->name, a->name) || (x != use && !x->from_config))
 				continue;
 			struct value conv;
 			if (fits(I->a, &v, &x->val, &conv)) {

@@ -78,9 +78,10 @@ refute() {
 
 # ---- order: plan < config < -D ----------------------------------------------------------------
 # the plan sets seq = 16 and out_channels = 4; the config seq = 4 and
-# out_channels = null (kept: 4); -D num_attention_heads wins over the config
+# out_channels = null (none, as from_config passes None: it replaces the
+# plan's 4); -D num_attention_heads wins over the config
 printf '{"seq": 4, "out_channels": null, "num_attention_heads": 4}\n' >"$tmp/order.json"
-expect order-config-over-plan 0 'model tiny\(batch = 1, seq = 4, num_attention_heads = 6, .*out_channels = 4\)' \
+expect order-config-over-plan 0 'model tiny\(batch = 1, seq = 4, num_attention_heads = 6, .*out_channels = none\)' \
 	"$DTPC" check "$PLAN" --config "$tmp/order.json" -D num_attention_heads=6
 expect order-plan-alone 0 'model tiny\(batch = 1, seq = 16, num_attention_heads = 2,' \
 	"$DTPC" check "$PLAN"
