@@ -53,7 +53,7 @@ struct arg {
 	struct arg *next;
 };
 
-enum mstmt_kind { MS_INPUT, MS_ASSIGN, MS_REPEAT, MS_OUTPUT, MS_ALIAS, MS_IF };
+enum mstmt_kind { MS_INPUT, MS_ASSIGN, MS_REPEAT, MS_OUTPUT, MS_ALIAS, MS_IF, MS_ASSERT };
 
 struct pathref {
 	const char *name;
@@ -72,11 +72,11 @@ struct mstmt {
 	const char *op;          /* MS_ASSIGN */
 	dtpc_loc op_loc;
 	struct arg *args;        /* MS_ASSIGN */
-	struct expr *count;      /* MS_REPEAT count, MS_IF condition */
+	struct expr *count;      /* MS_REPEAT count, MS_IF / MS_ASSERT condition */
 	struct mstmt *body;      /* MS_REPEAT, MS_IF's taken-when-true branch */
 	struct mstmt *orelse;    /* MS_IF's else branch (an `else if` is one MS_IF) */
 	struct pathref *outputs; /* MS_OUTPUT */
-	const char *src;         /* MS_ALIAS: the name on the right */
+	const char *src;         /* MS_ALIAS: the name on the right; MS_ASSERT: the message */
 	dtpc_loc src_loc;
 	struct mstmt *next;
 };

@@ -371,7 +371,7 @@ static bool read_array(struct reader *r, struct jvalue *out, int depth)
 			return false;
 		if (item.unfit || item.v.kind == VAL_LIST)
 			out->unfit = "a list of lists";
-		else if (item.v.kind == VAL_NONE)
+		else if (item.v.kind == VAL_NULL)
 			out->unfit = "a list holding null";
 		if (n == cap) {
 			cap = cap ? 2 * cap : 8;
@@ -443,7 +443,10 @@ static bool read_value(struct reader *r, struct jvalue *out, int depth)
 		return true;
 	}
 	if (word(r, "null")) {
-		out->v.kind = VAL_NONE;
+		/* diffusers' None, passed as given: from_config hands the class
+		 * None, which differs from an absent key where the default is
+		 * not None (Wan's out_channels = 16; None means in_channels) */
+		out->v.kind = VAL_NULL;
 		return true;
 	}
 	return fail(r, here(r), arena_printf(r->a, "expected a value (a number, string, true, false, null, list "

@@ -144,11 +144,12 @@ static bool word(const struct tok *t, const char *w)
 	return t && t->kind == K_WORD && (size_t)t->len == strlen(w) && !strncmp(t->s, w, (size_t)t->len);
 }
 
-/* The keywords that an expression follows (`if -x > 0`, `not (a)`). */
+/* The keywords that an expression follows (`if -x > 0`, `not (a)`,
+ * `assert (a or b), "..."`). */
 static bool expr_keyword(const struct tok *t)
 {
 	return word(t, "if") || word(t, "else") || word(t, "and") || word(t, "or") ||
-	       word(t, "not");
+	       word(t, "not") || word(t, "assert");
 }
 
 /* Whether a token ends an operand: after it, '-' is binary. */
@@ -245,7 +246,7 @@ static enum align_kind align_of(const struct tok *v, const struct line *l, bool 
 		return AL_INPUT;
 	}
 	static const char *const keywords[] = { "import", "model", "plan", "output", "repeat",
-						"mesh", "context", "tensor", "if", "else" };
+						"mesh", "context", "tensor", "if", "else", "assert" };
 	for (size_t k = 0; k < sizeof keywords / sizeof *keywords; k++)
 		if (word(t, keywords[k]))
 			return AL_NONE;

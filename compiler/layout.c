@@ -868,22 +868,46 @@ static void attention_heads(struct opctx *X, bool cp_style)
 	fnote(f, c->axes[c->ax_ulysses].loc, "ulysses is set here");
 }
 
+/* The dim of out that holds in's dim d whole, with the same elements before
+ * it (what a reshape that adds or drops unit dims, or merges or splits dims
+ * on either side of d, keeps in place: diffusers' rope tables [1, S, 1, D]
+ * and dtpc's [S, D]); -1 when there is none. */
+static int reshape_dim(const struct ir_shape *in, const struct ir_shape *out, int d)
+{
+	int64_t before = 1, o = 1;
+	for (int k = 0; k < d; k++)
+		before *= in->d[k];
+	for (int k = 0; k < out->nd; k++) {
+		if (o == before && out->d[k] == in->d[d])
+			return k;
+		o *= out->d[k];
+		if (o > before)
+			break;
+	}
+	return -1;
+}
+
 static void rule_reshape(struct opctx *X)
 {
 	const struct ir_shape *in = &X->P->m->tensors[X->o->in[0]].shape;
 	const struct ir_shape *out = &X->o->shape_attr;
+	int to[LG_COUNT];
 	for (int g = 0; g < LG_COUNT; g++) {
 		struct lay_axis *x = &X->in[0].g[g];
+		to[g] = -1;
 		if (!sharded(x))
 			continue;
-		/* Sharding survives a reshape that keeps every dim up to it. */
-		bool keep = x->dim < out->nd && !x->nblk;
-		for (int d = 0; keep && d <= x->dim; d++)
-			keep = in->d[d] == out->d[d];
-		if (!keep)
+		/* Sharding survives a reshape that keeps the sharded dim whole
+		 * with the same elements before it: each rank's local elements
+		 * stay the same contiguous run. */
+		to[g] = x->nblk ? -1 : reshape_dim(in, out, x->dim);
+		if (to[g] < 0)
 			need_whole(X, 0, x->dim, g, "the reshape moves its sharded dim");
 	}
 	X->out = X->in[0];
+	for (int g = 0; g < LG_COUNT; g++)
+		if (to[g] >= 0)
+			X->out.g[g].dim = (int8_t)to[g];
 }
 
 /* timestep_embedding and rope_freqs compute each row (a timestep, a

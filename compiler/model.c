@@ -99,13 +99,15 @@ struct inst {
 	struct scope *cur;
 	bool over_budget;
 	int64_t elems; /* of all tensors and weights so far: <= MODEL_MAX_ELEMS */
-	/* With --config only: which config keys each parameter's value comes
-	 * from (a derived default, from those of the parameters it reads), and
-	 * when each parameter was last read, so that an error a config value
-	 * causes names the key (blame). */
+	/* With --config or -D only: which config keys and -D values each
+	 * parameter's value comes from (a derived default, from those of the
+	 * parameters it reads), and when each parameter was last read, so that
+	 * an error a config value causes names the key (blame). */
 	struct origin **origins;
 	unsigned *read_stamp, stamp;
 	struct diag *blamed; /* errors up to it have their notes */
+	dtpc_loc use_loc;    /* where -D values are reported: the plan's model statement */
+	bool halted;         /* an assert failed: nothing after it is instantiated */
 };
 
 struct origin {
@@ -1347,6 +1349,7 @@ static void fail_names(struct inst *I, const struct mstmt *body)
 			fail_branches(I, st);
 			break;
 		case MS_OUTPUT:
+		case MS_ASSERT:
 			break;
 		}
 	}
@@ -1378,6 +1381,30 @@ static void do_if(struct inst *I, const struct mstmt *st)
 		return;
 	}
 	walk(I, v.i ? st->body : st->orelse);
+}
+
+/* `assert COND, "message";`: a model refuses parameter values it does not
+ * model (Wan's image_dim: image-to-video). The error is at the assert; walk's
+ * blame adds a note at each config key or -D the condition read. As Python's
+ * assert, a failing one ends the model there: what follows was written for
+ * the values the asserts allow, and its errors would only bury the message. */
+static void do_assert(struct inst *I, const struct mstmt *st)
+{
+	struct eval_ctx c = eval_ctx(I);
+	struct value v;
+	if (!expr_eval(&c, st->count, &v))
+		return; /* reported */
+	if (v.kind != VAL_BOOL) {
+		diag_error(I->d, st->count->loc, "an assert condition must be true or false, not %s",
+			   value_str(I->a, &v));
+		diag_hint(I->d, "compare it: assert %s > 0, \"...\";",
+			  st->count->kind == EX_PATH ? st->count->s : "n");
+		return;
+	}
+	if (!v.i) {
+		diag_error(I->d, st->name_loc, "%s", st->src);
+		I->halted = true;
+	}
 }
 
 static void do_assign(struct inst *I, const struct mstmt *st)
@@ -1520,7 +1547,7 @@ static void do_repeat(struct inst *I, const struct mstmt *st)
 		I->cur = &s;
 		int first_binding = I->nbindings;
 		walk(I, st->body);
-		if (i == 0) /* the other iterations run the same statements */
+		if (i == 0 && !I->halted) /* the other iterations run the same statements */
 			unread_aliases(I, first_binding);
 		I->cur = s.parent;
 		struct ir_module *mod = &I->m->modules[mi];
@@ -1638,15 +1665,21 @@ static void blame(struct inst *I, unsigned since)
 			continue;
 		if (!list && !(list = origins_read(I, since)))
 			return;
-		for (const struct origin *o = list; o; o = o->next)
-			diag_note_to(I->d, e, o->ov->val.loc, "%s = %s comes from the config here",
-				     o->ov->name, value_str(I->a, &o->ov->val));
+		for (const struct origin *o = list; o; o = o->next) {
+			if (o->ov->from_cli)
+				diag_note_to(I->d, e, I->use_loc, "%s = %s comes from -D",
+					     o->ov->name, value_str(I->a, &o->ov->val));
+			else
+				diag_note_to(I->d, e, o->ov->val.loc,
+					     "%s = %s comes from the config here", o->ov->name,
+					     value_str(I->a, &o->ov->val));
+		}
 	}
 }
 
 static void walk(struct inst *I, const struct mstmt *body)
 {
-	for (const struct mstmt *st = body; st; st = st->next) {
+	for (const struct mstmt *st = body; st && !I->halted; st = st->next) {
 		unsigned since = blame_begin(I);
 		switch (st->kind) {
 		case MS_INPUT: do_input(I, st); break;
@@ -1655,6 +1688,7 @@ static void walk(struct inst *I, const struct mstmt *body)
 		case MS_OUTPUT: do_output(I, st); break;
 		case MS_ALIAS: do_alias(I, st); break;
 		case MS_IF: do_if(I, st); break;
+		case MS_ASSERT: do_assert(I, st); break;
 		}
 		blame(I, since);
 	}
@@ -1731,8 +1765,9 @@ static void bind_params(struct inst *I, const struct model *md,
 		n++;
 	m->param_names = ARENA_ARRAY(I->a, const char *, n);
 	m->params = ARENA_ARRAY(I->a, struct value, n);
+	I->use_loc = use_loc;
 	for (int i = 0; i < nov && !I->origins; i++)
-		if (ov[i].from_config) {
+		if (ov[i].from_config || ov[i].from_cli) {
 			I->origins = ARENA_ARRAY(I->a, struct origin *, n ? n : 1);
 			I->read_stamp = ARENA_ARRAY(I->a, unsigned, n ? n : 1);
 		}
@@ -1747,10 +1782,9 @@ static void bind_params(struct inst *I, const struct model *md,
 		for (int i = 0; i < nov; i++)
 			if (!strcmp(ov[i].name, a->name)) {
 				ov[i].used = true;
-				/* a config's null leaves the value as it was */
-				if (!ov[i].from_config || ov[i].val.kind != VAL_NONE || ov[i].unfit)
-					use = &ov[i]; /* the last one wins: -D after the plan */
+				use = &ov[i]; /* the last one wins: -D after the plan */
 			}
+		const struct override *given = use; /* use may become a copy below */
 		unsigned since = blame_begin(I);
 		bool ok = expr_eval(&c, a->val, &v);
 		blame(I, since);
@@ -1770,8 +1804,7 @@ static void bind_params(struct inst *I, const struct model *md,
 			fit = use->val; /* as given where the default failed */
 		for (int i = 0; i < nov && ok; i++) {
 			const struct override *x = &ov[i];
-			if (strcmp(x->name, a->name) || (x != use && !x->from_config) ||
-			    (x->from_config && x->val.kind == VAL_NONE && !x->unfit))
+			if (strcmp(x->name, a->name) || (x != use && !x->from_config))
 				continue;
 			struct value conv;
 			if (fits(I->a, &v, &x->val, &conv)) {
@@ -1804,9 +1837,9 @@ static void bind_params(struct inst *I, const struct model *md,
 		if (I->origins) {
 			/* the key itself, or (a default) those behind what it read */
 			struct origin *o = NULL;
-			if (use && use->from_config) {
+			if (use && (given->from_config || given->from_cli)) {
 				o = ARENA_NEW(I->a, struct origin);
-				o->ov = use;
+				o->ov = given;
 			}
 			I->origins[m->nparams] = use ? o : origins_read(I, since);
 		}
@@ -1852,7 +1885,8 @@ struct ir_model *model_instantiate(struct arena *a, struct diag_ctx *d,
 	I.cur = &root;
 	new_module(&I, "", MOD_ROOT, md->name_loc);
 	walk(&I, md->body);
-	unread_aliases(&I, 0);
+	if (!I.halted)
+		unread_aliases(&I, 0);
 	m->modules[0].outputs = m->outputs;
 	m->modules[0].noutputs = m->noutputs;
 	m->modules[0].end_op = m->nops;

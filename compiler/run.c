@@ -45,6 +45,14 @@ static void job_fail(struct rank_job *j, dtpc_status st)
 	size_t len = strlen(j->error);
 	if (len >= (size_t)n && !strcmp(j->error + len - (size_t)n, own))
 		j->error[len - (size_t)n] = 0;
+	/* or begin with it ("rank 3, op 55 (...): rank 2 failed: ...") */
+	for (int k = 0; k < 2; k++) {
+		n = snprintf(own, sizeof own, "rank %d%c ", j->rank, ",:"[k]);
+		if (!strncmp(j->error, own, (size_t)n)) {
+			memmove(j->error, j->error + n, strlen(j->error + n) + 1);
+			break;
+		}
+	}
 }
 
 /* --threads, or under MPI the cores divided by the ranks on this node (Open
@@ -371,14 +379,14 @@ static int save_outputs(const char *path, dtpc_session *s)
 
 /* An output path is tried before the forward pass, not after it: an existing
  * file must be writable, a new one creatable (it is not left behind). */
-static bool writable(const char *path)
+static bool writable(const char *path, FILE *err)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0666);
 	bool created = fd >= 0;
 	if (fd < 0 && errno == EEXIST)
 		fd = open(path, O_WRONLY);
 	if (fd < 0) {
-		fprintf(stderr, "dtpc: cannot write '%s': %s\n", path, strerror(errno));
+		fprintf(err, "dtpc: cannot write '%s': %s\n", path, strerror(errno));
 		return false;
 	}
 	close(fd);
@@ -389,14 +397,14 @@ static bool writable(const char *path)
 
 /* --weights: a file, or a folder (a sharded checkpoint, or per-rank files)
  * that can be listed; what the folder holds is the runtime's to judge. */
-static bool weights_readable(const char *path)
+static bool weights_readable(const char *path, FILE *err)
 {
 	struct stat st;
 	if (stat(path, &st) || !S_ISDIR(st.st_mode))
-		return driver_readable(path, stderr);
+		return driver_readable(path, err);
 	DIR *d = opendir(path);
 	if (!d) {
-		fprintf(stderr, "dtpc: cannot read '%s': %s\n", path, strerror(errno));
+		fprintf(err, "dtpc: cannot read '%s': %s\n", path, strerror(errno));
 		return false;
 	}
 	closedir(d);
@@ -405,7 +413,7 @@ static bool weights_readable(const char *path)
 
 /* --verify's one-rank reference binds the whole weights: a per-rank folder
  * holds only the slices of the graph it was cut for. */
-static bool verify_weights_ok(const struct run_opts *o)
+static bool verify_weights_ok(const struct run_opts *o, FILE *err)
 {
 	struct ckpt *ck = NULL;
 	char why[512];
@@ -415,7 +423,7 @@ static bool verify_weights_ok(const struct run_opts *o)
 		      ckpt_kind(ck) == CKPT_RANKS;
 	ckpt_close(ck);
 	if (ranked)
-		fprintf(stderr, "dtpc: --verify: '%s' is a per-rank folder (dtpc shard): it holds "
+		fprintf(err, "dtpc: --verify: '%s' is a per-rank folder (dtpc shard): it holds "
 			"this graph's slices, not the whole weights the one-rank reference needs; "
 			"verify with the checkpoint it was cut from\n", o->weights);
 	return !ranked;
@@ -423,13 +431,14 @@ static bool verify_weights_ok(const struct run_opts *o)
 
 /* Every file this rank reads or writes, checked before any work: a missing
  * or unwritable file is an I/O error (exit status 2), whatever the backend.
- * trace: this rank's trace path, or NULL. */
-static bool files_ok(const struct run_opts *o, const char *trace, bool saves)
+ * trace: this rank's trace path, or NULL. The message goes to err. */
+static bool files_ok(const struct run_opts *o, const char *trace, bool saves, FILE *err)
 {
-	return driver_readable(o->graph, stderr) &&
-	       (!o->weights || weights_readable(o->weights)) && verify_weights_ok(o) &&
-	       (!o->inputs || driver_readable(o->inputs, stderr)) &&
-	       (!trace || writable(trace)) && (!saves || !o->save_outputs || writable(o->save_outputs));
+	return driver_readable(o->graph, err) &&
+	       (!o->weights || weights_readable(o->weights, err)) && verify_weights_ok(o, err) &&
+	       (!o->inputs || driver_readable(o->inputs, err)) &&
+	       (!trace || writable(trace, err)) &&
+	       (!saves || !o->save_outputs || writable(o->save_outputs, err));
 }
 
 /* jobs: the ranks timed here (all of them locally, one under MPI). */
@@ -498,7 +507,7 @@ static int report_failures(const struct rank_job *jobs, int n)
 
 int run_local(const struct run_opts *o)
 {
-	if (!files_ok(o, o->trace, true))
+	if (!files_ok(o, o->trace, true, stderr))
 		return 2;
 	dtpc_graph *g = NULL;
 	if (dtpc_graph_open_file(o->graph, &g)) {
@@ -569,6 +578,42 @@ int run_local(const struct run_opts *o)
 	return rc;
 }
 
+/* Under MPI: how this rank ended, to rank 0 (comm_ops.end), which prints
+ * each failure once with the ranks that report it — and names ranks that
+ * did not report. Returns the job's exit code on every rank. A backend
+ * without end (nccl), or a rank that heard no verdict, speaks for itself. */
+static int end_job(struct comm *c, struct rank_job *j, int code)
+{
+	struct comm_end *ends = c->rank == 0 && c->ops->end ? calloc((size_t)c->world, sizeof *ends)
+							     : NULL;
+	int job = c->ops->end && (c->rank != 0 || ends)
+			  ? c->ops->end(c, code, j->st, j->error, ends) : -1;
+	if (job < 0) {
+		if (j->st)
+			fprintf(stderr, "dtpc: rank %d: %s: %s%s\n", j->rank, dtpc_status_str(j->st),
+				j->error, c->ops->end ? " (no word from rank 0, which reports the job)" : "");
+		free(ends);
+		return code;
+	}
+	if (ends && job) {
+		struct rank_job *all = calloc((size_t)c->world, sizeof *all);
+		for (int r = 0; all && r < c->world; r++) {
+			all[r].rank = r;
+			all[r].st = ends[r].reported ? (dtpc_status)ends[r].status : DTPC_ERR_COMM;
+			if (ends[r].reported)
+				memcpy(all[r].error, ends[r].why, sizeof all[r].error);
+			else
+				snprintf(all[r].error, sizeof all[r].error, "did not report within %g s "
+					 "(stopped, stuck or gone)", j->o->timeout_ms / 1000.0);
+		}
+		if (all)
+			report_failures(all, c->world);
+		free(all);
+	}
+	free(ends);
+	return job;
+}
+
 int run_mpi(const struct run_opts *o)
 {
 	dtpc_comm *c = NULL;
@@ -583,24 +628,33 @@ int run_mpi(const struct run_opts *o)
 	char trace[4096];
 	snprintf(trace, sizeof trace, "%s.rank%d.json", o->trace ? o->trace : "", rank);
 	const char *my_trace = !o->trace ? NULL : nccl ? trace : rank == 0 ? o->trace : NULL;
-	/* rank 0 alone writes the outputs */
-	if (!files_ok(o, my_trace, rank == 0)) {
-		dtpc_comm_free(c);
-		return 2;
-	}
-	dtpc_graph *g = NULL;
-	if (dtpc_graph_open_file(o->graph, &g)) {
-		fprintf(stderr, "dtpc: rank %d: %s\n", rank, dtpc_last_error());
-		dtpc_comm_free(c);
-		return 2;
-	}
 	double *ms = calloc((size_t)o->steps, sizeof *ms);
-	struct rank_job j = { .o = o, .g = g, .comm = c, .rank = rank, .step_ms = ms };
-	rank_main(&j);
-	if (j.st) {
-		fprintf(stderr, "dtpc: rank %d: %s: %s\n", rank, dtpc_status_str(j.st), j.error);
-		rc = j.st == DTPC_ERR_IO ? 2 : 1;
+	dtpc_graph *g = NULL;
+	dtpc_status gst = DTPC_OK;
+	struct rank_job j = { .o = o, .comm = c, .rank = rank, .step_ms = ms };
+	/* a file this rank cannot read or write, or the graph, fails this rank
+	 * as a binding would: reported with the others' (rank 0 alone writes
+	 * the outputs) */
+	char *msg = NULL;
+	size_t len = 0;
+	FILE *err = open_memstream(&msg, &len);
+	bool files = err && files_ok(o, my_trace, rank == 0, err);
+	if (err)
+		fclose(err);
+	if (!files) {
+		j.st = DTPC_ERR_IO;
+		/* less files_ok's "dtpc: " and newline */
+		snprintf(j.error, sizeof j.error, "%.*s", len > 7 ? (int)len - 7 : 0,
+			 msg ? msg + 6 : "");
+	} else if ((gst = dtpc_graph_open_file(o->graph, &g))) {
+		job_fail(&j, gst);
+	} else {
+		j.g = g;
+		rank_main(&j);
 	}
+	free(msg);
+	/* the exit status: 2 for an I/O error or a graph that cannot be loaded */
+	rc = end_job(c->impl, &j, !j.st ? 0 : j.st == DTPC_ERR_IO || gst ? 2 : 1);
 	if (!rc && o->trace) {
 		if (nccl ? dtpc_trace_write(trace, &j.s, 1) : dtpc_trace_write_gathered(o->trace, j.s)) {
 			fprintf(stderr, "dtpc: %s\n", dtpc_last_error());

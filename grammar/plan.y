@@ -147,7 +147,7 @@ static void yyerror(const dtpc_loc *loc, yyscan_t scanner,
 #define STARTS_DECL(t) ((t) == IMPORT || (t) == MODEL || (t) == PLAN || (t) == END)
 #define STARTS_MSTMT(t)                                                        \
 	((t) == INPUT || (t) == OUTPUT || (t) == REPEAT || (t) == IDENT ||     \
-	 (t) == IF ||                                                          \
+	 (t) == IF || (t) == ASSERT ||                                         \
 	 (t) == MESH || (t) == CONTEXT || (t) == TENSOR || (t) == '}')
 #define STARTS_PSTMT(t)                                                        \
 	((t) == MODEL || (t) == MESH || (t) == CONTEXT || (t) == TENSOR ||     \
@@ -183,6 +183,7 @@ static void yyerror(const dtpc_loc *loc, yyscan_t scanner,
 %token IMPORT "'import'" MODEL "'model'" PLAN "'plan'" INPUT "'input'"
 %token OUTPUT "'output'" REPEAT "'repeat'" MESH "'mesh'"
 %token CONTEXT "'context'" TENSOR "'tensor'" IF "'if'" ELSE "'else'"
+%token ASSERT "'assert'"
 %token AND "'and'" OR "'or'" NOT "'not'" NONE "'none'" TRUE "'true'" FALSE "'false'"
 %token EQ "'=='" NE "'!='" LE "'<='" GE "'>='" FLOORDIV "'//'"
 
@@ -287,7 +288,8 @@ mstmts:
 /* mstmt := 'input' IDENT ':' '[' expr { ',' expr } ']' ';'
  *        | path '=' IDENT '(' [ arg { ',' arg } ] ')' ';'
  *        | 'repeat' IDENT '[' expr ']' '{' { mstmt } '}'
- *        | 'output' path { ',' path } ';' */
+ *        | 'output' path { ',' path } ';'
+ *        | 'assert' expr ',' STRING ';' */
 mstmt:
 	INPUT name ':' '[' exprs ']' ';' {
 		$$ = mkmstmt(P, MS_INPUT, @$, $2, @2);
@@ -344,6 +346,27 @@ mstmt:
 		RESUME_IF(STARTS_MSTMT(yychar));
 	}
 |	ifstmt
+|	ASSERT expr ',' STRING ';' {
+		$$ = mkmstmt(P, MS_ASSERT, @$, NULL, @1);
+		$$->count = $2;
+		$$->src = $4;
+		$$->src_loc = @4;
+	}
+|	ASSERT expr ',' STRING error {
+		$$ = mkmstmt(P, MS_ASSERT, @$, NULL, @1);
+		$$->count = $2;
+		$$->src = $4;
+		$$->src_loc = @4;
+		RESUME_IF(STARTS_MSTMT(yychar));
+	}
+|	ASSERT expr ';' {
+		/* Python's message is optional; here it is what the user reads
+		 * when the model refuses a value, so it is required. */
+		diag_error(P->diag, @3, "an assert needs a message after its condition");
+		diag_hint(P->diag, "say what is not modelled: assert COND, \"...\";");
+		$$ = NULL;
+	}
+|	ASSERT error ';' { $$ = NULL; }
 |	error ';' { $$ = NULL; }
 ;
 

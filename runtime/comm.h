@@ -44,6 +44,16 @@ struct comm_tag {
 struct comm;
 struct comm_request;
 
+enum { COMM_END_WHY = 1024 };
+
+/* How one rank's part of a job ended, as rank 0 learns it (ops->end). */
+struct comm_end {
+	bool reported; /* false: no word from the rank within the timeout */
+	int code;      /* the exit status the rank would end with (0: success) */
+	int status;    /* the caller's status code, for its report */
+	char why[COMM_END_WHY];
+};
+
 struct comm_ops {
 	const char *name;
 	/* The buffers a collective takes may be device memory of the rank's
@@ -82,6 +92,17 @@ struct comm_ops {
 	/* Marks this rank failed (the executor hit an error): every other rank's
 	 * pending or next collective fails with a message naming this rank. */
 	void (*fail)(struct comm *c, const char *why);
+	/* Optional (one process per rank): the end of a job, so that rank 0
+	 * reports every rank's failure once. Every rank calls it once after its
+	 * work with its exit code (0: success), its status and message; a rank
+	 * that failed without fail() is marked failed here. Rank 0 fills
+	 * ends[0..world-1] (others pass NULL), waiting at most the timeout for
+	 * the others (one that does not report is left unreported: stopped,
+	 * stuck or gone), then tells each its verdict. Returns the job's exit
+	 * code on every rank — the largest rank's code, 1 if a rank did not
+	 * report — or -1 on a rank that heard no verdict from rank 0 in time
+	 * (it then speaks for itself). */
+	int (*end)(struct comm *c, int code, int status, const char *why, struct comm_end *ends);
 	void (*free)(struct comm *c);
 };
 
@@ -135,8 +156,11 @@ void comm_local_world_free(struct comm_local_world *w);
 /* ---- mpi: one rank per process ----------------------------------------------- */
 
 /* NULL when MPI is not available (then err says why). Calls MPI_Init if
- * needed; MPI_Finalize at free. A timeout aborts the job (MPI_Abort) after
- * printing the message, since MPI cannot cancel a collective. */
+ * needed; MPI_Finalize at free. A failure (fail(), a timeout) is sent to
+ * rank 0, which passes it on to every rank waiting in a collective, so the
+ * ranks stop within the timeout and report through end(). MPI cannot
+ * cancel a collective: a job that left one pending (or a rank unheard)
+ * ends at free with MPI_Abort from rank 0, after end() has reported. */
 struct comm *comm_mpi_create(int timeout_ms, char *err, size_t errlen);
 
 /* ---- nccl: one rank per GPU --------------------------------------------------- */

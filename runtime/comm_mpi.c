@@ -3,9 +3,18 @@
  * A group becomes a sub-communicator at its first use, made with
  * MPI_Comm_create_group (collective over the members only: the rest of the
  * world is busy elsewhere) and cached by (id, ranks[0]). Every collective is
- * nonblocking MPI polled with MPI_Testall against the deadline; MPI cannot
- * cancel a collective, so a timeout prints what this rank waited for and
- * ends the job with MPI_Abort, as does fail().
+ * nonblocking MPI polled with MPI_Testall against the deadline.
+ *
+ * Failures travel on a communicator of their own (`rep`), point to point,
+ * so that a job whose collectives are stuck can still say why: a rank that
+ * fails (fail(), or a timeout) sends its message to rank 0 (TAG_FAIL);
+ * rank 0, polling in its own waits, passes the first failure it hears of
+ * on to every rank (TAG_STOP), whose pending and later collectives then
+ * fail with it. At the end (end()) every rank sends rank 0 how it ended
+ * (TAG_END) and waits for the verdict (TAG_VERDICT), so rank 0 prints each
+ * failure once. MPI cannot cancel a collective: a job that left one
+ * pending, or a rank that never reported, ends with MPI_Abort from rank 0
+ * once the report is out; otherwise every rank finalizes.
  *
  * MPI counts are ints: a member's piece (and its offset) must stay under
  * INT_MAX bytes (allreduce: INT_MAX floats), else COMM_INVALID. A dtpc
@@ -26,9 +35,25 @@
 
 enum {
 	BUSY_MS = 10,         /* polling without sleeping, for a collective's first 10 ms */
+	STOP_GRACE_MS = 200,  /* a collective's time to end after a failure is heard of */
 	SLEEP_MAX_NS = 50000, /* the longest sleep between polls after that */
 	TAG_SHIFT = 1,        /* on a group's communicator */
 	MPI_WHAT = 96,
+	/* on rep */
+	TAG_FAIL = 1,         /* rank -> 0: this rank failed (a note's why) */
+	TAG_STOP = 2,         /* 0 -> rank: the job failed (the first failure) */
+	TAG_END = 3,          /* rank -> 0: how the rank ended */
+	TAG_VERDICT = 4,      /* 0 -> rank: the job's exit code; flags */
+	N_SENT_FAIL = 1,      /* END: this rank sent a TAG_FAIL */
+	N_PENDING = 2,        /* END: a collective of this rank is left pending */
+	N_STOPPED = 4,        /* VERDICT: a TAG_STOP was sent to this rank */
+	N_ABORT = 8,          /* VERDICT: the job ends with MPI_Abort */
+};
+
+/* What TAG_FAIL, TAG_STOP, TAG_END and TAG_VERDICT carry. */
+struct note {
+	int code, status, flags;
+	char why[COMM_END_WHY];
 };
 
 struct mgroup {
@@ -45,9 +70,20 @@ struct mpi {
 	bool we_init;
 	int tag_ub;
 	MPI_Comm world; /* a private duplicate: our messages never meet the caller's */
+	MPI_Comm rep;   /* another, for failures and the job's end */
+	bool ready;     /* rep exists */
 	struct mgroup *groups;
 	int *ints;      /* the int counts and displacements of a v-collective */
 	size_t ints_cap;
+	/* failures: the first one heard of ("rank 3 failed: ..."), "" while none */
+	struct note stop;
+	bool told;      /* this rank's own failure is sent (or, on rank 0, passed on) */
+	bool pending;   /* a collective was left pending: the job cannot finalize */
+	bool abort;     /* the verdict: end with MPI_Abort */
+	MPI_Request fail_req;  /* rank != 0: its TAG_FAIL */
+	struct note fail_note;
+	MPI_Request *stop_req; /* rank 0: the TAG_STOP to each rank */
+	bool *heard_from;      /* rank 0: the TAG_FAIL of each rank received */
 };
 
 struct comm_request {
@@ -78,11 +114,74 @@ static int mpi_failed(struct mpi *m, int e, const MPI_Status *st, int n, struct 
 			   m->c.rank, t.op, comm_what(t), group, text);
 }
 
-/* Polls n requests to completion; a timeout ends the job. */
+/* ---- failures -------------------------------------------------------------------- */
+
+/* Rank 0: the job failed (why): every other rank hears it once. */
+static void stop_all(struct mpi *m, const char *why)
+{
+	if (m->stop.why[0])
+		return;
+	snprintf(m->stop.why, sizeof m->stop.why, "%s", why);
+	for (int r = 1; r < m->c.world; r++)
+		MPI_Isend(&m->stop, (int)sizeof m->stop, MPI_BYTE, r, TAG_STOP, m->rep,
+			  &m->stop_req[r]);
+}
+
+/* This rank failed (why): rank 0 hears it (rank 0 passes it on itself).
+ * Later collectives of this rank fail with it too. */
+static void tell(struct mpi *m, const char *why)
+{
+	if (m->told || !m->ready)
+		return;
+	m->told = true;
+	if (m->c.rank == 0) {
+		stop_all(m, why);
+		return;
+	}
+	snprintf(m->fail_note.why, sizeof m->fail_note.why, "%s", why);
+	MPI_Isend(&m->fail_note, (int)sizeof m->fail_note, MPI_BYTE, 0, TAG_FAIL, m->rep,
+		  &m->fail_req);
+	if (!m->stop.why[0])
+		snprintf(m->stop.why, sizeof m->stop.why, "%s", why);
+}
+
+/* Rank 0: receives the TAG_FAIL of rank `from` (sent, or on its way). */
+static void take_fail(struct mpi *m, int from)
+{
+	struct note n;
+	MPI_Recv(&n, (int)sizeof n, MPI_BYTE, from, TAG_FAIL, m->rep, MPI_STATUS_IGNORE);
+	m->heard_from[from] = true;
+	stop_all(m, n.why);
+}
+
+/* Whether the job is known to have failed (m->stop says how): on rank 0
+ * a rank's TAG_FAIL, elsewhere rank 0's TAG_STOP, is taken if it came. */
+static bool heard(struct mpi *m)
+{
+	if (!m->ready)
+		return false;
+	int flag = 0;
+	MPI_Status st;
+	if (m->c.rank == 0) {
+		while (MPI_Iprobe(MPI_ANY_SOURCE, TAG_FAIL, m->rep, &flag, &st) == MPI_SUCCESS && flag)
+			take_fail(m, st.MPI_SOURCE);
+	} else if (!m->stop.why[0] &&
+		   MPI_Iprobe(0, TAG_STOP, m->rep, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag) {
+		MPI_Recv(&m->stop, (int)sizeof m->stop, MPI_BYTE, 0, TAG_STOP, m->rep,
+			 MPI_STATUS_IGNORE);
+		m->stop.flags = 1; /* received: end() need not take it */
+	}
+	return m->stop.why[0] != 0;
+}
+
+/* Polls n requests to completion, until the deadline or until the job is
+ * known to have failed; then the requests are left pending. */
 static int wait_all(struct mpi *m, int n, MPI_Request *req, MPI_Status *st, struct comm_tag t,
 		    const char *group)
 {
 	struct timespec deadline = comm_deadline(m->timeout_ms), busy = comm_deadline(BUSY_MS);
+	struct timespec grace;
+	bool stopping = false;
 	long sleep_ns = 1000;
 	for (;;) {
 		int done = 0;
@@ -91,11 +190,24 @@ static int wait_all(struct mpi *m, int n, MPI_Request *req, MPI_Status *st, stru
 			return mpi_failed(m, e, st, n, t, group);
 		if (done)
 			return COMM_OK;
+		/* a collective every member entered before the failure may be
+		 * about to end: it gets a moment, so that the ranks stop where
+		 * the failure meets them (the next collective) rather than
+		 * wherever their polls happened to be */
+		if (!stopping && heard(m)) {
+			stopping = true;
+			grace = comm_deadline(STOP_GRACE_MS);
+		}
+		if (stopping && comm_past(&grace)) {
+			m->pending = true;
+			return comm_errorf(&m->c, COMM_FAILED, "%s", m->stop.why);
+		}
 		if (comm_past(&deadline)) {
-			fprintf(stderr, "dtpc: rank %d: timed out after %g s in op %u (%s) of group %s\n",
-				m->c.rank, m->timeout_ms / 1000.0, t.op, comm_what(t), group);
-			fflush(stderr);
-			MPI_Abort(MPI_COMM_WORLD, 1);
+			m->pending = true;
+			comm_errorf(&m->c, COMM_FAILED, "rank %d: timed out after %g s in op %u (%s) of group %s",
+				    m->c.rank, m->timeout_ms / 1000.0, t.op, comm_what(t), group);
+			tell(m, m->c.error);
+			return COMM_FAILED;
 		}
 		/* MPI progresses only in our polls: poll hard while a collective
 		 * may still be quick, yielding to an oversubscribed peer; then
@@ -171,6 +283,9 @@ static int get_group(struct mpi *m, const struct comm_group *g, struct comm_tag 
 		     struct mgroup **out)
 {
 	char name[64];
+	/* after a failure every collective fails at once, as the local backend's */
+	if (heard(m))
+		return comm_errorf(&m->c, COMM_FAILED, "%s", m->stop.why);
 	for (struct mgroup *grp = m->groups; grp; grp = grp->next) {
 		if (grp->id != g->id || grp->ranks[0] != g->ranks[0])
 			continue;
@@ -364,14 +479,131 @@ static int mpi_shift_wait(struct comm *c, struct comm_request *r)
 
 static void mpi_fail(struct comm *c, const char *why)
 {
-	fprintf(stderr, "dtpc: rank %d failed: %s\n", c->rank, why);
-	fflush(stderr);
-	MPI_Abort(MPI_COMM_WORLD, 1);
+	char text[COMM_END_WHY];
+	snprintf(text, sizeof text, "rank %d failed: %s", c->rank, why);
+	tell(to_mpi(c), text);
+}
+
+/* Polls one request until done or the deadline; false at the deadline. */
+static bool settle(MPI_Request *req, const struct timespec *deadline)
+{
+	for (;;) {
+		int done = 0;
+		if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+			return false;
+		if (done)
+			return true;
+		if (comm_past(deadline))
+			return false;
+		struct timespec ts = { 0, SLEEP_MAX_NS };
+		nanosleep(&ts, NULL);
+	}
+}
+
+static int mpi_end(struct comm *c, int code, int status, const char *why, struct comm_end *ends)
+{
+	struct mpi *m = to_mpi(c);
+	if (code && !heard(m))
+		tell(m, why);
+	struct note mine = { code, status, (m->told && c->rank ? N_SENT_FAIL : 0) |
+					   (m->pending ? N_PENDING : 0), "" };
+	snprintf(mine.why, sizeof mine.why, "%s", code ? why : "");
+	/* rank 0 waits for the others up to the timeout, after its own wait in a
+	 * collective timed out (the others' too): twice the timeout and a
+	 * second bound the wait for its verdict */
+	struct timespec deadline = comm_deadline(c->rank ? 2 * m->timeout_ms + 1000 : m->timeout_ms);
+	if (c->rank) {
+		struct note verdict;
+		MPI_Request req[2];
+		MPI_Isend(&mine, (int)sizeof mine, MPI_BYTE, 0, TAG_END, m->rep, &req[0]);
+		MPI_Irecv(&verdict, (int)sizeof verdict, MPI_BYTE, 0, TAG_VERDICT, m->rep, &req[1]);
+		if (!settle(&req[1], &deadline)) {
+			m->pending = true;
+			return -1;
+		}
+		/* rank 0 has taken this rank's notes before its verdict: they end */
+		bool ok = settle(&req[0], &deadline) && (!m->told || settle(&m->fail_req, &deadline));
+		if (ok && verdict.flags & N_STOPPED && !m->stop.flags)
+			MPI_Recv(&m->stop, (int)sizeof m->stop, MPI_BYTE, 0, TAG_STOP, m->rep,
+				 MPI_STATUS_IGNORE);
+		m->abort = !ok || verdict.flags & N_ABORT;
+		return verdict.code;
+	}
+	int world = c->world, job = code;
+	struct note *notes = calloc((size_t)world, sizeof *notes);
+	MPI_Request *req = calloc((size_t)world, sizeof *req);
+	if (!notes || !req) {
+		free(notes), free(req);
+		m->abort = true;
+		return 1;
+	}
+	for (int r = 1; r < world; r++)
+		ends[r] = (struct comm_end){ .reported = false };
+	ends[0] = (struct comm_end){ .reported = true, .code = code, .status = status };
+	snprintf(ends[0].why, sizeof ends[0].why, "%s", mine.why);
+	for (int r = 1; r < world; r++)
+		MPI_Irecv(&notes[r], (int)sizeof notes[r], MPI_BYTE, r, TAG_END, m->rep, &req[r]);
+	int left = world - 1;
+	while (left && !comm_past(&deadline)) {
+		heard(m);
+		for (int r = 1; r < world; r++) {
+			int done = 0;
+			if (req[r] != MPI_REQUEST_NULL && MPI_Test(&req[r], &done, MPI_STATUS_IGNORE) ==
+				MPI_SUCCESS && done) {
+				left--;
+				ends[r] = (struct comm_end){ .reported = true, .code = notes[r].code,
+							     .status = notes[r].status };
+				memcpy(ends[r].why, notes[r].why, sizeof ends[r].why);
+				/* a TAG_FAIL goes before the TAG_END: take it */
+				if (notes[r].flags & N_SENT_FAIL && !m->heard_from[r])
+					take_fail(m, r);
+			}
+		}
+		struct timespec ts = { 0, SLEEP_MAX_NS };
+		nanosleep(&ts, NULL);
+	}
+	bool abort = m->pending || left;
+	for (int r = 1; r < world; r++) {
+		if (!ends[r].reported) {
+			job = job > 1 ? job : 1;
+			continue;
+		}
+		job = ends[r].code > job ? ends[r].code : job;
+		abort = abort || notes[r].flags & N_PENDING;
+	}
+	for (int r = 1; r < world; r++) {
+		if (!ends[r].reported)
+			continue;
+		notes[r] = (struct note){ job, 0, (m->stop_req[r] != MPI_REQUEST_NULL ? N_STOPPED : 0) |
+					  (abort ? N_ABORT : 0), "" };
+		MPI_Isend(&notes[r], (int)sizeof notes[r], MPI_BYTE, r, TAG_VERDICT, m->rep, &req[r]);
+	}
+	/* every reported rank takes its verdict and its stop: the sends end */
+	struct timespec grace = comm_deadline(m->timeout_ms);
+	for (int r = 1; r < world; r++)
+		if (ends[r].reported && !(settle(&req[r], &grace) &&
+		    (m->stop_req[r] == MPI_REQUEST_NULL || settle(&m->stop_req[r], &grace))))
+			abort = true;
+	m->abort = abort;
+	free(notes), free(req);
+	return job;
 }
 
 static void mpi_free(struct comm *c)
 {
 	struct mpi *m = to_mpi(c);
+	/* a collective left pending cannot be finalized: rank 0 ends the job
+	 * (after its report); another rank waits for that, within a bound, and
+	 * ends it itself when rank 0 is gone (or never gave a verdict) */
+	if (m->pending || m->abort) {
+		fflush(stdout);
+		fflush(stderr);
+		if (c->rank && m->abort) {
+			struct timespec ts = { m->timeout_ms / 1000 + 1, 0 };
+			nanosleep(&ts, NULL);
+		}
+		MPI_Abort(MPI_COMM_WORLD, 1);
+	}
 	for (struct mgroup *grp = m->groups, *next; grp; grp = next) {
 		next = grp->next;
 		MPI_Comm_free(&grp->comm);
@@ -379,9 +611,12 @@ static void mpi_free(struct comm *c)
 		free(grp);
 	}
 	MPI_Comm_free(&m->world);
+	MPI_Comm_free(&m->rep);
 	if (m->we_init)
 		MPI_Finalize();
 	free(m->ints);
+	free(m->stop_req);
+	free(m->heard_from);
 	free(m);
 }
 
@@ -393,6 +628,7 @@ static const struct comm_ops mpi_ops = {
 	.shift_start = mpi_shift_start,
 	.shift_wait = mpi_shift_wait,
 	.fail = mpi_fail,
+	.end = mpi_end,
 	.free = mpi_free,
 };
 
@@ -423,18 +659,36 @@ struct comm *comm_mpi_create(int timeout_ms, char *err, size_t errlen)
 	int *ub, flag = 0;
 	MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
 	m->tag_ub = flag ? *ub : 32767;
+	m->stop_req = malloc((size_t)m->c.world * sizeof *m->stop_req);
+	m->heard_from = calloc((size_t)m->c.world, sizeof *m->heard_from);
+	if (!m->stop_req || !m->heard_from) {
+		snprintf(err, errlen, "out of memory");
+		free(m->stop_req), free(m->heard_from), free(m);
+		return NULL;
+	}
+	for (int r = 0; r < m->c.world; r++)
+		m->stop_req[r] = MPI_REQUEST_NULL;
+	m->fail_req = MPI_REQUEST_NULL;
 	/* a rank that never starts must not hang the others here either */
-	MPI_Request req;
-	MPI_Status st;
-	MPI_Comm_idup(MPI_COMM_WORLD, &m->world, &req);
-	if (wait_all(m, 1, &req, &st, (struct comm_tag){ 0, "startup" }, "[world]")) {
+	MPI_Request req[2];
+	MPI_Status st[2];
+	MPI_Comm_idup(MPI_COMM_WORLD, &m->world, &req[0]);
+	MPI_Comm_idup(MPI_COMM_WORLD, &m->rep, &req[1]);
+	if (wait_all(m, 2, req, st, (struct comm_tag){ 0, "startup" }, "[world]")) {
+		if (m->pending) { /* a duplication left pending: the job cannot finalize */
+			fprintf(stderr, "dtpc: %s\n", m->c.error);
+			fflush(stderr);
+			MPI_Abort(MPI_COMM_WORLD, 1);
+		}
 		snprintf(err, errlen, "%s", m->c.error);
 		if (m->we_init)
 			MPI_Finalize();
-		free(m);
+		free(m->stop_req), free(m->heard_from), free(m);
 		return NULL;
 	}
 	MPI_Comm_set_errhandler(m->world, MPI_ERRORS_RETURN);
+	MPI_Comm_set_errhandler(m->rep, MPI_ERRORS_RETURN);
+	m->ready = true;
 	return &m->c;
 }
 #else

@@ -79,8 +79,9 @@ struct dev_ops {
 	int (*copy2d)(struct dev *d, float *dst, int64_t dst_stride, const float *src,
 		      int64_t src_stride, int64_t rows, int64_t cols);
 	/* Optional (pad): rows x cols elements of a strided view set to value
-	 * (in the storage dtype, as every kernel's data); a session refuses a
-	 * graph with pad on a device without it (exec_check). */
+	 * (in the storage dtype, as every kernel's data: rounded to it, to
+	 * nearest even); a session refuses a graph with pad on a device
+	 * without it (exec_check). */
 	int (*fill2d)(struct dev *d, float *dst, int64_t dst_stride, int64_t rows, int64_t cols,
 		      float value);
 	int (*rope)(struct dev *d, const float *x, int64_t x_stride, const float *cos,

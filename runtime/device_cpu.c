@@ -726,16 +726,30 @@ static void timestep_range(const void *a, int64_t lo, int64_t hi)
 			     r->scale, r->max_period, r->input_scale);
 }
 
+/* The embeddings under narrow storage: timesteps and positions widened,
+ * the float32 kernel into a twin, its table rounded once (diffusers
+ * computes them in float32 and casts to the model's dtype); the
+ * (un)patchify permutations widen and round exactly. */
 static int cpu_timestep_embedding(struct dev *d, const float *t, float *y, int64_t n,
 				  int64_t dim, bool flip, double shift, double scale,
 				  double max_period, double input_scale)
 {
+	struct cpu_dev *c = cpu(d);
 	struct rows_args a = { .in = t, .y = y, .dim = dim, .flag = flip, .shift = shift,
 			       .scale = scale, .max_period = max_period,
 			       .input_scale = input_scale };
+	float *tw = NULL;
 
+	if (narrow(c)) {
+		if (!(tw = twins(c, (size_t)(n + n * dim))))
+			return -1;
+		a.in = widen(c, tw, t, n);
+		a.y = tw + n;
+	}
 	/* a row costs dim sines and cosines: a few rows are a task */
-	par_range(cpu(d), n, 1 + GRAIN / 64 / (dim > 0 ? dim : 1), timestep_range, &a);
+	par_range(c, n, 1 + GRAIN / 64 / (dim > 0 ? dim : 1), timestep_range, &a);
+	if (tw)
+		narrow_to(c, y, a.y, n * dim);
 	return 0;
 }
 
@@ -750,24 +764,51 @@ static void rope_freqs_range(const void *a, int64_t lo, int64_t hi)
 static int cpu_rope_freqs(struct dev *d, const float *ids, float *y, int64_t rows,
 			  int64_t naxes, const int64_t *axes_dim, double theta, bool sine, bool f64)
 {
+	struct cpu_dev *c = cpu(d);
 	struct rows_args a = { .in = ids, .y = y, .naxes = naxes, .axes_dim = axes_dim,
 			       .theta = theta, .flag = sine, .f64 = f64 };
+	float *t = NULL;
 
 	for (int64_t i = 0; i < naxes; i++)
 		a.dim += axes_dim[i];
-	par_range(cpu(d), rows, 1 + GRAIN / 64 / (a.dim > 0 ? a.dim : 1), rope_freqs_range, &a);
+	if (narrow(c)) {
+		if (!(t = twins(c, (size_t)(rows * naxes + rows * a.dim))))
+			return -1;
+		a.in = widen(c, t, ids, rows * naxes);
+		a.y = t + rows * naxes;
+	}
+	par_range(c, rows, 1 + GRAIN / 64 / (a.dim > 0 ? a.dim : 1), rope_freqs_range, &a);
+	if (t)
+		narrow_to(c, y, a.y, rows * a.dim);
 	return 0;
 }
 
+/* Positions are integers; the compiler and exec_check keep them within the
+ * storage dtype's exact ones, so the rounding below changes none. */
 static int cpu_grid_ids(struct dev *d, float *y, int64_t F, int64_t H, int64_t W, bool center)
 {
-	k_grid_ids(y, F, H, W, center);
+	struct cpu_dev *c = cpu(d);
+	int64_t n = F * H * W * 3;
+	float *t = narrow(c) ? twins(c, (size_t)n) : y;
+
+	if (!t)
+		return -1;
+	k_grid_ids(t, F, H, W, center);
+	if (t != y)
+		narrow_to(c, y, t, n);
 	return 0;
 }
 
 static int cpu_text_ids(struct dev *d, float *y, int64_t length, int64_t first, int64_t axes)
 {
-	k_text_ids(y, length, first, axes);
+	struct cpu_dev *c = cpu(d);
+	float *t = narrow(c) ? twins(c, (size_t)(length * axes)) : y;
+
+	if (!t)
+		return -1;
+	k_text_ids(t, length, first, axes);
+	if (t != y)
+		narrow_to(c, y, t, length * axes);
 	return 0;
 }
 
@@ -776,22 +817,58 @@ static int cpu_text_ids(struct dev *d, float *y, int64_t length, int64_t first, 
 static int cpu_patchify(struct dev *d, const float *x, float *y, int64_t B, int64_t C,
 			int64_t F, int64_t H, int64_t W, int64_t pt, int64_t ph, int64_t pw)
 {
-	k_patchify(x, y, B, C, F, H, W, pt, ph, pw);
+	struct cpu_dev *c = cpu(d);
+	int64_t n = B * C * F * H * W;
+	float *t = NULL;
+
+	if (narrow(c)) {
+		if (!(t = twins(c, (size_t)(2 * n))))
+			return -1;
+		x = widen(c, t, x, n);
+	}
+	k_patchify(x, t ? t + n : y, B, C, F, H, W, pt, ph, pw);
+	if (t)
+		narrow_to(c, y, t + n, n);
 	return 0;
 }
 
 static int cpu_unpatchify(struct dev *d, const float *x, float *y, int64_t B, int64_t C,
 			  int64_t F, int64_t H, int64_t W, int64_t pt, int64_t ph, int64_t pw)
 {
-	k_unpatchify(x, y, B, C, F, H, W, pt, ph, pw);
+	struct cpu_dev *c = cpu(d);
+	int64_t n = B * C * F * H * W;
+	float *t = NULL;
+
+	if (narrow(c)) {
+		if (!(t = twins(c, (size_t)(2 * n))))
+			return -1;
+		x = widen(c, t, x, n);
+	}
+	k_unpatchify(x, t ? t + n : y, B, C, F, H, W, pt, ph, pw);
+	if (t)
+		narrow_to(c, y, t + n, n);
 	return 0;
 }
 
+/* pad's constant: under narrow storage the value rounded once into a row
+ * of the storage dtype, copied to every row of the view. */
 static int cpu_fill2d(struct dev *d, float *dst, int64_t dst_stride, int64_t rows, int64_t cols,
 		      float value)
 {
-	(void)d;
-	k_fill2d(dst, dst_stride, rows, cols, value);
+	struct cpu_dev *c = cpu(d);
+
+	if (!narrow(c)) {
+		k_fill2d(dst, dst_stride, rows, cols, value);
+		return 0;
+	}
+	/* cols floats, then the rounded row (narrower: it fits in as many) */
+	float *t = twins(c, (size_t)(2 * cols));
+
+	if (!t)
+		return -1;
+	k_fill2d(t, cols, 1, cols, value);
+	k_convert(t + cols, c->dt, t, K_F32, cols);
+	k_copy2d_elems(dst, dst_stride, t + cols, 0, rows, cols, k_dtype_size(c->dt));
 	return 0;
 }
 

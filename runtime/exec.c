@@ -622,6 +622,14 @@ dtpc_status exec_check(struct dtpc_session *s, uint32_t i)
 			i, name, "axes or positions");
 		REQUIRE(nd(s, out) == 2 && dims(s, out)[0] == rows && dims(s, out)[1] == cols, i, name,
 			"the output must be [%lld, %lld], whole", (long long)rows, (long long)cols);
+		/* the positions exact in the storage dtype (the compiler's check,
+		 * again for a graph narrowed at run time) */
+		enum g_dtype gd = s->dtype == DTPC_BF16 ? G_DT_BF16
+				  : s->dtype == DTPC_F16 ? G_DT_F16 : G_DT_F32;
+		int64_t ext = graph_ids_extent(o->kind == OP_grid_ids, o->attr, o->flags & G_OF_CENTER);
+		REQUIRE(ext <= graph_dtype_exact_ints(gd), i, name,
+			"position %lld is not exact in %s storage (integers up to %lld are)",
+			(long long)ext, graph_dtype_name(gd), (long long)graph_dtype_exact_ints(gd));
 		return DTPC_OK;
 	}
 	case OP_patch_embed:
@@ -942,6 +950,15 @@ static dtpc_status ring_finish(struct dtpc_session *s, const struct g_op *o, con
 	return DTPC_OK;
 }
 
+/* Tracing: now, once the work queued on an asynchronous device is done (a
+ * failed sync shows at the op's own sync in run_ops). */
+static double part_end(struct dtpc_session *s)
+{
+	if (!s->dv->ops->host_memory)
+		s->dv->ops->sync(s->dv);
+	return rt_now();
+}
+
 static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 {
 	const struct g_graph *g = s->g;
@@ -992,6 +1009,7 @@ static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 			at += C.c2[m];
 		}
 		size_t mask_at = at;
+		double tg = s->tracing ? rt_now() : 0;
 		TRY(to_host(s, o, rt_data(s, k), C.c[me]));
 		TRY(to_host(s, o, rt_data(s, v), C.c2[me]));
 		if (s->c->ops->allgatherv(s->c, cg, tag(s, i), cbuf(s, rt_data(s, k)), cbuf(s, buf),
@@ -1012,10 +1030,17 @@ static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 				return comm_fail(s, i);
 		}
 		TRY(to_dev(s, o, buf, at));
+		if (s->tracing)
+			rt_trace_part(s, i, TRACE_COMM, 0, tg, part_end(s),
+				      (uint64_t)(C.c[me] + C.c2[me]) * (uint64_t)(P - 1) +
+					      (mask ? bytes(s, B * rows[me]) * (uint64_t)(P - 1) : 0));
 		size_t kat = 0, mat = mask_at;
 		for (int m = 0; m < P; m++) {
+			double t0 = s->tracing ? rt_now() : 0;
 			TRY(ring_step(s, o, m == 0, at_byte(buf, kat), at_byte(buf, C.d2[m]),
 				      mask ? at_byte(buf, mat) : NULL, rows[m], acc, lse, blk, lse_blk));
+			if (s->tracing)
+				rt_trace_part(s, i, TRACE_COMPUTE, (uint32_t)m, t0, part_end(s), 0);
 			kat += bytes(s, B * rows[m] * Wk);
 			mat += bytes(s, B * rows[m]);
 		}
@@ -1034,15 +1059,19 @@ static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 		size_t sbytes = bytes(s, B * rows[src] * (Wk + Wv + Wm));
 		size_t rbytes = bytes(s, B * rows[nsrc] * (Wk + Wv + Wm));
 		struct comm_request *req = NULL;
+		double ts = s->tracing ? rt_now() : 0;
 		if (step < P - 1) {
 			TRY(to_host(s, o, cur, sbytes));
 			if (s->c->ops->shift_start(s->c, cg, tag(s, i), cbuf(s, cur), sbytes,
 						   cbuf(s, next), rbytes, &req))
 				return comm_fail(s, i);
 		}
+		double t0 = s->tracing ? rt_now() : 0;
 		dtpc_status st = ring_step(s, o, step == 0, cur, el(s, cur, B * rows[src] * Wk),
 					   mask ? el(s, cur, B * rows[src] * (Wk + Wv)) : NULL,
 					   rows[src], acc, lse, blk, lse_blk);
+		if (s->tracing && !st)
+			rt_trace_part(s, i, TRACE_COMPUTE, (uint32_t)step, t0, part_end(s), 0);
 		/* the transfer owns its buffers until it is waited for */
 		if (req && s->c->ops->shift_wait(s->c, req))
 			return st ? st : comm_fail(s, i);
@@ -1050,6 +1079,8 @@ static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 			return st;
 		if (req)
 			TRY(to_dev(s, o, next, rbytes));
+		if (req && s->tracing)
+			rt_trace_part(s, i, TRACE_COMM, (uint32_t)step, ts, part_end(s), sbytes);
 		float *t = cur;
 		cur = next;
 		next = t;

@@ -395,6 +395,13 @@ enum g_dtype graph_tensor_dtype(const struct g_graph *g, uint32_t t);
 uint32_t graph_dtype_size(enum g_dtype t);
 /* "f32", "bf16", "f16"; NULL for another value. */
 const char *graph_dtype_name(uint32_t t);
+/* Positions (grid_ids, text_ids) are integers stored in the tensors' dtype,
+ * which holds every integer of magnitude up to graph_dtype_exact_ints(t)
+ * exactly: 2^24 (f32), 2^8 (bf16), 2^11 (f16). graph_ids_extent: the
+ * largest magnitude among the positions grid_ids writes (attr: frames,
+ * height, width; center) or text_ids (attr: length, first position). */
+int64_t graph_dtype_exact_ints(enum g_dtype t);
+int64_t graph_ids_extent(bool grid, const int64_t *attr, bool center);
 /* ring_attention's scratch, in bytes from its start, each part 4-byte
  * aligned: at[0] the K/V chunks (kv elements of esize bytes), at[1] the
  * block's output (out elements), at[2] with fp32_acc a float32 accumulator

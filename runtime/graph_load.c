@@ -883,6 +883,34 @@ const char *graph_dtype_name(uint32_t t)
 	return t < G_DT_COUNT ? names[t] : NULL;
 }
 
+int64_t graph_dtype_exact_ints(enum g_dtype t)
+{
+	/* significant bits: 24, 8, 11 */
+	return t == G_DT_BF16 ? 256 : t == G_DT_F16 ? 2048 : (int64_t)1 << 24;
+}
+
+static int64_t max3(int64_t a, int64_t b, int64_t c)
+{
+	return a > b ? (a > c ? a : c) : (b > c ? b : c);
+}
+
+/* |v|, INT64_MIN's as INT64_MAX (a hostile graph's attribute) */
+static int64_t magnitude(int64_t v)
+{
+	return v >= 0 ? v : v == INT64_MIN ? INT64_MAX : -v;
+}
+
+int64_t graph_ids_extent(bool grid, const int64_t *attr, bool center)
+{
+	/* text_ids: first .. first + length - 1 (exec_check and the compiler
+	 * keep the sum from overflowing) */
+	if (!grid)
+		return max3(magnitude(attr[1]), magnitude(attr[1] + attr[0] - 1), 0);
+	/* k_grid_ids: frames from 0; centred rows from -(H - H/2) to H/2 - 1 */
+	return max3(attr[0] - 1, center ? attr[1] - attr[1] / 2 : attr[1] - 1,
+		    center ? attr[2] - attr[2] / 2 : attr[2] - 1);
+}
+
 /* A part of ring attention's scratch from *at, its end rounded up to 4
  * bytes so that a float32 part after a 16-bit one is aligned (and a
  * float32 layout has no padding at all, as in files before 1.2). */

@@ -1018,7 +1018,8 @@ dtpc_status dtpc_session_bind_inputs_file(dtpc_session *s, const char *path)
 
 /* ---- running -------------------------------------------------------------------------- */
 
-static void trace_add(struct dtpc_session *s, uint32_t op, double t0, double t1)
+void rt_trace_part(struct dtpc_session *s, uint32_t op, enum trace_part part, uint32_t step,
+		   double t0, double t1, uint64_t bytes)
 {
 	if (s->nevents == s->capevents) {
 		size_t nc = s->capevents ? s->capevents * 2 : 1024;
@@ -1028,7 +1029,13 @@ static void trace_add(struct dtpc_session *s, uint32_t op, double t0, double t1)
 		s->events = ne;
 		s->capevents = nc;
 	}
-	s->events[s->nevents++] = (struct trace_event){ op, t0 - s->epoch, t1 - s->epoch, 0 };
+	s->events[s->nevents++] = (struct trace_event){ op, t0 - s->epoch, t1 - s->epoch, bytes,
+							part, step };
+}
+
+static void trace_add(struct dtpc_session *s, uint32_t op, double t0, double t1)
+{
+	rt_trace_part(s, op, TRACE_OP, 0, t0, t1, 0);
 }
 
 static dtpc_status run_ops(dtpc_session *s)

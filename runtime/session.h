@@ -23,11 +23,17 @@ struct dtpc_local_world {
 	struct comm_local_world *w;
 };
 
-/* One span of a traced run. */
+/* One span of a traced run: an op, or a part of one that the executor
+ * times on its own (ring attention: each step's attention on the compute
+ * row, each K/V transfer on the communication row), so that a trace shows
+ * the two overlap. */
+enum trace_part { TRACE_OP, TRACE_COMPUTE, TRACE_COMM };
 struct trace_event {
 	uint32_t op;
 	double t0, t1; /* seconds since the session's epoch */
-	uint64_t bytes;
+	uint64_t bytes; /* TRACE_COMM: the bytes this rank sent in it */
+	uint32_t part;  /* enum trace_part */
+	uint32_t step;  /* a part's step within its op */
 };
 
 struct dtpc_session {
@@ -77,6 +83,9 @@ struct dtpc_session {
 /* Sets the calling thread's last error; returns st. */
 dtpc_status rt_error(dtpc_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 double rt_now(void);
+/* Tracing: records a part of op (t0, t1 from rt_now()). */
+void rt_trace_part(struct dtpc_session *s, uint32_t op, enum trace_part part, uint32_t step,
+		   double t0, double t1, uint64_t bytes);
 
 /* Local shapes, groups and the per-op checks of exec_check for s->rank,
  * without a communicator or an arena (also what the graph fuzzer exercises

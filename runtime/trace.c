@@ -54,11 +54,32 @@ static uint64_t *arena_live(const struct g_graph *g)
 	return live;
 }
 
+/* A part of an op (enum trace_part) on its row: ring attention's steps on
+ * the compute row, its K/V transfers on the communication row, nested in
+ * the op's own span there. */
+static void write_part(FILE *f, const struct g_graph *g, uint32_t rank,
+		       const struct trace_event *ev, double t0, double t1)
+{
+	const struct g_op *o = &g->ops[ev->op];
+	bool comm = ev->part == TRACE_COMM;
+	/* ring attention rotates (attr[2]) or gathers every chunk at once */
+	const char *what = !comm ? "attention" : o->attr[2] ? "kv shift" : "kv all_gather";
+	fprintf(f, ",\n{\"name\": \"%s %u\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %u, "
+		"\"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"op\": \"%s %s\", "
+		"\"part\": \"%s\", \"step\": %u",
+		what, ev->step, comm ? "communication" : "compute", rank, comm, t0, t1 - t0,
+		op_table[o->kind].name, graph_str(g, g->tensors[o->out].name), what, ev->step);
+	if (comm)
+		fprintf(f, ", \"bytes\": %" PRIu64, ev->bytes);
+	fprintf(f, "}}");
+}
+
 /* One rank's process: a row per stream (compute, communication), a span per
- * op (its kind and output; bytes on communication spans), and two counters:
- * the bytes it has sent so far (stepped at the end of each communication
- * span) and the arena's live bytes (at the start of each op that changes
- * them). Times in seconds, written in microseconds, less shift. */
+ * op (its kind and output; bytes on communication spans) and per part of
+ * one, and two counters: the bytes it has sent so far (stepped at the end
+ * of each communication op) and the arena's live bytes (at the start of
+ * each op that changes them). Times in seconds, written in microseconds,
+ * less shift. */
 static void write_rank(FILE *f, const struct g_graph *g, const uint64_t *live, uint32_t rank,
 		       const struct trace_event *ev, size_t n, double shift, bool first,
 		       size_t esize)
@@ -75,6 +96,10 @@ static void write_rank(FILE *f, const struct g_graph *g, const uint64_t *live, u
 		const struct g_op *o = &g->ops[ev[e].op];
 		bool comm = op_table[o->kind].flags & OPF_COMM;
 		double t0 = (ev[e].t0 - shift) * 1e6, t1 = (ev[e].t1 - shift) * 1e6;
+		if (ev[e].part != TRACE_OP) {
+			write_part(f, g, rank, &ev[e], t0, t1);
+			continue;
+		}
 		if (live && live[ev[e].op] != in_use)
 			fprintf(f, ",\n{\"name\": \"arena\", \"ph\": \"C\", \"pid\": %u, \"ts\": %.3f, "
 				"\"args\": {\"live bytes\": %" PRIu64 "}}", rank, t0,
@@ -116,10 +141,10 @@ dtpc_status dtpc_trace_write(const char *path, dtpc_session *const *ss, int n)
 	return DTPC_OK;
 }
 
-/* A span on the wire: three doubles (an op index is exact in one), so one
- * byte-wise all-gather carries every rank's spans. */
+/* A span on the wire: doubles (an op index, a step and bytes are exact in
+ * one), so one byte-wise all-gather carries every rank's spans. */
 struct wire_span {
-	double op, t0, t1;
+	double op, t0, t1, bytes, part, step;
 };
 
 dtpc_status dtpc_trace_write_gathered(const char *path, dtpc_session *s)
@@ -150,7 +175,8 @@ dtpc_status dtpc_trace_write_gathered(const char *path, dtpc_session *s)
 	double zero = rt_now() - s->epoch;
 	for (size_t e = 0; e < s->nevents; e++)
 		mine[e] = (struct wire_span){ s->events[e].op, s->events[e].t0 - zero,
-					      s->events[e].t1 - zero };
+					      s->events[e].t1 - zero, (double)s->events[e].bytes,
+					      s->events[e].part, s->events[e].step };
 	for (size_t r = 0; r < world; r++) {
 		counts[r] = sizeof *nspans;
 		displs[r] = r * sizeof *nspans;
@@ -194,7 +220,9 @@ dtpc_status dtpc_trace_write_gathered(const char *path, dtpc_session *s)
 		goto out;
 	}
 	for (size_t e = 0; e < nall; e++)
-		spans[e] = (struct trace_event){ (uint32_t)all[e].op, all[e].t0, all[e].t1, 0 };
+		spans[e] = (struct trace_event){ (uint32_t)all[e].op, all[e].t0, all[e].t1,
+						 (uint64_t)all[e].bytes, (uint32_t)all[e].part,
+						 (uint32_t)all[e].step };
 	fprintf(f, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"clock\": \"aligned at a barrier "
 		"after the run\"}, \"traceEvents\": [\n");
 	for (size_t r = 0, e = 0; r < world; e += nspans[r], r++)

@@ -13,6 +13,9 @@
 #  commands  compile (the graph records the values; --verify recompiles with
 #            them), --format json and sarif (valid logs, a rule per error),
 #            cost and suggest
+#  refuse    models/*.plan's asserts: a fixture's config with one key set to
+#            a value the model does not implement is one located error naming
+#            the key; the fixtures' own configs compile
 # Ends with "config: N passed, N failed, N skipped"; UPDATE=1 rewrites the golden.
 set -u
 BUILD=${1:-build}
@@ -75,9 +78,10 @@ refute() {
 
 # ---- order: plan < config < -D ----------------------------------------------------------------
 # the plan sets seq = 16 and out_channels = 4; the config seq = 4 and
-# out_channels = null (kept: 4); -D num_attention_heads wins over the config
+# out_channels = null (none, as from_config passes None: it replaces the
+# plan's 4); -D num_attention_heads wins over the config
 printf '{"seq": 4, "out_channels": null, "num_attention_heads": 4}\n' >"$tmp/order.json"
-expect order-config-over-plan 0 'model tiny\(batch = 1, seq = 4, num_attention_heads = 6, .*out_channels = 4\)' \
+expect order-config-over-plan 0 'model tiny\(batch = 1, seq = 4, num_attention_heads = 6, .*out_channels = none\)' \
 	"$DTPC" check "$PLAN" --config "$tmp/order.json" -D num_attention_heads=6
 expect order-plan-alone 0 'model tiny\(batch = 1, seq = 16, num_attention_heads = 2,' \
 	"$DTPC" check "$PLAN"
@@ -134,5 +138,76 @@ expect suggest 0 '^suggest: .* [1-9][0-9]* meshes pass check' \
 expect suggest-bad 1 'cases/bom.json:1:1: error: a byte-order mark' \
 	"$DTPC" suggest "$PLAN" --world 2 --hw hw/cpu-local.json --config tests/config/cases/bom.json
 refute suggest-bad-ran '^suggest:'
+
+# ---- models refuse what they do not model ---------------------------------------------------
+# Each models/*.plan with a fixture's config.json (tests/fixtures/models/) in
+# which one key takes a value the model file does not implement (or diffusers
+# cannot run): exactly one error, at the model's assert with its message, and
+# a note at the key in the config. Controls: every fixture's own config
+# compiles, and the keys diffusers 0.42.1 takes without effect (Wan's qk_norm
+# and pos_embed_seq_len, Qwen-Image's guidance_embeds) are not refused.
+FIX=tests/fixtures/models
+# model_config FIXTURE KEY JSON: the fixture's config with KEY set, as
+# $tmp/model/config.json; the -D options of its shapes in $defines
+model_config() {
+	mkdir -p "$tmp/model"
+	defines=$(python3 - "$FIX/$1" "$2" "$3" "$tmp/model/config.json" <<'PY'
+import json, sys
+fix, key, val, out = sys.argv[1:]
+cfg = json.load(open(fix + "/transformer/config.json"))
+if key != "-":
+    cfg[key] = json.loads(val)
+json.dump(cfg, open(out, "w"), indent=2)
+shape = json.load(open(fix + "/fixture.json"))["shape"]
+print(" ".join(f"-D {k}={v}" for k, v in sorted(shape.items())))
+PY
+)
+}
+# model_check MODEL: dtpc check of the model's first plan on one rank
+model_check() {
+	m_plan=$(sed -n 's/^plan \([a-z0-9_]*\) {$/\1/p' "models/$1.plan" | head -1)
+	# shellcheck disable=SC2086 # the -D options split into words
+	"$DTPC" check "models/$1.plan" --plan "$m_plan" --mesh "tp = 1" --no-color -q \
+		--config "$tmp/model" $defines >"$tmp/out" 2>&1
+}
+# refuses FIXTURE MODEL KEY JSON MESSAGE (a grep -E pattern)
+refuses() {
+	model_config "$1" "$3" "$4"
+	model_check "$2"
+	r_got=$?
+	if [ "$r_got" = 1 ] &&
+		grep -qE "^models/$2\.plan:[0-9]+:3: error: $5" "$tmp/out" &&
+		grep -qE "/config\.json:[0-9]+:3: note: $3 = .* comes from the config here" "$tmp/out" &&
+		grep -qx '1 error generated.' "$tmp/out"; then ok; else
+		bad "config/refuse/$1/$3=$4"
+		echo "  expected one error /$5/ with a note at '$3', got exit $r_got:"
+		head -12 "$tmp/out"
+	fi
+}
+# takes FIXTURE MODEL KEY JSON (KEY "-": the fixture's own config)
+takes() {
+	model_config "$1" "$3" "$4"
+	if model_check "$2"; then ok; else
+		bad "config/take/$1/$3=$4"
+		head -12 "$tmp/out"
+	fi
+}
+for f in flux_dev flux_schnell flux_bf16 flux_patch2; do takes "$f" flux - -; done
+for f in wan wan_bf16 wan_patch221; do takes "$f" wan - -; done
+for f in qwenimage qwenimage_frames2; do takes "$f" qwenimage - -; done
+refuses flux_dev flux axes_dims_rope '[2, 2, 2]' 'sum\(axes_dims_rope\) must be attention_head_dim'
+refuses flux_dev flux axes_dims_rope '[2, 2, 2, 2]' 'axes_dims_rope must have 3 entries'
+refuses wan wan image_dim 1280 'image-to-video Wan \(image_dim\) is not modelled'
+refuses wan wan added_kv_proj_dim 16 'image-to-video Wan \(added_kv_proj_dim'
+refuses wan wan patch_size '[2, 2]' 'patch_size must have 3 entries'
+refuses wan wan rope_max_seq_len 4 'the patch grid is longer than rope_max_seq_len'
+takes wan wan qk_norm '"rms_norm"'
+takes wan wan pos_embed_seq_len 514
+refuses qwenimage qwenimage zero_cond_t true 'zero_cond_t .* is not modelled'
+refuses qwenimage qwenimage use_additional_t_cond true 'use_additional_t_cond .* is not modelled'
+refuses qwenimage qwenimage use_layer3d_rope true 'use_layer3d_rope .* is not modelled'
+refuses qwenimage qwenimage axes_dims_rope '[2, 2, 2]' 'sum\(axes_dims_rope\) must be attention_head_dim'
+refuses qwenimage qwenimage axes_dims_rope '[2, 2, 2, 2]' 'axes_dims_rope must have 3 entries'
+takes qwenimage qwenimage guidance_embeds true
 
 summary config

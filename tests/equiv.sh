@@ -5,7 +5,8 @@
 # run unsharded on one rank (dtpc run --verify: normwise max relative error
 # <= 1e-5 per output). The bf16 cases compile the plan with --dtype bf16 and
 # compare with the float32 one-rank run within 2e-2 (--verify's bound for a
-# 16-bit graph: bf16 keeps 8 significant bits). Prints one line per case and "equiv: N passed, N failed, N skipped".
+# 16-bit graph: bf16 keeps 8 significant bits); they include the embedding
+# ops and the joint mask. Prints one line per case and "equiv: N passed, N failed, N skipped".
 set -u
 BUILD=${1:-build}
 MODE=${2:-local}
@@ -67,31 +68,34 @@ MJ=tests/fixtures/mask_joint.inputs.safetensors
 sdpa_check() {
 	python3 tests/compare_st.py "$tmp/sdpa.st" tests/fixtures/mask_sdpa.expected.safetensors 1e-5
 }
-# mask_case NAME PLAN MESH CONTEXT: one mask case (sdpa outputs also against
-# SDPA). On the CUDA device (tests/gpu/run.sh) the case checks instead that the
+# mask_case NAME PLAN MESH CONTEXT [DTPC OPTIONS...]: one mask case (sdpa
+# outputs also against SDPA). On the CUDA device (tests/gpu/run.sh) the case checks instead that the
 # session refuses the masked graph, as docs/runtime.md says.
 mask_case() {
+	mc_name=$1 mc_plan=$2 mc_mesh=$3 mc_ctx=$4
+	shift 4
 	case "${DTPC_RUN_ARGS:-}" in *cuda*)
-		if compile_mesh "$M" "$2" "$3" "$4" "$tmp/$1.graph" >"$tmp/out" 2>&1 &&
-			! replay "$MODE" "$tmp/$1.graph" --timeout 60 >>"$tmp/out" 2>&1 &&
+		if compile_mesh "$M" "$mc_plan" "$mc_mesh" "$mc_ctx" "$tmp/$mc_name.graph" "$@" \
+			>"$tmp/out" 2>&1 &&
+			! replay "$MODE" "$tmp/$mc_name.graph" --timeout 60 >>"$tmp/out" 2>&1 &&
 			grep -Eq "the cuda device has no (key-padding mask on attention|pad) yet" \
 				"$tmp/out"; then
 			pass=$((pass + 1))
-			echo "ok    $1 (the CUDA device refuses the masked graph)"
+			echo "ok    $mc_name (the CUDA device refuses the masked graph)"
 		else
 			fail=$((fail + 1))
-			echo "FAIL  $1: the CUDA device did not refuse the masked graph"
+			echo "FAIL  $mc_name: the CUDA device did not refuse the masked graph"
 			sed 's/^/      /' "$tmp/out" | head -20
 		fi
 		return
 		;;
 	esac
-	if [ "$2" = sdpa ]; then
+	if [ "$mc_plan" = sdpa ]; then
 		RUN_OPTS="--inputs $MI --save-outputs $tmp/sdpa.st" CHECK=sdpa_check
 	else
 		RUN_OPTS="--inputs $MJ" CHECK=
 	fi
-	case_ "$1" "$M" "$2" "$3" "$4"
+	case_ "$mc_name" "$M" "$mc_plan" "$mc_mesh" "$mc_ctx" "$@"
 	RUN_OPTS= CHECK=
 }
 # negative controls, each expected to fail: a result that ignored the mask
@@ -140,7 +144,7 @@ else
 		"ring_anything = true" -D seq=50
 	matrix flux examples/flux.plan flux_tiny_ring2_ulysses2_tp2 flux_tiny_tp
 	case_ flux-ulysses-anything3 examples/flux.plan flux_tiny_ring2_ulysses2_tp2 \
-		"ulysses = 3" "ulysses_anything = true" -D heads=5 -D img_seq=13 -D txt_seq=23
+		"ulysses = 3" "ulysses_anything = true" -D num_attention_heads=5 -D img_seq=13 -D txt_seq=23
 	case_ flux-ring-anything3 examples/flux.plan flux_tiny_ring2_ulysses2_tp2 "ring = 3" \
 		"ring_anything = true, rotate_method = \"alltoall\"" -D img_seq=13 -D txt_seq=23
 	matrix qwenimage examples/qwenimage.plan qwenimage_tiny_usp_tp qwenimage_tiny_tp
@@ -195,6 +199,10 @@ else
 	RUN_OPTS="--dtype bf16"
 	case_ sp-tiny-tp4-bf16 $SP tiny_sp "tp = 4" ""
 	RUN_OPTS=
+	# a split kept through reshapes that add and drop unit dims (Wan's rope
+	# tables [1, S, 1, D] -> [S, D]), unevenly
+	case_ reshape-unit-dims-ring3 tests/diag/layout-reshape-unit-dims.plan p "ring = 3" \
+		"ring_anything = true" -D seq=7
 	# the language of diffusers' forward (tests/plans/forward.plan): a
 	# tuple's outputs split one by one, root rebinding with the split where
 	# the blocks take the streams, if/else on a config flag (both branches),
@@ -229,13 +237,55 @@ else
 	done
 	# the embedding ops inside a joint-attention model (tests/plans/embed.plan):
 	# patch_embed's tokens and the RoPE tables' rows split, unpatchify after
-	# the gather
+	# the gather. Inputs with a timestep bf16 holds exactly (0.75), so that
+	# the cases hold in bf16 too (compiled so, or narrowed by the GPU
+	# script's --dtype bf16): the table is of timestep * 1000, where a
+	# timestep rounded to bf16 (a relative 2^-9) moves the angles by up to 2
+	# radians — as in diffusers' Flux in bf16, which casts it to the model's
+	# dtype. The control: 0.7, which bf16 rounds, fails the bf16 bound.
 	E=tests/plans/embed.plan
-	case_ embed-tp2 $E p_tp "tp = 2" ""
-	for m in "ring = 2, ulysses = 2, tp = 2" "ulysses = 2" "ring = 4" "ulysses = 2, tp = 2"; do
-		case_ "embed-$(echo "$m" | tr -d ' =,')" $E p "$m" "rotate_method = \"alltoall\""
-	done
-	case_ embed-ring2-allgather $E p "ring = 2" ""
+	embed_inputs() {
+		python3 - "$1" "$2" <<'PY'
+import random, sys
+sys.path.insert(0, "tests")
+from ckpt import encode, save
+r = random.Random(7)
+rand = lambda n: encode("F32", [r.uniform(-1, 1) for _ in range(n)])
+save(sys.argv[1], {"hidden_states": ("F32", [1, 4, 2, 8, 8], rand(512)),
+                   "timestep": ("F32", [1], encode("F32", [float(sys.argv[2])])),
+                   "encoder_hidden_states": ("F32", [1, 8, 32], rand(256))})
+PY
+	}
+	if embed_inputs "$tmp/embed_in.st" 0.75; then
+		RUN_OPTS="--inputs $tmp/embed_in.st"
+		case_ embed-tp2 $E p_tp "tp = 2" ""
+		for m in "ring = 2, ulysses = 2, tp = 2" "ulysses = 2" "ring = 4" \
+			"ulysses = 2, tp = 2"; do
+			case_ "embed-$(echo "$m" | tr -d ' =,')" $E p "$m" "rotate_method = \"alltoall\""
+		done
+		case_ embed-ring2-allgather $E p "ring = 2" ""
+		# ...compiled in bf16 storage
+		for m in "ring = 2, ulysses = 2, tp = 2" "ulysses = 2" "ring = 4"; do
+			case_ "embed-bf16-$(echo "$m" | tr -d ' =,')" $E p "$m" \
+				"rotate_method = \"alltoall\"" --dtype bf16
+		done
+		case_ embed-bf16-tp2 $E p_tp "tp = 2" "" --dtype bf16
+		RUN_OPTS=
+	else
+		fail=$((fail + 1))
+		echo "FAIL  embed: the inputs could not be written"
+	fi
+	if embed_inputs "$tmp/embed_07.st" 0.7 &&
+		compile_mesh $E p "ulysses = 2" "" "$tmp/c.graph" --dtype bf16 >"$tmp/out" 2>&1 &&
+		! "$DTPC" run "$tmp/c.graph" --inputs "$tmp/embed_07.st" --verify >>"$tmp/out" 2>&1 &&
+		grep -q "FAILED" "$tmp/out"; then
+		pass=$((pass + 1))
+		echo "ok    embed-bf16-control (a timestep bf16 rounds fails the 2e-2 bound)"
+	else
+		fail=$((fail + 1))
+		echo "FAIL  embed-bf16-control: a rounded timestep passed, or the run failed"
+		sed 's/^/      /' "$tmp/out" | head -20
+	fi
 	# splits patch_embed / unpatchify cannot take are gathered (the note's golden
 	# is tests/diag/embed-patch-split-gathered)
 	case_ embed-split-gathered tests/diag/embed-patch-split-gathered.plan p "ulysses = 2" ""
@@ -256,6 +306,13 @@ else
 	mask_case mask-joint-ring2xulysses2xtp2-alltoall joint "ring = 2, ulysses = 2, tp = 2" \
 		"rotate_method = \"alltoall\""
 	mask_controls
+	# the joint mask in bf16 storage (masks of 0 and 1 are exact; pad's
+	# value 1 rounded by the device)
+	mask_case mask-joint-bf16-ring2xulysses2xtp2 joint "ring = 2, ulysses = 2, tp = 2" \
+		"rotate_method = \"alltoall\"" --dtype bf16
+	mask_case mask-joint-bf16-ring2-allgather joint "ring = 2" \
+		"rotate_method = \"allgather\"" --dtype bf16
+	mask_case mask-joint-bf16-ulysses2 joint "ulysses = 2" "" --dtype bf16
 	# plans check accepted that once failed at run time (tests/plans/trust.plan)
 	T=tests/plans/trust.plan
 	case_ trust-rope-one-head-tp2 $T rope_tp "tp = 2" ""

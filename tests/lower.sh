@@ -168,18 +168,6 @@ elif [ $((100 * norm)) -le "$gathered" ]; then ok; else
 fi
 LFILE=tests/lower/tiny.plan
 
-# The mask (tests/lower/mask.plan: B = 2, S = 8 + 24 = 32 tokens, W = 32):
-# with a ring each chunk of K and V carries its mask rows, so all-gathering
-# them moves (P-1)·(S/P)·B·(2W + 1)·b; Ulysses all-gathers the mask, (P-1)/P
-# of S·B·b, besides the output's gather, (P-1)/P of S·B·W·b.
-LFILE=tests/lower/mask.plan
-S=32 B=2 W=32
-for P in 2 4; do
-	volume "mask-ring$P" cp "ring = $P" ring_attention $(((P - 1) * (S / P) * B * (2 * W + 1) * b))
-	volume "mask-ulysses$P" cp "ulysses = $P" all_gather \
-		$(((P - 1) * S * B * b / P + (P - 1) * S * B * W * b / P))
-done
-LFILE=tests/lower/tiny.plan S=64
 # In bf16 the all-to-alls and ring exchanges move 2 bytes an element; an
 # all-reduce still moves float32 (it sums in float32, rounding once after).
 volume_bf16() {
@@ -195,6 +183,19 @@ volume_bf16() {
 volume_bf16 ulysses2-bf16 all "ulysses = 2" ulysses_a2a $((L * 4 * (S / 2) * H * 2 / 2))
 volume_bf16 ring2-bf16 all "ring = 2" ring_attention $((L * 2 * (S / 2) * H * 2))
 volume_bf16 tp2-bf16 tp "tp = 2" all_reduce $((L * 2 * 2 * S * H * 4 / 2))
+
+# The mask (tests/lower/mask.plan: B = 2, S = 8 + 24 = 32 tokens, W = 32):
+# with a ring each chunk of K and V carries its mask rows, so all-gathering
+# them moves (P-1)·(S/P)·B·(2W + 1)·b; Ulysses all-gathers the mask, (P-1)/P
+# of S·B·b, besides the output's gather, (P-1)/P of S·B·W·b.
+LFILE=tests/lower/mask.plan
+S=32 B=2 W=32
+for P in 2 4; do
+	volume "mask-ring$P" cp "ring = $P" ring_attention $(((P - 1) * (S / P) * B * (2 * W + 1) * b))
+	volume "mask-ulysses$P" cp "ulysses = $P" all_gather \
+		$(((P - 1) * S * B * b / P + (P - 1) * S * B * W * b / P))
+done
+LFILE=tests/lower/tiny.plan
 
 # Determinism: the same inputs give the same bytes.
 "$DTPC" tests/lower/tiny.plan --plan all -o "$tmp/a.graph" >/dev/null 2>&1

@@ -12,6 +12,8 @@
 #  lower     tests/lower.sh: lowering goldens, communication volumes, determinism
 #  equiv     tests/equiv.sh: N-rank replays against the one-rank model
 #  fixtures  tests/fixtures.sh: diffusers' tiny Flux and Wan on N ranks
+#  models    tests/models.sh: models/*.plan run from diffusers' folders (config.json,
+#            sharded, bf16, pre-sharded) against diffusers' sample on N ranks
 #  weights   tests/weights.sh: sharded, BF16/F16 and per-rank checkpoints, and
 #            their errors
 #  mpi       a subset of equiv and fixtures under mpirun, MPI comm tests
@@ -222,6 +224,11 @@ sh tests/fixtures.sh "$BUILD" >"$tmp/fixtures" 2>&1
 grep -E '^(ok|FAIL)' "$tmp/fixtures" | sed 's/^/  /'
 grep -A20 '^FAIL' "$tmp/fixtures" | head -60
 absorb fixtures "$tmp/fixtures"
+# ---- the model library: models/*.plan from diffusers folders against diffusers' sample ------
+sh tests/models.sh "$BUILD" >"$tmp/models" 2>&1
+grep -E '^(ok|FAIL)' "$tmp/models" | sed 's/^/  /'
+grep -A20 '^FAIL' "$tmp/models" | head -60
+absorb models "$tmp/models"
 
 # ---- checkpoints: sharded, BF16/F16 and per-rank weights; their errors (tests/weights.sh) ----
 sh tests/weights.sh "$BUILD" >"$tmp/weights" 2>&1
@@ -263,6 +270,9 @@ if [ -z "$SAN" ]; then
 		sh tests/fixtures.sh "$BUILD" mpi >"$tmp/fixtures_mpi" 2>&1
 		grep -E '^(ok|FAIL)' "$tmp/fixtures_mpi" | sed 's/^/  /'
 		absorb fixtures "$tmp/fixtures_mpi"
+		sh tests/models.sh "$BUILD" mpi >"$tmp/models_mpi" 2>&1
+		grep -E '^(ok|FAIL)' "$tmp/models_mpi" | sed 's/^/  /'
+		absorb models "$tmp/models_mpi"
 		sh tests/weights.sh "$BUILD" mpi >"$tmp/weights_mpi" 2>&1
 		grep -A8 '^FAIL' "$tmp/weights_mpi" | head -30
 		absorb weights "$tmp/weights_mpi"

@@ -1,5 +1,5 @@
 """flux_block_torch.py — the peer of dtpc's Flux block benchmark: the model of
-examples/flux.plan with one double-stream block and no single-stream block
+examples/blocks/flux.plan with one double-stream block and no single-stream block
 (embedders, one FluxTransformerBlock, norm_out, proj_out), written with plain
 PyTorch ops the way diffusers' FluxTransformerBlock computes it, run eagerly on
 the GPU with the same sizes and dtype (random weights: only time is compared).

@@ -2,14 +2,13 @@
  *
  * bfloat16 is the top half of a float32, so widening is a shift and
  * narrowing rounds the low half away to nearest, ties to even (the
- * rounding PyTorch's .to(torch.bfloat16) does). float16 goes through the
- * compiler's _Float16, whose conversions are IEEE round-to-nearest-even
- * (F16C instructions where the target has them). */
+ * rounding PyTorch's .to(torch.bfloat16) does). float16 is converted by
+ * bit arithmetic too, IEEE round-to-nearest-even: the compilers' _Float16
+ * is not on every target (clang 14 on x86-64 lacks it). */
 #include "kernels/cpu/kernels.h"
 
+#include <math.h>
 #include <string.h>
-
-__extension__ typedef _Float16 half; /* GCC and Clang have it on x86-64 and arm64 */
 
 size_t k_dtype_size(enum k_dtype t)
 {
@@ -37,6 +36,47 @@ static float f32_of_bf16(uint16_t h)
 	return f;
 }
 
+static float f32_of_f16(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
+	float f;
+
+	if (e == 0x1f) /* infinity, NaN (payload kept) */
+		u = sign | 0x7f800000u | (m << 13);
+	else if (e) /* normal: rebias 15 -> 127 */
+		u = sign | ((e + 112) << 23) | (m << 13);
+	else { /* zero or subnormal: m * 2^-24, exact in float32 */
+		f = (float)m * 0x1p-24f;
+		memcpy(&u, &f, sizeof u);
+		u |= sign;
+	}
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
+
+static uint16_t f16_of(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof u);
+	uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+	u &= 0x7fffffffu;
+	if (u > 0x7f800000u) /* NaN stays a quiet NaN */
+		return sign | 0x7e00u | (uint16_t)((u >> 13) & 0x3ffu);
+	if (u >= 0x477ff000u) /* 65520 and up round to infinity */
+		return sign | 0x7c00u;
+	if (u < 0x38800000u) { /* below 2^-14: a multiple of 2^-24, rounded to even
+				* by nearbyintf (1024 is the smallest normal's code) */
+		float a;
+		memcpy(&a, &u, sizeof a);
+		return sign | (uint16_t)nearbyintf(a * 0x1p24f);
+	}
+	/* normal: drop 13 mantissa bits to nearest, ties to even (a carry
+	 * moves into the exponent, as it should), and rebias 127 -> 15 */
+	u += 0xfffu + ((u >> 13) & 1);
+	return sign | (uint16_t)((u - (112u << 23)) >> 13);
+}
+
 /* One element of dtype t at p, widened. */
 static float load(const void *p, enum k_dtype t, int64_t i)
 {
@@ -46,7 +86,7 @@ static float load(const void *p, enum k_dtype t, int64_t i)
 	case K_BF16:
 		return f32_of_bf16(((const uint16_t *)p)[i]);
 	case K_F16:
-		return (float)((const half *)p)[i];
+		return f32_of_f16(((const uint16_t *)p)[i]);
 	}
 	return 0;
 }
@@ -87,7 +127,7 @@ void k_convert(void *dst, enum k_dtype dt, const void *src, enum k_dtype st, int
 			((uint16_t *)dst)[i] = bf16_of(f);
 			break;
 		case K_F16:
-			((half *)dst)[i] = (half)f;
+			((uint16_t *)dst)[i] = f16_of(f);
 			break;
 		}
 	}

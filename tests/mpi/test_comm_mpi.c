@@ -4,9 +4,12 @@
  *
  * Rank 0 prints TAP; a check passes when it passed on every rank. The exit
  * status is non-zero on a failure. Two modes show the paths that end the
- * job (so they are not checks here; docs/comm.md has the expected output):
- * `--timeout` (rank 3 never arrives: the others abort after 0.3 s naming
- * their op and group) and `--fail` (rank 2 calls fail()). */
+ * job (tests/tools.sh checks their output; docs/comm.md shows it):
+ * `--timeout` (rank 3 never arrives: the others fail after 0.3 s naming
+ * their op and group; rank 0 reports rank 3 as not reporting) and `--fail`
+ * (rank 2 calls fail(); the others' collective fails naming it; with the
+ * usual timeout, so that none times out meanwhile). Each rank
+ * then ends through end(); rank 0 prints what every rank reported. */
 #include <float.h>
 #include <limits.h>
 #include <math.h>
@@ -202,15 +205,19 @@ static int ending(const char *mode)
 			C->ops->fail(C, "kernel error: NaN in blocks.3");
 		C->ops->allreduce_f32(C, &g, tag(17, "all_reduce blocks.3.attn"), &x, 1);
 	}
-	fprintf(stderr, "rank %d: still running\n", rank);
-	return 0;
+	struct comm_end ends[NR];
+	int code = C->ops->end(C, 1, 1, C->error, rank == 0 ? ends : NULL);
+	for (int r = 0; rank == 0 && r < NR; r++)
+		fprintf(stderr, "rank %d: %s\n", r, ends[r].reported ? ends[r].why : "(no report)");
+	return code;
 }
 
 int main(int argc, char **argv)
 {
 	char err[256];
 	bool ends = argc > 1;
-	C = comm_mpi_create(ends ? 300 : TIMEOUT_MS, err, sizeof err);
+	/* --fail must not time out while the failure travels: the usual timeout */
+	C = comm_mpi_create(ends && !strcmp(argv[1], "--timeout") ? 300 : TIMEOUT_MS, err, sizeof err);
 	if (!C) {
 		fprintf(stderr, "comm_mpi_create: %s\n", err);
 		return 2;

@@ -9,7 +9,14 @@
  * instead of rounding to nearest is off by up to a whole ulp, and a weight
  * 2% off moves outputs by about 2% — many ulps: the negative controls show
  * the bound catches both. Sizes are odd and straddle the GEMM's 256-wide
- * tiles and the attention's tiles. */
+ * tiles and the attention's tiles.
+ *
+ * The embeddings (timestep_embedding, rope_freqs), the masked attention
+ * (a fully masked batch among them) run in bf16 and in f16 against the same
+ * float64 references, QwenImage's float32 rope_freqs against its float32
+ * steps; the positions (grid_ids, text_ids) exact up to the dtype's last
+ * exact integer, the (un)patchify moves bit for bit, pad's fill value
+ * rounded to nearest. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -386,10 +393,12 @@ static void test_rope(struct dev *d)
 	free(ref);
 }
 
-/* Attention of q against keys [k0, k1) in float64: out [B, Sq, H*Dv], lse. */
-static void ref_attention(const float *q, const float *k, const float *v, int64_t B, int64_t Sq,
-			  int64_t Skv, int64_t H, int64_t D, int64_t Dv, int64_t k0, int64_t k1,
-			  double *out, double *lse)
+/* Attention of q against keys [k0, k1) in float64: out [B, Sq, H*Dv], lse.
+ * With a key-padding mask [B, Skv] the keys whose entry is 0 are left out; a
+ * row with none left is 0 (dtpc's convention, where SDPA gives NaN). */
+static void ref_attention(const float *q, const float *k, const float *v, const float *mask,
+			  int64_t B, int64_t Sq, int64_t Skv, int64_t H, int64_t D, int64_t Dv,
+			  int64_t k0, int64_t k1, double *out, double *lse)
 {
 	double *p = malloc((size_t)Skv * sizeof *p);
 
@@ -401,6 +410,11 @@ static void ref_attention(const float *q, const float *k, const float *v, int64_
 				for (int64_t j = k0; j < k1; j++) {
 					double s = 0;
 
+					if (mask && mask[b * Skv + j] == 0) {
+						p[j] = -INFINITY;
+						continue;
+					}
+
 					for (int64_t e = 0; e < D; e++)
 						s += (double)q[((b * Sq + i) * H + h) * D + e] *
 						     k[((b * Skv + j) * H + h) * D + e];
@@ -408,13 +422,13 @@ static void ref_attention(const float *q, const float *k, const float *v, int64_
 					mx = fmax(mx, p[j]);
 				}
 				for (int64_t j = k0; j < k1; j++)
-					sum += (p[j] = exp(p[j] - mx));
+					sum += (p[j] = mx == -INFINITY ? 0 : exp(p[j] - mx));
 				for (int64_t e = 0; e < Dv; e++) {
 					double o = 0;
 
 					for (int64_t j = k0; j < k1; j++)
 						o += p[j] * v[((b * Skv + j) * H + h) * Dv + e];
-					out[((b * Sq + i) * H + h) * Dv + e] = o / sum;
+					out[((b * Sq + i) * H + h) * Dv + e] = sum > 0 ? o / sum : 0;
 				}
 				if (lse)
 					lse[(b * H + h) * Sq + i] = mx + log(sum);
@@ -436,7 +450,7 @@ static void test_attention(struct dev *d)
 
 	d->ops->attention(d, (float *)q, H * D, (float *)k, H * D, (float *)v, H * Dv, NULL, (float *)out,
 			  lse, B, Sq, Skv, H, D, Dv, ws);
-	ref_attention(qf, kf, vf, B, Sq, Skv, H, D, Dv, 0, Skv, ref, NULL);
+	ref_attention(qf, kf, vf, NULL, B, Sq, Skv, H, D, Dv, 0, Skv, ref, NULL);
 	check_bf16("bf16 attention Sq 101, Skv 211, D 12, Dv 10", out, ref, no);
 	control_truncation("bf16 attention", ref, no);
 
@@ -592,6 +606,311 @@ static void test_f16(void)
 	free(ref);
 }
 
+/* ---- the embeddings, pad's fill and the masked attention, in bf16 and f16 ---- */
+
+static const char *dt_name(enum k_dtype dt)
+{
+	return dt == K_BF16 ? "bf16" : "f16";
+}
+
+/* n values scale * (-1, 1) rounded to dt (and their float32 values). */
+static uint16_t *rand_in(enum k_dtype dt, int64_t n, float *as_f32, float scale)
+{
+	uint16_t *p = malloc((size_t)n * 2);
+
+	for (int64_t i = 0; i < n; i++)
+		as_f32[i] = scale * urand();
+	k_convert(p, dt, as_f32, K_F32, n);
+	k_convert(as_f32, K_F32, p, dt, n);
+	return p;
+}
+
+static double dt_half_ulps(enum k_dtype dt, const uint16_t *got, const double *ref, int64_t n)
+{
+	return dt == K_BF16 ? half_ulps(got, ref, n) : f16_half_ulps(got, ref, n);
+}
+
+static void check_dt(enum k_dtype dt, const char *what, const uint16_t *got, const double *ref,
+		     int64_t n)
+{
+	double h = dt_half_ulps(dt, got, ref, n);
+
+	UNIT_CHECK(h <= 1.02, "%s %s: within half a %s ulp of float64 (worst %.3f half-ulps)",
+		   dt_name(dt), what, dt_name(dt), h);
+}
+
+static struct dev *narrow_device(enum k_dtype dt)
+{
+	struct dev *d = dev_cpu_create();
+
+	d->ops->threads(d, 3);
+	d->ops->set_dtype(d, (dtpc_dtype)dt);
+	return d;
+}
+
+static void test_timestep(struct dev *d, enum k_dtype dt)
+{
+	/* odd dim: a last zero column; flip: [cos | sin] */
+	int64_t n = 37, dim = 63, half = dim / 2;
+	double shift = 0.5, max_period = 10000;
+	float tf[37];
+	uint16_t *t = rand_in(dt, n, tf, 4), *y = malloc((size_t)(n * dim) * 2);
+	double *ref = malloc((size_t)(n * dim) * sizeof *ref);
+
+	d->ops->timestep_embedding(d, (float *)t, (float *)y, n, dim, true, shift, 1, max_period, 1);
+	for (int64_t i = 0; i < n; i++) {
+		for (int64_t k = 0; k < half; k++) {
+			double a = tf[i] * exp(-log(max_period) * (double)k / ((double)half - shift));
+
+			ref[i * dim + k] = cos(a);
+			ref[i * dim + half + k] = sin(a);
+		}
+		ref[i * dim + dim - 1] = 0;
+	}
+	check_dt(dt, "timestep_embedding of 37 timesteps, dim 63, flipped", y, ref, n * dim);
+	if (dt == K_BF16)
+		control_truncation("bf16 timestep_embedding", ref, n * dim);
+	free(t);
+	free(y);
+	free(ref);
+}
+
+static void test_rope_freqs(struct dev *d, enum k_dtype dt)
+{
+	int64_t rows = 37, axes_dim[3] = { 6, 10, 8 }, width = 24;
+	float idf[37 * 3];
+	uint16_t *ids = malloc(sizeof idf), *y = malloc((size_t)(rows * width) * 2);
+	double *ref = malloc((size_t)(rows * width) * sizeof *ref);
+
+	/* integer positions, negative ones too (QwenImage's centred grid),
+	 * all exact in bf16 */
+	for (int64_t i = 0; i < rows * 3; i++)
+		idf[i] = (float)((int64_t)(rng_next() % 371) - 120);
+	k_convert(ids, dt, idf, K_F32, rows * 3);
+	for (int f64 = 0; f64 < 2; f64++) {
+		double theta = f64 ? 10000 : 2.5;
+
+		d->ops->rope_freqs(d, (float *)ids, (float *)y, rows, 3, axes_dim, theta, f64, f64);
+		for (int64_t r = 0; r < rows; r++) {
+			double *row = ref + r * width;
+
+			for (int a = 0; a < 3; a++) {
+				int64_t dd = axes_dim[a];
+				double pos = idf[r * 3 + a];
+
+				for (int64_t j = 0; j < dd / 2; j++) {
+					double ang;
+
+					if (f64) {
+						ang = pos / pow(theta, (double)(2 * j) / (double)dd);
+					} else {
+						/* QwenImage's rope_params is float32 by
+						 * definition: its steps rounded as torch's */
+						float e = (float)(2 * j) / (float)dd;
+						float p = (float)pow((double)(float)theta, (double)e);
+
+						ang = (float)((float)pos * (1.0f / p));
+					}
+					row[2 * j] = row[2 * j + 1] = f64 ? sin(ang) : cos(ang);
+				}
+				row += dd;
+			}
+		}
+		check_dt(dt, f64 ? "rope_freqs sin, float64 angles, 37 rows, axes 6+10+8"
+				 : "rope_freqs cos, float32 angles (QwenImage), 37 rows",
+			 y, ref, rows * width);
+		if (dt == K_BF16)
+			control_truncation(f64 ? "bf16 rope_freqs f64" : "bf16 rope_freqs f32", ref,
+					   rows * width);
+	}
+	free(ids);
+	free(y);
+	free(ref);
+}
+
+/* Positions as dt values, widened: does every one equal want(i)? */
+static bool positions_are(enum k_dtype dt, const uint16_t *got, int64_t n, const double *want)
+{
+	float *g = malloc((size_t)n * 4);
+	bool same = true;
+
+	k_convert(g, K_F32, got, dt, n);
+	for (int64_t i = 0; i < n; i++)
+		same &= g[i] == want[i];
+	free(g);
+	return same;
+}
+
+static void test_positions(struct dev *d, enum k_dtype dt)
+{
+	int64_t F = 3, H = 7, W = 5, n = F * H * W * 3;
+	/* the dtype's last exact integer: 2^8 (bf16), 2^11 (f16) */
+	int64_t top = dt == K_BF16 ? 256 : 2048, len = 57;
+	uint16_t *y = malloc((size_t)n * 2);
+	double *want = malloc((size_t)n * sizeof *want);
+
+	for (int center = 0; center < 2; center++) {
+		d->ops->grid_ids(d, (float *)y, F, H, W, center);
+		for (int64_t f = 0; f < F; f++)
+			for (int64_t h = 0; h < H; h++)
+				for (int64_t w = 0; w < W; w++) {
+					double *p = want + ((f * H + h) * W + w) * 3;
+
+					p[0] = (double)f;
+					p[1] = (double)(h - (center ? H - H / 2 : 0));
+					p[2] = (double)(w - (center ? W - W / 2 : 0));
+				}
+		UNIT_CHECK(positions_are(dt, y, n, want), "%s grid_ids 3x7x5%s: exact positions",
+			   dt_name(dt), center ? ", centred" : "");
+	}
+	/* text positions up to the last exact one, 2 axes */
+	d->ops->text_ids(d, (float *)y, len, top - len + 1, 2);
+	for (int64_t i = 0; i < 2 * len; i++)
+		want[i] = (double)(top - len + 1 + i / 2);
+	UNIT_CHECK(positions_are(dt, y, 2 * len, want), "%s text_ids %lld .. %lld: exact",
+		   dt_name(dt), (long long)(top - len + 1), (long long)top);
+	/* control: one past it is rounded (why the compiler and the session
+	 * refuse positions beyond; docs/language.md) */
+	d->ops->text_ids(d, (float *)y, len, top - len + 2, 2);
+	for (int64_t i = 0; i < 2 * len; i++)
+		want[i] = (double)(top - len + 2 + i / 2);
+	UNIT_CHECK(!positions_are(dt, y, 2 * len, want),
+		   "%s text_ids: control: position %lld is not exact in %s", dt_name(dt),
+		   (long long)top + 1, dt_name(dt));
+	free(y);
+	free(want);
+}
+
+static void test_patches(struct dev *d, enum k_dtype dt)
+{
+	int64_t B = 2, C = 3, F = 3, H = 6, W = 10, pt = 3, ph = 2, pw = 5;
+	int64_t n = B * C * F * H * W, Hp = H / ph, Wp = W / pw, N = F / pt * Hp * Wp;
+	int64_t K = C * pt * ph * pw;
+	float *xf = malloc((size_t)n * 4);
+	uint16_t *x = rand_in(dt, n, xf, 3), *y = malloc((size_t)n * 2), *ref = malloc((size_t)n * 2);
+	uint16_t *back = malloc((size_t)n * 2), *uref = malloc((size_t)n * 2);
+
+	/* patchify: x [B, C, F, H, W] -> [B, N, C pt ph pw]; unpatchify of that
+	 * same buffer read as [B, N, pt ph pw C] -> [B, C, F, H, W] */
+	for (int64_t b = 0; b < B; b++)
+		for (int64_t c = 0; c < C; c++)
+			for (int64_t f = 0; f < F; f++)
+				for (int64_t h = 0; h < H; h++)
+					for (int64_t w = 0; w < W; w++) {
+						int64_t xi = (((b * C + c) * F + f) * H + h) * W + w;
+						int64_t tok = (f / pt * Hp + h / ph) * Wp + w / pw;
+						int64_t k = ((c * pt + f % pt) * ph + h % ph) * pw + w % pw;
+						int64_t ku = ((f % pt * ph + h % ph) * pw + w % pw) * C + c;
+
+						ref[(b * N + tok) * K + k] = x[xi];
+						uref[xi] = x[(b * N + tok) * K + ku];
+					}
+	d->ops->patchify(d, (float *)x, (float *)y, B, C, F, H, W, pt, ph, pw);
+	UNIT_CHECK(!memcmp(y, ref, (size_t)n * 2), "%s patchify [2, 3, 3, 6, 10] by [3, 2, 5]: "
+		   "every element moved as it is", dt_name(dt));
+	d->ops->unpatchify(d, (float *)x, (float *)back, B, C, F, H, W, pt, ph, pw);
+	UNIT_CHECK(!memcmp(back, uref, (size_t)n * 2), "%s unpatchify to [2, 3, 3, 6, 10]: every "
+		   "element moved as it is", dt_name(dt));
+	/* control: one element off is seen */
+	back[n / 2] ^= 1;
+	UNIT_CHECK(memcmp(back, uref, (size_t)n * 2), "%s unpatchify: control: a poisoned "
+		   "element fails", dt_name(dt));
+	free(xf);
+	free(x);
+	free(y);
+	free(ref);
+	free(back);
+	free(uref);
+}
+
+static void test_fill(struct dev *d, enum k_dtype dt)
+{
+	int64_t rows = 5, stride = 11, cols = 7;
+	uint16_t buf[5 * 11], v, trunc, ninf;
+	float point3 = 0.3f, minus_inf = -INFINITY;
+	bool ok = true;
+
+	k_convert(&v, dt, &point3, K_F32, 1);
+	k_convert(&ninf, dt, &minus_inf, K_F32, 1);
+	/* 0.3 truncated, where both dtypes round it up: bf16 drops the low
+	 * 16 bits; in f16 it is 204.8/1024 above 1/4 */
+	trunc = dt == K_BF16 ? (uint16_t)(bits(point3) >> 16) : 0x34cc;
+	memset(buf, 0xab, sizeof buf);
+	d->ops->fill2d(d, (float *)(buf + 2), stride, rows, cols, point3);
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t c = 0; c < stride; c++)
+			ok &= buf[r * stride + c] == (c >= 2 && c < 2 + cols ? v : 0xabab);
+	UNIT_CHECK(ok && v != trunc, "%s fill2d of 0.3 over a strided 5x7 view: rounded to "
+		   "nearest (0x%04x, not truncated 0x%04x), the gaps untouched", dt_name(dt), v,
+		   trunc);
+	d->ops->fill2d(d, (float *)buf, stride, rows, stride, -INFINITY);
+	ok = true;
+	for (int64_t i = 0; i < rows * stride; i++)
+		ok &= buf[i] == ninf;
+	UNIT_CHECK(ok, "%s fill2d of -inf", dt_name(dt));
+}
+
+/* Masked attention: batch 0 keeps a random part of its keys, batch 1
+ * none (its rows are 0), batch 2 every key. */
+static void test_masked_attention(struct dev *d, enum k_dtype dt)
+{
+	int64_t B = 3, Sq = 23, Skv = 41, H = 2, D = 8, Dv = 6;
+	int64_t nq = B * Sq * H * D, nk = B * Skv * H * D, nv = B * Skv * H * Dv, no = B * Sq * H * Dv;
+	float *qf = malloc((size_t)nq * 4), *kf = malloc((size_t)nk * 4), *vf = malloc((size_t)nv * 4);
+	float mf[3 * 41];
+	uint16_t *q = rand_in(dt, nq, qf, 2), *k = rand_in(dt, nk, kf, 2), *v = rand_in(dt, nv, vf, 1);
+	uint16_t mask[3 * 41], *out = malloc((size_t)no * 2);
+	float *lse = malloc((size_t)(B * H * Sq) * 4);
+	double *ref = malloc((size_t)no * sizeof *ref);
+	void *ws = malloc(d->ops->attention_workspace(d, B, Sq, Skv, H, D, Dv));
+
+	for (int64_t j = 0; j < Skv; j++) {
+		mf[j] = (float)(rng_next() % 2);
+		mf[Skv + j] = 0;
+		mf[2 * Skv + j] = 1;
+	}
+	mf[0] = 1;
+	k_convert(mask, dt, mf, K_F32, B * Skv);
+	d->ops->attention(d, (float *)q, H * D, (float *)k, H * D, (float *)v, H * Dv,
+			  (float *)mask, (float *)out, lse, B, Sq, Skv, H, D, Dv, ws);
+	ref_attention(qf, kf, vf, mf, B, Sq, Skv, H, D, Dv, 0, Skv, ref, NULL);
+	check_dt(dt, "masked attention Sq 23, Skv 41 (a batch fully masked)", out, ref, no);
+	bool zero = true;
+
+	for (int64_t i = Sq * H * Dv; i < 2 * Sq * H * Dv; i++)
+		zero &= out[i] == 0;
+	UNIT_CHECK(zero, "%s masked attention: the fully masked batch is 0", dt_name(dt));
+	/* control: the same keys unmasked are another result */
+	ref_attention(qf, kf, vf, NULL, B, Sq, Skv, H, D, Dv, 0, Skv, ref, NULL);
+	UNIT_CHECK(dt_half_ulps(dt, out, ref, no) > 1.02, "%s masked attention: control: the "
+		   "unmasked reference fails the bound", dt_name(dt));
+	free(qf);
+	free(kf);
+	free(vf);
+	free(q);
+	free(k);
+	free(v);
+	free(out);
+	free(lse);
+	free(ref);
+	free(ws);
+}
+
+static void test_narrow_embeddings(void)
+{
+	for (enum k_dtype dt = K_BF16; dt <= K_F16; dt++) {
+		struct dev *d = narrow_device(dt);
+
+		test_timestep(d, dt);
+		test_rope_freqs(d, dt);
+		test_positions(d, dt);
+		test_patches(d, dt);
+		test_fill(d, dt);
+		test_masked_attention(d, dt);
+		d->ops->destroy(d);
+	}
+}
+
 int main(void)
 {
 	test_convert();
@@ -605,5 +924,6 @@ int main(void)
 	test_attention(d);
 	d->ops->destroy(d);
 	test_f16();
+	test_narrow_embeddings();
 	return unit_done();
 }

@@ -570,6 +570,60 @@ out:
 	rmdir(dir);
 }
 
+/* A float32 graph narrowed at run time: text positions up to 257 are
+ * refused in bf16 (exact up to 256), naming the op; f16 (to 2048) takes
+ * them, the control. */
+static const char positions_plan[] =
+	"model m(txt = 250) {\n  input x : [1, 4, 8];\n"
+	"  tids = text_ids(txt, height = 16, width = 16, center = true);\n"
+	"  cos = rope_freqs(tids, [2, 2, 4], precision = \"f32\");\n"
+	"  y = linear(x, 8);\n  output y, cos;\n}\nplan p {\n  model m;\n}\n";
+
+static void narrowed_positions(void)
+{
+	char dir[] = "/tmp/dtpc_pos_XXXXXX", plan[300];
+	if (!mkdtemp(dir)) {
+		UNIT_CHECK(0, "mkdtemp");
+		return;
+	}
+	snprintf(plan, sizeof plan, "%s/m.plan", dir);
+	FILE *f = fopen(plan, "w");
+	fputs(positions_plan, f);
+	fclose(f);
+	size_t len = 0;
+	void *buf = driver_graph_buffer(plan, "p", NULL, NULL, NULL, 0, NULL, false, &len, NULL, stderr);
+	dtpc_graph *g = NULL;
+	UNIT_CHECK(buf && !dtpc_graph_open_buffer(buf, len, &g), "a float32 graph with text "
+		   "positions 8 .. 257 compiles");
+	free(buf);
+	remove(plan);
+	rmdir(dir);
+	if (!g)
+		return;
+	dtpc_local_world *w = NULL;
+	dtpc_comm *c = NULL;
+	dtpc_session *s = NULL;
+	dtpc_local_world_create(1, TIMEOUT_MS, &w);
+	dtpc_comm_local(w, 0, &c);
+	dtpc_status st = dtpc_session_create(g, c, DTPC_DEVICE_CPU, &s);
+	UNIT_CHECK(!st, "its session (%s)", st ? dtpc_last_error() : "ok");
+	if (!st) {
+		st = dtpc_session_dtype(s, DTPC_BF16);
+		UNIT_CHECK(st && strstr(dtpc_last_error(), "text_ids") &&
+				   strstr(dtpc_last_error(), "position 257 is not exact in bf16") &&
+				   s->dtype == DTPC_F32,
+			   "narrowed to bf16 at run time, the positions are refused and the session "
+			   "stays float32: %s", dtpc_last_error());
+		st = dtpc_session_dtype(s, DTPC_F16);
+		UNIT_CHECK(!st && s->dtype == DTPC_F16, "control: f16 holds them (%s)",
+			   st ? dtpc_last_error() : "taken");
+	}
+	dtpc_session_free(s);
+	dtpc_comm_free(c);
+	dtpc_local_world_free(w);
+	dtpc_graph_free(g);
+}
+
 int main(void)
 {
 	device_refuses_masks();
@@ -584,6 +638,7 @@ int main(void)
 		binding(g1, g4);
 	}
 	storage();
+	narrowed_positions();
 	dtpc_graph_free(g4);
 	dtpc_graph_free(other4);
 	dtpc_graph_free(g2);

@@ -1,0 +1,334 @@
+#!/bin/sh
+# models.sh BUILD [mpi] — the model library (models/*.plan: the whole diffusers
+# forward) against diffusers itself. Each fixture of tests/fixtures/models/
+# (tools/gen_models.py, run by hand; committed) is a transformer folder as
+# save_pretrained writes it (config.json and the safetensors: one file, a
+# sharded folder with its index, or bf16), forward's inputs by name and
+# diffusers' `sample`. Each case compiles one of the models' plans with
+# `--config FOLDER` and the fixture's shape parameters (-D), on a mesh
+# (--mesh / --context), runs it with `--weights FOLDER` (or the per-rank
+# folder `dtpc shard` writes) and compares `sample` with diffusers'.
+#
+# Error: normwise max relative error max|out - ref| / max|ref|
+# (tests/compare_st.py, as `dtpc run --verify`). Tolerances:
+#   float32 1e-5 — both sides compute in float32 in different orders (the
+#     blocked GEMMs, SDPA against dtpc's attention, ring / Ulysses merges),
+#     a few ulps through these 2- and 3-block models; a modelling mistake
+#     (tests/fixtures.sh measured them on the block-level models: a GELU
+#     approximation, a LayerNorm eps, a swapped shift / scale) is 1e-5 to 0.6;
+#   bf16 2e-2 — diffusers runs the bf16 model in bf16 (its
+#     _keep_in_fp32_modules in float32), dtpc stores bf16 and accumulates in
+#     float32: the two differ by bf16 roundings (diffusers' own bf16 run is
+#     6.5e-3 from its float32 run on the same weights: fixture.json).
+# Negative controls: a perturbed weight, and Qwen-Image's mask replaced by
+# ones, must each fail the comparison.
+#
+# Prints one line per case and "models: N passed, N failed, N skipped".
+set -u
+BUILD=${1:-build}
+MODE=${2:-local}
+[ "$MODE" = --mpi ] && MODE=mpi
+FIX=tests/fixtures/models
+. tests/lib.sh
+
+# fixture FIELD CASE: a field of the case's fixture.json ("defines": the
+# shape parameters as -D options)
+fixture() {
+	python3 - "$FIX/$2/fixture.json" "$1" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+if sys.argv[2] == "defines":
+    print(" ".join(f"-D {k}={v}" for k, v in sorted(d["shape"].items())))
+else:
+    print(d[sys.argv[2]])
+PY
+}
+
+# run_case NAME FIXTURE PLANFILE PLAN MESH CONTEXT WEIGHTS INPUTS: compiles,
+# runs and compares; WEIGHTS "shard" runs from the per-rank folder that
+# `dtpc shard` writes from the fixture's folder. Status 0 when within the
+# tolerance; the log is in $tmp/out.
+run_case() {
+	rc_name=$1 rc_fix=$2 rc_file=$3 rc_plan=$4 rc_mesh=$5 rc_ctx=$6 rc_w=$7 rc_in=$8
+	rc_g="$tmp/$rc_name.graph"
+	rc_o="$tmp/$rc_name.out.safetensors"
+	rc_folder="$FIX/$rc_fix/transformer"
+	if [ "$(fixture dtype "$rc_fix")" = bf16 ]; then
+		rc_tol=2e-2 rc_dtype="--dtype bf16"
+	else
+		rc_tol=1e-5 rc_dtype=""
+	fi
+	# shellcheck disable=SC2046,SC2086 # the -D options and --dtype split into words
+	compile_mesh "$rc_file" "$rc_plan" "$rc_mesh" "$rc_ctx" "$rc_g" --config "$rc_folder" \
+		$rc_dtype $(fixture defines "$rc_fix") >"$tmp/out" 2>&1 || return 1
+	if [ "$rc_w" = shard ]; then
+		rm -rf "$tmp/$rc_name.ranks"
+		"$DTPC" shard "$rc_g" --weights "$rc_folder" --out "$tmp/$rc_name.ranks" \
+			>>"$tmp/out" 2>&1 || return 1
+		rc_w="$tmp/$rc_name.ranks"
+	fi
+	replay "$MODE" "$rc_g" --timeout 60 --weights "$rc_w" --inputs "$rc_in" \
+		--save-outputs "$rc_o" >>"$tmp/out" 2>&1 || return 1
+	python3 tests/compare_st.py "$rc_o" "$FIX/$rc_fix/expected.safetensors" "$rc_tol" \
+		>>"$tmp/out" 2>&1
+}
+
+# case NAME FIXTURE MODEL PLAN MESH CONTEXT [shard]: a plan of
+# models/MODEL.plan, compiled with --dtype as the fixture's, against
+# diffusers' sample
+case_() {
+	c_name=$1 c_fix=$2 c_model=$3 c_plan=$4 c_mesh=$5 c_ctx=$6 c_w=${7:-$FIX/$2/transformer}
+	run_case "$c_name" "$c_fix" "models/$c_model.plan" "$c_plan" "$c_mesh" "$c_ctx" "$c_w" \
+		"$FIX/$c_fix/inputs.safetensors"
+	rc=$?
+	err=$(sed -n 's/.*max relative error \([^ ]*\).*/\1/p' "$tmp/out" | sort -g | tail -1)
+	what="$c_mesh${c_ctx:+; $c_ctx}${7:+; pre-sharded}"
+	if [ $rc = 0 ]; then
+		pass=$((pass + 1))
+		printf "ok    %-28s %-40s max rel error %s\n" "$c_name" "$what" "$err"
+	else
+		fail=$((fail + 1))
+		printf "FAIL  %-28s %-40s max rel error %s\n" "$c_name" "$what" "${err:-?}"
+		sed 's/^/      /' "$tmp/out" | head -20
+	fi
+}
+
+# control NAME FIXTURE MODEL PLAN MESH WEIGHTS INPUTS: a case that must fail
+# the comparison (and only the comparison: compiling and running succeed)
+control() {
+	if run_case "$1" "$2" "models/$3.plan" "$4" "$5" "" "$6" "$7"; then
+		fail=$((fail + 1))
+		echo "FAIL  $1: the comparison passed"
+	elif grep -q "max relative error" "$tmp/out"; then
+		pass=$((pass + 1))
+		err=$(sed -n 's/.*max relative error \([^ ]*\).*/\1/p' "$tmp/out" | sort -g | tail -1)
+		printf "ok    %-28s %-40s max rel error %s (fails, as it must)\n" "$1" "$5" "$err"
+	else
+		fail=$((fail + 1))
+		echo "FAIL  $1: did not get as far as the comparison"
+		sed 's/^/      /' "$tmp/out" | head -20
+	fi
+}
+
+# safetensors_edit IN OUT TENSOR VALUE: a copy of IN with element 0 of TENSOR
+# (F32) increased by VALUE, or with every element set to VALUE when VALUE is
+# "=V" (standard library only)
+safetensors_edit() {
+	python3 - "$@" <<'PY'
+import json, struct, sys
+src, dst, name, val = sys.argv[1:]
+b = bytearray(open(src, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+t = json.loads(b[8:8 + n])[name]
+assert t["dtype"] == "F32", t
+s, e = (8 + n + o for o in t["data_offsets"])
+if val.startswith("="):
+    b[s:e] = struct.pack("<f", float(val[1:])) * ((e - s) // 4)
+else:
+    b[s:s + 4] = struct.pack("<f", struct.unpack("<f", b[s:s + 4])[0] + float(val))
+open(dst, "wb").write(bytes(b))
+PY
+}
+
+for f in flux_dev flux_schnell flux_bf16 flux_patch2 wan wan_bf16 wan_patch221 qwenimage \
+	qwenimage_frames2; do
+	for x in fixture.json inputs.safetensors expected.safetensors transformer/config.json; do
+		if [ ! -f "$FIX/$f/$x" ]; then
+			echo "FAIL  $FIX/$f/$x is missing (tools/gen_models.py makes it)"
+			fail=$((fail + 1))
+		fi
+	done
+done
+
+# full CMD...: a case of the plain pass only; the sanitizer pass (DTPC_SAN,
+# from run.sh) runs the others, one or two per fixture, at a third of the time
+full() {
+	[ -n "${DTPC_SAN:-}" ] || "$@"
+}
+
+# bound NAME WANT FIXTURE MODEL PLAN [-D ...]: the graph binds exactly the
+# checkpoint's tensors (names and shapes, from each file's header): no
+# diffusers parameter is left out of the model, none is made up. WANT "fail":
+# a control that must report the difference.
+cat >"$tmp/bound.py" <<'PY'
+import glob, json, os, struct, sys
+graph = {w["name"]: w["shape"] for w in json.load(open(sys.argv[1]))["weights"]}
+ckpt = {}
+for f in glob.glob(os.path.join(sys.argv[2], "*.safetensors")):
+    with open(f, "rb") as fh:
+        n = struct.unpack("<Q", fh.read(8))[0]
+        h = json.loads(fh.read(n))
+    h.pop("__metadata__", None)
+    ckpt.update({k: v["shape"] for k, v in h.items()})
+missing = sorted(set(ckpt) - set(graph))
+extra = sorted(set(graph) - set(ckpt))
+shape = sorted(k for k in set(ckpt) & set(graph) if ckpt[k] != graph[k])
+for what, names in (("not bound", missing), ("not in the checkpoint", extra),
+                    ("of another shape", shape)):
+    if names:
+        print(f"{len(names)} tensors {what}: {', '.join(names[:3])}")
+print(f"{len(graph)} weights bound, {len(ckpt)} in the checkpoint")
+sys.exit(1 if missing or extra or shape else 0)
+PY
+bound() {
+	b_name=$1 b_want=$2 b_fix=$3 b_model=$4 b_plan=$5
+	shift 5
+	b_g="$tmp/$b_name.graph"
+	# shellcheck disable=SC2046 # the -D options split into words
+	if ! "$DTPC" "models/$b_model.plan" --plan "$b_plan" --mesh "tp = 1" \
+		--config "$FIX/$b_fix/transformer" $(fixture defines "$b_fix") "$@" -o "$b_g" \
+		>"$tmp/out" 2>&1 || ! "$DTPC" inspect "$b_g" --format json >"$tmp/inspect.json" 2>>"$tmp/out"
+	then
+		fail=$((fail + 1))
+		echo "FAIL  $b_name: did not compile"
+		sed 's/^/      /' "$tmp/out" | head -10
+		return
+	fi
+	python3 "$tmp/bound.py" "$tmp/inspect.json" "$FIX/$b_fix/transformer" >"$tmp/out" 2>&1
+	b_rc=$?
+	if [ "$b_want" = fail ] && [ $b_rc = 1 ]; then
+		pass=$((pass + 1))
+		printf "ok    %-28s %s (fails, as it must)\n" "$b_name" "$(head -1 "$tmp/out")"
+	elif [ "$b_want" = ok ] && [ $b_rc = 0 ]; then
+		pass=$((pass + 1))
+		printf "ok    %-28s %s\n" "$b_name" "$(tail -1 "$tmp/out")"
+	else
+		fail=$((fail + 1))
+		echo "FAIL  $b_name"
+		sed 's/^/      /' "$tmp/out" | head -10
+	fi
+}
+
+AG='rotate_method = "allgather"'
+AA='rotate_method = "alltoall"'
+if [ "$MODE" = mpi ]; then
+	# a subset under mpirun: one process per rank, each reading its slices
+	case_ mpi-flux-dev-usp flux_dev flux flux_usp "ring = 2, ulysses = 2" "$AA"
+	case_ mpi-qwenimage-ulysses2xtp2 qwenimage qwenimage qwenimage_tp_usp "ulysses = 2, tp = 2" ""
+	case_ mpi-wan-ring3-presharded wan wan wan_ring "ring = 3" "$AG" shard
+else
+	# Flux.1-dev (guidance): 4 heads, 12 image + 8 text tokens
+	full case_ flux-dev-1rank flux_dev flux flux_tp "tp = 1" ""
+	full case_ flux-dev-tp2 flux_dev flux flux_tp "tp = 2" ""
+	full case_ flux-dev-tp4 flux_dev flux flux_tp "tp = 4" ""
+	full case_ flux-dev-ulysses2 flux_dev flux flux_ulysses "ulysses = 2" ""
+	full case_ flux-dev-ulysses4 flux_dev flux flux_ulysses "ulysses = 4" ""
+	full case_ flux-dev-ring2-allgather flux_dev flux flux_ring "ring = 2" "$AG"
+	full case_ flux-dev-ring4-alltoall flux_dev flux flux_ring_alltoall "ring = 4" "$AA"
+	case_ flux-dev-usp flux_dev flux flux_usp "ring = 2, ulysses = 2" "$AG"
+	full case_ flux-dev-ulysses2xtp2 flux_dev flux flux_tp_usp "ulysses = 2, tp = 2" "$AA"
+	full case_ flux-dev-ring2xtp2 flux_dev flux flux_tp_usp "ring = 2, tp = 2" "$AA"
+	case_ flux-dev-ring2xtp2-presharded flux_dev flux flux_tp_usp "ring = 2, tp = 2" "$AG" shard
+	# Flux.1-schnell from a sharded checkpoint: 3 heads, 15 + 7 tokens, batch 2
+	full case_ flux-schnell-1rank flux_schnell flux flux_tp "tp = 1" ""
+	full case_ flux-schnell-ulysses-any2 flux_schnell flux flux_ulysses_anything "ulysses = 2" \
+		"ulysses_anything = true"
+	full case_ flux-schnell-ring-any2 flux_schnell flux flux_ring_anything "ring = 2" \
+		"ring_anything = true, $AA"
+	full case_ flux-schnell-ring-any3 flux_schnell flux flux_ring_anything "ring = 3" \
+		"ring_anything = true, $AG"
+	case_ flux-schnell-ring-any2-presharded flux_schnell flux flux_ring_anything "ring = 2" \
+		"ring_anything = true, $AA" shard
+	# Flux.1-dev in bf16 (--dtype bf16): 2 heads, 8 + 4 tokens
+	full case_ flux-bf16-1rank flux_bf16 flux flux_tp "tp = 1" ""
+	full case_ flux-bf16-tp2 flux_bf16 flux flux_tp "tp = 2" ""
+	case_ flux-bf16-usp flux_bf16 flux flux_usp "ring = 2, ulysses = 2" "$AA"
+	# Flux with patch_size 2: 2 heads, 6 + 4 tokens, batch 3
+	full case_ flux-patch2-tp2 flux_patch2 flux flux_tp "tp = 2" ""
+	full case_ flux-patch2-ulysses2 flux_patch2 flux flux_ulysses "ulysses = 2" ""
+	full case_ flux-patch2-ring-any3 flux_patch2 flux flux_ring_anything "ring = 3" \
+		"ring_anything = true, $AA"
+	# Wan T2V: 3 heads, 3 x 3 x 5 = 45 video + 7 text tokens
+	full case_ wan-1rank wan wan wan_single "tp = 1" ""
+	full case_ wan-ring3-allgather wan wan wan_ring "ring = 3" "$AG"
+	case_ wan-ring3-alltoall wan wan wan_ring_alltoall "ring = 3" "$AA"
+	full case_ wan-ulysses-any2 wan wan wan_ulysses_anything "ulysses = 2" "ulysses_anything = true"
+	full case_ wan-ring-any2 wan wan wan_ring_anything "ring = 2" "ring_anything = true, $AG"
+	full case_ wan-ffn-tp2xulysses-any2 wan wan wan_ffn_tp_ulysses "ulysses = 2, tp = 2" \
+		"ulysses_anything = true"
+	# Wan with patch (2, 2, 1), no cross_attn_norm: 2 heads, 2 x 2 x 3 = 12 tokens
+	full case_ wan-patch221-1rank wan_patch221 wan wan_single "tp = 1" ""
+	full case_ wan-patch221-ring2 wan_patch221 wan wan_ring "ring = 2" "$AG"
+	full case_ wan-patch221-ulysses2 wan_patch221 wan wan_ulysses "ulysses = 2" ""
+	# Wan in bf16 (--dtype bf16): 2 heads, 2 x 2 x 4 = 16 tokens, batch 2
+	full case_ wan-bf16-1rank wan_bf16 wan wan_single "tp = 1" ""
+	full case_ wan-bf16-ulysses2 wan_bf16 wan wan_usp "ring = 1, ulysses = 2" ""
+	full case_ wan-bf16-ring2-allgather wan_bf16 wan wan_usp "ring = 2, ulysses = 1" "$AG"
+	full case_ wan-bf16-ring2-alltoall wan_bf16 wan wan_usp "ring = 2, ulysses = 1" "$AA"
+	case_ wan-bf16-usp wan_bf16 wan wan_usp "ring = 2, ulysses = 2" "$AA"
+	full case_ wan-bf16-ulysses2xffn-tp2-presharded wan_bf16 wan wan_ffn_tp_ulysses \
+		"ulysses = 2, tp = 2" "" shard
+	# Qwen-Image: 4 heads, 1 x 3 x 4 = 12 image + 8 text tokens, batch 2,
+	# sample 1's last 3 text tokens masked
+	full case_ qwenimage-1rank qwenimage qwenimage qwenimage_tp "tp = 1" ""
+	full case_ qwenimage-tp2 qwenimage qwenimage qwenimage_tp "tp = 2" ""
+	full case_ qwenimage-ulysses2 qwenimage qwenimage qwenimage_ulysses "ulysses = 2" ""
+	full case_ qwenimage-ulysses4 qwenimage qwenimage qwenimage_ulysses "ulysses = 4" ""
+	full case_ qwenimage-ring2-allgather qwenimage qwenimage qwenimage_ring "ring = 2" "$AG"
+	full case_ qwenimage-ring4-alltoall qwenimage qwenimage qwenimage_ring_alltoall "ring = 4" "$AA"
+	full case_ qwenimage-usp qwenimage qwenimage qwenimage_usp "ring = 2, ulysses = 2" "$AG"
+	case_ qwenimage-ulysses2xtp2 qwenimage qwenimage qwenimage_tp_usp "ulysses = 2, tp = 2" ""
+	case_ qwenimage-ring-any3 qwenimage qwenimage qwenimage_ring_anything "ring = 3" \
+		"ring_anything = true, $AG"
+	# Qwen-Image over 2 frames of 5 x 2 patches: 2 heads, 20 + 6 tokens
+	full case_ qwenimage-frames2-tp2 qwenimage_frames2 qwenimage qwenimage_tp "tp = 2" ""
+	full case_ qwenimage-frames2-ring2 qwenimage_frames2 qwenimage qwenimage_ring_alltoall \
+		"ring = 2" "$AA"
+	full case_ qwenimage-frames2-ulysses2 qwenimage_frames2 qwenimage qwenimage_ulysses \
+		"ulysses = 2" ""
+
+	# every checkpoint tensor bound, each configuration's optional modules too
+	for f in flux_dev flux_schnell flux_bf16 flux_patch2; do
+		bound "bound-$f" ok $f flux flux_tp
+	done
+	for f in wan wan_bf16 wan_patch221; do bound "bound-$f" ok $f wan wan_single; done
+	for f in qwenimage qwenimage_frames2; do
+		bound "bound-$f" ok $f qwenimage qwenimage_tp
+	done
+	# control: Flux.1-dev compiled as schnell leaves its guidance embedder out
+	bound control-bound-no-guidance fail flux_dev flux flux_tp -D guidance_embeds=false
+
+	# the plans say what each class's _cp_plan and _tp_plan say
+	# (tests/models_plans.py, against the plans fixture.json recorded)
+	if python3 tests/models_plans.py "$FIX"/*/fixture.json >"$tmp/out" 2>&1; then
+		pass=$((pass + 1))
+		printf "ok    %-28s %s plans\n" "plans-as-diffusers" "$(grep -c '^ok' "$tmp/out")"
+	else
+		fail=$((fail + 1))
+		echo "FAIL  plans-as-diffusers"
+		grep -v '^ok' "$tmp/out" | sed 's/^/      /' | head -10
+	fi
+	# control: Flux's plans without txt_ids' split, Wan's rope split on dim 0
+	mkdir -p "$tmp/mutated"
+	sed 's/, split(txt_ids, dim = 0);/;/' models/flux.plan >"$tmp/mutated/flux.plan"
+	sed 's/split(out\.\([01]\), dim = 1)/split(out.\1, dim = 0)/g' models/wan.plan \
+		>"$tmp/mutated/wan.plan"
+	cp models/qwenimage.plan "$tmp/mutated/"
+	python3 tests/models_plans.py --models "$tmp/mutated" "$FIX"/*/fixture.json >"$tmp/out" 2>&1
+	if [ $? = 1 ] && grep -q 'flux.plan plan flux_usp: missing "" : split(txt_ids, dim = 0)' \
+		"$tmp/out" && grep -q 'wan.plan plan wan_ring: missing "rope" : split(out.0, dim = 1)' \
+		"$tmp/out"; then
+		pass=$((pass + 1))
+		printf "ok    %-28s %s plans missing a rule (fail, as they must)\n" \
+			"control-plans-mutated" "$(grep -c '^FAIL' "$tmp/out")"
+	else
+		fail=$((fail + 1))
+		echo "FAIL  control-plans-mutated: the mutated plans were not all refused"
+		sed 's/^/      /' "$tmp/out" | head -10
+	fi
+
+	# negative controls: a weight off by 0.25 (one element of a per-head
+	# QK norm), Qwen-Image's padding unmasked
+	mkdir -p "$tmp/perturbed"
+	cp "$FIX/flux_dev/transformer/config.json" "$tmp/perturbed/"
+	safetensors_edit "$FIX/flux_dev/transformer/diffusion_pytorch_model.safetensors" \
+		"$tmp/perturbed/diffusion_pytorch_model.safetensors" \
+		single_transformer_blocks.1.attn.norm_k.weight 0.25
+	control control-perturbed-weight flux_dev flux flux_ulysses "ulysses = 2" \
+		"$tmp/perturbed" "$FIX/flux_dev/inputs.safetensors"
+	safetensors_edit "$FIX/qwenimage/inputs.safetensors" "$tmp/unmasked.safetensors" \
+		encoder_hidden_states_mask =1
+	control control-mask-ignored qwenimage qwenimage qwenimage_ring "ring = 2" \
+		"$FIX/qwenimage/transformer" "$tmp/unmasked.safetensors"
+fi
+summary models

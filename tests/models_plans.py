@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""models_plans.py [--models DIR] FIXTURE.json... — models/*.plan's plans
+(or DIR/*.plan's) say what the
+diffusers class's _cp_plan and _tp_plan say (tests/models.sh; standard
+library only: CI has no diffusers).
+
+Each fixture.json holds its class's _cp_plan and _tp_plan as diffusers 0.42.1
+defines them (tools/gen_models.py reads them from the class). For the model
+file of each class:
+  - every plan with a context style (ring / ulysses) holds, for each _cp_plan
+    entry, the rule python/dtpc/diffusers.py transliterates it to (the same
+    glob, each style of it);
+  - every plan with a colwise style holds each _tp_plan entry: the glob with
+    that style (PackedRowwiseParallel: rowwise(blocks = ...)).
+Exempt entries are listed below with the reason. Prints one line per plan;
+exits 1 on a missing rule.
+"""
+import importlib.util
+import json
+import os
+import re
+import sys
+
+# python/dtpc/diffusers.py alone (the package's __init__ loads numpy and
+# libdtpc, which this needs neither of)
+_spec = importlib.util.spec_from_file_location(
+    "dtpc_diffusers", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python",
+                                   "dtpc", "diffusers.py"))
+_dd = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_dd)
+ContextParallelInput, ContextParallelOutput, plan_rules = (
+    _dd.ContextParallelInput, _dd.ContextParallelOutput, _dd.plan_rules)
+
+# (class, module, port): why the model's plans do not write it
+EXEMPT = {
+    ("WanTransformer3DModel", "", "timestep"):
+        "Wan 2.2 TI2V's per-token [B, S] timesteps (expected_dims 2); the model takes "
+        "a [B] timestep, which diffusers does not split either",
+    ("QwenImageTransformer2DModel", "transformer_blocks.*", "modulate_index"):
+        "zero_cond_t's modulate_index, not modelled (zero_cond_t must stay false)",
+}
+
+
+def cp_objects(entries, cls):
+    """The _cp_plan of fixture.json as diffusers' objects (stand-ins), less the
+    exempt inputs."""
+    cp = {}
+    for e in entries:
+        if "outputs" in e:
+            outs = [ContextParallelOutput(o["gather_dim"], o["expected_dims"]) for o in e["outputs"]]
+            cp[e["module"]] = outs[0] if len(outs) == 1 else outs
+            continue
+        ins = {}
+        for i in e["inputs"]:
+            if (cls, e["module"], i["port"]) in EXEMPT:
+                continue
+            ins[i["port"]] = ContextParallelInput(i["split_dim"], i["expected_dims"],
+                                                  i["split_output"])
+        if ins:
+            cp[e["module"]] = ins
+    return cp
+
+
+def split_styles(text):
+    """The styles of a rule, split at the commas outside parentheses and
+    brackets, whitespace normalised."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur)
+    return [re.sub(r"\s+", " ", s).strip() for s in out if s.strip()]
+
+
+def plans_of(path):
+    """{plan name: {glob: [styles]}} of a plan file (its own plans)."""
+    text = re.sub(r"#[^\n]*", "", open(path).read())
+    plans = {}
+    for m in re.finditer(r"\bplan\s+(\w+)\s*\{(.*?)\n\}", text, re.S):
+        rules = {}
+        for r in re.finditer(r'"((?:[^"\\]|\\.)*)"\s*:\s*([^;]*);', m.group(2)):
+            rules.setdefault(r.group(1), []).extend(split_styles(r.group(2)))
+        plans[m.group(1)] = rules
+    return plans
+
+
+def main():
+    args, models = sys.argv[1:], "models"
+    if args[:1] == ["--models"]:
+        models, args = args[1], args[2:]
+    seen, ok = set(), True
+    for f in args:
+        fx = json.load(open(f))
+        cls, model = fx["class"], fx["model"]
+        if cls in seen:
+            continue
+        seen.add(cls)
+        pp = fx["parallel_plans"]
+        cp_text = plan_rules(cp_plan=cp_objects(pp["cp_plan"], cls), tp_plan={})
+        want_cp = {}
+        for line in cp_text.splitlines():
+            r = re.match(r'"((?:[^"\\]|\\.)*)"\s*:\s*(.*);$', line)
+            if r:
+                want_cp[r.group(1)] = split_styles(r.group(2))
+        want_tp = {g: ("rowwise(blocks" if s == "PackedRowwiseParallel" else s)
+                   for g, s in pp["tp_plan"].items()}
+        plans = plans_of(os.path.join(models, model + ".plan"))
+        for name, rules in plans.items():
+            styles = [s for st in rules.values() for s in st]
+            missing = []
+            if any(s in ("ring", "ulysses") for s in styles):
+                for glob, want in want_cp.items():
+                    have = rules.get(glob, [])
+                    missing += [f'"{glob}" : {s}' for s in want if s not in have]
+            if want_tp and any(s == "colwise" for s in styles):
+                for glob, want in want_tp.items():
+                    have = rules.get(glob, [])
+                    if not any(h == want or h.startswith(want) for h in have):
+                        missing.append(f'"{glob}" : {want}')
+            if missing:
+                ok = False
+                print(f"FAIL  {models}/{model}.plan plan {name}: missing {'; '.join(missing)}")
+            else:
+                kinds = [k for k, c in (("_cp_plan", any(s in ("ring", "ulysses") for s in styles)),
+                                        ("_tp_plan", want_tp and "colwise" in styles)) if c]
+                print(f"ok    {models}/{model}.plan plan {name}: "
+                      + (f"{' and '.join(kinds)} as {cls} says" if kinds else
+                         "neither context styles nor the class's tensor parallelism"))
+    sys.exit(0 if ok else 1)
+
+
+main()

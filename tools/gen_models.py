@@ -1,0 +1,313 @@
+#!/usr/bin/env python3
+"""gen_models.py — whole-model fixtures for tests/models.sh, made by diffusers.
+
+Run by hand (CI has no torch; the outputs are committed):
+
+    python3 -m venv /tmp/dvenv
+    /tmp/dvenv/bin/pip install torch diffusers safetensors numpy accelerate
+    /tmp/dvenv/bin/python tools/gen_models.py [CASE...]
+
+(accelerate: diffusers' from_pretrained needs it for classes with
+`_keep_in_fp32_modules`, such as Wan.)
+
+Each case is a tiny random-weight configuration of a diffusers transformer
+(FluxTransformer2DModel as Flux.1-dev and Flux.1-schnell,
+WanTransformer3DModel text-to-video, QwenImageTransformer2DModel), built with
+a seeded init that makes every op show in the output (`randomize` of
+tools/gen_fixtures.py, plus diffusers' own RMSNorm, which that misses), saved
+as a user finds such a model in a pipeline's folder: `save_pretrained` into
+tests/fixtures/models/<case>/transformer/ (config.json and the safetensors;
+one case sharded with an index, one in bf16). Next to it, in <case>/:
+
+  inputs.safetensors    forward's tensor arguments under their names, float32
+                        (the bf16 case: the bf16 values it was run with);
+  expected.safetensors  `sample`, diffusers' forward on the CPU (one thread),
+                        float32 (the bf16 case: computed in bf16, widened);
+  fixture.json          the case: class, dtype, dtpc's shape parameters (-D),
+                        the non-tensor forward arguments, the class's
+                        _cp_plan and _tp_plan, seed and versions.
+
+Sizes are chosen so that token and head counts do not all divide the mesh
+degrees the tests use (3 heads, 15 or 45 image tokens, 7 text tokens) in some
+cases, and divide them in others (plain ring and Ulysses need that).
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+
+import torch
+import diffusers
+from diffusers import FluxTransformer2DModel, QwenImageTransformer2DModel, WanTransformer3DModel
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gen_fixtures import randomize, save_file  # noqa: E402  (one init, one writer)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUTDIR = os.path.join(ROOT, "tests", "fixtures", "models")
+SEED = 20
+
+
+def perturb_norms(model, gen):
+    """Norm weights that `randomize` leaves at 1 (diffusers' own RMSNorm class,
+    used by QwenImage's txt_norm and its QK norms): 1 + N(0, 0.2^2), biases
+    N(0, 0.2^2), so that a norm weight bound to the wrong tensor shows."""
+    with torch.no_grad():
+        for mod in model.modules():
+            if isinstance(mod, diffusers.models.normalization.RMSNorm):
+                if getattr(mod, "weight", None) is not None:
+                    mod.weight.copy_(1 + 0.2 * torch.randn(mod.weight.shape, generator=gen))
+                if getattr(mod, "bias", None) is not None:
+                    mod.bias.copy_(0.2 * torch.randn(mod.bias.shape, generator=gen))
+
+
+def build(cls, cfg):
+    torch.manual_seed(SEED)
+    model = cls(**cfg).eval()
+    gen = torch.Generator().manual_seed(SEED + 1)
+    randomize(model, gen)
+    perturb_norms(model, gen)
+    return model, gen
+
+
+def flux_inputs(cfg, gen, batch, img_h, img_w, txt_seq, guidance, times=None):
+    """times: (timestep, guidance) values instead of random ones (the bf16
+    case: values whose product by 1000 bf16 holds, since diffusers multiplies
+    in the model's dtype and dtpc in float32)."""
+    # img_ids as the pipeline makes them (0, row, col); txt_ids random integer
+    # positions (the pipeline's zeros would leave the text's RoPE untested)
+    img_ids = torch.zeros(img_h, img_w, 3)
+    img_ids[..., 1] = torch.arange(img_h)[:, None]
+    img_ids[..., 2] = torch.arange(img_w)[None, :]
+    x = {
+        "hidden_states": torch.randn(batch, img_h * img_w, cfg["in_channels"], generator=gen),
+        "encoder_hidden_states": torch.randn(batch, txt_seq, cfg["joint_attention_dim"], generator=gen),
+        "pooled_projections": torch.randn(batch, cfg["pooled_projection_dim"], generator=gen),
+        # in [0, 1] as the pipeline passes them (forward multiplies by 1000)
+        "timestep": torch.rand(batch, generator=gen),
+        "img_ids": img_ids.reshape(-1, 3),
+        "txt_ids": torch.randint(0, 9, (txt_seq, 3), generator=gen).float(),
+    }
+    if guidance:
+        x["guidance"] = 1 + 4 * torch.rand(batch, generator=gen)
+    if times:
+        x["timestep"] = torch.full((batch,), times[0])
+        if guidance:
+            x["guidance"] = torch.full((batch,), times[1])
+    shape = {"batch": batch, "img_seq": img_h * img_w, "txt_seq": txt_seq}
+    return x, shape, {}
+
+
+def wan_inputs(cfg, gen, batch, frames, height, width, txt_seq):
+    x = {
+        "hidden_states": torch.randn(batch, cfg["in_channels"], frames, height, width, generator=gen),
+        "timestep": torch.randint(0, 1000, (batch,), generator=gen).float(),
+        "encoder_hidden_states": torch.randn(batch, txt_seq, cfg["text_dim"], generator=gen),
+    }
+    shape = {"batch": batch, "num_frames": frames, "height": height, "width": width, "txt_seq": txt_seq}
+    return x, shape, {}
+
+
+def qwen_inputs(cfg, gen, batch, frames, height, width, txt_seq, pad):
+    """height, width: img_shapes in patches; pad[b]: padded text tokens of
+    sample b (at the end, as a tokenizer pads)."""
+    mask = torch.ones(batch, txt_seq)
+    for b, p in enumerate(pad):
+        if p:
+            mask[b, txt_seq - p:] = 0
+    x = {
+        "hidden_states": torch.randn(batch, frames * height * width, cfg["in_channels"], generator=gen),
+        "encoder_hidden_states": torch.randn(batch, txt_seq, cfg["joint_attention_dim"], generator=gen),
+        "encoder_hidden_states_mask": mask,
+        "timestep": torch.rand(batch, generator=gen),
+    }
+    shape = {"batch": batch, "frames": frames, "height": height, "width": width, "txt_seq": txt_seq}
+    return x, shape, {"img_shapes": [[frames, height, width]] * batch}
+
+
+CASES = {
+    # Flux.1-dev: guidance embedder; 4 heads (tp 2 and 4, ulysses 2 and 4), 12
+    # image and 8 text tokens (split 2 and 4 ways)
+    "flux_dev": dict(
+        cls=FluxTransformer2DModel, model="flux",
+        cfg=dict(patch_size=1, in_channels=4, num_layers=1, num_single_layers=2,
+                 attention_head_dim=8, num_attention_heads=4, joint_attention_dim=24,
+                 pooled_projection_dim=20, guidance_embeds=True, axes_dims_rope=[2, 2, 4]),
+        inputs=lambda cfg, gen: flux_inputs(cfg, gen, batch=1, img_h=3, img_w=4, txt_seq=8,
+                                            guidance=True)),
+    # Flux.1-schnell: no guidance; 3 heads, 15 image and 7 text tokens (only
+    # the anything modes split them), batch 2, saved in shards with an index
+    "flux_schnell": dict(
+        cls=FluxTransformer2DModel, model="flux", shard="40KB",
+        cfg=dict(patch_size=1, in_channels=4, out_channels=6, num_layers=2, num_single_layers=1,
+                 attention_head_dim=8, num_attention_heads=3, joint_attention_dim=16,
+                 pooled_projection_dim=12, guidance_embeds=False, axes_dims_rope=[2, 2, 4]),
+        inputs=lambda cfg, gen: flux_inputs(cfg, gen, batch=2, img_h=3, img_w=5, txt_seq=7,
+                                            guidance=False)),
+    # Flux.1-dev in bf16 (saved and run in bf16): timestep 0.5 and guidance
+    # 2, whose products by 1000 bf16 holds
+    "flux_bf16": dict(
+        cls=FluxTransformer2DModel, model="flux", dtype=torch.bfloat16,
+        cfg=dict(patch_size=1, in_channels=4, num_layers=1, num_single_layers=1,
+                 attention_head_dim=8, num_attention_heads=2, joint_attention_dim=12,
+                 pooled_projection_dim=12, guidance_embeds=True, axes_dims_rope=[2, 2, 4]),
+        inputs=lambda cfg, gen: flux_inputs(cfg, gen, batch=1, img_h=2, img_w=4, txt_seq=4,
+                                            guidance=True, times=(0.5, 2.0))),
+    # Wan 2.1 T2V: 3 heads x 12 (RoPE axes 4, 4, 4), latent 4 x 3 x 6 x 10 ->
+    # 3 x 3 x 5 = 45 tokens, 7 text tokens
+    "wan": dict(
+        cls=WanTransformer3DModel, model="wan",
+        cfg=dict(patch_size=[1, 2, 2], num_attention_heads=3, attention_head_dim=12, in_channels=4,
+                 out_channels=4, text_dim=16, freq_dim=32, ffn_dim=40, num_layers=2,
+                 cross_attn_norm=True, qk_norm="rms_norm_across_heads", rope_max_seq_len=32),
+        inputs=lambda cfg, gen: wan_inputs(cfg, gen, batch=1, frames=3, height=6, width=10,
+                                           txt_seq=7)),
+    # Wan in bf16 (weights saved in bf16, diffusers' forward in bf16 on the
+    # CPU): 2 heads x 16 (axes 6, 4, 6 — head_dim // 6 rounds down), 2 x 4 x 8
+    # latents -> 16 tokens, batch 2
+    "wan_bf16": dict(
+        cls=WanTransformer3DModel, model="wan", dtype=torch.bfloat16,
+        cfg=dict(patch_size=[1, 2, 2], num_attention_heads=2, attention_head_dim=16, in_channels=3,
+                 out_channels=5, text_dim=12, freq_dim=16, ffn_dim=48, num_layers=2,
+                 cross_attn_norm=True, qk_norm="rms_norm_across_heads", rope_max_seq_len=16),
+        inputs=lambda cfg, gen: wan_inputs(cfg, gen, batch=2, frames=2, height=4, width=8,
+                                           txt_seq=6)),
+    # Qwen-Image: 4 heads x 8 (axes 2, 2, 4), img_shapes (1, 3, 4) -> 12
+    # tokens (an odd height: centred positions -2..0), 8 text tokens of which
+    # sample 1 pads the last 3 (the mask)
+    "qwenimage": dict(
+        cls=QwenImageTransformer2DModel, model="qwenimage",
+        cfg=dict(patch_size=2, in_channels=16, out_channels=4, num_layers=2, attention_head_dim=8,
+                 num_attention_heads=4, joint_attention_dim=20, axes_dims_rope=[2, 2, 4]),
+        inputs=lambda cfg, gen: qwen_inputs(cfg, gen, batch=2, frames=1, height=3, width=4,
+                                            txt_seq=8, pad=[0, 3])),
+    # other corners a reviewer's configuration may take: Flux with patch_size
+    # 2 (packed 2x2 latents: proj_out 4 x in_channels wide), batch 3, RoPE
+    # axes (4, 2, 2)
+    "flux_patch2": dict(
+        cls=FluxTransformer2DModel, model="flux",
+        cfg=dict(patch_size=2, in_channels=8, num_layers=1, num_single_layers=1,
+                 attention_head_dim=8, num_attention_heads=2, joint_attention_dim=8,
+                 pooled_projection_dim=8, guidance_embeds=True, axes_dims_rope=[4, 2, 2]),
+        inputs=lambda cfg, gen: flux_inputs(cfg, gen, batch=3, img_h=2, img_w=3, txt_seq=4,
+                                            guidance=True)),
+    # Wan with a temporal patch (2, 2, 1), head_dim 18 (RoPE axes 6, 6, 6),
+    # no cross_attn_norm (norm2 is the identity)
+    "wan_patch221": dict(
+        cls=WanTransformer3DModel, model="wan",
+        cfg=dict(patch_size=[2, 2, 1], num_attention_heads=2, attention_head_dim=18, in_channels=2,
+                 out_channels=3, text_dim=8, freq_dim=20, ffn_dim=24, num_layers=1,
+                 cross_attn_norm=False, rope_max_seq_len=16),
+        inputs=lambda cfg, gen: wan_inputs(cfg, gen, batch=1, frames=4, height=4, width=3,
+                                           txt_seq=3)),
+    # Qwen-Image over 2 frames of 5 x 2 patches (an odd height centred:
+    # -3..1), text from max(5 // 2, 2 // 2) = 2, the last 2 text tokens masked
+    "qwenimage_frames2": dict(
+        cls=QwenImageTransformer2DModel, model="qwenimage",
+        cfg=dict(patch_size=2, in_channels=8, out_channels=3, num_layers=1, attention_head_dim=8,
+                 num_attention_heads=2, joint_attention_dim=12, axes_dims_rope=[2, 2, 4]),
+        inputs=lambda cfg, gen: qwen_inputs(cfg, gen, batch=1, frames=2, height=5, width=2,
+                                            txt_seq=6, pad=[2])),
+}
+
+
+def parallel_plans(cls):
+    """The class's _cp_plan and _tp_plan as JSON (tests/models_plans.py checks
+    that models/*.plan writes them): a _cp_plan entry's inputs by port (a
+    name, or an output's position), its outputs' gather dims; a _tp_plan
+    style by name, or by its class (PackedRowwiseParallel)."""
+    def cp_value(v):
+        if isinstance(v, (list, tuple)):
+            return {"outputs": [{"gather_dim": o.gather_dim, "expected_dims": o.expected_dims}
+                                for o in v]}
+        if hasattr(v, "gather_dim"):
+            return {"outputs": [{"gather_dim": v.gather_dim, "expected_dims": v.expected_dims}]}
+        return {"inputs": [{"port": p, "split_dim": i.split_dim, "expected_dims": i.expected_dims,
+                            "split_output": i.split_output} for p, i in v.items()]}
+    cp = [dict(module=m, **cp_value(v)) for m, v in (getattr(cls, "_cp_plan", None) or {}).items()]
+    tp = {m: v if isinstance(v, str) else type(v).__name__
+          for m, v in (getattr(cls, "_tp_plan", None) or {}).items()}
+    return {"cp_plan": cp, "tp_plan": tp}
+
+
+def meta(name, case, shape, extra_args):
+    return {
+        "generator": "tools/gen_models.py",
+        "case": name,
+        "class": case["cls"].__name__,
+        "model": case["model"],
+        "dtype": "bf16" if case.get("dtype") == torch.bfloat16 else "f32",
+        "sharded": bool(case.get("shard")),
+        "shape": shape,
+        "forward_args": extra_args,
+        "parallel_plans": parallel_plans(case["cls"]),
+        "seed": SEED,
+        "diffusers": diffusers.__version__,
+        "torch": torch.__version__,
+    }
+
+
+def rel_error(a, b):
+    return ((a.float() - b.float()).abs().max() / b.float().abs().max()).item()
+
+
+def gen(name):
+    """Saves the model, then runs the folder as a user would load it
+    (`from_pretrained(..., torch_dtype=...)`; in bf16 this keeps diffusers'
+    `_keep_in_fp32_modules`, e.g. Wan's time embedder, in float32)."""
+    case = CASES[name]
+    model, g = build(case["cls"], case["cfg"])
+    x, shape, extra_args = case["inputs"](case["cfg"], g)
+    dtype = case.get("dtype", torch.float32)
+    d = os.path.join(OUTDIR, name)
+    if os.path.isdir(d):
+        shutil.rmtree(d)
+    kw = {"max_shard_size": case["shard"]} if case.get("shard") else {}
+    model.to(dtype).save_pretrained(os.path.join(d, "transformer"), safe_serialization=True, **kw)
+
+    def run(dt):
+        m = case["cls"].from_pretrained(os.path.join(d, "transformer"), torch_dtype=dt).eval()
+        args = {k: (v.to(dt) if v.is_floating_point() else v) for k, v in x.items()}
+        if "img_shapes" in extra_args:
+            args["img_shapes"] = [tuple(s) for s in extra_args["img_shapes"]]
+        with torch.no_grad():
+            return m(**args, return_dict=False)[0]
+
+    sample = run(dtype)
+    m = meta(name, case, shape, extra_args)
+    if dtype != torch.float32:
+        # the bf16 inputs it ran on are what the fixture stores (exact in f32);
+        # how far bf16 is from float32 on the same (bf16-rounded) weights
+        x = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in x.items()}
+        m["bf16_vs_f32_max_rel_error"] = round(rel_error(sample, run(torch.float32)), 6)
+    # the safetensors' metadata: the case without its plans (fixture.json has them)
+    flat = {k: v if isinstance(v, str) else json.dumps(v) for k, v in m.items()
+            if k != "parallel_plans"}
+    save_file({k: v.float() for k, v in x.items()}, os.path.join(d, "inputs.safetensors"), flat)
+    save_file({"sample": sample.float()}, os.path.join(d, "expected.safetensors"), flat)
+    with open(os.path.join(d, "fixture.json"), "w") as f:
+        json.dump(m, f, indent=2, sort_keys=True)
+        f.write("\n")
+    files = [os.path.join(r, f) for r, _, fs in os.walk(d) for f in fs]
+    size = sum(os.path.getsize(f) for f in files)
+    print(f"{name}: sample {list(sample.shape)}, max |sample| {sample.abs().max().item():.4g}, "
+          f"{size // 1024} KiB in {len(files)} files")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("cases", nargs="*", help=f"of {', '.join(CASES)} (default: all)")
+    a = ap.parse_args()
+    for c in a.cases:
+        if c not in CASES:
+            ap.error(f"unknown case '{c}' (cases: {', '.join(CASES)})")
+    torch.set_num_threads(1)  # one deterministic reduction order
+    os.makedirs(OUTDIR, exist_ok=True)
+    for c in a.cases or CASES:
+        gen(c)
+
+
+if __name__ == "__main__":
+    main()
