@@ -70,6 +70,7 @@ struct lower {
 	int *val;            /* IR tensor -> its current graph tensor */
 	struct layout *act;  /* ... and the layout that tensor has */
 	int *weight_tensor;  /* IR weight -> graph tensor, -1 before first use */
+	bool *weight_fsdp;   /* IR weight -> stored split on a dim over ring x ulysses */
 	struct strmap *memo; /* conversions already emitted */
 	struct split_cache split_cache[SPLIT_CACHE];
 	/* Bytes of every arena tensor, each rounded up to G_ALIGN: memplan.c
@@ -463,7 +464,11 @@ static int operand(struct lower *L, int opi, int i)
 /* ---- weights ---------------------------------------------------------------------- */
 
 /* The graph tensor of IR weight w, split along `dim` over tp (blocks) or
- * whole (dim < 0). */
+ * whole (dim < 0). An fsdp weight that tp leaves whole is stored split on
+ * dim 0 over ring x ulysses and all-gathered into the arena here, just
+ * before its consumer: the memory plan frees the gathered copy after its
+ * last use. A tp-sharded weight stays as tp has it (a checkpoint slice is a
+ * range of one dim). */
 static int weight(struct lower *L, int w, int dim, const struct style_use *u)
 {
 	if (L->weight_tensor[w] >= 0)
@@ -472,12 +477,29 @@ static int weight(struct lower *L, int w, int dim, const struct style_use *u)
 	int32_t pat[G_MAX_DIMS];
 	for (int d = 0; d < G_MAX_DIMS; d++)
 		pat[d] = -1;
-	if (dim >= 0 && L->g_lay[LG_TP] >= 0) {
+	bool tp = dim >= 0 && L->g_lay[LG_TP] >= 0;
+	if (tp) {
 		int64_t one = iw->shape.d[dim];
 		pat[dim] = pattern_split(L, L->g_lay[LG_TP], u && u->nblocks ? u->nblocks : 1,
 					 u && u->nblocks ? u->blocks : &one, 1);
 	}
+	int cp = L->g_lay[LG_CP];
+	bool fsdp = L->weight_fsdp[w] && !tp && cp >= 0;
+	if (fsdp) {
+		int64_t rows = iw->shape.d[0];
+		pat[0] = pattern_split(L, cp, 1, &rows, 1);
+	}
 	int t = new_tensor(L, iw->name, GT_WEIGHT, &iw->shape, pat);
+	if (fsdp) {
+		pat[0] = -1;
+		int out = new_tensor(L, arena_printf(L->a, "%s/gather_fsdp", iw->name),
+				     GT_ACTIVATION, &iw->shape, pat);
+		int opi = emit(L, OP_all_gather, &t, 1, out, cp);
+		op_at(L, opi)->attr[0] = 0;
+		add_scratch(L, opi, arena_printf(L->a, "%s/gather_buf", iw->name),
+			    (int64_t)L->tensors.v[out].bytes);
+		t = out;
+	}
 	L->weight_tensor[w] = t;
 	return t;
 }
@@ -958,8 +980,14 @@ struct g_graph *lower_plan(struct arena *a, struct diag_ctx *d,
 	L.val = ARENA_ARRAY(a, int, m->ntensors ? m->ntensors : 1);
 	L.act = ARENA_ARRAY(a, struct layout, m->ntensors ? m->ntensors : 1);
 	L.weight_tensor = ARENA_ARRAY(a, int, m->nweights ? m->nweights : 1);
-	for (int i = 0; i < m->nweights; i++)
+	L.weight_fsdp = ARENA_ARRAY(a, bool, m->nweights ? m->nweights : 1);
+	for (int i = 0; i < m->nweights; i++) {
 		L.weight_tensor[i] = -1;
+		L.weight_fsdp[i] = false;
+	}
+	for (int i = 0; i < m->nops; i++)
+		for (int w = 0; w < m->ops[i].nweights; w++)
+			L.weight_fsdp[m->ops[i].weight0 + w] |= plan_fsdp(c, i);
 	for (int i = 0; i < m->ninputs; i++) {
 		int t = m->inputs[i];
 		L.val[t] = new_tensor(&L, m->tensors[t].name, GT_INPUT, &m->tensors[t].shape, NULL);

@@ -19,7 +19,7 @@
 #include "runtime/graph.h"
 
 const char *const style_names[ST_COUNT] = {
-	"colwise", "rowwise", "replicate", "ring", "ulysses", "split", "gather",
+	"colwise", "rowwise", "replicate", "ring", "ulysses", "split", "gather", "fsdp",
 };
 
 static const char *const known_axes[] = { "ring", "ulysses", "tp", "cfg", "dp" };
@@ -50,6 +50,17 @@ const struct style_use *plan_style(const struct plan_cfg *c, int mi,
 		if (u->kind == k)
 			return u;
 	return NULL;
+}
+
+bool plan_fsdp(const struct plan_cfg *c, int opi)
+{
+	const struct ir_op *o = &c->model->ops[opi];
+	if (o->module_index >= 0 && plan_style(c, o->module_index, ST_FSDP))
+		return true;
+	for (int mi = o->instance; mi >= 0; mi = c->model->modules[mi].parent)
+		if (plan_style(c, mi, ST_FSDP))
+			return true;
+	return plan_style(c, 0, ST_FSDP) != NULL; /* module 0 is the root */
 }
 
 int64_t plan_cp(const struct plan_cfg *c)
@@ -508,7 +519,7 @@ static bool read_style(struct resolver *R, const struct style *st,
 			diag_hint(R->d, "did you mean '%s'?", best);
 		else
 			diag_hint(R->d, "styles: colwise, rowwise, replicate, ring, ulysses, "
-				  "split(NAME, dim = D), gather(dim = D)");
+				  "split(NAME, dim = D), gather(dim = D), fsdp");
 		return false;
 	}
 	u->kind = (enum style_kind)k;
@@ -521,6 +532,7 @@ static bool read_style(struct resolver *R, const struct style *st,
 	case ST_REPLICATE:
 	case ST_RING:
 	case ST_ULYSSES:
+	case ST_FSDP:
 		if (st->parens) {
 			diag_error(R->d, st->loc, "'%s' takes no arguments", st->name);
 			return false;
@@ -616,6 +628,19 @@ static const char *misfit(struct resolver *R, int mi, const struct style_use *u)
 					    "'%s' is %s", style_names[u->kind],
 					    R->c->model->modules[mi].name, module_desc(R, mi));
 		return NULL;
+	case ST_FSDP: {
+		/* the ops it covers: an op module's own, a repeat block's, the
+		 * root's every op; a tuple holds no ops */
+		const struct ir_module *m = &R->c->model->modules[mi];
+		int first = o ? m->op : m->kind == MOD_INSTANCE ? m->first_op : 0;
+		int end = o ? m->op + 1 : m->kind == MOD_INSTANCE ? m->end_op :
+			  m->kind == MOD_ROOT ? R->c->model->nops : 0;
+		for (int i = first; i < end; i++)
+			if (R->c->model->ops[i].nweights)
+				return NULL;
+		return arena_printf(R->a, "'fsdp' shards weights, but '%s' (%s) has none",
+				    m->name, module_desc(R, mi));
+	}
 	default:
 		return NULL;
 	}

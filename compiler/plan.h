@@ -10,7 +10,7 @@
 
 enum style_kind {
 	ST_COLWISE, ST_ROWWISE, ST_REPLICATE, ST_RING, ST_ULYSSES, ST_SPLIT, ST_GATHER,
-	ST_COUNT
+	ST_FSDP, ST_COUNT
 };
 extern const char *const style_names[ST_COUNT];
 
@@ -104,4 +104,7 @@ struct ir_model *plan_model_only(struct arena *a, struct diag_ctx *d,
 const struct style_use *plan_style(const struct plan_cfg *c, int mi,
 				   enum style_kind k);
 int64_t plan_cp(const struct plan_cfg *c); /* ring * ulysses */
+/* Whether op opi's weights are fsdp-sharded: an `fsdp` style on its module
+ * or on a repeat block around it (docs/language.md, FSDP). */
+bool plan_fsdp(const struct plan_cfg *c, int opi);
 #endif
