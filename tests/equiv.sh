@@ -128,6 +128,8 @@ if [ "$MODE" = mpi ]; then
 		"ring = 2, ulysses = 2, tp = 2" "" -D seq=64
 	case_ mpi-tiny-ring4-alltoall examples/tiny_dit.plan tiny_dit_8 "ring = 4" \
 		"rotate_method = \"alltoall\"" -D seq=64
+	case_ mpi-fsdp-tiny-ring3-uneven tests/plans/fsdp.plan tiny_fsdp "ring = 3" \
+		"ring_anything = true"
 	case_ mpi-flux-ulysses2xtp2 examples/flux.plan flux_tiny_ring2_ulysses2_tp2 \
 		"ulysses = 2, tp = 2" ""
 	case_ mpi-tiny-ulysses-anything3 examples/tiny_dit.plan tiny_dit_8 "ulysses = 3" \
@@ -199,6 +201,16 @@ else
 	RUN_OPTS="--dtype bf16"
 	case_ sp-tiny-tp4-bf16 $SP tiny_sp "tp = 4" ""
 	RUN_OPTS=
+	# FSDP (tests/plans/fsdp.plan): weights split on dim 0 over ring x
+	# ulysses, all-gathered before their op; uneven rows (128 and 512 over
+	# 3, ffn 100 over 4), with tp, with Flux's blocks
+	F=tests/plans/fsdp.plan
+	case_ fsdp-tiny-ring2xulysses2 $F tiny_fsdp "ring = 2, ulysses = 2" ""
+	case_ fsdp-tiny-ring3-uneven $F tiny_fsdp "ring = 3" "ring_anything = true"
+	case_ fsdp-tiny-ulysses4-uneven $F tiny_fsdp "ulysses = 4" "" -D ffn=100
+	case_ fsdp-tiny-ulysses2xtp2 $F tiny_fsdp_tp "ulysses = 2, tp = 2" ""
+	case_ fsdp-flux-ring2xulysses2 $F flux_fsdp "ring = 2, ulysses = 2" ""
+	case_ fsdp-flux-ring3-uneven $F flux_fsdp "ring = 3" "ring_anything = true"
 	# a split kept through reshapes that add and drop unit dims (Wan's rope
 	# tables [1, S, 1, D] -> [S, D]), unevenly
 	case_ reshape-unit-dims-ring3 tests/diag/layout-reshape-unit-dims.plan p "ring = 3" \
