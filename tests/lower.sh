@@ -150,6 +150,30 @@ done
 golden sp-tp2 tiny_sp "tp = 2" "" 1
 LFILE=tests/lower/tiny.plan
 
+# FSDP (tests/plans/fsdp.plan, tiny_fsdp_all: every weight fsdp-sharded,
+# nothing else split): each weight is all-gathered once, every rank
+# receiving (P-1)/P of it, so the all-gathers move Wb·(P-1)/P and each rank
+# stores Wb/P of weights, where W counts the tiny DiT's weights: per block
+# 4 linears H×H + H, 2 layer norms 2H, ff F×H + F and H×F + H; proj_out
+# H×H + H (F = 512; 413056 floats, all rows divisible by 2 and 4). At
+# ulysses = 1 the style does nothing: no all-gather, the whole weights.
+LFILE=tests/plans/fsdp.plan
+F=512
+W=$((L * (4 * (H * H + H) + 4 * H + 2 * F * H + F + H) + H * H + H))
+for P in 2 4; do
+	volume "fsdp-ulysses$P" tiny_fsdp_all "ulysses = $P" all_gather $((W * b * (P - 1) / P))
+	if grep -q "weights $((W * b / P)) bytes" "$tmp/v"; then ok; else
+		bad "volume/fsdp-ulysses$P: the weights per rank are not $((W * b / P)) bytes (1/$P)"
+		cat "$tmp/v"
+	fi
+done
+volume fsdp-ulysses1 tiny_fsdp_all "ulysses = 1" communication 0
+if grep -q '^  all_gather' "$tmp/v" || ! grep -q "weights $((W * b)) bytes" "$tmp/v"; then
+	bad "volume/fsdp-ulysses1: fsdp at ring x ulysses = 1 gathered or split weights"
+	cat "$tmp/v"
+else ok; fi
+LFILE=tests/lower/tiny.plan
+
 # Distributed norms (tests/lower/ltx_qk.plan, LTX-Video's q/k RMSNorm over
 # the whole inner dim I = 2048 after a colwise to_q / to_k, S = 64 tokens,
 # T = 4): each norm all-reduces one float per token, 2·S·b·(T-1)/T, beside
