@@ -64,6 +64,8 @@ if ! { compile_mesh "$FIX/flux.plan" flux_fixture_tp "tp = 2" "" "$tmp/tp2.graph
 	compile_mesh "$FIX/flux.plan" flux_fixture_cp "ring = 2, ulysses = 2" \
 		'rotate_method = "alltoall"' "$tmp/rxu.graph" -q &&
 	compile_mesh "$FIX/flux.plan" flux_fixture_cp "ulysses = 2" "" "$tmp/u2.graph" -q &&
+	compile_mesh "$FIX/flux.plan" flux_fixture_fsdp "ring = 2, ulysses = 2" \
+		'rotate_method = "alltoall"' "$tmp/fsdp.graph" -q &&
 	compile_mesh "$FIX/flux.plan" flux_fixture_tp "tp = 1" "" "$tmp/one.graph" -q; }; then
 	bad compile
 	summary weights
@@ -94,7 +96,7 @@ ck convert "$W" "$tmp/f16.safetensors" F16
 ck round "$W" "$tmp/f16ref.safetensors" F16
 ck sparse "$W" "$tmp/sparse.safetensors" 256
 
-for g in tp2 rxu; do
+for g in tp2 rxu fsdp; do
 	G="$tmp/$g.graph"
 	run "$G" "$W" "$tmp/$g.ref"
 	run "$G" "$tmp/folder" "$tmp/$g.folder"
@@ -114,11 +116,14 @@ for g in tp2 rxu; do
 	run "$G" "$tmp/b3" "$tmp/$g.b3"
 	same "$g/3-shards-bf16" "$tmp/$g.bref" "$tmp/$g.b3"
 	"$DTPC" shard "$G" --weights "$tmp/b3" --out "$tmp/bper-$g" >/dev/null
-	n=$(ck dtypes "$tmp/bper-$g/rank-00001-of-00002.safetensors" 2>/dev/null | grep -vc ' BF16$')
+	n=$(ck dtypes "$tmp"/bper-$g/rank-00001-of-*.safetensors 2>/dev/null | grep -vc ' BF16$')
 	if [ "$n" = 0 ]; then ok; else bad "$g/dtpc-shard-keeps-bf16"; fi
 	run "$G" "$tmp/bper-$g" "$tmp/$g.bper"
 	same "$g/dtpc-shard-bf16" "$tmp/$g.bref" "$tmp/$g.bper"
 done
+# FSDP: each rank binds (and dtpc shard cuts) its dim-0 rows of the blocks'
+# weights; the gathered copies are exact, so the outputs equal rxu's
+same fsdp/equals-rxu "$tmp/rxu.ref" "$tmp/fsdp.ref"
 run "$tmp/tp2.graph" "$tmp/f16ref.safetensors" "$tmp/f16.ref"
 run "$tmp/tp2.graph" "$tmp/f16.safetensors" "$tmp/f16.out"
 same tp2/f16 "$tmp/f16.ref" "$tmp/f16.out"
