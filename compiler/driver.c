@@ -379,6 +379,13 @@ static void report(const struct g_graph *g, size_t len, FILE *out)
 		fprintf(out, "  %-15s %-19s %6s     %14" PRIu64 " bytes\n", "communication", "", "", total);
 		fprintf(out, "  activation arena %" PRIu64 " bytes, weights %" PRIu64 " bytes\n",
 			g->arena_bytes, graph_weight_bytes(g, r));
+		uint32_t nwg;
+		uint64_t sent, whole;
+		graph_weight_gathers(g, r, &nwg, &sent, &whole);
+		if (nwg)
+			fprintf(out, "  fsdp: %u weights all-gathered before their ops, %" PRIu64
+				" bytes of the all_gather above; %" PRIu64 " bytes whole\n",
+				nwg, sent, whole);
 	}
 }
 

@@ -424,6 +424,15 @@ cJSON *summary_report(const struct g_graph *g, const char *path, size_t len)
 		cJSON_AddItemToObject(rj, "communication_bytes", json_uint(total));
 		cJSON_AddItemToObject(rj, "arena_bytes", json_uint(g->arena_bytes));
 		cJSON_AddItemToObject(rj, "weight_bytes", json_uint(graph_weight_bytes(g, r)));
+		uint32_t nwg;
+		uint64_t sent, whole;
+		graph_weight_gathers(g, r, &nwg, &sent, &whole);
+		if (nwg) {
+			cJSON *f = cJSON_AddObjectToObject(rj, "fsdp");
+			cJSON_AddNumberToObject(f, "weights", nwg);
+			cJSON_AddItemToObject(f, "bytes", json_uint(sent));
+			cJSON_AddItemToObject(f, "whole_bytes", json_uint(whole));
+		}
 		cJSON_AddItemToArray(ranks, rj);
 	}
 	return j;

@@ -127,6 +127,22 @@ uint64_t graph_weight_bytes(const struct g_graph *g, uint32_t rank)
 	return n;
 }
 
+void graph_weight_gathers(const struct g_graph *g, uint32_t rank, uint32_t *count,
+			  uint64_t *sent, uint64_t *whole)
+{
+	*count = 0;
+	*sent = *whole = 0;
+	for (uint32_t i = 0; i < g->nops; i++) {
+		const struct g_op *o = &g->ops[i];
+		if (o->kind != OP_all_gather || o->nin < 1 ||
+		    g->tensors[g->operands[o->in0]].kind != GT_WEIGHT)
+			continue;
+		(*count)++;
+		*sent += graph_comm_bytes(g, i, rank);
+		*whole += local_bytes(g, o->out, rank);
+	}
+}
+
 void graph_comm_summary(const struct g_graph *g, uint32_t rank,
 			struct graph_comm_row *rows, int *nrows, int cap)
 {

@@ -14,6 +14,13 @@ uint32_t graph_comm_elem_size(const struct g_graph *g, uint32_t op);
 /* The rank's slice of every weight, in bytes. */
 uint64_t graph_weight_bytes(const struct g_graph *g, uint32_t rank);
 
+/* The all-gathers of weights (FSDP: a weight stored split, gathered before
+ * its op) for one rank: how many, the bytes they send (part of the
+ * all_gather rows of graph_comm_summary) and the bytes of the weights they
+ * make whole. */
+void graph_weight_gathers(const struct g_graph *g, uint32_t rank, uint32_t *count,
+			  uint64_t *sent, uint64_t *whole);
+
 /* Communication per (op kind, group) for one rank. */
 struct graph_comm_row {
 	int kind;

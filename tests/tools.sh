@@ -364,6 +364,7 @@ rep uneven examples/wan.plan wan_tiny_ring_anything3 -v
 rep one examples/tiny_dit.plan tiny_dit_8 -v --mesh "ring = 1, ulysses = 1, tp = 1"
 rep error examples/tiny_dit.plan tiny_dit_8 -v --mesh "ring = 0"
 rep quiet examples/tiny_dit.plan tiny_dit_8
+rep fsdp tests/plans/fsdp.plan tiny_fsdp -v --mesh "ring = 3" --context "ring_anything = true"
 check report-json-schema python3 tests/tools/schema_check.py docs/schemas/report.schema.json \
 	"$tmp"/json/report-*.json
 "$DTPC" examples/wan.plan --plan wan_tiny_ring_anything3 -o "$tmp/rep.graph" -v >"$tmp/rep.txt" 2>&1
