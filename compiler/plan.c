@@ -113,7 +113,11 @@ static void read_mesh(struct resolver *R, const struct pstmt *s)
 			diag_error(R->d, kv->name_loc, "unknown mesh axis '%s'", kv->name);
 			const char *best = closest_name(kv->name, known_axes,
 							(int)(sizeof known_axes / sizeof *known_axes));
-			if (best)
+			if (!strcmp(kv->name, "fsdp"))
+				/* issue 12 and diffusers' mesh name it as an axis */
+				diag_hint(R->d, "fsdp is a style, not an axis: '\"GLOB\" : fsdp;' "
+					  "stores the modules' weights split over ring x ulysses");
+			else if (best)
 				diag_hint(R->d, "did you mean '%s'?", best);
 			else
 				diag_hint(R->d, "mesh axes are ring, ulysses, tp, cfg and dp");
