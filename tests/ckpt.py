@@ -17,6 +17,7 @@ committed fixture (standard library only: CI has no torch or numpy).
                                   a hole in the file (nothing reads it)
   ckpt.py dtypes FILE             "NAME DTYPE" per tensor
   ckpt.py setmeta FILE KEY VALUE  one metadata entry changed in place
+  ckpt.py getmeta FILE KEY        one metadata entry's value
   ckpt.py flatten FILE T          tensor T made 1-D in place (metadata kept)
 """
 import json
@@ -157,6 +158,8 @@ def main(argv):
         tensors, meta = load(argv[2])
         meta[argv[3]] = argv[4]
         save(argv[2], tensors, meta)
+    elif cmd == "getmeta":
+        print(load(argv[2])[1][argv[3]])
     elif cmd == "flatten":
         tensors, meta = load(argv[2])
         dt, shape, b = tensors[argv[3]]

@@ -124,6 +124,22 @@ done
 # FSDP: each rank binds (and dtpc shard cuts) its dim-0 rows of the blocks'
 # weights; the gathered copies are exact, so the outputs equal rxu's
 same fsdp/equals-rxu "$tmp/rxu.ref" "$tmp/fsdp.ref"
+# its negative control: ranks 0 and 1 given each other's rows (files swapped,
+# their rank and slice labels too, so the reader takes them) run, and their
+# outputs differ: each rank's rows are its own and the gathers order them
+P4=$tmp/per-fsdp
+mkdir "$tmp/swap" && cp "$P4"/* "$tmp/swap/"
+for r in 0 1; do
+	o=$((1 - r))
+	cp "$P4/rank-0000$o-of-00004.safetensors" "$tmp/swap/rank-0000$r-of-00004.safetensors"
+	ck setmeta "$tmp/swap/rank-0000$r-of-00004.safetensors" dtpc.rank $r
+	ck setmeta "$tmp/swap/rank-0000$r-of-00004.safetensors" dtpc.slices \
+		"$(ck getmeta "$P4/rank-0000$r-of-00004.safetensors" dtpc.slices)"
+done
+run "$tmp/fsdp.graph" "$tmp/swap" "$tmp/fsdp.swap"
+if [ -s "$tmp/fsdp.swap" ] && ! cmp -s "$tmp/fsdp.swap" "$tmp/fsdp.ref"; then ok; else
+	bad "fsdp/swapped-rows-show"
+fi
 run "$tmp/tp2.graph" "$tmp/f16ref.safetensors" "$tmp/f16.ref"
 run "$tmp/tp2.graph" "$tmp/f16.safetensors" "$tmp/f16.out"
 same tp2/f16 "$tmp/f16.ref" "$tmp/f16.out"
