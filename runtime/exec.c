@@ -725,9 +725,18 @@ static dtpc_status exec_all_gather(struct dtpc_session *s, const struct g_op *o)
 		at += C.c[m];
 	}
 	float *buf = scratch(s, o);
-	TRY(to_host(s, o, rt_data(s, x), C.c[cg->me]));
-	if (s->c->ops->allgatherv(s->c, cg, tag(s, i), cbuf(s, rt_data(s, x)), cbuf(s, buf), C.c,
-				  C.d))
+	const float *send = rt_data(s, x);
+	if (s->staged && g->tensors[x].kind == GT_WEIGHT) {
+		/* an fsdp weight lives outside the arena, so it has no host
+		 * mirror: it is staged through the output's, which nothing
+		 * reads before the copies below overwrite the output */
+		if (s->dv->ops->download(s->dv, cbuf(s, rt_data(s, out)), send, C.c[cg->me]))
+			return dev_fail(s, o);
+		send = rt_data(s, out);
+	} else {
+		TRY(to_host(s, o, send, C.c[cg->me]));
+	}
+	if (s->c->ops->allgatherv(s->c, cg, tag(s, i), cbuf(s, send), cbuf(s, buf), C.c, C.d))
 		return comm_fail(s, i);
 	TRY(to_dev(s, o, buf, at));
 	/* member m's piece holds its chunk of every block, row after row */
