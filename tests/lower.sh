@@ -158,6 +158,10 @@ LFILE=tests/lower/tiny.plan
 # H×H + H (F = 512; 413056 floats, all rows divisible by 2 and 4). At
 # ulysses = 1 the style does nothing: no all-gather, the whole weights.
 LFILE=tests/plans/fsdp.plan
+# the graph: each block weight stored as the rank's rows (uneven: 128 and
+# 512 rows over 3, rank 2 holds the fewest) and all-gathered into the arena
+# just before its op
+golden fsdp-ring3 tiny_fsdp "ring = 3" "ring_anything = true" 2
 F=512
 W=$((L * (4 * (H * H + H) + 4 * H + 2 * F * H + F + H) + H * H + H))
 for P in 2 4; do
