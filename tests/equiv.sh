@@ -204,7 +204,8 @@ else
 	# FSDP (tests/plans/fsdp.plan): weights split on dim 0 over ring x
 	# ulysses, all-gathered before their op; uneven rows (128 and 512 over
 	# 3, ffn 100 over 4), with tp, with Flux's blocks, in bf16 (2e-2), with
-	# cfg (each cfg group gathers over its own ulysses ranks)
+	# cfg (each cfg group gathers over its own ulysses ranks), fewer rows
+	# than ranks and a learned tensor
 	F=tests/plans/fsdp.plan
 	case_ fsdp-tiny-ring2xulysses2 $F tiny_fsdp "ring = 2, ulysses = 2" ""
 	case_ fsdp-tiny-ring3-uneven $F tiny_fsdp "ring = 3" "ring_anything = true"
@@ -214,6 +215,7 @@ else
 	case_ fsdp-flux-ring3-uneven $F flux_fsdp "ring = 3" "ring_anything = true"
 	case_ fsdp-tiny-ring2xulysses2-bf16 $F tiny_fsdp "ring = 2, ulysses = 2" "" --dtype bf16
 	case_ fsdp-tiny-cfg2xulysses2 $F tiny_fsdp "cfg = 2, ulysses = 2" "" -D batch=2
+	case_ fsdp-rows-fewer-than-ranks $F edge "ulysses = 4" ""
 	# a split kept through reshapes that add and drop unit dims (Wan's rope
 	# tables [1, S, 1, D] -> [S, D]), unevenly
 	case_ reshape-unit-dims-ring3 tests/diag/layout-reshape-unit-dims.plan p "ring = 3" \
