@@ -9,7 +9,7 @@ modulate, slice/concat, reshape, rope, attention: self, cross and joint
 text+image, fused QKV, per-head norms, key-padding masks (with pad for the
 joint one), repeat blocks) with odd sizes and head
 counts, and a plan over a mesh of 1 to 8 ranks (colwise, packed colwise,
-rowwise, ring, ulysses, split, gather; both rotate methods; the anything modes
+rowwise, ring, ulysses, split, gather, fsdp; both rotate methods; the anything modes
 on uneven sizes), sometimes split over two files with an import, sometimes with
 -D, --mesh and --context on the command line. Most are meant to be valid; some
 carry a deliberate mistake. The properties, whatever the plan:
@@ -63,6 +63,8 @@ class Case:
         # key-padding masks from a generator of their own, so that adding
         # them left every other draw of a seed's cases as it was
         self.mr = random.Random(repr(rng.getstate()))
+        # fsdp styles likewise (another stream of the same state)
+        self.fr = random.Random(repr(rng.getstate()) + "/fsdp")
 
     def allow(self, bug):
         return bug in self.bugs or bug not in KNOWN_BUGS
@@ -391,6 +393,13 @@ class Case:
                 rule("out", "gather(dim = %d)" % r.choice([1] * 9 + [2]))
             elif self.use_repeat and self.chance(0.5):
                 rule("blocks.%d" % (self.nblocks - 1), "gather(dim = 1)")
+        # FSDP: the root's, the blocks' or one linear's weights split over
+        # ring x ulysses (nothing at ring x ulysses = 1)
+        fr = self.fr
+        if fr.random() < 0.3:
+            linears = each("qkv1") + each("rowwise") + each("ffn1")
+            globs = [""] + (["blocks.*"] if self.use_repeat else []) + linears[:3]
+            rule(fr.choice(globs), "fsdp")
 
     def mistake(self):
         """One deliberate error, so that refusals reach beyond the
