@@ -141,17 +141,12 @@ cJSON *summary_build(struct arena *a, const struct plan_cfg *c,
 					m->tensors[m->inputs[i]].name));
 	}
 	if (plan_cp(c) > 1) {
-		/* FSDP: the weights stored split over ring x ulysses (lower.c's
-		 * rule: an fsdp op's weights that tp leaves whole) */
+		/* FSDP: the weights of the ops under fsdp styles (lower.c splits
+		 * those tp leaves whole; -v counts the gathers) */
 		int64_t nw = 0;
-		for (int i = 0; i < m->nops; i++) {
-			const struct ir_op *o = &m->ops[i];
-			bool tp = c->tp > 1 && o->module_index >= 0 &&
-				  (plan_style(c, o->module_index, ST_COLWISE) ||
-				   plan_style(c, o->module_index, ST_ROWWISE));
-			if (o->nweights && !tp && plan_fsdp(c, i))
-				nw += o->nweights;
-		}
+		for (int i = 0; i < m->nops; i++)
+			if (m->ops[i].nweights && plan_fsdp(c, i))
+				nw += m->ops[i].nweights;
 		if (nw) {
 			cJSON *fj = cJSON_AddObjectToObject(j, "fsdp");
 			cJSON_AddItemToObject(fj, "ranks", json_int(plan_cp(c)));
@@ -329,8 +324,9 @@ void summary_print_text(const cJSON *j, FILE *out)
 	}
 	const cJSON *fsdp = cJSON_GetObjectItem(j, "fsdp");
 	if (fsdp)
-		fprintf(out, "  fsdp      %.0f weights split on dim 0 over %.0f ranks (ring x ulysses), "
-			"each all-gathered before its op\n", jnum(fsdp, "weights"), jnum(fsdp, "ranks"));
+		fprintf(out, "  fsdp      %.0f weights of fsdp modules, those tp leaves whole split "
+			"on dim 0 over %.0f ranks (ring x ulysses), each all-gathered before its op\n",
+			jnum(fsdp, "weights"), jnum(fsdp, "ranks"));
 	fprintf(out, "  rules\n");
 	const cJSON *r;
 	int gw = 0, sw = 0;
