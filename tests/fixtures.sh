@@ -103,6 +103,10 @@ else
 	case_ flux-ring-anything3 flux flux_fixture_cp "ring = 3" \
 		"ring_anything = true, rotate_method = \"alltoall\""
 	# Wan: 2 heads x 12, 2 blocks, 128 video + 12 text tokens
+	# FSDP: the blocks' weights split on dim 0 over ring x ulysses, gathered
+	# before their ops (tests/fixtures/flux.plan), against diffusers too
+	case_ flux-fsdp-ring2xulysses2 flux flux_fixture_fsdp "ring = 2, ulysses = 2" ""
+	case_ flux-fsdp-ring-anything3 flux flux_fixture_fsdp "ring = 3" "ring_anything = true"
 	case_ wan-1rank wan wan_fixture_tp "tp = 1" ""
 	case_ wan-tp2 wan wan_fixture_tp "tp = 2" ""
 	case_ wan-ulysses2 wan wan_fixture_cp "ulysses = 2" ""
