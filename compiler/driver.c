@@ -12,7 +12,6 @@
 
 #include "arena.h"
 #include "config.h"
-#include "inspect.h"
 #include "layout.h"
 #include "lower.h"
 #include "parse.h"
@@ -498,8 +497,8 @@ int driver_compile(const struct check_opts *opts, const char *out_path, bool ver
 		status = 2;
 		goto done;
 	}
-	if (o->dumps & DUMP_GRAPH)
-		inspect_graph(&back, len, 0, INSPECT_TEXT, out);
+	if ((o->dumps & DUMP_GRAPH) && o->dump_graph)
+		o->dump_graph(&back, len, out);
 	if (!write_file(out_path, buf, len, err))
 		status = 2;
 	else if (verbose && o->format == FMT_JSON)

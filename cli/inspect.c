@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
+#include "compiler/diag.h"
 #include "runtime/graph_stats.h"
 
 static const char *axis_name(const struct g_graph *g, uint32_t a)
