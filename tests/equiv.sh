@@ -236,6 +236,33 @@ PY
 		echo "FAIL  embed-bf16-control: a rounded timestep passed, or the run failed"
 		sed 's/^/      /' "$tmp/out" | head -20
 	fi
+	# QwenImage in bf16 with 300 text tokens: text positions 2 .. 301, past
+	# bf16's exact 256, which rope_freqs computes itself (compiler/fold.c;
+	# stored, they would be rounded: tests/unit/test_bf16.c's control), on
+	# three meshes against the float32 one-rank run; a timestep bf16 holds
+	if python3 - "$tmp/qwen300.st" <<'PY'
+import random, sys
+sys.path.insert(0, "tests")
+from ckpt import encode, save
+r = random.Random(11)
+rand = lambda n: encode("F32", [r.uniform(-1, 1) for _ in range(n)])
+save(sys.argv[1], {"hidden_states": ("F32", [1, 16, 16], rand(256)),
+                   "encoder_hidden_states": ("F32", [1, 300, 16], rand(4800)),
+                   "encoder_hidden_states_mask": ("F32", [1, 300], encode("F32", [1.0] * 300)),
+                   "timestep": ("F32", [1], encode("F32", [0.75]))})
+PY
+	then
+		RUN_OPTS="--inputs $tmp/qwen300.st"
+		for m in "ulysses = 2" "ring = 2" "ring = 2, ulysses = 2, tp = 2"; do
+			case_ "qwenimage-bf16-txt300-$(echo "$m" | tr -d ' =,')" examples/qwenimage.plan \
+				qwenimage_tiny_usp_tp "$m" "rotate_method = \"alltoall\"" -D txt_seq=300 \
+				--dtype bf16
+		done
+		RUN_OPTS=
+	else
+		fail=$((fail + 1))
+		echo "FAIL  qwenimage-bf16-txt300: the inputs could not be written"
+	fi
 	# splits patch_embed / unpatchify cannot take are gathered (the note's golden
 	# is tests/diag/embed-patch-split-gathered)
 	case_ embed-split-gathered tests/diag/embed-patch-split-gathered.plan p "ulysses = 2" ""

@@ -570,14 +570,15 @@ out:
 	rmdir(dir);
 }
 
-/* A float32 graph narrowed at run time: text positions up to 257 are
- * refused in bf16 (exact up to 256), naming the op; f16 (to 2048) takes
- * them, the control. */
+/* A float32 graph narrowed at run time: text positions up to 257, stored
+ * (the ids are an output too, so rope_freqs cannot compute them itself:
+ * compiler/fold.c), are refused in bf16 (exact up to 256), naming the op;
+ * f16 (to 2048) takes them, the control. */
 static const char positions_plan[] =
 	"model m(txt = 250) {\n  input x : [1, 4, 8];\n"
 	"  tids = text_ids(txt, height = 16, width = 16, center = true);\n"
 	"  cos = rope_freqs(tids, [2, 2, 4], precision = \"f32\");\n"
-	"  y = linear(x, 8);\n  output y, cos;\n}\nplan p {\n  model m;\n}\n";
+	"  y = linear(x, 8);\n  output y, cos, tids;\n}\nplan p {\n  model m;\n}\n";
 
 static void narrowed_positions(void)
 {
