@@ -227,9 +227,10 @@ static void check_one(const struct check_opts *o, struct arena *a, struct diag_c
 	if (d->nerrors > before)
 		return;
 	struct layout_result *lay = layout_run(a, d, c);
+	try_context_hints(a, mark ? mark->next : d->head, prog, p, &o->co);
+	/* after the hints, which re-check without it */
 	if (d->nerrors == before)
 		fold_check_positions(d, c, lay);
-	try_context_hints(a, mark ? mark->next : d->head, prog, p, &o->co);
 	if (o->dumps & DUMP_LAYOUT)
 		dump_layout(out, a, c, lay);
 	if (d->nerrors == before)
@@ -462,9 +463,9 @@ int driver_compile(const struct check_opts *opts, const char *out_path, bool ver
 	if (!c || d.nerrors)
 		goto done;
 	struct layout_result *lay = layout_run(a, &d, c);
+	try_context_hints(a, mark ? mark->next : d.head, &prog, p, &o->co);
 	if (!d.nerrors)
 		fold_check_positions(&d, c, lay);
-	try_context_hints(a, mark ? mark->next : d.head, &prog, p, &o->co);
 	if (o->dumps & DUMP_LAYOUT)
 		dump_layout(out, a, c, lay);
 	if (d.nerrors)
