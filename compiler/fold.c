@@ -50,9 +50,10 @@ static bool stays(const struct plan_cfg *c, const struct layout_result *lay, int
 		for (int k = 0; k < m->ops[i].nin; k++) {
 			if (m->ops[i].in[k] != o->out)
 				continue;
+			if (m->ops[i].kind != OP_rope_freqs)
+				return true;
 			const struct layout *in = &lay->in[i][k];
-			if (m->ops[i].kind != OP_rope_freqs || in->cp.kind != LAY_REPL ||
-			    in->tp.kind != LAY_REPL)
+			if (in->cp.kind != LAY_REPL || in->tp.kind != LAY_REPL)
 				return true;
 		}
 	return false;
@@ -82,6 +83,14 @@ void fold_check_positions(struct diag_ctx *d, const struct plan_cfg *c,
 }
 
 /* ---- the graph ---------------------------------------------------------------------- */
+
+static bool whole(const struct g_tensor *t)
+{
+	for (int d = 0; d < t->ndim; d++)
+		if (t->pattern[d] >= 0)
+			return false;
+	return true;
+}
 
 /* Drops the ops marked in drop and the tensors they produced: the tables
  * are rebuilt in order, tensor indices renumbered, operand ranges laid out
@@ -160,14 +169,17 @@ void fold_positions(struct arena *a, struct g_graph *g)
 		struct g_op *o = &ops[i];
 		if (o->kind != OP_rope_freqs || o->nin != 1)
 			continue;
-		int32_t p = producer[g->operands[o->in0]];
+		uint32_t ids = g->operands[o->in0];
+		int32_t p = producer[ids];
 		const struct g_op *gen = p < 0 ? NULL : &ops[p];
 		if (!gen || (gen->kind != OP_grid_ids && gen->kind != OP_text_ids))
 			continue;
 		bool grid = gen->kind == OP_grid_ids;
-		if (!axes_fit(grid, grid ? 3 : gen->attr[2]))
+		/* a generator's output is whole (layout.c), and so the table
+		 * that reads it directly; the runtime computes whole tables */
+		if (!axes_fit(grid, grid ? 3 : gen->attr[2]) || !whole(&g->tensors[ids]) ||
+		    !whole(&g->tensors[o->out]))
 			continue;
-		/* a generator's output is whole (layout.c), so is the table */
 		if (grid) {
 			memcpy(&o->attr[3], gen->attr, 3 * sizeof *gen->attr);
 			o->flags |= G_OF_GRID | (gen->flags & G_OF_CENTER);
