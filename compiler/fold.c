@@ -35,14 +35,13 @@ static bool axes_fit(bool grid, int64_t naxes)
 /* The generator op g stays in the graph (fold_positions cannot fold it
  * away): its output is an output, or read by an op other than a rope_freqs
  * that takes it whole (a split in between is a shard op), or its axes do
- * not fit. */
+ * not fit. One nothing reads is dropped. */
 static bool stays(const struct plan_cfg *c, const struct layout_result *lay, int g)
 {
 	const struct ir_model *m = c->model;
 	const struct ir_op *o = &m->ops[g];
+	bool read = false;
 
-	if (!axes_fit(o->kind == OP_grid_ids, o->kind == OP_grid_ids ? 3 : o->attr[2]))
-		return true;
 	for (int i = 0; i < m->noutputs; i++)
 		if (m->outputs[i] == o->out)
 			return true;
@@ -50,13 +49,14 @@ static bool stays(const struct plan_cfg *c, const struct layout_result *lay, int
 		for (int k = 0; k < m->ops[i].nin; k++) {
 			if (m->ops[i].in[k] != o->out)
 				continue;
+			read = true;
 			if (m->ops[i].kind != OP_rope_freqs)
 				return true;
 			const struct layout *in = &lay->in[i][k];
 			if (in->cp.kind != LAY_REPL || in->tp.kind != LAY_REPL)
 				return true;
 		}
-	return false;
+	return read && !axes_fit(o->kind == OP_grid_ids, o->kind == OP_grid_ids ? 3 : o->attr[2]);
 }
 
 void fold_check_positions(struct diag_ctx *d, const struct plan_cfg *c,
@@ -190,20 +190,22 @@ void fold_positions(struct arena *a, struct g_graph *g)
 		o->nin = 0;
 		folded = true;
 	}
-	if (!folded)
-		return;
-	g->need.caps |= G_CAP_POSITIONS;
+	if (folded)
+		g->need.caps |= G_CAP_POSITIONS;
 
-	/* generators nothing reads any more */
-	memset(readers, 0, sizeof *readers * g->ntensors);
+	/* generators nothing reads (any more, or ever: fold_check_positions
+	 * takes those as gone too) */
 	for (uint32_t i = 0; i < g->nops; i++)
 		for (uint32_t k = 0; k < ops[i].nin; k++)
 			readers[g->operands[ops[i].in0 + k]]++;
 	for (uint32_t k = 0; k < g->noutputs; k++)
 		readers[g->outputs[k]]++;
-	bool *drop = ARENA_ARRAY(a, bool, g->nops);
-	for (uint32_t i = 0; i < g->nops; i++)
+	bool *drop = ARENA_ARRAY(a, bool, g->nops), any = false;
+	for (uint32_t i = 0; i < g->nops; i++) {
 		drop[i] = (ops[i].kind == OP_grid_ids || ops[i].kind == OP_text_ids) &&
 			  !readers[ops[i].out];
-	drop_ops(a, g, drop);
+		any |= drop[i];
+	}
+	if (any)
+		drop_ops(a, g, drop);
 }

@@ -58,6 +58,36 @@ matrix() {
 		"rotate_method = \"alltoall\"" "$@"
 }
 
+# flux_inputs OUT [-D ...]: inputs of examples/flux.plan's tiny plans (their
+# shapes from `dtpc check -d i`): random, seed 5, with a timestep (0.5) whose
+# product by 1000 bf16 holds. A bf16 graph rounds timestep * 1000 to bf16 as
+# diffusers' Flux does (docs/language.md) and the float32 reference does
+# not, so a timestep whose product bf16 rounds would fail the bf16 cases
+# (and tests/gpu/run.sh's pass narrowed to bf16) for a reason of diffusers'
+# own.
+flux_inputs() {
+	fi_out=$1
+	shift
+	"$DTPC" check examples/flux.plan --plan flux_tiny_ring2_ulysses2_tp2 "$@" -d i \
+		2>/dev/null | python3 -c '
+import random, re, sys
+sys.path.insert(0, "tests")
+from ckpt import encode, save
+r = random.Random(5)
+t = {}
+for line in sys.stdin:
+    m = re.match(r"input +%\d+ (\S+) \[(.*)\]", line)
+    if m:
+        shape = [int(d) for d in m.group(2).split(",")]
+        n = 1
+        for d in shape:
+            n *= d
+        v = {"timestep": [0.5] * n, "guidance": [2.0] * n}.get(m.group(1))
+        t[m.group(1)] = ("F32", shape, encode("F32", v or [r.uniform(-1, 1) for _ in range(n)]))
+assert "timestep" in t, "no timestep input"
+save(sys.argv[1], t)' "$fi_out"
+}
+
 # Key-padding masks (tests/plans/mask.plan; inputs with masks from
 # tools/gen_mask_fixture.py). sdpa: attention on the inputs, also compared with
 # PyTorch's SDPA (tolerance 1e-5 as tests/fixtures.sh; measured 2.6e-7);
@@ -120,6 +150,11 @@ mask_controls() {
 	fi
 }
 
+if ! flux_inputs "$tmp/flux_in.st" || ! flux_inputs "$tmp/flux_in1323.st" -D img_seq=13 \
+	-D txt_seq=23; then
+	fail=$((fail + 1))
+	echo "FAIL  flux inputs: could not be written"
+fi
 if [ "$MODE" = mpi ]; then
 	# a subset under mpirun: one rank per process
 	mask_case mpi-mask-sdpa-ring2-alltoall sdpa "ring = 2" "rotate_method = \"alltoall\""
@@ -128,8 +163,10 @@ if [ "$MODE" = mpi ]; then
 		"ring = 2, ulysses = 2, tp = 2" "" -D seq=64
 	case_ mpi-tiny-ring4-alltoall examples/tiny_dit.plan tiny_dit_8 "ring = 4" \
 		"rotate_method = \"alltoall\"" -D seq=64
+	RUN_OPTS="--inputs $tmp/flux_in.st"
 	case_ mpi-flux-ulysses2xtp2 examples/flux.plan flux_tiny_ring2_ulysses2_tp2 \
 		"ulysses = 2, tp = 2" ""
+	RUN_OPTS=
 	case_ mpi-tiny-ulysses-anything3 examples/tiny_dit.plan tiny_dit_8 "ulysses = 3" \
 		"ulysses_anything = true" -D seq=50 -D heads=5 -D hidden=40
 else
@@ -138,11 +175,14 @@ else
 		"ulysses_anything = true" -D seq=50 -D heads=5 -D hidden=40
 	case_ tiny-ring-anything3 examples/tiny_dit.plan tiny_dit_8 "ring = 3" \
 		"ring_anything = true" -D seq=50
+	RUN_OPTS="--inputs $tmp/flux_in.st"
 	matrix flux examples/flux.plan flux_tiny_ring2_ulysses2_tp2 flux_tiny_tp
+	RUN_OPTS="--inputs $tmp/flux_in1323.st"
 	case_ flux-ulysses-anything3 examples/flux.plan flux_tiny_ring2_ulysses2_tp2 \
 		"ulysses = 3" "ulysses_anything = true" -D num_attention_heads=5 -D img_seq=13 -D txt_seq=23
 	case_ flux-ring-anything3 examples/flux.plan flux_tiny_ring2_ulysses2_tp2 "ring = 3" \
 		"ring_anything = true, rotate_method = \"alltoall\"" -D img_seq=13 -D txt_seq=23
+	RUN_OPTS=
 	matrix qwenimage examples/qwenimage.plan qwenimage_tiny_usp_tp qwenimage_tiny_tp
 	case_ qwenimage-ulysses-anything2 examples/qwenimage.plan \
 		qwenimage_tiny_ulysses_anything2 "ulysses = 2" "ulysses_anything = true"
@@ -168,31 +208,9 @@ else
 	case_ forward-ulysses-anything3 $F forward_cp "ulysses = 3" "ulysses_anything = true" \
 		-D num_attention_heads=5 -D img_seq=7 -D txt_seq=5
 	# bf16 storage on the CPU: every mesh of the tiny model, and Flux on the
-	# meshes that exercise its joint attention, ring's float32 merge and not.
-	# Flux's inputs: random, with a timestep (0.5) whose product by 1000
-	# bf16 holds — a bf16 graph rounds timestep * 1000 to bf16 as diffusers'
-	# Flux does (docs/language.md), the float32 reference does not
+	# meshes that exercise its joint attention, ring's float32 merge and not
+	# (flux_inputs: a timestep whose product by 1000 bf16 holds)
 	matrix tiny-bf16 examples/tiny_dit.plan tiny_dit_8 tiny_dit_tp -D seq=64 --dtype bf16
-	for s in "" "-D img_seq=13 -D txt_seq=23"; do
-		# shellcheck disable=SC2086 # the -D options
-		"$DTPC" check examples/flux.plan --plan flux_tiny_ring2_ulysses2_tp2 $s -d i \
-			2>/dev/null | python3 -c '
-import random, re, sys
-sys.path.insert(0, "tests")
-from ckpt import encode, save
-r = random.Random(5)
-t = {}
-for line in sys.stdin:
-    m = re.match(r"input +%\d+ (\S+) \[(.*)\]", line)
-    if m:
-        shape = [int(d) for d in m.group(2).split(",")]
-        n = 1
-        for d in shape:
-            n *= d
-        v = {"timestep": [0.5] * n, "guidance": [2.0] * n}.get(m.group(1))
-        t[m.group(1)] = ("F32", shape, encode("F32", v or [r.uniform(-1, 1) for _ in range(n)]))
-save(sys.argv[1], t)' "$tmp/flux_in$(echo "$s" | tr -dc 0-9).st"
-	done
 	RUN_OPTS="--inputs $tmp/flux_in.st"
 	case_ flux-bf16-ulysses2xtp2 examples/flux.plan flux_tiny_ring2_ulysses2_tp2 \
 		"ulysses = 2, tp = 2" "" --dtype bf16
