@@ -132,6 +132,7 @@ static const struct {
 	{ G_CAP_F32, "f32" },
 	{ G_CAP_BF16, "bf16" },
 	{ G_CAP_F16, "f16" },
+	{ G_CAP_POSITIONS, "positions" },
 	{ G_CAP_CUDA, "cuda" },
 };
 

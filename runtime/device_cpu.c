@@ -745,6 +745,17 @@ static int cpu_timestep_embedding(struct dev *d, const float *t, float *y, int64
 			return -1;
 		a.in = widen(c, tw, t, n);
 		a.y = tw + n;
+		/* diffusers' `timestep.to(dtype) * 1000` multiplies in the
+		 * storage dtype (torch rounds the float product once): so does
+		 * input_scale here, through y (n * dim >= n elements, written
+		 * after) */
+		if (input_scale != 1) {
+			for (int64_t i = 0; i < n; i++)
+				tw[i] *= (float)input_scale;
+			narrow_to(c, y, tw, n);
+			widen(c, tw, y, n);
+			a.input_scale = 1;
+		}
 	}
 	/* a row costs dim sines and cosines: a few rows are a task */
 	par_range(c, n, 1 + GRAIN / 64 / (dim > 0 ? dim : 1), timestep_range, &a);
@@ -761,8 +772,9 @@ static void rope_freqs_range(const void *a, int64_t lo, int64_t hi)
 		     r->theta, r->flag, r->f64);
 }
 
-static int cpu_rope_freqs(struct dev *d, const float *ids, float *y, int64_t rows,
-			  int64_t naxes, const int64_t *axes_dim, double theta, bool sine, bool f64)
+static int cpu_rope_freqs(struct dev *d, const float *ids, const struct dev_positions *pos,
+			  float *y, int64_t rows, int64_t naxes, const int64_t *axes_dim,
+			  double theta, bool sine, bool f64)
 {
 	struct cpu_dev *c = cpu(d);
 	struct rows_args a = { .in = ids, .y = y, .naxes = naxes, .axes_dim = axes_dim,
@@ -771,14 +783,21 @@ static int cpu_rope_freqs(struct dev *d, const float *ids, float *y, int64_t row
 
 	for (int64_t i = 0; i < naxes; i++)
 		a.dim += axes_dim[i];
-	if (narrow(c)) {
-		if (!(t = twins(c, (size_t)(rows * naxes + rows * a.dim))))
+	if (narrow(c) || !ids) {
+		/* float32 positions (widened, or computed: exact up to 2^24
+		 * whatever the storage), then the table when it is narrow */
+		if (!(t = twins(c, (size_t)(rows * naxes + (narrow(c) ? rows * a.dim : 0)))))
 			return -1;
-		a.in = widen(c, t, ids, rows * naxes);
-		a.y = t + rows * naxes;
+		if (!ids && pos->grid)
+			k_grid_ids(t, pos->F, pos->H, pos->W, pos->center);
+		else if (!ids)
+			k_text_ids(t, rows, pos->first, naxes);
+		a.in = ids ? widen(c, t, ids, rows * naxes) : t;
+		if (narrow(c))
+			a.y = t + rows * naxes;
 	}
 	par_range(c, rows, 1 + GRAIN / 64 / (a.dim > 0 ? a.dim : 1), rope_freqs_range, &a);
-	if (t)
+	if (narrow(c))
 		narrow_to(c, y, a.y, rows * a.dim);
 	return 0;
 }
