@@ -832,9 +832,14 @@ static int cpu_text_ids(struct dev *d, float *y, int64_t length, int64_t first, 
 }
 
 /* The (un)patchify copies run on the calling thread: once per forward, a
- * few MB at most beside the blocks' GEMMs. */
-static int cpu_patchify(struct dev *d, const float *x, float *y, int64_t B, int64_t C,
-			int64_t F, int64_t H, int64_t W, int64_t pt, int64_t ph, int64_t pw)
+ * few MB at most beside the blocks' GEMMs. A permutation: under narrow
+ * storage widening and rounding back are exact. */
+typedef void patch_kernel(const float *x, float *y, int64_t B, int64_t C, int64_t F, int64_t H,
+			  int64_t W, int64_t pt, int64_t ph, int64_t pw);
+
+static int patch_copy(struct dev *d, patch_kernel *k, const float *x, float *y, int64_t B,
+		      int64_t C, int64_t F, int64_t H, int64_t W, int64_t pt, int64_t ph,
+		      int64_t pw)
 {
 	struct cpu_dev *c = cpu(d);
 	int64_t n = B * C * F * H * W;
@@ -845,28 +850,22 @@ static int cpu_patchify(struct dev *d, const float *x, float *y, int64_t B, int6
 			return -1;
 		x = widen(c, t, x, n);
 	}
-	k_patchify(x, t ? t + n : y, B, C, F, H, W, pt, ph, pw);
+	k(x, t ? t + n : y, B, C, F, H, W, pt, ph, pw);
 	if (t)
 		narrow_to(c, y, t + n, n);
 	return 0;
 }
 
+static int cpu_patchify(struct dev *d, const float *x, float *y, int64_t B, int64_t C,
+			int64_t F, int64_t H, int64_t W, int64_t pt, int64_t ph, int64_t pw)
+{
+	return patch_copy(d, k_patchify, x, y, B, C, F, H, W, pt, ph, pw);
+}
+
 static int cpu_unpatchify(struct dev *d, const float *x, float *y, int64_t B, int64_t C,
 			  int64_t F, int64_t H, int64_t W, int64_t pt, int64_t ph, int64_t pw)
 {
-	struct cpu_dev *c = cpu(d);
-	int64_t n = B * C * F * H * W;
-	float *t = NULL;
-
-	if (narrow(c)) {
-		if (!(t = twins(c, (size_t)(2 * n))))
-			return -1;
-		x = widen(c, t, x, n);
-	}
-	k_unpatchify(x, t ? t + n : y, B, C, F, H, W, pt, ph, pw);
-	if (t)
-		narrow_to(c, y, t + n, n);
-	return 0;
+	return patch_copy(d, k_unpatchify, x, y, B, C, F, H, W, pt, ph, pw);
 }
 
 /* pad's constant: under narrow storage the value rounded once into a row
