@@ -85,11 +85,18 @@ NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall -lineinfo
 NVCCFLAGS += $(if $(CUDNN_LIB),-DDTPC_HAVE_CUDNN)
 endif
 
-COMPILER_SRC = $(filter-out compiler/main.c,$(wildcard compiler/*.c))
+# Three parts: the compiler library libdtpcc (compiler/: plan -> graph; of
+# the runtime it uses the graph format only, which tests/install.sh checks),
+# the runtime library libdtpc (runtime/, kernels/), and the program (cli/:
+# the command line and the commands that run, read or measure graphs),
+# which links both.
+COMPILER_SRC = $(wildcard compiler/*.c)
 COMPILER_OBJ = $(COMPILER_SRC:%.c=$(BUILD)/obj/%.o) \
                $(BUILD)/obj/gen/plan.tab.o $(BUILD)/obj/gen/lex.yy.o
 RUNTIME_SRC  = $(wildcard runtime/*.c kernels/cpu/*.c)
 RUNTIME_OBJ  = $(RUNTIME_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_SRC      = $(wildcard cli/*.c)
+CLI_OBJ      = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_SRC     = $(wildcard tests/unit/test_*.c)
 UNIT_BIN     = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 MPI_TEST_SRC = $(if $(HAVE_MPI),$(wildcard tests/mpi/*.c))
@@ -151,7 +158,7 @@ $(BUILD)/libdtpc.a: $(RUNTIME_OBJ)
 
 LIBS = $(BUILD)/libdtpcc.a $(BUILD)/libdtpc.a
 
-$(BUILD)/dtpc: $(BUILD)/obj/compiler/main.o $(LIBS)
+$(BUILD)/dtpc: $(CLI_OBJ) $(LIBS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBS)
@@ -162,7 +169,8 @@ $(BUILD)/tests/mpi_%: $(BUILD)/obj/tests/mpi/%.o $(LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBS)
+# the benchmarks report medians as dtpc run does (cli/median.c)
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/obj/cli/median.o $(LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -289,7 +297,7 @@ ifneq ($(file < $(BUILD)/obj/.config),$(BUILD_CONFIG))
 $(shell mkdir -p $(BUILD)/obj)
 $(file > $(BUILD)/obj/.config,$(BUILD_CONFIG))
 endif
-$(RUNTIME_OBJ) $(CUDA_OBJ) $(COMPILER_OBJ) $(BUILD)/obj/compiler/main.o: $(BUILD)/obj/.config
+$(RUNTIME_OBJ) $(CUDA_OBJ) $(COMPILER_OBJ) $(CLI_OBJ): $(BUILD)/obj/.config
 
 $(BUILD)/libdtpc.map:
 	@mkdir -p $(@D)

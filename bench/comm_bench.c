@@ -28,7 +28,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "compiler/median.h"
+#include "cli/median.h"
 #include "runtime/comm.h"
 
 enum { MAXR = 8, NSIZES = 8, WARMUP = 2, MIN_ITERS = 5, MAX_ITERS = 500 };

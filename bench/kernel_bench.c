@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "compiler/median.h"
+#include "cli/median.h"
 #include "kernels/cpu/kernels.h"
 
 static clockid_t clock_id = CLOCK_THREAD_CPUTIME_ID;

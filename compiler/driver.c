@@ -12,7 +12,7 @@
 
 #include "arena.h"
 #include "config.h"
-#include "inspect.h"
+#include "fold.h"
 #include "layout.h"
 #include "lower.h"
 #include "parse.h"
@@ -240,6 +240,9 @@ static void check_one(const struct check_opts *o, struct arena *a, struct diag_c
 		return;
 	struct layout_result *lay = layout_run(a, d, c);
 	try_context_hints(a, mark ? mark->next : d->head, prog, p, &o->co);
+	/* after the hints, which re-check without it */
+	if (d->nerrors == before)
+		fold_check_positions(d, c, lay);
 	if (o->dumps & DUMP_LAYOUT)
 		dump_layout(out, a, c, lay);
 	if (d->nerrors == before)
@@ -480,6 +483,8 @@ int driver_compile(const struct check_opts *opts, const char *out_path, bool ver
 		goto done;
 	struct layout_result *lay = layout_run(a, &d, c);
 	try_context_hints(a, mark ? mark->next : d.head, &prog, p, &o->co);
+	if (!d.nerrors)
+		fold_check_positions(&d, c, lay);
 	if (o->dumps & DUMP_LAYOUT)
 		dump_layout(out, a, c, lay);
 	if (d.nerrors)
@@ -488,6 +493,7 @@ int driver_compile(const struct check_opts *opts, const char *out_path, bool ver
 	struct g_graph *g = lower_plan(a, &d, c, lay, &lo);
 	if (!g)
 		goto done;
+	fold_positions(a, g);
 	memplan_run(a, g);
 	size_t len = 0;
 	void *buf = graph_serialize(g, &len);
@@ -505,8 +511,8 @@ int driver_compile(const struct check_opts *opts, const char *out_path, bool ver
 		status = 2;
 		goto done;
 	}
-	if (o->dumps & DUMP_GRAPH)
-		inspect_graph(&back, len, 0, INSPECT_TEXT, out);
+	if ((o->dumps & DUMP_GRAPH) && o->dump_graph)
+		o->dump_graph(&back, len, out);
 	if (!write_file(out_path, buf, len, err))
 		status = 2;
 	else if (verbose && o->format == FMT_JSON)
@@ -567,12 +573,15 @@ void *driver_graph_buffer(const char *source, const char *plan, const char *mesh
 		c->dtype = G_DT_F32;
 	}
 	struct layout_result *lay = layout_run(a, &d, c);
+	if (!d.nerrors)
+		fold_check_positions(&d, c, lay);
 	struct lower_opts lo = { .source_path = source, .source_hash = sources_hash(&d, &prog) };
 	if (source_hash)
 		*source_hash = lo.source_hash;
 	struct g_graph *g = d.nerrors ? NULL : lower_plan(a, &d, c, lay, &lo);
 	if (!g)
 		goto done;
+	fold_positions(a, g);
 	memplan_run(a, g);
 	buf = graph_serialize(g, len);
 done:

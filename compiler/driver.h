@@ -19,6 +19,11 @@ struct check_opts {
 	unsigned dumps;
 	bool color;
 	bool quiet; /* -q: no summary and no standalone notes (benchmarks, scripts) */
+	/* -d g's printer of the graph as read back (len: its serialized size).
+	 * The program passes `dtpc inspect`'s text view (cli/inspect.c); the
+	 * compiler library has no graph printer of its own, and without one
+	 * DUMP_GRAPH prints nothing. */
+	void (*dump_graph)(const struct g_graph *g, size_t len, FILE *out);
 };
 
 /* A file a command reads, checked before any work is done, so that every

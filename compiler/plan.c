@@ -330,31 +330,6 @@ static void check_context(struct resolver *R)
 	}
 }
 
-/* The positions grid_ids and text_ids write are stored in the plan's dtype:
- * each must be an integer that dtype holds exactly, or the RoPE angles
- * would be those of rounded positions (diffusers computes them exactly). */
-static void check_positions(struct resolver *R)
-{
-	const struct plan_cfg *c = R->c;
-	int64_t exact = graph_dtype_exact_ints(c->dtype);
-
-	for (int i = 0; i < c->model->nops; i++) {
-		const struct ir_op *o = &c->model->ops[i];
-		if (o->kind != OP_grid_ids && o->kind != OP_text_ids)
-			continue;
-		int64_t ext = graph_ids_extent(o->kind == OP_grid_ids, o->attr, o->flag);
-		if (ext <= exact)
-			continue;
-		diag_error(R->d, o->loc, "%s: position %" PRId64 " is not exact in %s storage "
-			   "(integers up to %" PRId64 " are)", op_table[o->kind].name, ext,
-			   graph_dtype_name(c->dtype), exact);
-		diag_note(R->d, c->dtype_loc, "the storage dtype is set here");
-		bool f16_holds = c->dtype == G_DT_BF16 && ext <= graph_dtype_exact_ints(G_DT_F16);
-		diag_hint(R->d, "diffusers computes positions exactly: compile in f32%s, or with "
-			  "fewer positions", f16_holds ? " or f16 (exact up to 2048)" : "");
-	}
-}
-
 /* ring, ulysses, tp and cfg have styles; along another axis (dp) every
  * rank computes what its neighbours compute. That is a waste, not a wrong
  * result, so it is a note at the axis. An axis that gains a style joins
@@ -1335,7 +1310,6 @@ struct plan_cfg *plan_resolve(struct arena *a, struct diag_ctx *d,
 	for (const struct pstmt *s = p->body; s; s = s->next)
 		if (s->kind == PS_RULE)
 			c->rules[c->nrules++] = (struct rule){ .stmt = s, .glob = s->name };
-	check_positions(&R);
 	R.matched = ARENA_ARRAY(a, int, c->model->nmodules);
 	for (int i = 0; i < c->nrules; i++)
 		apply_rule(&R, i);

@@ -33,7 +33,7 @@ static const struct rule rules[] = {
 	{ "model", "model.c", "The model does not instantiate",
 	  "Unknown ops, tensors and parameters; argument kinds; missing, extra and repeated "
 	  "arguments; each op's shape rule; a model past 2^48 elements." },
-	{ "plan", "plan.c", "The plan does not fit its model and mesh",
+	{ "plan", "plan.c fold.c", "The plan does not fit its model and mesh",
 	  "Mesh sizes and names, context options, tensor-parallel divisibility, Ulysses head "
 	  "counts, splits, rules (globs matching nothing, conflicting or misplaced styles); "
 	  "as a note, an axis no style splits over." },

@@ -26,6 +26,14 @@
 
 struct dev;
 
+/* Positions that rope_freqs computes instead of reading ids: grid_ids'
+ * (grid: frames F, height H, width W, center) or text_ids' (first + row on
+ * every axis), as k_grid_ids / k_text_ids write them. */
+struct dev_positions {
+	bool grid, center;
+	int64_t F, H, W, first;
+};
+
 struct dev_ops {
 	const char *name;
 	bool host_memory;      /* the host reads and writes device pointers */
@@ -104,8 +112,11 @@ struct dev_ops {
 	int (*timestep_embedding)(struct dev *d, const float *t, float *y, int64_t n, int64_t dim,
 				  bool flip, double shift, double scale, double max_period,
 				  double input_scale);
-	int (*rope_freqs)(struct dev *d, const float *ids, float *y, int64_t rows, int64_t naxes,
-			  const int64_t *axes_dim, double theta, bool sine, bool f64);
+	/* ids NULL: the positions of pos instead, computed in float32 and
+	 * never stored (a rope_freqs op the compiler folded a generator into) */
+	int (*rope_freqs)(struct dev *d, const float *ids, const struct dev_positions *pos,
+			  float *y, int64_t rows, int64_t naxes, const int64_t *axes_dim,
+			  double theta, bool sine, bool f64);
 	int (*grid_ids)(struct dev *d, float *y, int64_t F, int64_t H, int64_t W, bool center);
 	int (*text_ids)(struct dev *d, float *y, int64_t length, int64_t first, int64_t axes);
 	int (*patchify)(struct dev *d, const float *x, float *y, int64_t B, int64_t C, int64_t F,

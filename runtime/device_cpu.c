@@ -745,6 +745,17 @@ static int cpu_timestep_embedding(struct dev *d, const float *t, float *y, int64
 			return -1;
 		a.in = widen(c, tw, t, n);
 		a.y = tw + n;
+		/* diffusers' `timestep.to(dtype) * 1000` multiplies in the
+		 * storage dtype (torch rounds the float product once): so does
+		 * input_scale here, through y (n * dim >= n elements, written
+		 * after) */
+		if (input_scale != 1) {
+			for (int64_t i = 0; i < n; i++)
+				tw[i] *= (float)input_scale;
+			narrow_to(c, y, tw, n);
+			widen(c, tw, y, n);
+			a.input_scale = 1;
+		}
 	}
 	/* a row costs dim sines and cosines: a few rows are a task */
 	par_range(c, n, 1 + GRAIN / 64 / (dim > 0 ? dim : 1), timestep_range, &a);
@@ -761,8 +772,9 @@ static void rope_freqs_range(const void *a, int64_t lo, int64_t hi)
 		     r->theta, r->flag, r->f64);
 }
 
-static int cpu_rope_freqs(struct dev *d, const float *ids, float *y, int64_t rows,
-			  int64_t naxes, const int64_t *axes_dim, double theta, bool sine, bool f64)
+static int cpu_rope_freqs(struct dev *d, const float *ids, const struct dev_positions *pos,
+			  float *y, int64_t rows, int64_t naxes, const int64_t *axes_dim,
+			  double theta, bool sine, bool f64)
 {
 	struct cpu_dev *c = cpu(d);
 	struct rows_args a = { .in = ids, .y = y, .naxes = naxes, .axes_dim = axes_dim,
@@ -771,14 +783,21 @@ static int cpu_rope_freqs(struct dev *d, const float *ids, float *y, int64_t row
 
 	for (int64_t i = 0; i < naxes; i++)
 		a.dim += axes_dim[i];
-	if (narrow(c)) {
-		if (!(t = twins(c, (size_t)(rows * naxes + rows * a.dim))))
+	if (narrow(c) || !ids) {
+		/* float32 positions (widened, or computed: exact up to 2^24
+		 * whatever the storage), then the table when it is narrow */
+		if (!(t = twins(c, (size_t)(rows * naxes + (narrow(c) ? rows * a.dim : 0)))))
 			return -1;
-		a.in = widen(c, t, ids, rows * naxes);
-		a.y = t + rows * naxes;
+		if (!ids && pos->grid)
+			k_grid_ids(t, pos->F, pos->H, pos->W, pos->center);
+		else if (!ids)
+			k_text_ids(t, rows, pos->first, naxes);
+		a.in = ids ? widen(c, t, ids, rows * naxes) : t;
+		if (narrow(c))
+			a.y = t + rows * naxes;
 	}
 	par_range(c, rows, 1 + GRAIN / 64 / (a.dim > 0 ? a.dim : 1), rope_freqs_range, &a);
-	if (t)
+	if (narrow(c))
 		narrow_to(c, y, a.y, rows * a.dim);
 	return 0;
 }
@@ -813,9 +832,14 @@ static int cpu_text_ids(struct dev *d, float *y, int64_t length, int64_t first, 
 }
 
 /* The (un)patchify copies run on the calling thread: once per forward, a
- * few MB at most beside the blocks' GEMMs. */
-static int cpu_patchify(struct dev *d, const float *x, float *y, int64_t B, int64_t C,
-			int64_t F, int64_t H, int64_t W, int64_t pt, int64_t ph, int64_t pw)
+ * few MB at most beside the blocks' GEMMs. A permutation: under narrow
+ * storage widening and rounding back are exact. */
+typedef void patch_kernel(const float *x, float *y, int64_t B, int64_t C, int64_t F, int64_t H,
+			  int64_t W, int64_t pt, int64_t ph, int64_t pw);
+
+static int patch_copy(struct dev *d, patch_kernel *k, const float *x, float *y, int64_t B,
+		      int64_t C, int64_t F, int64_t H, int64_t W, int64_t pt, int64_t ph,
+		      int64_t pw)
 {
 	struct cpu_dev *c = cpu(d);
 	int64_t n = B * C * F * H * W;
@@ -826,28 +850,22 @@ static int cpu_patchify(struct dev *d, const float *x, float *y, int64_t B, int6
 			return -1;
 		x = widen(c, t, x, n);
 	}
-	k_patchify(x, t ? t + n : y, B, C, F, H, W, pt, ph, pw);
+	k(x, t ? t + n : y, B, C, F, H, W, pt, ph, pw);
 	if (t)
 		narrow_to(c, y, t + n, n);
 	return 0;
 }
 
+static int cpu_patchify(struct dev *d, const float *x, float *y, int64_t B, int64_t C,
+			int64_t F, int64_t H, int64_t W, int64_t pt, int64_t ph, int64_t pw)
+{
+	return patch_copy(d, k_patchify, x, y, B, C, F, H, W, pt, ph, pw);
+}
+
 static int cpu_unpatchify(struct dev *d, const float *x, float *y, int64_t B, int64_t C,
 			  int64_t F, int64_t H, int64_t W, int64_t pt, int64_t ph, int64_t pw)
 {
-	struct cpu_dev *c = cpu(d);
-	int64_t n = B * C * F * H * W;
-	float *t = NULL;
-
-	if (narrow(c)) {
-		if (!(t = twins(c, (size_t)(2 * n))))
-			return -1;
-		x = widen(c, t, x, n);
-	}
-	k_unpatchify(x, t ? t + n : y, B, C, F, H, W, pt, ph, pw);
-	if (t)
-		narrow_to(c, y, t + n, n);
-	return 0;
+	return patch_copy(d, k_unpatchify, x, y, B, C, F, H, W, pt, ph, pw);
 }
 
 /* pad's constant: under narrow storage the value rounded once into a row

@@ -596,9 +596,29 @@ dtpc_status exec_check(struct dtpc_session *s, uint32_t i)
 		return DTPC_OK;
 	}
 	case OP_rope_freqs: {
-		REQUIRE(nd(s, x) == 2 && nd(s, out) == 2 && dims(s, out)[0] == dims(s, x)[0], i, name,
-			"ids must be [S, axes] and the output [S, width]");
-		int64_t n = dims(s, x)[1], width = 0;
+		if (!o->nin) {
+			/* positions computed (the loader saw one generator flag):
+			 * the generator's checks, on a whole output */
+			const struct g_tensor *t = &s->g->tensors[out];
+			int64_t ids[3], rows = 1;
+			graph_rope_ids_attr(o, nd(s, out) ? dims(s, out)[0] : 0, ids);
+			bool grid = o->flags & G_OF_GRID;
+			for (int k = 0; k < (grid ? 3 : 1); k++)
+				REQUIRE(ids[k] >= 1 && ids[k] <= (1 << 24) &&
+						!__builtin_mul_overflow(rows, ids[k], &rows), i, name,
+					"position sizes");
+			for (int k = graph_rope_naxes(o); !grid && k < G_NATTR - 1; k++)
+				REQUIRE(!o->attr[k], i, name, "attr[%d] after the axes", k);
+			REQUIRE(nd(s, out) == 2 && t->pattern[0] == -1 && t->pattern[1] == -1 &&
+					dims(s, out)[0] == rows && graph_ids_extent(grid, ids,
+						o->flags & G_OF_CENTER) <= (1 << 24), i, name,
+				"the output must be whole, [%lld, width], its positions within 2^24",
+				(long long)rows);
+		} else {
+			REQUIRE(nd(s, x) == 2 && nd(s, out) == 2 && dims(s, out)[0] == dims(s, x)[0],
+				i, name, "ids must be [S, axes] and the output [S, width]");
+		}
+		int64_t n = o->nin ? dims(s, x)[1] : graph_rope_naxes(o), width = 0;
 		REQUIRE(n >= 1 && n <= G_NATTR, i, name, "%lld axes (1 to %d)", (long long)n, G_NATTR);
 		for (int k = 0; k < n; k++) {
 			REQUIRE(o->attr[k] >= 2 && o->attr[k] % 2 == 0 && o->attr[k] <= dims(s, out)[1],
@@ -1273,10 +1293,16 @@ dtpc_status exec_op(struct dtpc_session *s, uint32_t i)
 		    o->flags & G_OF_FLIP, f[0], f[1], f[2], f[3]);
 		return DTPC_OK;
 	}
-	case OP_rope_freqs:
-		DEV(s, o, rope_freqs, rt_data(s, x), y, dims(s, x)[0], dims(s, x)[1], o->attr, o->eps,
+	case OP_rope_freqs: {
+		int64_t ids[3];
+		graph_rope_ids_attr(o, dims(s, out)[0], ids);
+		struct dev_positions pos = { o->flags & G_OF_GRID, o->flags & G_OF_CENTER, ids[0],
+					     ids[1], ids[2], ids[1] };
+		DEV(s, o, rope_freqs, o->nin ? rt_data(s, x) : NULL, &pos, y, dims(s, out)[0],
+		    o->nin ? dims(s, x)[1] : graph_rope_naxes(o), o->attr, o->eps,
 		    o->flags & G_OF_SIN, o->flags & G_OF_F64);
 		return DTPC_OK;
+	}
 	case OP_grid_ids:
 		DEV(s, o, grid_ids, y, o->attr[0], o->attr[1], o->attr[2], o->flags & G_OF_CENTER);
 		return DTPC_OK;

@@ -145,9 +145,13 @@ enum {
 	G_CAP_F32 = 1 << 0,   /* float32 tensors */
 	G_CAP_BF16 = 1 << 1,  /* bfloat16 tensors */
 	G_CAP_F16 = 1 << 2,   /* float16 tensors */
+	/* a rope_freqs op without ids that computes its positions (G_OF_GRID,
+	 * G_OF_TEXT): an older runtime would refuse its operand count as
+	 * damage, so the bit makes that a version refusal */
+	G_CAP_POSITIONS = 1 << 3,
 	G_CAP_CUDA = 1 << 16, /* runs only on a CUDA device */
 };
-#define G_CAP_KNOWN (G_CAP_F32 | G_CAP_BF16 | G_CAP_F16 | G_CAP_CUDA)
+#define G_CAP_KNOWN (G_CAP_F32 | G_CAP_BF16 | G_CAP_F16 | G_CAP_POSITIONS | G_CAP_CUDA)
 
 struct g_requires {
 	uint32_t compiler; /* the producing dtpc: major << 16 | minor << 8 | patch */
@@ -193,7 +197,14 @@ struct g_requires {
  *                flags G_OF_FLIP (flip_sin_to_cos)
  *   rope_freqs   attr[0 .. n) axes_dim (n = the ids' columns, at most
  *                G_NATTR); eps theta; flags G_OF_SIN (the sine table, else
- *                the cosine), G_OF_F64 (freqs and angles in float64)
+ *                the cosine), G_OF_F64 (freqs and angles in float64).
+ *                Without an operand (G_CAP_POSITIONS) it computes the
+ *                positions of its rows itself, in float32, as the generator
+ *                the compiler folded into it (compiler/fold.c): G_OF_GRID:
+ *                grid_ids', n = 3, attr[3..5] frames, height, width, flags
+ *                G_OF_CENTER; G_OF_TEXT: text_ids' (every axis of row i at
+ *                attr[5] + i), n < G_NATTR axes with attr[n..4] zero. The
+ *                output is whole: [rows, sum of axes_dim]
  *   grid_ids     attr[0..2] frames, height, width; flags G_OF_CENTER
  *   text_ids     attr[0] length, attr[1] the first position, attr[2] axes
  *   patch_embed  attr[0..2] the patch (t, h, w); operands x, weight
@@ -234,6 +245,8 @@ enum {
 	G_OF_F64 = 1 << 7,
 	G_OF_CENTER = 1 << 8,
 	G_OF_STATS = 1 << 9,
+	G_OF_GRID = 1 << 10,
+	G_OF_TEXT = 1 << 11,
 };
 
 /* norm_stats' attr[1]: which per-row sums (kernels.h's k_norm_stat) */
@@ -402,6 +415,12 @@ const char *graph_dtype_name(uint32_t t);
  * height, width; center) or text_ids (attr: length, first position). */
 int64_t graph_dtype_exact_ints(enum g_dtype t);
 int64_t graph_ids_extent(bool grid, const int64_t *attr, bool center);
+/* A rope_freqs op without ids (G_OF_GRID / G_OF_TEXT): its axes (3, or
+ * text's leading nonzero attr[0..4]), and its positions as the generator's
+ * attr that graph_ids_extent and the devices take (grid: frames, height,
+ * width; text: rows, the first position). */
+int graph_rope_naxes(const struct g_op *o);
+void graph_rope_ids_attr(const struct g_op *o, int64_t rows, int64_t attr[3]);
 /* ring_attention's scratch, in bytes from its start, each part 4-byte
  * aligned: at[0] the K/V chunks (kv elements of esize bytes), at[1] the
  * block's output (out elements), at[2] with fp32_acc a float32 accumulator

@@ -65,6 +65,7 @@ static const struct {
 	{ G_CAP_F32, "float32 tensors" },
 	{ G_CAP_BF16, "bfloat16 tensors" },
 	{ G_CAP_F16, "float16 tensors" },
+	{ G_CAP_POSITIONS, "rope_freqs computing its own positions" },
 	{ G_CAP_CUDA, "a CUDA device" },
 };
 
@@ -657,8 +658,19 @@ static bool check_op(struct loader *l, uint32_t i)
 	case OP_reshape:
 	case OP_all_reduce:
 	case OP_ulysses_a2a:
+	case OP_rope_freqs: {
+		/* ids, or (G_CAP_POSITIONS) one generator's flag instead */
+		uint32_t gen = op->flags & (G_OF_GRID | G_OF_TEXT);
+		if (op->nin ? gen != 0 : gen != G_OF_GRID && gen != G_OF_TEXT)
+			return fail(l, "op %" PRIu32 " (rope_freqs): %u operands with position "
+				    "flags 0x%x (ids, or exactly one of grid 0x%x and text 0x%x)",
+				    i, op->nin, gen, G_OF_GRID, G_OF_TEXT);
+		if (gen && !(g->need.caps & G_CAP_POSITIONS))
+			return fail(l, "op %" PRIu32 " (rope_freqs): computes its positions, "
+				    "but requires does not set their capability bit", i);
+		break;
+	}
 	case OP_timestep_embedding:
-	case OP_rope_freqs:
 	case OP_grid_ids:
 	case OP_text_ids:
 	case OP_patch_embed:
@@ -839,9 +851,9 @@ bool graph_parse(const void *buf, size_t len, struct g_graph *g, char *err,
 uint64_t graph_runtime_caps(void)
 {
 #ifdef DTPC_HAVE_CUDA
-	return G_CAP_F32 | G_CAP_BF16 | G_CAP_F16 | G_CAP_CUDA;
+	return G_CAP_F32 | G_CAP_BF16 | G_CAP_F16 | G_CAP_POSITIONS | G_CAP_CUDA;
 #else
-	return G_CAP_F32 | G_CAP_BF16 | G_CAP_F16;
+	return G_CAP_F32 | G_CAP_BF16 | G_CAP_F16 | G_CAP_POSITIONS;
 #endif
 }
 
@@ -898,6 +910,26 @@ static int64_t max3(int64_t a, int64_t b, int64_t c)
 static int64_t magnitude(int64_t v)
 {
 	return v >= 0 ? v : v == INT64_MIN ? INT64_MAX : -v;
+}
+
+int graph_rope_naxes(const struct g_op *o)
+{
+	int n = 0;
+
+	if (o->flags & G_OF_GRID)
+		return 3;
+	while (n < G_NATTR - 1 && o->attr[n])
+		n++;
+	return n;
+}
+
+void graph_rope_ids_attr(const struct g_op *o, int64_t rows, int64_t attr[3])
+{
+	bool grid = o->flags & G_OF_GRID;
+
+	attr[0] = grid ? o->attr[3] : rows;
+	attr[1] = grid ? o->attr[4] : o->attr[5];
+	attr[2] = grid ? o->attr[5] : graph_rope_naxes(o);
 }
 
 int64_t graph_ids_extent(bool grid, const int64_t *attr, bool center)

@@ -58,6 +58,36 @@ matrix() {
 		"rotate_method = \"alltoall\"" "$@"
 }
 
+# flux_inputs OUT [-D ...]: inputs of examples/flux.plan's tiny plans (their
+# shapes from `dtpc check -d i`): random, seed 5, with a timestep (0.5) whose
+# product by 1000 bf16 holds. A bf16 graph rounds timestep * 1000 to bf16 as
+# diffusers' Flux does (docs/language.md) and the float32 reference does
+# not, so a timestep whose product bf16 rounds would fail the bf16 cases
+# (and tests/gpu/run.sh's pass narrowed to bf16) for a reason of diffusers'
+# own.
+flux_inputs() {
+	fi_out=$1
+	shift
+	"$DTPC" check examples/flux.plan --plan flux_tiny_ring2_ulysses2_tp2 "$@" -d i \
+		2>/dev/null | python3 -c '
+import random, re, sys
+sys.path.insert(0, "tests")
+from ckpt import encode, save
+r = random.Random(5)
+t = {}
+for line in sys.stdin:
+    m = re.match(r"input +%\d+ (\S+) \[(.*)\]", line)
+    if m:
+        shape = [int(d) for d in m.group(2).split(",")]
+        n = 1
+        for d in shape:
+            n *= d
+        v = {"timestep": [0.5] * n, "guidance": [2.0] * n}.get(m.group(1))
+        t[m.group(1)] = ("F32", shape, encode("F32", v or [r.uniform(-1, 1) for _ in range(n)]))
+assert "timestep" in t, "no timestep input"
+save(sys.argv[1], t)' "$fi_out"
+}
+
 # Key-padding masks (tests/plans/mask.plan; inputs with masks from
 # tools/gen_mask_fixture.py). sdpa: attention on the inputs, also compared with
 # PyTorch's SDPA (tolerance 1e-5 as tests/fixtures.sh; measured 2.6e-7);
@@ -120,6 +150,11 @@ mask_controls() {
 	fi
 }
 
+if ! flux_inputs "$tmp/flux_in.st" || ! flux_inputs "$tmp/flux_in1323.st" -D img_seq=13 \
+	-D txt_seq=23; then
+	fail=$((fail + 1))
+	echo "FAIL  flux inputs: could not be written"
+fi
 if [ "$MODE" = mpi ]; then
 	# a subset under mpirun: one rank per process
 	mask_case mpi-mask-sdpa-ring2-alltoall sdpa "ring = 2" "rotate_method = \"alltoall\""
@@ -130,8 +165,10 @@ if [ "$MODE" = mpi ]; then
 		"rotate_method = \"alltoall\"" -D seq=64
 	case_ mpi-fsdp-tiny-ring3-uneven tests/plans/fsdp.plan tiny_fsdp "ring = 3" \
 		"ring_anything = true"
+	RUN_OPTS="--inputs $tmp/flux_in.st"
 	case_ mpi-flux-ulysses2xtp2 examples/flux.plan flux_tiny_ring2_ulysses2_tp2 \
 		"ulysses = 2, tp = 2" ""
+	RUN_OPTS=
 	case_ mpi-tiny-ulysses-anything3 examples/tiny_dit.plan tiny_dit_8 "ulysses = 3" \
 		"ulysses_anything = true" -D seq=50 -D heads=5 -D hidden=40
 	case_ mpi-tiny-cfg2xulysses2xtp2 examples/tiny_dit.plan tiny_dit_8 \
@@ -144,11 +181,14 @@ else
 		"ulysses_anything = true" -D seq=50 -D heads=5 -D hidden=40
 	case_ tiny-ring-anything3 examples/tiny_dit.plan tiny_dit_8 "ring = 3" \
 		"ring_anything = true" -D seq=50
+	RUN_OPTS="--inputs $tmp/flux_in.st"
 	matrix flux examples/flux.plan flux_tiny_ring2_ulysses2_tp2 flux_tiny_tp
+	RUN_OPTS="--inputs $tmp/flux_in1323.st"
 	case_ flux-ulysses-anything3 examples/flux.plan flux_tiny_ring2_ulysses2_tp2 \
 		"ulysses = 3" "ulysses_anything = true" -D num_attention_heads=5 -D img_seq=13 -D txt_seq=23
 	case_ flux-ring-anything3 examples/flux.plan flux_tiny_ring2_ulysses2_tp2 "ring = 3" \
 		"ring_anything = true, rotate_method = \"alltoall\"" -D img_seq=13 -D txt_seq=23
+	RUN_OPTS=
 	matrix qwenimage examples/qwenimage.plan qwenimage_tiny_usp_tp qwenimage_tiny_tp
 	case_ qwenimage-ulysses-anything2 examples/qwenimage.plan \
 		qwenimage_tiny_ulysses_anything2 "ulysses = 2" "ulysses_anything = true"
@@ -211,8 +251,10 @@ else
 	case_ fsdp-tiny-ring3-uneven $F tiny_fsdp "ring = 3" "ring_anything = true"
 	case_ fsdp-tiny-ulysses4-uneven $F tiny_fsdp "ulysses = 4" "" -D ffn=100
 	case_ fsdp-tiny-ulysses2xtp2 $F tiny_fsdp_tp "ulysses = 2, tp = 2" ""
+	RUN_OPTS="--inputs $tmp/flux_in.st"
 	case_ fsdp-flux-ring2xulysses2 $F flux_fsdp "ring = 2, ulysses = 2" ""
 	case_ fsdp-flux-ring3-uneven $F flux_fsdp "ring = 3" "ring_anything = true"
+	RUN_OPTS=
 	case_ fsdp-tiny-ring2xulysses2-bf16 $F tiny_fsdp "ring = 2, ulysses = 2" "" --dtype bf16
 	case_ fsdp-tiny-cfg2xulysses2 $F tiny_fsdp "cfg = 2, ulysses = 2" "" -D batch=2
 	case_ fsdp-rows-fewer-than-ranks $F edge "ulysses = 4" ""
@@ -236,14 +278,18 @@ else
 		-D num_attention_heads=5 -D img_seq=7 -D txt_seq=5
 	# bf16 storage on the CPU: every mesh of the tiny model, and Flux on the
 	# meshes that exercise its joint attention, ring's float32 merge and not
+	# (flux_inputs: a timestep whose product by 1000 bf16 holds)
 	matrix tiny-bf16 examples/tiny_dit.plan tiny_dit_8 tiny_dit_tp -D seq=64 --dtype bf16
+	RUN_OPTS="--inputs $tmp/flux_in.st"
 	case_ flux-bf16-ulysses2xtp2 examples/flux.plan flux_tiny_ring2_ulysses2_tp2 \
 		"ulysses = 2, tp = 2" "" --dtype bf16
+	case_ flux-bf16-ring2-no-fp32 examples/flux.plan flux_tiny_ring2_ulysses2_tp2 "ring = 2" \
+		"convert_to_fp32 = false" --dtype bf16
+	RUN_OPTS="--inputs $tmp/flux_in1323.st"
 	case_ flux-bf16-ring-anything3 examples/flux.plan flux_tiny_ring2_ulysses2_tp2 "ring = 3" \
 		"ring_anything = true, rotate_method = \"alltoall\"" -D img_seq=13 -D txt_seq=23 \
 		--dtype bf16
-	case_ flux-bf16-ring2-no-fp32 examples/flux.plan flux_tiny_ring2_ulysses2_tp2 "ring = 2" \
-		"convert_to_fp32 = false" --dtype bf16
+	RUN_OPTS=
 	case_ odd-bf16-ring2ulysses2tp2 tests/plans/odd.plan p "ring = 2, ulysses = 2, tp = 2" "" \
 		--dtype bf16
 	# a plan with unusual ops (modulation, per-head norm, cross-attention,
@@ -254,12 +300,14 @@ else
 	done
 	# the embedding ops inside a joint-attention model (tests/plans/embed.plan):
 	# patch_embed's tokens and the RoPE tables' rows split, unpatchify after
-	# the gather. Inputs with a timestep bf16 holds exactly (0.75), so that
-	# the cases hold in bf16 too (compiled so, or narrowed by the GPU
-	# script's --dtype bf16): the table is of timestep * 1000, where a
-	# timestep rounded to bf16 (a relative 2^-9) moves the angles by up to 2
-	# radians — as in diffusers' Flux in bf16, which casts it to the model's
-	# dtype. The control: 0.7, which bf16 rounds, fails the bf16 bound.
+	# the gather. Inputs with a timestep bf16 holds exactly (0.5), and its
+	# product by 1000 too (500), so that the cases hold in bf16 too (compiled
+	# so, or narrowed by the GPU script's --dtype bf16): the table is of
+	# timestep * 1000, where a timestep rounded to bf16 (a relative 2^-9), or
+	# the product rounded (bf16 rounds it as diffusers' Flux does), moves the
+	# angles by up to 2 radians. The control: 0.61, which bf16 rounds
+	# (0.609375; its product 609.375 to 608, the reference's 610), fails the
+	# bf16 bound. (0.7 would not: 0.69921875 · 1000 rounds back to 700.)
 	E=tests/plans/embed.plan
 	embed_inputs() {
 		python3 - "$1" "$2" <<'PY'
@@ -273,7 +321,7 @@ save(sys.argv[1], {"hidden_states": ("F32", [1, 4, 2, 8, 8], rand(512)),
                    "encoder_hidden_states": ("F32", [1, 8, 32], rand(256))})
 PY
 	}
-	if embed_inputs "$tmp/embed_in.st" 0.75; then
+	if embed_inputs "$tmp/embed_in.st" 0.5; then
 		RUN_OPTS="--inputs $tmp/embed_in.st"
 		case_ embed-tp2 $E p_tp "tp = 2" ""
 		for m in "ring = 2, ulysses = 2, tp = 2" "ulysses = 2" "ring = 4" \
@@ -292,9 +340,9 @@ PY
 		fail=$((fail + 1))
 		echo "FAIL  embed: the inputs could not be written"
 	fi
-	if embed_inputs "$tmp/embed_07.st" 0.7 &&
+	if embed_inputs "$tmp/embed_061.st" 0.61 &&
 		compile_mesh $E p "ulysses = 2" "" "$tmp/c.graph" --dtype bf16 >"$tmp/out" 2>&1 &&
-		! "$DTPC" run "$tmp/c.graph" --inputs "$tmp/embed_07.st" --verify >>"$tmp/out" 2>&1 &&
+		! "$DTPC" run "$tmp/c.graph" --inputs "$tmp/embed_061.st" --verify >>"$tmp/out" 2>&1 &&
 		grep -q "FAILED" "$tmp/out"; then
 		pass=$((pass + 1))
 		echo "ok    embed-bf16-control (a timestep bf16 rounds fails the 2e-2 bound)"
@@ -302,6 +350,33 @@ PY
 		fail=$((fail + 1))
 		echo "FAIL  embed-bf16-control: a rounded timestep passed, or the run failed"
 		sed 's/^/      /' "$tmp/out" | head -20
+	fi
+	# QwenImage in bf16 with 300 text tokens: text positions 2 .. 301, past
+	# bf16's exact 256, which rope_freqs computes itself (compiler/fold.c;
+	# stored, they would be rounded: tests/unit/test_bf16.c's control), on
+	# three meshes against the float32 one-rank run; a timestep bf16 holds
+	if python3 - "$tmp/qwen300.st" <<'PY'
+import random, sys
+sys.path.insert(0, "tests")
+from ckpt import encode, save
+r = random.Random(11)
+rand = lambda n: encode("F32", [r.uniform(-1, 1) for _ in range(n)])
+save(sys.argv[1], {"hidden_states": ("F32", [1, 16, 16], rand(256)),
+                   "encoder_hidden_states": ("F32", [1, 300, 16], rand(4800)),
+                   "encoder_hidden_states_mask": ("F32", [1, 300], encode("F32", [1.0] * 300)),
+                   "timestep": ("F32", [1], encode("F32", [0.75]))})
+PY
+	then
+		RUN_OPTS="--inputs $tmp/qwen300.st"
+		for m in "ulysses = 2" "ring = 2" "ring = 2, ulysses = 2, tp = 2"; do
+			case_ "qwenimage-bf16-txt300-$(echo "$m" | tr -d ' =,')" examples/qwenimage.plan \
+				qwenimage_tiny_usp_tp "$m" "rotate_method = \"alltoall\"" -D txt_seq=300 \
+				--dtype bf16
+		done
+		RUN_OPTS=
+	else
+		fail=$((fail + 1))
+		echo "FAIL  qwenimage-bf16-txt300: the inputs could not be written"
 	fi
 	# splits patch_embed / unpatchify cannot take are gathered (the note's golden
 	# is tests/diag/embed-patch-split-gathered)

@@ -7,7 +7,9 @@
 # statically, through Libs.private). The installed .so exports only dtpc_*
 # symbols (_init and _fini, if a toolchain exports them, are allowed); its
 # soname is libdtpc.so.MAJOR; DESTDIR stages; `make uninstall` removes
-# every file. Ends with "install: N passed, N failed, N skipped".
+# every file; the compiler library uses of the runtime only the graph format
+# (its includes and the objects it links). Ends with "install: N passed, N
+# failed, N skipped".
 set -u
 BUILD=${1:-build}
 . tests/lib.sh
@@ -163,6 +165,85 @@ check destdir make -s BUILD="$BUILD" install PREFIX=/opt/dtpc DESTDIR="$stage"
 if [ -x "$stage/opt/dtpc/bin/dtpc" ] &&
 	grep -qx 'prefix=/opt/dtpc' "$stage/opt/dtpc/lib/pkgconfig/dtpc.pc"; then ok; else
 	bad "install/destdir: not staged under DESTDIR with prefix /opt/dtpc"
+fi
+
+# ---- the compiler library's use of the runtime ---------------------------------------------
+# libdtpcc (compiler/) uses of the runtime only the graph format: it
+# includes runtime/graph.h, runtime/op_table.h (ops.def) and
+# runtime/graph_stats.h, nothing of cli/, and a link of it takes from libdtpc
+# only graph_write.o, graph_load.o, op_table.o and graph_stats.o, which need
+# nothing else of it (docs/architecture.md says why each). Negative controls:
+# a copy of compiler/ with a forbidden include, and a copy of the archive
+# with an object calling the session API, are caught.
+
+# layer_includes DIR: prints the quoted includes of DIR/*.[ch] that the
+# compiler library may not have; exits 1 when there is none (the rule
+# holds), 0 when there are, 2 when DIR has no include with a folder at all
+# (nothing was checked). A name without a folder is the file's own folder or
+# a generated header of BUILD/gen.
+layer_includes() {
+	grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[^"]*/' "$1"/*.c "$1"/*.h \
+		>"$tmp/layer.all" || return 2
+	grep -v -e '"compiler/[^/"]*"' -e '"runtime/graph\.h"' -e '"runtime/op_table\.h"' \
+		-e '"runtime/graph_stats\.h"' "$tmp/layer.all"
+}
+
+# layer_objects COMPILER.a RUNTIME.a: the members of RUNTIME.a that a link of
+# COMPILER.a pulls in, directly or through each other, one per line
+layer_objects() {
+	{
+		nm -g --undefined-only "$1" | awk '{ print "need", $NF }'
+		nm -A -g --defined-only "$2" | awk '{ split($1, p, ":"); print "def", p[2], $NF }'
+		nm -A -g --undefined-only "$2" | awk '{ split($1, p, ":"); print "use", p[2], $NF }'
+	} | awk '
+		$1 == "need" { queue[++n] = $2 }
+		$1 == "def" { where[$3] = $2 }
+		$1 == "use" { uses[$2] = uses[$2] " " $3 }
+		END {
+			for (i = 1; i <= n; i++) {
+				o = where[queue[i]]
+				if (o == "" || (o in pulled))
+					continue
+				pulled[o] = 1
+				print o
+				k = split(uses[o], u, " ")
+				for (j = 1; j <= k; j++)
+					queue[++n] = u[j]
+			}
+		}' | sort
+}
+layer_allowed='graph_load.o
+graph_stats.o
+graph_write.o
+op_table.o'
+
+layer_includes compiler >"$tmp/layer.inc"
+case $? in
+1) ok ;;
+0)
+	bad "install/layer-includes: compiler/ includes more of the runtime than the graph format"
+	cat "$tmp/layer.inc"
+	;;
+*) bad "install/layer-includes: no include of compiler/ was read" ;;
+esac
+mkdir "$tmp/compiler-bad"
+cp compiler/*.c compiler/*.h "$tmp/compiler-bad/"
+printf '#include "runtime/session.h"\n' >>"$tmp/compiler-bad/driver.c"
+if layer_includes "$tmp/compiler-bad" | grep -q 'driver\.c:.*runtime/session\.h'; then ok; else
+	bad "install/layer-includes-control: a runtime/session.h include in compiler/ went unnoticed"
+fi
+
+layer_objects "$BUILD/libdtpcc.a" "$BUILD/libdtpc.a" >"$tmp/layer.objs"
+# not empty by accident (nm failing): the compiler does write graphs
+if [ "$(cat "$tmp/layer.objs")" = "$layer_allowed" ]; then ok; else
+	bad "install/layer-objects: libdtpcc pulls in of libdtpc: $(tr '\n' ' ' <"$tmp/layer.objs")"
+fi
+printf '#include "runtime/dtpc.h"\nint layer_bad(dtpc_session *s);\nint layer_bad(dtpc_session *s) { return dtpc_session_run(s); }\n' \
+	>"$tmp/layer_bad.c"
+cp "$BUILD/libdtpcc.a" "$tmp/libbad.a"
+if ${CC:-cc} -I. -c -o "$tmp/layer_bad.o" "$tmp/layer_bad.c" && ar rcs "$tmp/libbad.a" "$tmp/layer_bad.o" &&
+	layer_objects "$tmp/libbad.a" "$BUILD/libdtpc.a" | grep -qx 'session\.o'; then ok; else
+	bad "install/layer-objects-control: a call of dtpc_session_run in libdtpcc went unnoticed"
 fi
 
 summary install

@@ -94,9 +94,11 @@ case_() {
 }
 
 # control NAME FIXTURE MODEL PLAN MESH WEIGHTS INPUTS: a case that must fail
-# the comparison (and only the comparison: compiling and running succeed)
+# the comparison (and only the comparison: compiling and running succeed);
+# MODEL is models/MODEL.plan, or a plan file's path
 control() {
-	if run_case "$1" "$2" "models/$3.plan" "$4" "$5" "" "$6" "$7"; then
+	case $3 in */*) c_file=$3 ;; *) c_file=models/$3.plan ;; esac
+	if run_case "$1" "$2" "$c_file" "$4" "$5" "" "$6" "$7"; then
 		fail=$((fail + 1))
 		echo "FAIL  $1: the comparison passed"
 	elif grep -q "max relative error" "$tmp/out"; then
@@ -130,7 +132,7 @@ open(dst, "wb").write(bytes(b))
 PY
 }
 
-for f in flux_dev flux_schnell flux_bf16 flux_patch2 wan wan_bf16 wan_patch221 qwenimage \
+for f in flux_dev flux_schnell flux_bf16 flux_bf16_t flux_patch2 wan wan_bf16 wan_patch221 qwenimage \
 	qwenimage_frames2; do
 	for x in fixture.json inputs.safetensors expected.safetensors transformer/config.json; do
 		if [ ! -f "$FIX/$f/$x" ]; then
@@ -233,6 +235,10 @@ else
 	full case_ flux-bf16-1rank flux_bf16 flux flux_tp "tp = 1" ""
 	full case_ flux-bf16-tp2 flux_bf16 flux flux_tp "tp = 2" ""
 	case_ flux-bf16-usp flux_bf16 flux flux_usp "ring = 2, ulysses = 2" "$AA"
+	# the same at t = 0.3721, guidance 3.713, whose products by 1000 bf16
+	# rounds (diffusers multiplies in bf16; so does input_scale in bf16)
+	full case_ flux-bf16-t-1rank flux_bf16_t flux flux_tp "tp = 1" ""
+	case_ flux-bf16-t-ulysses2 flux_bf16_t flux flux_ulysses "ulysses = 2" ""
 	# Flux with patch_size 2: 2 heads, 6 + 4 tokens, batch 3
 	full case_ flux-patch2-tp2 flux_patch2 flux flux_tp "tp = 2" ""
 	full case_ flux-patch2-ulysses2 flux_patch2 flux flux_ulysses "ulysses = 2" ""
@@ -330,5 +336,11 @@ else
 		encoder_hidden_states_mask =1
 	control control-mask-ignored qwenimage qwenimage qwenimage_ring "ring = 2" \
 		"$FIX/qwenimage/transformer" "$tmp/unmasked.safetensors"
+	# Flux with its timesteps multiplied by 1000 after the frequencies
+	# (Timesteps' scale, float32): the same angles without bf16's rounding
+	# of t * 1000, which diffusers' bf16 forward has
+	sed 's/input_scale = 1000/scale = 1000/' models/flux.plan >"$tmp/unrounded_flux.plan"
+	control control-timestep-unrounded flux_bf16_t "$tmp/unrounded_flux.plan" flux_tp \
+		"tp = 1" "$FIX/flux_bf16_t/transformer" "$FIX/flux_bf16_t/inputs.safetensors"
 fi
 summary models

@@ -61,6 +61,14 @@ fi
 "$DTPC" run "$tmp/t8.graph" --steps 3 >/dev/null 2>"$tmp/notty.err"
 check run-progress-not-a-terminal test ! -s "$tmp/notty.err"
 
+# ---- -d g: the compiled graph as dtpc inspect shows it ------------------------------------
+# The pipeline prints it through the printer the program passes
+# (check_opts.dump_graph): the same text as `dtpc inspect` of the written
+# graph (rank 0), not empty (without the printer it prints nothing).
+"$DTPC" examples/tiny_dit.plan --plan tiny_dit_8 -o "$tmp/dg.graph" -q -d g >"$tmp/dg.out" 2>&1
+"$DTPC" inspect "$tmp/dg.graph" >"$tmp/dg.inspect" 2>&1
+check dump-graph-is-inspect sh -c "grep -q all_reduce '$tmp/dg.out' && cmp '$tmp/dg.out' '$tmp/dg.inspect'"
+
 # ---- inspect --format dot at real sizes ----------------------------------------------------
 # The exact DOT of tiny_dit on 8 ranks: collapsed, then block 1 opened with
 # only the tp collectives drawn; a block or axis that does not exist and

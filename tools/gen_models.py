@@ -155,6 +155,17 @@ CASES = {
                  pooled_projection_dim=12, guidance_embeds=True, axes_dims_rope=[2, 2, 4]),
         inputs=lambda cfg, gen: flux_inputs(cfg, gen, batch=1, img_h=2, img_w=4, txt_seq=4,
                                             guidance=True, times=(0.5, 2.0))),
+    # the same at a timestep and guidance whose products by 1000 bf16 rounds
+    # (0.3721 -> 0.37109375 bound, x 1000 = 371.09 -> 372; 3.713 -> 3.71875,
+    # x 1000 = 3718.75 -> 3712): diffusers' bf16 forward embeds the rounded
+    # products, as dtpc's input_scale does in 16-bit storage
+    "flux_bf16_t": dict(
+        cls=FluxTransformer2DModel, model="flux", dtype=torch.bfloat16,
+        cfg=dict(patch_size=1, in_channels=4, num_layers=1, num_single_layers=1,
+                 attention_head_dim=8, num_attention_heads=2, joint_attention_dim=12,
+                 pooled_projection_dim=12, guidance_embeds=True, axes_dims_rope=[2, 2, 4]),
+        inputs=lambda cfg, gen: flux_inputs(cfg, gen, batch=1, img_h=2, img_w=4, txt_seq=4,
+                                            guidance=True, times=(0.3721, 3.713))),
     # Wan 2.1 T2V: 3 heads x 12 (RoPE axes 4, 4, 4), latent 4 x 3 x 6 x 10 ->
     # 3 x 3 x 5 = 45 tokens, 7 text tokens
     "wan": dict(

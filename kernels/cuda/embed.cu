@@ -38,7 +38,9 @@ __global__ void timestep_kernel(const T *t, T *y, int64_t n, int64_t dim, bool f
 				row[dim - 1] = kc_from_f32<T>(0.0f);
 			continue;
 		}
-		float ts = __fmul_rn(kc_to_f32<T>(t[i]), in);
+		/* the product rounded to the storage dtype, as diffusers'
+		 * `timestep.to(dtype) * 1000` (exact for float) */
+		float ts = kc_to_f32<T>(kc_from_f32<T>(__fmul_rn(kc_to_f32<T>(t[i]), in)));
 		float ex = __fdiv_rn(__fmul_rn(lg, (float)k), den);
 		float fr = __double2float_rn(exp((double)ex));
 		float a = __fmul_rn(sc, __fmul_rn(ts, fr));
@@ -69,9 +71,24 @@ struct Axes {
 	int64_t width;
 };
 
+/* Position a of row r: read from ids, or computed as k_grid_ids /
+ * k_text_ids compute it (integers below 2^24: exact in float32). */
 template <typename T>
-__global__ void rope_freqs_kernel(const T *ids, T *y, int64_t rows, Axes ax, double theta,
-				  bool sine, bool f64)
+__device__ __forceinline__ float position(const T *ids, const kc_positions &ps, int64_t r,
+					  int a, int n)
+{
+	if (ps.kind == KC_POS_TEXT)
+		return (float)(ps.first + r);
+	if (ps.kind == KC_POS_IDS)
+		return kc_to_f32<T>(ids[r * n + a]);
+	int64_t h0 = ps.center ? ps.H - ps.H / 2 : 0, w0 = ps.center ? ps.W - ps.W / 2 : 0;
+	return a == 0 ? (float)(r / (ps.H * ps.W)) : a == 1 ? (float)(r / ps.W % ps.H - h0)
+							     : (float)(r % ps.W - w0);
+}
+
+template <typename T>
+__global__ void rope_freqs_kernel(const T *ids, kc_positions ps, T *y, int64_t rows, Axes ax,
+				  double theta, bool sine, bool f64)
 {
 	const int64_t pairs = ax.width / 2;
 
@@ -82,7 +99,7 @@ __global__ void rope_freqs_kernel(const T *ids, T *y, int64_t rows, Axes ax, dou
 		while (p * 2 >= off + ax.d[a]) /* the axis of pair p */
 			off += ax.d[a++];
 		int64_t d = ax.d[a], j = p - off / 2;
-		float pos = kc_to_f32<T>(ids[r * ax.n + a]);
+		float pos = position<T>(ids, ps, r, a, ax.n);
 		double v;
 
 		if (f64) {
@@ -104,11 +121,11 @@ __global__ void rope_freqs_kernel(const T *ids, T *y, int64_t rows, Axes ax, dou
 }
 
 template <typename T>
-int rope_freqs_t(kc_ctx *c, const void *ids, void *y, int64_t rows, const Axes &ax, double theta,
-		 bool sine, bool f64)
+int rope_freqs_t(kc_ctx *c, const void *ids, const kc_positions &ps, void *y, int64_t rows,
+		 const Axes &ax, double theta, bool sine, bool f64)
 {
 	rope_freqs_kernel<T><<<kc_blocks_for(c, THREADS, rows * (ax.width / 2)), THREADS, 0,
-			       c->stream>>>((const T *)ids, (T *)y, rows, ax, theta, sine, f64);
+			       c->stream>>>((const T *)ids, ps, (T *)y, rows, ax, theta, sine, f64);
 	return kc_launched();
 }
 
@@ -205,16 +222,19 @@ extern "C" int kc_timestep_embedding(kc_ctx *c, enum kc_dtype t, const void *ts,
 			   input_scale);
 }
 
-extern "C" int kc_rope_freqs(kc_ctx *c, enum kc_dtype t, const void *ids, void *y, int64_t rows,
-			     int64_t naxes, const int64_t *axes_dim, double theta, bool sine,
-			     bool f64)
+extern "C" int kc_rope_freqs(kc_ctx *c, enum kc_dtype t, const void *ids,
+			     const struct kc_positions *pos, void *y, int64_t rows, int64_t naxes,
+			     const int64_t *axes_dim, double theta, bool sine, bool f64)
 {
 	Axes ax = {};
 	int st = kc_use_device(c);
 
 	if (st)
 		return st;
-	if (naxes < 1 || naxes > 8 || rows < 0)
+	if (naxes < 1 || naxes > 8 || rows < 0 || (pos->kind == KC_POS_IDS && !ids) ||
+	    (pos->kind == KC_POS_GRID &&
+	     (naxes != 3 || pos->F < 1 || pos->H < 1 || pos->W < 1 ||
+	      rows != pos->F * pos->H * pos->W)))
 		return (int)cudaErrorInvalidValue;
 	for (int a = 0; a < naxes; a++) {
 		if (axes_dim[a] < 2 || axes_dim[a] % 2)
@@ -225,7 +245,7 @@ extern "C" int kc_rope_freqs(kc_ctx *c, enum kc_dtype t, const void *ids, void *
 	ax.n = (int)naxes;
 	if (rows == 0)
 		return 0;
-	return KC_DISPATCH(t, rope_freqs_t, c, ids, y, rows, ax, theta, sine, f64);
+	return KC_DISPATCH(t, rope_freqs_t, c, ids, *pos, y, rows, ax, theta, sine, f64);
 }
 
 extern "C" int kc_grid_ids(kc_ctx *c, enum kc_dtype t, void *y, int64_t F, int64_t H, int64_t W,

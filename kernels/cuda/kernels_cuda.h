@@ -116,8 +116,18 @@ int kc_lse_merge_acc(kc_ctx *c, enum kc_dtype acc, enum kc_dtype t, void *out, f
 int kc_timestep_embedding(kc_ctx *c, enum kc_dtype t, const void *ts, void *y, int64_t n,
 			  int64_t dim, bool flip, double shift, double scale, double max_period,
 			  double input_scale);
-int kc_rope_freqs(kc_ctx *c, enum kc_dtype t, const void *ids, void *y, int64_t rows,
-		  int64_t naxes, const int64_t *axes_dim, double theta, bool sine, bool f64);
+/* rope_freqs' positions: ids (KC_POS_IDS), or computed in float32 in the
+ * kernel as k_grid_ids (F, H, W, center) or k_text_ids (first) write them,
+ * ids then unused (NULL). */
+enum kc_pos_kind { KC_POS_IDS, KC_POS_GRID, KC_POS_TEXT };
+struct kc_positions {
+	enum kc_pos_kind kind;
+	bool center;
+	int64_t F, H, W, first;
+};
+int kc_rope_freqs(kc_ctx *c, enum kc_dtype t, const void *ids, const struct kc_positions *pos,
+		  void *y, int64_t rows, int64_t naxes, const int64_t *axes_dim, double theta,
+		  bool sine, bool f64);
 int kc_grid_ids(kc_ctx *c, enum kc_dtype t, void *y, int64_t F, int64_t H, int64_t W,
 		bool center);
 int kc_text_ids(kc_ctx *c, enum kc_dtype t, void *y, int64_t length, int64_t first,

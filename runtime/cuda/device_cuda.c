@@ -209,12 +209,17 @@ static int cuda_timestep_embedding(struct dev *d, const float *t, float *y, int6
 					     max_period, input_scale), "timestep_embedding");
 }
 
-static int cuda_rope_freqs(struct dev *d, const float *ids, float *y, int64_t rows,
-			   int64_t naxes, const int64_t *axes_dim, double theta, bool sine,
-			   bool f64)
+static int cuda_rope_freqs(struct dev *d, const float *ids, const struct dev_positions *pos,
+			   float *y, int64_t rows, int64_t naxes, const int64_t *axes_dim,
+			   double theta, bool sine, bool f64)
 {
-	return fail(d, kc_rope_freqs(cd(d)->kc, cd(d)->t, ids, y, rows, naxes, axes_dim, theta,
-				     sine, f64), "rope_freqs");
+	struct kc_positions p = { 0 };
+
+	if (!ids)
+		p = (struct kc_positions){ pos->grid ? KC_POS_GRID : KC_POS_TEXT, pos->center,
+					   pos->F, pos->H, pos->W, pos->first };
+	return fail(d, kc_rope_freqs(cd(d)->kc, cd(d)->t, ids, &p, y, rows, naxes, axes_dim,
+				     theta, sine, f64), "rope_freqs");
 }
 
 static int cuda_grid_ids(struct dev *d, float *y, int64_t F, int64_t H, int64_t W, bool center)

@@ -774,7 +774,12 @@ static void test_timestep_case(int di, int64_t n, int64_t dim, bool flip, double
 	snprintf(name, sizeof name, "timestep_embedding %s n=%lld dim=%lld flip=%d shift=%g scale=%g "
 		 "max_period=%g input_scale=%g", DNAME[di], (long long)n, (long long)dim, flip, shift,
 		 scale, max_period, input_scale);
-	k_timestep_embedding(ts, ref, n, dim, flip, shift, scale, max_period, input_scale);
+	/* input_scale's product rounded to the storage dtype first, as the CPU
+	 * device does (diffusers' `timestep.to(dtype) * 1000`; float32: as is) */
+	float *sc = hmalloc((size_t)n * sizeof *sc);
+	for (int64_t i = 0; i < n; i++)
+		sc[i] = round_to(t, ts[i] * (float)input_scale);
+	k_timestep_embedding(sc, ref, n, dim, flip, shift, scale, max_period, 1);
 	if (launched(name, kc_timestep_embedding(ctx, t, dt, dy, n, dim, flip, shift, scale,
 						 max_period, input_scale)))
 		check_close(name, t, ddownload(t, dy, (size_t)(n * dim)), ref, (size_t)(n * dim));
@@ -802,7 +807,36 @@ static void test_rope_freqs_case(int di, int64_t rows, int64_t naxes, const int6
 		 (long long)rows, (long long)naxes, (long long)width, sine ? "sin" : "cos",
 		 f64 ? "f64" : "f32");
 	k_rope_freqs(ids, ref, rows, naxes, dims, 10000, sine, f64);
-	if (launched(name, kc_rope_freqs(ctx, t, dids, dy, rows, naxes, dims, 10000, sine, f64)))
+	struct kc_positions from_ids = { KC_POS_IDS, false, 0, 0, 0, 0 };
+	if (launched(name, kc_rope_freqs(ctx, t, dids, &from_ids, dy, rows, naxes, dims, 10000, sine,
+					 f64)))
+		check_close(name, t, ddownload(t, dy, (size_t)(rows * width)), ref,
+			    (size_t)(rows * width));
+	end_case();
+}
+
+/* rope_freqs computing its positions (a folded grid_ids / text_ids), past
+ * bf16's and f16's exact integers: the CPU's table of the float32
+ * positions k_grid_ids / k_text_ids write (never rounded to the dtype). */
+static void test_rope_positions_case(int di, bool grid, bool f64)
+{
+	enum kc_dtype t = DTYPES[di];
+	const int64_t F = 2, H = 9, W = 7, L = 37, first = 2901, dims[3] = {4, 6, 8}, width = 18;
+	int64_t rows = grid ? F * H * W : L;
+	float *ids = hmalloc((size_t)(rows * 3) * sizeof *ids);
+	float *ref = hmalloc((size_t)(rows * width) * sizeof *ref);
+	struct kc_positions pos = { grid ? KC_POS_GRID : KC_POS_TEXT, true, F, H, W, first };
+	char name[200];
+	void *dy = dpoison(t, (size_t)(rows * width), 0);
+
+	if (grid)
+		k_grid_ids(ids, F, H, W, true);
+	else
+		k_text_ids(ids, L, first, 3);
+	snprintf(name, sizeof name, "rope_freqs %s computing %s positions, %s", DNAME[di],
+		 grid ? "centred grid 2 x 9 x 7" : "text 2901 .. 2937", f64 ? "f64" : "f32");
+	k_rope_freqs(ids, ref, rows, 3, dims, 10000, true, f64);
+	if (launched(name, kc_rope_freqs(ctx, t, NULL, &pos, dy, rows, 3, dims, 10000, true, f64)))
 		check_close(name, t, ddownload(t, dy, (size_t)(rows * width)), ref,
 			    (size_t)(rows * width));
 	end_case();
@@ -882,6 +916,10 @@ static void test_embed(void)
 				test_rope_freqs_case(di, 37, 3, flux, sine, f64);
 				test_rope_freqs_case(di, 4099, 3, odd, sine, f64);
 			}
+		for (int f64 = 0; f64 < 2; f64++) {
+			test_rope_positions_case(di, true, f64);
+			test_rope_positions_case(di, false, f64);
+		}
 		test_positions_case(di);
 		test_patch_case(di, 2, 3, 6, 10, 9, 2, 5, 3);
 		test_patch_case(di, 1, 16, 3, 30, 52, 1, 2, 2);
@@ -889,7 +927,8 @@ static void test_embed(void)
 	void *d = dmalloc(4096);
 	int64_t bad_axes[2] = {16, 7};
 
-	if (kc_rope_freqs(ctx, KC_F32, d, d, 1, 2, bad_axes, 10000, false, true) != 0)
+	struct kc_positions from_ids = { KC_POS_IDS, false, 0, 0, 0, 0 };
+	if (kc_rope_freqs(ctx, KC_F32, d, &from_ids, d, 1, 2, bad_axes, 10000, false, true) != 0)
 		pass("rope_freqs refuses an odd rotary dimension");
 	else
 		fail("rope_freqs refuses an odd rotary dimension", "status 0");

@@ -670,6 +670,38 @@ static void test_timestep(struct dev *d, enum k_dtype dt)
 	check_dt(dt, "timestep_embedding of 37 timesteps, dim 63, flipped", y, ref, n * dim);
 	if (dt == K_BF16)
 		control_truncation("bf16 timestep_embedding", ref, n * dim);
+
+	/* input_scale 1000 (Flux): t * 1000 rounded to dt first, as diffusers'
+	 * `timestep.to(dtype) * 1000`; control: the unrounded product's table
+	 * is not what the device gives */
+	for (int rounded = 1; rounded >= 0; rounded--) {
+		d->ops->timestep_embedding(d, (float *)t, (float *)y, n, dim, true, shift, 1,
+					   max_period, 1000);
+		for (int64_t i = 0; i < n; i++) {
+			float ts = tf[i] * 1000.0f;
+			uint16_t r;
+
+			k_convert(&r, dt, &ts, K_F32, 1);
+			if (rounded)
+				k_convert(&ts, K_F32, &r, dt, 1);
+			for (int64_t k = 0; k < half; k++) {
+				/* angles up to 4000 rad: the op's float32 steps
+				 * (docs/language.md), then sin and cos in float64 */
+				float ex = (float)-log(max_period) * (float)k / (float)((double)half - shift);
+				double a = (float)(ts * (float)exp((double)ex));
+
+				ref[i * dim + k] = cos(a);
+				ref[i * dim + half + k] = sin(a);
+			}
+		}
+		double h = dt_half_ulps(dt, y, ref, n * dim);
+		if (rounded)
+			UNIT_CHECK(h <= 1.02, "%s timestep_embedding, input_scale 1000: t * 1000 rounded "
+				   "to %s, then float64 (worst %.3f half-ulps)", dt_name(dt), dt_name(dt), h);
+		else
+			UNIT_CHECK(h > 100, "%s timestep_embedding: control: the unrounded t * 1000 "
+				   "gives another table (worst %.0f half-ulps)", dt_name(dt), h);
+	}
 	free(t);
 	free(y);
 	free(ref);
@@ -690,7 +722,8 @@ static void test_rope_freqs(struct dev *d, enum k_dtype dt)
 	for (int f64 = 0; f64 < 2; f64++) {
 		double theta = f64 ? 10000 : 2.5;
 
-		d->ops->rope_freqs(d, (float *)ids, (float *)y, rows, 3, axes_dim, theta, f64, f64);
+		d->ops->rope_freqs(d, (float *)ids, NULL, (float *)y, rows, 3, axes_dim, theta, f64,
+				   f64);
 		for (int64_t r = 0; r < rows; r++) {
 			double *row = ref + r * width;
 
@@ -726,6 +759,74 @@ static void test_rope_freqs(struct dev *d, enum k_dtype dt)
 	free(ids);
 	free(y);
 	free(ref);
+}
+
+/* rope_freqs computing its positions (a folded grid_ids / text_ids) in
+ * dt, past dt's exact integers: the table within half an ulp of float64
+ * from the exact positions. Control: the same positions stored in dt first
+ * (the unfolded path) are rounded, and their table is off. */
+static void test_folded_positions(struct dev *d, enum k_dtype dt)
+{
+	int64_t axes_dim[3] = { 4, 6, 8 }, width = 18;
+	/* text from past dt's exact integers; a centred grid of 2 x 9 x 7 */
+	int64_t first = dt == K_BF16 ? 301 : 2901, len = 43, F = 2, H = 9, W = 7;
+
+	for (int grid = 0; grid < 2; grid++) {
+		int64_t rows = grid ? F * H * W : len;
+		float *idf = malloc((size_t)(rows * 3) * 4);
+		uint16_t *ids = malloc((size_t)(rows * 3) * 2), *y = malloc((size_t)(rows * width) * 2);
+		double *ref = malloc((size_t)(rows * width) * sizeof *ref);
+		struct dev_positions pos = { grid, true, F, H, W, first };
+
+		if (grid)
+			k_grid_ids(idf, F, H, W, true);
+		else
+			k_text_ids(idf, len, first, 3);
+		for (int f64 = 0; f64 < 2; f64++) {
+			d->ops->rope_freqs(d, NULL, &pos, (float *)y, rows, 3, axes_dim, 10000, true, f64);
+			for (int64_t r = 0; r < rows; r++) {
+				double *row = ref + r * width;
+
+				for (int a = 0; a < 3; a++) {
+					int64_t dd = axes_dim[a];
+					double p = idf[r * 3 + a];
+
+					for (int64_t j = 0; j < dd / 2; j++) {
+						double ang;
+
+						if (f64) {
+							ang = p / pow(10000.0, (double)(2 * j) / (double)dd);
+						} else {
+							float e = (float)(2 * j) / (float)dd;
+							float pw = (float)pow(10000.0, (double)e);
+
+							ang = (float)((float)p * (1.0f / pw));
+						}
+						row[2 * j] = row[2 * j + 1] = sin(ang);
+					}
+					row += dd;
+				}
+			}
+			UNIT_CHECK(dt_half_ulps(dt, y, ref, rows * width) <= 1.02,
+				   "%s rope_freqs computing %s positions (%s angles), past %s's exact "
+				   "integers: within half an ulp of float64", dt_name(dt),
+				   grid ? "grid" : "text", f64 ? "float64" : "float32", dt_name(dt));
+		}
+		if (!grid) {
+			/* control: the text positions stored in dt, then read */
+			k_convert(ids, dt, idf, K_F32, rows * 3);
+			d->ops->rope_freqs(d, (float *)ids, NULL, (float *)y, rows, 3, axes_dim, 10000,
+					   true, true);
+			double h = dt_half_ulps(dt, y, ref, rows * width);
+			UNIT_CHECK(h > 100, "%s rope_freqs: control: positions stored in %s first are "
+				   "rounded, the table off (worst %.0f half-ulps)", dt_name(dt),
+				   dt_name(dt), h);
+		}
+		free(idf);
+		free(ids);
+		free(y);
+		free(ref);
+	}
 }
 
 /* Positions as dt values, widened: does every one equal want(i)? */
@@ -904,6 +1005,7 @@ static void test_narrow_embeddings(void)
 		test_timestep(d, dt);
 		test_rope_freqs(d, dt);
 		test_positions(d, dt);
+		test_folded_positions(d, dt);
 		test_patches(d, dt);
 		test_fill(d, dt);
 		test_masked_attention(d, dt);

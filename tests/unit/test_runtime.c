@@ -570,14 +570,15 @@ out:
 	rmdir(dir);
 }
 
-/* A float32 graph narrowed at run time: text positions up to 257 are
- * refused in bf16 (exact up to 256), naming the op; f16 (to 2048) takes
- * them, the control. */
+/* A float32 graph narrowed at run time: text positions up to 257, stored
+ * (the ids are an output too, so rope_freqs cannot compute them itself:
+ * compiler/fold.c), are refused in bf16 (exact up to 256), naming the op;
+ * f16 (to 2048) takes them, the control. */
 static const char positions_plan[] =
 	"model m(txt = 250) {\n  input x : [1, 4, 8];\n"
 	"  tids = text_ids(txt, height = 16, width = 16, center = true);\n"
 	"  cos = rope_freqs(tids, [2, 2, 4], precision = \"f32\");\n"
-	"  y = linear(x, 8);\n  output y, cos;\n}\nplan p {\n  model m;\n}\n";
+	"  y = linear(x, 8);\n  output y, cos, tids;\n}\nplan p {\n  model m;\n}\n";
 
 static void narrowed_positions(void)
 {
@@ -624,6 +625,95 @@ static void narrowed_positions(void)
 	dtpc_graph_free(g);
 }
 
+/* The same text positions (8 .. 257) read only by rope_freqs: the compiler
+ * folds text_ids into it (compiler/fold.c), so the graph has no text_ids,
+ * its rope_freqs no operand, the text flag, the first position and
+ * requires bit 3, and it narrows to bf16 (positions computed in float32;
+ * narrowed_positions is the control: stored, they are refused). Forged
+ * without the bit or the flag, the loader refuses it. */
+static void folded_positions(void)
+{
+	char dir[] = "/tmp/dtpc_fold_XXXXXX", plan[300];
+	if (!mkdtemp(dir)) {
+		UNIT_CHECK(0, "mkdtemp");
+		return;
+	}
+	snprintf(plan, sizeof plan, "%s/m.plan", dir);
+	FILE *f = fopen(plan, "w");
+	fputs(positions_plan, f);
+	fclose(f);
+	/* the ids read by rope_freqs alone */
+	f = fopen(plan, "r+");
+	char text[sizeof positions_plan];
+	size_t n = fread(text, 1, sizeof text - 1, f);
+	text[n] = 0;
+	char *at = strstr(text, "output y, cos, tids;");
+	memcpy(at, "output y, cos;      ", 20);
+	rewind(f);
+	fputs(text, f);
+	fclose(f);
+	size_t len = 0;
+	void *buf = driver_graph_buffer(plan, "p", NULL, NULL, NULL, 0, NULL, false, &len, NULL,
+					stderr);
+	remove(plan);
+	rmdir(dir);
+	struct g_graph g;
+	char err[256];
+	UNIT_CHECK(buf && graph_parse(buf, len, &g, err, sizeof err), "compile the folded graph");
+	if (!buf)
+		return;
+	size_t op = 0, caps = 0;
+	bool text_ids = false;
+	for (uint32_t i = 0; i < g.nops; i++) {
+		text_ids |= g.ops[i].kind == OP_text_ids;
+		if (g.ops[i].kind == OP_rope_freqs)
+			op = (size_t)((const char *)&g.ops[i] - (const char *)buf);
+	}
+	const struct g_op *rf = (const struct g_op *)((char *)buf + op);
+	UNIT_CHECK(op && !text_ids && rf->nin == 0 && rf->flags == G_OF_TEXT && rf->attr[5] == 8 &&
+			   rf->attr[3] == 0 && (g.need.caps & G_CAP_POSITIONS),
+		   "text_ids folded into rope_freqs: no ids, text flag, first position 8, "
+		   "requires bit 3");
+	const struct g_file_header *h = buf;
+	const struct g_section *sec = (const struct g_section *)((char *)buf + h->header_size);
+	for (uint32_t k = 0; k < h->nsections; k++)
+		if (sec[k].id == GS_REQUIRES)
+			caps = sec[k].offset + offsetof(struct g_requires, caps);
+	dtpc_graph *dg = NULL;
+	UNIT_CHECK(!dtpc_graph_open_buffer(buf, len, &dg), "it loads");
+	if (dg) {
+		dtpc_local_world *w = NULL;
+		dtpc_comm *c = NULL;
+		dtpc_session *s = NULL;
+		dtpc_local_world_create(1, TIMEOUT_MS, &w);
+		dtpc_comm_local(w, 0, &c);
+		dtpc_status st = dtpc_session_create(dg, c, DTPC_DEVICE_CPU, &s);
+		if (!st)
+			st = dtpc_session_dtype(s, DTPC_BF16);
+		UNIT_CHECK(!st && s->dtype == DTPC_BF16, "narrowed to bf16, positions to 257 taken "
+			   "(computed, not stored): %s", st ? dtpc_last_error() : "ok");
+		dtpc_session_free(s);
+		dtpc_comm_free(c);
+		dtpc_local_world_free(w);
+		dtpc_graph_free(dg);
+	}
+	void *forged = malloc(len);
+	memcpy(forged, buf, len);
+	*(uint64_t *)((char *)forged + caps) &= ~(uint64_t)G_CAP_POSITIONS;
+	((struct g_file_header *)forged)->checksum = graph_checksum(forged, len);
+	UNIT_CHECK(caps && !graph_parse(forged, len, &g, err, sizeof err) &&
+			   strstr(err, "requires does not set their capability bit"),
+		   "without requires bit 3 it is refused: %s", err);
+	memcpy(forged, buf, len);
+	((struct g_op *)((char *)forged + op))->flags &= ~(uint32_t)G_OF_TEXT;
+	((struct g_file_header *)forged)->checksum = graph_checksum(forged, len);
+	UNIT_CHECK(!graph_parse(forged, len, &g, err, sizeof err) &&
+			   strstr(err, "0 operands with position flags 0x0"),
+		   "a rope_freqs with neither ids nor a position flag is refused: %s", err);
+	free(forged);
+	free(buf);
+}
+
 int main(void)
 {
 	device_refuses_masks();
@@ -639,6 +729,7 @@ int main(void)
 	}
 	storage();
 	narrowed_positions();
+	folded_positions();
 	dtpc_graph_free(g4);
 	dtpc_graph_free(other4);
 	dtpc_graph_free(g2);

@@ -14,8 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "arena.h"
-#include "driver.h"
+#include "compiler/arena.h"
+#include "compiler/driver.h"
 #include "median.h"
 #include "runtime/dtpc.h"
 #include "runtime/safetensors.h"

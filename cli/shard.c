@@ -13,8 +13,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "diag.h"
-#include "driver.h"
+#include "compiler/diag.h"
+#include "compiler/driver.h"
 #include "runtime/graph_file.h"
 #include "runtime/weights.h"
 

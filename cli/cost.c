@@ -14,11 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "arena.h"
-#include "config.h"
-#include "driver.h"
-#include "expr.h"
-#include "parse.h"
+#include "compiler/arena.h"
+#include "compiler/config.h"
+#include "compiler/driver.h"
+#include "compiler/expr.h"
+#include "compiler/parse.h"
 #include "runtime/graph.h"
 #include "runtime/graph_stats.h"
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
+#include "compiler/diag.h"
 #include "runtime/graph_stats.h"
 
 static const char *axis_name(const struct g_graph *g, uint32_t a)
@@ -132,6 +132,7 @@ static const struct {
 	{ G_CAP_F32, "f32" },
 	{ G_CAP_BF16, "bf16" },
 	{ G_CAP_F16, "f16" },
+	{ G_CAP_POSITIONS, "positions" },
 	{ G_CAP_CUDA, "cuda" },
 };
 

@@ -5,19 +5,19 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "arena.h"
 #include "calibrate.h"
-#include "config.h"
+#include "compiler/arena.h"
+#include "compiler/config.h"
+#include "compiler/driver.h"
+#include "compiler/fmt.h"
+#include "compiler/version.h"
 #include "cost.h"
-#include "driver.h"
 #include "embed.h"
-#include "fmt.h"
 #include "inspect.h"
 #include "run.h"
+#include "runtime/graph_file.h"
 #include "shard.h"
 #include "timeline.h"
-#include "runtime/graph_file.h"
-#include "version.h"
 
 static const char usage[] =
 	"usage: dtpc check FILE.plan [options]            check a plan before launch\n"
@@ -139,11 +139,17 @@ static bool one_statement(const char *text)
 	return true;
 }
 
+/* -d g: the compiled graph as `dtpc inspect` shows rank 0 */
+static void dump_graph(const struct g_graph *g, size_t len, FILE *out)
+{
+	inspect_graph(g, len, 0, INSPECT_TEXT, out);
+}
+
 /* check and compile share their options; compile adds -o and -v. */
 static int cmd_check(int argc, char **argv, int first, bool compile)
 {
 	struct arena *a = arena_create();
-	struct check_opts o = { .format = FMT_TEXT, .color = isatty(2) };
+	struct check_opts o = { .format = FMT_TEXT, .color = isatty(2), .dump_graph = dump_graph };
 	o.co.defines = ARENA_ARRAY(a, struct override, argc);
 	const char *out_path = NULL;
 	bool verbose = false;

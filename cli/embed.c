@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "driver.h"
+#include "compiler/driver.h"
 #include "runtime/dtpc.h"
 
 static bool c_identifier(const char *s)

@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "diag.h"
+#include "compiler/diag.h"
 #include "median.h"
 #include "runtime/comm.h"
 #include "runtime/device.h"
@@ -35,7 +35,7 @@
 #include "runtime/session.h"
 
 enum { CO_AG, CO_AR, CO_A2A, CO_P2P, CO_N };
-/* The profile's keys, as compiler/cost.c reads them. */
+/* The profile's keys, as cli/cost.c reads them. */
 static const char *const busbw_keys[CO_N] = { "all_gather_busbw", "all_reduce_busbw",
 					      "all_to_all_busbw", "p2p_busbw" };
 static const char *const alpha_keys[CO_N] = { "all_gather_alpha_s", "all_reduce_alpha_s",
@@ -44,7 +44,7 @@ static const char *const coll_names[CO_N] = { "all-gather", "all-reduce", "all-t
 					      "ring shift" };
 
 /* The memory-bound kernels, by the keys of a by_ranks row's "op_bytes_per_s"
- * (compiler/cost.c reads the same names): each moves the bytes the cost
+ * (cli/cost.c reads the same names): each moves the bytes the cost
  * model charges it (its operands and its result). */
 enum mop { M_LAYER_NORM, M_RMS_NORM, M_GELU, M_SILU, M_ADD, M_MUL, M_MODULATE, M_ROPE,
 	   M_COPY, M_LSE_MERGE, M_N };
@@ -290,7 +290,7 @@ static int run_mop(void *p, uint32_t op)
 }
 
 /* The bytes the cost model charges each memory-bound kernel: its result
- * and its operands (compiler/cost.c's op_cost). */
+ * and its operands (cli/cost.c's op_cost). */
 static double mop_bytes(int op, int64_t rows, int64_t cols)
 {
 	double n = (double)rows * (double)cols, f = 4;
@@ -327,7 +327,7 @@ static float *filled(size_t n)
 
 /* The threads a rank of n gets from `dtpc run` here: the cores divided by
  * the ranks, at least one (runtime/device_cpu.c's default for local ranks,
- * compiler/run.c's choice under mpirun). */
+ * cli/run.c's choice under mpirun). */
 static int run_threads(int cores, int n)
 {
 	return cores / n > 1 ? cores / n : 1;
@@ -679,7 +679,7 @@ static void add_compute(cJSON *f32, const struct compute *cp, int ranks, int cor
 	while (!cp->row[n1].measured)
 		n1++;
 	const struct ranks_row *one = &cp->row[n1];
-	/* the cores a rank of n1 computed on (compiler/cost.c's rank_cores) */
+	/* the cores a rank of n1 computed on (cli/cost.c's rank_cores) */
 	double t1 = n1 >= cores ? (double)cores / n1 : (double)(cores / n1);
 	cJSON *lin_o = cJSON_AddObjectToObject(f32, "linear");
 	snprintf(src, sizeof src,
