@@ -223,6 +223,22 @@ static void try_context_hints(struct arena *a, struct diag *from, const struct p
 
 /* One plan of `dtpc check`: resolve, lay out, and add its summary when it
  * is clean. */
+/* The passes from a checked layout to a graph ready to serialize, written
+ * once for every path that lowers (the compile command, the in-memory
+ * graphs of run --verify and cost, the pipeline fuzzer): the lowering, the
+ * fold of position generators into rope_freqs, the memory plan. NULL when
+ * the lowering reported an error. */
+struct g_graph *driver_lower(struct arena *a, struct diag_ctx *d, struct plan_cfg *c,
+			     const struct layout_result *lay, const struct lower_opts *lo)
+{
+	struct g_graph *g = d->nerrors ? NULL : lower_plan(a, d, c, lay, lo);
+	if (!g)
+		return NULL;
+	fold_positions(a, g);
+	memplan_run(a, g);
+	return g;
+}
+
 static void check_one(const struct check_opts *o, struct arena *a, struct diag_ctx *d,
 		      const struct program *prog, const struct plan *p, cJSON *summaries,
 		      FILE *out)
@@ -490,11 +506,9 @@ int driver_compile(const struct check_opts *opts, const char *out_path, bool ver
 	if (d.nerrors)
 		goto done;
 	struct lower_opts lo = { .source_path = o->file, .source_hash = sources_hash(&d, &prog) };
-	struct g_graph *g = lower_plan(a, &d, c, lay, &lo);
+	struct g_graph *g = driver_lower(a, &d, c, lay, &lo);
 	if (!g)
 		goto done;
-	fold_positions(a, g);
-	memplan_run(a, g);
 	size_t len = 0;
 	void *buf = graph_serialize(g, &len);
 	if (!buf) {
@@ -578,11 +592,9 @@ void *driver_graph_buffer(const char *source, const char *plan, const char *mesh
 	struct lower_opts lo = { .source_path = source, .source_hash = sources_hash(&d, &prog) };
 	if (source_hash)
 		*source_hash = lo.source_hash;
-	struct g_graph *g = d.nerrors ? NULL : lower_plan(a, &d, c, lay, &lo);
+	struct g_graph *g = driver_lower(a, &d, c, lay, &lo);
 	if (!g)
 		goto done;
-	fold_positions(a, g);
-	memplan_run(a, g);
 	buf = graph_serialize(g, len);
 done:
 	diag_print_text(&d, err, false);

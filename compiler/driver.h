@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "layout.h"
+#include "lower.h"
 #include "plan.h"
 
 enum out_format { FMT_TEXT, FMT_JSON, FMT_SARIF };
@@ -53,4 +55,11 @@ int driver_compile(const struct check_opts *o, const char *out_path, bool verbos
 void *driver_graph_buffer(const char *source, const char *plan, const char *mesh,
 			  const char *context, struct override *defs, int ndefs, const char *config,
 			  bool one_rank, size_t *len, uint64_t *source_hash, FILE *err);
+/* The passes after the layout and its checks (layout_run, then
+ * fold_check_positions): lowering, the position fold, the memory plan —
+ * the one sequence every path that makes a graph runs. NULL after an error
+ * in d. */
+struct g_graph *driver_lower(struct arena *a, struct diag_ctx *d, struct plan_cfg *c,
+			     const struct layout_result *lay, const struct lower_opts *lo);
+
 #endif

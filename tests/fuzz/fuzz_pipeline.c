@@ -17,6 +17,8 @@
 
 #include "compiler/arena.h"
 #include "compiler/layout.h"
+#include "compiler/driver.h"
+#include "compiler/fold.h"
 #include "compiler/lower.h"
 #include "compiler/parse.h"
 #include "runtime/graph.h"
@@ -49,10 +51,13 @@ static void compile(struct arena *a, struct diag_ctx *d, struct plan_cfg *c)
 {
 	struct layout_result *lay = layout_run(a, d, c);
 
+	if (!d->nerrors)
+		fold_check_positions(d, c, lay);
 	if (d->nerrors || c->model->nops > MAX_LOWERED_OPS)
 		return;
+	/* the compiler's own sequence of passes (driver_lower) */
 	struct lower_opts lo = { .source_path = "fuzz.plan", .source_hash = 0 };
-	struct g_graph *g = lower_plan(a, d, c, lay, &lo);
+	struct g_graph *g = driver_lower(a, d, c, lay, &lo);
 	if (!g) {
 		if (!d->nerrors) {
 			fprintf(stderr, "the lowering failed without a diagnostic\n");
@@ -60,7 +65,6 @@ static void compile(struct arena *a, struct diag_ctx *d, struct plan_cfg *c)
 		}
 		return;
 	}
-	memplan_run(a, g);
 	size_t len = 0;
 	void *buf = graph_serialize(g, &len);
 	if (!buf)
