@@ -44,11 +44,14 @@ MODELS = {
     "tiny": ("examples/tiny_dit.plan", "tiny_dit_8", "tiny_dit_tp",
              ["seq=1024", "hidden=256", "heads=8", "ffn=1024"]),
     "flux": ("examples/flux.plan", "flux_tiny_ring2_ulysses2_tp2", "flux_tiny_tp",
-             ["img_seq=768", "txt_seq=256", "head_dim=32", "heads=8"]),
+             ["img_seq=768", "txt_seq=256", "attention_head_dim=32", "num_attention_heads=8",
+              "axes_dims_rope=[8,12,12]"]),
     "qwenimage": ("examples/qwenimage.plan", "qwenimage_tiny_usp_tp", "qwenimage_tiny_tp",
-                  ["img_seq=768", "txt_seq=256", "head_dim=32", "heads=8"]),
+                  ["height=24", "width=32", "txt_seq=256", "attention_head_dim=32",
+                   "num_attention_heads=8", "axes_dims_rope=[8,12,12]"]),
     "wan": ("examples/wan.plan", "wan_tiny_usp_ffn_tp", "wan_tiny_ffn_tp",
-            ["seq=1024", "txt_seq=64", "head_dim=32", "heads=8", "ffn_dim=1024"]),
+            ["num_frames=4", "height=32", "width=32", "txt_seq=64", "attention_head_dim=32",
+             "num_attention_heads=8", "ffn_dim=1024"]),
 }
 
 
@@ -80,7 +83,7 @@ def cases():
     q, w = MODELS["qwenimage"], MODELS["wan"]
     out.append(("qwenimage-ulysses-anything2", q[0], "qwenimage_tiny_ulysses_anything2",
                 "ulysses = 2", "ulysses_anything = true",
-                [d for d in q[3] if not d.startswith("heads=")] + ["heads=7"]))
+                [d for d in q[3] if not d.startswith("num_attention_heads=")] + ["num_attention_heads=7"]))
     out.append(("wan-ring-anything3", w[0], "wan_tiny_ring_anything3", "ring = 3",
                 "ring_anything = true", w[3]))
     return out
