@@ -1,5 +1,5 @@
 #!/bin/sh
-# gpu_bundle.sh BUILD — one folder, BUILD/bundle, that runs the GPU checks on
+# gpu_bundle.sh BUILD — one folder, BUILD/bundle (and packed, BUILD/bundle.tar.xz), that runs the GPU checks on
 # a bare GPU machine (tests/gpu/run.sh BUILD/bundle): dtpc, the GPU test and
 # benchmark programs, stripped, laid out as in BUILD, and in lib/ the shared
 # libraries they need that such a machine lacks (cJSON, OpenBLAS, Open MPI's
@@ -32,3 +32,8 @@ done | sort -u | while read -r lib; do
 	esac
 done
 du -sh "$B" | awk '{print "gpu-bundle: " $1 " in " $2}'
+# packed too: a lent GPU machine takes 64 MiB with the working tree, and
+# OpenBLAS alone is 36 MB unpacked (tests/gpu/run.sh BUILD/bundle.tar.xz
+# unpacks it)
+tar -C "$BUILD" -cJf "$BUILD/bundle.tar.xz" bundle
+du -sh "$BUILD/bundle.tar.xz" | awk '{print "gpu-bundle: " $1 " packed in " $2}'

@@ -2,7 +2,8 @@
 # tests/gpu/run.sh [BUILD] — every GPU check of dtpc in one command of at most
 # 8 minutes, on a machine with an NVIDIA GPU. BUILD is a CUDA build
 # (make BUILD=build-gpu where nvcc is found), or the folder `make gpu-bundle` made of one
-# for a machine that cannot build (BUILD/bundle); without BUILD/dtpc the
+# for a machine that cannot build (BUILD/bundle, or BUILD/bundle.tar.xz,
+# unpacked into $TMPDIR first); without BUILD/dtpc the
 # script builds with the machine's nvcc first.
 #
 #  kernels   every CUDA kernel against the CPU kernels (tests/gpu/test_*: fresh
@@ -25,6 +26,16 @@
 set -u
 BUILD=${1:-build-gpu}
 T0=$(date +%s)
+# A bundle may travel packed (BUILD/bundle.tar.xz, what gpu-bundle writes
+# beside the folder: OpenBLAS alone is 36 MB unpacked, and what a lent GPU
+# machine takes is 64 MiB with the working tree): unpack it once.
+case $BUILD in
+*.tar.xz)
+	mkdir -p "${TMPDIR:-/tmp}/dtpc-bundle"
+	tar -C "${TMPDIR:-/tmp}/dtpc-bundle" -xJf "$BUILD" || exit 2
+	BUILD=${TMPDIR:-/tmp}/dtpc-bundle/bundle
+	;;
+esac
 if [ ! -x "$BUILD/dtpc" ]; then
 	echo "== build ($BUILD)"
 	make BUILD="$BUILD" -j"$(nproc)" all >"${TMPDIR:-/tmp}/gpu-build.log" 2>&1 ||
