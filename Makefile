@@ -210,17 +210,26 @@ $(BUILD)/examples/embed: $(BUILD)/obj/examples/embed.o $(BUILD)/obj/examples/emb
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # libFuzzer targets (clang only): the parser, the graph loader, safetensors,
-# the checkpoint index and per-rank folders (fuzz_index, fuzz_rankdir),
-# the whole pipeline (fuzz_pipeline: parse to a prepared session).
-# Each links the whole compiler and runtime, built with the fuzzer's
-# instrumentation; `make fuzz` runs each for a minute.
+# the config reader, the checkpoint index and per-rank folders (fuzz_index,
+# fuzz_rankdir), the whole pipeline (fuzz_pipeline: parse to a prepared
+# session). The compiler and runtime are built once with the fuzzer's
+# instrumentation (fuzzer-no-link: coverage without libFuzzer's main) into
+# an archive each target links; `make fuzz` runs each for a minute.
 FUZZ_SRC = $(COMPILER_SRC) $(RUNTIME_SRC) $(BUILD)/gen/plan.tab.c $(BUILD)/gen/lex.yy.c
+FUZZ_OBJ = $(patsubst %.c,$(BUILD)/fuzz/obj/%.o,$(FUZZ_SRC))
 FUZZ_BIN = $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_SRC) | $(BUILD)/gen/op_sigs.h
+FUZZ_CFLAGS = -std=gnu11 -g -O1 -I. -I$(BUILD)/gen $(BLAS_CFLAGS) $(MPI_CFLAGS) \
+	-fsanitize=address,undefined -fno-sanitize-recover=all
+$(BUILD)/fuzz/obj/%.o: %.c | $(BUILD)/gen/op_sigs.h $(BUILD)/gen/plan.tab.h $(BUILD)/gen/lex.yy.h
 	@mkdir -p $(@D)
-	clang -std=gnu11 -g -O1 -I. -I$(BUILD)/gen $(BLAS_CFLAGS) $(MPI_CFLAGS) \
-		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-		-o $@ $^ -lcjson -lopenblas $(MPI_LIBS) -lpthread -lm
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c -o $@ $<
+$(BUILD)/fuzz/libdtpc_fuzz.a: $(FUZZ_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(BUILD)/fuzz/libdtpc_fuzz.a
+	@mkdir -p $(@D)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ -lcjson -lopenblas $(MPI_LIBS) -lpthread -lm
+-include $(FUZZ_OBJ:.o=.d)
 
 fuzz: $(FUZZ_BIN)
 	@for f in $(FUZZ_BIN); do \

@@ -304,7 +304,7 @@ fuzz_target() {
 	name=$1
 	shift
 	bin="$BUILD/fuzz/fuzz_$name"
-	if ! make -s BUILD="$BUILD" "$bin" >"$tmp/fuzzbuild" 2>&1; then
+	if ! make -s -j2 BUILD="$BUILD" "$bin" >"$tmp/fuzzbuild" 2>&1; then
 		echo "fuzz target $name did not build (clang with libFuzzer missing?):"
 		tail -20 "$tmp/fuzzbuild"
 		bad "fuzz/$name/build"
