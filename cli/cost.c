@@ -567,7 +567,10 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 	double t = 0;
 	int res = R_MEM, mop = M_COPY;
 	switch ((enum op_kind)o->kind) {
-	case OP_linear: {
+	/* linear_act: the linear's FLOPs and time; its activation runs on the
+	 * GEMM's result before it is stored (the epilogue), free beside it */
+	case OP_linear:
+	case OP_linear_act: {
 		const struct g_tensor *xt = &g->tensors[x];
 		double k = (double)graph_local_dim(g, x, xt->ndim - 1, r);
 		double nn = (double)graph_local_dim(g, out, g->tensors[out].ndim - 1, r);

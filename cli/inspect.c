@@ -105,6 +105,12 @@ static const char *why(const struct g_graph *g, const struct g_op *o)
 	case OP_unpatchify:
 	case OP_reshape:
 	case OP_pad:
+	case OP_linear_act:
+		/* fuse.c: the pair's meaning, the activation in the GEMM's epilogue */
+		return o->attr[0] == G_ACT_SILU ? "linear + silu fused (dtpc --no-fuse: apart)"
+		       : o->attr[0] == G_ACT_GELU_TANH
+			       ? "linear + gelu (tanh) fused (dtpc --no-fuse: apart)"
+			       : "linear + gelu fused (dtpc --no-fuse: apart)";
 	case OP_norm_stats:
 	case OP_COUNT:
 		break;
@@ -240,6 +246,8 @@ static void print_rank(const struct g_graph *g, uint32_t rank, FILE *out)
 			group_str(g, o->group, gname, sizeof gname);
 			fprintf(out, "        this rank's chunk over %s, no communication: %s\n",
 				gname, why(g, o));
+		} else if (o->kind == OP_linear_act) {
+			fprintf(out, "        %s\n", why(g, o));
 		}
 	}
 	fprintf(out, "  weights (this rank's slices)\n");

@@ -58,7 +58,10 @@ static const char usage[] =
 	"                         (check) sarif: diagnostics as SARIF 2.1.0 (code scanning)\n"
 	"  --color / --no-color   colour diagnostics (default: when stderr is a terminal)\n"
 	"  -d PASSES              dump after passes: i (IR), s (styles), l (layouts),\n"
-	"                         g (the lowered graph, rank 0; compile only)\n"
+	"                         f (each linear fused with its activation), g (the\n"
+	"                         lowered graph, rank 0); f and g: compile only\n"
+	"  --no-fuse              (compile) keep each linear and the gelu / silu that\n"
+	"                         reads it as two ops (default: one linear_act)\n"
 	"  -q                     quiet: no summary and no standalone notes (errors stay)\n"
 	"  -o FILE.graph          (compile) where to write the graph\n"
 	"  -v                     (compile) print the compile report: the communication\n"
@@ -247,6 +250,8 @@ static int cmd_check(int argc, char **argv, int first, bool compile)
 			o.color = false;
 		} else if (!strcmp(s, "-q")) {
 			o.quiet = true;
+		} else if (!strcmp(s, "--no-fuse")) {
+			o.co.no_fuse = true;
 		} else if (!strncmp(s, "-d", 2)) {
 			v = s[2] ? s + 2 : need_value(argc, argv, &i);
 			if (!v)
@@ -260,8 +265,10 @@ static int cmd_check(int argc, char **argv, int first, bool compile)
 					o.dumps |= DUMP_LAYOUT;
 				else if (*p == 'g')
 					o.dumps |= DUMP_GRAPH;
+				else if (*p == 'f')
+					o.dumps |= DUMP_FUSE;
 				else {
-					rc = diag_usage_error("-d takes i, s, l and g, not '%s'", v);
+					rc = diag_usage_error("-d takes i, s, l, f and g, not '%s'", v);
 					goto out;
 				}
 			}

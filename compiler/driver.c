@@ -13,6 +13,7 @@
 #include "arena.h"
 #include "config.h"
 #include "fold.h"
+#include "fuse.h"
 #include "layout.h"
 #include "lower.h"
 #include "parse.h"
@@ -226,7 +227,8 @@ static void try_context_hints(struct arena *a, struct diag *from, const struct p
 /* The passes from a checked layout to a graph ready to serialize, written
  * once for every path that lowers (the compile command, the in-memory
  * graphs of run --verify and cost, the pipeline fuzzer): the lowering, the
- * fold of position generators into rope_freqs, the memory plan. NULL when
+ * fold of position generators into rope_freqs, the fusion of a linear and
+ * its activation (fuse.c; not with --no-fuse), the memory plan. NULL when
  * the lowering reported an error. */
 struct g_graph *driver_lower(struct arena *a, struct diag_ctx *d, struct plan_cfg *c,
 			     const struct layout_result *lay, const struct lower_opts *lo)
@@ -235,6 +237,8 @@ struct g_graph *driver_lower(struct arena *a, struct diag_ctx *d, struct plan_cf
 	if (!g)
 		return NULL;
 	fold_positions(a, g);
+	if (!lo->no_fuse)
+		fuse_linear_act(a, g, lo->fuse_dump);
 	memplan_run(a, g);
 	return g;
 }
@@ -505,7 +509,9 @@ int driver_compile(const struct check_opts *opts, const char *out_path, bool ver
 		dump_layout(out, a, c, lay);
 	if (d.nerrors)
 		goto done;
-	struct lower_opts lo = { .source_path = o->file, .source_hash = sources_hash(&d, &prog) };
+	struct lower_opts lo = { .source_path = o->file, .source_hash = sources_hash(&d, &prog),
+				 .no_fuse = o->co.no_fuse,
+				 .fuse_dump = o->dumps & DUMP_FUSE ? out : NULL };
 	struct g_graph *g = driver_lower(a, &d, c, lay, &lo);
 	if (!g)
 		goto done;

@@ -12,7 +12,7 @@
 enum out_format { FMT_TEXT, FMT_JSON, FMT_SARIF };
 
 /* Pass names accepted by -d (dump after that pass). */
-enum dump_pass { DUMP_IR = 1, DUMP_STYLES = 2, DUMP_LAYOUT = 4, DUMP_GRAPH = 8 };
+enum dump_pass { DUMP_IR = 1, DUMP_STYLES = 2, DUMP_LAYOUT = 4, DUMP_GRAPH = 8, DUMP_FUSE = 16 };
 
 struct check_opts {
 	const char *file;
@@ -56,7 +56,8 @@ void *driver_graph_buffer(const char *source, const char *plan, const char *mesh
 			  const char *context, struct override *defs, int ndefs, const char *config,
 			  bool one_rank, size_t *len, uint64_t *source_hash, FILE *err);
 /* The passes after the layout and its checks (layout_run, then
- * fold_check_positions): lowering, the position fold, the memory plan —
+ * fold_check_positions): lowering, the position fold, the fusion of a
+ * linear with its activation (unless lo->no_fuse), the memory plan —
  * the one sequence every path that makes a graph runs. NULL after an error
  * in d. */
 struct g_graph *driver_lower(struct arena *a, struct diag_ctx *d, struct plan_cfg *c,

@@ -93,10 +93,7 @@ static bool whole(const struct g_tensor *t)
 	return true;
 }
 
-/* Drops the ops marked in drop and the tensors they produced: the tables
- * are rebuilt in order, tensor indices renumbered, operand ranges laid out
- * afresh. */
-static void drop_ops(struct arena *a, struct g_graph *g, const bool *drop)
+void fold_drop_ops(struct arena *a, struct g_graph *g, const bool *drop)
 {
 	uint32_t *map = ARENA_ARRAY(a, uint32_t, g->ntensors);
 	bool *gone = ARENA_ARRAY(a, bool, g->ntensors);
@@ -208,5 +205,5 @@ void fold_positions(struct arena *a, struct g_graph *g)
 		any |= drop[i];
 	}
 	if (any)
-		drop_ops(a, g, drop);
+		fold_drop_ops(a, g, drop);
 }

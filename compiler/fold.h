@@ -16,4 +16,9 @@ void fold_check_positions(struct diag_ctx *d, const struct plan_cfg *c,
  * the generators then unread, with their tensors. Between lower_plan and
  * memplan_run; g's arrays must be writable (the lowering's). */
 void fold_positions(struct arena *a, struct g_graph *g);
+
+/* Drops the ops marked in drop and the tensors they produced: the tables
+ * are rebuilt in order, tensor indices renumbered, operand ranges laid out
+ * afresh. The passes that remove ops (this fold, fuse.c) share it. */
+void fold_drop_ops(struct arena *a, struct g_graph *g, const bool *drop);
 #endif

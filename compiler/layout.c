@@ -1121,6 +1121,7 @@ static struct layout_result *layout_pass(struct arena *a, struct diag_ctx *d,
 		case OP_reduce_scatter:
 		case OP_ulysses_a2a:
 		case OP_ring_attention:
+		case OP_linear_act: /* made after the layouts (fuse.c) */
 		case OP_COUNT: X.out = whole; break;
 		}
 		res->in[opi] = X.in;

@@ -877,6 +877,7 @@ static void lower_op(struct lower *L, int opi)
 	case OP_ring_attention:
 	case OP_norm_stats:
 	case OP_reduce_scatter:
+	case OP_linear_act: /* made after the lowering (fuse.c) */
 	case OP_COUNT:
 		break;
 	}

@@ -1,12 +1,16 @@
 /* lower.h — lowering a checked plan to the per-rank execution graph. */
 #ifndef DTPC_LOWER_H
 #define DTPC_LOWER_H
+#include <stdio.h>
+
 #include "layout.h"
 #include "runtime/graph.h"
 
 struct lower_opts {
 	const char *source_path;
 	uint64_t source_hash; /* of every source file read */
+	bool no_fuse;         /* --no-fuse: no linear_act (fuse.c) */
+	FILE *fuse_dump;      /* -d f: each fusion's line (NULL: none) */
 };
 
 /* Builds the SPMD graph of plan c with the layouts of lay: inserts the

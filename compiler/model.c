@@ -1069,6 +1069,7 @@ static bool shape_rule(struct inst *I, struct ir_op *o, const struct bound *b,
 	case OP_ring_attention:
 	case OP_norm_stats:
 	case OP_reduce_scatter:
+	case OP_linear_act:
 	case OP_COUNT: /* graph-only ops: op_lookup never returns them */
 		break;
 	}

@@ -87,6 +87,7 @@ struct compile_opts {
 	const char *mesh;    /* --mesh "ring=2,tp=2": replaces the plan's mesh */
 	const char *context; /* --context "rotate_method=\"alltoall\"": overrides */
 	const char *dtype;   /* --dtype bf16: replaces the plan's dtype setting */
+	bool no_fuse;        /* --no-fuse: graphs keep linear + activation apart */
 };
 
 struct program;

@@ -346,7 +346,8 @@ dtpc_status exec_check(struct dtpc_session *s, uint32_t i)
 	if (o->scratch >= 0)
 		REQUIRE((uint32_t)o->scratch != out, i, name, "scratch is the output");
 	switch ((enum op_kind)o->kind) {
-	case OP_linear: {
+	case OP_linear:
+	case OP_linear_act: {
 		uint32_t w = opnd(s, o, 1);
 		REQUIRE(nd(s, w) == 2 && nd(s, x) >= 1 && nd(s, out) == nd(s, x), i, name, "ranks");
 		int64_t K = dims(s, x)[nd(s, x) - 1], N = dims(s, w)[0];
@@ -1224,6 +1225,20 @@ dtpc_status exec_op(struct dtpc_session *s, uint32_t i)
 		DEV(s, o, linear, rt_data(s, x), rt_data(s, opnd(s, o, 1)),
 		    (o->flags & G_OF_BIAS) ? rt_data(s, opnd(s, o, 2)) : NULL, y,
 		    K ? s->numel[x] / K : 0, K, N);
+		return DTPC_OK;
+	}
+	case OP_linear_act: {
+		/* the unfused pair's meaning, act(round(x W^T + b)): the linear
+		 * into y (rounded to the storage dtype), then the activation in
+		 * place on y (the loader checked attr[0]) */
+		int64_t K = dims(s, x)[nd(s, x) - 1], N = dims(s, out)[nd(s, out) - 1];
+		DEV(s, o, linear, rt_data(s, x), rt_data(s, opnd(s, o, 1)),
+		    (o->flags & G_OF_BIAS) ? rt_data(s, opnd(s, o, 2)) : NULL, y,
+		    K ? s->numel[x] / K : 0, K, N);
+		if (o->attr[0] == G_ACT_SILU)
+			DEV(s, o, silu, y, y, s->numel[out]);
+		else
+			DEV(s, o, gelu, y, y, s->numel[out], o->attr[0] == G_ACT_GELU_TANH);
 		return DTPC_OK;
 	}
 	case OP_layer_norm: {

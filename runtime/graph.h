@@ -164,6 +164,9 @@ struct g_requires {
  * group is the communication group (-1 for local ops); scratch is a
  * GT_SCRATCH tensor or -1. attr/eps by kind:
  *   linear       flags G_OF_BIAS when operand 2 is the bias
+ *   linear_act   a linear and its activation in one op (compiler/fuse.c):
+ *                as linear, attr[0] the activation (enum g_act); its value
+ *                is exactly act(round_to_storage(x W^T + b))
  *   layer_norm   eps; flags G_OF_AFFINE (operands 1, 2: weight, bias);
  *                G_OF_STATS: a distributed norm (the last axis split over a
  *                group): the last two operands are the all-reduced sums
@@ -222,6 +225,10 @@ struct g_requires {
  *   reduce_scatter attr[0] dim: sum over the group of the whole input, this
  *                rank keeping its chunk of dim (the output's pattern, one
  *                block); scratch: the pieces sent, then the pieces received */
+/* linear_act's attr[0]: the activation after the linear (the values of the
+ * kernels' enum k_act). */
+enum g_act { G_ACT_GELU, G_ACT_GELU_TANH, G_ACT_SILU, G_ACT_COUNT };
+
 struct g_op {
 	uint16_t kind;
 	uint16_t nin;
@@ -465,9 +472,10 @@ _Static_assert(offsetof(struct g_tensor, dims) == 40 && offsetof(struct g_op, at
  * op updates OP_COUNT here (and docs/graph-format.md's list); a new id of 64
  * or more needs a wider g_requires.ops, i.e. a new capability bit and
  * section in a minor version. */
-_Static_assert(OP_COUNT == 28, "a new op: update OP_COUNT here and the op list in "
+_Static_assert(OP_COUNT == 29, "a new op: update OP_COUNT here and the op list in "
 	       "docs/graph-format.md");
 _Static_assert(OP_linear == 0 && OP_gelu == 3 && OP_attention == 11 && OP_param == 12 &&
-	       OP_shard == 14 && OP_ring_attention == 18, "op ids are never renumbered");
+	       OP_shard == 14 && OP_ring_attention == 18 &&
+	       OP_reduce_scatter == 27 && OP_linear_act == 28, "op ids are never renumbered");
 _Static_assert(OP_COUNT <= 64, "g_requires.ops has 64 bits");
 #endif

@@ -644,6 +644,11 @@ static bool check_op(struct loader *l, uint32_t i)
 				    " out of range (the output has %u)", i, info->name,
 				    op->attr[0], g->tensors[op->out].ndim);
 		break;
+	case OP_linear_act:
+		if (op->attr[0] < 0 || op->attr[0] >= G_ACT_COUNT)
+			return fail(l, "op %" PRIu32 " (linear_act): activation %" PRId64
+				    " (0 gelu, 1 gelu tanh, 2 silu)", i, op->attr[0]);
+		break;
 	case OP_linear:
 	case OP_layer_norm:
 	case OP_rms_norm:

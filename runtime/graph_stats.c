@@ -105,6 +105,7 @@ uint64_t graph_comm_bytes(const struct g_graph *g, uint32_t op, uint32_t rank)
 	case OP_shard:
 	case OP_pad:
 	case OP_norm_stats:
+	case OP_linear_act:
 	case OP_COUNT:
 		break;
 	}

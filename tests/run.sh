@@ -10,6 +10,7 @@
 #            tests/cli/commands.sh: verdicts and exit statuses of the commands
 #  config    tests/config.sh: --config config.json, hostile files, precedence
 #  lower     tests/lower.sh: lowering goldens, communication volumes, determinism
+#  fuse      tests/fuse.sh: linear + activation fusion, bitwise equal to the pair
 #  equiv     tests/equiv.sh: N-rank replays against the one-rank model
 #  fixtures  tests/fixtures.sh: diffusers' tiny Flux and Wan on N ranks
 #  models    tests/models.sh: models/*.plan run from diffusers' folders (config.json,
@@ -215,6 +216,11 @@ absorb clicmd "$tmp/clicmd"
 sh tests/lower.sh "$BUILD" >"$tmp/lower" 2>&1
 grep -A40 '^FAIL' "$tmp/lower" | head -60
 absorb lower "$tmp/lower"
+
+# ---- fusion: linear + activation, bitwise equal to the pair -----------------------------------
+sh tests/fuse.sh "$BUILD" >"$tmp/fuse" 2>&1
+grep -A20 '^FAIL' "$tmp/fuse" | head -40
+absorb fuse "$tmp/fuse"
 
 # ---- equivalence: N-rank replays against the unsharded model ----------------------------------
 sh tests/equiv.sh "$BUILD" >"$tmp/equiv" 2>&1

@@ -929,6 +929,25 @@ static void test_requires(void)
 	snprintf(newer_op, sizeof newer_op, "the graph uses op id %d, unknown to this runtime",
 		 OP_COUNT + 1);
 	refuse(f, valid_len, GRAPH_FAULT_VERSION, newer_op, "an op of a newer version");
+	/* linear_act (fuse.c): activation 0 gelu, 1 gelu tanh, 2 silu; one past
+	 * them is refused, silu loads (the control) */
+	for (int64_t act = G_ACT_SILU; act <= G_ACT_COUNT; act++) {
+		f = copy_of(valid, valid_len);
+		struct g_op *o = section(f, GS_OPS);
+		o[2].kind = OP_linear_act;
+		o[2].attr[0] = act;
+		need_of(f)->ops |= 1ull << OP_linear_act;
+		if (act == G_ACT_COUNT) {
+			reject(f, valid_len, "op 2 (linear_act): activation 3",
+			       "a linear_act of an unknown activation");
+			continue;
+		}
+		fix_checksum(f, valid_len);
+		struct g_graph back;
+		UNIT_CHECK(parse_ok(f, valid_len, &back) && back.ops[2].kind == OP_linear_act,
+			   "a linear_act of silu loads");
+		free(f);
+	}
 	f = copy_of(valid, valid_len);
 	need_of(f)->ops &= ~(1ull << OP_reshape);
 	refuse(f, valid_len, GRAPH_FAULT_FORMAT,
