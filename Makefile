@@ -93,7 +93,7 @@ endif
 COMPILER_SRC = $(wildcard compiler/*.c)
 COMPILER_OBJ = $(COMPILER_SRC:%.c=$(BUILD)/obj/%.o) \
                $(BUILD)/obj/gen/plan.tab.o $(BUILD)/obj/gen/lex.yy.o
-RUNTIME_SRC  = $(wildcard runtime/*.c kernels/cpu/*.c)
+RUNTIME_SRC  = $(wildcard runtime/*.c runtime/ops/*.c kernels/cpu/*.c)
 RUNTIME_OBJ  = $(RUNTIME_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_SRC      = $(wildcard cli/*.c)
 CLI_OBJ      = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)

@@ -1,0 +1,149 @@
+/* embed.c — timestep_embedding, grid_ids, text_ids, patch_embed and
+ * unpatchify on one rank. */
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "runtime/op_runtime.h"
+
+static dtpc_status check_timestep_embedding(struct dtpc_session *s, uint32_t i, const struct g_op *o)
+{
+	const char *name = op_table[o->kind].name;
+	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
+	int64_t dim = o->attr[0];
+	double f[4];
+	memcpy(f, &o->attr[1], sizeof f);
+	REQUIRE(dim > 0 && nd(s, out) == nd(s, x) + 1 && nd(s, out) <= G_MAX_DIMS &&
+			dims(s, out)[nd(s, x)] == dim, i, name, "the output must be [..., %lld]",
+		(long long)dim);
+	for (int d = 0; d < nd(s, x); d++)
+		REQUIRE(dims(s, out)[d] == dims(s, x)[d], i, name, "dim %d differs", d);
+	/* as the compiler checks them: a finite divisor and logarithm */
+	REQUIRE(dim < 2 || (double)(dim / 2) - f[0] != 0, i, name,
+		"dim / 2 - downscale_freq_shift is 0");
+	REQUIRE(f[2] > 0 && isfinite(f[2]) && isfinite(f[0]) && isfinite(f[1]) &&
+			isfinite(f[3]), i, name, "shift, scale, max_period or input_scale");
+	return DTPC_OK;
+}
+
+static dtpc_status check_ids(struct dtpc_session *s, uint32_t i, const struct g_op *o)
+{
+	const char *name = op_table[o->kind].name;
+	uint32_t out = o->out;
+	int64_t rows = 1, cols = o->kind == OP_grid_ids ? 3 : o->attr[2], end;
+	for (int k = 0; k < (o->kind == OP_grid_ids ? 3 : 1); k++)
+		REQUIRE(o->attr[k] >= 1 && o->attr[k] <= (1 << 24) &&
+				!__builtin_mul_overflow(rows, o->attr[k], &rows), i, name,
+			"sizes");
+	REQUIRE(o->kind == OP_grid_ids ||
+			(cols >= 1 && !__builtin_add_overflow(o->attr[1], o->attr[0], &end)),
+		i, name, "axes or positions");
+	REQUIRE(nd(s, out) == 2 && dims(s, out)[0] == rows && dims(s, out)[1] == cols, i, name,
+		"the output must be [%lld, %lld], whole", (long long)rows, (long long)cols);
+	/* the positions exact in the storage dtype (the compiler's check,
+	 * again for a graph narrowed at run time) */
+	enum g_dtype gd = s->dtype == DTPC_BF16 ? G_DT_BF16
+			  : s->dtype == DTPC_F16 ? G_DT_F16 : G_DT_F32;
+	int64_t ext = graph_ids_extent(o->kind == OP_grid_ids, o->attr, o->flags & G_OF_CENTER);
+	REQUIRE(ext <= graph_dtype_exact_ints(gd), i, name,
+		"position %lld is not exact in %s storage (integers up to %lld are)",
+		(long long)ext, graph_dtype_name(gd), (long long)graph_dtype_exact_ints(gd));
+	return DTPC_OK;
+}
+
+static dtpc_status check_patches(struct dtpc_session *s, uint32_t i, const struct g_op *o)
+{
+	const char *name = op_table[o->kind].name;
+	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
+	bool embed = o->kind == OP_patch_embed;
+	uint32_t grid = embed ? x : out, toks = embed ? out : x;
+	int64_t pt = o->attr[0], ph = o->attr[1], pw = o->attr[2], vol = 1, n = 1, k;
+	REQUIRE(nd(s, grid) == 5 && nd(s, toks) == 3 && dims(s, grid)[0] == dims(s, toks)[0],
+		i, name, "shapes");
+	for (int d = 0; d < 3; d++) {
+		REQUIRE(o->attr[d] >= 1 && dims(s, grid)[2 + d] % o->attr[d] == 0 &&
+				!__builtin_mul_overflow(vol, o->attr[d], &vol) &&
+				!__builtin_mul_overflow(n, dims(s, grid)[2 + d] / o->attr[d], &n),
+			i, name, "the patch does not divide the grid");
+	}
+	REQUIRE(dims(s, toks)[1] == n && !__builtin_mul_overflow(vol, dims(s, grid)[1], &k),
+		i, name, "%lld tokens for a grid of %lld patches",
+		(long long)dims(s, toks)[1], (long long)n);
+	if (!embed) {
+		REQUIRE(dims(s, x)[2] == k, i, name, "features %lld, not %lld",
+			(long long)dims(s, x)[2], (long long)k);
+		return DTPC_OK;
+	}
+	uint32_t w = opnd(s, o, 1);
+	int64_t N = dims(s, out)[2];
+	REQUIRE(nd(s, w) == 5 && dims(s, w)[0] == N && dims(s, w)[1] == dims(s, x)[1] &&
+			dims(s, w)[2] == pt && dims(s, w)[3] == ph && dims(s, w)[4] == pw, i, name,
+		"the weight must be [%lld, %lld, %lld, %lld, %lld]", (long long)N,
+		(long long)dims(s, x)[1], (long long)pt, (long long)ph, (long long)pw);
+	if (o->flags & G_OF_BIAS)
+		REQUIRE(o->nin == 3 && s->numel[opnd(s, o, 2)] == N, i, name, "bias size");
+	else
+		REQUIRE(o->nin == 2, i, name, "a third operand without the bias flag");
+	REQUIRE(scratch_floats(s, o) >= s->numel[x], i, name, "scratch too small");
+	return DTPC_OK;
+}
+
+static dtpc_status run_timestep_embedding(struct dtpc_session *s, const struct g_op *o)
+{
+	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
+	float *y = rt_data(s, out);
+	double f[4];
+	memcpy(f, &o->attr[1], sizeof f);
+	DEV(s, o, timestep_embedding, rt_data(s, x), y, s->numel[x], o->attr[0],
+	    o->flags & G_OF_FLIP, f[0], f[1], f[2], f[3]);
+	return DTPC_OK;
+}
+
+static dtpc_status run_grid_ids(struct dtpc_session *s, const struct g_op *o)
+{
+	uint32_t out = o->out;
+	float *y = rt_data(s, out);
+	DEV(s, o, grid_ids, y, o->attr[0], o->attr[1], o->attr[2], o->flags & G_OF_CENTER);
+	return DTPC_OK;
+}
+
+static dtpc_status run_text_ids(struct dtpc_session *s, const struct g_op *o)
+{
+	uint32_t out = o->out;
+	float *y = rt_data(s, out);
+	DEV(s, o, text_ids, y, o->attr[0], o->attr[1], o->attr[2]);
+	return DTPC_OK;
+}
+
+static dtpc_status run_patch_embed(struct dtpc_session *s, const struct g_op *o)
+{
+	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
+	float *y = rt_data(s, out);
+	/* the patches, then one GEMM by the weight as [out, C t h w] */
+	const int64_t *xs = dims(s, x);
+	float *p = scratch(s, o);
+	int64_t K = s->numel[x] / (dims(s, out)[1] ? dims(s, out)[1] : 1) /
+		    (xs[0] ? xs[0] : 1);
+	DEV(s, o, patchify, rt_data(s, x), p, xs[0], xs[1], xs[2], xs[3], xs[4], o->attr[0],
+	    o->attr[1], o->attr[2]);
+	DEV(s, o, linear, p, rt_data(s, opnd(s, o, 1)),
+	    (o->flags & G_OF_BIAS) ? rt_data(s, opnd(s, o, 2)) : NULL, y,
+	    xs[0] * dims(s, out)[1], K, dims(s, out)[2]);
+	return DTPC_OK;
+}
+
+static dtpc_status run_unpatchify(struct dtpc_session *s, const struct g_op *o)
+{
+	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
+	float *y = rt_data(s, out);
+	const int64_t *ys = dims(s, out);
+	DEV(s, o, unpatchify, rt_data(s, x), y, ys[0], ys[1], ys[2], ys[3], ys[4], o->attr[0],
+	    o->attr[1], o->attr[2]);
+	return DTPC_OK;
+}
+
+const struct op_runtime op_runtime_timestep_embedding = { check_timestep_embedding, run_timestep_embedding };
+const struct op_runtime op_runtime_grid_ids = { check_ids, run_grid_ids };
+const struct op_runtime op_runtime_text_ids = { check_ids, run_text_ids };
+const struct op_runtime op_runtime_patch_embed = { check_patches, run_patch_embed };
+const struct op_runtime op_runtime_unpatchify = { check_patches, run_unpatchify };

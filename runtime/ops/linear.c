@@ -1,0 +1,60 @@
+/* linear.c — linear and linear_act on one rank (and param, which never
+ * runs: its tensor is a weight). */
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "runtime/op_runtime.h"
+
+static dtpc_status check_linear(struct dtpc_session *s, uint32_t i, const struct g_op *o)
+{
+	const char *name = op_table[o->kind].name;
+	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
+	uint32_t w = opnd(s, o, 1);
+	REQUIRE(nd(s, w) == 2 && nd(s, x) >= 1 && nd(s, out) == nd(s, x), i, name, "ranks");
+	int64_t K = dims(s, x)[nd(s, x) - 1], N = dims(s, w)[0];
+	REQUIRE(dims(s, w)[1] == K, i, name, "input width %lld but the weight has %lld columns",
+		(long long)K, (long long)dims(s, w)[1]);
+	REQUIRE(dims(s, out)[nd(s, out) - 1] == N && s->numel[out] / (N ? N : 1) ==
+			s->numel[x] / (K ? K : 1), i, name, "output shape");
+	if (o->flags & G_OF_BIAS)
+		REQUIRE(o->nin == 3 && s->numel[opnd(s, o, 2)] == N, i, name, "bias size");
+	else
+		REQUIRE(o->nin == 2, i, name, "a third operand without the bias flag");
+	return DTPC_OK;
+}
+
+static dtpc_status run_linear(struct dtpc_session *s, const struct g_op *o)
+{
+	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
+	float *y = rt_data(s, out);
+	int64_t K = dims(s, x)[nd(s, x) - 1], N = dims(s, out)[nd(s, out) - 1];
+	DEV(s, o, linear, rt_data(s, x), rt_data(s, opnd(s, o, 1)),
+	    (o->flags & G_OF_BIAS) ? rt_data(s, opnd(s, o, 2)) : NULL, y,
+	    K ? s->numel[x] / K : 0, K, N);
+	return DTPC_OK;
+}
+
+static dtpc_status run_linear_act(struct dtpc_session *s, const struct g_op *o)
+{
+	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
+	float *y = rt_data(s, out);
+	/* the unfused pair's meaning, act(round(x W^T + b)): the linear
+	 * into y (rounded to the storage dtype), then the activation in
+	 * place on y (the loader checked attr[0]) */
+	int64_t K = dims(s, x)[nd(s, x) - 1], N = dims(s, out)[nd(s, out) - 1];
+	DEV(s, o, linear, rt_data(s, x), rt_data(s, opnd(s, o, 1)),
+	    (o->flags & G_OF_BIAS) ? rt_data(s, opnd(s, o, 2)) : NULL, y,
+	    K ? s->numel[x] / K : 0, K, N);
+	if (o->attr[0] == G_ACT_SILU)
+		DEV(s, o, silu, y, y, s->numel[out]);
+	else
+		DEV(s, o, gelu, y, y, s->numel[out], o->attr[0] == G_ACT_GELU_TANH);
+	return DTPC_OK;
+}
+
+const struct op_runtime op_runtime_linear = { check_linear, run_linear };
+const struct op_runtime op_runtime_linear_act = { check_linear, run_linear_act };
+
+/* param: a learned tensor the compiler made a weight; as an op it has no
+ * check and no run, so exec_check refuses it in a graph. */
+const struct op_runtime op_runtime_param = { NULL, NULL };
