@@ -90,7 +90,7 @@ endif
 # the runtime library libdtpc (runtime/, kernels/), and the program (cli/:
 # the command line and the commands that run, read or measure graphs),
 # which links both.
-COMPILER_SRC = $(wildcard compiler/*.c)
+COMPILER_SRC = $(wildcard compiler/*.c compiler/ops/*.c)
 COMPILER_OBJ = $(COMPILER_SRC:%.c=$(BUILD)/obj/%.o) \
                $(BUILD)/obj/gen/plan.tab.o $(BUILD)/obj/gen/lex.yy.o
 RUNTIME_SRC  = $(wildcard runtime/*.c runtime/ops/*.c kernels/cpu/*.c)

@@ -168,23 +168,30 @@ if [ -x "$stage/opt/dtpc/bin/dtpc" ] &&
 fi
 
 # ---- the compiler library's use of the runtime ---------------------------------------------
-# libdtpcc (compiler/) uses of the runtime only the graph format: it
-# includes runtime/graph.h, runtime/op_table.h (ops.def) and
+# libdtpcc (compiler/, compiler/ops/) uses of the runtime only the graph
+# format: it includes runtime/graph.h, runtime/op_table.h and ops.def (the
+# descriptor tables are generated from it) and
 # runtime/graph_stats.h, nothing of cli/, and a link of it takes from libdtpc
 # only graph_write.o, graph_load.o, op_table.o and graph_stats.o, which need
 # nothing else of it (docs/architecture.md says why each). Negative controls:
 # a copy of compiler/ with a forbidden include, and a copy of the archive
 # with an object calling the session API, are caught.
 
-# layer_includes DIR: prints the quoted includes of DIR/*.[ch] that the
-# compiler library may not have; exits 1 when there is none (the rule
-# holds), 0 when there are, 2 when DIR has no include with a folder at all
-# (nothing was checked). A name without a folder is the file's own folder or
-# a generated header of BUILD/gen.
+# layer_includes DIR...: prints the quoted includes of each DIR/*.[ch] that
+# the compiler library may not have; exits 1 when there is none (the rule
+# holds), 0 when there are, 2 when no DIR has an include with a folder at
+# all (nothing was checked). A name without a folder is the file's own
+# folder or a generated header of BUILD/gen.
 layer_includes() {
-	grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[^"]*/' "$1"/*.c "$1"/*.h \
-		>"$tmp/layer.all" || return 2
+	for dir; do
+		for f in "$dir"/*.c "$dir"/*.h; do
+			[ -f "$f" ] || continue
+			grep -H -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[^"]*/' "$f"
+		done
+	done >"$tmp/layer.all"
+	[ -s "$tmp/layer.all" ] || return 2
 	grep -v -e '"compiler/[^/"]*"' -e '"runtime/graph\.h"' -e '"runtime/op_table\.h"' \
+		-e '"runtime/ops\.def"' \
 		-e '"runtime/graph_stats\.h"' "$tmp/layer.all"
 }
 
@@ -217,7 +224,7 @@ graph_stats.o
 graph_write.o
 op_table.o'
 
-layer_includes compiler >"$tmp/layer.inc"
+layer_includes compiler compiler/ops >"$tmp/layer.inc"
 case $? in
 1) ok ;;
 0)
@@ -226,11 +233,15 @@ case $? in
 	;;
 *) bad "install/layer-includes: no include of compiler/ was read" ;;
 esac
-mkdir "$tmp/compiler-bad"
+mkdir -p "$tmp/compiler-bad/ops"
 cp compiler/*.c compiler/*.h "$tmp/compiler-bad/"
+cp compiler/ops/*.c "$tmp/compiler-bad/ops/"
 printf '#include "runtime/session.h"\n' >>"$tmp/compiler-bad/driver.c"
-if layer_includes "$tmp/compiler-bad" | grep -q 'driver\.c:.*runtime/session\.h'; then ok; else
-	bad "install/layer-includes-control: a runtime/session.h include in compiler/ went unnoticed"
+printf '#include "runtime/op_runtime.h"\n' >>"$tmp/compiler-bad/ops/linear.c"
+layer_includes "$tmp/compiler-bad" "$tmp/compiler-bad/ops" >"$tmp/layer.bad"
+if grep -q 'driver\.c:.*runtime/session\.h' "$tmp/layer.bad" &&
+	grep -q 'ops/linear\.c:.*runtime/op_runtime\.h' "$tmp/layer.bad"; then ok; else
+	bad "install/layer-includes-control: a runtime include in compiler/ or compiler/ops/ went unnoticed"
 fi
 
 layer_objects "$BUILD/libdtpcc.a" "$BUILD/libdtpc.a" >"$tmp/layer.objs"

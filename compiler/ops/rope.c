@@ -1,0 +1,96 @@
+/* rope.c — the shape rules of rope and rope_freqs. */
+#include <inttypes.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "compiler/op_compile.h"
+#include "runtime/graph.h"
+
+static bool shape_rope(struct op_ctx *I, struct ir_op *o, const struct value *v,
+		       struct ir_shape *out, int opi)
+{
+	const struct ir_shape *x = o->nin ? tshape(I, o->in[0]) : NULL;
+	const char *xname = o->nin ? I->m->tensors[o->in[0]].name : "";
+	if (!need_rank(I, o->in[0], o->in_loc[0], 3, 3, "rope's input") ||
+	    !heads_divide(I, x->d[2], &v[3], o->in_loc[0], xname))
+		return false;
+	int64_t hd = x->d[2] / v[3].i;
+	if (hd % 2) {
+		diag_error(I->d, v[3].loc, "rope needs an even head dim, got %" PRId64, hd);
+		return false;
+	}
+	for (int i = 1; i <= 2; i++) {
+		const struct ir_shape *c = tshape(I, o->in[i]);
+		if (c->nd != 2 || c->d[0] != x->d[1] || c->d[1] != hd) {
+			diag_error(I->d, o->in_loc[i],
+				   "rope's %s must be [%" PRId64 ", %" PRId64 "] "
+				   "(sequence, head dim), but '%s' is %s",
+				   i == 1 ? "cos" : "sin", x->d[1], hd,
+				   I->m->tensors[o->in[i]].name, shape_str(I->a, c));
+			return false;
+		}
+	}
+	*out = *x;
+	o->attr[0] = v[3].i;
+	return true;
+}
+
+static bool shape_rope_freqs(struct op_ctx *I, struct ir_op *o, const struct value *v,
+			     struct ir_shape *out, int opi)
+{
+	const struct ir_shape *x = o->nin ? tshape(I, o->in[0]) : NULL;
+	const char *xname = o->nin ? I->m->tensors[o->in[0]].name : "";
+	if (!need_rank(I, o->in[0], o->in_loc[0], 2, 2, "rope_freqs' ids"))
+		return false;
+	const struct value *ax = &v[1];
+	if (ax->n != x->d[1] || ax->n > G_NATTR) {
+		diag_error(I->d, ax->loc, "axes_dim has %d entr%s but ids '%s' %s has %" PRId64
+			   " axes%s", ax->n, ax->n == 1 ? "y" : "ies", xname,
+			   shape_str(I->a, x), x->d[1],
+			   ax->n > G_NATTR ? arena_printf(I->a, " (at most %d)", G_NATTR)
+					      : "");
+		diag_hint(I->d, "one rotary dimension per column of ids, as FluxPosEmbed's "
+			  "axes_dim");
+		return false;
+	}
+	int64_t width = 0;
+	for (int i = 0; i < ax->n; i++) {
+		int64_t d = ax->items[i].i;
+		if (d < 2 || d % 2) {
+			diag_error(I->d, ax->items[i].loc.file >= 0 ? ax->items[i].loc : ax->loc,
+				   "axes_dim[%d] = %" PRId64 ": a rotary dimension is even "
+				   "and at least 2", i, d);
+			return false;
+		}
+		if (__builtin_add_overflow(width, d, &width)) {
+			diag_error(I->d, ax->loc, "axes_dim's sum overflows");
+			return false;
+		}
+		o->shape_attr.d[i] = d;
+	}
+	o->shape_attr.nd = ax->n;
+	if (!(v[2].f > 0) || v[2].f > 1e300) {
+		diag_error(I->d, v[2].loc.file >= 0 ? v[2].loc : o->loc,
+			   "theta must be positive and finite, not %g", v[2].f);
+		return false;
+	}
+	if (strcmp(v[3].s, "cos") && strcmp(v[3].s, "sin")) {
+		diag_error(I->d, v[3].loc, "part must be \"cos\" or \"sin\", not \"%s\"", v[3].s);
+		return false;
+	}
+	if (strcmp(v[4].s, "f64") && strcmp(v[4].s, "f32")) {
+		diag_error(I->d, v[4].loc, "precision must be \"f64\" or \"f32\", not \"%s\"",
+			   v[4].s);
+		diag_hint(I->d, "\"f64\": freqs and angles in float64 (Flux, Wan); \"f32\": "
+			  "in float32 (QwenImage)");
+		return false;
+	}
+	*out = (struct ir_shape){ 2, { x->d[0], width } };
+	o->eps = v[2].f;
+	o->flag = !strcmp(v[3].s, "sin");
+	o->attr[0] = !strcmp(v[4].s, "f64");
+	return true;
+}
+
+const struct op_compile op_compile_rope = { shape_rope };
+const struct op_compile op_compile_rope_freqs = { shape_rope_freqs };
