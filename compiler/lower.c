@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "arena.h"
+#include "op_compile.h"
 #include "strmap.h"
 #include "version.h"
 
@@ -347,8 +348,7 @@ static struct g_op *op_at(struct lower *L, int i)
 	return &L->ops.v[i];
 }
 
-/* A scratch tensor of `bytes` for op i (in elements of the dtype). */
-static void add_scratch(struct lower *L, int opi, const char *name, int64_t bytes)
+void lower_add_scratch(struct lower *L, int opi, const char *name, int64_t bytes)
 {
 	struct ir_shape sh = { .nd = 1, .d = { (bytes + L->esize - 1) / L->esize } };
 	int t = new_tensor(L, name, GT_SCRATCH, &sh, NULL);
@@ -434,8 +434,8 @@ static int convert(struct lower *L, int t, struct layout from, const struct layo
 				/* members' pieces arrive whole, one after another;
 				 * they are put in place (block by block, row by row)
 				 * from this buffer */
-				add_scratch(L, opi, arena_printf(L->a, "%s/gather_buf", name),
-					    (int64_t)L->tensors.v[out].bytes);
+				lower_add_scratch(L, opi, arena_printf(L->a, "%s/gather_buf", name),
+						  (int64_t)L->tensors.v[out].bytes);
 				cur = out;
 			} else if (pass == 1 && w->kind == LAY_SHARD) {
 				*f = *w;
@@ -496,8 +496,8 @@ static int weight(struct lower *L, int w, int dim, const struct style_use *u)
 				     GT_ACTIVATION, &iw->shape, pat);
 		int opi = emit(L, OP_all_gather, &t, 1, out, cp);
 		op_at(L, opi)->attr[0] = 0;
-		add_scratch(L, opi, arena_printf(L->a, "%s/gather_buf", iw->name),
-			    (int64_t)L->tensors.v[out].bytes);
+		lower_add_scratch(L, opi, arena_printf(L->a, "%s/gather_buf", iw->name),
+				  (int64_t)L->tensors.v[out].bytes);
 		t = out;
 	}
 	L->weight_tensor[w] = t;
@@ -541,9 +541,10 @@ static void lower_linear(struct lower *L, int opi, int x)
 		if (sp) {
 			op_at(L, k)->attr[0] = outl->g[LG_TP].dim;
 			/* the pieces sent, then the pieces received */
-			add_scratch(L, k, arena_printf(L->a, "%s/scatter_buf", L->m->tensors[o->out].name),
-				    (int64_t)(L->tensors.v[part].bytes + L->tensors.v[sum].bytes *
-					      L->groups.v[L->g_lay[LG_TP]].size));
+			lower_add_scratch(L, k, arena_printf(L->a, "%s/scatter_buf",
+							     L->m->tensors[o->out].name),
+					  (int64_t)(L->tensors.v[part].bytes + L->tensors.v[sum].bytes *
+						    L->groups.v[L->g_lay[LG_TP]].size));
 		}
 		if (o->flag) {
 			int out = out_tensor(L, o->out, outl, NULL);
@@ -606,8 +607,8 @@ static int a2a_forward(struct lower *L, int x, int64_t hd, const char *name)
 	op_at(L, k)->attr[0] = 0;
 	op_at(L, k)->attr[1] = hd;
 	op_at(L, k)->attr[2] = 1;
-	add_scratch(L, k, arena_printf(L->a, "%s/ulysses_buf", name),
-		    (int64_t)(L->tensors.v[x].bytes + L->tensors.v[out].bytes));
+	lower_add_scratch(L, k, arena_printf(L->a, "%s/ulysses_buf", name),
+			  (int64_t)(L->tensors.v[x].bytes + L->tensors.v[out].bytes));
 	return out;
 }
 
@@ -689,8 +690,8 @@ static void lower_cp_attention(struct lower *L, int opi, const int *qkv)
 						    (uint64_t)(batch_heads * qrows), L->esize,
 						    c->convert_to_fp32 && c->dtype != G_DT_F32, at);
 		/* a size past 2^63 fails in new_tensor's check */
-		add_scratch(L, k, arena_printf(L->a, "%s/ring_buf", name),
-			    bytes > (uint64_t)INT64_MAX - 8 ? INT64_MAX - 8 : (int64_t)bytes);
+		lower_add_scratch(L, k, arena_printf(L->a, "%s/ring_buf", name),
+				  bytes > (uint64_t)INT64_MAX - 8 ? INT64_MAX - 8 : (int64_t)bytes);
 	} else {
 		int k = emit(L, OP_attention, in, nin, att, -1);
 		op_at(L, k)->attr[0] = hd;
@@ -705,8 +706,8 @@ static void lower_cp_attention(struct lower *L, int opi, const int *qkv)
 	op_at(L, k)->attr[0] = 1;
 	op_at(L, k)->attr[1] = hdv;
 	op_at(L, k)->attr[2] = 1;
-	add_scratch(L, k, arena_printf(L->a, "%s/ulysses_buf", name),
-		    (int64_t)(L->tensors.v[att].bytes + L->tensors.v[out].bytes));
+	lower_add_scratch(L, k, arena_printf(L->a, "%s/ulysses_buf", name),
+			  (int64_t)(L->tensors.v[att].bytes + L->tensors.v[out].bytes));
 	L->val[o->out] = out;
 }
 
@@ -794,92 +795,10 @@ static void lower_op(struct lower *L, int opi)
 			in[nin++] = weight(L, o->weight0 + w, -1, NULL);
 	int out = out_tensor(L, o->out, &L->lay->produced[o->out], NULL);
 	int k = emit(L, o->kind, in, nin, out, -1);
-	struct g_op *g = op_at(L, k);
-	switch ((enum op_kind)o->kind) {
-	case OP_layer_norm:
-		g->eps = o->eps;
-		g->flags |= o->flag ? G_OF_AFFINE : 0;
-		break;
-	case OP_rms_norm:
-		g->eps = o->eps;
-		g->attr[0] = o->attr[0];
-		g->flags |= o->flag ? G_OF_AFFINE : 0;
-		break;
-	case OP_gelu:
-		g->flags |= o->flag ? G_OF_TANH : 0;
-		break;
-	case OP_slice:
-		g->attr[0] = o->attr[0];
-		g->attr[1] = o->attr[1];
-		g->attr[2] = o->attr[2];
-		break;
-	case OP_concat:
-		g->attr[0] = o->attr[0];
-		break;
-	case OP_pad:
-		g->attr[0] = o->attr[0];
-		g->attr[1] = o->attr[1];
-		g->attr[2] = o->attr[2];
-		g->eps = o->eps;
-		break;
-	case OP_rope: {
-		/* the local head dim: the tables' width, whole or, for one head
-		 * cut into even chunks, this rank's chunk (layout.c) */
-		const struct g_tensor *cos = &L->tensors.v[in[1]];
-		g->attr[0] = cos->pattern[1] >= 0 ? pattern_max(L, cos->pattern[1]) : cos->dims[1];
-		break;
-	}
-	case OP_attention:
-		g->attr[0] = L->m->tensors[o->in[0]].shape.d[2] / o->attr[0];
-		g->attr[1] = L->m->tensors[o->in[2]].shape.d[2] / o->attr[0];
-		break;
-	case OP_timestep_embedding:
-		g->attr[0] = o->attr[0];
-		/* attr[1..4]: the float64 bits of the four numbers */
-		memcpy(&g->attr[1], o->fattr, sizeof o->fattr);
-		g->flags |= o->flag ? G_OF_FLIP : 0;
-		break;
-	case OP_rope_freqs:
-		for (int a = 0; a < o->shape_attr.nd; a++)
-			g->attr[a] = o->shape_attr.d[a];
-		g->eps = o->eps;
-		g->flags |= (o->flag ? G_OF_SIN : 0) | (o->attr[0] ? G_OF_F64 : 0);
-		break;
-	case OP_grid_ids:
-	case OP_text_ids:
-		g->attr[0] = o->attr[0];
-		g->attr[1] = o->attr[1];
-		g->attr[2] = o->attr[2];
-		g->flags |= o->kind == OP_grid_ids && o->flag ? G_OF_CENTER : 0;
-		break;
-	case OP_patch_embed:
-	case OP_unpatchify:
-		for (int a = 0; a < 3; a++)
-			g->attr[a] = o->shape_attr.d[a];
-		if (o->kind == OP_unpatchify)
-			break;
-		g->flags |= o->flag ? G_OF_BIAS : 0;
-		/* the patches hold exactly the input's elements, regrouped */
-		add_scratch(L, k, arena_printf(L->a, "%s/patches", L->m->tensors[o->out].name),
-			    (int64_t)L->tensors.v[in[0]].bytes);
-		break;
-	case OP_linear:
-	case OP_silu:
-	case OP_add:
-	case OP_mul:
-	case OP_modulate:
-	case OP_param:
-	case OP_reshape:
-	case OP_shard:
-	case OP_all_gather:
-	case OP_all_reduce:
-	case OP_ulysses_a2a:
-	case OP_ring_attention:
-	case OP_norm_stats:
-	case OP_reduce_scatter:
-	case OP_linear_act: /* made after the lowering (fuse.c) */
-	case OP_COUNT:
-		break;
+	const struct op_compile *c = op_compile[o->kind];
+	if (c->lower) {
+		struct op_lowered X = { L, L->a, L->m, L->tensors.v, L->pattern_max.v, in, k };
+		c->lower(&X, o, op_at(L, k));
 	}
 	L->val[o->out] = out;
 }

@@ -13,6 +13,7 @@
 #include "diag.h"
 #include "expr.h"
 #include "ir.h"
+#include "runtime/graph.h"
 #include "runtime/op_table.h"
 
 /* ---- the language's signatures (generated from ops.def: op_sigs.h) ------- */
@@ -43,6 +44,19 @@ struct op_ctx {
 	struct ir_model *m;
 };
 
+/* What an op's lowering sees (lower.c): the graph op it became, its
+ * operands, and the graph's tensors and patterns so far. */
+struct lower;
+struct op_lowered {
+	struct lower *L;                /* for lower_add_scratch */
+	struct arena *a;
+	const struct ir_model *m;
+	const struct g_tensor *tensors; /* the graph's tensors so far */
+	const int64_t *pattern_max;     /* per graph pattern: its largest local length */
+	const int *in;                  /* the graph op's operands */
+	int k;                          /* and its index */
+};
+
 struct op_compile {
 	/* model.c: checks op o's arguments (v[k]: the constant value of
 	 * signature parameter k, its default if not given; tensors are o->in),
@@ -51,6 +65,11 @@ struct op_compile {
 	 * which plans cannot name. */
 	bool (*shape)(struct op_ctx *I, struct ir_op *o, const struct value *v,
 		      struct ir_shape *out, int opi);
+	/* lower.c, op o lowered as one local graph op g (lower.c's own
+	 * lowerings: linear's styles, a context-parallel attention, a
+	 * distributed norm, param as a weight): g's attributes and flags from
+	 * o's, and its scratch. NULL: none beyond the operands. */
+	void (*lower)(const struct op_lowered *X, const struct ir_op *o, struct g_op *g);
 };
 
 #define OP(id, lo, hi, glo, ghi, fl, sig) extern const struct op_compile op_compile_##id;
@@ -62,6 +81,9 @@ extern const struct op_compile *const op_compile[OP_COUNT];
  * NULL: the module's own name, as param's). */
 void ir_add_weight(struct op_ctx *I, int opi, const char *suffix, struct ir_shape sh);
 
+/* A scratch tensor of `bytes` (in elements of the dtype) for graph op k. */
+void lower_add_scratch(struct lower *L, int k, const char *name, int64_t bytes);
+
 /* ---- shape-rule helpers ---------------------------------------------------- */
 
 /* Positions are float32: integers up to 2^24 are exact. */
@@ -72,7 +94,7 @@ static inline struct ir_shape shape1(int64_t a)
 	return (struct ir_shape){ .nd = 1, .d = { a } };
 }
 
-static inline const struct ir_shape *tshape(struct op_ctx *I, int t)
+static inline const struct ir_shape *in_shape(struct op_ctx *I, int t)
 {
 	return &I->m->tensors[t].shape;
 }
@@ -121,16 +143,16 @@ static inline bool broadcast(struct op_ctx *I, const struct ir_shape *a,
 static inline bool need_rank(struct op_ctx *I, int t, dtpc_loc loc, int lo, int hi,
 		      const char *what)
 {
-	int nd = tshape(I, t)->nd;
+	int nd = in_shape(I, t)->nd;
 	if (nd >= lo && nd <= hi)
 		return true;
 	if (lo == hi)
 		diag_error(I->d, loc, "%s must be %d-d, but '%s' is %s", what, lo,
-			   I->m->tensors[t].name, shape_str(I->a, tshape(I, t)));
+			   I->m->tensors[t].name, shape_str(I->a, in_shape(I, t)));
 	else
 		diag_error(I->d, loc, "%s must have %d to %d dims, but '%s' is %s",
 			   what, lo, hi, I->m->tensors[t].name,
-			   shape_str(I->a, tshape(I, t)));
+			   shape_str(I->a, in_shape(I, t)));
 	return false;
 }
 

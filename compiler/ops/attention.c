@@ -9,14 +9,14 @@
 static bool shape_attention(struct op_ctx *I, struct ir_op *o, const struct value *v,
 			    struct ir_shape *out, int opi)
 {
-	const struct ir_shape *x = o->nin ? tshape(I, o->in[0]) : NULL;
+	const struct ir_shape *x = o->nin ? in_shape(I, o->in[0]) : NULL;
 	const char *xname = o->nin ? I->m->tensors[o->in[0]].name : "";
 	for (int i = 0; i < 3; i++)
 		if (!need_rank(I, o->in[i], o->in_loc[i], 3, 3,
 			       i == 0 ? "attention's q" : i == 1 ? "attention's k"
 								 : "attention's v"))
 			return false;
-	const struct ir_shape *k = tshape(I, o->in[1]), *vv = tshape(I, o->in[2]);
+	const struct ir_shape *k = in_shape(I, o->in[1]), *vv = in_shape(I, o->in[2]);
 	if (!heads_divide(I, x->d[2], &v[3], o->in_loc[0], xname))
 		return false;
 	if (k->d[0] != x->d[0] || vv->d[0] != x->d[0]) {
@@ -40,7 +40,7 @@ static bool shape_attention(struct op_ctx *I, struct ir_op *o, const struct valu
 		return false;
 	if (o->nin == 4) {
 		/* a key-padding mask: one value per batch and key */
-		const struct ir_shape *mk = tshape(I, o->in[3]);
+		const struct ir_shape *mk = in_shape(I, o->in[3]);
 		if (mk->nd != 2 || mk->d[0] != x->d[0] || mk->d[1] != k->d[1]) {
 			diag_error(I->d, o->in_loc[3],
 				   "attention's mask must be [%" PRId64 ", %" PRId64 "] "
@@ -56,7 +56,16 @@ static bool shape_attention(struct op_ctx *I, struct ir_op *o, const struct valu
 	o->attr[0] = v[3].i;
 	return true;
 }
+/* lower.c, an attention on each rank's own heads (a context-parallel one
+ * is lower.c's own) */
+static void lower_attention(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
+{
+	g->attr[0] = X->m->tensors[o->in[0]].shape.d[2] / o->attr[0];
+	g->attr[1] = X->m->tensors[o->in[2]].shape.d[2] / o->attr[0];
+}
 
-const struct op_compile op_compile_attention = { shape_attention };
+
+const struct op_compile op_compile_attention = { .shape = shape_attention,
+						    .lower = lower_attention };
 /* graph-only: lower.c makes it */
-const struct op_compile op_compile_ring_attention = { NULL };
+const struct op_compile op_compile_ring_attention = { 0 };

@@ -5,8 +5,8 @@
 #include "compiler/op_compile.h"
 
 /* plans cannot name them: op_lookup skips OPF_LOWERED ops */
-const struct op_compile op_compile_shard = { NULL };
-const struct op_compile op_compile_all_gather = { NULL };
-const struct op_compile op_compile_all_reduce = { NULL };
-const struct op_compile op_compile_ulysses_a2a = { NULL };
-const struct op_compile op_compile_reduce_scatter = { NULL };
+const struct op_compile op_compile_shard = { 0 };
+const struct op_compile op_compile_all_gather = { 0 };
+const struct op_compile op_compile_all_reduce = { 0 };
+const struct op_compile op_compile_ulysses_a2a = { 0 };
+const struct op_compile op_compile_reduce_scatter = { 0 };

@@ -9,7 +9,7 @@
 static bool shape_timestep_embedding(struct op_ctx *I, struct ir_op *o, const struct value *v,
 				     struct ir_shape *out, int opi)
 {
-	const struct ir_shape *x = o->nin ? tshape(I, o->in[0]) : NULL;
+	const struct ir_shape *x = o->nin ? in_shape(I, o->in[0]) : NULL;
 	if (!need_rank(I, o->in[0], o->in_loc[0], 1, IR_MAX_DIMS - 1,
 		       "timestep_embedding's input") ||
 	    !positive(I, &v[1], "dim"))
@@ -99,7 +99,7 @@ static bool shape_text_ids(struct op_ctx *I, struct ir_op *o, const struct value
 static bool shape_patches(struct op_ctx *I, struct ir_op *o, const struct value *v,
 			  struct ir_shape *out, int opi)
 {
-	const struct ir_shape *x = o->nin ? tshape(I, o->in[0]) : NULL;
+	const struct ir_shape *x = o->nin ? in_shape(I, o->in[0]) : NULL;
 	const char *xname = o->nin ? I->m->tensors[o->in[0]].name : "";
 	bool embed = o->kind == OP_patch_embed;
 	if (!need_rank(I, o->in[0], o->in_loc[0], embed ? 5 : 3, embed ? 5 : 3,
@@ -169,9 +169,44 @@ static bool shape_patches(struct op_ctx *I, struct ir_op *o, const struct value 
 	*out = (struct ir_shape){ 5, { x->d[0], x->d[2] / vol, v[2].i, v[3].i, v[4].i } };
 	return true;
 }
+static void lower_timestep_embedding(const struct op_lowered *X, const struct ir_op *o,
+				     struct g_op *g)
+{
+	g->attr[0] = o->attr[0];
+	/* attr[1..4]: the float64 bits of the four numbers */
+	memcpy(&g->attr[1], o->fattr, sizeof o->fattr);
+	g->flags |= o->flag ? G_OF_FLIP : 0;
+}
 
-const struct op_compile op_compile_timestep_embedding = { shape_timestep_embedding };
-const struct op_compile op_compile_grid_ids = { shape_grid_ids };
-const struct op_compile op_compile_text_ids = { shape_text_ids };
-const struct op_compile op_compile_patch_embed = { shape_patches };
-const struct op_compile op_compile_unpatchify = { shape_patches };
+static void lower_ids(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
+{
+	g->attr[0] = o->attr[0];
+	g->attr[1] = o->attr[1];
+	g->attr[2] = o->attr[2];
+	g->flags |= o->kind == OP_grid_ids && o->flag ? G_OF_CENTER : 0;
+}
+
+static void lower_unpatchify(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
+{
+	for (int a = 0; a < 3; a++)
+		g->attr[a] = o->shape_attr.d[a];
+}
+
+static void lower_patch_embed(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
+{
+	lower_unpatchify(X, o, g);
+	g->flags |= o->flag ? G_OF_BIAS : 0;
+	/* the patches hold exactly the input's elements, regrouped */
+	lower_add_scratch(X->L, X->k, arena_printf(X->a, "%s/patches", X->m->tensors[o->out].name),
+			  (int64_t)X->tensors[X->in[0]].bytes);
+}
+
+
+const struct op_compile op_compile_timestep_embedding = { .shape = shape_timestep_embedding,
+						    .lower = lower_timestep_embedding };
+const struct op_compile op_compile_grid_ids = { .shape = shape_grid_ids, .lower = lower_ids };
+const struct op_compile op_compile_text_ids = { .shape = shape_text_ids, .lower = lower_ids };
+const struct op_compile op_compile_patch_embed = { .shape = shape_patches,
+						    .lower = lower_patch_embed };
+const struct op_compile op_compile_unpatchify = { .shape = shape_patches,
+						    .lower = lower_unpatchify };

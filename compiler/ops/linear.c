@@ -9,7 +9,7 @@
 static bool shape_linear(struct op_ctx *I, struct ir_op *o, const struct value *v,
 			 struct ir_shape *out, int opi)
 {
-	const struct ir_shape *x = o->nin ? tshape(I, o->in[0]) : NULL;
+	const struct ir_shape *x = o->nin ? in_shape(I, o->in[0]) : NULL;
 	if (!need_rank(I, o->in[0], o->in_loc[0], 1, IR_MAX_DIMS, "linear's input") ||
 	    !positive(I, &v[1], "out features"))
 		return false;
@@ -25,6 +25,6 @@ static bool shape_linear(struct op_ctx *I, struct ir_op *o, const struct value *
 	return true;
 }
 
-const struct op_compile op_compile_linear = { shape_linear };
+const struct op_compile op_compile_linear = { .shape = shape_linear };
 /* graph-only: made after the lowering (compiler/fuse.c) */
-const struct op_compile op_compile_linear_act = { NULL };
+const struct op_compile op_compile_linear_act = { 0 };

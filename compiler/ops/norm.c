@@ -9,7 +9,7 @@
 static bool shape_norm(struct op_ctx *I, struct ir_op *o, const struct value *v,
 		       struct ir_shape *out, int opi)
 {
-	const struct ir_shape *x = o->nin ? tshape(I, o->in[0]) : NULL;
+	const struct ir_shape *x = o->nin ? in_shape(I, o->in[0]) : NULL;
 	const char *xname = o->nin ? I->m->tensors[o->in[0]].name : "";
 	if (!need_rank(I, o->in[0], o->in_loc[0], 1, IR_MAX_DIMS, "a norm's input"))
 		return false;
@@ -41,8 +41,23 @@ static bool shape_norm(struct op_ctx *I, struct ir_op *o, const struct value *v,
 	}
 	return true;
 }
+/* lower.c, a whole norm (a distributed one is lower.c's own) */
+static void lower_layer_norm(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
+{
+	g->eps = o->eps;
+	g->flags |= o->flag ? G_OF_AFFINE : 0;
+}
 
-const struct op_compile op_compile_layer_norm = { shape_norm };
-const struct op_compile op_compile_rms_norm = { shape_norm };
+static void lower_rms_norm(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
+{
+	g->eps = o->eps;
+	g->attr[0] = o->attr[0];
+	g->flags |= o->flag ? G_OF_AFFINE : 0;
+}
+
+
+const struct op_compile op_compile_layer_norm = { .shape = shape_norm,
+						    .lower = lower_layer_norm };
+const struct op_compile op_compile_rms_norm = { .shape = shape_norm, .lower = lower_rms_norm };
 /* graph-only: lower.c makes it for a norm over a split last axis */
-const struct op_compile op_compile_norm_stats = { NULL };
+const struct op_compile op_compile_norm_stats = { 0 };

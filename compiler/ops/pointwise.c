@@ -8,7 +8,7 @@
 static bool shape_gelu(struct op_ctx *I, struct ir_op *o, const struct value *v,
 		       struct ir_shape *out, int opi)
 {
-	const struct ir_shape *x = o->nin ? tshape(I, o->in[0]) : NULL;
+	const struct ir_shape *x = o->nin ? in_shape(I, o->in[0]) : NULL;
 	if (strcmp(v[1].s, "none") && strcmp(v[1].s, "tanh")) {
 		diag_error(I->d, v[1].loc,
 			   "approximate must be \"none\" or \"tanh\", not \"%s\"",
@@ -23,7 +23,7 @@ static bool shape_gelu(struct op_ctx *I, struct ir_op *o, const struct value *v,
 static bool shape_silu(struct op_ctx *I, struct ir_op *o, const struct value *v,
 		       struct ir_shape *out, int opi)
 {
-	const struct ir_shape *x = o->nin ? tshape(I, o->in[0]) : NULL;
+	const struct ir_shape *x = o->nin ? in_shape(I, o->in[0]) : NULL;
 	*out = *x;
 	return true;
 }
@@ -31,12 +31,12 @@ static bool shape_silu(struct op_ctx *I, struct ir_op *o, const struct value *v,
 static bool shape_broadcast(struct op_ctx *I, struct ir_op *o, const struct value *v,
 			    struct ir_shape *out, int opi)
 {
-	const struct ir_shape *x = o->nin ? tshape(I, o->in[0]) : NULL;
+	const struct ir_shape *x = o->nin ? in_shape(I, o->in[0]) : NULL;
 	const char *xname = o->nin ? I->m->tensors[o->in[0]].name : "";
 	*out = *x;
 	for (int i = 1; i < o->nin; i++) {
 		struct ir_shape r;
-		const struct ir_shape *y = tshape(I, o->in[i]);
+		const struct ir_shape *y = in_shape(I, o->in[i]);
 		bool ok = broadcast(I, out, y, &r);
 		if (ok && o->kind == OP_modulate && r.nd == out->nd)
 			for (int k = 0; k < r.nd; k++)
@@ -57,9 +57,14 @@ static bool shape_broadcast(struct op_ctx *I, struct ir_op *o, const struct valu
 	}
 	return true;
 }
+static void lower_gelu(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
+{
+	g->flags |= o->flag ? G_OF_TANH : 0;
+}
 
-const struct op_compile op_compile_gelu = { shape_gelu };
-const struct op_compile op_compile_silu = { shape_silu };
-const struct op_compile op_compile_add = { shape_broadcast };
-const struct op_compile op_compile_mul = { shape_broadcast };
-const struct op_compile op_compile_modulate = { shape_broadcast };
+
+const struct op_compile op_compile_gelu = { .shape = shape_gelu, .lower = lower_gelu };
+const struct op_compile op_compile_silu = { .shape = shape_silu };
+const struct op_compile op_compile_add = { .shape = shape_broadcast };
+const struct op_compile op_compile_mul = { .shape = shape_broadcast };
+const struct op_compile op_compile_modulate = { .shape = shape_broadcast };

@@ -9,7 +9,7 @@
 static bool shape_rope(struct op_ctx *I, struct ir_op *o, const struct value *v,
 		       struct ir_shape *out, int opi)
 {
-	const struct ir_shape *x = o->nin ? tshape(I, o->in[0]) : NULL;
+	const struct ir_shape *x = o->nin ? in_shape(I, o->in[0]) : NULL;
 	const char *xname = o->nin ? I->m->tensors[o->in[0]].name : "";
 	if (!need_rank(I, o->in[0], o->in_loc[0], 3, 3, "rope's input") ||
 	    !heads_divide(I, x->d[2], &v[3], o->in_loc[0], xname))
@@ -20,7 +20,7 @@ static bool shape_rope(struct op_ctx *I, struct ir_op *o, const struct value *v,
 		return false;
 	}
 	for (int i = 1; i <= 2; i++) {
-		const struct ir_shape *c = tshape(I, o->in[i]);
+		const struct ir_shape *c = in_shape(I, o->in[i]);
 		if (c->nd != 2 || c->d[0] != x->d[1] || c->d[1] != hd) {
 			diag_error(I->d, o->in_loc[i],
 				   "rope's %s must be [%" PRId64 ", %" PRId64 "] "
@@ -38,7 +38,7 @@ static bool shape_rope(struct op_ctx *I, struct ir_op *o, const struct value *v,
 static bool shape_rope_freqs(struct op_ctx *I, struct ir_op *o, const struct value *v,
 			     struct ir_shape *out, int opi)
 {
-	const struct ir_shape *x = o->nin ? tshape(I, o->in[0]) : NULL;
+	const struct ir_shape *x = o->nin ? in_shape(I, o->in[0]) : NULL;
 	const char *xname = o->nin ? I->m->tensors[o->in[0]].name : "";
 	if (!need_rank(I, o->in[0], o->in_loc[0], 2, 2, "rope_freqs' ids"))
 		return false;
@@ -91,6 +91,23 @@ static bool shape_rope_freqs(struct op_ctx *I, struct ir_op *o, const struct val
 	o->attr[0] = !strcmp(v[4].s, "f64");
 	return true;
 }
+static void lower_rope(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
+{
+	/* the local head dim: the tables' width, whole or, for one head
+	 * cut into even chunks, this rank's chunk (layout.c) */
+	const struct g_tensor *cos = &X->tensors[X->in[1]];
+	g->attr[0] = cos->pattern[1] >= 0 ? X->pattern_max[cos->pattern[1]] : cos->dims[1];
+}
 
-const struct op_compile op_compile_rope = { shape_rope };
-const struct op_compile op_compile_rope_freqs = { shape_rope_freqs };
+static void lower_rope_freqs(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
+{
+	for (int a = 0; a < o->shape_attr.nd; a++)
+		g->attr[a] = o->shape_attr.d[a];
+	g->eps = o->eps;
+	g->flags |= (o->flag ? G_OF_SIN : 0) | (o->attr[0] ? G_OF_F64 : 0);
+}
+
+
+const struct op_compile op_compile_rope = { .shape = shape_rope, .lower = lower_rope };
+const struct op_compile op_compile_rope_freqs = { .shape = shape_rope_freqs,
+						    .lower = lower_rope_freqs };

@@ -9,7 +9,7 @@
 static bool shape_slice(struct op_ctx *I, struct ir_op *o, const struct value *v,
 			struct ir_shape *out, int opi)
 {
-	const struct ir_shape *x = o->nin ? tshape(I, o->in[0]) : NULL;
+	const struct ir_shape *x = o->nin ? in_shape(I, o->in[0]) : NULL;
 	const char *xname = o->nin ? I->m->tensors[o->in[0]].name : "";
 	int d;
 	if (!norm_dim(I, &v[1], x->nd, &d) || !positive(I, &v[3], "slice length"))
@@ -35,7 +35,7 @@ static bool shape_slice(struct op_ctx *I, struct ir_op *o, const struct value *v
 static bool shape_concat(struct op_ctx *I, struct ir_op *o, const struct value *v,
 			 struct ir_shape *out, int opi)
 {
-	const struct ir_shape *x = o->nin ? tshape(I, o->in[0]) : NULL;
+	const struct ir_shape *x = o->nin ? in_shape(I, o->in[0]) : NULL;
 	const char *xname = o->nin ? I->m->tensors[o->in[0]].name : "";
 	int d;
 	if (!norm_dim(I, &v[1], x->nd, &d))
@@ -47,7 +47,7 @@ static bool shape_concat(struct op_ctx *I, struct ir_op *o, const struct value *
 	}
 	*out = *x;
 	for (int i = 1; i < o->nin; i++) {
-		const struct ir_shape *y = tshape(I, o->in[i]);
+		const struct ir_shape *y = in_shape(I, o->in[i]);
 		bool ok = y->nd == x->nd;
 		for (int k = 0; ok && k < x->nd; k++)
 			ok = k == d || y->d[k] == x->d[k];
@@ -71,7 +71,7 @@ static bool shape_concat(struct op_ctx *I, struct ir_op *o, const struct value *
 static bool shape_listed(struct op_ctx *I, struct ir_op *o, const struct value *v,
 			 struct ir_shape *out, int opi)
 {
-	const struct ir_shape *x = o->nin ? tshape(I, o->in[0]) : NULL;
+	const struct ir_shape *x = o->nin ? in_shape(I, o->in[0]) : NULL;
 	const char *xname = o->nin ? I->m->tensors[o->in[0]].name : "";
 	const struct value *sv = o->kind == OP_param ? &v[0] : &v[1];
 	if (sv->n < 1 || sv->n > IR_MAX_DIMS) {
@@ -104,7 +104,7 @@ static bool shape_listed(struct op_ctx *I, struct ir_op *o, const struct value *
 static bool shape_pad(struct op_ctx *I, struct ir_op *o, const struct value *v,
 		      struct ir_shape *out, int opi)
 {
-	const struct ir_shape *x = o->nin ? tshape(I, o->in[0]) : NULL;
+	const struct ir_shape *x = o->nin ? in_shape(I, o->in[0]) : NULL;
 	int d;
 	if (!norm_dim(I, &v[1], x->nd, &d))
 		return false;
@@ -126,9 +126,29 @@ static bool shape_pad(struct op_ctx *I, struct ir_op *o, const struct value *v,
 	o->eps = v[4].f;
 	return true;
 }
+static void lower_slice(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
+{
+	g->attr[0] = o->attr[0];
+	g->attr[1] = o->attr[1];
+	g->attr[2] = o->attr[2];
+}
 
-const struct op_compile op_compile_slice = { shape_slice };
-const struct op_compile op_compile_concat = { shape_concat };
-const struct op_compile op_compile_param = { shape_listed };
-const struct op_compile op_compile_reshape = { shape_listed };
-const struct op_compile op_compile_pad = { shape_pad };
+static void lower_concat(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
+{
+	g->attr[0] = o->attr[0];
+}
+
+static void lower_pad(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
+{
+	g->attr[0] = o->attr[0];
+	g->attr[1] = o->attr[1];
+	g->attr[2] = o->attr[2];
+	g->eps = o->eps;
+}
+
+
+const struct op_compile op_compile_slice = { .shape = shape_slice, .lower = lower_slice };
+const struct op_compile op_compile_concat = { .shape = shape_concat, .lower = lower_concat };
+const struct op_compile op_compile_param = { .shape = shape_listed };
+const struct op_compile op_compile_reshape = { .shape = shape_listed };
+const struct op_compile op_compile_pad = { .shape = shape_pad, .lower = lower_pad };
