@@ -329,3 +329,9 @@ int diag_usage_error(const char *fmt, ...)
 	va_end(ap);
 	return 2;
 }
+
+void diag_claim_at(const char *origin, struct diag_ctx *d, struct diag *mark)
+{
+	for (struct diag *g = mark ? mark->next : d->head; g; g = g->next)
+		g->origin = origin;
+}

@@ -67,6 +67,12 @@ dtpc_loc loc_none(void);
 #define diag_remark(d, loc, ...) diag_remark_at(__FILE__, d, loc, __VA_ARGS__)
 void diag_error_at(const char *origin, struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+/* The top-level diagnostics recorded after mark (d->tail before a call;
+ * NULL: all) take the calling file as their origin: an op descriptor's
+ * checks (compiler/ops/) are the family of the pass that ran them, the
+ * shape rules model.c's, the layout rules layout.c's. */
+#define diag_claim(d, mark) diag_claim_at(__FILE__, d, mark)
+void diag_claim_at(const char *origin, struct diag_ctx *d, struct diag *mark);
 /* A note or hint attaches to the most recent error (or remark). */
 void diag_note(struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

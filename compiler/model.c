@@ -505,7 +505,10 @@ static bool shape_rule(struct inst *I, struct ir_op *o, const struct bound *b,
 	struct op_ctx C = { I->a, I->d, I->m };
 	const struct op_compile *c = op_compile[o->kind];
 	/* graph-only ops have none: op_lookup never returns them */
-	return c->shape && c->shape(&C, o, v, out, opi);
+	struct diag *mark = I->d->tail;
+	bool ok = c->shape && c->shape(&C, o, v, out, opi);
+	diag_claim(I->d, mark);
+	return ok;
 }
 
 /* ---- statements ------------------------------------------------------------ */

@@ -47,6 +47,7 @@ struct op_ctx {
 /* What an op's lowering sees (lower.c): the graph op it became, its
  * operands, and the graph's tensors and patterns so far. */
 struct lower;
+struct opctx;
 struct op_lowered {
 	struct lower *L;                /* for lower_add_scratch */
 	struct arena *a;
@@ -65,6 +66,11 @@ struct op_compile {
 	 * which plans cannot name. */
 	bool (*shape)(struct op_ctx *I, struct ir_op *o, const struct value *v,
 		      struct ir_shape *out, int opi);
+	/* layout.c: the layouts op X->o accepts of its inputs (X->in, as they
+	 * come: gathers and local slices recorded through need_whole) and the
+	 * layout of its output (X->out); compiler/op_layout.h. NULL: the
+	 * output is whole and the inputs are taken as they are. */
+	void (*layout)(struct opctx *X);
 	/* lower.c, op o lowered as one local graph op g (lower.c's own
 	 * lowerings: linear's styles, a context-parallel attention, a
 	 * distributed norm, param as a weight): g's attributes and flags from

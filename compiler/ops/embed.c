@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "compiler/op_compile.h"
+#include "compiler/op_layout.h"
 
 static bool shape_timestep_embedding(struct op_ctx *I, struct ir_op *o, const struct value *v,
 				     struct ir_shape *out, int opi)
@@ -201,12 +202,36 @@ static void lower_patch_embed(const struct op_lowered *X, const struct ir_op *o,
 			  (int64_t)X->tensors[X->in[0]].bytes);
 }
 
+static void rule_timestep_embedding(struct opctx *X)
+{
+	X->out = X->in[0];
+}
+
+/* patch_embed and unpatchify regroup frames, height and width into tokens
+ * and back: a split along the batch stays, any other is gathered first
+ * (split patch_embed's output tokens, gather before unpatchify). */
+static void rule_patches(struct opctx *X)
+{
+	bool embed = X->o->kind == OP_patch_embed;
+	for (int g = 0; g < LG_COUNT; g++) {
+		struct lay_axis *x = &X->in[0].g[g];
+		if (sharded(x) && x->dim != 0)
+			need_whole(X, 0, x->dim, g,
+				   embed ? "patch_embed cuts whole patches out of frames, height "
+					   "and width (split its output's tokens instead: "
+					   "split(out, dim = 1))"
+					 : "unpatchify moves tokens into frames, height and width "
+					   "(gather the tokens before it)");
+	}
+	X->out = X->in[0];
+}
 
 const struct op_compile op_compile_timestep_embedding = { .shape = shape_timestep_embedding,
-						    .lower = lower_timestep_embedding };
+							  .layout = rule_timestep_embedding,
+							  .lower = lower_timestep_embedding };
 const struct op_compile op_compile_grid_ids = { .shape = shape_grid_ids, .lower = lower_ids };
 const struct op_compile op_compile_text_ids = { .shape = shape_text_ids, .lower = lower_ids };
 const struct op_compile op_compile_patch_embed = { .shape = shape_patches,
-						    .lower = lower_patch_embed };
+						   .layout = rule_patches, .lower = lower_patch_embed };
 const struct op_compile op_compile_unpatchify = { .shape = shape_patches,
-						    .lower = lower_unpatchify };
+						  .layout = rule_patches, .lower = lower_unpatchify };

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "compiler/op_compile.h"
+#include "compiler/op_layout.h"
 
 static bool shape_norm(struct op_ctx *I, struct ir_op *o, const struct value *v,
 		       struct ir_shape *out, int opi)
@@ -55,9 +56,65 @@ static void lower_rms_norm(const struct op_lowered *X, const struct ir_op *o, st
 	g->flags |= o->flag ? G_OF_AFFINE : 0;
 }
 
+/* A norm over the whole last axis (LTX-Video's and Wan's q/k norm after a
+ * colwise to_q) whose last axis tp splits in one block: each rank sums its
+ * part of every row, the sums are all-reduced (1 float per row for rms_norm,
+ * 2 for layer_norm) and each rank normalises its part — instead of gathering
+ * the tensor. Reported once per statement. */
+static bool distribute_norm(struct opctx *X, const struct lay_axis *x, int last)
+{
+	struct lp *P = X->P;
+	int64_t width = dim_size(X, 0, last);
+	if (x->nblk || (X->o->kind == OP_rms_norm && X->o->attr[0] != width) ||
+	    P->no_dist[X->opi])
+		return false;
+	P->res->dist_norm[X->opi] = true;
+	struct finding *f = lay_find(P, false, X->opi, "dist-norm");
+	if (!f)
+		return true;
+	const struct ir_shape *sh = &P->m->tensors[X->o->in[0]].shape;
+	int64_t rows = shape_numel(sh) / width, es = graph_dtype_size(P->c->dtype);
+	int ns = X->o->kind == OP_layer_norm ? 3 : 1; /* sum(x), then the centred pair */
+	f->msg = arena_printf(P->a, "%s '%s' normalises its last axis (%" PRId64 "), which tp "
+			      "splits, from per-row sums: an all-reduce over tp of %s (%d float%s per "
+			      "row, in float32) instead of an all-gather of %s",
+			      op_table[X->o->kind].name, X->o->module, width,
+			      lay_human_bytes(P->a, rows * ns * 4), ns, ns > 1 ? "s" : "",
+			      lay_human_bytes(P->a, shape_numel(sh) * es));
+	if (x->origin >= 0)
+		lay_fnote(f, lay_style_loc(P, x->origin, ST_COLWISE), "the sharding comes from this rule");
+	return true;
+}
 
-const struct op_compile op_compile_layer_norm = { .shape = shape_norm,
-						    .lower = lower_layer_norm };
-const struct op_compile op_compile_rms_norm = { .shape = shape_norm, .lower = lower_rms_norm };
+static void rule_norm(struct opctx *X)
+{
+	struct lp *P = X->P;
+	int last = last_dim(X, 0);
+	int64_t size = X->o->attr[0]; /* elements per normalised group */
+	for (int g = 0; g < LG_COUNT; g++) {
+		struct lay_axis *x = &X->in[0].g[g];
+		int64_t n = lay_group_size(P->c, g);
+		if (!sharded(x) || x->dim != last)
+			continue;
+		/* Normalising groups of `size` elements commutes with sharding when
+		 * every rank holds whole groups of every block (per-head norm). */
+		int nb;
+		const int64_t *b = lay_blocks_of(P, x, dim_size(X, 0, last), &nb);
+		bool whole = true;
+		for (int i = 0; i < nb; i++)
+			whole &= b[i] % n == 0 && (b[i] / n) % size == 0;
+		if (!whole && !(g == LG_TP && distribute_norm(X, x, last)))
+			need_whole(X, 0, last, g,
+				   arena_printf(P->a, "%s normalises groups of %" PRId64
+						" elements of the last axis",
+						op_table[X->o->kind].name, size));
+	}
+	X->out = X->in[0];
+}
+
+const struct op_compile op_compile_layer_norm = { .shape = shape_norm, .layout = rule_norm,
+						  .lower = lower_layer_norm };
+const struct op_compile op_compile_rms_norm = { .shape = shape_norm, .layout = rule_norm,
+						.lower = lower_rms_norm };
 /* graph-only: lower.c makes it for a norm over a split last axis */
 const struct op_compile op_compile_norm_stats = { 0 };

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "compiler/op_compile.h"
+#include "compiler/op_layout.h"
 
 static bool shape_gelu(struct op_ctx *I, struct ir_op *o, const struct value *v,
 		       struct ir_shape *out, int opi)
@@ -62,9 +63,64 @@ static void lower_gelu(const struct op_lowered *X, const struct ir_op *o, struct
 	g->flags |= o->flag ? G_OF_TANH : 0;
 }
 
+/* Maps output dim d of a broadcasting op to input i's dim, or -1 when input i
+ * is broadcast along d. */
+static int bdim(struct opctx *X, int i, int d)
+{
+	const struct ir_shape *o = &X->P->m->tensors[X->o->out].shape;
+	const struct ir_shape *s = &X->P->m->tensors[X->o->in[i]].shape;
+	/* right-aligned, as model.c broadcasts */
+	int k = d - (o->nd - s->nd);
+	if (k < 0 || (s->d[k] == 1 && o->d[d] != 1))
+		return -1;
+	return k;
+}
 
-const struct op_compile op_compile_gelu = { .shape = shape_gelu, .lower = lower_gelu };
-const struct op_compile op_compile_silu = { .shape = shape_silu };
-const struct op_compile op_compile_add = { .shape = shape_broadcast };
-const struct op_compile op_compile_mul = { .shape = shape_broadcast };
-const struct op_compile op_compile_modulate = { .shape = shape_broadcast };
+static void rule_pointwise(struct opctx *X)
+{
+	struct lp *P = X->P;
+	for (int g = 0; g < LG_COUNT; g++) {
+		/* The output is sharded like the first sharded input; inputs
+		 * sharded otherwise are gathered, replicated ones sliced. */
+		struct lay_axis out = REPL;
+		for (int i = 0; i < X->o->nin; i++) {
+			struct lay_axis *x = &X->in[i].g[g];
+			if (!sharded(x))
+				continue;
+			/* the output dim this input dim becomes */
+			int od = -1;
+			for (int d = 0; d < P->m->tensors[X->o->out].shape.nd; d++)
+				if (bdim(X, i, d) == x->dim)
+					od = d;
+			if (od < 0) {
+				need_whole(X, i, x->dim, g, "it is broadcast along its sharded dim");
+				continue;
+			}
+			if (!sharded(&out)) {
+				out = *x;
+				out.dim = (int8_t)od;
+			} else if (out.dim != od || !same_blocks(&out, x)) {
+				need_whole(X, i, x->dim, g, "the other operand is sharded differently");
+			}
+		}
+		/* Replicated operands with an extent along the sharded dim are
+		 * sliced locally to match (no communication). */
+		for (int i = 0; sharded(&out) && i < X->o->nin; i++) {
+			struct lay_axis *x = &X->in[i].g[g];
+			int k = bdim(X, i, out.dim);
+			if (!sharded(x) && k >= 0) {
+				*x = out;
+				x->dim = (int8_t)k;
+			}
+		}
+		X->out.g[g] = out;
+	}
+}
+
+const struct op_compile op_compile_gelu = { .shape = shape_gelu, .layout = rule_pointwise,
+					    .lower = lower_gelu };
+const struct op_compile op_compile_silu = { .shape = shape_silu, .layout = rule_pointwise };
+const struct op_compile op_compile_add = { .shape = shape_broadcast, .layout = rule_pointwise };
+const struct op_compile op_compile_mul = { .shape = shape_broadcast, .layout = rule_pointwise };
+const struct op_compile op_compile_modulate = { .shape = shape_broadcast,
+						.layout = rule_pointwise };

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "compiler/op_compile.h"
+#include "compiler/op_layout.h"
 #include "runtime/graph.h"
 
 static bool shape_rope(struct op_ctx *I, struct ir_op *o, const struct value *v,
@@ -107,7 +108,68 @@ static void lower_rope_freqs(const struct op_lowered *X, const struct ir_op *o, 
 	g->flags |= (o->flag ? G_OF_SIN : 0) | (o->attr[0] ? G_OF_F64 : 0);
 }
 
+/* The layout rope's cos/sin tables ([S, D]) must have on one axis group,
+ * given x's ([B, S, heads * D]) there: rows follow a sequence split; a
+ * feature split keeps the tables whole when every rank holds whole heads,
+ * and slices their columns like x when there is one head cut into even
+ * chunks (each rotation pair then stays on one rank). Any other feature
+ * split cuts heads unevenly: x is gathered. */
+static struct lay_axis rope_tables(struct opctx *X, enum lay_group g)
+{
+	struct lp *P = X->P;
+	struct lay_axis *x = &X->in[0].g[g];
+	int64_t n = lay_group_size(P->c, g);
+	struct lay_axis want = REPL;
+	if (!sharded(x) || x->dim == 0)
+		return want;
+	if (x->dim == 1) {
+		want = *x;
+		want.dim = 0;
+		return want;
+	}
+	int64_t width = dim_size(X, 0, 2), hd = width / X->o->attr[0];
+	int nb;
+	const int64_t *b = lay_blocks_of(P, x, width, &nb);
+	bool whole = true;
+	for (int i = 0; i < nb; i++)
+		whole &= b[i] % n == 0 && (b[i] / n) % hd == 0;
+	if (whole)
+		return want;
+	if (!x->nblk && width == hd && hd % n == 0 && (hd / n) % 2 == 0) {
+		want = *x;
+		want.dim = 1;
+		return want;
+	}
+	need_whole(X, 0, 2, g, "its shards would split rope's heads "
+		   "into pieces that are not whole heads or even chunks of one head");
+	return want;
+}
 
-const struct op_compile op_compile_rope = { .shape = shape_rope, .lower = lower_rope };
+static void rule_rope(struct opctx *X)
+{
+	for (int g = 0; g < LG_COUNT; g++) {
+		struct lay_axis want = rope_tables(X, g);
+		for (int i = 1; i <= 2; i++) {
+			struct lay_axis *t = &X->in[i].g[g];
+			if (sharded(t) && !(sharded(&want) && t->dim == want.dim &&
+					    same_blocks(t, &want)))
+				need_whole(X, i, t->dim, g, "rope's tables must follow "
+					   "the shards of its input");
+			if (!sharded(t) && sharded(&want)) /* sliced locally */
+				*t = want;
+		}
+	}
+	X->out = X->in[0];
+}
+
+static void rule_rope_freqs(struct opctx *X)
+{
+	for (int g = 0; g < LG_COUNT; g++)
+		need_whole(X, 0, 1, g, "rope_freqs reads every axis of a position");
+	X->out = X->in[0];
+}
+
+const struct op_compile op_compile_rope = { .shape = shape_rope, .layout = rule_rope,
+					    .lower = lower_rope };
 const struct op_compile op_compile_rope_freqs = { .shape = shape_rope_freqs,
-						    .lower = lower_rope_freqs };
+						  .layout = rule_rope_freqs, .lower = lower_rope_freqs };

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "compiler/op_compile.h"
+#include "compiler/op_layout.h"
 
 static bool shape_slice(struct op_ctx *I, struct ir_op *o, const struct value *v,
 			struct ir_shape *out, int opi)
@@ -146,9 +147,210 @@ static void lower_pad(const struct op_lowered *X, const struct ir_op *o, struct 
 	g->eps = o->eps;
 }
 
+static void rule_slice(struct opctx *X)
+{
+	struct lp *P = X->P;
+	int d = (int)X->o->attr[0];
+	int64_t start = X->o->attr[1], len = X->o->attr[2];
+	X->out = X->in[0];
+	for (int g = 0; g < LG_COUNT; g++) {
+		struct lay_axis *x = &X->in[0].g[g];
+		struct lay_axis *y = &X->out.g[g];
+		if (!sharded(x) || x->dim != d)
+			continue;
+		/* Slicing whole blocks keeps each rank's chunk of them: the
+		 * output holds the sliced blocks, the input stays as it is. */
+		int nb;
+		const int64_t *b = lay_blocks_of(P, x, dim_size(X, 0, d), &nb);
+		int64_t off = 0;
+		int first = -1, last = -1;
+		for (int i = 0; i < nb; i++) {
+			if (off == start)
+				first = i;
+			off += b[i];
+			if (off == start + len)
+				last = i;
+		}
+		if (first < 0 || last < first) {
+			need_whole(X, 0, d, g, arena_printf(P->a, "the slice [%" PRId64 ", %" PRId64
+							    ") cuts across its shards",
+							    start, start + len));
+			*y = *x;
+			continue;
+		}
+		y->nblk = last - first + 1 == 1 ? 0 : last - first + 1;
+		y->blk = y->nblk ? b + first : NULL;
+	}
+}
 
-const struct op_compile op_compile_slice = { .shape = shape_slice, .lower = lower_slice };
-const struct op_compile op_compile_concat = { .shape = shape_concat, .lower = lower_concat };
+static void rule_concat(struct opctx *X)
+{
+	struct lp *P = X->P;
+	int d = (int)X->o->attr[0];
+	for (int g = 0; g < LG_COUNT; g++) {
+		int64_t n = lay_group_size(P->c, g);
+		bool any_d = false;
+		for (int i = 0; i < X->o->nin; i++) {
+			struct lay_axis *x = &X->in[i].g[g];
+			any_d |= sharded(x) && x->dim == d;
+		}
+		struct lay_axis out = REPL;
+		if (any_d) {
+			/* Concat along the sharded dim: the result is block-sharded,
+			 * one block per input (replicated inputs sliced locally when
+			 * they divide, gathered otherwise). */
+			int total = 0;
+			for (int i = 0; i < X->o->nin; i++) {
+				struct lay_axis *x = &X->in[i].g[g];
+				if (sharded(x) && x->dim != d)
+					need_whole(X, i, x->dim, g, "the other inputs are sharded along the concat dim");
+				int nb;
+				lay_blocks_of(P, x, dim_size(X, i, d), &nb);
+				total += nb;
+			}
+			bool ok = true;
+			for (int i = 0; i < X->o->nin; i++) {
+				struct lay_axis *x = &X->in[i].g[g];
+				if (!sharded(x) && dim_size(X, i, d) % n &&
+				    !(g == LG_CP && (P->c->ulysses_anything || P->c->ring_anything)))
+					ok = false;
+			}
+			if (!ok) {
+				for (int i = 0; i < X->o->nin; i++)
+					need_whole(X, i, d, g, "another input of the concat "
+						   "cannot be sharded evenly");
+			} else {
+				int64_t *blk = ARENA_ARRAY(P->a, int64_t, total);
+				int k = 0;
+				out = (struct lay_axis){ .kind = LAY_SHARD, .dim = (int8_t)d,
+							 .origin = -1 };
+				for (int i = 0; i < X->o->nin; i++) {
+					struct lay_axis *x = &X->in[i].g[g];
+					int nb;
+					const int64_t *b = lay_blocks_of(P, x, dim_size(X, i, d), &nb);
+					for (int j = 0; j < nb; j++)
+						blk[k++] = b[j];
+					if (out.origin < 0)
+						out.origin = x->origin;
+					if (!sharded(x)) /* sliced locally */
+						*x = (struct lay_axis){ .kind = LAY_SHARD, .dim = (int8_t)d,
+									.origin = -1 };
+				}
+				out.nblk = total;
+				out.blk = blk;
+			}
+		} else {
+			/* Sharded on another dim: all inputs must agree. */
+			for (int i = 0; i < X->o->nin; i++) {
+				struct lay_axis *x = &X->in[i].g[g];
+				if (!sharded(x))
+					continue;
+				if (!sharded(&out))
+					out = *x;
+				else if (out.dim != x->dim || !same_blocks(&out, x))
+					need_whole(X, i, x->dim, g, "the inputs are sharded differently");
+			}
+			/* Replicated inputs have the same size along out.dim (not
+			 * the concat dim): sliced locally to match. */
+			for (int i = 0; sharded(&out) && i < X->o->nin; i++) {
+				struct lay_axis *x = &X->in[i].g[g];
+				if (!sharded(x))
+					*x = out;
+			}
+		}
+		X->out.g[g] = out;
+	}
+}
+
+/* pad(x, dim, before, after): along a split dim the result is block-split
+ * like concat(before-block, x, after-block), the constant blocks made locally
+ * on each rank in its chunk's size (Flux's and QwenImage's joint [text, image]
+ * sequence: a text mask padded with the image's ones lines up with the
+ * joint keys). Pads that would split unevenly outside the anything modes
+ * need x whole. Along another dim the split is kept. */
+static void rule_pad(struct opctx *X)
+{
+	struct lp *P = X->P;
+	int d = (int)X->o->attr[0];
+	int64_t pads[2] = { X->o->attr[1], X->o->attr[2] };
+	X->out = X->in[0];
+	for (int g = 0; g < LG_COUNT; g++) {
+		struct lay_axis *x = &X->in[0].g[g];
+		struct lay_axis *y = &X->out.g[g];
+		int64_t n = lay_group_size(P->c, g);
+		if (!sharded(x) || x->dim != d)
+			continue;
+		bool anything = g == LG_CP && (P->c->ulysses_anything || P->c->ring_anything);
+		if (!anything && (pads[0] % n || pads[1] % n)) {
+			need_whole(X, 0, d, g, arena_printf(P->a, "its pads (%" PRId64 " before, %"
+							    PRId64 " after) do not split evenly "
+							    "over %" PRId64 " ranks", pads[0],
+							    pads[1], n));
+			*y = REPL;
+			continue;
+		}
+		int nb;
+		const int64_t *b = lay_blocks_of(P, x, dim_size(X, 0, d), &nb);
+		int64_t *blk = ARENA_ARRAY(P->a, int64_t, nb + 2);
+		int k = 0;
+		if (pads[0])
+			blk[k++] = pads[0];
+		for (int i = 0; i < nb; i++)
+			blk[k++] = b[i];
+		if (pads[1])
+			blk[k++] = pads[1];
+		y->nblk = k == 1 ? 0 : k;
+		y->blk = k == 1 ? NULL : blk;
+	}
+}
+
+/* The dim of out that holds in's dim d whole, with the same elements before
+ * it (what a reshape that adds or drops unit dims, or merges or splits dims
+ * on either side of d, keeps in place: diffusers' rope tables [1, S, 1, D]
+ * and dtpc's [S, D]); -1 when there is none. */
+static int reshape_dim(const struct ir_shape *in, const struct ir_shape *out, int d)
+{
+	int64_t before = 1, o = 1;
+	for (int k = 0; k < d; k++)
+		before *= in->d[k];
+	for (int k = 0; k < out->nd; k++) {
+		if (o == before && out->d[k] == in->d[d])
+			return k;
+		o *= out->d[k];
+		if (o > before)
+			break;
+	}
+	return -1;
+}
+
+static void rule_reshape(struct opctx *X)
+{
+	const struct ir_shape *in = &X->P->m->tensors[X->o->in[0]].shape;
+	const struct ir_shape *out = &X->o->shape_attr;
+	int to[LG_COUNT];
+	for (int g = 0; g < LG_COUNT; g++) {
+		struct lay_axis *x = &X->in[0].g[g];
+		to[g] = -1;
+		if (!sharded(x))
+			continue;
+		/* Sharding survives a reshape that keeps the sharded dim whole
+		 * with the same elements before it: each rank's local elements
+		 * stay the same contiguous run. */
+		to[g] = x->nblk ? -1 : reshape_dim(in, out, x->dim);
+		if (to[g] < 0)
+			need_whole(X, 0, x->dim, g, "the reshape moves its sharded dim");
+	}
+	X->out = X->in[0];
+	for (int g = 0; g < LG_COUNT; g++)
+		if (to[g] >= 0)
+			X->out.g[g].dim = (int8_t)to[g];
+}
+
+const struct op_compile op_compile_slice = { .shape = shape_slice, .layout = rule_slice,
+					     .lower = lower_slice };
+const struct op_compile op_compile_concat = { .shape = shape_concat, .layout = rule_concat,
+					      .lower = lower_concat };
 const struct op_compile op_compile_param = { .shape = shape_listed };
-const struct op_compile op_compile_reshape = { .shape = shape_listed };
-const struct op_compile op_compile_pad = { .shape = shape_pad, .lower = lower_pad };
+const struct op_compile op_compile_reshape = { .shape = shape_listed, .layout = rule_reshape };
+const struct op_compile op_compile_pad = { .shape = shape_pad, .layout = rule_pad,
+					   .lower = lower_pad };
