@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "compiler/diag.h"
 #include "median.h"
 #include "runtime/comm.h"
@@ -745,47 +746,44 @@ static void add_compute(cJSON *f32, const struct compute *cp, int ranks, int cor
 #define USAGE "usage: dtpc calibrate --backend local|mpi --device cpu [--ranks N] [--quick] " \
 	      "-o PROFILE.json"
 
+static void calibrate_usage(void)
+{
+	puts(USAGE);
+}
+
+/* -1: go on; else the exit status (0 after --help) */
 static int parse(int argc, char **argv, struct opts *o)
 {
-	const char *backend = NULL, *device = "cpu";
+	static const char *const backends[] = { "local", "mpi", NULL };
+	static const char *const devices[] = { "cpu", NULL };
+	int backend = -1, device = 0, ranks = 0;
+	const char *none = NULL;
 	*o = (struct opts){ .ranks = 8 };
-	bool ranks_given = false;
-	for (int i = 2; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (!strcmp(a, "--quick")) {
-			o->quick = true;
-			continue;
-		}
-		if (strcmp(a, "--backend") && strcmp(a, "--device") && strcmp(a, "--ranks") &&
-		    strcmp(a, "-o"))
-			return diag_usage_error("calibrate: unknown option %s\n" USAGE, a);
-		if (!v)
-			return diag_usage_error("calibrate: an option lacks its value\n" USAGE);
-		i++;
-		if (!strcmp(a, "--backend"))
-			backend = v;
-		else if (!strcmp(a, "--device"))
-			device = v;
-		else if (!strcmp(a, "-o"))
-			o->out = v;
-		else {
-			char *end;
-			long n = strtol(v, &end, 10);
-			if (*end || n < 2 || n > MAX_RANKS)
-				return diag_usage_error("calibrate: --ranks must be 2..16\n" USAGE);
-			o->ranks = (int)n, ranks_given = true;
-		}
-	}
-	if (!backend || (strcmp(backend, "local") && strcmp(backend, "mpi")))
+	const struct cli_opt t[] = {
+		OPT_SET("--quick", &o->quick),
+		OPT_WORD("--backend", &backend, backends),
+		OPT_WORD("--device", &device, devices),
+		OPT_NUM("--ranks", CLI_INT, &ranks, "2 to 16", 2, MAX_RANKS),
+		OPT_STR("-o", &o->out),
+		OPT_END,
+	};
+	int rc = cli_parse(argc, argv, 2, t,
+			    &(struct cli_rest){ &none, "argument", .help = calibrate_usage });
+	if (rc >= 0)
+		return rc;
+	if (none)
+		return diag_usage_error("calibrate takes no file ('%s'); -o PROFILE.json names "
+					"the profile\n" USAGE, none);
+	if (backend < 0)
 		return diag_usage_error("calibrate: --backend local or mpi (nccl: not measured yet)\n" USAGE);
-	if (strcmp(device, "cpu"))
-		return diag_usage_error("calibrate: only --device cpu is measured so far\n" USAGE);
 	if (!o->out)
 		return diag_usage_error("calibrate: -o PROFILE.json is required\n" USAGE);
-	o->mpi = !strcmp(backend, "mpi");
-	if (o->mpi && ranks_given)
+	o->mpi = backend == 1;
+	if (o->mpi && ranks)
 		return diag_usage_error("calibrate: with --backend mpi the ranks are mpirun's -np\n" USAGE);
-	return 0;
+	if (ranks)
+		o->ranks = ranks;
+	return -1;
 }
 
 /* Under mpirun: compute with every process at work (a process waiting in
@@ -805,7 +803,7 @@ int calibrate_main(int argc, char **argv)
 {
 	struct opts o;
 	int rc = parse(argc, argv, &o);
-	if (rc)
+	if (rc >= 0)
 		return rc;
 	struct sizes sz = o.quick ? (struct sizes){ 2, 3, { 4096, 65536 } }
 				  : (struct sizes){ 4, 5, { 4096, 262144, 2 << 20, 8 << 20 } };
