@@ -265,6 +265,24 @@ static void check_one(const struct check_opts *o, struct arena *a, struct diag_c
 		cJSON_AddItemToArray(summaries, summary_build(a, c, lay));
 }
 
+/* What check and compile do first: the file read and parsed, the
+ * declarations checked, --config's keys put before -D. -1: go on; else the
+ * exit status (2: the file or the config unreadable; 0: the config's
+ * errors are diagnostics, printed with the others). */
+static int open_program(struct arena *a, struct diag_ctx *d, struct check_opts *o,
+			struct program *prog, FILE *err)
+{
+	if (!driver_readable(o->file, err))
+		return 2;
+	if (!parse_program(a, d, o->file, prog)) {
+		fprintf(err, "dtpc: cannot read '%s': %s\n", o->file, strerror(errno));
+		return 2;
+	}
+	check_declarations(d, prog);
+	int config_rc = read_config(a, d, &o->co, err);
+	return config_rc ? (config_rc == 2 ? 2 : 0) : -1;
+}
+
 int driver_check(const struct check_opts *opts, FILE *out, FILE *err)
 {
 	struct check_opts with_config = *opts, *o = &with_config;
@@ -274,19 +292,9 @@ int driver_check(const struct check_opts *opts, FILE *out, FILE *err)
 	struct program prog;
 	int status = 0;
 	cJSON *summaries = cJSON_CreateArray();
-	if (!driver_readable(o->file, err)) {
-		status = 2;
-		goto done;
-	}
-	if (!parse_program(a, &d, o->file, &prog)) {
-		fprintf(err, "dtpc: cannot read '%s': %s\n", o->file, strerror(errno));
-		status = 2;
-		goto done;
-	}
-	check_declarations(&d, &prog);
-	int config_rc = read_config(a, &d, &o->co, err);
-	if (config_rc) {
-		status = config_rc == 2 ? 2 : 0;
+	int opened = open_program(a, &d, o, &prog, err);
+	if (opened >= 0) {
+		status = opened;
 		goto done;
 	}
 
@@ -453,19 +461,9 @@ int driver_compile(const struct check_opts *opts, const char *out_path, bool ver
 	struct program prog;
 	int status = 0;
 	cJSON *report_json = NULL; /* -v --format json: printed with the diagnostics */
-	if (!driver_readable(o->file, err)) {
-		status = 2;
-		goto done;
-	}
-	if (!parse_program(a, &d, o->file, &prog)) {
-		fprintf(err, "dtpc: cannot read '%s': %s\n", o->file, strerror(errno));
-		status = 2;
-		goto done;
-	}
-	check_declarations(&d, &prog);
-	int config_rc = read_config(a, &d, &o->co, err);
-	if (config_rc) {
-		status = config_rc == 2 ? 2 : 0;
+	int opened = open_program(a, &d, o, &prog, err);
+	if (opened >= 0) {
+		status = opened;
 		goto done;
 	}
 	const struct plan *p = NULL;
