@@ -115,5 +115,7 @@ int cli_parse(int argc, char **argv, int first, const struct cli_opt *t,
 		if (rc >= 0)
 			return rc;
 	}
+	if (rest->missing && !*rest->file)
+		return diag_usage_error("%s", rest->missing);
 	return -1;
 }

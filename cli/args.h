@@ -43,6 +43,7 @@ struct cli_rest {
 	const char **files;
 	int *nfiles;
 	void (*help)(void); /* --help / -h: prints the usage */
+	const char *missing; /* with file: the error when none is given */
 };
 
 /* Reads argv[first..argc) by table t (ended by CLI_END). Returns -1 when

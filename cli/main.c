@@ -246,12 +246,11 @@ static int cmd_check(int argc, char **argv, int first, bool compile)
 	if (!compile) /* -o and -v are compile's */
 		t[sizeof t / sizeof *t - 3] = (struct cli_opt)OPT_END;
 	int rc = cli_parse(argc, argv, first, t,
-			    &(struct cli_rest){ &o->file, "plan file", .help = print_usage });
+			    &(struct cli_rest){ &o->file, "plan file", .help = print_usage,
+						.missing = "a plan file is needed" });
 	o->format = (enum out_format)format;
 	if (rc >= 0)
 		;
-	else if (!o->file)
-		rc = diag_usage_error("%s", "a plan file is needed");
 	else if (compile && !out_path)
 		rc = diag_usage_error("%s", "compiling needs -o FILE.graph");
 	else
@@ -277,11 +276,10 @@ static int cmd_inspect(int argc, char **argv)
 		OPT_END,
 	};
 	int rc = cli_parse(argc, argv, 2, t,
-			    &(struct cli_rest){ &file, "graph file", .help = print_usage });
+			    &(struct cli_rest){ &file, "graph file", .help = print_usage,
+						.missing = "inspect needs a graph file" });
 	if (rc >= 0)
 		return rc;
-	if (!file)
-		return diag_usage_error("%s", "inspect needs a graph file");
 	if ((block || axis) && f != INSPECT_DOT)
 		return diag_usage_error("%s", "--block and --axis shape the picture: they go with --format dot");
 	struct graph_file gf;
@@ -325,11 +323,10 @@ static int cmd_embed(int argc, char **argv)
 		OPT_END,
 	};
 	int rc = cli_parse(argc, argv, 2, t,
-			    &(struct cli_rest){ &file, "graph file", .help = print_usage });
+			    &(struct cli_rest){ &file, "graph file", .help = print_usage,
+						.missing = "embed needs a graph file" });
 	if (rc >= 0)
 		return rc;
-	if (!file)
-		return diag_usage_error("%s", "embed needs a graph file");
 	if (!out)
 		return diag_usage_error("%s", "embed needs -o FILE.c or -o FILE.o");
 	return embed_graph(file, out, symbol, stderr);
@@ -346,11 +343,10 @@ static int cmd_timeline(int argc, char **argv)
 		OPT_END,
 	};
 	int rc = cli_parse(argc, argv, 2, t,
-			    &(struct cli_rest){ &file, "trace", .help = print_usage });
+			    &(struct cli_rest){ &file, "trace", .help = print_usage,
+						.missing = "timeline needs a trace file" });
 	if (rc >= 0)
 		return rc;
-	if (!file)
-		return diag_usage_error("%s", "timeline needs a trace file");
 	if (!out)
 		return diag_usage_error("%s", "timeline needs -o FILE.svg (or -o - for standard output)");
 	return timeline_svg(file, out, width, stderr);
@@ -388,7 +384,8 @@ static int cmd_run(int argc, char **argv)
 		OPT_END,
 	};
 	int rc = cli_parse(argc, argv, 2, t,
-			    &(struct cli_rest){ &o.graph, "graph file", .help = print_usage });
+			    &(struct cli_rest){ &o.graph, "graph file", .help = print_usage,
+						.missing = "run needs a graph file" });
 	if (rc >= 0)
 		return rc;
 	o.backend = (enum run_backend)backend;
@@ -401,8 +398,6 @@ static int cmd_run(int argc, char **argv)
 	o.tolerance_set = tolerance >= 0;
 	if (o.tolerance_set)
 		o.tolerance = tolerance;
-	if (!o.graph)
-		return diag_usage_error("%s", "run needs a graph file");
 	if (o.backend != RUN_LOCAL && o.ranks)
 		return diag_usage_error("%s", "--ranks is for the local backend; mpirun -np sets the ranks");
 	if (o.backend == RUN_NCCL) {

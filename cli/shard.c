@@ -172,11 +172,10 @@ int shard_main(int argc, char **argv)
 		OPT_END,
 	};
 	int rc = cli_parse(argc, argv, 2, t,
-			    &(struct cli_rest){ &graph, "graph file", .help = shard_usage });
+			    &(struct cli_rest){ &graph, "graph file", .help = shard_usage,
+						.missing = "shard needs a graph file" });
 	if (rc >= 0)
 		return rc;
-	if (!graph)
-		return diag_usage_error("%s", "shard needs a graph file");
 	if (!weights || !out)
 		return diag_usage_error("%s", "shard needs --weights CHECKPOINT and --out FOLDER");
 	if (!driver_readable(graph, stderr))
