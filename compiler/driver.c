@@ -265,6 +265,19 @@ static void check_one(const struct check_opts *o, struct arena *a, struct diag_c
 		cJSON_AddItemToArray(summaries, summary_build(a, c, lay));
 }
 
+/* Ends the line of a plan that was not found with the file's plans, and
+ * returns the exit status: a syntax error can swallow a plan's header, so
+ * with errors in the file they are the verdict (0 here: the diagnostics
+ * decide), else it is a usage error (2). */
+static int list_plans(const struct diag_ctx *d, const struct program *prog, FILE *err)
+{
+	const char *sep = "; plans:";
+	for (const struct plan *q = prog->plans; q; q = q->next, sep = ",")
+		fprintf(err, "%s %s", sep, q->name);
+	fprintf(err, "%s\n", d->nerrors ? " (errors in the file may hide it)" : "");
+	return d->nerrors ? 0 : 2;
+}
+
 /* What check and compile do first: the file read and parsed, the
  * declarations checked, --config's keys put before -D. -1: go on; else the
  * exit status (2: the file or the config unreadable; 0: the config's
@@ -305,13 +318,7 @@ int driver_check(const struct check_opts *opts, FILE *out, FILE *err)
 				only = p;
 		if (!only) {
 			fprintf(err, "dtpc: no plan named '%s' in '%s'", o->co.plan, o->file);
-			const char *sep = "; plans:";
-			for (const struct plan *p = prog.plans; p; p = p->next, sep = ",")
-				fprintf(err, "%s %s", sep, p->name);
-			/* a syntax error can swallow a plan's header: then the
-			 * file's errors are the verdict (exit 1), not the usage */
-			fprintf(err, "%s\n", d.nerrors ? " (errors in the file may hide it)" : "");
-			status = d.nerrors ? 0 : 2;
+			status = list_plans(&d, &prog, err);
 			goto done;
 		}
 	}
@@ -477,14 +484,11 @@ int driver_compile(const struct check_opts *opts, const char *out_path, bool ver
 		if (o->co.plan)
 			fprintf(err, "dtpc: no plan named '%s' in '%s'", o->co.plan, o->file);
 		else if (nroot)
-			fprintf(err, "dtpc: '%s' has %d plans; choose one with --plan", o->file, nroot);
+			fprintf(err, "dtpc: '%s' has %d plans of its own; choose one with --plan", o->file,
+				nroot);
 		else
 			fprintf(err, "dtpc: '%s' has no plan to compile", o->file);
-		const char *sep = "; plans:";
-		for (const struct plan *q = prog.plans; q; q = q->next, sep = ",")
-			fprintf(err, "%s %s", sep, q->name);
-		fprintf(err, "%s\n", d.nerrors ? " (errors in the file may hide it)" : "");
-		status = d.nerrors ? 0 : 2;
+		status = list_plans(&d, &prog, err);
 		goto done;
 	}
 	struct diag *mark = d.tail;
