@@ -80,7 +80,8 @@ struct link {
 	double alpha[CO_N]; /* seconds per collective (or per ring step), by kind */
 	double busbw[CO_N]; /* nccl-tests bus bandwidth, bytes/s */
 	bool overlap;       /* a ring step's transfer runs while the rank computes */
-	double p2p_ctas;    /* the GPU's SMs a send/recv kernel holds while it runs (0: none) */
+	double p2p_ctas;    /* NCCL's send/recv channels per peer, one CTA each (0: none) */
+	double channel_bw;  /* bytes/s one send/recv channel moves (0: not limited) */
 	int ngroups;
 	int group_size[MAX_TABLE];
 	struct group_row groups[MAX_TABLE];
@@ -177,6 +178,15 @@ static bool load_link(const cJSON *j, struct link *l, const char *which, char *e
 	l->p2p_ctas = 0;
 	if (cJSON_HasObjectItem(j, "p2p_ctas") && !num(j, "p2p_ctas", &l->p2p_ctas, where, err, n))
 		return false;
+	l->channel_bw = 0;
+	if (cJSON_HasObjectItem(j, "p2p_channel_bytes_per_s") &&
+	    !num(j, "p2p_channel_bytes_per_s", &l->channel_bw, where, err, n))
+		return false;
+	if (l->channel_bw > 0 && !(l->p2p_ctas > 0)) {
+		snprintf(err, n, "%sp2p_channel_bytes_per_s needs p2p_ctas (the channels it is "
+			 "multiplied by)", where);
+		return false;
+	}
 	const cJSON *bg = cJSON_GetObjectItemCaseSensitive(j, "by_group"), *e;
 	if (bg && (!cJSON_IsArray(bg) || cJSON_GetArraySize(bg) > MAX_TABLE)) {
 		snprintf(err, n, "%sby_group: needs an array of at most %d rows", where, MAX_TABLE);
@@ -634,9 +644,9 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 		/* while a step's send/recv runs, its kernel holds one SM per
 		 * channel NCCL gives it, and the attention under it runs on the
 		 * others */
-		double lost = s->h->sms > 0 && l->p2p_ctas > 0 && P > 1
-				      ? p2p_channels(l->p2p_ctas, P, bytes / (P - 1), inter) / s->h->sms
-				      : 0;
+		double chans = l->p2p_ctas > 0 && P > 1
+				       ? p2p_channels(l->p2p_ctas, P, bytes / (P - 1), inter) : 0;
+		double lost = s->h->sms > 0 ? chans / s->h->sms : 0;
 		double compute = 0, comm = 0, exposed = 0, first = 0;
 		for (uint32_t m = 0; m < P; m++) {
 			uint32_t peer = graph_group_member(g, (uint32_t)o->group, r, m);
@@ -647,6 +657,11 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 			double c = a + (m ? merge : 0);
 			if (o->attr[2] == 1 && m + 1 < P) {
 				double step = link_time(s, l, CO_P2P, bytes / (P - 1), r, P);
+				/* a lone send/recv moves no more than its channels
+				 * do (where the profile says what one moves) */
+				if (l->channel_bw > 0)
+					step = fmax(step, l->alpha[CO_P2P] +
+								  bytes / (P - 1) / (chans * l->channel_bw));
 				/* attention of a seconds on the whole GPU, at (1 - lost)
 				 * of its rate while the transfer runs: slowed by
 				 * lost x the time both run */

@@ -312,6 +312,31 @@ EOF2
 		step=$(python3 -c "import json,sys; print(repr(json.load(open(sys.argv[1]))['step_s']))" "$tmp/hw-gpu-nosms.json")
 		json_check "no-host-wait ($m)" "$tmp/hw-gpu.json" "$(near "j['step_s']" "$step") and any(c['time_s'] > c['hidden_s'] for c in j['ranks'][0]['communication'])"
 	done
+	# a lone send/recv moves no more than its channels: with a channel's
+	# bytes per second given (1 MB/s, far below the link), each step of
+	# ring 2 (2 ring attentions, one step of 2 MiB each) on n = 2 channels
+	# takes alpha + bytes / (2 x 1 MB/s); without the field (the control)
+	# the link's bandwidth alone
+	python3 - "$tmp/tab-ctas.json" "$tmp/tab-chan" <<'EOF2'
+import json, sys
+j = json.load(open(sys.argv[1]))
+j["links"]["intra"]["p2p_channel_bytes_per_s"] = {"value": 1e6, "source": "made up by tests/cost.sh"}
+json.dump(j, open(sys.argv[2] + ".json", "w"))
+del j["links"]["intra"]["p2p_ctas"]
+json.dump(j, open(sys.argv[2] + "-noctas.json", "w"))
+EOF2
+	for p in ctas chan; do
+		"$DTPC" cost tests/lower/tiny.plan --plan all --mesh "ring = 2" -D seq=4096 \
+			--context 'rotate_method = "alltoall"' --hw "$tmp/tab-$p.json" --format json \
+			>"$tmp/t9-$p.json" 2>/dev/null
+	done
+	R="[c for c in j['ranks'][0]['communication'] if c['op'] == 'ring_attention'][0]"
+	AL=$(python3 -c "import json,sys; print(repr(json.load(open(sys.argv[1]))['links']['intra']['alpha_s']['value']))" "$tmp/tab-chan.json")
+	json_check channel-bw "$tmp/t9-chan.json" "$(near "$R['time_s']" "2 * $AL + $R['bytes'] / (2 * 1e6)") and $R['bytes'] == 2 * 2048 * 256 * 4"
+	json_check channel-bw-control "$tmp/t9-ctas.json" "not ($(near "$R['time_s']" "2 * $AL + $R['bytes'] / (2 * 1e6)"))"
+	"$DTPC" cost $L --plan single --hw "$tmp/tab-chan-noctas.json" >"$tmp/o" 2>&1
+	[ $? = 2 ] && grep -q "p2p_channel_bytes_per_s needs p2p_ctas" "$tmp/o" && ok ||
+		{ bad "cost/table-refuse-channel-bw"; cat "$tmp/o"; }
 	for b in nothreads:"needs threads_per_node" badop:"softmax: not a kernel" \
 		twice:"1 is given twice" group1:"a group of 2 ranks or more" overlap:"overlap: 1" \
 		nosms:"p2p_ctas: 8 needs the profile's sms" allsms:"fewer than them (8)"; do
