@@ -556,7 +556,7 @@ static void add_row(struct rank_cost *rc, int kind, int group, bool inter, doubl
 /* The channels (one CTA each) NCCL gives one send/recv of `bytes` in a
  * communicator of P ranks (src/enqueue.cc: scheduleP2pTasksToPlan and
  * addP2pToPlan, the same rule since NCCL 2.21 at least): the per-peer
- * channels halved until P peers' fit in the communicator's p2p channels
+ * channels halved until P peers fit in the communicator's p2p channels
  * (taken equal to the per-peer channels, as NCCL's log on 8 x H100 reads:
  * 32 and 32), no more than one per 64 KiB part, then doubled while a part
  * exceeds 16 MiB (32 chunks of NCCL_P2P_NVL_CHUNKSIZE, 512 KiB), at most
