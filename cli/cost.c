@@ -80,7 +80,8 @@ struct link {
 	double alpha[CO_N]; /* seconds per collective (or per ring step), by kind */
 	double busbw[CO_N]; /* nccl-tests bus bandwidth, bytes/s */
 	bool overlap;       /* a ring step's transfer runs while the rank computes */
-	double p2p_ctas;    /* the GPU's SMs a send/recv kernel holds while it runs (0: none) */
+	double p2p_ctas;    /* NCCL's send/recv channels per peer, one CTA each (0: none) */
+	double channel_bw;  /* bytes/s one send/recv channel moves (0: not limited) */
 	int ngroups;
 	int group_size[MAX_TABLE];
 	struct group_row groups[MAX_TABLE];
@@ -177,6 +178,15 @@ static bool load_link(const cJSON *j, struct link *l, const char *which, char *e
 	l->p2p_ctas = 0;
 	if (cJSON_HasObjectItem(j, "p2p_ctas") && !num(j, "p2p_ctas", &l->p2p_ctas, where, err, n))
 		return false;
+	l->channel_bw = 0;
+	if (cJSON_HasObjectItem(j, "p2p_channel_bytes_per_s") &&
+	    !num(j, "p2p_channel_bytes_per_s", &l->channel_bw, where, err, n))
+		return false;
+	if (l->channel_bw > 0 && !(l->p2p_ctas > 0)) {
+		snprintf(err, n, "%sp2p_channel_bytes_per_s needs p2p_ctas (the channels it is "
+			 "multiplied by)", where);
+		return false;
+	}
 	const cJSON *bg = cJSON_GetObjectItemCaseSensitive(j, "by_group"), *e;
 	if (bg && (!cJSON_IsArray(bg) || cJSON_GetArraySize(bg) > MAX_TABLE)) {
 		snprintf(err, n, "%sby_group: needs an array of at most %d rows", where, MAX_TABLE);
@@ -543,13 +553,23 @@ static void add_row(struct rank_cost *rc, int kind, int group, bool inter, doubl
 	rc->rows[k].hidden += hidden;
 }
 
-/* On a GPU the host launches ahead of the device, except at a collective:
- * the nccl backend returns only once the collective has ended on the GPU
- * (runtime/cuda/comm_nccl.c, settle), so the next kernel starts a launch
- * after it. (On a CPU every op runs on the host: nothing to add.) */
-static double relaunch(const struct sim *s, uint32_t r)
+/* The channels (one CTA each) NCCL gives one send/recv of `bytes` in a
+ * communicator of P ranks (src/enqueue.cc: scheduleP2pTasksToPlan and
+ * addP2pToPlan, the same rule since NCCL 2.21 at least): the per-peer
+ * channels halved until P peers fit in the communicator's p2p channels
+ * (taken equal to the per-peer channels, as NCCL's log on 8 x H100 reads:
+ * 32 and 32), no more than one per 64 KiB part, then doubled while a part
+ * exceeds 16 MiB (32 chunks of NCCL_P2P_NVL_CHUNKSIZE, 512 KiB), at most
+ * the per-peer channels. Across nodes the parts are 256 to 512 KiB. */
+static double p2p_channels(double per_peer, uint32_t P, double bytes, bool inter)
 {
-	return s->h->sms > 0 ? s->rates[r].launch : 0;
+	double n = per_peer, lo = inter ? 262144 : 65536, hi = inter ? 524288 : 16777216;
+	while (n * P > per_peer && n > 1)
+		n /= 2;
+	n = fmax(1, fmin(n, ceil(bytes / lo)));
+	while (bytes / n > hi && n * 2 <= per_peer)
+		n *= 2;
+	return n;
 }
 
 /* Adds op i's cost on rank r to rc (by resource) and returns its duration
@@ -620,12 +640,14 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 		 * in the storage dtype (the float32 log-sum-exp rows beside them
 		 * are 1 / Dv of that, left out as dtpc calibrate leaves them) */
 		double merge = move_time(s, r, M_LSE_MERGE, 3 * B * Sq * H * (double)o->attr[1] * es);
-		/* while a step's send/recv runs, its kernel holds p2p_ctas of the
-		 * GPU's SMs (NCCL: one CTA per channel), and the attention under it
-		 * runs on the others */
-		double lost = s->h->sms > 0 ? l->p2p_ctas / s->h->sms : 0;
 		double bytes = (double)graph_comm_bytes(g, i, r) * es / graph_comm_elem_size(g, i);
-		double compute = 0, comm = 0, exposed = 0, first = 0, drains = 0;
+		/* while a step's send/recv runs, its kernel holds one SM per
+		 * channel NCCL gives it, and the attention under it runs on the
+		 * others */
+		double chans = l->p2p_ctas > 0 && P > 1
+				       ? p2p_channels(l->p2p_ctas, P, bytes / (P - 1), inter) : 0;
+		double lost = s->h->sms > 0 ? chans / s->h->sms : 0;
+		double compute = 0, comm = 0, exposed = 0, first = 0;
 		for (uint32_t m = 0; m < P; m++) {
 			uint32_t peer = graph_group_member(g, (uint32_t)o->group, r, m);
 			double rows = (double)graph_local_dim(g, k, 1, peer);
@@ -635,34 +657,36 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 			double c = a + (m ? merge : 0);
 			if (o->attr[2] == 1 && m + 1 < P) {
 				double step = link_time(s, l, CO_P2P, bytes / (P - 1), r, P);
+				/* a lone send/recv moves no more than its channels
+				 * do (where the profile says what one moves) */
+				if (l->channel_bw > 0)
+					step = fmax(step, l->alpha[CO_P2P] +
+								  bytes / (P - 1) / (chans * l->channel_bw));
 				/* attention of a seconds on the whole GPU, at (1 - lost)
 				 * of its rate while the transfer runs: slowed by
 				 * lost x the time both run */
 				if (l->overlap && lost > 0)
 					c += fmin(step, a / (1 - lost)) * lost;
 				comm += step;
+				/* the next chunk's attention waits for the transfer
+				 * on the GPU (an event), the host having launched it
+				 * already */
 				exposed += !l->overlap ? step : step > c ? step - c : 0;
-				/* the executor waits for the transfer before it
-				 * launches the next chunk's attention: where the
-				 * transfer ends last, the GPU waits for a launch */
-				drains += l->overlap && step > c;
 			}
 			compute += c;
 		}
 		rc->nops[F_ATTN]++;
-		if (o->attr[2] != 1) {
+		if (o->attr[2] != 1)
 			exposed = comm = link_time(s, l, CO_AG, bytes / 2, r, P) * 2;
-			drains = 2;
-		} else /* the own chunk's K and V copied to the rotation's buffer */
+		else /* the own chunk's K and V copied to the rotation's buffer */
 			first = move_time(s, r, M_COPY,
 					  2 * (tensor_bytes(g, k, r, es) + tensor_bytes(g, v, r, es)));
 		rc->t[R_ATTN] += compute - (P - 1) * merge;
 		rc->t[R_MEM] += (P - 1) * merge + first;
 		rc->t[inter ? R_INTER : R_INTRA] += exposed;
-		rc->t[R_LAUNCH] += drains * relaunch(s, r);
 		rc->hidden += comm - exposed;
 		add_row(rc, o->kind, o->group, inter, bytes, comm, comm - exposed);
-		return compute + exposed + first + drains * relaunch(s, r);
+		return compute + exposed + first;
 	}
 	case OP_all_gather:
 	case OP_all_reduce:
@@ -691,9 +715,8 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 		t = link_time(s, l, c, bytes, r, P);
 		rc->t[inter ? R_INTER : R_INTRA] += t;
 		rc->t[R_MEM] += copies;
-		rc->t[R_LAUNCH] += relaunch(s, r);
 		add_row(rc, o->kind, o->group, inter, bytes, t, 0);
-		return t + copies + relaunch(s, r);
+		return t + copies;
 	}
 	case OP_layer_norm:
 	case OP_rms_norm:
