@@ -5,7 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compiler/arena.h"
+#include "compiler/config.h"
 #include "compiler/diag.h"
+#include "compiler/plan.h"
 
 /* "a, b or c" */
 static void word_list(const char *const *w, char *buf, size_t len)
@@ -118,4 +121,69 @@ int cli_parse(int argc, char **argv, int first, const struct cli_opt *t,
 	if (rest->missing && !*rest->file)
 		return diag_usage_error("%s", rest->missing);
 	return -1;
+}
+
+/* --mesh and --context each give the body of one statement of their own
+ * kind. A ';' or a brace outside strings and comments would end it and
+ * smuggle in others: a mesh through --context, or rules that would be
+ * dropped unread. */
+static bool one_statement(const char *text)
+{
+	for (const char *p = text; *p; p++) {
+		if (*p == '"') {
+			/* a string ends at its quote or, unterminated, at the line */
+			for (p++; *p && *p != '"' && *p != '\n'; p++)
+				p += *p == '\\' && p[1];
+		} else if (*p == '#') {
+			p += strcspn(p, "\n");
+		} else if (strchr(";{}", *p)) {
+			return false;
+		}
+		if (!*p)
+			break;
+	}
+	return true;
+}
+
+int cli_opt_mesh(void *ctx, const char *name, const char *v)
+{
+	struct cli_plan_opts *p = ctx;
+	(void)name;
+	p->co->mesh = v;
+	return one_statement(v) ? 0
+				: diag_usage_error("--mesh takes the axes of one mesh statement, such "
+						   "as --mesh \"ring = 2, tp = 2\", not '%s'", v);
+}
+
+int cli_opt_context(void *ctx, const char *name, const char *v)
+{
+	struct cli_plan_opts *p = ctx;
+	(void)name;
+	p->co->context = v;
+	return one_statement(v) ? 0
+				: diag_usage_error("--context takes the options of one context "
+						   "statement, such as --context 'rotate_method = "
+						   "\"alltoall\"', not '%s'", v);
+}
+
+int cli_opt_config(void *ctx, const char *name, const char *v)
+{
+	struct cli_plan_opts *p = ctx;
+	(void)name;
+	p->co->config = config_path(p->a, v, stderr);
+	return p->co->config ? 0 : 2; /* unreadable, as a plan file */
+}
+
+int cli_opt_define(void *ctx, const char *name, const char *v)
+{
+	struct cli_plan_opts *p = ctx;
+	(void)name;
+	const char *eq = strchr(v, '=');
+	if (!eq || eq == v)
+		return diag_usage_error("-D needs NAME=VALUE, not '%s'", v);
+	struct override *d = &p->co->defines[p->co->ndefines++];
+	d->name = arena_strndup(p->a, v, (size_t)(eq - v));
+	d->val = value_from_cli(p->a, eq + 1);
+	d->from_cli = true;
+	return 0;
 }

@@ -61,4 +61,24 @@ int cli_parse(int argc, char **argv, int first, const struct cli_opt *t,
 #define OPT_CALL(n, f, c) { .name = (n), .kind = CLI_CALL, .call = (f), .ctx = (c) }
 #define OPT_CALL_ATTACHED(n, f, c) { .name = (n), .kind = CLI_CALL, .call = (f), .ctx = (c), .attached = true }
 #define OPT_END { .name = NULL, .kind = CLI_END }
+
+/* The options of every command that compiles a plan (check, compile, cost,
+ * suggest), into co: --plan, --mesh and --context (each the body of one
+ * statement of its kind), --config (its path resolved; an unreadable one is
+ * exit status 2) and -D NAME=VALUE (co->defines has room for argc). */
+struct arena;
+struct compile_opts;
+struct cli_plan_opts {
+	struct arena *a;
+	struct compile_opts *co;
+};
+int cli_opt_mesh(void *ctx, const char *name, const char *value);
+int cli_opt_context(void *ctx, const char *name, const char *value);
+int cli_opt_config(void *ctx, const char *name, const char *value);
+int cli_opt_define(void *ctx, const char *name, const char *value);
+#define OPT_PLAN_OPTIONS(p)                                                                       \
+	OPT_STR("--plan", &(p)->co->plan), OPT_CALL("--mesh", cli_opt_mesh, (p)),                    \
+		OPT_CALL("--context", cli_opt_context, (p)),                                        \
+		OPT_CALL("--config", cli_opt_config, (p)),                                          \
+		OPT_CALL_ATTACHED("-D", cli_opt_define, (p))
 #endif

@@ -111,28 +111,6 @@ static void print_usage(void)
 }
 
 
-/* --mesh and --context each give the body of one statement of their own
- * kind. A ';' or a brace outside strings and comments would end it and
- * smuggle in others: a mesh through --context, or rules that would be
- * dropped unread. */
-static bool one_statement(const char *text)
-{
-	for (const char *p = text; *p; p++) {
-		if (*p == '"') {
-			/* a string ends at its quote or, unterminated, at the line */
-			for (p++; *p && *p != '"' && *p != '\n'; p++)
-				p += *p == '\\' && p[1];
-		} else if (*p == '#') {
-			p += strcspn(p, "\n");
-		} else if (strchr(";{}", *p)) {
-			return false;
-		}
-		if (!*p)
-			break;
-	}
-	return true;
-}
-
 /* -d g: the compiled graph as `dtpc inspect` shows rank 0 */
 static void dump_graph(const struct g_graph *g, size_t len, FILE *out)
 {
@@ -144,35 +122,6 @@ struct check_cli {
 	struct check_opts o;
 };
 
-static int opt_mesh(void *ctx, const char *name, const char *v)
-{
-	struct check_cli *c = ctx;
-	(void)name;
-	c->o.co.mesh = v;
-	return one_statement(v) ? 0
-				: diag_usage_error("--mesh takes the axes of one mesh statement, such "
-						   "as --mesh \"ring = 2, tp = 2\", not '%s'", v);
-}
-
-static int opt_context(void *ctx, const char *name, const char *v)
-{
-	struct check_cli *c = ctx;
-	(void)name;
-	c->o.co.context = v;
-	return one_statement(v) ? 0
-				: diag_usage_error("--context takes the options of one context "
-						   "statement, such as --context 'rotate_method = "
-						   "\"alltoall\"', not '%s'", v);
-}
-
-static int opt_config(void *ctx, const char *name, const char *v)
-{
-	struct check_cli *c = ctx;
-	(void)name;
-	c->o.co.config = config_path(c->a, v, stderr);
-	return c->o.co.config ? 0 : 2; /* unreadable, as a plan file */
-}
-
 static int opt_dtype(void *ctx, const char *name, const char *v)
 {
 	struct check_cli *c = ctx;
@@ -181,20 +130,6 @@ static int opt_dtype(void *ctx, const char *name, const char *v)
 	/* a word: checked (with a "did you mean") as the plan's setting */
 	if (!*v || v[strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789")])
 		return diag_usage_error("--dtype takes f32, bf16 or f16, not '%s'", v);
-	return 0;
-}
-
-static int opt_define(void *ctx, const char *name, const char *v)
-{
-	struct check_cli *c = ctx;
-	(void)name;
-	const char *eq = strchr(v, '=');
-	if (!eq || eq == v)
-		return diag_usage_error("-D needs NAME=VALUE, not '%s'", v);
-	struct override *d = &c->o.co.defines[c->o.co.ndefines++];
-	d->name = arena_strndup(c->a, v, (size_t)(eq - v));
-	d->val = value_from_cli(c->a, eq + 1);
-	d->from_cli = true;
 	return 0;
 }
 
@@ -221,19 +156,16 @@ static int cmd_check(int argc, char **argv, int first, bool compile)
 				      .dump_graph = dump_graph } };
 	struct check_opts *o = &c.o;
 	o->co.defines = ARENA_ARRAY(c.a, struct override, argc);
+	struct cli_plan_opts plan_opts = { c.a, &o->co };
 	static const char *const formats[] = { "text", "json", "sarif", NULL };
 	static const char *const compile_formats[] = { "text", "json", NULL };
 	const char *out_path = NULL;
 	bool verbose = false;
 	int format = FMT_TEXT;
 	struct cli_opt t[] = {
-		OPT_STR("--plan", &o->co.plan),
-		OPT_CALL("--mesh", opt_mesh, &c),
-		OPT_CALL("--context", opt_context, &c),
-		OPT_CALL("--config", opt_config, &c),
+		OPT_PLAN_OPTIONS(&plan_opts),
 		OPT_CALL("--dtype", opt_dtype, &c),
 		OPT_NUM("--world", CLI_I64, &o->co.world, "a positive integer", 1, 1e15),
-		OPT_CALL_ATTACHED("-D", opt_define, &c),
 		OPT_WORD("--format", &format, compile ? compile_formats : formats),
 		OPT_SET("--color", &o->color),
 		OPT_CLEAR("--no-color", &o->color),
