@@ -9,7 +9,7 @@
  * first; NULL: a message on stderr and exit status 1). `ctx` is the
  * program's one context, which the device helpers use.
  *
- *   rng_next, urand     splitmix64 and uniform floats in (-1, 1), never 0
+ *   rng_next, urand     tests/rand.h: splitmix64 and uniform floats in (-1, 1)
  *   round_to,           a dtype's values on the host (the CPU kernels'
  *   to_storage, ...     k_convert: round to nearest even)
  *   check, dev_alloc,   a kc_ status checked; device buffers (uninitialised,
@@ -30,6 +30,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cli/median.h"
+#include "tests/rand.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/kernels_cuda.h"
 
@@ -37,7 +38,6 @@ static kc_ctx *ctx;
 
 static const char *gu_prog = "gpu";
 static void (*gu_on_fail)(const char *what, int st);
-static uint64_t rng_state;
 
 /* prog: the program's name for messages; seed: the PRNG's starting state;
  * on_fail: called with what failed and its status (it must not return), or
@@ -52,21 +52,6 @@ static inline void gpu_util_init(const char *prog, uint64_t seed,
 
 /* ---- random numbers ---- */
 
-/* splitmix64 */
-static inline uint64_t rng_next(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-/* Uniform on the odd multiples of 2^-24 in (-1, 1): never 0. */
-static inline float urand(void)
-{
-	return (float)((2.0 * (double)(rng_next() >> 40) + 1.0) / 16777216.0 - 1.0);
-}
 
 /* ---- storage dtypes on the host: the CPU kernels' conversions (round to
  * nearest even), so that host and device agree on what a dtype holds ---- */

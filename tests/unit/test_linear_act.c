@@ -34,25 +34,9 @@
 
 #include "kernels/cpu/kernels.h"
 #include "runtime/device.h"
+#include "tests/rand.h"
 #include "tests/unit/unit.h"
 
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-
-/* splitmix64 */
-static uint64_t rng_next(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-/* Uniform in (-1, 1), never 0. */
-static float urand(void)
-{
-	return (float)((2.0 * (double)(rng_next() >> 40) + 1.0) / 16777216.0 - 1.0);
-}
 
 static const char *dt_name(enum k_dtype dt)
 {
