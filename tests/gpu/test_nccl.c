@@ -238,7 +238,7 @@ static long t_shift(const struct comm_group *g, uint32_t op, uint64_t seed, size
 		recv[k] = dpoisoned(rb[k] + 3);
 	}
 	for (int k = 0; k < 2 && !bad; k++) {
-		int st = C->ops->shift_start(C, g, tag(op + (uint32_t)k, k ? "shift v" : "shift k"),
+		int st = comm_shift_start(C, g, tag(op + (uint32_t)k, k ? "shift v" : "shift k"),
 					     send[k], sb[k], recv[k], rb[k], &req[k]);
 		if (st)
 			bad = call_failed(st);
@@ -246,7 +246,7 @@ static long t_shift(const struct comm_group *g, uint32_t op, uint64_t seed, size
 			started++;
 	}
 	for (int k = 0; k < started; k++) {
-		int st = C->ops->shift_wait(C, req[k]);
+		int st = C->ops->exchange_wait(C, req[k]);
 		if (st && !bad)
 			bad = call_failed(st);
 	}

@@ -163,7 +163,7 @@ static long t_shift(const struct comm_group *g, uint32_t op0, uint64_t seed, siz
 		for (int kv = 0; kv < 2 && bad >= 0; kv++) {
 			memset(buf[kv][!cur], 0, cap);
 			uint32_t op = op0 + 2 * (uint32_t)round + (uint32_t)kv;
-			if (C->ops->shift_start(C, g, tag(op, kv ? "shift v" : "shift k"), buf[kv][cur],
+			if (comm_shift_start(C, g, tag(op, kv ? "shift v" : "shift k"), buf[kv][cur],
 						chunk_size(have, scale), buf[kv][!cur],
 						chunk_size(next, scale), &req[kv]))
 				bad = -1;
@@ -172,7 +172,7 @@ static long t_shift(const struct comm_group *g, uint32_t op0, uint64_t seed, siz
 			break;
 		usleep((useconds_t)(mix((uint64_t)(rank * 100 + round)) % 2000));
 		for (int kv = 0; kv < 2; kv++)
-			if (C->ops->shift_wait(C, req[kv]))
+			if (C->ops->exchange_wait(C, req[kv]))
 				bad = -1;
 		cur = !cur;
 		for (int kv = 0; kv < 2 && bad >= 0; kv++)

@@ -249,7 +249,7 @@ static void check_shift(struct job *j, const struct comm_group *g, uint32_t op0,
 		for (int kv = 0; kv < 2; kv++) {
 			memset(buf[kv][!cur], 0, cap);
 			uint32_t op = op0 + 2 * (uint32_t)round + (uint32_t)kv;
-			if (!ok(j, j->c->ops->shift_start(j->c, g, tag(op, kv ? "shift v" : "shift k"),
+			if (!ok(j, comm_shift_start(j->c, g, tag(op, kv ? "shift v" : "shift k"),
 							  buf[kv][cur], chunk_size(have, scale),
 							  buf[kv][!cur], chunk_size(next, scale),
 							  &req[kv])))
@@ -258,7 +258,7 @@ static void check_shift(struct job *j, const struct comm_group *g, uint32_t op0,
 		if (delay) /* the attention on the chunk held */
 			usleep((useconds_t)(mix((uint64_t)(j->rank * 100 + round)) % 2000));
 		for (int kv = 0; kv < 2; kv++)
-			if (!ok(j, j->c->ops->shift_wait(j->c, req[kv])))
+			if (!ok(j, j->c->ops->exchange_wait(j->c, req[kv])))
 				goto out;
 		cur = !cur;
 		for (int kv = 0; kv < 2; kv++)
@@ -451,9 +451,9 @@ static void body_fault(struct job *j)
 			return;
 		char send[16] = { 1 }, recv[16];
 		struct comm_request *req;
-		if (ok(j, j->c->ops->shift_start(j->c, &g, tag(6, "shift kv"), send, 16, recv, 16,
+		if (ok(j, comm_shift_start(j->c, &g, tag(6, "shift kv"), send, 16, recv, 16,
 						 &req)))
-			ok(j, j->c->ops->shift_wait(j->c, req));
+			ok(j, j->c->ops->exchange_wait(j->c, req));
 		after(j, &g);
 		return;
 	}
