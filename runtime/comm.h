@@ -5,11 +5,13 @@
  * order; a member that does not arrive within the world's timeout, a member
  * that arrives at a different tag (a diverged rank), or a member that failed
  * ends the collective on every rank with DTPC_COMM_FAILED and a message that
- * names the rank and the op. No wait is unbounded.
+ * names the rank and the op. No wait is unbounded. Point-to-point exchanges
+ * (exchange_start) involve only the members they name, under the same rules.
  *
- * Backends: `local` (N ranks as threads of one process; the embedded default)
- * and `mpi` (one rank per process, Open MPI). The vtable's entries are all
- * required except where marked optional. */
+ * Backends: `local` (N ranks as threads of one process; the embedded default),
+ * `mpi` (one rank per process, Open MPI) and `nccl` (one rank per GPU; its
+ * calls return before the GPU has done the work, and complete() waits for
+ * it). The vtable's entries are all required except where marked optional. */
 #ifndef DTPC_COMM_H
 #define DTPC_COMM_H
 #include <stdbool.h>
