@@ -202,7 +202,7 @@ static int timed_out(struct nccl *n, ncclComm_t *slot, const struct op *o, int m
 	else
 		snprintf(msg, sizeof msg,
 			 "rank %d: timed out after %d ms in %s of group %s waiting for ranks %s (%s); "
-			 "aborted the group's NCCL communicator",
+			 "aborted this rank's NCCL communicators",
 			 n->c.rank, ms, o->label, o->group, o->wait,
 			 on_gpu ? "the transfer was on the GPU and did not finish"
 				: "NCCL had not yet set the transfer up with them");
