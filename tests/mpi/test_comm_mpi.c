@@ -9,7 +9,9 @@
  * their op and group; rank 0 reports rank 3 as not reporting) and `--fail`
  * (rank 2 calls fail(); the others' collective fails naming it; with the
  * usual timeout, so that none times out meanwhile). Each rank
- * then ends through end(); rank 0 prints what every rank reported. */
+ * then ends through end(); rank 0 prints what every rank reported.
+ * `--exchange-size`, `--exchange-absent` and `--exchange-fail` do the same
+ * for point-to-point (see ending()). */
 #include <float.h>
 #include <limits.h>
 #include <math.h>
@@ -276,12 +278,14 @@ static int ending(const char *mode)
 		/* 0 -> 1 and 2 -> 3, then an allreduce: --exchange-size: rank 1
 		 * posts 8 bytes for rank 0's 16 (an MPI truncation on rank 1,
 		 * which tells every rank); --exchange-absent: rank 3 never sends
-		 * (rank 2 times out naming it) */
+		 * (rank 2 times out naming it); --exchange-fail: rank 3 calls
+		 * fail() instead of sending (rank 2's wait hears it) */
 		char buf[16] = { 1 };
 		struct comm_p2p m = { rank ^ 1, buf, rank == 1 && !strcmp(mode, "--exchange-size") ? 8 : 16 };
-		/* absent: 1 -> 0 and 3 -> 2, so that rank 2 waits to receive
-		 * (MPI may finish a small send before its receive is posted) */
-		bool send = rank % 2 == !strcmp(mode, "--exchange-absent");
+		/* absent, fail: 1 -> 0 and 3 -> 2, so that rank 2 waits to
+		 * receive (MPI may finish a small send before its receive is
+		 * posted) */
+		bool send = rank % 2 == (strcmp(mode, "--exchange-size") != 0);
 		struct comm_request *req;
 		/* the mpi backend makes a group's communicator at its first
 		 * use, with every member: a collective first */
@@ -291,10 +295,14 @@ static int ending(const char *mode)
 			sleep(30);
 			return 0;
 		}
-		if (!C->ops->exchange_start(C, &g, tag(16, "exchange blocks.3.kv"), send ? &m : NULL, send,
-					    send ? NULL : &m, !send, &req) &&
-		    !C->ops->exchange_wait(C, req))
+		if (rank == 3 && !strcmp(mode, "--exchange-fail")) {
+			C->ops->fail(C, "kernel error: NaN in blocks.3");
 			C->ops->allreduce_f32(C, &g, tag(17, "all_reduce blocks.3.attn"), &x, 1);
+		} else if (!C->ops->exchange_start(C, &g, tag(16, "exchange blocks.3.kv"), send ? &m : NULL,
+						   send, send ? NULL : &m, !send, &req) &&
+			   !C->ops->exchange_wait(C, req)) {
+			C->ops->allreduce_f32(C, &g, tag(17, "all_reduce blocks.3.attn"), &x, 1);
+		}
 	} else {
 		if (rank == 2)
 			C->ops->fail(C, "kernel error: NaN in blocks.3");
