@@ -438,19 +438,25 @@ static int one_op(void *p, uint32_t op)
 	size_t part = x->bytes / (size_t)g->n / 4 * 4;
 	for (int i = 0; i < g->n; i++)
 		counts[i] = part, displs[i] = (size_t)i * part;
+	int rc;
 	switch (x->kind) {
 	case CO_AG:
-		return c->ops->allgatherv(c, g, tag, x->recv + displs[g->me], x->recv, counts, displs);
+		rc = c->ops->allgatherv(c, g, tag, x->recv + displs[g->me], x->recv, counts, displs);
+		break;
 	case CO_AR:
-		return c->ops->allreduce_f32(c, g, tag, (float *)x->send, x->bytes / 4);
+		rc = c->ops->allreduce_f32(c, g, tag, (float *)x->send, x->bytes / 4);
+		break;
 	case CO_A2A:
-		return c->ops->alltoallv(c, g, tag, x->send, counts, displs, x->recv, counts, displs);
+		rc = c->ops->alltoallv(c, g, tag, x->send, counts, displs, x->recv, counts, displs);
+		break;
 	default: {
 		struct comm_request *req;
-		int rc = c->ops->shift_start(c, g, tag, x->send, x->bytes, x->recv, x->bytes, &req);
-		return rc ? rc : c->ops->shift_wait(c, req);
+		rc = comm_shift_start(c, g, tag, x->send, x->bytes, x->recv, x->bytes, &req);
+		rc = rc ? rc : c->ops->exchange_wait(c, req);
 	}
 	}
+	/* a device backend returns before the transfer ends: time all of it */
+	return rc ? rc : comm_complete(c);
 }
 
 /* For each group size n in lo..hi, T's world cut into as many groups of n
