@@ -181,11 +181,11 @@ $(BUILD)/libdtpc_cuda.a: $(CUDA_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(BUILD)/libdtpc_cuda.a $(LIBS)
+$(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(BUILD)/obj/cli/median.o $(BUILD)/libdtpc_cuda.a $(LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 
-$(BUILD)/bench/gpu/%: $(BUILD)/obj/bench/gpu/%.o $(BUILD)/libdtpc_cuda.a $(LIBS)
+$(BUILD)/bench/gpu/%: $(BUILD)/obj/bench/gpu/%.o $(BUILD)/obj/cli/median.o $(BUILD)/libdtpc_cuda.a $(LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 

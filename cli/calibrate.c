@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "compiler/diag.h"
 #include "median.h"
 #include "runtime/comm.h"
@@ -437,19 +438,25 @@ static int one_op(void *p, uint32_t op)
 	size_t part = x->bytes / (size_t)g->n / 4 * 4;
 	for (int i = 0; i < g->n; i++)
 		counts[i] = part, displs[i] = (size_t)i * part;
+	int rc;
 	switch (x->kind) {
 	case CO_AG:
-		return c->ops->allgatherv(c, g, tag, x->recv + displs[g->me], x->recv, counts, displs);
+		rc = c->ops->allgatherv(c, g, tag, x->recv + displs[g->me], x->recv, counts, displs);
+		break;
 	case CO_AR:
-		return c->ops->allreduce_f32(c, g, tag, (float *)x->send, x->bytes / 4);
+		rc = c->ops->allreduce_f32(c, g, tag, (float *)x->send, x->bytes / 4);
+		break;
 	case CO_A2A:
-		return c->ops->alltoallv(c, g, tag, x->send, counts, displs, x->recv, counts, displs);
+		rc = c->ops->alltoallv(c, g, tag, x->send, counts, displs, x->recv, counts, displs);
+		break;
 	default: {
 		struct comm_request *req;
-		int rc = c->ops->shift_start(c, g, tag, x->send, x->bytes, x->recv, x->bytes, &req);
-		return rc ? rc : c->ops->shift_wait(c, req);
+		rc = comm_shift_start(c, g, tag, x->send, x->bytes, x->recv, x->bytes, &req);
+		rc = rc ? rc : c->ops->exchange_wait(c, req);
 	}
 	}
+	/* a device backend returns before the transfer ends: time all of it */
+	return rc ? rc : comm_complete(c);
 }
 
 /* For each group size n in lo..hi, T's world cut into as many groups of n
@@ -745,47 +752,44 @@ static void add_compute(cJSON *f32, const struct compute *cp, int ranks, int cor
 #define USAGE "usage: dtpc calibrate --backend local|mpi --device cpu [--ranks N] [--quick] " \
 	      "-o PROFILE.json"
 
+static void calibrate_usage(void)
+{
+	puts(USAGE);
+}
+
+/* -1: go on; else the exit status (0 after --help) */
 static int parse(int argc, char **argv, struct opts *o)
 {
-	const char *backend = NULL, *device = "cpu";
+	static const char *const backends[] = { "local", "mpi", NULL };
+	static const char *const devices[] = { "cpu", NULL };
+	int backend = -1, device = 0, ranks = 0;
+	const char *none = NULL;
 	*o = (struct opts){ .ranks = 8 };
-	bool ranks_given = false;
-	for (int i = 2; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (!strcmp(a, "--quick")) {
-			o->quick = true;
-			continue;
-		}
-		if (strcmp(a, "--backend") && strcmp(a, "--device") && strcmp(a, "--ranks") &&
-		    strcmp(a, "-o"))
-			return diag_usage_error("calibrate: unknown option %s\n" USAGE, a);
-		if (!v)
-			return diag_usage_error("calibrate: an option lacks its value\n" USAGE);
-		i++;
-		if (!strcmp(a, "--backend"))
-			backend = v;
-		else if (!strcmp(a, "--device"))
-			device = v;
-		else if (!strcmp(a, "-o"))
-			o->out = v;
-		else {
-			char *end;
-			long n = strtol(v, &end, 10);
-			if (*end || n < 2 || n > MAX_RANKS)
-				return diag_usage_error("calibrate: --ranks must be 2..16\n" USAGE);
-			o->ranks = (int)n, ranks_given = true;
-		}
-	}
-	if (!backend || (strcmp(backend, "local") && strcmp(backend, "mpi")))
+	const struct cli_opt t[] = {
+		OPT_SET("--quick", &o->quick),
+		OPT_WORD("--backend", &backend, backends),
+		OPT_WORD("--device", &device, devices),
+		OPT_NUM("--ranks", CLI_INT, &ranks, "2 to 16", 2, MAX_RANKS),
+		OPT_STR("-o", &o->out),
+		OPT_END,
+	};
+	int rc = cli_parse(argc, argv, 2, t,
+			    &(struct cli_rest){ &none, "argument", .help = calibrate_usage });
+	if (rc >= 0)
+		return rc;
+	if (none)
+		return diag_usage_error("calibrate takes no file ('%s'); -o PROFILE.json names "
+					"the profile\n" USAGE, none);
+	if (backend < 0)
 		return diag_usage_error("calibrate: --backend local or mpi (nccl: not measured yet)\n" USAGE);
-	if (strcmp(device, "cpu"))
-		return diag_usage_error("calibrate: only --device cpu is measured so far\n" USAGE);
 	if (!o->out)
 		return diag_usage_error("calibrate: -o PROFILE.json is required\n" USAGE);
-	o->mpi = !strcmp(backend, "mpi");
-	if (o->mpi && ranks_given)
+	o->mpi = backend == 1;
+	if (o->mpi && ranks)
 		return diag_usage_error("calibrate: with --backend mpi the ranks are mpirun's -np\n" USAGE);
-	return 0;
+	if (ranks)
+		o->ranks = ranks;
+	return -1;
 }
 
 /* Under mpirun: compute with every process at work (a process waiting in
@@ -805,7 +809,7 @@ int calibrate_main(int argc, char **argv)
 {
 	struct opts o;
 	int rc = parse(argc, argv, &o);
-	if (rc)
+	if (rc >= 0)
 		return rc;
 	struct sizes sz = o.quick ? (struct sizes){ 2, 3, { 4096, 65536 } }
 				  : (struct sizes){ 4, 5, { 4096, 262144, 2 << 20, 8 << 20 } };

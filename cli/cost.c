@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
 #include "compiler/arena.h"
 #include "compiler/config.h"
 #include "compiler/driver.h"
@@ -80,7 +81,8 @@ struct link {
 	double alpha[CO_N]; /* seconds per collective (or per ring step), by kind */
 	double busbw[CO_N]; /* nccl-tests bus bandwidth, bytes/s */
 	bool overlap;       /* a ring step's transfer runs while the rank computes */
-	double p2p_ctas;    /* the GPU's SMs a send/recv kernel holds while it runs (0: none) */
+	double p2p_ctas;    /* NCCL's send/recv channels per peer, one CTA each (0: none) */
+	double channel_bw;  /* bytes/s one send/recv channel moves (0: not limited) */
 	int ngroups;
 	int group_size[MAX_TABLE];
 	struct group_row groups[MAX_TABLE];
@@ -177,6 +179,15 @@ static bool load_link(const cJSON *j, struct link *l, const char *which, char *e
 	l->p2p_ctas = 0;
 	if (cJSON_HasObjectItem(j, "p2p_ctas") && !num(j, "p2p_ctas", &l->p2p_ctas, where, err, n))
 		return false;
+	l->channel_bw = 0;
+	if (cJSON_HasObjectItem(j, "p2p_channel_bytes_per_s") &&
+	    !num(j, "p2p_channel_bytes_per_s", &l->channel_bw, where, err, n))
+		return false;
+	if (l->channel_bw > 0 && !(l->p2p_ctas > 0)) {
+		snprintf(err, n, "%sp2p_channel_bytes_per_s needs p2p_ctas (the channels it is "
+			 "multiplied by)", where);
+		return false;
+	}
 	const cJSON *bg = cJSON_GetObjectItemCaseSensitive(j, "by_group"), *e;
 	if (bg && (!cJSON_IsArray(bg) || cJSON_GetArraySize(bg) > MAX_TABLE)) {
 		snprintf(err, n, "%sby_group: needs an array of at most %d rows", where, MAX_TABLE);
@@ -543,13 +554,23 @@ static void add_row(struct rank_cost *rc, int kind, int group, bool inter, doubl
 	rc->rows[k].hidden += hidden;
 }
 
-/* On a GPU the host launches ahead of the device, except at a collective:
- * the nccl backend returns only once the collective has ended on the GPU
- * (runtime/cuda/comm_nccl.c, settle), so the next kernel starts a launch
- * after it. (On a CPU every op runs on the host: nothing to add.) */
-static double relaunch(const struct sim *s, uint32_t r)
+/* The channels (one CTA each) NCCL gives one send/recv of `bytes` in a
+ * communicator of P ranks (src/enqueue.cc: scheduleP2pTasksToPlan and
+ * addP2pToPlan, the same rule since NCCL 2.21 at least): the per-peer
+ * channels halved until P peers fit in the communicator's p2p channels
+ * (taken equal to the per-peer channels, as NCCL's log on 8 x H100 reads:
+ * 32 and 32), no more than one per 64 KiB part, then doubled while a part
+ * exceeds 16 MiB (32 chunks of NCCL_P2P_NVL_CHUNKSIZE, 512 KiB), at most
+ * the per-peer channels. Across nodes the parts are 256 to 512 KiB. */
+static double p2p_channels(double per_peer, uint32_t P, double bytes, bool inter)
 {
-	return s->h->sms > 0 ? s->rates[r].launch : 0;
+	double n = per_peer, lo = inter ? 262144 : 65536, hi = inter ? 524288 : 16777216;
+	while (n * P > per_peer && n > 1)
+		n /= 2;
+	n = fmax(1, fmin(n, ceil(bytes / lo)));
+	while (bytes / n > hi && n * 2 <= per_peer)
+		n *= 2;
+	return n;
 }
 
 /* Adds op i's cost on rank r to rc (by resource) and returns its duration
@@ -623,12 +644,14 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 		 * in the storage dtype (the float32 log-sum-exp rows beside them
 		 * are 1 / Dv of that, left out as dtpc calibrate leaves them) */
 		double merge = move_time(s, r, M_LSE_MERGE, 3 * B * Sq * H * (double)o->attr[1] * es);
-		/* while a step's send/recv runs, its kernel holds p2p_ctas of the
-		 * GPU's SMs (NCCL: one CTA per channel), and the attention under it
-		 * runs on the others */
-		double lost = s->h->sms > 0 ? l->p2p_ctas / s->h->sms : 0;
 		double bytes = (double)graph_comm_bytes(g, i, r) * es / graph_comm_elem_size(g, i);
-		double compute = 0, comm = 0, exposed = 0, first = 0, drains = 0;
+		/* while a step's send/recv runs, its kernel holds one SM per
+		 * channel NCCL gives it, and the attention under it runs on the
+		 * others */
+		double chans = l->p2p_ctas > 0 && P > 1
+				       ? p2p_channels(l->p2p_ctas, P, bytes / (P - 1), inter) : 0;
+		double lost = s->h->sms > 0 ? chans / s->h->sms : 0;
+		double compute = 0, comm = 0, exposed = 0, first = 0;
 		for (uint32_t m = 0; m < P; m++) {
 			uint32_t peer = graph_group_member(g, (uint32_t)o->group, r, m);
 			double rows = (double)graph_local_dim(g, k, 1, peer);
@@ -638,34 +661,36 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 			double c = a + (m ? merge : 0);
 			if (o->attr[2] == 1 && m + 1 < P) {
 				double step = link_time(s, l, CO_P2P, bytes / (P - 1), r, P);
+				/* a lone send/recv moves no more than its channels
+				 * do (where the profile says what one moves) */
+				if (l->channel_bw > 0)
+					step = fmax(step, l->alpha[CO_P2P] +
+								  bytes / (P - 1) / (chans * l->channel_bw));
 				/* attention of a seconds on the whole GPU, at (1 - lost)
 				 * of its rate while the transfer runs: slowed by
 				 * lost x the time both run */
 				if (l->overlap && lost > 0)
 					c += fmin(step, a / (1 - lost)) * lost;
 				comm += step;
+				/* the next chunk's attention waits for the transfer
+				 * on the GPU (an event), the host having launched it
+				 * already */
 				exposed += !l->overlap ? step : step > c ? step - c : 0;
-				/* the executor waits for the transfer before it
-				 * launches the next chunk's attention: where the
-				 * transfer ends last, the GPU waits for a launch */
-				drains += l->overlap && step > c;
 			}
 			compute += c;
 		}
 		rc->nops[F_ATTN]++;
-		if (o->attr[2] != 1) {
+		if (o->attr[2] != 1)
 			exposed = comm = link_time(s, l, CO_AG, bytes / 2, r, P) * 2;
-			drains = 2;
-		} else /* the own chunk's K and V copied to the rotation's buffer */
+		else /* the own chunk's K and V copied to the rotation's buffer */
 			first = move_time(s, r, M_COPY,
 					  2 * (tensor_bytes(g, k, r, es) + tensor_bytes(g, v, r, es)));
 		rc->t[R_ATTN] += compute - (P - 1) * merge;
 		rc->t[R_MEM] += (P - 1) * merge + first;
 		rc->t[inter ? R_INTER : R_INTRA] += exposed;
-		rc->t[R_LAUNCH] += drains * relaunch(s, r);
 		rc->hidden += comm - exposed;
 		add_row(rc, o->kind, o->group, inter, bytes, comm, comm - exposed);
-		return compute + exposed + first + drains * relaunch(s, r);
+		return compute + exposed + first;
 	}
 	case OP_all_gather:
 	case OP_all_reduce:
@@ -694,9 +719,8 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 		t = link_time(s, l, c, bytes, r, P);
 		rc->t[inter ? R_INTER : R_INTRA] += t;
 		rc->t[R_MEM] += copies;
-		rc->t[R_LAUNCH] += relaunch(s, r);
 		add_row(rc, o->kind, o->group, inter, bytes, t, 0);
-		return t + copies + relaunch(s, r);
+		return t + copies;
 	}
 	case OP_layer_norm:
 	case OP_rms_norm:
@@ -920,94 +944,75 @@ static void print_rank_text(FILE *out, const struct g_graph *g, const struct hw 
 
 
 struct cost_args {
-	const char *file, *plan, *mesh, *context, *hw;
-	const char *config; /* --config, resolved by config_path */
-	struct override *defs;
-	int ndefs, dtype, top;
+	const char *file, *hw;
+	struct compile_opts co; /* --plan, --mesh, --context, --config, -D */
+	int dtype, top;
 	bool json;
-	long long world;
+	int64_t world;
 	double max_mem;
 };
 
-/* Options of cost and suggest; those of one only are refused by the other. */
+static void cost_usage(void)
+{
+	puts("usage: dtpc cost FILE.plan --hw PROFILE [--plan P] [--mesh AXES] [--context OPTS]\n"
+	     "                 [--config PATH] [-D N=V] [--dtype f32|bf16] [--format text|json]\n"
+	     "       dtpc suggest FILE.plan --world N --hw PROFILE [--plan P] [--max-mem BYTES]\n"
+	     "                 [--top K] [--config PATH] [-D N=V] [--dtype f32|bf16]\n"
+	     "(docs/cost-model.md)");
+}
+
+/* Options of cost and suggest; those of one only are refused by the other.
+ * -1: go on; else the exit status. */
 static int parse_args(struct arena *a, int argc, char **argv, bool suggest, struct cost_args *c)
 {
+	static const char *const dtypes[] = { "f32", "bf16", NULL };
+	static const char *const formats[] = { "text", "json", NULL };
+	_Static_assert(DT_F32 == 0 && DT_BF16 == 1, "--dtype's words");
 	memset(c, 0, sizeof *c);
 	c->dtype = -1;
 	c->top = 10;
-	c->defs = ARENA_ARRAY(a, struct override, argc);
-	for (int i = 2; i < argc; i++) {
-		const char *s = argv[i], *v;
-		if (s[0] != '-') {
-			if (c->file)
-				return diag_usage_error("one plan file at a time ('%s')", s);
-			c->file = s;
-			continue;
-		}
-		if (!strncmp(s, "-D", 2)) {
-			v = s[2] ? s + 2 : (i + 1 < argc ? argv[++i] : NULL);
-			const char *eq = v ? strchr(v, '=') : NULL;
-			if (!eq || eq == v)
-				return diag_usage_error("-D needs NAME=VALUE");
-			struct override *d = &c->defs[c->ndefs++];
-			d->name = arena_strndup(a, v, (size_t)(eq - v));
-			d->val = value_from_cli(a, eq + 1);
-			d->from_cli = true;
-			continue;
-		}
-		if (i + 1 >= argc)
-			return diag_usage_error("option '%s' needs a value", s);
-		v = argv[++i];
-		char *end;
-		if (!strcmp(s, "--plan")) {
-			c->plan = v;
-		} else if (!strcmp(s, "--hw")) {
-			c->hw = v;
-		} else if (!strcmp(s, "--config")) {
-			if (!(c->config = config_path(a, v, stderr)))
-				return 2;
-		} else if (!strcmp(s, "--context")) {
-			c->context = v;
-		} else if (!strcmp(s, "--dtype")) {
-			c->dtype = !strcmp(v, "f32") ? DT_F32 : !strcmp(v, "bf16") ? DT_BF16 : -2;
-			if (c->dtype == -2)
-				return diag_usage_error("--dtype is f32 or bf16, not '%s'", v);
-		} else if (!suggest && !strcmp(s, "--mesh")) {
-			c->mesh = v;
-		} else if (!suggest && !strcmp(s, "--format")) {
-			if (strcmp(v, "json") && strcmp(v, "text"))
-				return diag_usage_error("--format is text or json, not '%s'", v);
-			c->json = !strcmp(v, "json");
-		} else if (suggest && !strcmp(s, "--world")) {
-			c->world = strtoll(v, &end, 10);
-			if (*end || c->world < 1 || c->world > 4096)
-				return diag_usage_error("--world needs 1 to 4096, not '%s'", v);
-		} else if (suggest && !strcmp(s, "--max-mem")) {
-			c->max_mem = strtod(v, &end);
-			if (*end || !(c->max_mem > 0))
-				return diag_usage_error("--max-mem needs bytes, not '%s'", v);
-		} else if (suggest && !strcmp(s, "--top")) {
-			c->top = (int)strtol(v, &end, 10);
-			if (*end || c->top < 1)
-				return diag_usage_error("--top needs a positive integer, not '%s'", v);
-		} else {
-			return diag_usage_error("unknown option '%s' of %s", s, argv[1]);
-		}
-	}
-	if (!c->file)
-		return diag_usage_error("%s needs a plan file", argv[1]);
+	c->co.defines = ARENA_ARRAY(a, struct override, argc);
+	struct cli_plan_opts po = { a, &c->co };
+	int format = 0;
+	const struct cli_opt common[] = {
+		OPT_PLAN_OPTIONS(&po),
+		OPT_STR("--hw", &c->hw),
+		OPT_WORD("--dtype", &c->dtype, dtypes),
+	};
+	const struct cli_opt cost_only[] = { OPT_WORD("--format", &format, formats) };
+	const struct cli_opt suggest_only[] = {
+		OPT_NUM("--world", CLI_I64, &c->world, "1 to 4096", 1, 4096),
+		OPT_NUM("--max-mem", CLI_REAL, &c->max_mem, "bytes", 1, 1e30),
+		OPT_NUM("--top", CLI_INT, &c->top, "a positive integer", 1, 1e9),
+	};
+	enum { NC = sizeof common / sizeof *common, NS = sizeof suggest_only / sizeof *suggest_only };
+	struct cli_opt t[NC + NS + 1];
+	memcpy(t, common, sizeof common);
+	if (suggest)
+		memcpy(t + NC, suggest_only, sizeof suggest_only);
+	else
+		memcpy(t + NC, cost_only, sizeof cost_only);
+	t[NC + (suggest ? NS : 1)] = (struct cli_opt)OPT_END;
+	char missing[64];
+	snprintf(missing, sizeof missing, "%s needs a plan file", argv[1]);
+	int rc = cli_parse(argc, argv, 2, t,
+			   &(struct cli_rest){ &c->file, "plan file", .help = cost_usage,
+					       .missing = missing });
+	if (rc >= 0)
+		return rc;
+	c->json = format == 1;
 	if (!c->hw)
 		return diag_usage_error("%s needs --hw PROFILE (a JSON file of hw/)", argv[1]);
 	if (suggest && !c->world)
 		return diag_usage_error("%s", "suggest needs --world N");
-	return 0;
+	return -1;
 }
 
 /* The plan to cost: --plan, or the file's only plan. NULL after a message. */
 static const char *choose_plan(struct arena *a, const struct cost_args *c)
 {
-	if (c->plan)
-		return c->plan;
+	if (c->co.plan)
+		return c->co.plan;
 	struct diag_ctx d;
 	diag_init(&d, a);
 	struct program prog;
@@ -1020,7 +1025,8 @@ static const char *choose_plan(struct arena *a, const struct cost_args *c)
 	if (d.nerrors)
 		diag_print_text(&d, stderr, false);
 	else if (n != 1)
-		fprintf(stderr, "dtpc: '%s' has %d plans; choose one with --plan\n", c->file, n);
+		fprintf(stderr, "dtpc: '%s' has %d plans of its own; choose one with --plan\n", c->file,
+			n);
 	diag_release(&d);
 	return n == 1 && !d.nerrors ? name : NULL;
 }
@@ -1032,8 +1038,8 @@ static bool cost_of(const struct cost_args *c, const char *plan, const char *mes
 		    void **buf, struct g_graph *g, struct prediction *p)
 {
 	size_t len = 0;
-	*buf = driver_graph_buffer(c->file, plan, mesh, context, c->defs, c->ndefs, c->config,
-				   false, &len, NULL, err);
+	*buf = driver_graph_buffer(c->file, plan, mesh, context, c->co.defines, c->co.ndefines,
+				   c->co.config, false, &len, NULL, err);
 	char why[256];
 	if (!*buf)
 		return false;
@@ -1075,15 +1081,18 @@ int cost_main(int argc, char **argv)
 	struct cost_args c;
 	struct hw h;
 	int dtype = 0, rc = parse_args(a, argc, argv, false, &c);
-	if (!rc)
-		rc = load_profile(&c, &h, &dtype);
+	if (rc >= 0) { /* --help, or a usage error */
+		arena_free(a);
+		return rc;
+	}
+	rc = load_profile(&c, &h, &dtype);
 	const char *plan = rc ? NULL : choose_plan(a, &c);
 	if (!rc && !plan)
 		rc = 2;
 	void *buf = NULL;
 	struct g_graph g;
 	struct prediction p = { 0 };
-	if (!rc && !cost_of(&c, plan, c.mesh, c.context, &h, dtype, stderr, &buf, &g, &p))
+	if (!rc && !cost_of(&c, plan, c.co.mesh, c.co.context, &h, dtype, stderr, &buf, &g, &p))
 		rc = 1;
 	if (rc)
 		goto out;
@@ -1175,15 +1184,18 @@ int suggest_main(int argc, char **argv)
 	struct cost_args c;
 	struct hw h;
 	int dtype = 0, rc = parse_args(a, argc, argv, true, &c);
-	if (!rc)
-		rc = load_profile(&c, &h, &dtype);
+	if (rc >= 0) { /* --help, or a usage error */
+		arena_free(a);
+		return rc;
+	}
+	rc = load_profile(&c, &h, &dtype);
 	const char *plan = rc ? NULL : choose_plan(a, &c);
 	if (!rc && !plan)
 		rc = 2;
 	/* the meshes' diagnostics are not shown: an error in the config
 	 * itself is, once, rather than every mesh being refused unexplained */
-	if (!rc && c.config)
-		rc = config_check(c.config, stderr);
+	if (!rc && c.co.config)
+		rc = config_check(c.co.config, stderr);
 	if (rc) {
 		arena_free(a);
 		return rc;
@@ -1209,7 +1221,7 @@ int suggest_main(int argc, char **argv)
 						       : NULL;
 				bool done = false;
 				for (int k = 0; k < 4 && !done; k++) {
-					const char *parts[3] = { c.context, rm, anything[k] };
+					const char *parts[3] = { c.co.context, rm, anything[k] };
 					const char *ctx = NULL;
 					for (int q = 0; q < 3; q++)
 						if (parts[q])
@@ -1245,7 +1257,7 @@ int suggest_main(int argc, char **argv)
 	if (quiet)
 		fclose(quiet);
 	qsort(cand, (size_t)n, sizeof *cand, by_time);
-	printf("suggest: %s, plan %s, world %lld, %s, on %s (%s): %d meshes pass check, "
+	printf("suggest: %s, plan %s, world %" PRId64 ", %s, on %s (%s): %d meshes pass check, "
 	       "%d refused\n", c.file, plan, c.world, dt_names[dtype], h.name, h.path, n, refused);
 	for (int i = 0; i < n && i < c.top; i++)
 		printf("%2d. %-30s %10.3f ms %9.3f GiB%s  %s%s%s\n", i + 1, cand[i].mesh,

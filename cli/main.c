@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "calibrate.h"
 #include "compiler/arena.h"
 #include "compiler/config.h"
@@ -113,190 +114,85 @@ static void print_usage(void)
 }
 
 
-static const char *need_value(int argc, char **argv, int *i)
-{
-	if (*i + 1 >= argc)
-		return NULL;
-	return argv[++*i];
-}
-
-/* --mesh and --context each give the body of one statement of their own
- * kind. A ';' or a brace outside strings and comments would end it and
- * smuggle in others: a mesh through --context, or rules that would be
- * dropped unread. */
-static bool one_statement(const char *text)
-{
-	for (const char *p = text; *p; p++) {
-		if (*p == '"') {
-			/* a string ends at its quote or, unterminated, at the line */
-			for (p++; *p && *p != '"' && *p != '\n'; p++)
-				p += *p == '\\' && p[1];
-		} else if (*p == '#') {
-			p += strcspn(p, "\n");
-		} else if (strchr(";{}", *p)) {
-			return false;
-		}
-		if (!*p)
-			break;
-	}
-	return true;
-}
-
 /* -d g: the compiled graph as `dtpc inspect` shows rank 0 */
 static void dump_graph(const struct g_graph *g, size_t len, FILE *out)
 {
 	inspect_graph(g, len, 0, INSPECT_TEXT, out);
 }
 
+struct check_cli {
+	struct arena *a;
+	struct check_opts o;
+};
+
+static int opt_dtype(void *ctx, const char *name, const char *v)
+{
+	struct check_cli *c = ctx;
+	(void)name;
+	c->o.co.dtype = v;
+	/* a word: checked (with a "did you mean") as the plan's setting */
+	if (!*v || v[strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789")])
+		return diag_usage_error("--dtype takes f32, bf16 or f16, not '%s'", v);
+	return 0;
+}
+
+static int opt_dumps(void *ctx, const char *name, const char *v)
+{
+	struct check_cli *c = ctx;
+	(void)name;
+	static const char letters[] = "islfg";
+	static const unsigned passes[] = { DUMP_IR, DUMP_STYLES, DUMP_LAYOUT, DUMP_FUSE, DUMP_GRAPH };
+	for (const char *p = v; *p; p++) {
+		const char *at = strchr(letters, *p);
+		if (!at)
+			return diag_usage_error("-d takes i, s, l, f and g, not '%s'", v);
+		c->o.dumps |= passes[at - letters];
+	}
+	return 0;
+}
+
 /* check and compile share their options; compile adds -o and -v. */
 static int cmd_check(int argc, char **argv, int first, bool compile)
 {
-	struct arena *a = arena_create();
-	struct check_opts o = { .format = FMT_TEXT, .color = isatty(2), .dump_graph = dump_graph };
-	o.co.defines = ARENA_ARRAY(a, struct override, argc);
+	struct check_cli c = { .a = arena_create(),
+			       .o = { .format = FMT_TEXT, .color = isatty(2),
+				      .dump_graph = dump_graph } };
+	struct check_opts *o = &c.o;
+	o->co.defines = ARENA_ARRAY(c.a, struct override, argc);
+	struct cli_plan_opts plan_opts = { c.a, &o->co };
+	static const char *const formats[] = { "text", "json", "sarif", NULL };
+	static const char *const compile_formats[] = { "text", "json", NULL };
 	const char *out_path = NULL;
 	bool verbose = false;
-	int rc = 2;
-	for (int i = first; i < argc; i++) {
-		const char *s = argv[i], *v;
-		if (compile && !strcmp(s, "-o")) {
-			if (!(out_path = need_value(argc, argv, &i)))
-				goto missing;
-			continue;
-		}
-		if (compile && !strcmp(s, "-v")) {
-			verbose = true;
-			continue;
-		}
-		if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
-			print_usage();
-			rc = 0;
-			goto out;
-		} else if (!strcmp(s, "--plan")) {
-			if (!(o.co.plan = need_value(argc, argv, &i)))
-				goto missing;
-		} else if (!strcmp(s, "--mesh")) {
-			if (!(o.co.mesh = need_value(argc, argv, &i)))
-				goto missing;
-			if (!one_statement(o.co.mesh)) {
-				rc = diag_usage_error("--mesh takes the axes of one mesh statement, such as "
-					       "--mesh \"ring = 2, tp = 2\", not '%s'", o.co.mesh);
-				goto out;
-			}
-		} else if (!strcmp(s, "--context")) {
-			if (!(o.co.context = need_value(argc, argv, &i)))
-				goto missing;
-			if (!one_statement(o.co.context)) {
-				rc = diag_usage_error("--context takes the options of one context statement, "
-					       "such as --context 'rotate_method = \"alltoall\"', "
-					       "not '%s'", o.co.context);
-				goto out;
-			}
-		} else if (!strcmp(s, "--config")) {
-			if (!(v = need_value(argc, argv, &i)))
-				goto missing;
-			if (!(o.co.config = config_path(a, v, stderr)))
-				goto out; /* rc 2: unreadable, as a plan file */
-		} else if (!strcmp(s, "--dtype")) {
-			if (!(o.co.dtype = need_value(argc, argv, &i)))
-				goto missing;
-			/* a word: checked (with a "did you mean") as the plan's setting */
-			if (!*o.co.dtype || o.co.dtype[strspn(o.co.dtype, "abcdefghijklmnopqrstuvwxyz"
-							      "0123456789")]) {
-				rc = diag_usage_error("--dtype takes f32, bf16 or f16, not '%s'",
-						      o.co.dtype);
-				goto out;
-			}
-		} else if (!strcmp(s, "--world")) {
-			if (!(v = need_value(argc, argv, &i)))
-				goto missing;
-			char *end;
-			long long w = strtoll(v, &end, 10);
-			if (*end || w < 1) {
-				rc = diag_usage_error("--world needs a positive integer, not '%s'", v);
-				goto out;
-			}
-			o.co.world = w;
-		} else if (!strncmp(s, "-D", 2)) {
-			v = s[2] ? s + 2 : need_value(argc, argv, &i);
-			if (!v)
-				goto missing;
-			const char *eq = strchr(v, '=');
-			if (!eq || eq == v) {
-				rc = diag_usage_error("-D needs NAME=VALUE, not '%s'", v);
-				goto out;
-			}
-			struct override *d = &o.co.defines[o.co.ndefines++];
-			d->name = arena_strndup(a, v, (size_t)(eq - v));
-			d->val = value_from_cli(a, eq + 1);
-			d->from_cli = true;
-		} else if (!strcmp(s, "--format")) {
-			if (!(v = need_value(argc, argv, &i)))
-				goto missing;
-			if (!strcmp(v, "json"))
-				o.format = FMT_JSON;
-			else if (!strcmp(v, "text"))
-				o.format = FMT_TEXT;
-			else if (!strcmp(v, "sarif") && !compile)
-				o.format = FMT_SARIF;
-			else {
-				rc = diag_usage_error("--format is text or json%s, not '%s'",
-					       compile ? "" : " or sarif", v);
-				goto out;
-			}
-		} else if (!strcmp(s, "--color")) {
-			o.color = true;
-		} else if (!strcmp(s, "--no-color")) {
-			o.color = false;
-		} else if (!strcmp(s, "-q")) {
-			o.quiet = true;
-		} else if (!strcmp(s, "--no-fuse")) {
-			o.co.no_fuse = true;
-		} else if (!strncmp(s, "-d", 2)) {
-			v = s[2] ? s + 2 : need_value(argc, argv, &i);
-			if (!v)
-				goto missing;
-			for (const char *p = v; *p; p++) {
-				if (*p == 'i')
-					o.dumps |= DUMP_IR;
-				else if (*p == 's')
-					o.dumps |= DUMP_STYLES;
-				else if (*p == 'l')
-					o.dumps |= DUMP_LAYOUT;
-				else if (*p == 'g')
-					o.dumps |= DUMP_GRAPH;
-				else if (*p == 'f')
-					o.dumps |= DUMP_FUSE;
-				else {
-					rc = diag_usage_error("-d takes i, s, l, f and g, not '%s'", v);
-					goto out;
-				}
-			}
-		} else if (s[0] == '-' && s[1]) {
-			rc = diag_usage_error("unknown option '%s'", s);
-			goto out;
-		} else if (o.file) {
-			rc = diag_usage_error("one plan file at a time ('%s')", s);
-			goto out;
-		} else {
-			o.file = s;
-		}
-	}
-	if (!o.file) {
-		rc = diag_usage_error("%s", "a plan file is needed");
-		goto out;
-	}
-	if (compile && !out_path) {
+	int format = FMT_TEXT;
+	struct cli_opt t[] = {
+		OPT_PLAN_OPTIONS(&plan_opts),
+		OPT_CALL("--dtype", opt_dtype, &c),
+		OPT_NUM("--world", CLI_I64, &o->co.world, "a positive integer", 1, 1e15),
+		OPT_WORD("--format", &format, compile ? compile_formats : formats),
+		OPT_SET("--color", &o->color),
+		OPT_CLEAR("--no-color", &o->color),
+		OPT_SET("-q", &o->quiet),
+		OPT_CALL_ATTACHED("-d", opt_dumps, &c),
+		OPT_STR("-o", &out_path),
+		OPT_SET("-v", &verbose),
+		OPT_SET("--no-fuse", &o->co.no_fuse),
+		OPT_END,
+	};
+	if (!compile) /* -o, -v and --no-fuse are compile's */
+		t[sizeof t / sizeof *t - 4] = (struct cli_opt)OPT_END;
+	int rc = cli_parse(argc, argv, first, t,
+			    &(struct cli_rest){ &o->file, "plan file", .help = print_usage,
+						.missing = "a plan file is needed" });
+	o->format = (enum out_format)format;
+	if (rc >= 0)
+		;
+	else if (compile && !out_path)
 		rc = diag_usage_error("%s", "compiling needs -o FILE.graph");
-		goto out;
-	}
-	rc = compile ? driver_compile(&o, out_path, verbose, stdout, stderr)
-		     : driver_check(&o, stdout, stderr);
-	goto out;
-missing:
-	rc = diag_usage_error("option '%s' needs a value", argv[argc - 1]);
-out:
-	arena_free(a);
+	else
+		rc = compile ? driver_compile(o, out_path, verbose, stdout, stderr)
+			     : driver_check(o, stdout, stderr);
+	arena_free(c.a);
 	return rc;
 }
 
@@ -304,45 +200,22 @@ static int cmd_inspect(int argc, char **argv)
 {
 	const char *file = NULL, *block = NULL, *axis = NULL;
 	int64_t rank = -1;
-	enum inspect_format f = INSPECT_TEXT;
-	for (int i = 2; i < argc; i++) {
-		const char *s = argv[i], *v;
-		if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
-			print_usage();
-			return 0;
-		}
-		if (!strcmp(s, "--rank")) {
-			if (!(v = need_value(argc, argv, &i)))
-				return diag_usage_error("option '%s' needs a value", s);
-			char *end;
-			rank = strtoll(v, &end, 10);
-			if (*end || rank < 0)
-				return diag_usage_error("--rank needs a rank number, not '%s'", v);
-		} else if (!strcmp(s, "--block") || !strcmp(s, "--axis")) {
-			if (!(v = need_value(argc, argv, &i)))
-				return diag_usage_error("option '%s' needs a value", s);
-			*(s[2] == 'b' ? &block : &axis) = v;
-		} else if (!strcmp(s, "--format")) {
-			if (!(v = need_value(argc, argv, &i)))
-				return diag_usage_error("option '%s' needs a value", s);
-			if (!strcmp(v, "text"))
-				f = INSPECT_TEXT;
-			else if (!strcmp(v, "json"))
-				f = INSPECT_JSON;
-			else if (!strcmp(v, "dot"))
-				f = INSPECT_DOT;
-			else
-				return diag_usage_error("--format is text, json or dot, not '%s'", v);
-		} else if (s[0] == '-') {
-			return diag_usage_error("unknown option '%s'", s);
-		} else if (file) {
-			return diag_usage_error("one graph file at a time ('%s')", s);
-		} else {
-			file = s;
-		}
-	}
-	if (!file)
-		return diag_usage_error("%s", "inspect needs a graph file");
+	int f = INSPECT_TEXT;
+	_Static_assert(INSPECT_TEXT == 0 && INSPECT_JSON == 1 && INSPECT_DOT == 2,
+		       "the order of --format's words");
+	static const char *const formats[] = { "text", "json", "dot", NULL };
+	const struct cli_opt t[] = {
+		OPT_NUM("--rank", CLI_I64, &rank, "a rank number", 0, 1e15),
+		OPT_STR("--block", &block),
+		OPT_STR("--axis", &axis),
+		OPT_WORD("--format", &f, formats),
+		OPT_END,
+	};
+	int rc = cli_parse(argc, argv, 2, t,
+			    &(struct cli_rest){ &file, "graph file", .help = print_usage,
+						.missing = "inspect needs a graph file" });
+	if (rc >= 0)
+		return rc;
 	if ((block || axis) && f != INSPECT_DOT)
 		return diag_usage_error("%s", "--block and --axis shape the picture: they go with --format dot");
 	struct graph_file gf;
@@ -353,8 +226,8 @@ static int cmd_inspect(int argc, char **argv)
 		fprintf(stderr, "dtpc: %s: %s\n", file, err);
 		return 2;
 	}
-	int rc = f == INSPECT_DOT ? inspect_dot(&gf.g, rank, block, axis, stdout)
-				  : inspect_graph(&gf.g, gf.len, rank, f, stdout);
+	rc = f == INSPECT_DOT ? inspect_dot(&gf.g, rank, block, axis, stdout)
+			      : inspect_graph(&gf.g, gf.len, rank, (enum inspect_format)f, stdout);
 	graph_file_close(&gf);
 	return rc;
 }
@@ -363,48 +236,33 @@ static int cmd_fmt(int argc, char **argv)
 {
 	bool check = false;
 	int n = 0;
-	for (int i = 2; i < argc; i++) {
-		const char *s = argv[i];
-		if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
-			print_usage();
-			return 0;
-		}
-		if (!strcmp(s, "--check"))
-			check = true;
-		else if (s[0] == '-' && s[1])
-			return diag_usage_error("unknown option '%s'", s);
-		else
-			argv[2 + n++] = argv[i];
-	}
-	if (!n)
-		return diag_usage_error("%s", "fmt needs plan files or folders");
-	return fmt_main(argv + 2, n, check, stdout, stderr);
+	const char **files = malloc((size_t)argc * sizeof *files);
+	if (!files)
+		return diag_usage_error("%s", "out of memory");
+	const struct cli_opt t[] = { OPT_SET("--check", &check), OPT_END };
+	int rc = cli_parse(argc, argv, 2, t,
+			    &(struct cli_rest){ .files = files, .nfiles = &n, .help = print_usage });
+	if (rc < 0 && !n)
+		rc = diag_usage_error("%s", "fmt needs plan files or folders");
+	if (rc < 0)
+		rc = fmt_main((char **)files, n, check, stdout, stderr);
+	free(files);
+	return rc;
 }
 
 static int cmd_embed(int argc, char **argv)
 {
 	const char *file = NULL, *out = NULL, *symbol = "dtpc_embedded_graph";
-	for (int i = 2; i < argc; i++) {
-		const char *s = argv[i];
-		if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
-			print_usage();
-			return 0;
-		}
-		if (!strcmp(s, "-o") || !strcmp(s, "--symbol")) {
-			const char *v = need_value(argc, argv, &i);
-			if (!v)
-				return diag_usage_error("option '%s' needs a value", s);
-			*(s[1] == 'o' ? &out : &symbol) = v;
-		} else if (s[0] == '-') {
-			return diag_usage_error("unknown option '%s'", s);
-		} else if (file) {
-			return diag_usage_error("one graph file at a time ('%s')", s);
-		} else {
-			file = s;
-		}
-	}
-	if (!file)
-		return diag_usage_error("%s", "embed needs a graph file");
+	const struct cli_opt t[] = {
+		OPT_STR("-o", &out),
+		OPT_STR("--symbol", &symbol),
+		OPT_END,
+	};
+	int rc = cli_parse(argc, argv, 2, t,
+			    &(struct cli_rest){ &file, "graph file", .help = print_usage,
+						.missing = "embed needs a graph file" });
+	if (rc >= 0)
+		return rc;
 	if (!out)
 		return diag_usage_error("%s", "embed needs -o FILE.c or -o FILE.o");
 	return embed_graph(file, out, symbol, stderr);
@@ -413,140 +271,73 @@ static int cmd_embed(int argc, char **argv)
 static int cmd_timeline(int argc, char **argv)
 {
 	const char *file = NULL, *out = NULL;
-	long width = 1200;
-	for (int i = 2; i < argc; i++) {
-		const char *s = argv[i], *v;
-		if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
-			print_usage();
-			return 0;
-		}
-		if (!strcmp(s, "-o") || !strcmp(s, "--width")) {
-			if (!(v = need_value(argc, argv, &i)))
-				return diag_usage_error("option '%s' needs a value", s);
-			if (s[1] == 'o') {
-				out = v;
-				continue;
-			}
-			char *end;
-			width = strtol(v, &end, 10);
-			/* under 300 pixels the lane names leave no room for spans */
-			if (*end || width < 300 || width > 100000)
-				return diag_usage_error("--width needs 300 to 100000 pixels, not '%s'", v);
-		} else if (s[0] == '-') {
-			return diag_usage_error("unknown option '%s'", s);
-		} else if (file) {
-			return diag_usage_error("one trace at a time ('%s')", s);
-		} else {
-			file = s;
-		}
-	}
-	if (!file)
-		return diag_usage_error("%s", "timeline needs a trace file");
+	int width = 1200;
+	/* under 300 pixels the lane names leave no room for spans */
+	const struct cli_opt t[] = {
+		OPT_STR("-o", &out),
+		OPT_NUM("--width", CLI_INT, &width, "300 to 100000 pixels", 300, 100000),
+		OPT_END,
+	};
+	int rc = cli_parse(argc, argv, 2, t,
+			    &(struct cli_rest){ &file, "trace", .help = print_usage,
+						.missing = "timeline needs a trace file" });
+	if (rc >= 0)
+		return rc;
 	if (!out)
 		return diag_usage_error("%s", "timeline needs -o FILE.svg (or -o - for standard output)");
-	return timeline_svg(file, out, (int)width, stderr);
+	return timeline_svg(file, out, width, stderr);
 }
 
 static int cmd_run(int argc, char **argv)
 {
 	struct run_opts o = { .seed = 1, .steps = 1, .tolerance = 1e-5, .timeout_ms = 120000,
 			      .cuda_graph = true, .progress = isatty(2) };
-	bool device_given = false;
-	for (int i = 2; i < argc; i++) {
-		const char *s = argv[i], *v = NULL;
-		if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
-			print_usage();
-			return 0;
-		}
-		if (!strcmp(s, "--verify")) {
-			o.verify = true;
-			continue;
-		}
-		if (s[0] == '-' && !(v = need_value(argc, argv, &i)))
-			return diag_usage_error("option '%s' needs a value", s);
-		char *end = NULL;
-		if (!strcmp(s, "--backend")) {
-			if (!strcmp(v, "local"))
-				o.backend = RUN_LOCAL;
-			else if (!strcmp(v, "mpi"))
-				o.backend = RUN_MPI;
-			else if (!strcmp(v, "nccl"))
-				o.backend = RUN_NCCL;
-			else
-				return diag_usage_error("--backend is local, mpi or nccl, not '%s'", v);
-		} else if (!strcmp(s, "--device")) {
-			if (!strcmp(v, "cpu"))
-				o.device = DTPC_DEVICE_CPU;
-			else if (!strcmp(v, "cuda"))
-				o.device = DTPC_DEVICE_CUDA;
-			else
-				return diag_usage_error("--device is cpu or cuda, not '%s'", v);
-			device_given = true;
-		} else if (!strcmp(s, "--dtype")) {
-			o.dtype_set = true;
-			if (!strcmp(v, "f32"))
-				o.dtype = DTPC_F32;
-			else if (!strcmp(v, "bf16"))
-				o.dtype = DTPC_BF16;
-			else if (!strcmp(v, "f16"))
-				o.dtype = DTPC_F16;
-			else
-				return diag_usage_error("--dtype is f32, bf16 or f16, not '%s'", v);
-		} else if (!strcmp(s, "--cuda-graph")) {
-			if (strcmp(v, "on") && strcmp(v, "off"))
-				return diag_usage_error("--cuda-graph is on or off, not '%s'", v);
-			o.cuda_graph = !strcmp(v, "on");
-		} else if (!strcmp(s, "--threads")) {
-			long n = strtol(v, &end, 10);
-			if (*end || n < 1 || n > 4096)
-				return diag_usage_error("--threads needs 1 to 4096, not '%s'", v);
-			o.threads = (int)n;
-		} else if (!strcmp(s, "--ranks")) {
-			long n = strtol(v, &end, 10);
-			if (*end || n < 1 || n > 4096)
-				return diag_usage_error("--ranks needs 1 to 4096, not '%s'", v);
-			o.ranks = (int)n;
-		} else if (!strcmp(s, "--seed")) {
-			o.seed = strtoull(v, &end, 10);
-			if (*end)
-				return diag_usage_error("--seed needs an integer, not '%s'", v);
-		} else if (!strcmp(s, "--steps")) {
-			long n = strtol(v, &end, 10);
-			if (*end || n < 1 || n > 1000000)
-				return diag_usage_error("--steps needs a positive integer, not '%s'", v);
-			o.steps = (int)n;
-		} else if (!strcmp(s, "--timeout")) {
-			double t = strtod(v, &end);
-			if (*end || !(t > 0) || t > 86400)
-				return diag_usage_error("--timeout needs seconds, not '%s'", v);
-			o.timeout_ms = (int)(t * 1000) ? (int)(t * 1000) : 1;
-		} else if (!strcmp(s, "--tolerance")) {
-			o.tolerance_set = true;
-			o.tolerance = strtod(v, &end);
-			if (*end || !(o.tolerance >= 0))
-				return diag_usage_error("--tolerance needs a number, not '%s'", v);
-		} else if (!strcmp(s, "--weights")) {
-			o.weights = v;
-		} else if (!strcmp(s, "--inputs")) {
-			o.inputs = v;
-		} else if (!strcmp(s, "--save-outputs")) {
-			o.save_outputs = v;
-		} else if (!strcmp(s, "--trace")) {
-			o.trace = v;
-		} else if (s[0] == '-') {
-			return diag_usage_error("unknown option '%s'", s);
-		} else if (o.graph) {
-			return diag_usage_error("one graph file at a time ('%s')", s);
-		} else {
-			o.graph = s;
-		}
-	}
-	if (!o.graph)
-		return diag_usage_error("%s", "run needs a graph file");
+	static const char *const backends[] = { "local", "mpi", "nccl", NULL };
+	static const char *const devices[] = { "cpu", "cuda", NULL };
+	static const char *const dtypes[] = { "f32", "bf16", "f16", NULL };
+	static const char *const on_off[] = { "off", "on", NULL };
+	_Static_assert(RUN_LOCAL == 0 && RUN_MPI == 1 && RUN_NCCL == 2, "--backend's words");
+	_Static_assert(DTPC_DEVICE_CPU == 0 && DTPC_DEVICE_CUDA == 1, "--device's words");
+	_Static_assert(DTPC_F32 == 0 && DTPC_BF16 == 1 && DTPC_F16 == 2, "--dtype's words");
+	int backend = RUN_LOCAL, device = -1, dtype = -1, cuda_graph = 1;
+	double timeout_s = 0, tolerance = -1;
+	const struct cli_opt t[] = {
+		OPT_SET("--verify", &o.verify),
+		OPT_WORD("--backend", &backend, backends),
+		OPT_WORD("--device", &device, devices),
+		OPT_WORD("--dtype", &dtype, dtypes),
+		OPT_WORD("--cuda-graph", &cuda_graph, on_off),
+		OPT_NUM("--threads", CLI_INT, &o.threads, "1 to 4096", 1, 4096),
+		OPT_NUM("--ranks", CLI_INT, &o.ranks, "1 to 4096", 1, 4096),
+		OPT_NUM("--seed", CLI_U64, &o.seed, "an integer", 0, 0),
+		OPT_NUM("--steps", CLI_INT, &o.steps, "a positive integer", 1, 1000000),
+		OPT_NUM("--timeout", CLI_REAL, &timeout_s, "seconds", 1e-300, 86400),
+		OPT_NUM("--tolerance", CLI_REAL, &tolerance, "a number", 0, 1e308),
+		OPT_STR("--weights", &o.weights),
+		OPT_STR("--inputs", &o.inputs),
+		OPT_STR("--save-outputs", &o.save_outputs),
+		OPT_STR("--trace", &o.trace),
+		OPT_END,
+	};
+	int rc = cli_parse(argc, argv, 2, t,
+			    &(struct cli_rest){ &o.graph, "graph file", .help = print_usage,
+						.missing = "run needs a graph file" });
+	if (rc >= 0)
+		return rc;
+	o.backend = (enum run_backend)backend;
+	o.device = device < 0 ? DTPC_DEVICE_CPU : (dtpc_device)device;
+	o.dtype_set = dtype >= 0;
+	o.dtype = dtype < 0 ? DTPC_F32 : (dtpc_dtype)dtype;
+	o.cuda_graph = cuda_graph;
+	if (timeout_s > 0)
+		o.timeout_ms = (int)(timeout_s * 1000) ? (int)(timeout_s * 1000) : 1;
+	o.tolerance_set = tolerance >= 0;
+	if (o.tolerance_set)
+		o.tolerance = tolerance;
 	if (o.backend != RUN_LOCAL && o.ranks)
 		return diag_usage_error("%s", "--ranks is for the local backend; mpirun -np sets the ranks");
 	if (o.backend == RUN_NCCL) {
-		if (device_given && o.device != DTPC_DEVICE_CUDA)
+		if (device >= 0 && o.device != DTPC_DEVICE_CUDA)
 			return diag_usage_error("%s", "the nccl backend computes on the CUDA device");
 		o.device = DTPC_DEVICE_CUDA;
 	}

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "args.h"
 #include "compiler/diag.h"
 #include "compiler/driver.h"
 #include "runtime/graph_file.h"
@@ -154,32 +155,27 @@ static int write_rank(const struct g_graph *g, const struct ckpt *c, const char 
 	return rc;
 }
 
+static void shard_usage(void)
+{
+	printf("usage: dtpc shard FILE.graph --weights CHECKPOINT --out FOLDER\n"
+	       "  writes FOLDER/rank-RRRRR-of-NNNNN.safetensors: each rank's slices of\n"
+	       "  every weight, in the checkpoint's dtype; `dtpc run FILE.graph\n"
+	       "  --weights FOLDER` then reads each rank's own file\n");
+}
+
 int shard_main(int argc, char **argv)
 {
 	const char *graph = NULL, *weights = NULL, *out = NULL;
-	for (int i = 2; i < argc; i++) {
-		const char *s = argv[i];
-		if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
-			printf("usage: dtpc shard FILE.graph --weights CHECKPOINT --out FOLDER\n"
-			       "  writes FOLDER/rank-RRRRR-of-NNNNN.safetensors: each rank's slices of\n"
-			       "  every weight, in the checkpoint's dtype; `dtpc run FILE.graph\n"
-			       "  --weights FOLDER` then reads each rank's own file\n");
-			return 0;
-		}
-		if (!strcmp(s, "--weights") || !strcmp(s, "--out")) {
-			if (i + 1 >= argc)
-				return diag_usage_error("option '%s' needs a value", s);
-			*(s[2] == 'w' ? &weights : &out) = argv[++i];
-		} else if (s[0] == '-') {
-			return diag_usage_error("unknown option '%s'", s);
-		} else if (graph) {
-			return diag_usage_error("one graph file at a time ('%s')", s);
-		} else {
-			graph = s;
-		}
-	}
-	if (!graph)
-		return diag_usage_error("%s", "shard needs a graph file");
+	const struct cli_opt t[] = {
+		OPT_STR("--weights", &weights),
+		OPT_STR("--out", &out),
+		OPT_END,
+	};
+	int rc = cli_parse(argc, argv, 2, t,
+			    &(struct cli_rest){ &graph, "graph file", .help = shard_usage,
+						.missing = "shard needs a graph file" });
+	if (rc >= 0)
+		return rc;
 	if (!weights || !out)
 		return diag_usage_error("%s", "shard needs --weights CHECKPOINT and --out FOLDER");
 	if (!driver_readable(graph, stderr))
@@ -193,7 +189,7 @@ int shard_main(int argc, char **argv)
 	const struct g_graph *g = &gf.g;
 	struct ckpt *c = NULL;
 	enum st_fault fault;
-	int rc = 0;
+	rc = 0;
 	if (!ckpt_open(&c, weights, why, sizeof why, &fault)) {
 		fprintf(stderr, "dtpc: shard: %s\n", why);
 		rc = fault == ST_FAULT_IO ? 2 : 1;

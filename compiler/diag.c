@@ -164,10 +164,27 @@ void diag_hint(struct diag_ctx *d, const char *fmt, ...)
 static const char *level_name[] = { "error", "note", "hint" };
 static const char *level_color[] = { "\033[1;31m", "\033[1;36m", "\033[1;32m" };
 
+/* The byte offset of character column col (1-based) in s[0..n). */
+static size_t col_offset(const char *s, size_t n, int col)
+{
+	size_t i = 0;
+	for (int c = 1; i < n; i++) {
+		if (((unsigned char)s[i] & 0xc0) == 0x80)
+			continue;
+		if (c++ == col)
+			break;
+	}
+	return i;
+}
+
 /* The source line of loc, then a caret under its first column and '~' under
  * the rest of the range on that line. Columns count UTF-8 characters; tabs
  * in the source are copied into the caret line so the caret lines up
- * whatever the tab width. */
+ * whatever the tab width. A line longer than SNIPPET_WIDTH characters (a
+ * minified JSON file is one line) shows that many around the column,
+ * with "..." where it is cut. */
+enum { SNIPPET_WIDTH = 120, SNIPPET_BEFORE = 40 };
+
 static void print_snippet(const struct diag_ctx *d, FILE *out, dtpc_loc loc)
 {
 	if (loc.file < 0 || loc.file >= d->nfiles || loc.line < 1)
@@ -178,21 +195,34 @@ static void print_snippet(const struct diag_ctx *d, FILE *out, dtpc_loc loc)
 	const char *s = f->text + f->line_start[loc.line - 1];
 	const char *e = f->text + f->len;
 	size_t n = 0;
+	int chars = 0;
 	while (s + n < e && s[n] != '\n' && s[n] != '\r')
-		n++;
-	fprintf(out, "%5d | %.*s\n", loc.line, (int)n, s);
-	fprintf(out, "      | ");
+		chars += ((unsigned char)s[n++] & 0xc0) != 0x80;
 	int c0 = loc.col < 1 ? 1 : loc.col;
 	int c1 = loc.end_line == loc.line && loc.end_col >= c0 ? loc.end_col : c0;
-	int col = 1;
-	for (size_t i = 0; i < n && col < c0; i++) {
+	int first = 1, last = chars;
+	if (chars > SNIPPET_WIDTH) {
+		first = c0 > SNIPPET_BEFORE ? c0 - SNIPPET_BEFORE : 1;
+		last = first + SNIPPET_WIDTH - 1;
+		if (last > chars) {
+			last = chars;
+			first = chars - SNIPPET_WIDTH + 1;
+		}
+	}
+	size_t b0 = col_offset(s, n, first), b1 = col_offset(s, n, last + 1);
+	const char *cut = first > 1 ? "..." : "";
+	fprintf(out, "%5d | %s%.*s%s\n", loc.line, cut, (int)(b1 - b0), s + b0,
+		last < chars ? "..." : "");
+	fprintf(out, "      | %s", first > 1 ? "   " : "");
+	int col = first;
+	for (size_t i = b0; i < b1 && col < c0; i++) {
 		if (((unsigned char)s[i] & 0xc0) == 0x80)
 			continue;
 		fputc(s[i] == '\t' ? '\t' : ' ', out);
 		col++;
 	}
 	fputc('^', out);
-	for (int i = col + 1; i <= c1; i++)
+	for (int i = col + 1; i <= c1 && i <= last; i++)
 		fputc('~', out);
 	fputc('\n', out);
 }

@@ -269,6 +269,37 @@ static void check_one(const struct check_opts *o, struct arena *a, struct diag_c
 		cJSON_AddItemToArray(summaries, summary_build(a, c, lay));
 }
 
+/* Ends the line of a plan that was not found with the file's plans, and
+ * returns the exit status: a syntax error can swallow a plan's header, so
+ * with errors in the file they are the verdict (0 here: the diagnostics
+ * decide), else it is a usage error (2). */
+static int list_plans(const struct diag_ctx *d, const struct program *prog, FILE *err)
+{
+	const char *sep = "; plans:";
+	for (const struct plan *q = prog->plans; q; q = q->next, sep = ",")
+		fprintf(err, "%s %s", sep, q->name);
+	fprintf(err, "%s\n", d->nerrors ? " (errors in the file may hide it)" : "");
+	return d->nerrors ? 0 : 2;
+}
+
+/* What check and compile do first: the file read and parsed, the
+ * declarations checked, --config's keys put before -D. -1: go on; else the
+ * exit status (2: the file or the config unreadable; 0: the config's
+ * errors are diagnostics, printed with the others). */
+static int open_program(struct arena *a, struct diag_ctx *d, struct check_opts *o,
+			struct program *prog, FILE *err)
+{
+	if (!driver_readable(o->file, err))
+		return 2;
+	if (!parse_program(a, d, o->file, prog)) {
+		fprintf(err, "dtpc: cannot read '%s': %s\n", o->file, strerror(errno));
+		return 2;
+	}
+	check_declarations(d, prog);
+	int config_rc = read_config(a, d, &o->co, err);
+	return config_rc ? (config_rc == 2 ? 2 : 0) : -1;
+}
+
 int driver_check(const struct check_opts *opts, FILE *out, FILE *err)
 {
 	struct check_opts with_config = *opts, *o = &with_config;
@@ -278,19 +309,9 @@ int driver_check(const struct check_opts *opts, FILE *out, FILE *err)
 	struct program prog;
 	int status = 0;
 	cJSON *summaries = cJSON_CreateArray();
-	if (!driver_readable(o->file, err)) {
-		status = 2;
-		goto done;
-	}
-	if (!parse_program(a, &d, o->file, &prog)) {
-		fprintf(err, "dtpc: cannot read '%s': %s\n", o->file, strerror(errno));
-		status = 2;
-		goto done;
-	}
-	check_declarations(&d, &prog);
-	int config_rc = read_config(a, &d, &o->co, err);
-	if (config_rc) {
-		status = config_rc == 2 ? 2 : 0;
+	int opened = open_program(a, &d, o, &prog, err);
+	if (opened >= 0) {
+		status = opened;
 		goto done;
 	}
 
@@ -301,13 +322,7 @@ int driver_check(const struct check_opts *opts, FILE *out, FILE *err)
 				only = p;
 		if (!only) {
 			fprintf(err, "dtpc: no plan named '%s' in '%s'", o->co.plan, o->file);
-			const char *sep = "; plans:";
-			for (const struct plan *p = prog.plans; p; p = p->next, sep = ",")
-				fprintf(err, "%s %s", sep, p->name);
-			/* a syntax error can swallow a plan's header: then the
-			 * file's errors are the verdict (exit 1), not the usage */
-			fprintf(err, "%s\n", d.nerrors ? " (errors in the file may hide it)" : "");
-			status = d.nerrors ? 0 : 2;
+			status = list_plans(&d, &prog, err);
 			goto done;
 		}
 	}
@@ -457,19 +472,9 @@ int driver_compile(const struct check_opts *opts, const char *out_path, bool ver
 	struct program prog;
 	int status = 0;
 	cJSON *report_json = NULL; /* -v --format json: printed with the diagnostics */
-	if (!driver_readable(o->file, err)) {
-		status = 2;
-		goto done;
-	}
-	if (!parse_program(a, &d, o->file, &prog)) {
-		fprintf(err, "dtpc: cannot read '%s': %s\n", o->file, strerror(errno));
-		status = 2;
-		goto done;
-	}
-	check_declarations(&d, &prog);
-	int config_rc = read_config(a, &d, &o->co, err);
-	if (config_rc) {
-		status = config_rc == 2 ? 2 : 0;
+	int opened = open_program(a, &d, o, &prog, err);
+	if (opened >= 0) {
+		status = opened;
 		goto done;
 	}
 	const struct plan *p = NULL;
@@ -483,14 +488,11 @@ int driver_compile(const struct check_opts *opts, const char *out_path, bool ver
 		if (o->co.plan)
 			fprintf(err, "dtpc: no plan named '%s' in '%s'", o->co.plan, o->file);
 		else if (nroot)
-			fprintf(err, "dtpc: '%s' has %d plans; choose one with --plan", o->file, nroot);
+			fprintf(err, "dtpc: '%s' has %d plans of its own; choose one with --plan", o->file,
+				nroot);
 		else
 			fprintf(err, "dtpc: '%s' has no plan to compile", o->file);
-		const char *sep = "; plans:";
-		for (const struct plan *q = prog.plans; q; q = q->next, sep = ",")
-			fprintf(err, "%s %s", sep, q->name);
-		fprintf(err, "%s\n", d.nerrors ? " (errors in the file may hide it)" : "");
-		status = d.nerrors ? 0 : 2;
+		status = list_plans(&d, &prog, err);
 		goto done;
 	}
 	struct diag *mark = d.tail;

@@ -440,9 +440,11 @@ static bool eval(struct eval_ctx *c, const struct expr *e, struct value *out, in
 		} else if (a.kind == VAL_FLOAT) {
 			out->kind = VAL_FLOAT;
 			out->f = -a.f;
+		} else if (a.kind == VAL_INT) { /* -INT64_MIN */
+			diag_error(c->diag, e->loc, "integer overflow");
+			return false;
 		} else {
-			diag_error(c->diag, e->loc, "cannot negate a %s",
-				   value_kind_name(a.kind));
+			diag_error(c->diag, e->loc, "cannot negate %s", value_str(c->arena, &a));
 			return false;
 		}
 		return true;

@@ -97,15 +97,83 @@ int comm_check_alltoallv(struct comm *c, const struct comm_group *g, const void 
 	return COMM_OK;
 }
 
-int comm_check_shift(struct comm *c, const struct comm_group *g, const void *send,
-		     size_t sbytes, const void *recv, size_t rbytes)
+/* One side of an exchange: peers in range and none twice. */
+static int check_side(struct comm *c, const struct comm_group *g, const struct comm_p2p *m, int k,
+		      const char *side)
+{
+	if (k < 0 || (k && !m))
+		return comm_errorf(c, COMM_INVALID, "exchange: rank %d: %d %s at %p", c->rank, k,
+				   side, (const void *)m);
+	for (int i = 0; i < k; i++) {
+		if (m[i].peer < 0 || m[i].peer >= g->n)
+			return comm_errorf(c, COMM_INVALID,
+					   "exchange: rank %d: %s %d names member %d of group id %d of %d members",
+					   c->rank, side, i, m[i].peer, g->id, g->n);
+		if (m[i].bytes && !m[i].buf)
+			return comm_errorf(c, COMM_INVALID, "exchange: rank %d: %s %d: NULL buffer of %zu bytes",
+					   c->rank, side, i, m[i].bytes);
+		for (int j = 0; j < i; j++)
+			if (m[j].peer == m[i].peer)
+				return comm_errorf(c, COMM_INVALID,
+						   "exchange: rank %d: %s %d and %d both name member %d",
+						   c->rank, side, j, i, m[i].peer);
+	}
+	return COMM_OK;
+}
+
+int comm_check_exchange(struct comm *c, const struct comm_group *g, const struct comm_p2p *sends,
+			int nsend, const struct comm_p2p *recvs, int nrecv)
+{
+	int st = comm_check_group(c, g, "exchange");
+	if (st || (st = check_side(c, g, sends, nsend, "send")) ||
+	    (st = check_side(c, g, recvs, nrecv, "recv")))
+		return st;
+	/* a receive is written while the other buffers are read or written */
+	for (int i = 0; i < nrecv; i++) {
+		for (int j = 0; j < i; j++)
+			if (overlap(recvs[i].buf, recvs[i].bytes, recvs[j].buf, recvs[j].bytes))
+				return comm_errorf(c, COMM_INVALID,
+						   "exchange: rank %d: recvs from members %d and %d overlap",
+						   c->rank, recvs[j].peer, recvs[i].peer);
+		for (int j = 0; j < nsend; j++)
+			if (overlap(recvs[i].buf, recvs[i].bytes, sends[j].buf, sends[j].bytes))
+				return comm_errorf(c, COMM_INVALID,
+						   "exchange: rank %d: the recv from member %d overlaps the send to member %d",
+						   c->rank, recvs[i].peer, sends[j].peer);
+	}
+	/* the pair with myself is complete here, so it is checked here */
+	const struct comm_p2p *out = NULL, *in = NULL;
+	for (int i = 0; i < nsend; i++)
+		out = sends[i].peer == g->me ? &sends[i] : out;
+	for (int i = 0; i < nrecv; i++)
+		in = recvs[i].peer == g->me ? &recvs[i] : in;
+	if ((out != NULL) != (in != NULL))
+		return comm_errorf(c, COMM_INVALID,
+				   "exchange: rank %d (member %d) %s itself without %s itself in the same exchange",
+				   c->rank, g->me, out ? "sends to" : "receives from",
+				   out ? "receiving from" : "sending to");
+	if (out && out->bytes != in->bytes)
+		return comm_errorf(c, COMM_INVALID,
+				   "exchange: rank %d sends itself %zu bytes but expects %zu", c->rank,
+				   out->bytes, in->bytes);
+	return COMM_OK;
+}
+
+int comm_shift_start(struct comm *c, const struct comm_group *g, struct comm_tag t,
+		     const void *send, size_t sbytes, void *recv, size_t rbytes,
+		     struct comm_request **req)
 {
 	int st = comm_check_group(c, g, "shift");
 	if (st)
 		return st;
-	if (overlap(send, sbytes, recv, rbytes))
-		return comm_errorf(c, COMM_INVALID, "shift: rank %d: send overlaps recv", c->rank);
-	return COMM_OK;
+	struct comm_p2p out = { (g->me + 1) % g->n, (void *)send, sbytes };
+	struct comm_p2p in = { (g->me + g->n - 1) % g->n, recv, rbytes };
+	return c->ops->exchange_start(c, g, t, &out, 1, &in, 1, req);
+}
+
+int comm_complete(struct comm *c)
+{
+	return c->ops->complete ? c->ops->complete(c) : COMM_OK;
 }
 
 const char *comm_what(struct comm_tag t)

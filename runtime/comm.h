@@ -5,11 +5,13 @@
  * order; a member that does not arrive within the world's timeout, a member
  * that arrives at a different tag (a diverged rank), or a member that failed
  * ends the collective on every rank with DTPC_COMM_FAILED and a message that
- * names the rank and the op. No wait is unbounded.
+ * names the rank and the op. No wait is unbounded. Point-to-point exchanges
+ * (exchange_start) involve only the members they name, under the same rules.
  *
- * Backends: `local` (N ranks as threads of one process; the embedded default)
- * and `mpi` (one rank per process, Open MPI). The vtable's entries are all
- * required except where marked optional. */
+ * Backends: `local` (N ranks as threads of one process; the embedded default),
+ * `mpi` (one rank per process, Open MPI) and `nccl` (one rank per GPU; its
+ * calls return before the GPU has done the work, and complete() waits for
+ * it). The vtable's entries are all required except where marked optional. */
 #ifndef DTPC_COMM_H
 #define DTPC_COMM_H
 #include <stdbool.h>
@@ -43,6 +45,14 @@ struct comm_tag {
 
 struct comm;
 struct comm_request;
+
+/* One message of an exchange (exchange_start): to or from member `peer`
+ * (a group index) of the group. A send's buf is only read. */
+struct comm_p2p {
+	int peer;
+	void *buf;
+	size_t bytes;
+};
 
 enum { COMM_END_WHY = 1024 };
 
@@ -80,15 +90,44 @@ struct comm_ops {
 	int (*alltoallv)(struct comm *c, const struct comm_group *g, struct comm_tag t,
 			 const void *send, const size_t *scounts, const size_t *sdispls,
 			 void *recv, const size_t *rcounts, const size_t *rdispls);
-	/* Ring shift, started: send sbytes to member (me + 1) % n and receive
-	 * rbytes from member (me - 1 + n) % n. Returns at once; the buffers
-	 * stay owned by the transfer until shift_wait returns, so the caller
-	 * computes meanwhile (ring attention overlaps KV transfer with the
-	 * attention on the chunk it holds). */
-	int (*shift_start)(struct comm *c, const struct comm_group *g, struct comm_tag t,
-			   const void *send, size_t sbytes, void *recv, size_t rbytes,
-			   struct comm_request **req);
-	int (*shift_wait)(struct comm *c, struct comm_request *req);
+	/* Point-to-point, grouped: sends[k].bytes from sends[k].buf to member
+	 * sends[k].peer, and recvs[k].bytes from member recvs[k].peer into
+	 * recvs[k].buf, all started at once. Not a collective: only the members
+	 * named take part, and each pair matches in order — the i-th message
+	 * this rank sends to member b (over all its exchanges on g) is the i-th
+	 * that b receives from it, and both must carry the same tag and size.
+	 * A peer appears at most once among the sends and once among the recvs;
+	 * a send to myself needs the receive from myself in the same exchange.
+	 * Zero-byte messages are allowed (on nccl they move nothing and order
+	 * nothing). Returns at once; every buffer stays owned by the transfer
+	 * until exchange_wait(req) returns, so the caller computes meanwhile.
+	 * Several exchanges may be in flight on a group; each is waited for
+	 * once, in any order. Checked before anything is posted (COMM_INVALID):
+	 * peers in range, no peer twice, a receive overlapping another buffer
+	 * of the exchange, the self pair's sizes. A size or tag mismatch
+	 * between two ranks is found at the wait on local (both ends fail) and
+	 * mpi (the receiver; a sender of more bytes than the receiver posted
+	 * is an MPI truncation); nccl cannot see it (the transfer corrupts or
+	 * hangs until the deadline). */
+	int (*exchange_start)(struct comm *c, const struct comm_group *g, struct comm_tag t,
+			      const struct comm_p2p *sends, int nsend,
+			      const struct comm_p2p *recvs, int nrecv, struct comm_request **req);
+	/* Host backends: returns once every message of the exchange has
+	 * arrived or left (bounded by the timeout, which names the op and the
+	 * peers that did not post). Device backends (nccl): orders c->stream
+	 * after the transfer and returns; complete() bounds the transfer. */
+	int (*exchange_wait)(struct comm *c, struct comm_request *req);
+	/* Optional (device backends, whose collectives and exchanges run on a
+	 * device stream after they return): waits, bounded by the timeout
+	 * (counted afresh from each finished collective), until everything
+	 * issued so far has ended on the device. A collective that does not
+	 * end fails it with the op, the group and the peers waited for named,
+	 * and aborts the communicators. The caller calls it before the host
+	 * reads memory a collective wrote, before it waits for the stream
+	 * (which could hang on a stopped peer), and at the end of each step.
+	 * NULL for host backends, whose calls return when the transfer is
+	 * over; comm_complete() calls it where present. */
+	int (*complete)(struct comm *c);
 	/* Marks this rank failed (the executor hit an error): every other rank's
 	 * pending or next collective fails with a message naming this rank. */
 	void (*fail)(struct comm *c, const char *why);
@@ -133,8 +172,16 @@ int comm_check_allgatherv(struct comm *c, const struct comm_group *g, const void
 int comm_check_alltoallv(struct comm *c, const struct comm_group *g, const void *send,
 			 const size_t *scounts, const size_t *sdispls, const void *recv,
 			 const size_t *rcounts, const size_t *rdispls);
-int comm_check_shift(struct comm *c, const struct comm_group *g, const void *send,
-		     size_t sbytes, const void *recv, size_t rbytes);
+int comm_check_exchange(struct comm *c, const struct comm_group *g, const struct comm_p2p *sends,
+			int nsend, const struct comm_p2p *recvs, int nrecv);
+/* A ring shift (ring attention's KV rotation), as an exchange: send sbytes
+ * to member (me + 1) % n and receive rbytes from (me - 1 + n) % n. Wait for
+ * it with ops->exchange_wait. */
+int comm_shift_start(struct comm *c, const struct comm_group *g, struct comm_tag t,
+		     const void *send, size_t sbytes, void *recv, size_t rbytes,
+		     struct comm_request **req);
+/* ops->complete where the backend has it, else COMM_OK. */
+int comm_complete(struct comm *c);
 /* The tag's text ("" for NULL). */
 const char *comm_what(struct comm_tag t);
 /* "[0 2 4 6]", cut to "[0 2 4 ...]" where len is short; returns buf. */

@@ -13,6 +13,12 @@
  * have arrived, each one only copies, which ends; a member that left early
  * would let its caller free buffers a peer is still reading.
  *
+ * Point-to-point exchanges are no rendezvous: each rank lists its started
+ * exchanges on the group, every message numbered within its ordered pair
+ * (sender, receiver); the i-th send from a to b meets the i-th receive of b
+ * from a, and whichever end waits first, finding its partner posted, copies
+ * (so a rank in exchange_wait never waits for a peer that is computing).
+ *
  * One mutex guards the world's bookkeeping; the copies run outside it. */
 #include "runtime/comm.h"
 
@@ -25,7 +31,6 @@
 #include <string.h>
 
 enum {
-	LOCAL_SHIFTS = 8,    /* shifts a member may have started and not waited, per group */
 	LOCAL_WHAT = 96,     /* bytes of a tag's text kept for messages */
 	SUM_BLOCK = 2048,    /* floats summed per pass: the partial sum stays in L1 */
 	SUM_ALIGN = 16,      /* allreduce segments start on a cache line */
@@ -49,27 +54,21 @@ struct post {
 
 enum edge { EDGE_OPEN, EDGE_COPYING, EDGE_DONE };
 
-/* One started shift of a member. The transfer into it (from the left
- * neighbour's slot of the same seq) is copied by whichever end waits first,
- * so a rank in shift_wait never waits for a neighbour that is computing. */
-struct shift_slot {
-	uint64_t seq;
-	uint32_t op;
-	char what[LOCAL_WHAT];
-	const void *send;
-	void *recv;
-	size_t sbytes, rbytes;
-	enum edge in;
-	bool busy; /* started and not yet waited */
+/* One message of a started exchange. A send and its receive change state
+ * together, under the world's mutex, by the end that copies. */
+struct p2p_msg {
+	int peer;
+	void *buf;
+	size_t bytes;
+	uint64_t seq; /* its place among the messages of its ordered pair */
+	enum edge state;
 };
 
 struct member {
 	struct post post;
 	uint64_t entered; /* barriers entered */
-	uint64_t nshift;  /* shifts started */
-	struct shift_slot shift[LOCAL_SHIFTS];
+	struct comm_request *inflight; /* exchanges started and not waited */
 };
-
 /* A group's rendezvous; lives as long as the world. */
 struct rv {
 	struct rv *next;
@@ -80,6 +79,7 @@ struct rv {
 	uint64_t phase; /* barriers completed */
 	int arrived;    /* members in the current barrier */
 	struct member *m;
+	uint64_t *sent, *posted; /* [from * n + to]: messages started, receives started */
 };
 
 /* Where a rank is, so a message can say what a missing peer is doing. */
@@ -105,10 +105,14 @@ struct local {
 	struct comm_local_world *w;
 };
 
+/* A started exchange: its sends, then its receives. */
 struct comm_request {
+	struct comm_request *next; /* the member's exchanges in flight */
 	struct rv *rv;
-	int me;
-	uint64_t seq;
+	int me, nsend, nmsg;
+	uint32_t op;
+	char what[LOCAL_WHAT];
+	struct p2p_msg msg[];
 };
 
 static struct local *to_local(struct comm *c)
@@ -218,11 +222,13 @@ static struct rv *find_rv(struct local *l, const struct comm_group *g, int *st)
 	struct rv *rv = calloc(1, sizeof *rv);
 	int *ranks = malloc((size_t)g->n * sizeof *ranks);
 	struct member *m = calloc((size_t)g->n, sizeof *m);
+	uint64_t *counts = calloc(2 * (size_t)g->n * (size_t)g->n, sizeof *counts);
 	pthread_condattr_t attr;
-	if (!rv || !ranks || !m || pthread_condattr_init(&attr)) {
+	if (!rv || !ranks || !m || !counts || pthread_condattr_init(&attr)) {
 		free(rv);
 		free(ranks);
 		free(m);
+		free(counts);
 		abort_world(w, "rank %d: out of memory for group id %d", l->c.rank, g->id);
 		*st = failed(l);
 		return NULL;
@@ -236,6 +242,8 @@ static struct rv *find_rv(struct local *l, const struct comm_group *g, int *st)
 	rv->n = g->n;
 	rv->ranks = ranks;
 	rv->m = m;
+	rv->sent = counts;
+	rv->posted = counts + (size_t)g->n * (size_t)g->n;
 	comm_ranks_str(ranks, g->n, rv->name, sizeof rv->name);
 	rv->next = w->rvs;
 	w->rvs = rv;
@@ -587,28 +595,24 @@ static int local_alltoallv(struct comm *c, const struct comm_group *g, struct co
 	return COMM_OK;
 }
 
-/* ---- shift --------------------------------------------------------------------- */
+/* ---- point-to-point ------------------------------------------------------------- */
 
-static struct shift_slot *slot(struct rv *rv, int i, uint64_t seq)
+static bool is_send(const struct comm_request *r, const struct p2p_msg *m)
 {
-	return &rv->m[i].shift[seq % LOCAL_SHIFTS];
+	return m < r->msg + r->nsend;
 }
 
-static bool started(const struct rv *rv, int i, uint64_t seq)
-{
-	return rv->m[i].nshift > seq;
-}
-
-static int local_shift_start(struct comm *c, const struct comm_group *g, struct comm_tag t,
-			     const void *send, size_t sbytes, void *recv, size_t rbytes,
-			     struct comm_request **req)
+static int local_exchange_start(struct comm *c, const struct comm_group *g, struct comm_tag t,
+				const struct comm_p2p *sends, int nsend,
+				const struct comm_p2p *recvs, int nrecv, struct comm_request **req)
 {
 	struct local *l = to_local(c);
 	struct comm_local_world *w = l->w;
-	int st = comm_check_shift(c, g, send, sbytes, recv, rbytes);
+	int st = comm_check_exchange(c, g, sends, nsend, recvs, nrecv);
 	if (st)
 		return st;
-	struct comm_request *r = malloc(sizeof *r);
+	int nmsg = nsend + nrecv;
+	struct comm_request *r = malloc(sizeof *r + (size_t)nmsg * sizeof r->msg[0]);
 	if (!r)
 		return comm_errorf(c, COMM_FAILED, "rank %d: out of memory", c->rank);
 	struct rv *rv = NULL;
@@ -618,22 +622,21 @@ static int local_shift_start(struct comm *c, const struct comm_group *g, struct 
 	else
 		rv = find_rv(l, g, &st);
 	if (rv) {
-		struct member *m = &rv->m[g->me];
-		struct shift_slot *s = slot(rv, g->me, m->nshift);
-		if (s->busy) {
-			st = comm_errorf(c, COMM_INVALID,
-					 "shift: rank %d has %d shifts on group %s not waited",
-					 c->rank, LOCAL_SHIFTS, rv->name);
-		} else {
-			*s = (struct shift_slot){ .seq = m->nshift, .op = t.op, .send = send,
-						  .recv = recv, .sbytes = sbytes, .rbytes = rbytes,
-						  .in = EDGE_OPEN, .busy = true };
-			snprintf(s->what, sizeof s->what, "%s", comm_what(t));
-			*r = (struct comm_request){ .rv = rv, .me = g->me, .seq = m->nshift };
-			m->nshift++;
-			set_where(w, c->rank, W_OUT, rv, t.op, s->what);
-			pthread_cond_broadcast(&rv->cv);
+		int me = g->me, n = rv->n;
+		*r = (struct comm_request){ .rv = rv, .me = me, .nsend = nsend, .nmsg = nmsg,
+					    .op = t.op };
+		snprintf(r->what, sizeof r->what, "%s", comm_what(t));
+		for (int k = 0; k < nmsg; k++) {
+			const struct comm_p2p *p = k < nsend ? &sends[k] : &recvs[k - nsend];
+			uint64_t *count = k < nsend ? &rv->sent[me * n + p->peer]
+						    : &rv->posted[p->peer * n + me];
+			r->msg[k] = (struct p2p_msg){ .peer = p->peer, .buf = p->buf,
+						      .bytes = p->bytes, .seq = (*count)++ };
 		}
+		r->next = rv->m[me].inflight;
+		rv->m[me].inflight = r;
+		set_where(w, c->rank, W_OUT, rv, t.op, r->what);
+		pthread_cond_broadcast(&rv->cv);
 	}
 	pthread_mutex_unlock(&w->mu);
 	if (st) {
@@ -644,120 +647,152 @@ static int local_shift_start(struct comm *c, const struct comm_group *g, struct 
 	return COMM_OK;
 }
 
-/* Under w->mu: copies shift `seq` from member `from` to member `to` (both
- * started, edge open), unlocking for the copy. False if the two disagree
- * (then the world is aborted). */
-static bool copy_edge(struct comm_local_world *w, struct rv *rv, int from, int to, uint64_t seq)
+/* Under w->mu: the other end of message m of r (member r->me's), if its
+ * owner has started it; its exchange goes to *other. */
+static struct p2p_msg *partner(const struct comm_request *r, const struct p2p_msg *m,
+			       struct comm_request **other)
 {
-	struct shift_slot *src = slot(rv, from, seq), *dst = slot(rv, to, seq);
-	if (src->op != dst->op || strcmp(src->what, dst->what)) {
+	bool send = is_send(r, m);
+	for (struct comm_request *q = r->rv->m[m->peer].inflight; q; q = q->next)
+		for (int k = send ? q->nsend : 0; k < (send ? q->nmsg : q->nsend); k++)
+			if (q->msg[k].peer == r->me && q->msg[k].seq == m->seq) {
+				*other = q;
+				return &q->msg[k];
+			}
+	return NULL;
+}
+
+/* Under w->mu: copies message m of r into or out of its partner p (of q),
+ * unlocking for the copy. False if the two disagree (then the world is
+ * aborted). */
+static bool copy_msg(struct comm_local_world *w, struct comm_request *r, struct p2p_msg *m,
+		     struct comm_request *q, struct p2p_msg *p)
+{
+	struct rv *rv = r->rv;
+	bool send = is_send(r, m);
+	struct comm_request *sr = send ? r : q, *rr = send ? q : r;
+	struct p2p_msg *sm = send ? m : p, *rm = send ? p : m;
+	if (sr->op != rr->op || strcmp(sr->what, rr->what)) {
 		abort_world(w, "rank %d is at op %u (%s) but rank %d is at op %u (%s) in group %s",
-			    rv->ranks[from], src->op, src->what, rv->ranks[to], dst->op, dst->what,
+			    rv->ranks[sr->me], sr->op, sr->what, rv->ranks[rr->me], rr->op, rr->what,
 			    rv->name);
 		return false;
 	}
-	if (src->sbytes != dst->rbytes) {
+	if (sm->bytes != rm->bytes) {
 		abort_world(w, "op %u (%s) of group %s: rank %d expects %zu bytes from rank %d, which sends %zu",
-			    dst->op, dst->what, rv->name, rv->ranks[to], dst->rbytes,
-			    rv->ranks[from], src->sbytes);
+			    rr->op, rr->what, rv->name, rv->ranks[rr->me], rm->bytes, rv->ranks[sr->me],
+			    sm->bytes);
 		return false;
 	}
-	dst->in = EDGE_COPYING;
+	sm->state = rm->state = EDGE_COPYING;
 	pthread_mutex_unlock(&w->mu);
-	memcpy(dst->recv, src->send, dst->rbytes);
+	if (rm->bytes)
+		memcpy(rm->buf, sm->buf, rm->bytes);
 	pthread_mutex_lock(&w->mu);
-	dst->in = EDGE_DONE;
+	sm->state = rm->state = EDGE_DONE;
 	pthread_cond_broadcast(&rv->cv);
 	return true;
 }
 
-/* Under w->mu: the state of the edge into member i's shift `seq`. */
-static enum edge edge_into(struct rv *rv, int i, uint64_t seq)
+/* Under w->mu: the message for an exchange whose peers did not all post
+ * their ends (or left) by the deadline. */
+static void not_posted(struct msg *out, const struct comm_local_world *w,
+		       const struct comm_request *r, int gone, int rank)
 {
-	struct shift_slot *s = slot(rv, i, seq);
-	/* a slot is reused only after its edge is done */
-	return s->seq == seq ? s->in : EDGE_DONE;
+	const struct rv *rv = r->rv;
+	if (gone >= 0) {
+		msg_add(out, "rank %d freed its comm without its part of op %u (%s) of group %s",
+			rv->ranks[gone], r->op, r->what, rv->name);
+		return;
+	}
+	msg_add(out, "rank %d: timed out after %g s in op %u (%s) of group %s:", rank,
+		w->timeout_ms / 1000.0, r->op, r->what, rv->name);
+	const char *sep = " ";
+	for (int k = 0; k < r->nmsg; k++) {
+		const struct p2p_msg *m = &r->msg[k];
+		struct comm_request *q;
+		if (m->state != EDGE_OPEN || partner(r, m, &q))
+			continue;
+		int peer = rv->ranks[m->peer];
+		msg_add(out, "%srank %d did not post the %s rank %d (", sep, peer,
+			is_send(r, m) ? "receive from" : "send to", rank);
+		describe(out, w, peer);
+		msg_add(out, ")");
+		sep = "; ";
+	}
 }
 
-static int local_shift_wait(struct comm *c, struct comm_request *r)
+static int local_exchange_wait(struct comm *c, struct comm_request *r)
 {
 	struct local *l = to_local(c);
 	struct comm_local_world *w = l->w;
 	struct rv *rv = r->rv;
-	int me = r->me, n = rv->n;
-	int left = (me + n - 1) % n, right = (me + 1) % n;
-	uint64_t seq = r->seq;
-	struct shift_slot *mine = slot(rv, me, seq);
 	struct timespec deadline = comm_deadline(w->timeout_ms);
 	bool timed_out = false;
 	char buf[512];
-	struct msg m = { buf, sizeof buf, 0 };
+	struct msg out = { buf, sizeof buf, 0 };
 	int st = COMM_OK;
 
 	pthread_mutex_lock(&w->mu);
-	set_where(w, c->rank, W_IN, rv, mine->op, mine->what);
+	set_where(w, c->rank, W_IN, rv, r->op, r->what);
 	for (;;) {
 		if (w->aborted) {
 			st = failed(l);
 			break;
 		}
-		bool in_ready = started(rv, left, seq), out_ready = started(rv, right, seq);
-		if (in_ready && mine->in == EDGE_OPEN) {
-			if (!copy_edge(w, rv, left, me, seq)) {
-				st = failed(l);
-				break;
-			}
-			continue;
-		}
-		if (out_ready && edge_into(rv, right, seq) == EDGE_OPEN) {
-			if (!copy_edge(w, rv, me, right, seq)) {
-				st = failed(l);
-				break;
-			}
-			continue;
-		}
-		if (mine->in == EDGE_DONE && out_ready && edge_into(rv, right, seq) == EDGE_DONE)
-			break;
-		if (in_ready && out_ready) {
-			/* a neighbour is copying: that ends without a deadline */
-			pthread_cond_wait(&rv->cv, &w->mu);
-			continue;
-		}
+		bool done = true, copying = false, copied = false;
 		int gone = -1;
-		if (!in_ready && w->ranks[rv->ranks[left]].where == W_GONE)
-			gone = left;
-		else if (!out_ready && w->ranks[rv->ranks[right]].where == W_GONE)
-			gone = right;
-		if (gone >= 0 || timed_out) {
-			if (gone >= 0)
-				msg_add(&m, "rank %d freed its comm without starting op %u (%s) of group %s",
-					rv->ranks[gone], mine->op, mine->what, rv->name);
-			else
-				msg_add(&m, "rank %d: timed out after %g s in op %u (%s) of group %s:",
-					c->rank, w->timeout_ms / 1000.0, mine->op, mine->what,
-					rv->name);
-			const char *sep = " ";
-			for (int k = 0; gone < 0 && k < 2; k++) {
-				int i = k ? right : left;
-				if (started(rv, i, seq) || (k && left == right))
-					continue;
-				msg_add(&m, "%srank %d did not start it (", sep, rv->ranks[i]);
-				describe(&m, w, rv->ranks[i]);
-				msg_add(&m, ")");
-				sep = "; ";
+		for (int k = 0; k < r->nmsg && !copied; k++) {
+			struct p2p_msg *m = &r->msg[k], *p;
+			struct comm_request *q;
+			done = done && m->state == EDGE_DONE;
+			copying = copying || m->state == EDGE_COPYING;
+			if (m->state != EDGE_OPEN)
+				continue;
+			if ((p = partner(r, m, &q))) {
+				if (!copy_msg(w, r, m, q, p)) {
+					st = failed(l);
+					goto leave;
+				}
+				copied = true; /* the lock was let go: look again */
+			} else if (gone < 0 && w->ranks[rv->ranks[m->peer]].where == W_GONE) {
+				gone = m->peer;
 			}
+		}
+		if (copied)
+			continue;
+		if (done)
+			break;
+		if (gone >= 0 || timed_out) {
+			not_posted(&out, w, r, gone, c->rank);
 			abort_world(w, "%s", buf);
 			st = failed(l);
 			break;
 		}
-		timed_out = pthread_cond_timedwait(&rv->cv, &w->mu, &deadline) == ETIMEDOUT;
+		bool waiting_for_post = false;
+		for (int k = 0; k < r->nmsg; k++)
+			waiting_for_post = waiting_for_post || r->msg[k].state == EDGE_OPEN;
+		if (copying && !waiting_for_post)
+			/* a peer is copying: that ends without a deadline */
+			pthread_cond_wait(&rv->cv, &w->mu);
+		else
+			timed_out = pthread_cond_timedwait(&rv->cv, &w->mu, &deadline) == ETIMEDOUT;
 	}
-	/* Leaving: no neighbour may still be copying into or out of my buffers.
+leave:
+	/* Leaving: no peer may still be copying into or out of my buffers.
 	 * After an abort nobody starts a copy, so this wait ends. */
-	while (mine->in == EDGE_COPYING ||
-	       (started(rv, right, seq) && edge_into(rv, right, seq) == EDGE_COPYING))
+	for (;;) {
+		bool copying = false;
+		for (int k = 0; k < r->nmsg; k++)
+			copying = copying || r->msg[k].state == EDGE_COPYING;
+		if (!copying)
+			break;
 		pthread_cond_wait(&rv->cv, &w->mu);
-	mine->busy = false;
+	}
+	struct comm_request **at = &rv->m[r->me].inflight;
+	while (*at != r)
+		at = &(*at)->next;
+	*at = r->next;
 	w->ranks[c->rank].where = W_OUT;
 	pthread_mutex_unlock(&w->mu);
 	free(r);
@@ -793,8 +828,8 @@ static const struct comm_ops local_ops = {
 	.allgatherv = local_allgatherv,
 	.allreduce_f32 = local_allreduce_f32,
 	.alltoallv = local_alltoallv,
-	.shift_start = local_shift_start,
-	.shift_wait = local_shift_wait,
+	.exchange_start = local_exchange_start,
+	.exchange_wait = local_exchange_wait,
 	.fail = local_fail,
 	.free = local_free,
 };
@@ -838,6 +873,7 @@ void comm_local_world_free(struct comm_local_world *w)
 		pthread_cond_destroy(&rv->cv);
 		free(rv->ranks);
 		free(rv->m);
+		free(rv->sent);
 		free(rv);
 	}
 	pthread_mutex_destroy(&w->mu);

@@ -37,8 +37,8 @@ enum {
 	BUSY_MS = 10,         /* polling without sleeping, for a collective's first 10 ms */
 	STOP_GRACE_MS = 200,  /* a collective's time to end after a failure is heard of */
 	SLEEP_MAX_NS = 50000, /* the longest sleep between polls after that */
-	TAG_SHIFT = 1,        /* on a group's communicator */
 	MPI_WHAT = 96,
+	MPI_WHERE = 160,
 	/* on rep */
 	TAG_FAIL = 1,         /* rank -> 0: this rank failed (a note's why) */
 	TAG_STOP = 2,         /* 0 -> rank: the job failed (the first failure) */
@@ -86,13 +86,17 @@ struct mpi {
 	bool *heard_from;      /* rank 0: the TAG_FAIL of each rank received */
 };
 
+/* A started exchange: its receives, then its sends. */
 struct comm_request {
-	MPI_Request r[2]; /* receive, send */
 	struct mgroup *grp;
 	struct comm_tag t;
 	char what[MPI_WHAT];
-	size_t rbytes;
-	int left; /* the world rank we receive from */
+	char where[MPI_WHERE]; /* "[0 1 2 3], exchanging with ranks [1 3]" */
+	int nrecv, nmsg;
+	MPI_Request *r;        /* [nmsg] */
+	MPI_Status *st;        /* [nmsg] */
+	size_t *rbytes;        /* [nrecv]: what each receive expects */
+	int *from;             /* [nrecv]: the world rank it comes from */
 };
 
 static struct mpi *to_mpi(struct comm *c)
@@ -428,52 +432,119 @@ static int mpi_alltoallv(struct comm *c, const struct comm_group *g, struct comm
 	return wait_all(m, 1, &req, &mst, t, grp->name);
 }
 
-static int mpi_shift_start(struct comm *c, const struct comm_group *g, struct comm_tag t,
-			   const void *send, size_t sbytes, void *recv, size_t rbytes,
-			   struct comm_request **out)
+static void free_request(struct comm_request *q)
+{
+	free(q->r);
+	free(q->st);
+	free(q->rbytes);
+	free(q->from);
+	free(q);
+}
+
+/* Messages match in order per pair on the group's communicator; the MPI
+ * tag is the op's, so that a peer at another op (diverged) never matches
+ * and the wait times out naming both. */
+static int mpi_exchange_start(struct comm *c, const struct comm_group *g, struct comm_tag t,
+			      const struct comm_p2p *sends, int nsend,
+			      const struct comm_p2p *recvs, int nrecv, struct comm_request **out)
 {
 	struct mpi *m = to_mpi(c);
 	struct mgroup *grp;
-	int st = comm_check_shift(c, g, send, sbytes, recv, rbytes);
-	if (!st && (sbytes > INT_MAX || rbytes > INT_MAX))
-		st = comm_errorf(c, COMM_INVALID, "shift: rank %d: %zu bytes exceed MPI's int count",
-				 c->rank, sbytes > rbytes ? sbytes : rbytes);
+	int st = comm_check_exchange(c, g, sends, nsend, recvs, nrecv);
+	for (int k = 0; !st && k < nsend + nrecv; k++) {
+		size_t b = k < nsend ? sends[k].bytes : recvs[k - nsend].bytes;
+		if (b > INT_MAX)
+			st = comm_errorf(c, COMM_INVALID, "exchange: rank %d: %zu bytes exceed MPI's int count",
+					 c->rank, b);
+	}
 	if (st || (st = get_group(m, g, t, &grp)))
 		return st;
-	struct comm_request *r = malloc(sizeof *r);
-	if (!r)
+	int nmsg = nsend + nrecv;
+	struct comm_request *q = calloc(1, sizeof *q);
+	if (q) {
+		q->r = malloc((size_t)(nmsg ? nmsg : 1) * sizeof *q->r);
+		q->st = malloc((size_t)(nmsg ? nmsg : 1) * sizeof *q->st);
+		q->rbytes = malloc((size_t)(nrecv ? nrecv : 1) * sizeof *q->rbytes);
+		q->from = malloc((size_t)(nrecv ? nrecv : 1) * sizeof *q->from);
+	}
+	if (!q || !q->r || !q->st || !q->rbytes || !q->from) {
+		if (q)
+			free_request(q);
 		return comm_errorf(c, COMM_FAILED, "rank %d: out of memory", c->rank);
-	int left = (g->me + g->n - 1) % g->n, right = (g->me + 1) % g->n;
-	*r = (struct comm_request){ .grp = grp, .t = t, .rbytes = rbytes, .left = g->ranks[left] };
-	snprintf(r->what, sizeof r->what, "%s", comm_what(t));
-	r->t.what = r->what;
-	/* the group's communicator numbers its members in group order */
-	int e = MPI_Irecv(recv, (int)rbytes, MPI_BYTE, left, TAG_SHIFT, grp->comm, &r->r[0]);
-	if (e == MPI_SUCCESS)
-		e = MPI_Isend(send, (int)sbytes, MPI_BYTE, right, TAG_SHIFT, grp->comm, &r->r[1]);
+	}
+	*q = (struct comm_request){ .grp = grp, .t = t, .nrecv = nrecv, .nmsg = nmsg, .r = q->r,
+				    .st = q->st, .rbytes = q->rbytes, .from = q->from };
+	snprintf(q->what, sizeof q->what, "%s", comm_what(t));
+	q->t.what = q->what;
+	/* the peers, for a timeout's message */
+	int peers[64], np = 0;
+	for (int k = 0; k < nmsg && np < 64; k++) {
+		int r = g->ranks[k < nrecv ? recvs[k].peer : sends[k - nrecv].peer];
+		bool seen = r == c->rank;
+		for (int i = 0; i < np; i++)
+			seen = seen || peers[i] == r;
+		if (!seen)
+			peers[np++] = r;
+	}
+	char who[64];
+	snprintf(q->where, sizeof q->where, "%s%s%s", grp->name, np ? ", exchanging with ranks " : "",
+		 np ? comm_ranks_str(peers, np, who, sizeof who) : "");
+	int tag = (int)(t.op % ((unsigned)m->tag_ub + 1u));
+	/* the group's communicator numbers its members in group order;
+	 * receives first, so that a send to myself finds its receive */
+	int e = MPI_SUCCESS, posted = 0;
+	for (int k = 0; k < nrecv && e == MPI_SUCCESS; k++, posted++) {
+		q->rbytes[k] = recvs[k].bytes;
+		q->from[k] = g->ranks[recvs[k].peer];
+		e = MPI_Irecv(recvs[k].buf, (int)recvs[k].bytes, MPI_BYTE, recvs[k].peer, tag,
+			      grp->comm, &q->r[k]);
+	}
+	for (int k = 0; k < nsend && e == MPI_SUCCESS; k++, posted++)
+		e = MPI_Isend(sends[k].buf, (int)sends[k].bytes, MPI_BYTE, sends[k].peer, tag,
+			      grp->comm, &q->r[nrecv + k]);
 	if (e != MPI_SUCCESS) {
-		free(r);
+		/* what was posted cannot be taken back */
+		m->pending = m->pending || posted > 0;
+		free_request(q);
 		return mpi_failed(m, e, NULL, 0, t, grp->name);
 	}
-	*out = r;
+	*out = q;
 	return COMM_OK;
 }
 
-static int mpi_shift_wait(struct comm *c, struct comm_request *r)
+static int mpi_exchange_wait(struct comm *c, struct comm_request *q)
 {
 	struct mpi *m = to_mpi(c);
-	MPI_Status st[2];
-	int s = wait_all(m, 2, r->r, st, r->t, r->grp->name);
-	int got = 0;
-	if (!s) {
-		MPI_Get_count(&st[0], MPI_BYTE, &got);
-		if ((size_t)got != r->rbytes)
-			s = comm_errorf(c, COMM_FAILED,
-					"op %u (%s) of group %s: rank %d expects %zu bytes from rank %d, which sends %d",
-					r->t.op, r->what, r->grp->name, c->rank, r->rbytes, r->left,
-					got);
+	int s = wait_all(m, q->nmsg, q->r, q->st, q->t, q->where);
+	char msg[COMM_END_WHY];
+	msg[0] = 0;
+	for (int k = 0; k < q->nrecv && !msg[0]; k++) {
+		int got = 0, cls = MPI_SUCCESS;
+		if (s && q->st[k].MPI_ERROR != MPI_SUCCESS)
+			MPI_Error_class(q->st[k].MPI_ERROR, &cls);
+		if (s && cls == MPI_ERR_TRUNCATE) {
+			snprintf(msg, sizeof msg,
+				 "op %u (%s) of group %s: rank %d expects %zu bytes from rank %d, which sends more",
+				 q->t.op, q->what, q->grp->name, c->rank, q->rbytes[k], q->from[k]);
+		} else if (!s) {
+			MPI_Get_count(&q->st[k], MPI_BYTE, &got);
+			if ((size_t)got != q->rbytes[k])
+				snprintf(msg, sizeof msg,
+					 "op %u (%s) of group %s: rank %d expects %zu bytes from rank %d, which sends %d",
+					 q->t.op, q->what, q->grp->name, c->rank, q->rbytes[k],
+					 q->from[k], got);
+		}
 	}
-	free(r);
+	if (s && !m->pending)
+		/* an MPI error may leave the exchange's other requests posted */
+		for (int k = 0; k < q->nmsg; k++)
+			m->pending = m->pending || q->r[k] != MPI_REQUEST_NULL;
+	if (msg[0]) {
+		/* the sender saw nothing wrong: rank 0 stops every rank */
+		s = comm_errorf(c, COMM_FAILED, "%s", msg);
+		tell(m, msg);
+	}
+	free_request(q);
 	return s;
 }
 
@@ -625,8 +696,8 @@ static const struct comm_ops mpi_ops = {
 	.allgatherv = mpi_allgatherv,
 	.allreduce_f32 = mpi_allreduce_f32,
 	.alltoallv = mpi_alltoallv,
-	.shift_start = mpi_shift_start,
-	.shift_wait = mpi_shift_wait,
+	.exchange_start = mpi_exchange_start,
+	.exchange_wait = mpi_exchange_wait,
 	.fail = mpi_fail,
 	.end = mpi_end,
 	.free = mpi_free,

@@ -64,6 +64,15 @@ struct dev_ops {
 	/* kernels (kernels/cpu/kernels.h) */
 	int (*linear)(struct dev *d, const float *x, const float *w, const float *b, float *y,
 		      int64_t m, int64_t k, int64_t n);
+	/* Optional (NULL: the executor runs linear, then gelu or silu on y):
+	 * linear followed by the activation, fused. It means exactly this
+	 * device's linear then its gelu (erf or tanh) / silu on the output —
+	 * the GEMM's float32 sum rounded to the storage dtype, the activation
+	 * computed from that value and rounded — so a graph's numbers do not
+	 * depend on whether the compiler fused the pair (bit for bit on the
+	 * CPU: k_linear_act_pool, k_linear_act_narrow_pool). */
+	int (*linear_act)(struct dev *d, const float *x, const float *w, const float *b, float *y,
+			  int64_t m, int64_t k, int64_t n, enum k_act act);
 	int (*layer_norm)(struct dev *d, const float *x, float *y, int64_t rows, int64_t n,
 			  float eps, const float *w, const float *b);
 	int (*rms_norm)(struct dev *d, const float *x, float *y, int64_t rows, int64_t n,

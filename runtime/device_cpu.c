@@ -20,7 +20,9 @@
  * in that dtype, widens them to float32 twins in a buffer the device keeps
  * (grown to the largest op's need), runs the float32 kernel and rounds the
  * result once, to nearest even; the GEMM widens tile by tile instead
- * (k_linear_narrow_pool), and the log-sum-exp vectors are float32 always. */
+ * (k_linear_narrow_pool), and the log-sum-exp vectors are float32 always.
+ * linear_act rounds twice, as linear and the activation do apart: the sum
+ * to the storage dtype, then the activation of that value. */
 #include <cblas.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -279,14 +281,17 @@ static int cpu_convert(struct dev *d, void *dst, dtpc_dtype dt, const void *src,
 
 /* ---- kernels ------------------------------------------------------------------ */
 
-static int cpu_linear(struct dev *d, const float *x, const float *w, const float *b, float *y,
-		      int64_t m, int64_t k, int64_t n)
+/* linear, with the activation act as its epilogue unless act is NULL. */
+static int linear(struct cpu_dev *c, const float *x, const float *w, const float *b, float *y,
+		  int64_t m, int64_t k, int64_t n, const enum k_act *act)
 {
-	struct cpu_dev *c = cpu(d);
 	struct k_pool *p = pool(c);
 
 	if (!narrow(c)) {
-		k_linear_pool(p, x, w, b, y, m, k, n);
+		if (act)
+			k_linear_act_pool(p, x, w, b, y, m, k, n, *act);
+		else
+			k_linear_pool(p, x, w, b, y, m, k, n);
 		return 0;
 	}
 	size_t ws = k_linear_narrow_workspace(k_pool_threads(p), m, k, n);
@@ -294,8 +299,23 @@ static int cpu_linear(struct dev *d, const float *x, const float *w, const float
 
 	if (!t)
 		return -1;
-	k_linear_narrow_pool(p, c->dt, x, w, b, y, m, k, n, t);
+	if (act)
+		k_linear_act_narrow_pool(p, c->dt, x, w, b, y, m, k, n, *act, t);
+	else
+		k_linear_narrow_pool(p, c->dt, x, w, b, y, m, k, n, t);
 	return 0;
+}
+
+static int cpu_linear(struct dev *d, const float *x, const float *w, const float *b, float *y,
+		      int64_t m, int64_t k, int64_t n)
+{
+	return linear(cpu(d), x, w, b, y, m, k, n, NULL);
+}
+
+static int cpu_linear_act(struct dev *d, const float *x, const float *w, const float *b,
+			  float *y, int64_t m, int64_t k, int64_t n, enum k_act act)
+{
+	return linear(cpu(d), x, w, b, y, m, k, n, &act);
 }
 
 struct norm_args {
@@ -907,6 +927,7 @@ static const struct dev_ops cpu_ops = {
 	.set_dtype = cpu_set_dtype,
 	.convert = cpu_convert,
 	.linear = cpu_linear,
+	.linear_act = cpu_linear_act,
 	.layer_norm = cpu_layer_norm,
 	.rms_norm = cpu_rms_norm,
 	.norm_stats = cpu_norm_stats,

@@ -327,7 +327,8 @@ static dtpc_status exchange_hello(struct dtpc_session *s, const struct hello *mi
 	if (!d || s->dv->ops->upload(s->dv, d + displs[s->rank], mine, sizeof *mine))
 		st = rt_error(DTPC_ERR_DEVICE, "rank %u: startup handshake: %s", s->rank,
 			      s->dv->ops->error(s->dv));
-	else if (c->ops->allgatherv(c, &wg, t, d + displs[s->rank], d, counts, displs))
+	else if (c->ops->allgatherv(c, &wg, t, d + displs[s->rank], d, counts, displs) ||
+		 comm_complete(c))
 		st = rt_error(DTPC_ERR_COMM, "rank %u: startup handshake: %s", s->rank, c->error);
 	else if (s->dv->ops->download(s->dv, all, d, bytes))
 		st = rt_error(DTPC_ERR_DEVICE, "rank %u: startup handshake: %s", s->rank,
@@ -1040,11 +1041,15 @@ static void trace_add(struct dtpc_session *s, uint32_t op, double t0, double t1)
 
 static dtpc_status run_ops(dtpc_session *s)
 {
-	/* traced spans on an asynchronous device cover the op's execution */
+	/* traced spans on an asynchronous device cover the op's execution
+	 * (its collectives waited for first, bounded: see fetch_outputs) */
 	bool wait = s->tracing && !s->dv->ops->host_memory;
 	for (uint32_t i = 0; i < s->g->nops; i++) {
 		double t0 = s->tracing ? rt_now() : 0;
 		dtpc_status st = exec_op(s, i);
+		if (!st && wait && comm_complete(s->c))
+			st = rt_error(DTPC_ERR_COMM, "rank %u, op %u (%s): %s", s->rank, i,
+				      op_table[s->g->ops[i].kind].name, s->c->error);
 		if (!st && wait && s->dv->ops->sync(s->dv))
 			st = rt_error(DTPC_ERR_DEVICE, "rank %u, op %u (%s): %s", s->rank, i,
 				      op_table[s->g->ops[i].kind].name, s->dv->ops->error(s->dv));
@@ -1085,6 +1090,11 @@ static dtpc_status run_graph(dtpc_session *s)
 static dtpc_status fetch_outputs(dtpc_session *s)
 {
 	const struct dev_ops *d = s->dv->ops;
+	/* A device backend's collectives may still run on the stream: they are
+	 * waited for first, bounded by the timeout — a stream sync would wait
+	 * for ever on a peer that stopped. This ends the step's communication. */
+	if (comm_complete(s->c))
+		return rt_error(DTPC_ERR_COMM, "rank %u: %s", s->rank, s->c->error);
 	if (d->sync(s->dv))
 		return rt_error(DTPC_ERR_DEVICE, "rank %u: %s", s->rank, d->error(s->dv));
 	for (uint32_t i = 0; !bind_direct(s) && i < s->g->noutputs; i++) {

@@ -74,4 +74,26 @@ static size_t chunk_size(int origin, size_t scale)
 {
 	return scale + 100 * (size_t)origin;
 }
+
+/* Point-to-point patterns for exchange_start over n members. */
+enum xpattern {
+	XP_ALL_PAIRS,   /* every member to every member, itself too */
+	XP_PERMUTATION, /* member i to member (5i + 2) mod n only (n prime to 5) */
+	XP_N,
+};
+
+/* The bytes member i sends member k in pattern p: uneven, some zero-byte
+ * messages (sent and received all the same); -1 where i sends k nothing. */
+static long xp_bytes(int p, int n, int i, int k, size_t scale)
+{
+	if (p == XP_PERMUTATION)
+		return k == (5 * i + 2) % n ? (long)(scale * (size_t)(1 + i)) + 3 : -1;
+	return (i * 7 + k * 13) % 5 == 0 ? 0 : (long)(scale * (size_t)(1 + i + 2 * k) + 11 * (size_t)k);
+}
+
+/* The stream a message from world rank `from` to world rank `to` carries. */
+static uint64_t xp_stream(int from, int to)
+{
+	return (uint64_t)from * 64 + (uint64_t)to;
+}
 #endif

@@ -241,6 +241,26 @@ has shape [1024], but this rank's slice is [32, 32]\""
 		grep -aqx 'rank 3: (no report)' '$tmp/timeout.out' &&
 		test \"\$(grep -ac '^rank [012]: .*timed out after 0.3 s in op 17 (all_reduce blocks.3.attn) of group \[0 1 2 3\]\$' \
 			'$tmp/timeout.out')\" = 3"
+	# point-to-point: a receive of 8 bytes for a send of 16 fails on the
+	# receiver, which tells every rank; so does fail() on a rank another
+	# waits to receive from; a rank that never sends is named by the rank
+	# waiting to receive from it
+	mpi4 "$BUILD/tests/mpi_test_comm_mpi" --exchange-size >"$tmp/xsize.out" 2>&1
+	rc=$?
+	check mpi-exchange-size-reaches-every-rank sh -c "test $rc = 1 && test \"\$(grep -a '^rank' '$tmp/xsize.out' |
+		sort)\" = \"\$(for r in 0 1 2 3; do
+			echo \"rank \$r: op 16 (exchange blocks.3.kv) of group [0 1 2 3]: rank 1 expects 8 bytes from rank 0, which sends more\"; done)\""
+	mpi4 "$BUILD/tests/mpi_test_comm_mpi" --exchange-fail >"$tmp/xfail.out" 2>&1
+	rc=$?
+	check mpi-exchange-fail-reaches-every-rank sh -c "test $rc = 1 && test \"\$(grep -a '^rank' '$tmp/xfail.out' |
+		sort)\" = \"\$(for r in 0 1 2 3; do
+			echo \"rank \$r: rank 3 failed: kernel error: NaN in blocks.3\"; done)\""
+	mpi4 "$BUILD/tests/mpi_test_comm_mpi" --exchange-absent >"$tmp/xabsent.out" 2>&1
+	rc=$?
+	check mpi-exchange-names-the-absent sh -c "test $rc = 1 &&
+		grep -aqx 'rank 3: (no report)' '$tmp/xabsent.out' &&
+		grep -aqx 'rank 2: rank 2: timed out after 0.3 s in op 16 (exchange blocks.3.kv) of group \[0 1 2 3\], exchanging with ranks \[3\]' \
+			'$tmp/xabsent.out'"
 else
 	skipped tools/mpi-failures-once "no mpirun, or a build without MPI"
 fi

@@ -31,6 +31,22 @@ void k_silu(const float *x, float *y, int64_t n)
 	k_vec_silu(x, y, n);
 }
 
+void k_activation(enum k_act act, const float *x, float *y, int64_t n)
+{
+	switch (act) {
+	case K_ACT_GELU:
+		k_gelu(x, y, n, false);
+		return;
+	case K_ACT_GELU_TANH:
+		k_gelu(x, y, n, true);
+		return;
+	case K_ACT_SILU:
+		k_silu(x, y, n);
+		return;
+	}
+	assert(!"k_activation: not an activation");
+}
+
 /* One innermost row of k_binary. Always inlined with a constant op, so each
  * caller gets branch-free loops specialised for the op and for which operand
  * is broadcast (stride 0) along the row. */

@@ -89,6 +89,34 @@ void k_linear_narrow_tiles_pool(struct k_pool *pool, enum k_dtype t, const void 
 /* Whether this CPU runs k_linear_narrow_pool's bf16 dot products. */
 bool k_bf16_dot_available(void);
 
+/* The activations a linear layer's epilogue applies: k_gelu exact, k_gelu
+ * with tanh_approx, k_silu. */
+enum k_act { K_ACT_GELU, K_ACT_GELU_TANH, K_ACT_SILU };
+
+/* y = act(x) for n floats, computed by k_gelu or k_silu. y may equal x.
+ * Callers own all buffers. */
+void k_activation(enum k_act act, const float *x, float *y, int64_t n);
+
+/* Linear + activation, y = act(x . w^T + b), with the activation applied to
+ * each block of y by the task that computed it, right after the block's
+ * last accumulation, instead of in a second pass over y. The result is bit
+ * for bit the unfused pair's on the same pool:
+ *   k_linear_act_pool: k_linear_pool, then k_activation over y;
+ *   k_linear_act_narrow_pool (and _tiles_): k_linear_narrow_pool (_tiles_),
+ *   then y widened to float32, k_activation, and rounded back to t — so the
+ *   activation sees the GEMM's sum rounded to the storage dtype, as it does
+ *   when the two run apart.
+ * Sizes, workspace (k_linear_narrow_workspace) and ownership as for the
+ * linear kernels above. */
+void k_linear_act_pool(struct k_pool *pool, const float *x, const float *w, const float *b,
+		       float *y, int64_t m, int64_t k, int64_t n, enum k_act act);
+void k_linear_act_narrow_pool(struct k_pool *pool, enum k_dtype t, const void *x,
+			      const void *w, const void *b, void *y, int64_t m, int64_t k,
+			      int64_t n, enum k_act act, void *workspace);
+void k_linear_act_narrow_tiles_pool(struct k_pool *pool, enum k_dtype t, const void *x,
+				    const void *w, const void *b, void *y, int64_t m, int64_t k,
+				    int64_t n, enum k_act act, void *workspace);
+
 /* LayerNorm of each of `rows` rows of n floats: y = (x - mean) / sqrt(var +
  * eps) * w + b, with the biased variance; w[n] and b[n] may each be NULL
  * (no scale, no shift). y may equal x. Callers own all buffers. */

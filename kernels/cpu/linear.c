@@ -35,6 +35,7 @@ struct linear_job {
 	const float *x, *w, *b;
 	float *y;
 	int64_t m, k, n, rows, cols; /* the block each task takes */
+	const enum k_act *act;       /* the epilogue, or NULL for none */
 };
 
 static void linear_task(void *arg, int64_t t, int worker)
@@ -45,14 +46,23 @@ static void linear_task(void *arg, int64_t t, int worker)
 	int64_t nn = J->n - j0 < J->cols ? J->n - j0 : J->cols;
 
 	linear_block(J->x, J->w, J->b, J->y, i0, mm, j0, nn, J->k, J->n);
+	/* The block is one sgemm, so its epilogue can only follow the whole
+	 * call: cutting it into cache-sized tiles could change the numbers
+	 * (OpenBLAS picks its kernels and k-panels by the shape it is given,
+	 * small-matrix kernels among them), and the fused op must equal the
+	 * unfused pair bit for bit. What is saved is the second dispatch
+	 * over the pool and a pass by other threads over rows this one has
+	 * just written. */
+	for (int64_t i = i0; J->act && i < i0 + mm; i++)
+		k_activation(*J->act, J->y + i * J->n + j0, J->y + i * J->n + j0, nn);
 }
 
 /* Rows of a task when a layer is split by rows: fewer and each sgemm's
  * packing of w is amortised over too few rows. */
 #define LINEAR_MIN_ROWS 64
 
-void k_linear_pool(struct k_pool *pool, const float *x, const float *w, const float *b,
-		   float *y, int64_t m, int64_t k, int64_t n)
+static void linear_pool(struct k_pool *pool, const float *x, const float *w, const float *b,
+			float *y, int64_t m, int64_t k, int64_t n, const enum k_act *act)
 {
 	/* CBLAS takes int dimensions; a layer this large would be a plan bug. */
 	assert(m >= 0 && k >= 0 && n >= 0);
@@ -64,7 +74,7 @@ void k_linear_pool(struct k_pool *pool, const float *x, const float *w, const fl
 	int64_t T = k_pool_threads(pool);
 	/* One block per thread: by rows where there are enough, else (the
 	 * modulation layers' single row) by columns, in multiples of 16. */
-	struct linear_job J = { x, w, b, y, m, k, n, m, n };
+	struct linear_job J = { x, w, b, y, m, k, n, m, n, act };
 
 	if (T > 1 && m >= T * LINEAR_MIN_ROWS)
 		J.rows = (m + T - 1) / T;
@@ -73,6 +83,18 @@ void k_linear_pool(struct k_pool *pool, const float *x, const float *w, const fl
 	int64_t tasks = J.rows < m ? (m + J.rows - 1) / J.rows : (n + J.cols - 1) / J.cols;
 
 	k_pool_run(pool, tasks, linear_task, &J);
+}
+
+void k_linear_pool(struct k_pool *pool, const float *x, const float *w, const float *b,
+		   float *y, int64_t m, int64_t k, int64_t n)
+{
+	linear_pool(pool, x, w, b, y, m, k, n, NULL);
+}
+
+void k_linear_act_pool(struct k_pool *pool, const float *x, const float *w, const float *b,
+		       float *y, int64_t m, int64_t k, int64_t n, enum k_act act)
+{
+	linear_pool(pool, x, w, b, y, m, k, n, &act);
 }
 
 /* ---- narrow storage (bf16, f16) -------------------------------------------------- *
@@ -93,6 +115,7 @@ struct narrow_job {
 	const char *x, *w, *b;
 	char *y;
 	int64_t m, k, n;
+	const enum k_act *act; /* the epilogue, or NULL for none */
 	bool dot;          /* the bf16 dot-product path */
 	bool by_cols;      /* a task is a panel of NB columns over all rows,
 			    * else a block of `rows` rows over all columns */
@@ -117,6 +140,15 @@ static int64_t narrow_rows(int threads, int64_t m)
 	return narrow_by_cols(threads, m) ? m : share < NARROW_MB ? share : NARROW_MB;
 }
 
+/* The epilogue on n elements of y stored in t, as the activation op does it
+ * apart: widened into buf (n floats), the activation, rounded back. */
+static void act_stored(enum k_dtype t, void *y, float *buf, int64_t n, enum k_act act)
+{
+	k_convert(buf, K_F32, y, t, n);
+	k_activation(act, buf, buf, n);
+	k_convert(y, t, buf, K_F32, n);
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define HAVE_BF16_DOT 1
@@ -125,15 +157,20 @@ static int64_t narrow_rows(int threads, int64_t m)
  * panel of 64 rows of w (kept in L2 while every row of x passes over it), 2
  * rows x 4 columns of float32 accumulators at a time, 32 k per step (the
  * tail masked). A row or column past the block reads a valid one again and
- * is not stored, so every step is the full 2 x 4. */
+ * is not stored, so every step is the full 2 x 4. With an epilogue (act),
+ * each pair of rows' 64 columns gets it as soon as they are stored, while
+ * they are in L1. */
+#define DOT_PANEL 64
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void
 dot_block(const uint16_t *x, const uint16_t *w, const uint16_t *b, uint16_t *y, int64_t i0,
-	  int64_t mm, int64_t j0, int64_t j1, int64_t k, int64_t n)
+	  int64_t mm, int64_t j0, int64_t j1, int64_t k, int64_t n, const enum k_act *act)
 {
-	for (int64_t jp = j0; jp < j1; jp += 64) {
-		int64_t jpe = jp + 64 < j1 ? jp + 64 : j1;
+	float buf[DOT_PANEL];
 
-		for (int64_t i = i0; i < i0 + mm; i += 2)
+	for (int64_t jp = j0; jp < j1; jp += DOT_PANEL) {
+		int64_t jpe = jp + DOT_PANEL < j1 ? jp + DOT_PANEL : j1;
+
+		for (int64_t i = i0; i < i0 + mm; i += 2) {
 			for (int64_t j = jp; j < jpe; j += 4) {
 				const uint16_t *xr[2], *wr[4];
 				__m512 acc[2][4];
@@ -168,6 +205,9 @@ dot_block(const uint16_t *x, const uint16_t *w, const uint16_t *b, uint16_t *y, 
 						k_convert(y + (i + a) * n + j + c, K_BF16, &sum, K_F32, 1);
 					}
 			}
+			for (int a = 0; act && a < 2 && i + a < i0 + mm; a++)
+				act_stored(K_BF16, y + (i + a) * n + jp, buf, jpe - jp, *act);
+		}
 	}
 }
 
@@ -193,7 +233,7 @@ static void narrow_task(void *arg, int64_t t, int worker)
 #ifdef HAVE_BF16_DOT
 	if (J->dot) {
 		dot_block((const uint16_t *)J->x, (const uint16_t *)J->w, (const uint16_t *)J->b,
-			  (uint16_t *)J->y, i0, mm, j_lo, j_hi < n ? j_hi : n, k, n);
+			  (uint16_t *)J->y, i0, mm, j_lo, j_hi < n ? j_hi : n, k, n, J->act);
 		return;
 	}
 #endif
@@ -211,8 +251,15 @@ static void narrow_task(void *arg, int64_t t, int worker)
 			k_convert(yf + i * nn, K_F32, J->b + (size_t)j0 * e, J->t, nn);
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mm, (int)nn, (int)k, 1.0f,
 			    xf, ld, wf, ld, J->b ? 1.0f : 0.0f, yf, (int)nn);
-		for (int64_t i = 0; i < mm; i++)
-			k_convert(J->y + (size_t)((i0 + i) * n + j0) * e, J->t, yf + i * nn, K_F32, nn);
+		for (int64_t i = 0; i < mm; i++) {
+			char *yr = J->y + (size_t)((i0 + i) * n + j0) * e;
+
+			k_convert(yr, J->t, yf + i * nn, K_F32, nn);
+			/* the row of the tile is in L1; its float32 sum is dead
+			 * once rounded, so it holds the epilogue's widening */
+			if (J->act)
+				act_stored(J->t, yr, yf + i * nn, nn, *J->act);
+		}
 	}
 }
 
@@ -231,14 +278,14 @@ size_t k_linear_narrow_workspace(int threads, int64_t m, int64_t k, int64_t n)
 
 static void narrow_pool(struct k_pool *pool, enum k_dtype t, const void *x, const void *w,
 			const void *b, void *y, int64_t m, int64_t k, int64_t n, void *workspace,
-			bool dot)
+			bool dot, const enum k_act *act)
 {
 	assert(m >= 0 && k >= 0 && n >= 0);
 	assert(m <= INT_MAX && k <= INT_MAX && n <= INT_MAX);
 	if (m == 0 || n == 0)
 		return;
 	int T = k_pool_threads(pool);
-	struct narrow_job J = { t, x, w, b, y, m, k, n, dot, narrow_by_cols(T, m),
+	struct narrow_job J = { t, x, w, b, y, m, k, n, act, dot, narrow_by_cols(T, m),
 				narrow_rows(T, m), narrow_per_worker(T, m, k), workspace };
 	int64_t tasks = J.by_cols ? (n + NARROW_NB - 1) / NARROW_NB : (m + J.rows - 1) / J.rows;
 
@@ -249,12 +296,27 @@ void k_linear_narrow_pool(struct k_pool *pool, enum k_dtype t, const void *x, co
 			  const void *b, void *y, int64_t m, int64_t k, int64_t n, void *workspace)
 {
 	narrow_pool(pool, t, x, w, b, y, m, k, n, workspace,
-		    t == K_BF16 && k_bf16_dot_available());
+		    t == K_BF16 && k_bf16_dot_available(), NULL);
 }
 
 void k_linear_narrow_tiles_pool(struct k_pool *pool, enum k_dtype t, const void *x,
 				const void *w, const void *b, void *y, int64_t m, int64_t k,
 				int64_t n, void *workspace)
 {
-	narrow_pool(pool, t, x, w, b, y, m, k, n, workspace, false);
+	narrow_pool(pool, t, x, w, b, y, m, k, n, workspace, false, NULL);
+}
+
+void k_linear_act_narrow_pool(struct k_pool *pool, enum k_dtype t, const void *x,
+			      const void *w, const void *b, void *y, int64_t m, int64_t k,
+			      int64_t n, enum k_act act, void *workspace)
+{
+	narrow_pool(pool, t, x, w, b, y, m, k, n, workspace,
+		    t == K_BF16 && k_bf16_dot_available(), &act);
+}
+
+void k_linear_act_narrow_tiles_pool(struct k_pool *pool, enum k_dtype t, const void *x,
+				    const void *w, const void *b, void *y, int64_t m, int64_t k,
+				    int64_t n, enum k_act act, void *workspace)
+{
+	narrow_pool(pool, t, x, w, b, y, m, k, n, workspace, false, &act);
 }

@@ -1,5 +1,6 @@
 /* gemm.cu — kc_linear: y[m, n] = x[m, k] . w[n, k]^T (+ b[n]) through
- * cuBLASLt (see kernels_cuda.h).
+ * cuBLASLt (see kernels_cuda.h), and kc_linear_act (at the end: why not
+ * cuBLASLt's activation epilogues).
  *
  * Row-major to column-major. cuBLASLt is column-major: a row-major [r, c]
  * matrix with row stride c is, read column-major, the [c, r] matrix (its
@@ -284,4 +285,30 @@ extern "C" int kc_linear(kc_ctx *c, enum kc_dtype t, const void *x, const void *
 			return b ? bias_add(c, t, y, b, m, n) : 0;
 	}
 	return tiled(c, t, x, w, b, y, m, k, n);
+}
+
+/* Not cuBLASLt's GELU epilogues (CUBLASLT_EPILOGUE_GELU, _GELU_BIAS): they
+ * transform the float32 sum before it is rounded to the storage dtype, in a
+ * GELU form the documentation does not name, so their numbers are not
+ * linear's followed by gelu's (what the graph means, and what the CPU
+ * device computes bit for bit); and there is no SiLU epilogue. The
+ * activation runs as its own kernel on y, which a CUDA graph replays with
+ * the GEMM without a host round trip. */
+extern "C" int kc_linear_act(kc_ctx *c, enum kc_dtype t, const void *x, const void *w,
+			     const void *b, void *y, int64_t m, int64_t k, int64_t n,
+			     enum kc_act act)
+{
+	int st = kc_linear(c, t, x, w, b, y, m, k, n);
+
+	if (st)
+		return st;
+	switch (act) {
+	case KC_ACT_GELU:
+		return kc_gelu(c, t, y, y, m * n, false);
+	case KC_ACT_GELU_TANH:
+		return kc_gelu(c, t, y, y, m * n, true);
+	case KC_ACT_SILU:
+		return kc_silu(c, t, y, y, m * n);
+	}
+	return (int)cudaErrorInvalidValue;
 }

@@ -28,6 +28,8 @@ extern "C" {
 
 enum kc_dtype { KC_F32 = 0, KC_BF16 = 1, KC_F16 = 2 };
 enum kc_binop { KC_ADD = 0, KC_MUL = 1 };
+/* The activations of kc_linear_act (the values of enum k_act). */
+enum kc_act { KC_ACT_GELU = 0, KC_ACT_GELU_TANH = 1, KC_ACT_SILU = 2 };
 enum { KC_MAX_DIMS = 8 };
 
 typedef struct kc_ctx kc_ctx;
@@ -67,6 +69,11 @@ int kc_memset(kc_ctx *c, void *p, int value, size_t bytes);
  * its epilogue. */
 int kc_linear(kc_ctx *c, enum kc_dtype t, const void *x, const void *w, const void *b,
 	      void *y, int64_t m, int64_t k, int64_t n);
+/* kc_linear, then kc_gelu (erf or tanh form) or kc_silu on y in place:
+ * the activation sees the sum rounded to the storage dtype, as when the two
+ * run apart (k_linear_act_pool's meaning). */
+int kc_linear_act(kc_ctx *c, enum kc_dtype t, const void *x, const void *w, const void *b,
+		  void *y, int64_t m, int64_t k, int64_t n, enum kc_act act);
 int kc_layer_norm(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t rows,
 		  int64_t n, float eps, const void *w, const void *b);
 int kc_rms_norm(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t rows, int64_t n,

@@ -2,12 +2,22 @@
  *
  * Every communicator is NCCL's non-blocking kind (ncclConfig_t.blocking = 0),
  * so no NCCL call can hold this thread: a call returns ncclSuccess or
- * ncclInProgress, and we poll ncclCommGetAsyncError — and, once the work is
- * on the GPU, a CUDA event — against a deadline. A wait that passes its
- * deadline, and any NCCL or CUDA error, aborts that communicator
- * (ncclCommAbort) and marks the backend failed: every later call fails at
- * once with the first message. NCCL cannot tell the peers; they see their
- * own deadline pass (or NCCL's remote error), so every rank ends bounded.
+ * ncclInProgress, and we poll ncclCommGetAsyncError against a deadline.
+ *
+ * Collectives are asynchronous: each is enqueued on the compute stream
+ * (c->stream) and returns once NCCL has accepted it, with an event recorded
+ * after it in a list of pending work. complete() polls that list in order —
+ * the event and the communicator's async error — each entry against a
+ * deadline that starts when the one before it ended, so the host never
+ * blocks on a stream that a stopped peer could hold forever. Exchanges (the
+ * ring shift among them) run on a side stream after the point of the
+ * compute stream where they start; exchange_wait makes the compute stream
+ * wait for the transfer's event (no host wait) and lists the point as
+ * pending. A wait that passes its deadline, and any NCCL or CUDA error,
+ * aborts every communicator (ncclCommAbort: the kernels queued end) and
+ * marks the backend failed: every later call fails at once with the first
+ * message. NCCL cannot tell the peers; they see their own deadline pass (or
+ * NCCL's remote error), so every rank ends bounded.
  *
  * The world communicator comes from ncclCommInitRankConfig (the unique id
  * travels over MPI under mpirun); prepare() splits it into one communicator
@@ -41,6 +51,22 @@ enum {
 	NAME = 64,
 	WHAT = 96,
 	MSG = 512,
+	PENDING = 64,           /* collectives in flight before one is waited for */
+};
+
+/* What a wait is about, for its messages. */
+struct op {
+	char label[WHAT + 32]; /* "op 17 (all_gather h)" */
+	const char *group;     /* "[0 2 4 6]" */
+	char wait[NAME];       /* the members this rank waits for: "[2 4 6]", or "" */
+};
+
+/* Work issued and not yet seen to end: an event after it on c->stream. */
+struct pending {
+	cudaEvent_t ev;   /* made once, reused */
+	ncclComm_t *slot; /* its communicator, polled for errors; NULL for none */
+	struct op o;      /* o.group points at group */
+	char group[NAME];
 };
 
 /* A graph group's communicator, by group id. */
@@ -61,26 +87,20 @@ struct nccl {
 	struct ngroup *groups;
 	int ngroups;
 	cudaStream_t own;  /* c->stream until the session sets its compute stream */
-	cudaStream_t side; /* ring shifts, so the compute stream runs on meanwhile */
-	cudaEvent_t done;  /* recorded after a collective's work */
-	cudaEvent_t ready; /* the point of c->stream a shift starts after */
+	cudaStream_t side; /* exchanges, so the compute stream runs on meanwhile */
+	cudaEvent_t ready; /* the point of c->stream an exchange starts after */
+	struct pending pend[PENDING]; /* a ring: the oldest at head */
+	int head, npend;
 	bool failed;
 	char why[MSG];     /* the first failure, which every later call reports */
 };
 
 struct comm_request {
-	cudaEvent_t done;  /* on the side stream, after the shift's transfer */
+	cudaEvent_t done;  /* on the side stream, after the exchange's transfer */
 	ncclComm_t *slot;  /* the group's communicator; NULL for a group of one */
 	char label[WHAT + 32];
 	char group[NAME];
 	char wait[NAME];
-};
-
-/* What a wait is about, for its messages. */
-struct op {
-	char label[WHAT + 32]; /* "op 17 (all_gather h)" */
-	const char *group;     /* "[0 2 4 6]" */
-	char wait[NAME];       /* the members this rank waits for: "[2 4 6]", or "" */
 };
 
 static struct nccl *to_nccl(struct comm *c)
@@ -118,18 +138,30 @@ static void pause_poll(struct backoff *b)
 
 /* ---- failure ---------------------------------------------------------------------- */
 
+static void abort_comm(ncclComm_t *slot)
+{
+	if (slot && *slot) {
+		ncclCommAbort(*slot);
+		*slot = NULL;
+	}
+}
+
 /* Records msg as the backend's failure (the first one wins), aborts *slot
- * and returns COMM_FAILED with c->error = msg. */
+ * and then every other communicator — work of any of them may be queued
+ * on the stream behind the failed one, and an abort ends its kernels — and
+ * returns COMM_FAILED with c->error = msg. The pending list is dropped:
+ * nothing will wait for it. */
 static int failed_with(struct nccl *n, ncclComm_t *slot, const char *msg)
 {
 	if (!n->failed) {
 		n->failed = true;
 		snprintf(n->why, sizeof n->why, "%s", msg);
 	}
-	if (slot && *slot) {
-		ncclCommAbort(*slot);
-		*slot = NULL;
-	}
+	abort_comm(slot);
+	abort_comm(&n->world);
+	for (int i = 0; i < n->ngroups; i++)
+		abort_comm(&n->groups[i].comm);
+	n->npend = 0;
 	return comm_errorf(&n->c, COMM_FAILED, "%s", msg);
 }
 
@@ -170,7 +202,7 @@ static int timed_out(struct nccl *n, ncclComm_t *slot, const struct op *o, int m
 	else
 		snprintf(msg, sizeof msg,
 			 "rank %d: timed out after %d ms in %s of group %s waiting for ranks %s (%s); "
-			 "aborted the group's NCCL communicator",
+			 "aborted this rank's NCCL communicators",
 			 n->c.rank, ms, o->label, o->group, o->wait,
 			 on_gpu ? "the transfer was on the GPU and did not finish"
 				: "NCCL had not yet set the transfer up with them");
@@ -215,6 +247,66 @@ static int settle(struct nccl *n, ncclComm_t *slot, cudaStream_t s, cudaEvent_t 
 			return timed_out(n, slot, o, ms, recorded);
 		pause_poll(&b);
 	}
+}
+
+/* ---- pending work -------------------------------------------------------------------- */
+
+/* Waits for the oldest pending entry to end (bounded) and drops it. */
+static int retire_oldest(struct nccl *n)
+{
+	struct pending *p = &n->pend[n->head];
+	struct op o = p->o;
+	o.group = p->group;
+	int st = settle(n, p->slot, NULL, p->ev, true, &o, n->timeout_ms);
+	if (st)
+		return st; /* failed_with dropped the list */
+	n->head = (n->head + 1) % PENDING;
+	n->npend--;
+	return COMM_OK;
+}
+
+/* Work for o on *slot is on c->stream (NCCL has accepted it): an event
+ * after it joins the pending list, whose oldest entry is waited for first
+ * when the list is full. */
+static int issued(struct nccl *n, ncclComm_t *slot, const struct op *o)
+{
+	int st;
+	if (n->npend == PENDING && (st = retire_oldest(n)))
+		return st;
+	struct pending *p = &n->pend[(n->head + n->npend) % PENDING];
+	cudaError_t e = cudaEventRecord(p->ev, stream_of(n));
+	if (e != cudaSuccess)
+		return cuda_failed(n, slot, o, "cudaEventRecord", e);
+	p->slot = slot;
+	p->o = *o;
+	snprintf(p->group, sizeof p->group, "%s", o->group);
+	n->npend++;
+	return COMM_OK;
+}
+
+/* NCCL has taken o's work on *slot (polled until it has: a non-blocking
+ * communicator wants its last call done before the next) and it is listed
+ * pending; the host goes on while the GPU runs it. */
+static int accepted(struct nccl *n, ncclComm_t *slot, const struct op *o)
+{
+	int st = settle(n, slot, stream_of(n), NULL, false, o, n->timeout_ms);
+	return st ? st : issued(n, slot, o);
+}
+
+static int nccl_complete(struct comm *c)
+{
+	struct nccl *n = to_nccl(c);
+	if (n->failed)
+		return fail_fast(n);
+	cudaError_t e = cudaSetDevice(n->c.device);
+	if (e != cudaSuccess) {
+		struct op o = { .label = "complete", .group = n->world_name };
+		return cuda_failed(n, NULL, &o, "cudaSetDevice", e);
+	}
+	int st = COMM_OK;
+	while (n->npend && !(st = retire_oldest(n)))
+		;
+	return st;
 }
 
 /* The first error of a sequence of NCCL calls (ncclInProgress is none). */
@@ -400,7 +492,7 @@ static int nccl_allgatherv(struct comm *c, const struct comm_group *g, struct co
 			if (e != cudaSuccess || (e = fe) != cudaSuccess)
 				return cuda_failed(n, tg.slot, &o, "placing the gathered pieces", e);
 		}
-		return settle(n, tg.slot, s, n->done, false, &o, n->timeout_ms);
+		return accepted(n, tg.slot, &o);
 	}
 	if (!in_place && counts[me] &&
 	    (e = cudaMemcpyAsync(r + displs[me], send, counts[me], cudaMemcpyDeviceToDevice, s)) !=
@@ -423,7 +515,7 @@ static int nccl_allgatherv(struct comm *c, const struct comm_group *g, struct co
 		if (nccl_error(res))
 			return nccl_failed(n, tg.slot, &o, res);
 	}
-	return settle(n, tg.slot, s, n->done, false, &o, n->timeout_ms);
+	return accepted(n, tg.slot, &o);
 }
 
 static int nccl_allreduce_f32(struct comm *c, const struct comm_group *g, struct comm_tag t,
@@ -448,7 +540,7 @@ static int nccl_allreduce_f32(struct comm *c, const struct comm_group *g, struct
 		if (nccl_error(res))
 			return nccl_failed(n, tg.slot, &o, res);
 	}
-	return settle(n, tg.slot, s, n->done, false, &o, n->timeout_ms);
+	return accepted(n, tg.slot, &o);
 }
 
 static int nccl_alltoallv(struct comm *c, const struct comm_group *g, struct comm_tag t,
@@ -503,28 +595,59 @@ static int nccl_alltoallv(struct comm *c, const struct comm_group *g, struct com
 		if (nccl_error(res))
 			return nccl_failed(n, tg.slot, &o, res);
 	}
-	return settle(n, tg.slot, s, n->done, false, &o, n->timeout_ms);
+	return accepted(n, tg.slot, &o);
 }
 
-/* The shift runs on the side stream after the point of c->stream where it
- * was started (the block to send is ready there), so the compute stream
- * goes on with attention meanwhile. shift_start returns once the transfer
- * is on the GPU; shift_wait waits for its event. */
-static int nccl_shift_start(struct comm *c, const struct comm_group *g, struct comm_tag t,
-			    const void *send, size_t sbytes, void *recv, size_t rbytes,
-			    struct comm_request **out)
+/* The peers of an exchange other than me, as ranks: "[1 3]". */
+static void op_exchanges_with(struct op *o, const struct comm_group *g, const struct comm_p2p *m,
+			      int k, const struct comm_p2p *m2, int k2)
+{
+	int who[LISTED], w = 0;
+	for (int i = 0; i < k + k2 && w < LISTED; i++) {
+		int peer = i < k ? m[i].peer : m2[i - k].peer;
+		bool seen = peer == g->me;
+		for (int j = 0; j < w; j++)
+			seen = seen || who[j] == g->ranks[peer];
+		if (!seen)
+			who[w++] = g->ranks[peer];
+	}
+	o->wait[0] = 0;
+	if (w)
+		comm_ranks_str(who, w, o->wait, sizeof o->wait);
+}
+
+/* The message with myself, if any (comm_check_exchange saw both ends). */
+static const struct comm_p2p *to_self(const struct comm_p2p *m, int k, int me)
+{
+	for (int i = 0; i < k; i++)
+		if (m[i].peer == me)
+			return &m[i];
+	return NULL;
+}
+
+/* An exchange runs on the side stream after the point of c->stream where
+ * it was started (the buffers to send are ready there), so the compute
+ * stream goes on (ring attention on the chunk it holds) meanwhile.
+ * exchange_start returns once NCCL has taken the transfer; exchange_wait
+ * orders c->stream after it. Zero-byte messages are skipped on both ends
+ * (NCCL needs no empty message). NCCL cannot check that the two ends of a
+ * pair agree on the size: a mismatch corrupts the receive or hangs until
+ * complete()'s deadline. */
+static int nccl_exchange_start(struct comm *c, const struct comm_group *g, struct comm_tag t,
+			       const struct comm_p2p *sends, int nsend,
+			       const struct comm_p2p *recvs, int nrecv, struct comm_request **out)
 {
 	struct nccl *n = to_nccl(c);
 	struct target tg;
-	int st = comm_check_shift(c, g, send, sbytes, recv, rbytes);
-	if (st || (st = find_target(n, g, "shift", &tg)) ||
-	    (st = check_ptr(n, "shift", "send", send, sbytes)) ||
-	    (st = check_ptr(n, "shift", "recv", recv, rbytes)))
+	int st = comm_check_exchange(c, g, sends, nsend, recvs, nrecv);
+	if (st || (st = find_target(n, g, "exchange", &tg)))
 		return st;
-	if (g->n == 1 && sbytes != rbytes)
-		return comm_errorf(c, COMM_INVALID,
-				   "shift: rank %d, alone in group %s, sends %zu bytes but expects %zu",
-				   c->rank, tg.name, sbytes, rbytes);
+	for (int k = 0; k < nsend + nrecv; k++) {
+		bool send = k < nsend;
+		const struct comm_p2p *m = send ? &sends[k] : &recvs[k - nsend];
+		if ((st = check_ptr(n, "exchange", send ? "send" : "recv", m->buf, m->bytes)))
+			return st;
+	}
 	if (n->failed)
 		return fail_fast(n);
 	struct comm_request *q = calloc(1, sizeof *q);
@@ -532,7 +655,7 @@ static int nccl_shift_start(struct comm *c, const struct comm_group *g, struct c
 		return comm_errorf(c, COMM_FAILED, "rank %d: out of memory", c->rank);
 	struct op o;
 	op_init(&o, t, tg.name);
-	op_waits_for(&o, g, true);
+	op_exchanges_with(&o, g, sends, nsend, recvs, nrecv);
 	memcpy(q->label, o.label, sizeof q->label);
 	snprintf(q->group, sizeof q->group, "%s", tg.name);
 	memcpy(q->wait, o.wait, sizeof q->wait);
@@ -547,23 +670,27 @@ static int nccl_shift_start(struct comm *c, const struct comm_group *g, struct c
 	}
 	if ((e = cudaEventRecord(n->ready, stream_of(n))) != cudaSuccess ||
 	    (e = cudaStreamWaitEvent(n->side, n->ready, 0)) != cudaSuccess) {
-		st = cuda_failed(n, tg.slot, &o, "ordering the shift after the compute stream", e);
+		st = cuda_failed(n, tg.slot, &o, "ordering the exchange after the compute stream", e);
 		goto fail;
 	}
-	if (g->n == 1) {
-		if (rbytes && (e = cudaMemcpyAsync(recv, send, rbytes, cudaMemcpyDeviceToDevice,
-						   n->side)) != cudaSuccess) {
-			st = cuda_failed(n, tg.slot, &o, "cudaMemcpyAsync", e);
-			goto fail;
-		}
-	} else {
+	const struct comm_p2p *self = to_self(sends, nsend, g->me);
+	if (self && self->bytes &&
+	    (e = cudaMemcpyAsync(to_self(recvs, nrecv, g->me)->buf, self->buf, self->bytes,
+				 cudaMemcpyDeviceToDevice, n->side)) != cudaSuccess) {
+		st = cuda_failed(n, tg.slot, &o, "cudaMemcpyAsync to myself", e);
+		goto fail;
+	}
+	if (tg.slot) {
 		/* the group's communicator numbers its members in group order */
-		int left = (g->me + g->n - 1) % g->n, right = (g->me + 1) % g->n;
 		ncclResult_t res = ncclGroupStart();
-		if (sbytes)
-			res = first_error(res, ncclSend(send, sbytes, ncclInt8, right, *tg.slot, n->side));
-		if (rbytes)
-			res = first_error(res, ncclRecv(recv, rbytes, ncclInt8, left, *tg.slot, n->side));
+		for (int k = 0; k < nsend; k++)
+			if (sends[k].peer != g->me && sends[k].bytes)
+				res = first_error(res, ncclSend(sends[k].buf, sends[k].bytes, ncclInt8,
+								sends[k].peer, *tg.slot, n->side));
+		for (int k = 0; k < nrecv; k++)
+			if (recvs[k].peer != g->me && recvs[k].bytes)
+				res = first_error(res, ncclRecv(recvs[k].buf, recvs[k].bytes, ncclInt8,
+								recvs[k].peer, *tg.slot, n->side));
 		res = first_error(res, ncclGroupEnd());
 		if (nccl_error(res)) {
 			st = nccl_failed(n, tg.slot, &o, res);
@@ -587,7 +714,10 @@ fail:
 	return st;
 }
 
-static int nccl_shift_wait(struct comm *c, struct comm_request *q)
+/* No host wait: c->stream waits for the transfer's event, and the point
+ * after that is pending (complete() bounds it). The event may be destroyed
+ * at once: CUDA keeps it until the wait has used it. */
+static int nccl_exchange_wait(struct comm *c, struct comm_request *q)
 {
 	struct nccl *n = to_nccl(c);
 	struct op o;
@@ -595,10 +725,15 @@ static int nccl_shift_wait(struct comm *c, struct comm_request *q)
 	o.group = q->group;
 	memcpy(o.wait, q->wait, sizeof o.wait);
 	int st;
+	cudaError_t e;
 	if (n->failed)
 		st = fail_fast(n);
-	else if (!(st = begin(n, &o)))
-		st = settle(n, q->slot, n->side, q->done, true, &o, n->timeout_ms);
+	else if (!(st = begin(n, &o))) {
+		if ((e = cudaStreamWaitEvent(stream_of(n), q->done, 0)) != cudaSuccess)
+			st = cuda_failed(n, q->slot, &o, "cudaStreamWaitEvent", e);
+		else
+			st = issued(n, q->slot, &o);
+	}
 	cudaEventDestroy(q->done);
 	free(q);
 	return st;
@@ -737,8 +872,8 @@ static int nccl_prepare(struct comm *c, const struct comm_group *gs, int k)
 	snprintf(o.label, sizeof o.label, "prepare");
 	o.group = n->world_name;
 	o.wait[0] = 0;
-	if ((st = begin(n, &o)))
-		return st;
+	if ((st = begin(n, &o)) || (st = nccl_complete(c)))
+		return st; /* the pending work names the communicators it ran on */
 	release_groups(n);
 	if (n->failed)
 		return fail_fast(n);
@@ -784,7 +919,8 @@ static void nccl_free(struct comm *c)
 	cudaSetDevice(c->device);
 	release_groups(n);
 	close_comm(n, &n->world, n->world_name);
-	cudaEventDestroy(n->done);
+	for (int i = 0; i < PENDING; i++)
+		cudaEventDestroy(n->pend[i].ev);
 	cudaEventDestroy(n->ready);
 	cudaStreamDestroy(n->side);
 	cudaStreamDestroy(n->own);
@@ -800,8 +936,9 @@ static const struct comm_ops nccl_ops = {
 	.allgatherv = nccl_allgatherv,
 	.allreduce_f32 = nccl_allreduce_f32,
 	.alltoallv = nccl_alltoallv,
-	.shift_start = nccl_shift_start,
-	.shift_wait = nccl_shift_wait,
+	.exchange_start = nccl_exchange_start,
+	.exchange_wait = nccl_exchange_wait,
+	.complete = nccl_complete,
 	.fail = nccl_fail,
 	.free = nccl_free,
 };
@@ -852,10 +989,10 @@ static bool local_setup(struct nccl *n, ncclUniqueId *id, char *err, size_t errl
 		e = cudaStreamCreateWithFlags(&n->side, cudaStreamNonBlocking);
 	if (e == cudaSuccess) {
 		step = "cudaEventCreateWithFlags";
-		e = cudaEventCreateWithFlags(&n->done, cudaEventDisableTiming);
-	}
-	if (e == cudaSuccess)
 		e = cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming);
+	}
+	for (int i = 0; i < PENDING && e == cudaSuccess; i++)
+		e = cudaEventCreateWithFlags(&n->pend[i].ev, cudaEventDisableTiming);
 	if (e != cudaSuccess) {
 		snprintf(err, errlen, "rank %d: GPU %d of %d: %s: %s", rank, n->c.device, ndev, step,
 			 cudaGetErrorString(e));
@@ -986,8 +1123,9 @@ struct comm *nccl_comm_create(int timeout_ms, char *err, size_t errlen)
 		ok = share_id(n, ok, &id, &pending, err, errlen);
 	if (ok && init_world(n, id, err, errlen))
 		return &n->c;
-	if (n->done)
-		cudaEventDestroy(n->done);
+	for (int i = 0; i < PENDING; i++)
+		if (n->pend[i].ev)
+			cudaEventDestroy(n->pend[i].ev);
 	if (n->ready)
 		cudaEventDestroy(n->ready);
 	if (n->side)

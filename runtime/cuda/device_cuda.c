@@ -14,6 +14,9 @@
 
 _Static_assert((int)DTPC_F32 == (int)KC_F32 && (int)DTPC_BF16 == (int)KC_BF16 &&
 		       (int)DTPC_F16 == (int)KC_F16, "dtpc_dtype and kc_dtype agree");
+_Static_assert((int)K_ACT_GELU == (int)KC_ACT_GELU &&
+		       (int)K_ACT_GELU_TANH == (int)KC_ACT_GELU_TANH &&
+		       (int)K_ACT_SILU == (int)KC_ACT_SILU, "k_act and kc_act agree");
 
 struct cuda_dev {
 	struct dev d;
@@ -102,6 +105,13 @@ static int cuda_linear(struct dev *d, const float *x, const float *w, const floa
 		       int64_t m, int64_t k, int64_t n)
 {
 	return fail(d, kc_linear(cd(d)->kc, cd(d)->t, x, w, b, y, m, k, n), "linear");
+}
+
+static int cuda_linear_act(struct dev *d, const float *x, const float *w, const float *b,
+			   float *y, int64_t m, int64_t k, int64_t n, enum k_act act)
+{
+	return fail(d, kc_linear_act(cd(d)->kc, cd(d)->t, x, w, b, y, m, k, n, (enum kc_act)act),
+		    "linear_act");
 }
 
 static int cuda_layer_norm(struct dev *d, const float *x, float *y, int64_t rows, int64_t n,
@@ -295,6 +305,7 @@ static const struct dev_ops cuda_ops = {
 	.sync = cuda_sync,
 	.stream = cuda_stream,
 	.linear = cuda_linear,
+	.linear_act = cuda_linear_act,
 	.layer_norm = cuda_layer_norm,
 	.rms_norm = cuda_rms_norm,
 	.norm_stats = cuda_norm_stats,

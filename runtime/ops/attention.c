@@ -135,10 +135,12 @@ static dtpc_status ring_finish(struct dtpc_session *s, const struct g_op *o, con
 }
 
 /* Tracing: now, once the work queued on an asynchronous device is done (a
- * failed sync shows at the op's own sync in run_ops). */
+ * failed sync shows at the op's own sync in run_ops). The collectives
+ * queued are waited for first, bounded (a stream sync is not): a failure
+ * there shows at run_ops' own complete. */
 static double part_end(struct dtpc_session *s)
 {
-	if (!s->dv->ops->host_memory)
+	if (!s->dv->ops->host_memory && !comm_complete(s->c))
 		s->dv->ops->sync(s->dv);
 	return rt_now();
 }
@@ -246,8 +248,8 @@ static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 		double ts = s->tracing ? rt_now() : 0;
 		if (step < P - 1) {
 			TRY(to_host(s, o, cur, sbytes));
-			if (s->c->ops->shift_start(s->c, cg, tag(s, i), cbuf(s, cur), sbytes,
-						   cbuf(s, next), rbytes, &req))
+			if (comm_shift_start(s->c, cg, tag(s, i), cbuf(s, cur), sbytes,
+					     cbuf(s, next), rbytes, &req))
 				return comm_fail(s, i);
 		}
 		double t0 = s->tracing ? rt_now() : 0;
@@ -257,7 +259,7 @@ static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 		if (s->tracing && !st)
 			rt_trace_part(s, i, TRACE_COMPUTE, (uint32_t)step, t0, part_end(s), 0);
 		/* the transfer owns its buffers until it is waited for */
-		if (req && s->c->ops->shift_wait(s->c, req))
+		if (req && s->c->ops->exchange_wait(s->c, req))
 			return st ? st : comm_fail(s, i);
 		if (st)
 			return st;

@@ -34,17 +34,25 @@ static dtpc_status run_linear(struct dtpc_session *s, const struct g_op *o)
 	return DTPC_OK;
 }
 
+_Static_assert((int)G_ACT_GELU == (int)K_ACT_GELU && (int)G_ACT_GELU_TANH == (int)K_ACT_GELU_TANH &&
+		       (int)G_ACT_SILU == (int)K_ACT_SILU, "linear_act's activations: graph and kernels agree");
+
+/* The unfused pair's meaning, act(round(x W^T + b)) (the loader checked
+ * attr[0]): the device's fused entry where it has one, else its linear
+ * into y (rounded to the storage dtype) and the activation in place. */
 static dtpc_status run_linear_act(struct dtpc_session *s, const struct g_op *o)
 {
-	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
+	uint32_t out = o->out, x = opnd(s, o, 0);
 	float *y = rt_data(s, out);
-	/* the unfused pair's meaning, act(round(x W^T + b)): the linear
-	 * into y (rounded to the storage dtype), then the activation in
-	 * place on y (the loader checked attr[0]) */
 	int64_t K = dims(s, x)[nd(s, x) - 1], N = dims(s, out)[nd(s, out) - 1];
-	DEV(s, o, linear, rt_data(s, x), rt_data(s, opnd(s, o, 1)),
-	    (o->flags & G_OF_BIAS) ? rt_data(s, opnd(s, o, 2)) : NULL, y,
-	    K ? s->numel[x] / K : 0, K, N);
+	const float *b = (o->flags & G_OF_BIAS) ? rt_data(s, opnd(s, o, 2)) : NULL;
+	if (s->dv->ops->linear_act) {
+		DEV(s, o, linear_act, rt_data(s, x), rt_data(s, opnd(s, o, 1)), b, y,
+		    K ? s->numel[x] / K : 0, K, N, (enum k_act)o->attr[0]);
+		return DTPC_OK;
+	}
+	DEV(s, o, linear, rt_data(s, x), rt_data(s, opnd(s, o, 1)), b, y, K ? s->numel[x] / K : 0,
+	    K, N);
 	if (o->attr[0] == G_ACT_SILU)
 		DEV(s, o, silu, y, y, s->numel[out]);
 	else

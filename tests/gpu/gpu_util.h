@@ -9,15 +9,15 @@
  * first; NULL: a message on stderr and exit status 1). `ctx` is the
  * program's one context, which the device helpers use.
  *
- *   rng_next, urand     splitmix64 and uniform floats in (-1, 1), never 0
- *   f32_to_bf16 ...     bf16 and f16 on the host, round to nearest even;
- *                       round_to, to_storage, from_storage for any dtype
+ *   rng_next, urand     tests/rand.h: splitmix64 and uniform floats in (-1, 1)
+ *   round_to,           a dtype's values on the host (the CPU kernels'
+ *   to_storage, ...     k_convert: round to nearest even)
  *   check, dev_alloc,   a kc_ status checked; device buffers (uninitialised,
  *   dev_random          or random in (-1, 1) with bf16/f16 by truncation)
  *   xmalloc             malloc or exit
  *   normwise_error      ||got - ref||_2 / ||ref||_2 and the worst element
- *   median_ms,          the median of timings; the median of timed calls,
- *   time_median_ms      each between its own pair of CUDA events */
+ *   time_median_ms      the median of timed calls (cli/median.c), each
+ *                       between its own pair of CUDA events */
 #ifndef DTPC_TESTS_GPU_UTIL_H
 #define DTPC_TESTS_GPU_UTIL_H
 
@@ -29,13 +29,15 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cli/median.h"
+#include "tests/rand.h"
+#include "kernels/cpu/kernels.h"
 #include "kernels/cuda/kernels_cuda.h"
 
 static kc_ctx *ctx;
 
 static const char *gu_prog = "gpu";
 static void (*gu_on_fail)(const char *what, int st);
-static uint64_t rng_state;
 
 /* prog: the program's name for messages; seed: the PRNG's starting state;
  * on_fail: called with what failed and its status (it must not return), or
@@ -50,89 +52,13 @@ static inline void gpu_util_init(const char *prog, uint64_t seed,
 
 /* ---- random numbers ---- */
 
-/* splitmix64 */
-static inline uint64_t rng_next(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
 
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
+/* ---- storage dtypes on the host: the CPU kernels' conversions (round to
+ * nearest even), so that host and device agree on what a dtype holds ---- */
 
-/* Uniform on the odd multiples of 2^-24 in (-1, 1): never 0. */
-static inline float urand(void)
-{
-	return (float)((2.0 * (double)(rng_next() >> 40) + 1.0) / 16777216.0 - 1.0);
-}
-
-/* ---- storage dtypes on the host (round to nearest even) ---- */
-
-static inline uint16_t f32_to_bf16(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
-	u += 0x7fffu + ((u >> 16) & 1u);
-	return (uint16_t)(u >> 16);
-}
-
-static inline float bf16_to_f32(uint16_t h)
-{
-	uint32_t u = (uint32_t)h << 16;
-	float f;
-
-	memcpy(&f, &u, 4);
-	return f;
-}
-
-static inline uint16_t f32_to_f16(float f)
-{
-	uint32_t u, a, e, m, k, rem, half, shift;
-	uint16_t sign;
-
-	memcpy(&u, &f, 4);
-	sign = (uint16_t)((u >> 16) & 0x8000u);
-	a = u & 0x7fffffffu;
-	if (a > 0x7f800000u)
-		return sign | 0x7e00u;
-	if (a >= 0x477ff000u) /* >= 65520 rounds to infinity */
-		return sign | 0x7c00u;
-	if (a <= 0x33000000u) /* <= 2^-25: ties to the even 0 */
-		return sign;
-	e = a >> 23;
-	m = (a & 0x7fffffu) | 0x800000u;
-	if (e < 113) { /* below 2^-14: subnormal, units of 2^-24 */
-		shift = 126 - e;
-		k = m >> shift;
-		rem = m & ((1u << shift) - 1u);
-		half = 1u << (shift - 1);
-		if (rem > half || (rem == half && (k & 1u)))
-			k++;
-		return sign | (uint16_t)k; /* k = 0x400 is the smallest normal */
-	}
-	k = ((e - 112) << 10) | ((m >> 13) & 0x3ffu);
-	rem = m & 0x1fffu;
-	if (rem > 0x1000u || (rem == 0x1000u && (k & 1u)))
-		k++; /* a carry into the exponent is still right */
-	return sign | (uint16_t)k;
-}
-
-static inline float f16_to_f32(uint16_t h)
-{
-	uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
-	float f;
-
-	if (e == 0) {
-		f = ldexpf((float)m, -24);
-		return sign ? -f : f;
-	}
-	u = sign | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112) << 23) | (m << 13));
-	memcpy(&f, &u, 4);
-	return f;
-}
+_Static_assert((int)KC_F32 == (int)K_F32 && (int)KC_BF16 == (int)K_BF16 &&
+		       (int)KC_F16 == (int)K_F16,
+	       "kc_dtype and k_dtype name the dtypes alike");
 
 static inline const char *dtype_name(enum kc_dtype t)
 {
@@ -142,39 +68,23 @@ static inline const char *dtype_name(enum kc_dtype t)
 /* x rounded to dtype t, as a float. */
 static inline float round_to(enum kc_dtype t, float x)
 {
-	if (t == KC_BF16)
-		return bf16_to_f32(f32_to_bf16(x));
-	if (t == KC_F16)
-		return f16_to_f32(f32_to_f16(x));
-	return x;
+	uint16_t h[2];
+	float y;
+
+	k_convert(h, (enum k_dtype)t, &x, K_F32, 1);
+	k_convert(&y, K_F32, h, (enum k_dtype)t, 1);
+	return y;
 }
 
 /* n floats into dtype t at dst (exact when they were rounded to t). */
 static inline void to_storage(enum kc_dtype t, const float *src, void *dst, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		if (t == KC_F32) {
-			memcpy((char *)dst + 4 * i, &src[i], 4);
-		} else {
-			uint16_t h = t == KC_BF16 ? f32_to_bf16(src[i]) : f32_to_f16(src[i]);
-
-			memcpy((char *)dst + 2 * i, &h, 2);
-		}
-	}
+	k_convert(dst, (enum k_dtype)t, src, K_F32, (int64_t)n);
 }
 
 static inline void from_storage(enum kc_dtype t, const void *src, float *dst, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		if (t == KC_F32) {
-			memcpy(&dst[i], (const char *)src + 4 * i, 4);
-		} else {
-			uint16_t h;
-
-			memcpy(&h, (const char *)src + 2 * i, 2);
-			dst[i] = t == KC_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
-		}
-	}
+	k_convert(dst, K_F32, src, (enum k_dtype)t, (int64_t)n);
 }
 
 /* ---- memory and statuses: any failure ends the program with the reason ---- */
@@ -276,23 +186,6 @@ static inline size_t normwise_error(const float *got, const float *ref, size_t n
 
 enum { GU_MAX_REPS = 64 };
 
-static inline int cmp_float(const void *a, const void *b)
-{
-	float x = *(const float *)a, y = *(const float *)b;
-
-	return (x > y) - (x < y);
-}
-
-/* The median of n timings (sorts them): with n even, the mean of the
- * middle two. */
-static inline double median_ms(float *ms, int n)
-{
-	qsort(ms, (size_t)n, sizeof ms[0], cmp_float);
-	if (n % 2)
-		return (double)ms[n / 2];
-	return 0.5 * ((double)ms[n / 2 - 1] + (double)ms[n / 2]);
-}
-
 /* Median milliseconds of reps calls of fn(arg) (at most GU_MAX_REPS) after
  * warmup untimed ones, each timed call between its own pair of CUDA events
  * on the context's stream; fn returns a kc_ status. wait_each: 1 waits for
@@ -330,7 +223,10 @@ static inline double time_median_ms(int (*fn)(void *), void *arg, int warmup, in
 		      "cudaEventElapsedTime");
 	for (int i = 0; i < 2 * reps; i++)
 		cudaEventDestroy(ev[i]);
-	return median_ms(ms, reps);
+	double d[GU_MAX_REPS];
+	for (int i = 0; i < reps; i++)
+		d[i] = (double)ms[i];
+	return median(d, reps);
 }
 
 #endif

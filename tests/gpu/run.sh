@@ -16,7 +16,8 @@
 #  bf16      the matrix and the fixtures again with every rank storing bf16
 #            (--dtype bf16; against the float32 references, 2e-2)
 #  graphs    CUDA graph replay on and off give the same outputs
-#  nccl      the nccl backend at world 1 (--verify)
+#  nccl      the nccl backend at world 1 (--verify); tests/gpu/test_nccl at
+#            world 2 where there are 2 GPUs (a peer that stops)
 #  bench     the table: attention vs PyTorch SDPA, GEMM vs cuBLASLt, copies,
 #            launch overhead, a full-size Flux block vs PyTorch eager
 #
@@ -127,6 +128,13 @@ if command -v mpirun >/dev/null && [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 
 		--backend nccl --verify
 else
 	skipped nccl-world4 "needs mpirun and 4 GPUs"
+fi
+# the backend's own checks at world 2: asynchronous collectives and a peer
+# that stops, named by complete() within the timeout (one GPU per rank)
+if command -v mpirun >/dev/null && [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then
+	check nccl-test-world2 120 mpirun -np 2 --allow-run-as-root "$BUILD/tests/gpu/test_nccl"
+else
+	skipped nccl-test-world2 "needs mpirun and 2 GPUs"
 fi
 
 echo "== benchmarks ($(($(date +%s) - T0)) s)"

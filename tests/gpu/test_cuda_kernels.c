@@ -514,6 +514,75 @@ static void test_activations(void)
 	}
 }
 
+/* ---- linear + activation ------------------------------------------------------------------------ */
+
+/* kc_linear_act against the CPU's fused kernel (float32, on the same
+ * rounded inputs: for 16-bit storage the device also rounds the sum before
+ * the activation, well inside 1e-2), and bit for bit against the device's
+ * own kc_linear then kc_gelu / kc_silu — its meaning, which a cuBLASLt GELU
+ * epilogue (the activation before the rounding) would break. control: the
+ * fused call with the tanh GELU where the pair has the exact one must
+ * differ. */
+static void test_linear_act_case(int di, int64_t m, int64_t k, int64_t n, int bias, int a,
+				 int control)
+{
+	static const char *const anames[] = {"gelu", "gelu_tanh", "silu"};
+	static const enum k_act cpu_act[] = {K_ACT_GELU, K_ACT_GELU_TANH, K_ACT_SILU};
+	static const enum kc_act dev_act[] = {KC_ACT_GELU, KC_ACT_GELU_TANH, KC_ACT_SILU};
+	enum kc_dtype t = DTYPES[di];
+	const size_t total = (size_t)(m * n);
+	char name[200];
+	float *x = hrand(t, (size_t)(m * k)), *w = hrand(t, (size_t)(n * k));
+	float *b = bias ? hrand(t, (size_t)n) : NULL, *ref = hmalloc(total * sizeof *ref);
+	void *dx = dupload(t, x, (size_t)(m * k), 0), *dw = dupload(t, w, (size_t)(n * k), 0);
+	void *db = bias ? dupload(t, b, (size_t)n, 0) : NULL;
+	void *dy = dpoison(t, total, 0), *dpair = dpoison(t, total, 0);
+	int fused_act = control ? GELU_TANH : a, st;
+
+	snprintf(name, sizeof name, "%slinear_act %s %s m=%lld k=%lld n=%lld%s",
+		 control ? "control: " : "", anames[fused_act], DNAME[di], (long long)m,
+		 (long long)k, (long long)n, bias ? " bias" : "");
+	k_linear_act_pool(NULL, x, w, b, ref, m, k, n, cpu_act[fused_act]);
+	st = kc_linear_act(ctx, t, dx, dw, db, dy, m, k, n, dev_act[fused_act]);
+	if (!launched(name, st)) {
+		end_case();
+		return;
+	}
+	st = kc_linear(ctx, t, dx, dw, db, dpair, m, k, n);
+	if (!st)
+		st = a == SILU ? kc_silu(ctx, t, dpair, dpair, (int64_t)total)
+			       : kc_gelu(ctx, t, dpair, dpair, (int64_t)total, a == GELU_TANH);
+	if (launched(name, st)) {
+		float *got = ddownload(t, dy, total), *pair = ddownload(t, dpair, total);
+		bool same = !memcmp(got, pair, total * sizeof *got);
+
+		if (control && same)
+			fail(name, "the tanh GELU fused equals the exact GELU pair");
+		else if (control)
+			pass(name);
+		else if (!same)
+			fail(name, "differs from kc_linear then kc_%s on the device",
+			     a == SILU ? "silu" : "gelu");
+		else
+			check_close(name, t, got, ref, total);
+	}
+	end_case();
+}
+
+static void test_linear_act(void)
+{
+	static const int64_t shapes[][3] = {{37, 61, 29}, {129, 257, 383}, {1000, 257, 96}};
+
+	for (int di = 0; di < 3; di++) {
+		for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+			for (int a = GELU; a <= SILU; a++)
+				for (int bias = 0; bias < 2; bias++)
+					test_linear_act_case(di, shapes[s][0], shapes[s][1],
+							     shapes[s][2], bias, a, 0);
+		test_linear_act_case(di, 129, 257, 383, 1, GELU, 1);
+	}
+}
+
 /* ---- binary ------------------------------------------------------------------------------------ */
 
 struct bin_case {
@@ -992,6 +1061,7 @@ int main(void)
 	test_linear();
 	test_norms();
 	test_activations();
+	test_linear_act();
 	test_binary();
 	test_modulate();
 	test_copy2d();

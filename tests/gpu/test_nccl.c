@@ -142,6 +142,8 @@ static long t_allgatherv(const struct comm_group *g, uint32_t op, uint64_t seed,
 	free(h);
 	long bad;
 	int st = C->ops->allgatherv(C, g, tag(op, "all_gather x"), send, recv, counts, displs);
+	if (!st)
+		st = comm_complete(C); /* the collective may still run on the stream */
 	if (st) {
 		bad = call_failed(st);
 	} else {
@@ -170,6 +172,8 @@ static long t_allreduce(const struct comm_group *g, uint32_t op, uint64_t seed, 
 	free(h);
 	long bad;
 	int st = C->ops->allreduce_f32(C, g, tag(op, "all_reduce x"), buf, n);
+	if (!st)
+		st = comm_complete(C);
 	if (st) {
 		bad = call_failed(st);
 	} else {
@@ -202,6 +206,8 @@ static long t_alltoallv(const struct comm_group *g, uint32_t op, uint64_t seed, 
 	free(h);
 	long bad;
 	int st = C->ops->alltoallv(C, g, tag(op, "all_to_all x"), send, sc, sd, recv, rc, rd);
+	if (!st)
+		st = comm_complete(C);
 	if (st) {
 		bad = call_failed(st);
 	} else {
@@ -238,7 +244,7 @@ static long t_shift(const struct comm_group *g, uint32_t op, uint64_t seed, size
 		recv[k] = dpoisoned(rb[k] + 3);
 	}
 	for (int k = 0; k < 2 && !bad; k++) {
-		int st = C->ops->shift_start(C, g, tag(op + (uint32_t)k, k ? "shift v" : "shift k"),
+		int st = comm_shift_start(C, g, tag(op + (uint32_t)k, k ? "shift v" : "shift k"),
 					     send[k], sb[k], recv[k], rb[k], &req[k]);
 		if (st)
 			bad = call_failed(st);
@@ -246,10 +252,13 @@ static long t_shift(const struct comm_group *g, uint32_t op, uint64_t seed, size
 			started++;
 	}
 	for (int k = 0; k < started; k++) {
-		int st = C->ops->shift_wait(C, req[k]);
+		int st = C->ops->exchange_wait(C, req[k]);
 		if (st && !bad)
 			bad = call_failed(st);
 	}
+	int st = started ? comm_complete(C) : COMM_OK;
+	if (st && !bad)
+		bad = call_failed(st);
 	for (int k = 0; k < 2 && !bad; k++) {
 		uint8_t *got = down(recv[k], rb[k] + 3);
 		bad += wrong_bytes(got, rb[k], seed + (uint64_t)k, (uint64_t)left);
@@ -260,6 +269,89 @@ static long t_shift(const struct comm_group *g, uint32_t op, uint64_t seed, size
 		cudaFree(send[k]);
 		cudaFree(recv[k]);
 	}
+	return bad;
+}
+
+/* One exchange of pattern pat (tests/comm_data.h) on device buffers;
+ * receives poisoned with 3 guard bytes after each. Zero-byte messages move
+ * nothing: their guards stay poisoned. */
+static long t_exchange(const struct comm_group *g, uint32_t op, uint64_t seed, int pat,
+		       size_t scale)
+{
+	int n = g->n, ns = 0, nr = 0;
+	struct comm_p2p sends[MAXR] = { { 0 } }, recvs[MAXR] = { { 0 } };
+	for (int k = 0; k < n; k++) {
+		long b = xp_bytes(pat, n, g->me, k, scale);
+		if (b < 0)
+			continue;
+		uint8_t *h = malloc((size_t)b + 1);
+		fill(h, (size_t)b, seed, xp_stream(rank, g->ranks[k]));
+		sends[ns] = (struct comm_p2p){ k, dalloc((size_t)b), (size_t)b };
+		up(sends[ns++].buf, h, (size_t)b);
+		free(h);
+	}
+	for (int i = 0; i < n; i++) {
+		long b = xp_bytes(pat, n, i, g->me, scale);
+		if (b >= 0)
+			recvs[nr++] = (struct comm_p2p){ i, dpoisoned((size_t)b + 3), (size_t)b };
+	}
+	struct comm_request *req;
+	long bad = 0;
+	int st = C->ops->exchange_start(C, g, tag(op, "exchange x"), sends, ns, recvs, nr, &req);
+	if (!st)
+		st = C->ops->exchange_wait(C, req);
+	if (!st)
+		st = comm_complete(C);
+	if (st)
+		bad = call_failed(st);
+	for (int k = 0; k < nr && !bad; k++) {
+		uint8_t *got = down(recvs[k].buf, recvs[k].bytes + 3);
+		bad += wrong_bytes(got, recvs[k].bytes, seed, xp_stream(g->ranks[recvs[k].peer], rank));
+		bad += poisoned_wrong(got + recvs[k].bytes, 3);
+		free(got);
+	}
+	for (int k = 0; k < ns; k++)
+		cudaFree(sends[k].buf);
+	for (int k = 0; k < nr; k++)
+		cudaFree(recvs[k].buf);
+	return bad;
+}
+
+/* A pipeline 0 -> 1 -> ... along g: each stage involves two members. */
+static long t_chain(const struct comm_group *g, uint32_t op, uint64_t seed, size_t bytes)
+{
+	uint8_t *h = malloc(bytes + 3);
+	fill(h, bytes, seed, (uint64_t)g->ranks[0]);
+	uint8_t *block = dpoisoned(bytes + 3);
+	if (g->me == 0)
+		up(block, h, bytes);
+	long bad = 0;
+	struct comm_request *req;
+	int st = COMM_OK;
+	if (g->me > 0) {
+		struct comm_p2p in = { g->me - 1, block, bytes };
+		st = C->ops->exchange_start(C, g, tag(op, "pipeline"), NULL, 0, &in, 1, &req);
+		if (!st)
+			st = C->ops->exchange_wait(C, req);
+	}
+	if (!st && g->me < g->n - 1) {
+		/* c->stream waits for the receive: the send after it is ordered */
+		struct comm_p2p out = { g->me + 1, block, bytes };
+		st = C->ops->exchange_start(C, g, tag(op, "pipeline"), &out, 1, NULL, 0, &req);
+		if (!st)
+			st = C->ops->exchange_wait(C, req);
+	}
+	if (!st)
+		st = comm_complete(C);
+	if (st) {
+		bad = call_failed(st);
+	} else {
+		uint8_t *got = down(block, bytes + 3);
+		bad = wrong_bytes(got, bytes, seed, (uint64_t)g->ranks[0]) + poisoned_wrong(got + bytes, 3);
+		free(got);
+	}
+	free(h);
+	cudaFree(block);
 	return bad;
 }
 
@@ -321,6 +413,14 @@ static void t_invalid(struct comm_group *gs)
 	st = C->ops->allreduce_f32(C, &wrong_world, tag(93, "all_reduce reversed"), buf, 64);
 	CHECK(world == 1 || st == COMM_INVALID,
 	      "group id -1 must be the world in rank order (%d: %s)", st, world > 1 ? C->error : "");
+	struct comm_p2p out = { world, buf, 16 }, hostbuf = { 0, host, 16 }, self = { 0, buf, 16 };
+	struct comm_request *req;
+	st = C->ops->exchange_start(C, &gs[ALL], tag(96, "exchange ghost"), &out, 1, NULL, 0, &req);
+	CHECK(st == COMM_INVALID && strstr(C->error, "names member"),
+	      "an exchange with a member that does not exist is COMM_INVALID (%s)", C->error);
+	st = C->ops->exchange_start(C, &gs[SELF], tag(97, "exchange host"), &self, 1, &hostbuf, 1, &req);
+	CHECK(st == COMM_INVALID && strstr(C->error, "host memory"),
+	      "an exchange into host memory is COMM_INVALID (%s)", C->error);
 	cudaFree(buf);
 	CHECK(t_allreduce(&gs[ALL], 94, 77, 4096) == 0, "the backend works after bad arguments");
 }
@@ -347,12 +447,16 @@ static void t_stall(void)
 	float *buf = dalloc(256 * sizeof *buf);
 	double t0 = now();
 	st = c2->ops->allreduce_f32(c2, &one, tag(42, "all_reduce stall"), buf, 256);
+	double issue = now() - t0;
+	CHECK(st == COMM_OK && issue < 0.1,
+	      "a collective behind a stalled stream returns at once (%.3f s): the host does not wait", issue);
+	st = comm_complete(c2);
 	double t = now() - t0;
 	char want[64];
 	snprintf(want, sizeof want, "timed out after %d ms", STALL_TIMEOUT_MS);
 	CHECK(st == COMM_FAILED && strstr(c2->error, want) && strstr(c2->error, "op 42 (all_reduce stall)") &&
 		      t >= STALL_TIMEOUT_MS * 1e-3 && t < STALL_MS * 1e-3,
-	      "a stalled stream times out after %.2f s: %s", t, c2->error);
+	      "complete() on a stalled stream times out after %.2f s: %s", t, c2->error);
 	char first[512];
 	snprintf(first, sizeof first, "%s", c2->error);
 	t0 = now();
@@ -365,6 +469,131 @@ static void t_stall(void)
 	c2->ops->free(c2);
 	CHECK(now() - t0 < 10, "free after a timeout takes %.2f s", now() - t0);
 	cudaStreamDestroy(s);
+	cudaFree(buf);
+}
+
+/* Collectives and an exchange issued behind a sleep on the compute stream
+ * return at once: the host does not wait for the GPU. complete() then waits
+ * (about the rest of the sleep) and the results are right. Every rank
+ * sleeps, so no collective waits for a peer. On the world group: NCCL
+ * calls even at world 1. */
+static void t_async(const struct comm_group *g)
+{
+	size_t n = 1 << 16, cnt[MAXR], dsp[MAXR];
+	float *h = malloc(n * sizeof *h);
+	for (size_t i = 0; i < n; i++)
+		h[i] = float_at(5, rank, i);
+	float *buf = dalloc(n * sizeof *buf);
+	up(buf, h, n * sizeof *h);
+	uint8_t *gat = dpoisoned((size_t)world * 1000), *hb = malloc(1000);
+	fill(hb, 1000, 6, (uint64_t)rank);
+	up(gat + (size_t)rank * 1000, hb, 1000);
+	for (int i = 0; i < world; i++)
+		cnt[i] = 1000, dsp[i] = (size_t)i * 1000;
+	int left = (g->me + g->n - 1) % g->n;
+	uint8_t *sbuf = dalloc(4096), *rbuf = dpoisoned(4096);
+	fill(hb, 1000, 7, (uint64_t)rank);
+	up(sbuf, hb, 1000);
+	if (with_mpi)
+		MPI_Barrier(MPI_COMM_WORLD);
+	cuda_or_die(cudaLaunchHostFunc((cudaStream_t)C->stream, sleep_on_stream, (void *)(intptr_t)STALL_MS),
+		    "cudaLaunchHostFunc");
+	double t0 = now();
+	struct comm_request *req = NULL;
+	int st = C->ops->allreduce_f32(C, g, tag(200, "all_reduce async"), buf, n);
+	if (!st)
+		st = C->ops->allgatherv(C, g, tag(201, "all_gather async"), gat + dsp[rank], gat, cnt, dsp);
+	if (!st)
+		st = comm_shift_start(C, g, tag(202, "shift async"), sbuf, 1000, rbuf, 1000, &req);
+	if (!st)
+		st = C->ops->exchange_wait(C, req);
+	double issue = now() - t0;
+	if (!st)
+		st = comm_complete(C);
+	double total = now() - t0;
+	long bad = st ? call_failed(st) : 0;
+	if (!st) {
+		float *got = down(buf, n * sizeof *buf);
+		for (size_t i = 0; i < n; i++) {
+			double ref = 0, mag = 0;
+			for (int m = 0; m < world; m++) {
+				ref += float_at(5, m, i);
+				mag += fabs(float_at(5, m, i));
+			}
+			bad += fabs(got[i] - ref) > (world - 1) * (double)FLT_EPSILON * mag;
+		}
+		free(got);
+		uint8_t *gb = down(gat, (size_t)world * 1000), *rb = down(rbuf, 4096);
+		for (int m = 0; m < world; m++)
+			bad += wrong_bytes(gb + (size_t)m * 1000, 1000, 6, (uint64_t)m);
+		bad += wrong_bytes(rb, 1000, 7, (uint64_t)g->ranks[left]) + poisoned_wrong(rb + 1000, 3096);
+		free(gb), free(rb);
+	}
+	CHECK(bad == 0 && issue < 0.3 * STALL_MS * 1e-3 && total >= 0.9 * STALL_MS * 1e-3,
+	      "behind a %d ms sleep on the stream: allreduce, allgatherv and a shift issued in %.3f s, complete() after %.3f s, results right (%ld wrong)",
+	      STALL_MS, issue, total, bad);
+	free(h), free(hb);
+	cudaFree(buf), cudaFree(gat), cudaFree(sbuf), cudaFree(rbuf);
+}
+
+/* A peer that stops after the communicator works: the collective still
+ * returns at once on the others, and complete() reports the op, the group
+ * and the ranks waited for within the (short) timeout. The last rank is
+ * the one that stops; it calls fail() afterwards, so its free is quick. */
+static void t_peer_stops(void)
+{
+	if (world < 2) {
+		if (rank == 0)
+			printf("# a stopped peer: needs 2 ranks or more (mpirun -np 2)\n");
+		return;
+	}
+	char err[512];
+	struct comm *c2 = nccl_comm_create(STALL_TIMEOUT_MS, err, sizeof err);
+	CHECK(c2 != NULL, "a second communicator of %d ranks with a %d ms deadline (%s)", world,
+	      STALL_TIMEOUT_MS, c2 ? "ok" : err);
+	if (!c2)
+		return;
+	int all[MAXR];
+	for (int i = 0; i < world; i++)
+		all[i] = i;
+	struct comm_group g = { .id = 0, .n = world, .me = rank, .ranks = all };
+	float *buf = dalloc(4096 * sizeof *buf);
+	cuda_or_die(cudaMemset(buf, 0, 4096 * sizeof *buf), "cudaMemset");
+	cuda_or_die(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	/* NCCL connects a communicator's peers at its first collective */
+	int st = c2->ops->prepare(c2, &g, 1);
+	if (!st)
+		st = c2->ops->allreduce_f32(c2, &g, tag(43, "all_reduce warm-up"), buf, 4096);
+	if (!st)
+		st = comm_complete(c2);
+	CHECK(st == COMM_OK, "prepare and a first allreduce on it (%s)", st ? c2->error : "ok");
+	bool stops = rank == world - 1, good = true;
+	double issue = 0, waited = 0;
+	if (!st && !stops) {
+		double t0 = now();
+		st = c2->ops->allreduce_f32(c2, &g, tag(44, "all_reduce peer stops"), buf, 4096);
+		issue = now() - t0;
+		int st2 = comm_complete(c2);
+		waited = now() - t0;
+		char want[160], who[16];
+		snprintf(want, sizeof want, "timed out after %d ms in op 44 (all_reduce peer stops)",
+			 STALL_TIMEOUT_MS);
+		snprintf(who, sizeof who, " %d]", world - 1);
+		good = st == COMM_OK && issue < 0.1 && st2 == COMM_FAILED && strstr(c2->error, want) &&
+		       strstr(c2->error, "waiting for ranks") && strstr(c2->error, who) &&
+		       waited >= STALL_TIMEOUT_MS * 1e-3 && waited < STALL_TIMEOUT_MS * 1e-3 + 2;
+		if (!good)
+			printf("# rank %d: %d then %d after %.3f s: %s\n", rank, st, st2, waited, c2->error);
+	}
+	CHECK(good, "rank %d stops: the others' allreduce returns in %.3f s and complete() fails after %.3f s naming the op and rank %d",
+	      world - 1, issue, waited, world - 1);
+	if (with_mpi)
+		MPI_Barrier(MPI_COMM_WORLD);
+	if (stops)
+		c2->ops->fail(c2, "stopped on purpose (test)");
+	double t0 = now();
+	c2->ops->free(c2);
+	CHECK(now() - t0 < 10, "free after a stopped peer takes %.2f s", now() - t0);
 	cudaFree(buf);
 }
 
@@ -486,8 +715,19 @@ int main(void)
 		CHECK(t_shift(g, op, 90 + (uint64_t)k, 1 << 20) == 0, "%s: ring shifts of MiBs", name);
 		op += 2;
 	}
+	for (int p = 0; p < XP_N; p++) {
+		CHECK(t_exchange(&gs[ALL], op++, 300 + (uint64_t)p, p, 1000) == 0,
+		      "all ranks: exchange, %s (uneven, zero-byte, self)",
+		      p == XP_ALL_PAIRS ? "all pairs" : "a permutation");
+		CHECK(t_exchange(&gs[SELF], op++, 310 + (uint64_t)p, p, 1000) == 0,
+		      "a group of one: exchange with myself, %s", p == XP_ALL_PAIRS ? "all pairs" : "a permutation");
+	}
+	CHECK(t_exchange(&gs[ALL], op++, 320, XP_ALL_PAIRS, 1 << 18) == 0, "all ranks: exchange of MiBs");
+	CHECK(t_chain(&gs[ALL], op++, 330, 100003) == 0, "all ranks: a 0 -> 1 -> ... pipeline");
 	t_invalid(gs);
+	t_async(&wg);
 	t_stall();
+	t_peer_stops();
 	t_fail(gs);
 	t0 = now();
 	C->ops->free(C);

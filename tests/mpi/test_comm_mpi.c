@@ -9,7 +9,9 @@
  * their op and group; rank 0 reports rank 3 as not reporting) and `--fail`
  * (rank 2 calls fail(); the others' collective fails naming it; with the
  * usual timeout, so that none times out meanwhile). Each rank
- * then ends through end(); rank 0 prints what every rank reported. */
+ * then ends through end(); rank 0 prints what every rank reported.
+ * `--exchange-size`, `--exchange-absent` and `--exchange-fail` do the same
+ * for point-to-point (see ending()). */
 #include <float.h>
 #include <limits.h>
 #include <math.h>
@@ -163,7 +165,7 @@ static long t_shift(const struct comm_group *g, uint32_t op0, uint64_t seed, siz
 		for (int kv = 0; kv < 2 && bad >= 0; kv++) {
 			memset(buf[kv][!cur], 0, cap);
 			uint32_t op = op0 + 2 * (uint32_t)round + (uint32_t)kv;
-			if (C->ops->shift_start(C, g, tag(op, kv ? "shift v" : "shift k"), buf[kv][cur],
+			if (comm_shift_start(C, g, tag(op, kv ? "shift v" : "shift k"), buf[kv][cur],
 						chunk_size(have, scale), buf[kv][!cur],
 						chunk_size(next, scale), &req[kv]))
 				bad = -1;
@@ -172,7 +174,7 @@ static long t_shift(const struct comm_group *g, uint32_t op0, uint64_t seed, siz
 			break;
 		usleep((useconds_t)(mix((uint64_t)(rank * 100 + round)) % 2000));
 		for (int kv = 0; kv < 2; kv++)
-			if (C->ops->shift_wait(C, req[kv]))
+			if (C->ops->exchange_wait(C, req[kv]))
 				bad = -1;
 		cur = !cur;
 		for (int kv = 0; kv < 2 && bad >= 0; kv++)
@@ -183,6 +185,78 @@ static long t_shift(const struct comm_group *g, uint32_t op0, uint64_t seed, siz
 		free(buf[kv][0]);
 		free(buf[kv][1]);
 	}
+	return bad;
+}
+
+/* One exchange of pattern pat on g; receive buffers zeroed with 3 guard
+ * bytes after each. wrong_src: the negative control, each receive checked
+ * against another member's stream; returns the non-empty receives that
+ * nonetheless matched (0 when the check can fail). */
+static long t_exchange(const struct comm_group *g, uint32_t op, uint64_t seed, int pat,
+		       size_t scale, bool wrong_src)
+{
+	int n = g->n, ns = 0, nr = 0;
+	struct comm_p2p sends[NR] = { { 0 } }, recvs[NR] = { { 0 } };
+	for (int k = 0; k < n; k++) {
+		long b = xp_bytes(pat, n, g->me, k, scale);
+		if (b < 0)
+			continue;
+		sends[ns] = (struct comm_p2p){ k, malloc((size_t)b + 1), (size_t)b };
+		fill(sends[ns++].buf, (size_t)b, seed, xp_stream(rank, g->ranks[k]));
+	}
+	for (int i = 0; i < n; i++) {
+		long b = xp_bytes(pat, n, i, g->me, scale);
+		if (b >= 0)
+			recvs[nr++] = (struct comm_p2p){ i, calloc(1, (size_t)b + 3), (size_t)b };
+	}
+	long bad = -1;
+	struct comm_request *req;
+	if (C->ops->exchange_start(C, g, tag(op, "exchange x"), sends, ns, recvs, nr, &req) == COMM_OK) {
+		usleep((useconds_t)(mix((uint64_t)(rank * 100) + op) % 2000)); /* work meanwhile */
+		if (C->ops->exchange_wait(C, req) == COMM_OK) {
+			bad = 0;
+			for (int k = 0; k < nr; k++) {
+				int from = g->ranks[wrong_src ? (recvs[k].peer + 1) % n : recvs[k].peer];
+				long w = wrong_bytes(recvs[k].buf, recvs[k].bytes, seed,
+						     xp_stream(from, rank));
+				for (int x = 0; x < 3; x++)
+					w += ((uint8_t *)recvs[k].buf)[recvs[k].bytes + (size_t)x] != 0;
+				bad += wrong_src ? recvs[k].bytes && !w : w;
+			}
+		}
+	}
+	for (int k = 0; k < ns; k++)
+		free(sends[k].buf);
+	for (int k = 0; k < nr; k++)
+		free(recvs[k].buf);
+	return bad;
+}
+
+/* A pipeline along g (0 -> 1 -> ... -> n-1): each member passes on the
+ * block once it has it; a stage involves only its two members. */
+static long t_chain(const struct comm_group *g, uint32_t op, uint64_t seed, size_t bytes)
+{
+	uint8_t *block = calloc(1, bytes + 3);
+	if (g->me == 0)
+		fill(block, bytes, seed, (uint64_t)g->ranks[0]);
+	long bad = 0;
+	struct comm_request *req;
+	if (g->me > 0) {
+		struct comm_p2p in = { g->me - 1, block, bytes };
+		if (C->ops->exchange_start(C, g, tag(op, "pipeline"), NULL, 0, &in, 1, &req) ||
+		    C->ops->exchange_wait(C, req))
+			bad = -1;
+		else
+			bad = wrong_bytes(block, bytes, seed, (uint64_t)g->ranks[0]) +
+			      (block[bytes] != 0) + (block[bytes + 1] != 0) + (block[bytes + 2] != 0);
+	}
+	if (bad == 0 && g->me < g->n - 1) {
+		struct comm_p2p out = { g->me + 1, block, bytes };
+		if (C->ops->exchange_start(C, g, tag(op, "pipeline"), &out, 1, NULL, 0, &req) ||
+		    C->ops->exchange_wait(C, req))
+			bad = -1;
+	}
+	free(block);
 	return bad;
 }
 
@@ -200,6 +274,35 @@ static int ending(const char *mode)
 			return 0;
 		}
 		C->ops->allreduce_f32(C, &g, tag(17, "all_reduce blocks.3.attn"), &x, 1);
+	} else if (!strncmp(mode, "--exchange", 10)) {
+		/* 0 -> 1 and 2 -> 3, then an allreduce: --exchange-size: rank 1
+		 * posts 8 bytes for rank 0's 16 (an MPI truncation on rank 1,
+		 * which tells every rank); --exchange-absent: rank 3 never sends
+		 * (rank 2 times out naming it); --exchange-fail: rank 3 calls
+		 * fail() instead of sending (rank 2's wait hears it) */
+		char buf[16] = { 1 };
+		struct comm_p2p m = { rank ^ 1, buf, rank == 1 && !strcmp(mode, "--exchange-size") ? 8 : 16 };
+		/* absent, fail: 1 -> 0 and 3 -> 2, so that rank 2 waits to
+		 * receive (MPI may finish a small send before its receive is
+		 * posted) */
+		bool send = rank % 2 == (strcmp(mode, "--exchange-size") != 0);
+		struct comm_request *req;
+		/* the mpi backend makes a group's communicator at its first
+		 * use, with every member: a collective first */
+		if (C->ops->allreduce_f32(C, &g, tag(15, "all_reduce warm-up"), &x, 1))
+			return 1;
+		if (rank == 3 && !strcmp(mode, "--exchange-absent")) {
+			sleep(30);
+			return 0;
+		}
+		if (rank == 3 && !strcmp(mode, "--exchange-fail")) {
+			C->ops->fail(C, "kernel error: NaN in blocks.3");
+			C->ops->allreduce_f32(C, &g, tag(17, "all_reduce blocks.3.attn"), &x, 1);
+		} else if (!C->ops->exchange_start(C, &g, tag(16, "exchange blocks.3.kv"), send ? &m : NULL,
+						   send, send ? NULL : &m, !send, &req) &&
+			   !C->ops->exchange_wait(C, req)) {
+			C->ops->allreduce_f32(C, &g, tag(17, "all_reduce blocks.3.attn"), &x, 1);
+		}
 	} else {
 		if (rank == 2)
 			C->ops->fail(C, "kernel error: NaN in blocks.3");
@@ -217,7 +320,8 @@ int main(int argc, char **argv)
 	char err[256];
 	bool ends = argc > 1;
 	/* --fail must not time out while the failure travels: the usual timeout */
-	C = comm_mpi_create(ends && !strcmp(argv[1], "--timeout") ? 300 : TIMEOUT_MS, err, sizeof err);
+	C = comm_mpi_create(ends && (!strcmp(argv[1], "--timeout") || !strcmp(argv[1], "--exchange-absent"))
+				    ? 300 : TIMEOUT_MS, err, sizeof err);
 	if (!C) {
 		fprintf(stderr, "comm_mpi_create: %s\n", err);
 		return 2;
@@ -261,12 +365,39 @@ int main(int argc, char **argv)
 	bad += t_allreduce(g[WORLD], op++, 16, 0);
 	CHECK(bad == 0, "allreduce of 1 and 0 floats");
 
+	int st;
 	bad = t_shift(g[WORLD], op, 21, 5000, 6);
 	op += 12;
 	CHECK(bad == 0, "shift: ring of 4, K and V at once, 6 rounds, work between (%ld wrong)", bad);
 	bad = g[TAIL] ? t_shift(g[TAIL], op, 22, 5000, 5) : 0;
 	op += 10;
 	CHECK(bad == 0, "shift: ring of 3 (ranks 1-3), 5 rounds (%ld wrong)", bad);
+
+	bad = 0;
+	for (int a = ROW; a <= TAIL; a++)
+		for (int p = 0; p < XP_N && bad >= 0; p++) {
+			long r = g[a] ? t_exchange(g[a], op, 50 + (uint64_t)p, p, 301, false) : 0;
+			bad = r < 0 || bad < 0 ? -1 : bad + r;
+			op++;
+		}
+	CHECK(bad == 0, "exchange: all pairs and a permutation (uneven, zero-byte, self) on rows, columns, world, ranks 1-3 (%ld wrong)",
+	      bad);
+	bad = t_exchange(g[WORLD], op++, 60, XP_ALL_PAIRS, 1 << 16, false);
+	CHECK(bad == 0, "exchange: all pairs, ~MiB per rank (%ld wrong)", bad);
+	bad = t_chain(g[WORLD], op++, 61, 4099);
+	CHECK(bad == 0, "exchange: a 0 -> 1 -> 2 -> 3 pipeline, one pair at a time (%ld wrong)", bad);
+	bad = t_exchange(g[WORLD], op++, 62, XP_ALL_PAIRS, 301, true);
+	CHECK(bad == 0, "negative control: received data checked against the wrong peer fails (%ld matched)",
+	      bad);
+	char xa[32], xb[32];
+	struct comm_p2p twice[2] = { { (rank + 1) % NR, xa, 8 }, { (rank + 1) % NR, xb, 8 } };
+	struct comm_p2p big = { (rank + 1) % NR, xa, (size_t)INT_MAX + 1 };
+	struct comm_request *xreq;
+	st = C->ops->exchange_start(C, g[WORLD], tag(op, "x"), NULL, 0, twice, 2, &xreq);
+	bool refused = st == COMM_INVALID && strstr(C->error, "both name member");
+	st = C->ops->exchange_start(C, g[WORLD], tag(op, "x"), &big, 1, NULL, 0, &xreq);
+	refused = refused && st == COMM_INVALID && strstr(C->error, "exceed MPI's int count");
+	CHECK(refused, "exchange: a peer twice, a message over INT_MAX bytes: COMM_INVALID (%s)", C->error);
 
 	bad = 0;
 	for (int it = 0; it < 60 && bad >= 0; it++) {
@@ -298,9 +429,9 @@ int main(int argc, char **argv)
 	size_t huge[NR] = { 8, 8, 8, 8 }, displs[NR] = { 0, 8, 16, 24 };
 	huge[1] = (size_t)INT_MAX + 1;
 	char recv[32] = { 1 };
-	int st = C->ops->allgatherv(C, g[WORLD], tag(op, "all_gather huge"), recv + displs[rank],
+	st = C->ops->allgatherv(C, g[WORLD], tag(op, "all_gather huge"), recv + displs[rank],
 				    recv, huge, displs);
-	bool refused = st == COMM_INVALID && strstr(C->error, "exceed MPI's int count");
+	refused = st == COMM_INVALID && strstr(C->error, "exceed MPI's int count");
 	float x = 1;
 	st = C->ops->allreduce_f32(C, g[WORLD], tag(op, "all_reduce huge"), &x, (size_t)INT_MAX + 1);
 	refused = refused && st == COMM_INVALID && strstr(C->error, "exceed MPI's int count");

@@ -25,24 +25,9 @@
 
 #include "kernels/cpu/kernels.h"
 #include "runtime/device.h"
+#include "tests/rand.h"
 #include "tests/unit/unit.h"
 
-static uint64_t rng_state = 0x5deece66dull;
-
-static uint64_t rng_next(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-/* Uniform in (-1, 1), never 0. */
-static float urand(void)
-{
-	return (float)((2.0 * (double)(rng_next() >> 40) + 1.0) / 16777216.0 - 1.0);
-}
 
 static uint32_t bits(float f)
 {
@@ -1015,6 +1000,7 @@ static void test_narrow_embeddings(void)
 
 int main(void)
 {
+	rng_state = 0x5deece66dull;
 	test_convert();
 	test_linear();
 	struct dev *d = bf16_device();

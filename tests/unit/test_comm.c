@@ -249,7 +249,7 @@ static void check_shift(struct job *j, const struct comm_group *g, uint32_t op0,
 		for (int kv = 0; kv < 2; kv++) {
 			memset(buf[kv][!cur], 0, cap);
 			uint32_t op = op0 + 2 * (uint32_t)round + (uint32_t)kv;
-			if (!ok(j, j->c->ops->shift_start(j->c, g, tag(op, kv ? "shift v" : "shift k"),
+			if (!ok(j, comm_shift_start(j->c, g, tag(op, kv ? "shift v" : "shift k"),
 							  buf[kv][cur], chunk_size(have, scale),
 							  buf[kv][!cur], chunk_size(next, scale),
 							  &req[kv])))
@@ -258,7 +258,7 @@ static void check_shift(struct job *j, const struct comm_group *g, uint32_t op0,
 		if (delay) /* the attention on the chunk held */
 			usleep((useconds_t)(mix((uint64_t)(j->rank * 100 + round)) % 2000));
 		for (int kv = 0; kv < 2; kv++)
-			if (!ok(j, j->c->ops->shift_wait(j->c, req[kv])))
+			if (!ok(j, j->c->ops->exchange_wait(j->c, req[kv])))
 				goto out;
 		cur = !cur;
 		for (int kv = 0; kv < 2; kv++)
@@ -270,6 +270,84 @@ out:
 		free(buf[kv][0]);
 		free(buf[kv][1]);
 	}
+}
+
+/* One exchange of pattern pat on g, with work between start and wait where
+ * asked. Receive buffers start zeroed with 3 guard bytes after each (the
+ * data is never zero). With wrong_src the receives are checked against
+ * another member's stream: the negative control, which must count wrong
+ * bytes wherever a message is not empty. */
+static void check_exchange(struct job *j, const struct comm_group *g, uint32_t op,
+			   uint64_t seed, int pat, size_t scale, bool delay, bool wrong_src)
+{
+	int n = g->n, ns = 0, nr = 0;
+	struct comm_p2p sends[MAXR] = { { 0 } }, recvs[MAXR] = { { 0 } };
+	for (int k = 0; k < n; k++) {
+		long b = xp_bytes(pat, n, g->me, k, scale);
+		if (b < 0)
+			continue;
+		sends[ns] = (struct comm_p2p){ k, malloc((size_t)b + 1), (size_t)b };
+		fill(sends[ns++].buf, (size_t)b, seed, xp_stream(j->rank, g->ranks[k]));
+	}
+	for (int i = 0; i < n; i++) {
+		long b = xp_bytes(pat, n, i, g->me, scale);
+		if (b >= 0)
+			recvs[nr++] = (struct comm_p2p){ i, calloc(1, (size_t)b + 3), (size_t)b };
+	}
+	struct comm_request *req;
+	if (ok(j, j->c->ops->exchange_start(j->c, g, tag(op, "exchange x"), sends, ns, recvs, nr,
+					    &req))) {
+		if (delay)
+			usleep((useconds_t)(mix((uint64_t)(j->rank * 100 + (int)op)) % 2000));
+		if (ok(j, j->c->ops->exchange_wait(j->c, req))) {
+			long wrong = 0, full = 0;
+			for (int k = 0; k < nr; k++) {
+				int from = g->ranks[wrong_src ? (recvs[k].peer + 1) % n : recvs[k].peer];
+				long w = wrong_bytes(recvs[k].buf, recvs[k].bytes, seed,
+						     xp_stream(from, j->rank));
+				wrong += w + nonzero((char *)recvs[k].buf + recvs[k].bytes, 3);
+				full += recvs[k].bytes > 0 && w > 0;
+				if (wrong_src && recvs[k].bytes && !w)
+					j->wrong++; /* the control did not see the wrong peer */
+			}
+			if (!wrong_src)
+				j->wrong += wrong;
+		}
+	}
+	for (int k = 0; k < ns; k++)
+		free(sends[k].buf);
+	for (int k = 0; k < nr; k++)
+		free(recvs[k].buf);
+}
+
+/* A pipeline along g: member 0 sends its block to member 1, which passes
+ * it on to member 2 once it has it, and so on; in each stage only the two
+ * members concerned take part (the others are elsewhere). Every member
+ * past 0 checks the block it got. */
+static void check_chain(struct job *j, const struct comm_group *g, uint32_t op, uint64_t seed,
+			size_t bytes)
+{
+	uint8_t *block = calloc(1, bytes + 3);
+	if (g->me == 0)
+		fill(block, bytes, seed, (uint64_t)g->ranks[0]);
+	struct comm_request *req;
+	if (g->me > 0) {
+		struct comm_p2p in = { g->me - 1, block, bytes };
+		if (!ok(j, j->c->ops->exchange_start(j->c, g, tag(op, "pipeline"), NULL, 0, &in, 1,
+						     &req)) ||
+		    !ok(j, j->c->ops->exchange_wait(j->c, req)))
+			goto out;
+		j->wrong += wrong_bytes(block, bytes, seed, (uint64_t)g->ranks[0]) +
+			    nonzero(block + bytes, 3);
+	}
+	if (g->me < g->n - 1) {
+		struct comm_p2p out = { g->me + 1, block, bytes };
+		if (ok(j, j->c->ops->exchange_start(j->c, g, tag(op, "pipeline"), &out, 1, NULL, 0,
+						    &req)))
+			ok(j, j->c->ops->exchange_wait(j->c, req));
+	}
+out:
+	free(block);
 }
 
 /* ---- scenarios ----------------------------------------------------------------------- */
@@ -319,6 +397,56 @@ static void body_many(struct job *j)
 	}
 }
 
+/* Exchanges on the world and on sub-groups, back to back and overlapping:
+ * two exchanges of different patterns in flight at once, waited for in the
+ * reverse order. */
+static void body_exchange(struct job *j)
+{
+	int ranks[3][MAXR];
+	struct comm_group g[3];
+	for (int a = ROW; a <= WORLD; a++)
+		g[a] = mesh_group(j->n, j->rank, (enum axis)a, ranks[a]);
+	uint32_t op = 0;
+	for (int a = ROW; a <= WORLD; a++)
+		for (int p = 0; p < XP_N; p++) {
+			check_exchange(j, &g[a], op++, 50 + (uint64_t)p, p, 301, true, false);
+			check_exchange(j, &g[a], op++, 60 + (uint64_t)p, p, 1, false, false);
+		}
+	check_exchange(j, &g[WORLD], op++, 70, XP_ALL_PAIRS, 1 << 16, false, false);
+	check_chain(j, &g[WORLD], op++, 80, 4099);
+	check_chain(j, &g[ROW], op++, 81, 0);
+	/* two in flight */
+	int n = j->n, me = j->rank;
+	size_t b0 = 1000 + 10 * (size_t)me, b1 = 77 + (size_t)me;
+	int right = (me + 1) % n, left = (me + n - 1) % n, far = (me + n / 2) % n;
+	uint8_t *s0 = malloc(b0), *s1 = malloc(b1);
+	uint8_t *r0 = calloc(1, 1000 + 10 * (size_t)left), *r1 = calloc(1, 77 + (size_t)far);
+	fill(s0, b0, 90, xp_stream(me, right));
+	fill(s1, b1, 91, xp_stream(me, far));
+	struct comm_p2p o0 = { right, s0, b0 }, i0 = { left, r0, 1000 + 10 * (size_t)left };
+	struct comm_p2p o1 = { far, s1, b1 }, i1 = { (me + n - n / 2) % n, r1, 0 };
+	i1.bytes = 77 + (size_t)i1.peer;
+	struct comm_request *q0, *q1;
+	if (ok(j, j->c->ops->exchange_start(j->c, &g[WORLD], tag(op, "ring"), &o0, 1, &i0, 1, &q0))) {
+		if (ok(j, j->c->ops->exchange_start(j->c, &g[WORLD], tag(op + 1, "far"), &o1, 1, &i1, 1,
+						    &q1)))
+			ok(j, j->c->ops->exchange_wait(j->c, q1));
+		ok(j, j->c->ops->exchange_wait(j->c, q0));
+		j->wrong += wrong_bytes(r0, i0.bytes, 90, xp_stream(left, me)) +
+			    wrong_bytes(r1, i1.bytes, 91, xp_stream(i1.peer, me));
+	}
+	free(s0), free(s1), free(r0), free(r1);
+}
+
+/* The checks of body_exchange must be able to fail: received data checked
+ * against the wrong sender's stream counts as wrong. */
+static void body_exchange_control(struct job *j)
+{
+	int ranks[MAXR];
+	struct comm_group g = mesh_group(j->n, j->rank, WORLD, ranks);
+	check_exchange(j, &g, 0, 50, XP_ALL_PAIRS, 301, false, true);
+}
+
 static double big_ms[4];
 
 static void body_large(struct job *j)
@@ -366,6 +494,16 @@ static void test_collectives(void)
 		for (int r = 0; r < n; r++)
 			free(jobs[r].out);
 	}
+	for (int n = 4; n <= 6; n += 2) {
+		run(n, SLOW_MS, body_exchange, NULL, jobs);
+		UNIT_CHECK(all_ok(jobs, n),
+			   "n=%d: exchanges (all pairs and a permutation, uneven, zero-byte messages, self) on rows, columns, world; a 0->1->...->%d pipeline; two in flight waited for in reverse",
+			   n, n - 1);
+		run(n, SLOW_MS, body_exchange_control, NULL, jobs);
+		UNIT_CHECK(all_ok(jobs, n),
+			   "n=%d: negative control: the exchange's data checked against the wrong peer fails on every non-empty message",
+			   n);
+	}
 	run(4, SLOW_MS, body_large, NULL, jobs);
 	UNIT_CHECK(all_ok(jobs, 4), "n=4: 16 MiB allgatherv, allreduce, alltoallv, shift");
 	printf("# 16 MiB, 4 ranks, with filling and checking: allgatherv %.0f ms, allreduce %.0f ms, alltoallv %.0f ms, shift %.0f ms\n",
@@ -379,7 +517,8 @@ static void test_collectives(void)
 /* Each scenario runs on a world group of 4 with FAST_MS: op 5 succeeds on
  * every rank, op 6 is the one that goes wrong, and every rank still in the
  * game then tries op 7, which must fail at once. */
-enum fault { NEVER_ARRIVES, FREES_COMM, FAILS, DIVERGES, WRONG_KIND, WRONG_SIZE, SHIFT_MISSING, GROUP_MISMATCH };
+enum fault { NEVER_ARRIVES, FREES_COMM, FAILS, DIVERGES, WRONG_KIND, WRONG_SIZE, SHIFT_MISSING, GROUP_MISMATCH,
+	     X_NEVER_POSTS, X_FAILS, X_FREES_COMM, X_WRONG_SIZE, X_WRONG_PEER, X_DIVERGES };
 
 static void after(struct job *j, const struct comm_group *g)
 {
@@ -451,9 +590,69 @@ static void body_fault(struct job *j)
 			return;
 		char send[16] = { 1 }, recv[16];
 		struct comm_request *req;
-		if (ok(j, j->c->ops->shift_start(j->c, &g, tag(6, "shift kv"), send, 16, recv, 16,
+		if (ok(j, comm_shift_start(j->c, &g, tag(6, "shift kv"), send, 16, recv, 16,
 						 &req)))
-			ok(j, j->c->ops->shift_wait(j->c, req));
+			ok(j, j->c->ops->exchange_wait(j->c, req));
+		after(j, &g);
+		return;
+	}
+	case X_NEVER_POSTS:
+	case X_FAILS:
+	case X_FREES_COMM: {
+		/* all pairs with rank 3, which never posts its part */
+		if (j->rank == odd) {
+			if (f == X_FREES_COMM) {
+				j->c->ops->free(j->c);
+				j->c = NULL;
+				return;
+			}
+			if (f == X_FAILS) {
+				usleep(20000);
+				j->c->ops->fail(j->c, "kernel error: NaN in blocks.3");
+				ok(j, COMM_FAILED);
+				after(j, &g);
+			}
+			return;
+		}
+		char sbuf[4][16], rbuf[4][16];
+		struct comm_p2p s4[4], r4[4];
+		for (int k = 0; k < 4; k++) {
+			s4[k] = (struct comm_p2p){ k, sbuf[k], 16 };
+			r4[k] = (struct comm_p2p){ k, rbuf[k], 16 };
+		}
+		struct comm_request *req;
+		if (ok(j, j->c->ops->exchange_start(j->c, &g, tag(6, "exchange kv"), s4, 4, r4, 4, &req)))
+			ok(j, j->c->ops->exchange_wait(j->c, req));
+		after(j, &g);
+		return;
+	}
+	case X_WRONG_SIZE:
+	case X_WRONG_PEER:
+	case X_DIVERGES: {
+		/* 0 -> 1 and 2 -> 3; rank 1 expects 8 bytes (not 16), or (wrong
+		 * peer) expects them from member 2, or is at op 17 */
+		char buf[2][16] = { { 1 } };
+		struct comm_p2p m = { j->rank ^ 1, buf[0], 16 };
+		uint32_t op = 6;
+		if (j->rank == 1 && f == X_WRONG_SIZE)
+			m.bytes = 8;
+		if (j->rank == 1 && f == X_DIVERGES)
+			op = 17;
+		if (j->rank == 1 && f == X_WRONG_PEER)
+			m.peer = 2;
+		bool send = j->rank % 2 == 0;
+		struct comm_request *req;
+		if (j->rank == 2 && f == X_WRONG_PEER) {
+			/* rank 1's wrong peer sends it the message it waits for */
+			struct comm_p2p both[2] = { m, { 1, buf[1], 16 } };
+			if (ok(j, j->c->ops->exchange_start(j->c, &g, tag(6, "exchange kv"), both, 2, NULL,
+							    0, &req)))
+				ok(j, j->c->ops->exchange_wait(j->c, req));
+		} else if (ok(j, j->c->ops->exchange_start(j->c, &g, tag(op, "exchange kv"),
+							    send ? &m : NULL, send, send ? NULL : &m,
+							    !send, &req))) {
+			ok(j, j->c->ops->exchange_wait(j->c, req));
+		}
 		after(j, &g);
 		return;
 	}
@@ -537,6 +736,26 @@ static void test_faults(void)
 		     * start and wait runs long, rank 1's next collective (rank 3
 		     * did not arrive); either names rank 3 */
 		    (const char *const[]){ "rank 3 did not ", "of group [0 1 2 3]", NULL });
+	check_fault(X_NEVER_POSTS, "exchange: a peer never posts", 0x7, FAST_MS / 1000.0 - 0.01,
+		    (const char *const[]){ "timed out after 0.3 s in op 6 (exchange kv) of group [0 1 2 3]",
+					  "rank 3 did not post the ",
+					  "(its last call was op 5 (all_reduce warm-up) of group [0 1 2 3])",
+					  NULL });
+	check_fault(X_FAILS, "exchange: a peer calls fail()", 0xf, 0,
+		    (const char *const[]){ "rank 3 failed: kernel error: NaN in blocks.3", NULL });
+	check_fault(X_FREES_COMM, "exchange: a peer frees its comm", 0x7, 0,
+		    (const char *const[]){ "rank 3 freed its comm without its part of op 6 (exchange kv) of group [0 1 2 3]",
+					  NULL });
+	check_fault(X_WRONG_SIZE, "exchange: the pair disagrees on the size", 0x3, 0,
+		    (const char *const[]){ "op 6 (exchange kv) of group [0 1 2 3]: rank 1 expects 8 bytes from rank 0, which sends 16",
+					  NULL });
+	check_fault(X_WRONG_PEER, "exchange: a rank receives from the wrong peer", 0x1,
+		    FAST_MS / 1000.0 - 0.01,
+		    (const char *const[]){ "rank 0: timed out after 0.3 s in op 6 (exchange kv) of group [0 1 2 3]: rank 1 did not post the receive from rank 0",
+					  NULL });
+	check_fault(X_DIVERGES, "exchange: the pair is at different ops", 0x3, 0,
+		    (const char *const[]){ "rank 0 is at op 6 (exchange kv) but rank 1 is at op 17 (exchange kv) in group [0 1 2 3]",
+					  NULL });
 	check_fault(GROUP_MISMATCH, "ranks disagree on a group", 0xb, 0,
 		    (const char *const[]){ "names group id 0 as [0 1], another member as [0 3]",
 					  NULL });
@@ -561,14 +780,46 @@ static void body_invalid(struct job *j)
 	    j->c->ops->alltoallv(j->c, &pair, tag(1, "x"), buf, c4, d4, buf + 8, c4, d4) !=
 		    COMM_INVALID)
 		j->wrong++;
+	/* exchanges: a peer out of range, a peer twice, receives that overlap
+	 * each other or a send, a send to myself without the receive, and
+	 * one whose two sizes differ */
+	char a[64], b[64];
+	struct comm_request *req;
+	int me = g.me, other = (me + 1) % g.n;
+	struct comm_p2p bad_x[][2] = {
+		{ { g.n, a, 8 }, { other, b, 8 } },
+		{ { other, a, 8 }, { other, b, 8 } },
+		{ { other, a, 16 }, { (me + 2) % g.n, a + 8, 8 } },
+	};
+	const char *const want[] = { "names member 4", "both name member", "overlap" };
+	for (int k = 0; k < 3; k++) {
+		int st = j->c->ops->exchange_start(j->c, &g, tag(3, "x"), NULL, 0, bad_x[k], 2, &req);
+		if (st != COMM_INVALID || !strstr(j->c->error, want[k])) {
+			printf("# rank %d: bad exchange %d: %d (%s)\n", j->rank, k, st, j->c->error);
+			j->wrong++;
+		}
+	}
+	struct comm_p2p s1 = { other, a, 16 }, r1 = { (me + 3) % g.n, a + 4, 4 };
+	struct comm_p2p self_s = { me, a, 8 }, self_r = { me, b, 4 };
+	if (j->c->ops->exchange_start(j->c, &g, tag(3, "x"), &s1, 1, &r1, 1, &req) != COMM_INVALID ||
+	    !strstr(j->c->error, "overlaps the send") ||
+	    j->c->ops->exchange_start(j->c, &g, tag(3, "x"), &self_s, 1, NULL, 0, &req) != COMM_INVALID ||
+	    !strstr(j->c->error, "without receiving from itself") ||
+	    j->c->ops->exchange_start(j->c, &g, tag(3, "x"), &self_s, 1, &self_r, 1, &req) != COMM_INVALID ||
+	    !strstr(j->c->error, "sends itself 8 bytes but expects 4")) {
+		printf("# rank %d: %s\n", j->rank, j->c->error);
+		j->wrong++;
+	}
 	check_allreduce(j, &g, 2, 3, 8);
+	check_exchange(j, &g, 4, 5, XP_PERMUTATION, 9, false, false);
 }
 
 static void test_invalid(void)
 {
 	struct job jobs[4];
 	run(4, SLOW_MS, body_invalid, NULL, jobs);
-	UNIT_CHECK(all_ok(jobs, 4), "bad arguments: COMM_INVALID, then the next collective works");
+	UNIT_CHECK(all_ok(jobs, 4),
+		   "bad arguments (collectives, exchanges): COMM_INVALID, then the next collective and exchange work");
 	for (int r = 0; r < 4; r++)
 		free(jobs[r].out);
 }

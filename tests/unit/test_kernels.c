@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "kernels/cpu/kernels.h"
+#include "tests/rand.h"
 #include "tests/unit/unit.h"
 
 /* Tolerances; see the header comment for which measure each one uses. */
@@ -24,25 +25,6 @@
 #define TOL_ROUND 1e-7	/* one correctly rounded op: 2^-24 ~ 6e-8 */
 #define TOL_GEMM 2e-5	/* linear and attention, reductions up to 512 */
 #define TOL_LSE 1e-5	/* absolute, in log space */
-
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-
-/* splitmix64: tiny, fixed-seed, good enough to decorrelate test inputs. */
-static uint64_t rng_next(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-/* Uniform on the odd multiples of 2^-24 in (-1, 1): never 0, and exactly a
- * float, so the float64 references see the same inputs as the kernels. */
-static float urand(void)
-{
-	return (float)((2.0 * (double)(rng_next() >> 40) + 1.0) / 16777216.0 - 1.0);
-}
 
 /* Standard normal (Box-Muller); 0 is redrawn. */
 static float nrand(void)
