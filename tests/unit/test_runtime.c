@@ -8,8 +8,9 @@
  * truncated file are errors naming the problem; weights read from a file
  * give exactly the outputs of the same weights generated from a seed.
  * Forged attributes of the embedding ops are refused at session creation.
- * Run from the repository root (it reads examples/tiny_dit.plan and
- * tests/fixtures/embed.plan). */
+ * linear_act on a device without the fused entry gives the fused kernel's
+ * bits. Run from the repository root (it reads examples/tiny_dit.plan,
+ * tests/fixtures/embed.plan and tests/fuse/fuse.plan). */
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -714,6 +715,94 @@ static void folded_positions(void)
 	free(buf);
 }
 
+/* linear_act on a device without the fused entry (dev_ops.linear_act is
+ * optional): the executor runs the device's linear, then the activation in
+ * place on the output, the same bits as the CPU's fused kernel for gelu,
+ * its tanh form and silu (tests/fuse/fuse.plan's plan one fuses all
+ * three; it has no gelu left unfused). Controls: a gelu with one element
+ * off by 1 changes the output of the fallback, and not that of the fused
+ * kernel (which does not call the device's gelu). */
+static int (*cpu_gelu)(struct dev *d, const float *x, float *y, int64_t n, bool tanh_approx);
+
+static int gelu_one_off(struct dev *d, const float *x, float *y, int64_t n, bool tanh_approx)
+{
+	int r = cpu_gelu(d, x, y, n, tanh_approx);
+	if (!r && n)
+		y[0] += 1;
+	return r;
+}
+
+/* Runs s with the device table ops; its output 0, malloc'd, in *out. */
+static bool run_with(dtpc_session *s, const struct dev_ops *ops, float **out, int64_t *n)
+{
+	const struct dev_ops *own = s->dv->ops;
+	s->dv->ops = ops;
+	dtpc_status st = dtpc_session_run(s);
+	s->dv->ops = own;
+	const float *data;
+	const int64_t *shape;
+	int nd;
+	if (st || dtpc_session_output(s, 0, NULL, &data, &shape, &nd))
+		return false;
+	*n = 1;
+	for (int d = 0; d < nd; d++)
+		*n *= shape[d];
+	*out = malloc((size_t)*n * 4);
+	memcpy(*out, data, (size_t)*n * 4);
+	return true;
+}
+
+static void linear_act_fallback(void)
+{
+	size_t len = 0;
+	void *buf = driver_graph_buffer("tests/fuse/fuse.plan", "one", NULL, NULL, NULL, 0, NULL,
+					false, &len, NULL, stderr);
+	dtpc_graph *g = NULL;
+	dtpc_local_world *w = NULL;
+	dtpc_comm *c = NULL;
+	dtpc_session *s = NULL;
+	bool made = buf && !dtpc_graph_open_buffer(buf, len, &g) &&
+		    !dtpc_local_world_create(1, TIMEOUT_MS, &w) && !dtpc_comm_local(w, 0, &c) &&
+		    !dtpc_session_create(g, c, DTPC_DEVICE_CPU, &s) &&
+		    !dtpc_session_bind_weights_seed(s, 7) && !dtpc_session_bind_inputs_seed(s, 7);
+	free(buf);
+	UNIT_CHECK(made, "a CPU session for the fused plan");
+	if (!made)
+		goto out;
+	int fused = 0;
+	for (uint32_t i = 0; i < s->g->nops; i++)
+		fused += s->g->ops[i].kind == OP_linear_act;
+	const struct dev_ops *cpu = s->dv->ops;
+	struct dev_ops lacking = *cpu, lacking_off, fused_off = *cpu;
+	lacking.linear_act = NULL;
+	lacking_off = lacking;
+	cpu_gelu = cpu->gelu;
+	lacking_off.gelu = fused_off.gelu = gelu_one_off;
+	float *a = NULL, *b = NULL, *x = NULL, *f = NULL;
+	int64_t na = 0, nb = 0, nx = 0, nf = 0;
+	bool ran = run_with(s, cpu, &a, &na) && run_with(s, &lacking, &b, &nb) &&
+		   run_with(s, &lacking_off, &x, &nx) && run_with(s, &fused_off, &f, &nf);
+	UNIT_CHECK(ran && cpu->linear_act && fused == 8, "the plan runs with and without the "
+		   "device's linear_act (%d linear_act ops)", fused);
+	if (ran) {
+		UNIT_CHECK(na == nb && !memcmp(a, b, (size_t)na * 4),
+			   "without the device's linear_act: bit for bit its fused kernel's output");
+		UNIT_CHECK(na == nx && memcmp(a, x, (size_t)na * 4),
+			   "control: the fallback's gelu with one element off changes the output");
+		UNIT_CHECK(na == nf && !memcmp(a, f, (size_t)na * 4),
+			   "control: the fused kernel does not call the device's gelu");
+	}
+	free(f);
+	free(a);
+	free(b);
+	free(x);
+out:
+	dtpc_session_free(s);
+	dtpc_comm_free(c);
+	dtpc_local_world_free(w);
+	dtpc_graph_free(g);
+}
+
 int main(void)
 {
 	device_refuses_masks();
@@ -735,5 +824,6 @@ int main(void)
 	dtpc_graph_free(g2);
 	dtpc_graph_free(g1);
 	forged_embeddings();
+	linear_act_fallback();
 	return unit_done();
 }
