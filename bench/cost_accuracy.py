@@ -11,19 +11,22 @@ its job's size), then for every plan and mesh of tests/equiv.sh's matrix
 below prints one row per plan and backend: predicted ms (`dtpc cost`; in
 brackets where the slowest rank's predicted ms go: linear, attention,
 memory-bound ops and copies, communication, waiting),
-measured ms (`dtpc run --steps 5`: the median step, a step lasting as long
-as its slowest rank) and measured / predicted; then how many rows are within
-25%. A row whose measured step is under 50 ms is printed but not counted.
+measured ms (`dtpc run --steps 5`, run --repeat times, 3 by default: the
+median of the runs' median steps, a step lasting as long as its slowest
+rank), the runs' spread (slowest / fastest: the machine's own noise) and
+measured / predicted; then how many rows are within 25%, and how many rows'
+own spread exceeds 25% (where the goal cannot be told from the noise). A
+row whose measured step is under 50 ms is printed but not counted.
 
 Not a test: timings on a shared machine are noisy (a busy core slows every
 measured step while the calibration ran on whatever was free); the
-figures are recorded by hand in docs/performance.md. About 4-5 minutes on
-2 cores (the calibrations about a minute of it).
+figures are recorded by hand in docs/performance.md. About 8 minutes on
+2 cores with --repeat 3 (the calibrations about 2 minutes of it).
 
   python3 bench/cost_accuracy.py build [--backend local|mpi|both]
       [--hw-local P.json] [--hw-mpi P.json]  (skip calibrating: use these;
                                               mpi: P may hold {world})
-      [--only SUBSTRING] [--predict-only] [--steps K]
+      [--only SUBSTRING] [--predict-only] [--steps K] [--repeat R]
 """
 import argparse
 import json
@@ -113,7 +116,7 @@ def calibrate(dtpc, backend, out, world=8):
     print("calibrated %s in %.0f s: %s" % (backend, time.time() - t0, " ".join(cmd)))
 
 
-def one(dtpc, backend, profile, c, tmp, steps, predict_only):
+def one(dtpc, backend, profile, c, tmp, steps, repeat, predict_only):
     g = os.path.join(tmp, "g.graph")
     r = subprocess.run([dtpc] + plan_args(c) + ["-o", g], capture_output=True, text=True)
     if r.returncode:
@@ -139,11 +142,15 @@ def one(dtpc, backend, profile, c, tmp, steps, predict_only):
     run = [dtpc, "run", g, "--steps", str(steps), "--timeout", "300"]
     if backend == "mpi":
         run = MPIRUN + ["-np", str(world)] + run + ["--backend", "mpi"]
-    r = subprocess.run(run, capture_output=True, text=True)
-    m = re.search(r"^time: ([0-9.]+) ms per step", r.stdout, re.M)
-    if r.returncode or not m:
-        return None, "run failed: " + (r.stderr.strip().splitlines() or ["?"])[-1]
-    return (world, pred, float(m.group(1))), why
+    times = []
+    for _ in range(repeat):
+        r = subprocess.run(run, capture_output=True, text=True)
+        m = re.search(r"^time: ([0-9.]+) ms per step", r.stdout, re.M)
+        if r.returncode or not m:
+            return None, "run failed: " + (r.stderr.strip().splitlines() or ["?"])[-1]
+        times.append(float(m.group(1)))
+    times.sort()
+    return (world, pred, times[len(times) // 2], times[-1] / times[0]), why
 
 
 def main():
@@ -154,6 +161,7 @@ def main():
     ap.add_argument("--hw-mpi")
     ap.add_argument("--only", default="")
     ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--predict-only", action="store_true")
     a = ap.parse_args()
     dtpc = os.path.join(a.build, "dtpc")
@@ -163,7 +171,7 @@ def main():
            time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())))
     t_start = time.time()
     tmp = tempfile.mkdtemp()
-    counted = within = 0
+    counted = within = noisy = 0
     try:
         for be in ("local", "mpi"):
             if a.backend not in (be, "both"):
@@ -182,20 +190,21 @@ def main():
                     made[key] = os.path.join(tmp, "%s%d.json" % (be, key))
                     calibrate(dtpc, be, made[key], world)
                 return made[key]
-            print("\n%-6s %-30s %5s %9s %9s %10s" %
-                  ("backend", "case", "world", "pred ms", "meas ms", "meas/pred"))
+            print("\n%-6s %-30s %5s %9s %9s %6s %10s" %
+                  ("backend", "case", "world", "pred ms", "meas ms", "spread", "meas/pred"))
             for c in cases():
                 if a.only not in c[0]:
                     continue
-                res, why = one(dtpc, be, profile, c, tmp, a.steps, a.predict_only)
+                res, why = one(dtpc, be, profile, c, tmp, a.steps, a.repeat, a.predict_only)
                 if res is None:
                     print("%-7s %-30s %s" % (be, c[0], why))
                     continue
-                world, pred, meas = res
+                world, pred, meas = res[:3]
                 if meas is None:
-                    print("%-7s %-30s %5d %9.1f %9s %10s  (%s)" % (be, c[0], world, pred, "-",
-                                                                   "-", why))
+                    print("%-7s %-30s %5d %9.1f %9s %6s %10s  (%s)" % (be, c[0], world, pred,
+                                                                       "-", "-", "-", why))
                     continue
+                spread = res[3]
                 ratio = meas / pred
                 if meas < 50:
                     verdict = "step < 50 ms: not counted"
@@ -203,14 +212,16 @@ def main():
                     counted += 1
                     ok = 0.75 <= ratio <= 1.25
                     within += ok
+                    noisy += spread > 1.25
                     verdict = "within" if ok else "OUTSIDE"
-                print("%-7s %-30s %5d %9.1f %9.1f %10.2f  %s (%s)" %
-                      (be, c[0], world, pred, meas, ratio, verdict, why), flush=True)
+                print("%-7s %-30s %5d %9.1f %9.1f %6.2f %10.2f  %s (%s)" %
+                      (be, c[0], world, pred, meas, spread, ratio, verdict, why), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     load = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else []
-    print("\ncost accuracy: %d of %d within 25%% (%.0f s; load average %s at the end)" %
-          (within, counted, time.time() - t_start, " ".join(load)))
+    print("\ncost accuracy: %d of %d within 25%%; %d rows' own runs spread by more than 25%% "
+          "(%.0f s; load average %s at the end)" %
+          (within, counted, noisy, time.time() - t_start, " ".join(load)))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -54,6 +55,10 @@ static const char *const mop_keys[M_N] = { "layer_norm", "rms_norm", "gelu", "si
 
 #define MAX_SIZES 4
 #define MAX_RANKS 16
+/* A compute timing lasts at least this long (timed(): several scheduler
+ * slices), repeating a short kernel up to MAX_ITERS times. */
+#define MIN_TIMING_S 0.03
+#define MAX_ITERS 256
 #define NLIN 4
 #define NATT 4
 
@@ -183,21 +188,31 @@ static int slowest(struct timer *T, double mine, double *max)
 	return rc;
 }
 
+/* The median over reps of the slowest member's time for one call of fn,
+ * after a warm-up call. With min_s > 0 a timing repeats fn until it lasts
+ * about min_s (the iterations set from the warm-up, the same on every
+ * rank): where ranks outnumber the cores, one call of a few milliseconds
+ * is timed across the scheduler's slices, and its time depends on which
+ * rank the kernel ran when. */
 static int timed(struct timer *T, bool member, int (*fn)(void *arg, uint32_t op), void *arg,
-		 int reps, double *out)
+		 int reps, double min_s, double *out)
 {
 	double t[16];
-	int rc = 0;
+	int rc = 0, iters = 1;
 	for (int r = -1; r < reps && !rc; r++) { /* r = -1: warm-up (pages, caches) */
 		double dt, unused;
 		rc = slowest(T, 0, &unused);
-		uint32_t op = T->op++;
 		double t0 = clock_s();
-		if (!rc && member)
-			rc = fn(arg, op);
-		dt = clock_s() - t0;
+		for (int k = 0; k < iters && !rc; k++) {
+			uint32_t op = T->op++;
+			if (member)
+				rc = fn(arg, op);
+		}
+		dt = (clock_s() - t0) / iters;
 		if (!rc)
 			rc = slowest(T, dt, &dt);
+		if (r < 0 && dt > 0 && min_s > dt)
+			iters = min_s / dt > MAX_ITERS ? MAX_ITERS : (int)ceil(min_s / dt);
 		if (r >= 0)
 			t[r] = dt;
 	}
@@ -346,6 +361,7 @@ static int measure_compute(struct timer *T, int cores, struct compute *out)
 	struct kbufs k = { .d = dev_cpu_create() };
 	struct ranks_row row = { .measured = true, .threads = run_threads(cores, n) };
 	int rc = 0, reps = q ? 3 : 5;
+	double min_s = q ? 0 : MIN_TIMING_S;
 	k.d->ops->threads(k.d, row.threads);
 	k.a = filled(big), k.b = filled(big), k.c = filled(big), k.x = filled(big);
 	k.y = filled(big);
@@ -365,21 +381,21 @@ static int measure_compute(struct timer *T, int cores, struct compute *out)
 		rc = comm_errorf(T->c, COMM_FAILED, "a rank ran out of memory for the kernels' buffers");
 	for (int i = 0; i < NLIN && !rc; i++) {
 		k.m = lin[i][0], k.k = lin[i][1], k.n = lin[i][2];
-		rc = timed(T, true, run_linear, &k, reps, &row.lin_t[i]);
+		rc = timed(T, true, run_linear, &k, reps, min_s, &row.lin_t[i]);
 	}
 	for (int i = 0; i < NATT && !rc; i++) {
 		k.m = att[i][0], k.k = att[i][1], k.n = att[i][2];
-		rc = timed(T, true, run_attention, &k, reps, &row.att_t[i]);
+		rc = timed(T, true, run_attention, &k, reps, min_s, &row.att_t[i]);
 	}
 	k.m = out->mop_rows, k.n = out->mop_cols;
 	for (int i = 0; i < M_N && !rc; i++) {
 		k.op = i;
-		rc = timed(T, true, run_mop, &k, reps, &row.op_t[i]);
+		rc = timed(T, true, run_mop, &k, reps, min_s, &row.op_t[i]);
 		row.op_bw[i] = mop_bytes(i, k.m, k.n) / row.op_t[i];
 	}
 	k.op = M_ADD, k.m = 1, k.n = 16;
 	if (!rc)
-		rc = timed(T, true, run_mop, &k, reps, &row.launch);
+		rc = timed(T, true, run_mop, &k, reps, min_s, &row.launch);
 	k.d->ops->destroy(k.d);
 	free(k.a), free(k.b), free(k.c), free(k.x), free(k.y), free(k.ws);
 	if (rc)
@@ -482,7 +498,7 @@ static int measure_colls(struct timer *T, int lo, int hi, const struct sizes *sz
 		for (int k = 0; k < CO_N && !rc; k++)
 			for (int s = 0; s < sz->n && !rc; s++) {
 				x.kind = k, x.bytes = sz->bytes[s];
-				rc = timed(T, member, one_op, &x, sz->reps, &out->t[k][n][s]);
+				rc = timed(T, member, one_op, &x, sz->reps, 0, &out->t[k][n][s]);
 			}
 	}
 	free(x.send), free(x.recv);
