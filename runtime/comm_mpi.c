@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum {
 	BUSY_MS = 10,         /* polling without sleeping, for a collective's first 10 ms */
@@ -72,6 +73,10 @@ struct mpi {
 	MPI_Comm world; /* a private duplicate: our messages never meet the caller's */
 	MPI_Comm rep;   /* another, for failures and the job's end */
 	bool ready;     /* rep exists */
+	/* polling without sleeping first, for busy_ms: 0 where this node's
+	 * ranks outnumber its cores (a rank that spins takes a core from one
+	 * that computes) */
+	int busy_ms;
 	struct mgroup *groups;
 	int *ints;      /* the int counts and displacements of a v-collective */
 	size_t ints_cap;
@@ -183,7 +188,7 @@ static bool heard(struct mpi *m)
 static int wait_all(struct mpi *m, int n, MPI_Request *req, MPI_Status *st, struct comm_tag t,
 		    const char *group)
 {
-	struct timespec deadline = comm_deadline(m->timeout_ms), busy = comm_deadline(BUSY_MS);
+	struct timespec deadline = comm_deadline(m->timeout_ms), busy = comm_deadline(m->busy_ms);
 	struct timespec grace;
 	bool stopping = false;
 	long sleep_ns = 1000;
@@ -760,6 +765,13 @@ struct comm *comm_mpi_create(int timeout_ms, char *err, size_t errlen)
 	MPI_Comm_set_errhandler(m->world, MPI_ERRORS_RETURN);
 	MPI_Comm_set_errhandler(m->rep, MPI_ERRORS_RETURN);
 	m->ready = true;
+	/* the ranks on this node as the launcher tells them (Open MPI, MPICH):
+	 * asking MPI would be a collective without a timeout */
+	const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+	if (!local)
+		local = getenv("MPI_LOCALNRANKS");
+	long here = local ? strtol(local, NULL, 10) : 0, cores = sysconf(_SC_NPROCESSORS_ONLN);
+	m->busy_ms = cores > 0 && here > cores ? 0 : BUSY_MS;
 	return &m->c;
 }
 #else
