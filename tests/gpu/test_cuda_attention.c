@@ -242,8 +242,8 @@ static void attn_case(enum kc_dtype t, int64_t B, int64_t Sq, int64_t Skv, int64
 			 layout_name[lay], want_lse ? "" : " lse=NULL");
 
 		int st = kc_attention(ctx, t, dq + (size_t)qoff * es, qs, dk + (size_t)koff * es, ks,
-				      dv + (size_t)voff * es, vs, dout, want_lse ? dlse : NULL, B, Sq,
-				      Skv, H, D, Dv, dws);
+				      dv + (size_t)voff * es, vs, NULL, dout, want_lse ? dlse : NULL,
+				      B, Sq, Skv, H, D, Dv, dws);
 		if (st == 0)
 			st = kc_sync(ctx);
 		if (st) {
