@@ -23,6 +23,11 @@
 # Negative controls: a perturbed weight, and Qwen-Image's mask replaced by
 # ones, must each fail the comparison.
 #
+# MODELS_ONLY (space-separated shell patterns, e.g. "qwenimage-*"): only the
+# cases, controls and bound checks whose names match run (the GPU script's
+# Qwen-Image on the CUDA device); the others are left out, not counted. The
+# plans checks (no run) are not named cases and always run.
+#
 # Prints one line per case and "models: N passed, N failed, N skipped".
 set -u
 BUILD=${1:-build}
@@ -42,6 +47,18 @@ if sys.argv[2] == "defines":
 else:
     print(d[sys.argv[2]])
 PY
+}
+
+# wanted NAME: whether MODELS_ONLY lets NAME run
+wanted() {
+	[ -z "${MODELS_ONLY:-}" ] && return 0
+	set -f # the patterns are not file names
+	for w_p in $MODELS_ONLY; do
+		# shellcheck disable=SC2254 # the pattern is meant to match
+		case $1 in $w_p) set +f; return 0 ;; esac
+	done
+	set +f
+	return 1
 }
 
 # run_case NAME FIXTURE PLANFILE PLAN MESH CONTEXT WEIGHTS INPUTS: compiles,
@@ -78,6 +95,7 @@ run_case() {
 # diffusers' sample
 case_() {
 	c_name=$1 c_fix=$2 c_model=$3 c_plan=$4 c_mesh=$5 c_ctx=$6 c_w=${7:-$FIX/$2/transformer}
+	wanted "$c_name" || return 0
 	run_case "$c_name" "$c_fix" "models/$c_model.plan" "$c_plan" "$c_mesh" "$c_ctx" "$c_w" \
 		"$FIX/$c_fix/inputs.safetensors"
 	rc=$?
@@ -97,6 +115,7 @@ case_() {
 # the comparison (and only the comparison: compiling and running succeed);
 # MODEL is models/MODEL.plan, or a plan file's path
 control() {
+	wanted "$1" || return 0
 	case $3 in */*) c_file=$3 ;; *) c_file=models/$3.plan ;; esac
 	if run_case "$1" "$2" "$c_file" "$4" "$5" "" "$6" "$7"; then
 		fail=$((fail + 1))
@@ -175,6 +194,7 @@ PY
 bound() {
 	b_name=$1 b_want=$2 b_fix=$3 b_model=$4 b_plan=$5
 	shift 5
+	wanted "$b_name" || return 0
 	b_g="$tmp/$b_name.graph"
 	# shellcheck disable=SC2046 # the -D options split into words
 	if ! "$DTPC" "models/$b_model.plan" --plan "$b_plan" --mesh "tp = 1" \

@@ -51,7 +51,7 @@ static int run_job(void *p)
 
 	if (j->kind == 0)
 		st = kc_attention(ctx, j->t, j->q, j->H * j->D, j->k, j->H * j->D, j->v,
-				  j->H * j->D, j->out, j->lse, 1, j->S, j->S, j->H, j->D, j->D,
+				  j->H * j->D, NULL, j->out, j->lse, 1, j->S, j->S, j->H, j->D, j->D,
 				  NULL);
 	else if (j->kind == 1)
 		st = kc_lse_merge(ctx, KC_BF16, j->out, j->lse, j->out2, j->lse2, 1, j->S, j->H,

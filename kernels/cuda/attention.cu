@@ -17,6 +17,14 @@
  * Both mask keys past Skv with -inf and never write rows past Sq; lse is
  * the natural-log logsumexp of the scaled scores.
  *
+ * The key-padding mask ([B, Skv] in the storage dtype, k_attention's
+ * meaning) gives a masked key (element 0) the score -inf in either kernel.
+ * A row may then see only -inf so far: its running max stays -inf and the
+ * exponentials subtract 0 instead (exp2(-inf) = 0, where -inf - -inf would
+ * be NaN). A row whose every key is masked ends with a denominator of 0:
+ * zeros out and lse -inf, as k_attention gives. Without a mask the max is
+ * finite from the first tile on and the guard never changes a value.
+ *
  * Neither needs a workspace: kc_attention_workspace is 0. */
 #include <climits>
 #include <cmath>
@@ -145,8 +153,9 @@ __device__ __forceinline__ void load_tile(T *tile, const T *src, int64_t stride,
 template <typename T, int D, int BM>
 __global__ void __launch_bounds__(BM * 2)
 attn_fast_kernel(const T *__restrict__ q, int64_t q_stride, const T *__restrict__ k,
-		 int64_t k_stride, const T *__restrict__ v, int64_t v_stride, T *__restrict__ out,
-		 float *__restrict__ lse, int Sq, int Skv, int H, int ntiles, float scale_log2)
+		 int64_t k_stride, const T *__restrict__ v, int64_t v_stride,
+		 const T *__restrict__ mask, T *__restrict__ out, float *__restrict__ lse, int Sq,
+		 int Skv, int H, int ntiles, float scale_log2)
 {
 	constexpr int NT = BM * 2; /* BM / 16 warps */
 	constexpr int BN = kFastBN;
@@ -165,6 +174,7 @@ attn_fast_kernel(const T *__restrict__ q, int64_t q_stride, const T *__restrict_
 	const T *qh = q + (int64_t)b * Sq * q_stride + (int64_t)h * D;
 	const T *kh = k + (int64_t)b * Skv * k_stride + (int64_t)h * D;
 	const T *vh = v + (int64_t)b * Skv * v_stride + (int64_t)h * D;
+	const T *mb = mask ? mask + (int64_t)b * Skv : nullptr;
 	const int nkt = (Skv + BN - 1) / BN;
 
 	load_tile<T, BM, D, NT>(sq, qh, q_stride, q0, Sq, tid);
@@ -221,18 +231,20 @@ attn_fast_kernel(const T *__restrict__ q, int64_t q_stride, const T *__restrict_
 			}
 		}
 
-		/* scale into base 2; keys past Skv (last tile only) get -inf */
+		/* scale into base 2; keys past Skv (last tile only) and masked
+		 * keys get -inf */
 		const int kbase = j * BN + 2 * t;
 		const bool tail = (j + 1) * BN > Skv;
 		float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
 		for (int n = 0; n < BN / 8; n++) {
 #pragma unroll
-			for (int e = 0; e < 4; e++) {
-				float x = s[n][e] * scale_log2;
-				if (tail && kbase + n * 8 + (e & 1) >= Skv)
-					x = -INFINITY;
-				s[n][e] = x;
+			for (int e = 0; e < 2; e++) {
+				const int key = kbase + n * 8 + e;
+				const bool gone = (tail && key >= Skv) ||
+						  (mb && key < Skv && kc_to_f32<T>(mb[key]) == 0.0f);
+				s[n][e] = gone ? -INFINITY : s[n][e] * scale_log2;
+				s[n][e + 2] = gone ? -INFINITY : s[n][e + 2] * scale_log2;
 			}
 			mx0 = fmaxf(mx0, fmaxf(s[n][0], s[n][1]));
 			mx1 = fmaxf(mx1, fmaxf(s[n][2], s[n][3]));
@@ -242,19 +254,23 @@ attn_fast_kernel(const T *__restrict__ q, int64_t q_stride, const T *__restrict_
 		mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
 		mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
 		mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-		/* every tile has a valid key (and padded query rows score 0), so
-		 * the new max is finite and the first alpha is exp2(-inf) = 0 */
+		/* unmasked, every tile has a valid key (and padded query rows
+		 * score 0), so the new max is finite and the first alpha is
+		 * exp2(-inf) = 0; a max still -inf (every key so far masked)
+		 * subtracts 0 instead (the file's comment) */
 		const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-		const float al0 = exp2f(m0 - mn0), al1 = exp2f(m1 - mn1);
+		const float sb0 = mn0 == -INFINITY ? 0.0f : mn0;
+		const float sb1 = mn1 == -INFINITY ? 0.0f : mn1;
+		const float al0 = exp2f(m0 - sb0), al1 = exp2f(m1 - sb1);
 		m0 = mn0;
 		m1 = mn1;
 		float rs0 = 0.0f, rs1 = 0.0f;
 #pragma unroll
 		for (int n = 0; n < BN / 8; n++) {
-			s[n][0] = exp2f(s[n][0] - mn0);
-			s[n][1] = exp2f(s[n][1] - mn0);
-			s[n][2] = exp2f(s[n][2] - mn1);
-			s[n][3] = exp2f(s[n][3] - mn1);
+			s[n][0] = exp2f(s[n][0] - sb0);
+			s[n][1] = exp2f(s[n][1] - sb0);
+			s[n][2] = exp2f(s[n][2] - sb1);
+			s[n][3] = exp2f(s[n][3] - sb1);
 			rs0 += s[n][0] + s[n][1];
 			rs1 += s[n][2] + s[n][3];
 		}
@@ -293,7 +309,8 @@ attn_fast_kernel(const T *__restrict__ q, int64_t q_stride, const T *__restrict_
 	l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
 	l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
 	l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-	const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
+	/* l == 0: every key masked, zeros out and lse -inf */
+	const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
 	const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
 	const int64_t ostride = (int64_t)H * D;
 	T *o0 = out + ((int64_t)b * Sq + r0) * ostride + (int64_t)h * D + 2 * t;
@@ -310,9 +327,9 @@ attn_fast_kernel(const T *__restrict__ q, int64_t q_stride, const T *__restrict_
 	if (lse && t == 0) {
 		float *lh = lse + (int64_t)bh * Sq;
 		if (r0 < Sq)
-			lh[r0] = (m0 + log2f(l0)) * kLn2;
+			lh[r0] = l0 > 0.0f ? (m0 + log2f(l0)) * kLn2 : -INFINITY;
 		if (r1 < Sq)
-			lh[r1] = (m1 + log2f(l1)) * kLn2;
+			lh[r1] = l1 > 0.0f ? (m1 + log2f(l1)) * kLn2 : -INFINITY;
 	}
 }
 
@@ -323,8 +340,8 @@ template <typename T, int D, int BM> constexpr size_t fast_smem()
 
 template <typename T, int D, int BM>
 int launch_fast(kc_ctx *c, const void *q, int64_t qs, const void *k, int64_t ks, const void *v,
-		int64_t vs, void *out, float *lse, int64_t B, int64_t Sq, int64_t Skv, int64_t H,
-		float scale_log2)
+		int64_t vs, const void *mask, void *out, float *lse, int64_t B, int64_t Sq,
+		int64_t Skv, int64_t H, float scale_log2)
 {
 	constexpr size_t smem = fast_smem<T, D, BM>();
 	const int64_t ntiles = (Sq + BM - 1) / BM;
@@ -338,8 +355,8 @@ int launch_fast(kc_ctx *c, const void *q, int64_t qs, const void *k, int64_t ks,
 		return (int)e;
 	attn_fast_kernel<T, D, BM><<<(unsigned)blocks, BM * 2, smem, c->stream>>>(
 		static_cast<const T *>(q), qs, static_cast<const T *>(k), ks,
-		static_cast<const T *>(v), vs, static_cast<T *>(out), lse, (int)Sq, (int)Skv,
-		(int)H, (int)ntiles, scale_log2);
+		static_cast<const T *>(v), vs, static_cast<const T *>(mask), static_cast<T *>(out),
+		lse, (int)Sq, (int)Skv, (int)H, (int)ntiles, scale_log2);
 	return kc_launched();
 }
 
@@ -348,13 +365,13 @@ int launch_fast(kc_ctx *c, const void *q, int64_t qs, const void *k, int64_t ks,
  * busy. */
 template <typename T, int D>
 int dispatch_fast(kc_ctx *c, const void *q, int64_t qs, const void *k, int64_t ks,
-		  const void *v, int64_t vs, void *out, float *lse, int64_t B, int64_t Sq,
-		  int64_t Skv, int64_t H, float scale_log2, int sms)
+		  const void *v, int64_t vs, const void *mask, void *out, float *lse, int64_t B,
+		  int64_t Sq, int64_t Skv, int64_t H, float scale_log2, int sms)
 {
 	if ((Sq + 127) / 128 * B * H >= sms)
-		return launch_fast<T, D, 128>(c, q, qs, k, ks, v, vs, out, lse, B, Sq, Skv, H,
-					      scale_log2);
-	return launch_fast<T, D, 64>(c, q, qs, k, ks, v, vs, out, lse, B, Sq, Skv, H,
+		return launch_fast<T, D, 128>(c, q, qs, k, ks, v, vs, mask, out, lse, B, Sq, Skv,
+					      H, scale_log2);
+	return launch_fast<T, D, 64>(c, q, qs, k, ks, v, vs, mask, out, lse, B, Sq, Skv, H,
 				     scale_log2);
 }
 
@@ -385,8 +402,8 @@ template <typename T>
 __global__ void __launch_bounds__(kGenWarps * 32)
 attn_generic_kernel(const T *__restrict__ q, int64_t q_stride, const T *__restrict__ k,
 		    int64_t k_stride, const T *__restrict__ v, int64_t v_stride,
-		    T *__restrict__ out, float *__restrict__ lse, int Sq, int Skv, int H, int D,
-		    int Dv, int ntiles, float scale_log2)
+		    const T *__restrict__ mask, T *__restrict__ out, float *__restrict__ lse, int Sq,
+		    int Skv, int H, int D, int Dv, int ntiles, float scale_log2)
 {
 	extern __shared__ __align__(16) unsigned char smem_raw[];
 	const int kst = gen_kstride(D);
@@ -403,6 +420,7 @@ attn_generic_kernel(const T *__restrict__ q, int64_t q_stride, const T *__restri
 	const T *qh = q + (int64_t)b * Sq * q_stride + (int64_t)h * D;
 	const T *kh = k + (int64_t)b * Skv * k_stride + (int64_t)h * D;
 	const T *vh = v + (int64_t)b * Skv * v_stride + (int64_t)h * Dv;
+	const T *mb = mask ? mask + (int64_t)b * Skv : nullptr;
 
 	for (int i = tid; i < kGenBQ * D; i += kGenWarps * 32) {
 		int r = i / D, d = i - r * D;
@@ -449,18 +467,22 @@ attn_generic_kernel(const T *__restrict__ q, int64_t q_stride, const T *__restri
 				s[r] = fmaf(myq[r * D + d], kv, s[r]);
 		}
 
+		/* this lane's key takes part: it exists and is not masked */
+		const bool live = lane < nk && (!mb || kc_to_f32<T>(mb[j0 + lane]) != 0.0f);
 		float p[kGenRows];
 #pragma unroll
 		for (int r = 0; r < kGenRows; r++) {
-			const float x = lane < nk ? s[r] : -INFINITY;
+			const float x = live ? s[r] : -INFINITY;
 			float mx = x;
 #pragma unroll
 			for (int off = 16; off > 0; off >>= 1)
 				mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-			/* lane 0's key always exists: mn is finite */
+			/* unmasked, lane 0's key always exists: mn is finite; a
+			 * max still -inf subtracts 0 (the file's comment) */
 			const float mn = fmaxf(m[r], mx);
-			const float al = exp2f(m[r] - mn);
-			p[r] = exp2f(x - mn);
+			const float sb = mn == -INFINITY ? 0.0f : mn;
+			const float al = exp2f(m[r] - sb);
+			p[r] = exp2f(x - sb);
 			float sum = p[r];
 #pragma unroll
 			for (int off = 16; off > 0; off >>= 1)
@@ -495,7 +517,8 @@ attn_generic_kernel(const T *__restrict__ q, int64_t q_stride, const T *__restri
 		const int row = q0 + warp * kGenRows + r;
 		if (row >= Sq)
 			continue;
-		const float inv = 1.0f / l[r];
+		/* l == 0: every key masked, zeros out and lse -inf */
+		const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
 		T *orow = out + ((int64_t)b * Sq + row) * ostride + (int64_t)h * Dv;
 #pragma unroll
 		for (int i = 0; i < kGenCols; i++) {
@@ -504,14 +527,15 @@ attn_generic_kernel(const T *__restrict__ q, int64_t q_stride, const T *__restri
 				orow[d] = kc_from_f32<T>(o[r][i] * inv);
 		}
 		if (lse && lane == 0)
-			lse[(int64_t)bh * Sq + row] = (m[r] + log2f(l[r])) * kLn2;
+			lse[(int64_t)bh * Sq + row] =
+				l[r] > 0.0f ? (m[r] + log2f(l[r])) * kLn2 : -INFINITY;
 	}
 }
 
 template <typename T>
 int launch_generic(kc_ctx *c, const void *q, int64_t qs, const void *k, int64_t ks,
-		   const void *v, int64_t vs, void *out, float *lse, int64_t B, int64_t Sq,
-		   int64_t Skv, int64_t H, int64_t D, int64_t Dv, float scale_log2)
+		   const void *v, int64_t vs, const void *mask, void *out, float *lse, int64_t B,
+		   int64_t Sq, int64_t Skv, int64_t H, int64_t D, int64_t Dv, float scale_log2)
 {
 	const size_t smem = gen_smem((int)D, (int)Dv);
 	const int64_t ntiles = (Sq + kGenBQ - 1) / kGenBQ;
@@ -525,8 +549,8 @@ int launch_generic(kc_ctx *c, const void *q, int64_t qs, const void *k, int64_t 
 		return (int)e;
 	attn_generic_kernel<T><<<(unsigned)blocks, kGenWarps * 32, smem, c->stream>>>(
 		static_cast<const T *>(q), qs, static_cast<const T *>(k), ks,
-		static_cast<const T *>(v), vs, static_cast<T *>(out), lse, (int)Sq, (int)Skv,
-		(int)H, (int)D, (int)Dv, (int)ntiles, scale_log2);
+		static_cast<const T *>(v), vs, static_cast<const T *>(mask), static_cast<T *>(out),
+		lse, (int)Sq, (int)Skv, (int)H, (int)D, (int)Dv, (int)ntiles, scale_log2);
 	return kc_launched();
 }
 
@@ -537,8 +561,8 @@ bool aligned16(const void *p)
 
 template <typename T>
 int attention_t(kc_ctx *c, const void *q, int64_t qs, const void *k, int64_t ks, const void *v,
-		int64_t vs, void *out, float *lse, int64_t B, int64_t Sq, int64_t Skv, int64_t H,
-		int64_t D, int64_t Dv, float scale_log2)
+		int64_t vs, const void *mask, void *out, float *lse, int64_t B, int64_t Sq,
+		int64_t Skv, int64_t H, int64_t D, int64_t Dv, float scale_log2)
 {
 	if constexpr (sizeof(T) == 2) {
 		/* cp.async moves 16-byte chunks of every row; the output is
@@ -554,15 +578,15 @@ int attention_t(kc_ctx *c, const void *q, int64_t qs, const void *k, int64_t ks,
 					return (int)e;
 			}
 			if (D == 64)
-				return dispatch_fast<T, 64>(c, q, qs, k, ks, v, vs, out, lse, B, Sq,
-							    Skv, H, scale_log2, sms);
-			return dispatch_fast<T, 128>(c, q, qs, k, ks, v, vs, out, lse, B, Sq, Skv,
-						     H, scale_log2, sms);
+				return dispatch_fast<T, 64>(c, q, qs, k, ks, v, vs, mask, out, lse,
+							    B, Sq, Skv, H, scale_log2, sms);
+			return dispatch_fast<T, 128>(c, q, qs, k, ks, v, vs, mask, out, lse, B,
+						     Sq, Skv, H, scale_log2, sms);
 		}
 	}
 	if (D > kGenMaxD || Dv > kGenMaxD)
 		return (int)cudaErrorInvalidValue;
-	return launch_generic<T>(c, q, qs, k, ks, v, vs, out, lse, B, Sq, Skv, H, D, Dv,
+	return launch_generic<T>(c, q, qs, k, ks, v, vs, mask, out, lse, B, Sq, Skv, H, D, Dv,
 				 scale_log2);
 }
 
@@ -718,8 +742,8 @@ int kc_cudnn_attention(kc_ctx *c, enum kc_dtype t, const void *q, int64_t q_stri
 
 extern "C" int kc_attention(kc_ctx *c, enum kc_dtype t, const void *q, int64_t q_stride,
 			    const void *k, int64_t k_stride, const void *v, int64_t v_stride,
-			    void *out, float *lse, int64_t B, int64_t Sq, int64_t Skv, int64_t H,
-			    int64_t D, int64_t Dv, void *workspace)
+			    const void *mask, void *out, float *lse, int64_t B, int64_t Sq,
+			    int64_t Skv, int64_t H, int64_t D, int64_t Dv, void *workspace)
 {
 	(void)workspace;
 	if (B < 0 || H < 0 || Sq < 1 || Skv < 1 || D < 1 || Dv < 1 || Sq > INT_MAX ||
@@ -732,20 +756,23 @@ extern "C" int kc_attention(kc_ctx *c, enum kc_dtype t, const void *q, int64_t q
 	if (e != cudaSuccess)
 		return (int)e;
 
-	if (kc_cudnn_attention(c, t, q, q_stride, k, k_stride, v, v_stride, out, lse, B, Sq, Skv,
-			       H, D, Dv) == 0)
+	/* A masked call never goes to cuDNN: its padding mask is a sequence
+	 * length per batch (trailing keys only), and a key-padding mask may
+	 * leave out any keys (Qwen-Image's is arbitrary). */
+	if (!mask && kc_cudnn_attention(c, t, q, q_stride, k, k_stride, v, v_stride, out, lse, B,
+					Sq, Skv, H, D, Dv) == 0)
 		return 0;
 	const float scale_log2 = (float)(kLog2e / sqrt((double)D));
 	switch (t) {
 	case KC_F32:
-		return attention_t<float>(c, q, q_stride, k, k_stride, v, v_stride, out, lse, B,
-					  Sq, Skv, H, D, Dv, scale_log2);
+		return attention_t<float>(c, q, q_stride, k, k_stride, v, v_stride, mask, out, lse,
+					  B, Sq, Skv, H, D, Dv, scale_log2);
 	case KC_BF16:
-		return attention_t<__nv_bfloat16>(c, q, q_stride, k, k_stride, v, v_stride, out,
-						  lse, B, Sq, Skv, H, D, Dv, scale_log2);
+		return attention_t<__nv_bfloat16>(c, q, q_stride, k, k_stride, v, v_stride, mask,
+						  out, lse, B, Sq, Skv, H, D, Dv, scale_log2);
 	case KC_F16:
-		return attention_t<__half>(c, q, q_stride, k, k_stride, v, v_stride, out, lse, B,
-					   Sq, Skv, H, D, Dv, scale_log2);
+		return attention_t<__half>(c, q, q_stride, k, k_stride, v, v_stride, mask, out,
+					   lse, B, Sq, Skv, H, D, Dv, scale_log2);
 	}
 	return (int)cudaErrorInvalidValue;
 }

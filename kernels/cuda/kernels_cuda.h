@@ -95,6 +95,10 @@ int kc_modulate(kc_ctx *c, enum kc_dtype t, const void *x, const void *shift,
 /* rows x cols elements of elem_bytes each between strided 2-D views. */
 int kc_copy2d(kc_ctx *c, size_t elem_bytes, void *dst, int64_t dst_stride, const void *src,
 	      int64_t src_stride, int64_t rows, int64_t cols);
+/* rows x cols elements of a strided view (dtype t) set to value rounded to
+ * t, to nearest even (k_fill2d; pad's constant). */
+int kc_fill2d(kc_ctx *c, enum kc_dtype t, void *dst, int64_t dst_stride, int64_t rows,
+	      int64_t cols, float value);
 int kc_rope(kc_ctx *c, enum kc_dtype t, const void *x, int64_t x_stride, const void *cos,
 	    const void *sin, void *y, int64_t y_stride, int64_t B, int64_t S, int64_t heads,
 	    int64_t D);
@@ -102,10 +106,14 @@ int kc_rope(kc_ctx *c, enum kc_dtype t, const void *x, int64_t x_stride, const v
 size_t kc_attention_workspace(enum kc_dtype t, int64_t B, int64_t Sq, int64_t Skv, int64_t H,
 			      int64_t D, int64_t Dv);
 /* Non-causal SDPA, scale 1/sqrt(D); lse [B, H, Sq] float32 or NULL. The
- * same layouts as k_attention (q/k/v row strides; out contiguous). */
+ * same layouts as k_attention (q/k/v row strides; out contiguous). mask
+ * [B, Skv] contiguous in dtype t, or NULL: k_attention's key-padding mask
+ * (key j of batch b left out where mask[b, j] == 0; a row with every key
+ * left out gives zeros and lse -inf). A masked call always runs the own
+ * kernel, never cuDNN (attention.cu). */
 int kc_attention(kc_ctx *c, enum kc_dtype t, const void *q, int64_t q_stride, const void *k,
-		 int64_t k_stride, const void *v, int64_t v_stride, void *out, float *lse,
-		 int64_t B, int64_t Sq, int64_t Skv, int64_t H, int64_t D, int64_t Dv,
+		 int64_t k_stride, const void *v, int64_t v_stride, const void *mask, void *out,
+		 float *lse, int64_t B, int64_t Sq, int64_t Skv, int64_t H, int64_t D, int64_t Dv,
 		 void *workspace);
 /* Ring attention's merge (k_lse_merge); out/out_blk in dtype t, lse float32. */
 int kc_lse_merge(kc_ctx *c, enum kc_dtype t, void *out, float *lse, const void *out_blk,

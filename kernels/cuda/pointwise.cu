@@ -1,5 +1,5 @@
 /* pointwise.cu — norms, activations, broadcasting arithmetic, modulation,
- * strided copies and RoPE on the device (see kernels_cuda.h; the meaning of
+ * strided copies and fills, and RoPE on the device (see kernels_cuda.h; the meaning of
  * each is that of its k_ counterpart in kernels/cpu/kernels.h).
  *
  * All of these are memory-bound, so the aims are coalesced 16-byte accesses
@@ -607,6 +607,39 @@ int copy2d_units(kc_ctx *c, void *dst, int64_t dpitch, const void *src, int64_t 
 	return kc_launched();
 }
 
+/* ---- fill2d ---------------------------------------------------------------------------- */
+
+/* pad's constant, laid out as copy2d: one warp per piece of COPY_PIECE
+ * elements of a row (a pad along the sequence of one batch is one long
+ * row), lanes striding across it; the value is rounded to T once per
+ * thread, the same rounding everywhere (to nearest even). */
+template <typename T>
+__global__ void fill2d_kernel(T *dst, int64_t dst_stride, int64_t rows, int64_t cols,
+			      int64_t pieces, float value)
+{
+	const T v = kc_from_f32<T>(value);
+	const int lane = threadIdx.x % 32;
+
+	for (int64_t w = global_warp(); w < rows * pieces; w += global_warps()) {
+		int64_t r = w / pieces, c0 = (w % pieces) * COPY_PIECE;
+		int64_t c1 = c0 + COPY_PIECE < cols ? c0 + COPY_PIECE : cols;
+		T *d = dst + r * dst_stride;
+
+		for (int64_t i = c0 + lane; i < c1; i += 32)
+			d[i] = v;
+	}
+}
+
+template <typename T>
+int fill2d_t(kc_ctx *c, void *dst, int64_t dst_stride, int64_t rows, int64_t cols, float value)
+{
+	const int64_t pieces = (cols + COPY_PIECE - 1) / COPY_PIECE;
+
+	fill2d_kernel<T><<<kc_blocks_for(c, WARPS, rows * pieces), THREADS, 0, c->stream>>>(
+		(T *)dst, dst_stride, rows, cols, pieces, value);
+	return kc_launched();
+}
+
 /* ---- rope ------------------------------------------------------------------------------ */
 
 /* One warp per position (b, s); its lanes walk the pairs of one head at a
@@ -849,6 +882,18 @@ extern "C" int kc_copy2d(kc_ctx *c, size_t elem_bytes, void *dst, int64_t dst_st
 	if (bits % 2 == 0)
 		return copy2d_units<uint16_t>(c, dst, dpitch, src, spitch, rows, width);
 	return copy2d_units<uint8_t>(c, dst, dpitch, src, spitch, rows, width);
+}
+
+extern "C" int kc_fill2d(kc_ctx *c, enum kc_dtype t, void *dst, int64_t dst_stride, int64_t rows,
+			 int64_t cols, float value)
+{
+	int st = kc_use_device(c);
+
+	if (st || rows <= 0 || cols <= 0)
+		return st;
+	if (rows > 1 && dst_stride < cols)
+		return (int)cudaErrorInvalidValue;
+	return KC_DISPATCH(t, fill2d_t, c, dst, dst_stride, rows, cols, value);
 }
 
 extern "C" int kc_rope(kc_ctx *c, enum kc_dtype t, const void *x, int64_t x_stride,

@@ -173,6 +173,13 @@ static int cuda_copy2d(struct dev *d, float *dst, int64_t dst_stride, const floa
 				 src_stride, rows, cols), "copy2d");
 }
 
+static int cuda_fill2d(struct dev *d, float *dst, int64_t dst_stride, int64_t rows,
+		       int64_t cols, float value)
+{
+	return fail(d, kc_fill2d(cd(d)->kc, cd(d)->t, dst, dst_stride, rows, cols, value),
+		    "fill2d");
+}
+
 static int cuda_rope(struct dev *d, const float *x, int64_t x_stride, const float *cos,
 		     const float *sin, float *y, int64_t y_stride, int64_t B, int64_t S,
 		     int64_t heads, int64_t D)
@@ -187,19 +194,13 @@ static size_t cuda_attention_workspace(struct dev *d, int64_t B, int64_t Sq, int
 	return kc_attention_workspace(cd(d)->t, B, Sq, Skv, H, D, Dv);
 }
 
-/* No key-padding mask here yet (masked_attention is false: sessions refuse
- * masked graphs before they reach this). */
 static int cuda_attention(struct dev *d, const float *q, int64_t q_stride, const float *k,
 			  int64_t k_stride, const float *v, int64_t v_stride, const float *mask,
 			  float *out, float *lse, int64_t B, int64_t Sq, int64_t Skv, int64_t H,
 			  int64_t D, int64_t Dv, void *workspace)
 {
-	if (mask) {
-		snprintf(cd(d)->error, sizeof cd(d)->error, "CUDA attention: no key-padding mask");
-		return 1;
-	}
-	return fail(d, kc_attention(cd(d)->kc, cd(d)->t, q, q_stride, k, k_stride, v, v_stride, out,
-				    lse, B, Sq, Skv, H, D, Dv, workspace), "attention");
+	return fail(d, kc_attention(cd(d)->kc, cd(d)->t, q, q_stride, k, k_stride, v, v_stride,
+				    mask, out, lse, B, Sq, Skv, H, D, Dv, workspace), "attention");
 }
 
 static int cuda_lse_merge(struct dev *d, float *out, dtpc_dtype acc, float *lse,
@@ -295,6 +296,7 @@ static const struct dev_ops cuda_ops = {
 	.name = "cuda",
 	.host_memory = false,
 	.graphs = true,
+	.masked_attention = true,
 	.destroy = cuda_destroy,
 	.error = cuda_error,
 	.alloc = cuda_alloc,
@@ -315,6 +317,7 @@ static const struct dev_ops cuda_ops = {
 	.binary = cuda_binary,
 	.modulate = cuda_modulate,
 	.copy2d = cuda_copy2d,
+	.fill2d = cuda_fill2d,
 	.rope = cuda_rope,
 	.attention_workspace = cuda_attention_workspace,
 	.attention = cuda_attention,

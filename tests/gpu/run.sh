@@ -13,6 +13,11 @@
 #            CUDA device, N ranks sharing the GPU through the local backend,
 #            against the one-rank CPU run (--verify, 1e-5)
 #  fixtures  diffusers' tiny Flux and Wan on the CUDA device (1e-5)
+#  qwenimage diffusers' tiny Qwen-Image (masked attention, pad) on the CUDA
+#            device: every tests/models.sh qwenimage case (one rank, TP,
+#            Ulysses, ring, USP, the anything modes) with --verify (against
+#            the one-rank CPU run, 1e-5) and against diffusers' sample (1e-5);
+#            its control (the mask replaced by ones) must fail
 #  bf16      the matrix and the fixtures again with every rank storing bf16
 #            (--dtype bf16; against the float32 references, 2e-2)
 #  graphs    CUDA graph replay on and off give the same outputs
@@ -101,6 +106,13 @@ absorb equiv "$LOG/equiv.log"
 echo "== diffusers fixtures on the CUDA device ($(($(date +%s) - T0)) s)"
 DTPC_RUN_ARGS="--device cuda" timeout 120 sh tests/fixtures.sh "$BUILD" >"$LOG/fixtures.log" 2>&1
 absorb fixtures "$LOG/fixtures.log"
+
+echo "== Qwen-Image (masked attention, pad) on the CUDA device ($(($(date +%s) - T0)) s)"
+DTPC_RUN_ARGS="--device cuda --verify" MODELS_ONLY="qwenimage-* control-mask-ignored" \
+	timeout 180 sh tests/models.sh "$BUILD" >"$LOG/models-qwenimage.log" 2>&1
+absorb models "$LOG/models-qwenimage.log"
+# a filter that matched nothing would pass: the 12 cases and the control ran
+if [ "$(grep -cE '^ok +(qwenimage-|control-mask-ignored)' "$LOG/models-qwenimage.log")" = 13 ]; then ok; else bad qwenimage-cases-ran; fi
 
 echo "== the same in bf16 ($(($(date +%s) - T0)) s)"
 DTPC_RUN_ARGS="--device cuda --dtype bf16" timeout 240 sh tests/equiv.sh "$BUILD" \

@@ -755,6 +755,83 @@ static void test_copy2d(void)
 	}
 }
 
+/* ---- fill2d ------------------------------------------------------------------------------------------ */
+
+/* Byte-exact: every element of the view holds value rounded to t as the
+ * CPU rounds it (to_storage: nearest even), every other byte of the buffer
+ * is still 0xff. poke: the negative control, the device given the next
+ * value of t up instead; the case passes when the bytes then differ. */
+static void fill2d_case(int di, int64_t rows, int64_t cols, int64_t stride, float value, size_t off,
+		       int poke)
+{
+	enum kc_dtype t = DTYPES[di];
+	const size_t es = kc_dtype_size(t);
+	const size_t n = (size_t)((rows - 1) * stride + cols) + off;
+	unsigned char *want = hmalloc(n * es), *got = hmalloc(n * es), elem[4];
+	unsigned char *d = dmalloc(n * es);
+	float dev_value = value;
+	char name[200];
+
+	to_storage(t, &value, elem, 1);
+	if (poke) {
+		/* the storage value one unit in the last place up */
+		if (t == KC_F32) {
+			dev_value = nextafterf(value, INFINITY);
+		} else {
+			uint16_t u;
+			memcpy(&u, elem, 2);
+			u++;
+			from_storage(t, &u, &dev_value, 1);
+		}
+	}
+	snprintf(name, sizeof name, "%sfill2d %s %.9g rows=%lld cols=%lld stride=%lld%s",
+		 poke ? "negative control: " : "", DNAME[di], (double)value, (long long)rows,
+		 (long long)cols, (long long)stride, off ? " misaligned" : "");
+	memset(want, 0xff, n * es);
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t c = 0; c < cols; c++)
+			memcpy(want + (off + (size_t)(r * stride + c)) * es, elem, es);
+	CK(kc_memset(ctx, d, 0xff, n * es));
+	if (launched(name, kc_fill2d(ctx, t, d + off * es, stride, rows, cols, dev_value))) {
+		CK(kc_download(ctx, got, d, n * es));
+		size_t i = 0;
+
+		while (i < n * es && got[i] == want[i])
+			i++;
+		if (poke && i < n * es)
+			pass(name);
+		else if (poke)
+			fail(name, "a fill of the next value up matched: the check cannot fail");
+		else if (i == n * es)
+			pass(name);
+		else
+			fail(name, "byte %zu of the buffer: expected %#x, got %#x", i, want[i], got[i]);
+	}
+	end_case();
+}
+
+static void test_fill2d(void)
+{
+	/* 0.3 and 1 + 3 * 2^-8 (bf16) / 1 + 3 * 2^-11 (f16) are not in the
+	 * 16-bit dtypes: rounding, not truncation (the second a tie, to even) */
+	static const float values[] = {0.3f, 1.01171875f, 1.00146484375f, -INFINITY, 0.0f, -7.5f};
+
+	for (int di = 0; di < 3; di++) {
+		for (size_t v = 0; v < sizeof values / sizeof values[0]; v++)
+			fill2d_case(di, 5, 7, 11, values[v], 1, 0);
+		fill2d_case(di, 1, 20000, 20000, 0.3f, 0, 0); /* one long row: many pieces */
+		fill2d_case(di, 129, 3, 769, -1.25f, 0, 0);	 /* a column of a wide tensor */
+		fill2d_case(di, 4, 4100, 4100, 2.0f, 0, 0);	 /* contiguous */
+		fill2d_case(di, 5, 7, 11, 0.3f, 1, 1);
+	}
+	void *d = dmalloc(4096);
+	if (kc_fill2d(ctx, KC_F32, d, 3, 2, 4, 1.0f) != 0)
+		pass("fill2d refuses a row stride below the row width");
+	else
+		fail("fill2d refuses a row stride below the row width", "status 0");
+	end_case();
+}
+
 /* ---- rope ------------------------------------------------------------------------------------------------ */
 
 /* x and y are [B, S, heads * D] with row strides x_stride and y_stride;
@@ -1065,6 +1142,7 @@ int main(void)
 	test_binary();
 	test_modulate();
 	test_copy2d();
+	test_fill2d();
 	test_rope();
 	test_embed();
 	test_refusals();

@@ -339,7 +339,8 @@ static void forged_embeddings(void)
 	free(buf);
 }
 
-/* A device without masked attention or pad (the CUDA device today) refuses
+/* A device without masked attention or pad (none today; the CUDA device
+ * lacked them before it had its own) refuses
  * a graph with them when the session is made, naming the op: the checks of
  * session creation run again on a CPU session whose device table lacks them.
  * Control: with the CPU's table the same checks pass. */
