@@ -822,6 +822,27 @@ static int cpu_rope_freqs(struct dev *d, const float *ids, const struct dev_posi
 	return 0;
 }
 
+static int cpu_ltx_rope_freqs(struct dev *d, const float *ids, float *y, int64_t rows,
+			      int64_t dim, const double scale[3], int64_t patch_t, int64_t patch,
+			      double theta, bool sine)
+{
+	struct cpu_dev *c = cpu(d);
+	float *t = NULL, *out = y;
+	const float *in = ids;
+
+	if (narrow(c)) {
+		/* float32 positions and table, the table narrowed once */
+		if (!(t = twins(c, (size_t)(rows * 3 + rows * dim))))
+			return -1;
+		in = widen(c, t, ids, rows * 3);
+		out = t + rows * 3;
+	}
+	k_ltx_rope_freqs(in, out, rows, dim, scale, patch_t, patch, theta, sine);
+	if (narrow(c))
+		narrow_to(c, y, out, rows * dim);
+	return 0;
+}
+
 /* Positions are integers; the compiler and exec_check keep them within the
  * storage dtype's exact ones, so the rounding below changes none. */
 static int cpu_grid_ids(struct dev *d, float *y, int64_t F, int64_t H, int64_t W, bool center)
@@ -944,6 +965,7 @@ static const struct dev_ops cpu_ops = {
 	.lse_merge = cpu_lse_merge,
 	.timestep_embedding = cpu_timestep_embedding,
 	.rope_freqs = cpu_rope_freqs,
+	.ltx_rope_freqs = cpu_ltx_rope_freqs,
 	.grid_ids = cpu_grid_ids,
 	.text_ids = cpu_text_ids,
 	.patchify = cpu_patchify,
