@@ -38,7 +38,9 @@ fixture() {
 import json, sys
 d = json.load(open(sys.argv[1]))
 if sys.argv[2] == "defines":
-    print(" ".join(f"-D {k}={v}" for k, v in sorted(d["shape"].items())))
+    # a list without spaces: one word for the shell
+    print(" ".join(f"-D {k}={json.dumps(v, separators=(',', ':'))}"
+                   for k, v in sorted(d["shape"].items())))
 else:
     print(d[sys.argv[2]])
 PY
