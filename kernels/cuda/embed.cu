@@ -129,8 +129,8 @@ int rope_freqs_t(kc_ctx *c, const void *ids, const kc_positions &ps, void *y, in
 	return kc_launched();
 }
 
-/* k_ltx_rope_freqs' float32 steps, each rounded alone (no contraction
- * into a fused multiply-add, which the CPU does not do either) */
+/* k_ltx_rope_freqs' float32 steps, each rounded as the CPU kernel rounds
+ * it (explicit roundings: no contraction nvcc would choose itself) */
 struct LtxRope {
 	float sc[3], mul[3], start, end, th;
 	int64_t n, pad;
@@ -157,8 +157,8 @@ __global__ void ltx_rope_freqs_kernel(const T *ids, T *y, int64_t rows, int64_t 
 			float v = p.start;
 			if (p.n > 1) {
 				float step = __fdiv_rn(__fsub_rn(p.end, p.start), (float)(p.n - 1));
-				v = k < p.n / 2 ? __fadd_rn(p.start, __fmul_rn(step, (float)k))
-						: __fsub_rn(p.end, __fmul_rn(step, (float)(p.n - 1 - k)));
+				v = k < p.n / 2 ? __fmaf_rn(step, (float)k, p.start)
+						: __fmaf_rn(-step, (float)(p.n - 1 - k), p.end);
 			}
 			float f = __double2float_rn(pow((double)p.th, (double)v));
 			f = __fdiv_rn(__fmul_rn(f, (float)M_PI), 2.0f);
