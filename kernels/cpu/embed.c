@@ -106,28 +106,25 @@ void k_ltx_rope_freqs(const float *ids, float *y, int64_t rows, int64_t dim,
 	float mul[3] = { (float)patch_t, (float)patch, (float)patch };
 	float sc[3] = { (float)scale[0], (float)scale[1], (float)scale[2] };
 
-	for (int64_t r = 0; r < rows; r++) {
-		float *row = y + r * dim, e[3];
-
-		for (int a = 0; a < 3; a++) {
-			/* grid * scale * patch / base, then grid * 2 - 1 */
-			float c = ids[r * 3 + a] * sc[a];
-			c = c * mul[a];
-			c = c / ltx_rope_base[a];
-			e[a] = c * 2.0f - 1.0f;
-		}
+	for (int64_t r = 0; r < rows; r++)
 		for (int64_t j = 0; j < pad; j++)
-			row[j] = sine ? 0.0f : 1.0f;
-		for (int64_t k = 0; k < n; k++) {
-			float v = ltx_linspace(start, end, n, k);
-			float f = (float)pow((double)th, (double)v);
-			f = f * pi / 2.0f; /* freqs * math.pi / 2.0 */
+			y[r * dim + j] = sine ? 0.0f : 1.0f;
+	/* frequency by frequency: one pow each, whatever the rows */
+	for (int64_t k = 0; k < n; k++) {
+		float v = ltx_linspace(start, end, n, k);
+		float f = (float)pow((double)th, (double)v);
+		f = f * pi / 2.0f; /* freqs * math.pi / 2.0 */
+		for (int64_t r = 0; r < rows; r++)
 			for (int a = 0; a < 3; a++) {
-				float ang = f * e[a];
+				/* grid * scale * patch / base, then grid * 2 - 1 */
+				float c = ids[r * 3 + a] * sc[a];
+				c = c * mul[a];
+				c = c / ltx_rope_base[a];
+				float ang = f * (c * 2.0f - 1.0f);
 				float t = (float)(sine ? sin((double)ang) : cos((double)ang));
-				row[pad + 2 * (3 * k + a)] = row[pad + 2 * (3 * k + a) + 1] = t;
+				float *o = y + r * dim + pad + 2 * (3 * k + a);
+				o[0] = o[1] = t;
 			}
-		}
 	}
 }
 
