@@ -732,6 +732,7 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 	case OP_rope:
 	case OP_timestep_embedding:
 	case OP_rope_freqs:
+	case OP_ltx_rope_freqs:
 	case OP_grid_ids:
 	case OP_text_ids:
 		rc->flops[F_POINTWISE] += (double)graph_local_numel(g, out, r);

@@ -99,6 +99,7 @@ static const char *why(const struct g_graph *g, const struct g_op *o)
 	case OP_param:
 	case OP_timestep_embedding:
 	case OP_rope_freqs:
+	case OP_ltx_rope_freqs:
 	case OP_grid_ids:
 	case OP_text_ids:
 	case OP_patch_embed:

@@ -257,6 +257,12 @@ static int verify(const struct run_opts *o, const dtpc_graph *g, dtpc_session *s
 		defs[n].name = arena_strdup(a, key + 6);
 		if (!meta_value(a, gg, i, &defs[n].val))
 			continue;
+		/* a list of numbers (LTX's rope_interpolation_scale) is recorded
+		 * as its text: read it back as -D reads it (a string parameter
+		 * whose value starts with '[' would come back a list, refused by
+		 * the kind check rather than taken) */
+		if (defs[n].val.kind == VAL_STR && defs[n].val.s[0] == '[')
+			defs[n].val = value_from_cli(a, defs[n].val.s);
 		defs[n].from_cli = true;
 		n++;
 	}

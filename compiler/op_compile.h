@@ -18,7 +18,7 @@
 
 /* ---- the language's signatures (generated from ops.def: op_sigs.h) ------- */
 
-enum { SIG_MAX = 8 };
+enum { SIG_MAX = 9 };
 
 struct sig_param {
 	char name[24];

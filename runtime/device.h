@@ -126,6 +126,11 @@ struct dev_ops {
 	int (*rope_freqs)(struct dev *d, const float *ids, const struct dev_positions *pos,
 			  float *y, int64_t rows, int64_t naxes, const int64_t *axes_dim,
 			  double theta, bool sine, bool f64);
+	/* k_ltx_rope_freqs: ids [rows, 3] read, the table [rows, dim] written,
+	 * in the storage dtype */
+	int (*ltx_rope_freqs)(struct dev *d, const float *ids, float *y, int64_t rows,
+			      int64_t dim, const double scale[3], int64_t patch_t, int64_t patch,
+			      double theta, bool sine);
 	int (*grid_ids)(struct dev *d, float *y, int64_t F, int64_t H, int64_t W, bool center);
 	int (*text_ids)(struct dev *d, float *y, int64_t length, int64_t first, int64_t axes);
 	int (*patchify)(struct dev *d, const float *x, float *y, int64_t B, int64_t C, int64_t F,

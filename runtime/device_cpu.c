@@ -822,6 +822,45 @@ static int cpu_rope_freqs(struct dev *d, const float *ids, const struct dev_posi
 	return 0;
 }
 
+struct ltx_rope_args {
+	const float *ids;
+	float *y;
+	int64_t dim, patch_t, patch;
+	const double *scale;
+	double theta;
+	bool sine;
+};
+
+static void ltx_rope_range(const void *a, int64_t lo, int64_t hi)
+{
+	const struct ltx_rope_args *r = a;
+
+	k_ltx_rope_freqs(r->ids + lo * 3, r->y + lo * r->dim, hi - lo, r->dim, r->scale,
+			 r->patch_t, r->patch, r->theta, r->sine);
+}
+
+static int cpu_ltx_rope_freqs(struct dev *d, const float *ids, float *y, int64_t rows,
+			      int64_t dim, const double scale[3], int64_t patch_t, int64_t patch,
+			      double theta, bool sine)
+{
+	struct cpu_dev *c = cpu(d);
+	struct ltx_rope_args a = { ids, y, dim, patch_t, patch, scale, theta, sine };
+	float *t = NULL;
+
+	if (narrow(c)) {
+		/* float32 positions and table, the table narrowed once */
+		if (!(t = twins(c, (size_t)(rows * 3 + rows * dim))))
+			return -1;
+		a.ids = widen(c, t, ids, rows * 3);
+		a.y = t + rows * 3;
+	}
+	/* a row costs dim / 2 sines or cosines: a few rows are a task */
+	par_range(c, rows, 1 + GRAIN / 64 / (dim > 0 ? dim : 1), ltx_rope_range, &a);
+	if (narrow(c))
+		narrow_to(c, y, a.y, rows * dim);
+	return 0;
+}
+
 /* Positions are integers; the compiler and exec_check keep them within the
  * storage dtype's exact ones, so the rounding below changes none. */
 static int cpu_grid_ids(struct dev *d, float *y, int64_t F, int64_t H, int64_t W, bool center)
@@ -944,6 +983,7 @@ static const struct dev_ops cpu_ops = {
 	.lse_merge = cpu_lse_merge,
 	.timestep_embedding = cpu_timestep_embedding,
 	.rope_freqs = cpu_rope_freqs,
+	.ltx_rope_freqs = cpu_ltx_rope_freqs,
 	.grid_ids = cpu_grid_ids,
 	.text_ids = cpu_text_ids,
 	.patchify = cpu_patchify,

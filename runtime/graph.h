@@ -208,6 +208,11 @@ struct g_requires {
  *                G_OF_CENTER; G_OF_TEXT: text_ids' (every axis of row i at
  *                attr[5] + i), n < G_NATTR axes with attr[n..4] zero. The
  *                output is whole: [rows, sum of axes_dim]
+ *   ltx_rope_freqs attr[0] dim, attr[1] temporal patch, attr[2] spatial
+ *                patch, attr[3..5] the float64 bits of the three coordinate
+ *                scales (rope_interpolation_scale); eps theta; flags
+ *                G_OF_SIN. Operand: the positions [rows, 3]; the output
+ *                [rows, dim] (k_ltx_rope_freqs)
  *   grid_ids     attr[0..2] frames, height, width; flags G_OF_CENTER
  *   text_ids     attr[0] length, attr[1] the first position, attr[2] axes
  *   patch_embed  attr[0..2] the patch (t, h, w); operands x, weight
@@ -472,10 +477,10 @@ _Static_assert(offsetof(struct g_tensor, dims) == 40 && offsetof(struct g_op, at
  * op updates OP_COUNT here (and docs/graph-format.md's list); a new id of 64
  * or more needs a wider g_requires.ops, i.e. a new capability bit and
  * section in a minor version. */
-_Static_assert(OP_COUNT == 29, "a new op: update OP_COUNT here and the op list in "
+_Static_assert(OP_COUNT == 30, "a new op: update OP_COUNT here and the op list in "
 	       "docs/graph-format.md");
 _Static_assert(OP_linear == 0 && OP_gelu == 3 && OP_attention == 11 && OP_param == 12 &&
 	       OP_shard == 14 && OP_ring_attention == 18 &&
-	       OP_reduce_scatter == 27 && OP_linear_act == 28, "op ids are never renumbered");
+	       OP_reduce_scatter == 27 && OP_linear_act == 28 && OP_ltx_rope_freqs == 29, "op ids are never renumbered");
 _Static_assert(OP_COUNT <= 64, "g_requires.ops has 64 bits");
 #endif

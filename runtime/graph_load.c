@@ -676,6 +676,7 @@ static bool check_op(struct loader *l, uint32_t i)
 		break;
 	}
 	case OP_timestep_embedding:
+	case OP_ltx_rope_freqs:
 	case OP_grid_ids:
 	case OP_text_ids:
 	case OP_patch_embed:

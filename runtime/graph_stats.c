@@ -98,6 +98,7 @@ uint64_t graph_comm_bytes(const struct g_graph *g, uint32_t op, uint32_t rank)
 	case OP_reshape:
 	case OP_timestep_embedding:
 	case OP_rope_freqs:
+	case OP_ltx_rope_freqs:
 	case OP_grid_ids:
 	case OP_text_ids:
 	case OP_patch_embed:

@@ -159,7 +159,7 @@ if key != "-":
     cfg[key] = json.loads(val)
 json.dump(cfg, open(out, "w"), indent=2)
 shape = json.load(open(fix + "/fixture.json"))["shape"]
-print(" ".join(f"-D {k}={v}" for k, v in sorted(shape.items())))
+print(" ".join(f"-D {k}={json.dumps(v, separators=(',', ':'))}" for k, v in sorted(shape.items())))
 PY
 )
 }
@@ -209,5 +209,9 @@ refuses qwenimage qwenimage use_layer3d_rope true 'use_layer3d_rope .* is not mo
 refuses qwenimage qwenimage axes_dims_rope '[2, 2, 2]' 'sum\(axes_dims_rope\) must be attention_head_dim'
 refuses qwenimage qwenimage axes_dims_rope '[2, 2, 2, 2]' 'axes_dims_rope must have 3 entries'
 takes qwenimage qwenimage guidance_embeds true
+for f in ltx ltx_odd ltx_bf16; do takes "$f" ltx - -; done
+refuses ltx ltx activation_fn '"gelu"' 'only activation_fn = "gelu-approximate" is modelled'
+refuses ltx ltx qk_norm '"rms_norm"' 'LTXAttention supports only qk_norm = "rms_norm_across_heads"'
+refuses ltx ltx cross_attention_dim 16 'cross_attention_dim must be num_attention_heads \* attention_head_dim'
 
 summary config

@@ -195,6 +195,21 @@ else
 	matrix wan examples/wan.plan wan_tiny_usp_ffn_tp wan_tiny_ffn_tp
 	case_ wan-ring-anything3 examples/wan.plan wan_tiny_ring_anything3 "ring = 3" \
 		"ring_anything = true"
+	# LTX-Video: its RoPE over the inner dim (tables sliced by columns
+	# under tp), the text mask (random, so no key is left out: the masked
+	# keys of models.sh's fixtures are tested there), both attentions
+	# context-parallel; on 3 ranks 13 text tokens and 5 heads (inner 50)
+	# that do not divide; CFG 2 over the batch; bf16 storage (2e-2)
+	matrix ltx examples/ltx.plan ltx_tiny_usp_tp ltx_tiny_tp
+	case_ ltx-ulysses-anything3 examples/ltx.plan ltx_tiny_usp_tp "ulysses = 3" \
+		"ulysses_anything = true" -D num_attention_heads=5 -D cross_attention_dim=50 \
+		-D txt_seq=13
+	case_ ltx-ring-anything3 examples/ltx.plan ltx_tiny_usp_tp "ring = 3" \
+		"ring_anything = true, rotate_method = \"alltoall\"" -D height=5 -D txt_seq=13
+	case_ ltx-cfg2xring2xtp2 examples/ltx.plan ltx_tiny_usp_tp "cfg = 2, ring = 2, tp = 2" \
+		"rotate_method = \"allgather\"" -D batch=2
+	case_ ltx-ulysses2xtp2-bf16 examples/ltx.plan ltx_tiny_usp_tp "ulysses = 2, tp = 2" "" \
+		--dtype bf16
 	# CFG parallel: the batch (inputs written [batch, ...]) split over cfg,
 	# each half on its own context/tp groups, the outputs gathered; uneven
 	# sequences and heads inside each half (the anything modes), a batch of 4

@@ -39,6 +39,12 @@ golden ring-anything3 all "ring = 3" "ring_anything = true" 2 -D seq=50
 # over cfg, the rest of the model on its own ulysses/tp groups, the output
 # all-gathered over cfg at the end
 golden cfg2xulysses2xtp2 all "cfg = 2, ulysses = 2, tp = 2" "" 5 -D batch=2
+# LTX-Video's RoPE over the whole inner dim (tests/lower/ltx_rope.plan):
+# its tables sliced by columns with the heads under tp, by rows with the
+# sequence under ulysses, locally both times
+LFILE=tests/lower/ltx_rope.plan
+golden ltx-rope-tp2 tp "tp = 2" "" 1
+golden ltx-rope-ulysses2 cp "ulysses = 2" "" 1
 # a key-padding mask: gathered for Ulysses, cut to the ring's part of the
 # sequence under USP, split like the keys (and rotated with them) for a ring
 LFILE=tests/lower/mask.plan

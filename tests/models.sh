@@ -43,7 +43,9 @@ fixture() {
 import json, sys
 d = json.load(open(sys.argv[1]))
 if sys.argv[2] == "defines":
-    print(" ".join(f"-D {k}={v}" for k, v in sorted(d["shape"].items())))
+    # a list without spaces: one word for the shell
+    print(" ".join(f"-D {k}={json.dumps(v, separators=(',', ':'))}"
+                   for k, v in sorted(d["shape"].items())))
 else:
     print(d[sys.argv[2]])
 PY
@@ -152,7 +154,7 @@ PY
 }
 
 for f in flux_dev flux_schnell flux_bf16 flux_bf16_t flux_patch2 wan wan_bf16 wan_patch221 qwenimage \
-	qwenimage_frames2; do
+	qwenimage_frames2 ltx ltx_odd ltx_bf16; do
 	for x in fixture.json inputs.safetensors expected.safetensors transformer/config.json; do
 		if [ ! -f "$FIX/$f/$x" ]; then
 			echo "FAIL  $FIX/$f/$x is missing (tools/gen_models.py makes it)"
@@ -228,6 +230,7 @@ if [ "$MODE" = mpi ]; then
 	case_ mpi-flux-dev-usp flux_dev flux flux_usp "ring = 2, ulysses = 2" "$AA"
 	case_ mpi-qwenimage-ulysses2xtp2 qwenimage qwenimage qwenimage_tp_usp "ulysses = 2, tp = 2" ""
 	case_ mpi-wan-ring3-presharded wan wan wan_ring "ring = 3" "$AG" shard
+	case_ mpi-ltx-ulysses2xtp2 ltx ltx ltx_tp_usp "ring = 1, ulysses = 2, tp = 2" "$AG"
 else
 	# Flux.1-dev (guidance): 4 heads, 12 image + 8 text tokens
 	full case_ flux-dev-1rank flux_dev flux flux_tp "tp = 1" ""
@@ -302,6 +305,32 @@ else
 		"ring = 2" "$AA"
 	full case_ qwenimage-frames2-ulysses2 qwenimage_frames2 qwenimage qwenimage_ulysses \
 		"ulysses = 2" ""
+	# LTX-Video: 4 heads x 8 (RoPE over the inner 32: 2 padding entries),
+	# 2 x 3 x 4 = 24 video + 8 text tokens, batch 2, sample 1's last 3 text
+	# tokens masked; TP slices the RoPE tables by columns with the heads
+	full case_ ltx-1rank ltx ltx ltx_single "tp = 1" ""
+	full case_ ltx-tp2 ltx ltx ltx_tp "tp = 2" ""
+	full case_ ltx-tp4 ltx ltx ltx_tp "tp = 4" ""
+	full case_ ltx-ulysses2 ltx ltx ltx_ulysses "ulysses = 2" ""
+	full case_ ltx-ulysses4 ltx ltx ltx_ulysses "ulysses = 4" ""
+	full case_ ltx-ring2-allgather ltx ltx ltx_ring "ring = 2" "$AG"
+	full case_ ltx-ring4-alltoall ltx ltx ltx_ring_alltoall "ring = 4" "$AA"
+	case_ ltx-usp ltx ltx ltx_usp "ring = 2, ulysses = 2" "$AG"
+	full case_ ltx-ulysses2xtp2 ltx ltx ltx_tp_usp "ring = 1, ulysses = 2, tp = 2" "$AA"
+	case_ ltx-ring2xtp2-presharded ltx ltx ltx_tp_usp "ring = 2, ulysses = 1, tp = 2" "$AA" shard
+	# LTX-Video's corners: 3 heads x 12, patch 2, norm weights, no q/k/v
+	# bias, rope_interpolation_scale at 24 fps; 30 + 7 tokens (the anything
+	# modes only)
+	full case_ ltx-odd-1rank ltx_odd ltx ltx_single "tp = 1" ""
+	full case_ ltx-odd-ulysses-any2 ltx_odd ltx ltx_ulysses_anything "ulysses = 2" \
+		"ulysses_anything = true"
+	full case_ ltx-odd-ring-any3 ltx_odd ltx ltx_ring_anything "ring = 3" "ring_anything = true, $AG"
+	case_ ltx-odd-ring-any4 ltx_odd ltx ltx_ring_anything "ring = 4" "ring_anything = true, $AA"
+	# LTX-Video in bf16 (--dtype bf16): 2 heads x 16, 16 + 6 tokens
+	full case_ ltx-bf16-1rank ltx_bf16 ltx ltx_single "tp = 1" ""
+	full case_ ltx-bf16-tp2 ltx_bf16 ltx ltx_tp "tp = 2" ""
+	case_ ltx-bf16-ulysses2 ltx_bf16 ltx ltx_ulysses "ulysses = 2" ""
+	full case_ ltx-bf16-ring2-alltoall ltx_bf16 ltx ltx_ring_alltoall "ring = 2" "$AA"
 
 	# every checkpoint tensor bound, each configuration's optional modules too
 	for f in flux_dev flux_schnell flux_bf16 flux_patch2; do
@@ -311,6 +340,10 @@ else
 	for f in qwenimage qwenimage_frames2; do
 		bound "bound-$f" ok $f qwenimage qwenimage_tp
 	done
+	for f in ltx ltx_odd ltx_bf16; do bound "bound-$f" ok $f ltx ltx_single; done
+	# control: LTX with norm weights compiled without them leaves them out
+	bound control-bound-ltx-no-norm-weights fail ltx_odd ltx ltx_single \
+		-D norm_elementwise_affine=false
 	# control: Flux.1-dev compiled as schnell leaves its guidance embedder out
 	bound control-bound-no-guidance fail flux_dev flux flux_tp -D guidance_embeds=false
 
@@ -324,15 +357,19 @@ else
 		echo "FAIL  plans-as-diffusers"
 		grep -v '^ok' "$tmp/out" | sed 's/^/      /' | head -10
 	fi
-	# control: Flux's plans without txt_ids' split, Wan's rope split on dim 0
+	# control: Flux's plans without txt_ids' split, Wan's rope split on dim
+	# 0, LTX's text mask split on dim 0
 	mkdir -p "$tmp/mutated"
 	sed 's/, split(txt_ids, dim = 0);/;/' models/flux.plan >"$tmp/mutated/flux.plan"
 	sed 's/split(out\.\([01]\), dim = 1)/split(out.\1, dim = 0)/g' models/wan.plan \
 		>"$tmp/mutated/wan.plan"
 	cp models/qwenimage.plan "$tmp/mutated/"
+	sed 's/split(encoder_attention_mask, dim = 1)/split(encoder_attention_mask, dim = 0)/' \
+		models/ltx.plan >"$tmp/mutated/ltx.plan"
 	python3 tests/models_plans.py --models "$tmp/mutated" "$FIX"/*/fixture.json >"$tmp/out" 2>&1
 	if [ $? = 1 ] && grep -q 'flux.plan plan flux_usp: missing "" : split(txt_ids, dim = 0)' \
 		"$tmp/out" && grep -q 'wan.plan plan wan_ring: missing "rope" : split(out.0, dim = 1)' \
+		"$tmp/out" && grep -q 'ltx.plan plan ltx_usp: missing "" : split(encoder_attention_mask, dim = 1)' \
 		"$tmp/out"; then
 		pass=$((pass + 1))
 		printf "ok    %-28s %s plans missing a rule (fail, as they must)\n" \
@@ -356,6 +393,26 @@ else
 		encoder_hidden_states_mask =1
 	control control-mask-ignored qwenimage qwenimage qwenimage_ring "ring = 2" \
 		"$FIX/qwenimage/transformer" "$tmp/unmasked.safetensors"
+	# LTX: one element of a block's norm_q weight (over the inner dim) off by
+	# 0.25; the text mask ignored
+	mkdir -p "$tmp/perturbed_ltx"
+	cp "$FIX/ltx/transformer/config.json" "$tmp/perturbed_ltx/"
+	safetensors_edit "$FIX/ltx/transformer/diffusion_pytorch_model.safetensors" \
+		"$tmp/perturbed_ltx/diffusion_pytorch_model.safetensors" \
+		transformer_blocks.1.attn1.norm_q.weight 0.25
+	control control-ltx-perturbed-weight ltx ltx ltx_tp "tp = 2" "$tmp/perturbed_ltx" \
+		"$FIX/ltx/inputs.safetensors"
+	safetensors_edit "$FIX/ltx/inputs.safetensors" "$tmp/ltx_unmasked.safetensors" \
+		encoder_attention_mask =1
+	control control-ltx-mask-ignored ltx ltx ltx_ulysses "ulysses = 2" \
+		"$FIX/ltx/transformer" "$tmp/ltx_unmasked.safetensors"
+	# LTX's RoPE per head (the inner dim's table cut to one head's width
+	# and applied to each head) instead of over the whole inner dim
+	sed -e 's/heads = 1);/heads = num_attention_heads);/' \
+		-e 's/^  \(rotary_emb\.\(cos\|sin\)\) *= \(reshape(.*);\)$/  \1_all = \3\n  \1 = slice(\1_all, dim = 1, start = 0, length = attention_head_dim);/' \
+		models/ltx.plan >"$tmp/ltx_per_head.plan"
+	control control-ltx-rope-per-head ltx "$tmp/ltx_per_head.plan" ltx_single "tp = 1" \
+		"$FIX/ltx/transformer" "$FIX/ltx/inputs.safetensors"
 	# Flux with its timesteps multiplied by 1000 after the frequencies
 	# (Timesteps' scale, float32): the same angles without bf16's rounding
 	# of t * 1000, which diffusers' bf16 forward has

@@ -12,7 +12,8 @@ Run by hand (CI has no torch; the outputs are committed):
 
 Each case is a tiny random-weight configuration of a diffusers transformer
 (FluxTransformer2DModel as Flux.1-dev and Flux.1-schnell,
-WanTransformer3DModel text-to-video, QwenImageTransformer2DModel), built with
+WanTransformer3DModel text-to-video, QwenImageTransformer2DModel,
+LTXVideoTransformer3DModel), built with
 a seeded init that makes every op show in the output (`randomize` of
 tools/gen_fixtures.py, plus diffusers' own RMSNorm, which that misses), saved
 as a user finds such a model in a pipeline's folder: `save_pretrained` into
@@ -40,7 +41,8 @@ import sys
 
 import torch
 import diffusers
-from diffusers import FluxTransformer2DModel, QwenImageTransformer2DModel, WanTransformer3DModel
+from diffusers import (FluxTransformer2DModel, LTXVideoTransformer3DModel, QwenImageTransformer2DModel,
+                       WanTransformer3DModel)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gen_fixtures import randomize, save_file  # noqa: E402  (one init, one writer)
@@ -125,6 +127,28 @@ def qwen_inputs(cfg, gen, batch, frames, height, width, txt_seq, pad):
     }
     shape = {"batch": batch, "frames": frames, "height": height, "width": width, "txt_seq": txt_seq}
     return x, shape, {"img_shapes": [[frames, height, width]] * batch}
+
+
+def ltx_inputs(cfg, gen, batch, frames, height, width, txt_seq, pad, scale=None):
+    """frames, height, width: the latent grid in patches (forward's
+    num_frames, height, width); pad[b]: padded text tokens of sample b (at the
+    end); scale: rope_interpolation_scale, LTXPipeline's (8 / 25, 32, 32) at
+    25 frames per second when None (the model's default: not a -D)."""
+    mask = torch.ones(batch, txt_seq)
+    for b, p in enumerate(pad):
+        if p:
+            mask[b, txt_seq - p:] = 0
+    x = {
+        "hidden_states": torch.randn(batch, frames * height * width, cfg["in_channels"], generator=gen),
+        "encoder_hidden_states": torch.randn(batch, txt_seq, cfg["caption_channels"], generator=gen),
+        "timestep": torch.randint(0, 1000, (batch,), generator=gen).float(),
+        "encoder_attention_mask": mask,
+    }
+    shape = {"batch": batch, "num_frames": frames, "height": height, "width": width, "txt_seq": txt_seq}
+    if scale is not None:
+        shape["rope_interpolation_scale"] = list(scale)
+    return x, shape, {"num_frames": frames, "height": height, "width": width,
+                      "rope_interpolation_scale": list(scale or (8 / 25, 32, 32))}
 
 
 CASES = {
@@ -221,6 +245,34 @@ CASES = {
                  num_attention_heads=2, joint_attention_dim=12, axes_dims_rope=[2, 2, 4]),
         inputs=lambda cfg, gen: qwen_inputs(cfg, gen, batch=1, frames=2, height=5, width=2,
                                             txt_seq=6, pad=[2])),
+    # LTX-Video: 4 heads x 8 (inner 32: RoPE's 32 % 6 = 2 entries of padding
+    # in front, 5 frequencies), 2 x 3 x 4 latents -> 24 tokens, 8 text tokens
+    # of which sample 1 pads the last 3, batch 2
+    "ltx": dict(
+        cls=LTXVideoTransformer3DModel, model="ltx",
+        cfg=dict(in_channels=8, out_channels=6, num_attention_heads=4, attention_head_dim=8,
+                 cross_attention_dim=32, num_layers=2, caption_channels=12),
+        inputs=lambda cfg, gen: ltx_inputs(cfg, gen, batch=2, frames=2, height=3, width=4,
+                                           txt_seq=8, pad=[0, 3])),
+    # LTX-Video's other corners: 3 heads x 12 (inner 36, no padding), patch
+    # sizes 2 (the RoPE coordinates' scale), norm1 / norm2 with weights,
+    # attention without q/k/v biases, rope_interpolation_scale at 24 frames
+    # per second, 2 x 3 x 5 latents -> 30 tokens, 7 text tokens (2 padded)
+    "ltx_odd": dict(
+        cls=LTXVideoTransformer3DModel, model="ltx",
+        cfg=dict(in_channels=4, out_channels=5, patch_size=2, patch_size_t=2, num_attention_heads=3,
+                 attention_head_dim=12, cross_attention_dim=36, num_layers=2, caption_channels=10,
+                 norm_elementwise_affine=True, attention_bias=False),
+        inputs=lambda cfg, gen: ltx_inputs(cfg, gen, batch=1, frames=2, height=3, width=5,
+                                           txt_seq=7, pad=[2], scale=(8 / 24, 32, 32))),
+    # LTX-Video in bf16: 2 heads x 16, 2 x 2 x 4 latents -> 16 tokens, 6 text
+    # tokens (the last 2 padded)
+    "ltx_bf16": dict(
+        cls=LTXVideoTransformer3DModel, model="ltx", dtype=torch.bfloat16,
+        cfg=dict(in_channels=6, out_channels=6, num_attention_heads=2, attention_head_dim=16,
+                 cross_attention_dim=32, num_layers=2, caption_channels=8),
+        inputs=lambda cfg, gen: ltx_inputs(cfg, gen, batch=1, frames=2, height=2, width=4,
+                                           txt_seq=6, pad=[2])),
 }
 
 
@@ -283,6 +335,11 @@ def gen(name):
         args = {k: (v.to(dt) if v.is_floating_point() else v) for k, v in x.items()}
         if "img_shapes" in extra_args:
             args["img_shapes"] = [tuple(s) for s in extra_args["img_shapes"]]
+        for k in ("num_frames", "height", "width"):
+            if k in extra_args:
+                args[k] = extra_args[k]
+        if "rope_interpolation_scale" in extra_args:
+            args["rope_interpolation_scale"] = tuple(extra_args["rope_interpolation_scale"])
         with torch.no_grad():
             return m(**args, return_dict=False)[0]
 

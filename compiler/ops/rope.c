@@ -1,5 +1,6 @@
-/* rope.c — the shape rules of rope and rope_freqs. */
+/* rope.c — the shape rules of rope, rope_freqs and ltx_rope_freqs. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -92,6 +93,55 @@ static bool shape_rope_freqs(struct op_ctx *I, struct ir_op *o, const struct val
 	o->attr[0] = !strcmp(v[4].s, "f64");
 	return true;
 }
+static bool shape_ltx_rope_freqs(struct op_ctx *I, struct ir_op *o, const struct value *v,
+				 struct ir_shape *out, int opi)
+{
+	const struct ir_shape *x = o->nin ? in_shape(I, o->in[0]) : NULL;
+	const char *xname = o->nin ? I->m->tensors[o->in[0]].name : "";
+	if (!need_rank(I, o->in[0], o->in_loc[0], 2, 2, "ltx_rope_freqs' ids"))
+		return false;
+	if (x->d[1] != 3) {
+		diag_error(I->d, o->in_loc[0], "ltx_rope_freqs' ids must be [S, 3] (frame, row, "
+			   "column), but '%s' is %s", xname, shape_str(I->a, x));
+		diag_hint(I->d, "grid_ids(frames, height, width) gives them");
+		return false;
+	}
+	if (v[1].i < 2 || v[1].i % 2) {
+		diag_error(I->d, v[1].loc, "ltx_rope_freqs' dim must be even and at least 2 "
+			   "(rotation pairs), not %" PRId64, v[1].i);
+		return false;
+	}
+	for (int k = 2; k <= 4; k++)
+		if (!isfinite(v[k].f)) {
+			diag_error(I->d, v[k].loc.file >= 0 ? v[k].loc : o->loc,
+				   "%s must be finite, not %g", op_sig(o->kind)->p[k].name, v[k].f);
+			return false;
+		}
+	for (int k = 5; k <= 6; k++)
+		if (!positive(I, &v[k], op_sig(o->kind)->p[k].name))
+			return false;
+	if (!(v[7].f > 0) || v[7].f == 1 || v[7].f > 1e300) {
+		diag_error(I->d, v[7].loc.file >= 0 ? v[7].loc : o->loc,
+			   "theta must be positive, finite and not 1 (the frequencies are "
+			   "theta ** linspace(log_theta(1), log_theta(theta))), not %g", v[7].f);
+		return false;
+	}
+	if (strcmp(v[8].s, "cos") && strcmp(v[8].s, "sin")) {
+		diag_error(I->d, v[8].loc, "part must be \"cos\" or \"sin\", not \"%s\"", v[8].s);
+		return false;
+	}
+	*out = (struct ir_shape){ 2, { x->d[0], v[1].i } };
+	o->attr[0] = v[1].i;
+	o->attr[1] = v[5].i;
+	o->attr[2] = v[6].i;
+	o->fattr[0] = v[2].f;
+	o->fattr[1] = v[3].f;
+	o->fattr[2] = v[4].f;
+	o->eps = v[7].f;
+	o->flag = !strcmp(v[8].s, "sin");
+	return true;
+}
+
 static void lower_rope(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
 {
 	/* the local head dim: the tables' width, whole or, for one head
@@ -145,6 +195,18 @@ static struct lay_axis rope_tables(struct opctx *X, enum lay_group g)
 	return want;
 }
 
+static void lower_ltx_rope_freqs(const struct op_lowered *X, const struct ir_op *o,
+				 struct g_op *g)
+{
+	g->attr[0] = o->attr[0];
+	g->attr[1] = o->attr[1];
+	g->attr[2] = o->attr[2];
+	/* attr[3..5]: the float64 bits of the three scales */
+	memcpy(&g->attr[3], o->fattr, 3 * sizeof o->fattr[0]);
+	g->eps = o->eps;
+	g->flags |= o->flag ? G_OF_SIN : 0;
+}
+
 static void rule_rope(struct opctx *X)
 {
 	for (int g = 0; g < LG_COUNT; g++) {
@@ -162,10 +224,11 @@ static void rule_rope(struct opctx *X)
 	X->out = X->in[0];
 }
 
+/* rope_freqs and ltx_rope_freqs: rows follow the ids' split */
 static void rule_rope_freqs(struct opctx *X)
 {
 	for (int g = 0; g < LG_COUNT; g++)
-		need_whole(X, 0, 1, g, "rope_freqs reads every axis of a position");
+		need_whole(X, 0, 1, g, "a RoPE table reads every axis of a position");
 	X->out = X->in[0];
 }
 
@@ -173,3 +236,6 @@ const struct op_compile op_compile_rope = { .shape = shape_rope, .layout = rule_
 					    .lower = lower_rope };
 const struct op_compile op_compile_rope_freqs = { .shape = shape_rope_freqs,
 						  .layout = rule_rope_freqs, .lower = lower_rope_freqs };
+const struct op_compile op_compile_ltx_rope_freqs = { .shape = shape_ltx_rope_freqs,
+						      .layout = rule_rope_freqs,
+						      .lower = lower_ltx_rope_freqs };

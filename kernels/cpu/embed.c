@@ -79,6 +79,55 @@ void k_rope_freqs(const float *ids, float *y, int64_t rows, int64_t naxes,
 	}
 }
 
+/* LTXVideoRotaryPosEmbed's base sizes (the model constructs it with these) */
+static const float ltx_rope_base[3] = { 20, 2048, 2048 };
+
+/* torch.linspace(start, end, n)[k] in float32 as torch 2.15's CPU kernel
+ * computes it: start + step * k on the first half, end - step * (n - 1 - k)
+ * on the second, each rounded once (a fused multiply-add: measured equal to
+ * torch for every n up to 800; two roundings differ from n = 16 on) */
+static float ltx_linspace(float start, float end, int64_t n, int64_t k)
+{
+	if (n == 1)
+		return start;
+	float step = (end - start) / (float)(n - 1);
+	return k < n / 2 ? fmaf(step, (float)k, start) : fmaf(-step, (float)(n - 1 - k), end);
+}
+
+void k_ltx_rope_freqs(const float *ids, float *y, int64_t rows, int64_t dim,
+		      const double scale[3], int64_t patch_t, int64_t patch, double theta,
+		      bool sine)
+{
+	int64_t n = dim / 6, pad = dim % 6;
+	/* math.log(1, theta), math.log(theta, theta): Python's float64, then
+	 * torch's float32 */
+	float start = (float)(log(1.0) / log(theta)), end = (float)(log(theta) / log(theta));
+	float th = (float)theta, pi = (float)M_PI;
+	float mul[3] = { (float)patch_t, (float)patch, (float)patch };
+	float sc[3] = { (float)scale[0], (float)scale[1], (float)scale[2] };
+
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t j = 0; j < pad; j++)
+			y[r * dim + j] = sine ? 0.0f : 1.0f;
+	/* frequency by frequency: one pow each, whatever the rows */
+	for (int64_t k = 0; k < n; k++) {
+		float v = ltx_linspace(start, end, n, k);
+		float f = (float)pow((double)th, (double)v);
+		f = f * pi / 2.0f; /* freqs * math.pi / 2.0 */
+		for (int64_t r = 0; r < rows; r++)
+			for (int a = 0; a < 3; a++) {
+				/* grid * scale * patch / base, then grid * 2 - 1 */
+				float c = ids[r * 3 + a] * sc[a];
+				c = c * mul[a];
+				c = c / ltx_rope_base[a];
+				float ang = f * (c * 2.0f - 1.0f);
+				float t = (float)(sine ? sin((double)ang) : cos((double)ang));
+				float *o = y + r * dim + pad + 2 * (3 * k + a);
+				o[0] = o[1] = t;
+			}
+	}
+}
+
 void k_grid_ids(float *y, int64_t F, int64_t H, int64_t W, bool center)
 {
 	/* QwenEmbedRope's scale_rope: rows -(H - H/2) .. H/2 - 1, likewise

@@ -261,6 +261,18 @@ void k_timestep_embedding(const float *t, float *y, int64_t n, int64_t dim, bool
 void k_rope_freqs(const float *ids, float *y, int64_t rows, int64_t naxes,
 		  const int64_t *axes_dim, double theta, bool sine, bool f64);
 
+/* LTX-Video's RoPE table (LTXVideoRotaryPosEmbed) over the whole inner dim
+ * `dim`, rows of grid positions ids [rows, 3] (f, h, w): each coordinate
+ * scaled as g * scale[a] * patch / base (patch patch_t on frames, patch on
+ * height and width; base 20, 2048, 2048 as the model builds the module),
+ * the dim / 6 frequencies theta ** linspace(0, 1, dim / 6) * pi / 2 shared
+ * by the three axes, angle freq[k] * (2 * c[a] - 1) at 2 * (3 * k + a) and
+ * the next entry (cosines, or sines), after dim % 6 entries of cos 1 / sin
+ * 0 at the front. Every step is torch's float32 one. */
+void k_ltx_rope_freqs(const float *ids, float *y, int64_t rows, int64_t dim,
+		      const double scale[3], int64_t patch_t, int64_t patch, double theta,
+		      bool sine);
+
 /* The positions (f, h, w) of an F x H x W token grid in row-major order,
  * y [F H W, 3]; with center, h counts from -(H - H/2) and w from
  * -(W - W/2) (QwenImage's scale_rope). */

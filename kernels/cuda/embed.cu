@@ -129,6 +129,57 @@ int rope_freqs_t(kc_ctx *c, const void *ids, const kc_positions &ps, void *y, in
 	return kc_launched();
 }
 
+/* k_ltx_rope_freqs' float32 steps, each rounded as the CPU kernel rounds
+ * it (explicit roundings: no contraction nvcc would choose itself) */
+struct LtxRope {
+	float sc[3], mul[3], start, end, th;
+	int64_t n, pad;
+};
+
+template <typename T>
+__global__ void ltx_rope_freqs_kernel(const T *ids, T *y, int64_t rows, int64_t dim, LtxRope p,
+				      bool sine)
+{
+	const float base[3] = { 20.0f, 2048.0f, 2048.0f };
+
+	for (int64_t e = gtid(); e < rows * (dim / 2); e += gstride()) {
+		int64_t r = e / (dim / 2), j = 2 * (e % (dim / 2));
+		float t;
+
+		if (j < p.pad) {
+			t = sine ? 0.0f : 1.0f;
+		} else {
+			int64_t k = (j - p.pad) / 6;
+			int a = (int)((j - p.pad) / 2 % 3);
+			float c = __fmul_rn(kc_to_f32<T>(ids[r * 3 + a]), p.sc[a]);
+			c = __fdiv_rn(__fmul_rn(c, p.mul[a]), base[a]);
+			float ex = __fsub_rn(__fmul_rn(c, 2.0f), 1.0f);
+			float v = p.start;
+			if (p.n > 1) {
+				float step = __fdiv_rn(__fsub_rn(p.end, p.start), (float)(p.n - 1));
+				v = k < p.n / 2 ? __fmaf_rn(step, (float)k, p.start)
+						: __fmaf_rn(-step, (float)(p.n - 1 - k), p.end);
+			}
+			float f = __double2float_rn(pow((double)p.th, (double)v));
+			f = __fdiv_rn(__fmul_rn(f, (float)M_PI), 2.0f);
+			float ang = __fmul_rn(f, ex);
+			t = __double2float_rn(sine ? sin((double)ang) : cos((double)ang));
+		}
+		T o = kc_from_f32<T>(t);
+		y[r * dim + j] = o;
+		y[r * dim + j + 1] = o;
+	}
+}
+
+template <typename T>
+int ltx_rope_freqs_t(kc_ctx *c, const void *ids, void *y, int64_t rows, int64_t dim,
+		     const LtxRope &p, bool sine)
+{
+	ltx_rope_freqs_kernel<T><<<kc_blocks_for(c, THREADS, rows * (dim / 2)), THREADS, 0,
+				   c->stream>>>((const T *)ids, (T *)y, rows, dim, p, sine);
+	return kc_launched();
+}
+
 template <typename T>
 __global__ void grid_ids_kernel(T *y, int64_t F, int64_t H, int64_t W, int64_t h0, int64_t w0)
 {
@@ -246,6 +297,25 @@ extern "C" int kc_rope_freqs(kc_ctx *c, enum kc_dtype t, const void *ids,
 	if (rows == 0)
 		return 0;
 	return KC_DISPATCH(t, rope_freqs_t, c, ids, *pos, y, rows, ax, theta, sine, f64);
+}
+
+extern "C" int kc_ltx_rope_freqs(kc_ctx *c, enum kc_dtype t, const void *ids, void *y,
+				 int64_t rows, int64_t dim, const double *scale, int64_t patch_t,
+				 int64_t patch, double theta, bool sine)
+{
+	int st = kc_use_device(c);
+
+	if (st)
+		return st;
+	if (dim < 2 || dim % 2 || patch_t < 1 || patch < 1 || !(theta > 0) || theta == 1)
+		return (int)cudaErrorInvalidValue;
+	LtxRope p = { { (float)scale[0], (float)scale[1], (float)scale[2] },
+		      { (float)patch_t, (float)patch, (float)patch },
+		      (float)(log(1.0) / log(theta)), (float)(log(theta) / log(theta)),
+		      (float)theta, dim / 6, dim % 6 };
+	if (rows == 0)
+		return 0;
+	return KC_DISPATCH(t, ltx_rope_freqs_t, c, ids, y, rows, dim, p, sine);
 }
 
 extern "C" int kc_grid_ids(kc_ctx *c, enum kc_dtype t, void *y, int64_t F, int64_t H, int64_t W,

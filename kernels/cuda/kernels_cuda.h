@@ -143,6 +143,11 @@ struct kc_positions {
 int kc_rope_freqs(kc_ctx *c, enum kc_dtype t, const void *ids, const struct kc_positions *pos,
 		  void *y, int64_t rows, int64_t naxes, const int64_t *axes_dim, double theta,
 		  bool sine, bool f64);
+/* k_ltx_rope_freqs: ids [rows, 3], the table [rows, dim], both in dtype t;
+ * scale a host array of 3 */
+int kc_ltx_rope_freqs(kc_ctx *c, enum kc_dtype t, const void *ids, void *y, int64_t rows,
+		      int64_t dim, const double *scale, int64_t patch_t, int64_t patch,
+		      double theta, bool sine);
 int kc_grid_ids(kc_ctx *c, enum kc_dtype t, void *y, int64_t F, int64_t H, int64_t W,
 		bool center);
 int kc_text_ids(kc_ctx *c, enum kc_dtype t, void *y, int64_t length, int64_t first,

@@ -233,6 +233,14 @@ static int cuda_rope_freqs(struct dev *d, const float *ids, const struct dev_pos
 				     theta, sine, f64), "rope_freqs");
 }
 
+static int cuda_ltx_rope_freqs(struct dev *d, const float *ids, float *y, int64_t rows,
+			       int64_t dim, const double scale[3], int64_t patch_t, int64_t patch,
+			       double theta, bool sine)
+{
+	return fail(d, kc_ltx_rope_freqs(cd(d)->kc, cd(d)->t, ids, y, rows, dim, scale, patch_t,
+					 patch, theta, sine), "ltx_rope_freqs");
+}
+
 static int cuda_grid_ids(struct dev *d, float *y, int64_t F, int64_t H, int64_t W, bool center)
 {
 	return fail(d, kc_grid_ids(cd(d)->kc, cd(d)->t, y, F, H, W, center), "grid_ids");
@@ -324,6 +332,7 @@ static const struct dev_ops cuda_ops = {
 	.lse_merge = cuda_lse_merge,
 	.timestep_embedding = cuda_timestep_embedding,
 	.rope_freqs = cuda_rope_freqs,
+	.ltx_rope_freqs = cuda_ltx_rope_freqs,
 	.grid_ids = cuda_grid_ids,
 	.text_ids = cuda_text_ids,
 	.patchify = cuda_patchify,

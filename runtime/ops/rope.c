@@ -1,7 +1,8 @@
-/* rope.c — rope, and rope_freqs (its tables, from ids or positions it
- * computes itself), on one rank. */
+/* rope.c — rope, rope_freqs (its tables, from ids or positions it
+ * computes itself) and ltx_rope_freqs (LTX-Video's), on one rank. */
 #include <math.h>
 #include <stdbool.h>
+#include <string.h>
 
 #include "runtime/op_runtime.h"
 
@@ -86,5 +87,33 @@ static dtpc_status run_rope_freqs(struct dtpc_session *s, const struct g_op *o)
 	return DTPC_OK;
 }
 
+static dtpc_status check_ltx_rope_freqs(struct dtpc_session *s, uint32_t i, const struct g_op *o)
+{
+	const char *name = op_table[o->kind].name;
+	uint32_t out = o->out, x = opnd(s, o, 0);
+	int64_t dim = o->attr[0];
+	double sc[3];
+	memcpy(sc, &o->attr[3], sizeof sc);
+	REQUIRE(nd(s, x) == 2 && dims(s, x)[1] == 3 && nd(s, out) == 2 &&
+			dims(s, out)[0] == dims(s, x)[0] && dims(s, out)[1] == dim, i, name,
+		"ids must be [S, 3] and the output [S, %lld]", (long long)dim);
+	REQUIRE(dim >= 2 && dim % 2 == 0, i, name, "dim %lld (even, at least 2)", (long long)dim);
+	REQUIRE(o->attr[1] >= 1 && o->attr[2] >= 1, i, name, "patch sizes");
+	REQUIRE(o->eps > 0 && o->eps != 1 && isfinite(o->eps) && isfinite(sc[0]) &&
+			isfinite(sc[1]) && isfinite(sc[2]), i, name, "theta or scales");
+	return DTPC_OK;
+}
+
+static dtpc_status run_ltx_rope_freqs(struct dtpc_session *s, const struct g_op *o)
+{
+	uint32_t out = o->out, x = opnd(s, o, 0);
+	double sc[3];
+	memcpy(sc, &o->attr[3], sizeof sc);
+	DEV(s, o, ltx_rope_freqs, rt_data(s, x), rt_data(s, out), dims(s, x)[0], o->attr[0], sc,
+	    o->attr[1], o->attr[2], o->eps, o->flags & G_OF_SIN);
+	return DTPC_OK;
+}
+
 const struct op_runtime op_runtime_rope = { check_rope, run_rope };
+const struct op_runtime op_runtime_ltx_rope_freqs = { check_ltx_rope_freqs, run_ltx_rope_freqs };
 const struct op_runtime op_runtime_rope_freqs = { check_rope_freqs, run_rope_freqs };

@@ -988,6 +988,31 @@ static void test_rope_positions_case(int di, bool grid, bool f64)
 	end_case();
 }
 
+/* ltx_rope_freqs over grid positions: LTX-Video 2B's width 2048 (341
+ * frequencies, 2 padding columns) and a narrow one, frames patch 2. */
+static void test_ltx_rope_case(int di, int64_t dim, bool sine)
+{
+	enum kc_dtype t = DTYPES[di];
+	const int64_t F = 3, H = 16, W = 24, rows = F * H * W;
+	const double scale[3] = { 8.0 / 25, 32, 32 };
+	float *ids = hmalloc((size_t)(rows * 3) * sizeof *ids);
+	float *ref = hmalloc((size_t)(rows * dim) * sizeof *ref);
+	char name[200];
+
+	k_grid_ids(ids, F, H, W, false); /* integers below 256: exact in every dtype */
+	void *dids = dupload(t, ids, (size_t)(rows * 3), 1);
+	void *dy = dpoison(t, (size_t)(rows * dim), 0);
+
+	snprintf(name, sizeof name, "ltx_rope_freqs %s 3 x 16 x 24 dim=%lld %s", DNAME[di],
+		 (long long)dim, sine ? "sin" : "cos");
+	k_ltx_rope_freqs(ids, ref, rows, dim, scale, 2, 1, 10000, sine);
+	if (launched(name, kc_ltx_rope_freqs(ctx, t, dids, dy, rows, dim, scale, 2, 1, 10000,
+					     sine)))
+		check_close(name, t, ddownload(t, dy, (size_t)(rows * dim)), ref,
+			    (size_t)(rows * dim));
+	end_case();
+}
+
 /* Positions and (un)patchified copies are exact in every dtype. */
 static void check_exact(const char *name, const float *got, const float *ref, size_t n)
 {
@@ -1065,6 +1090,10 @@ static void test_embed(void)
 		for (int f64 = 0; f64 < 2; f64++) {
 			test_rope_positions_case(di, true, f64);
 			test_rope_positions_case(di, false, f64);
+		}
+		for (int sine = 0; sine < 2; sine++) {
+			test_ltx_rope_case(di, 2048, sine);
+			test_ltx_rope_case(di, 38, sine);
 		}
 		test_positions_case(di);
 		test_patch_case(di, 2, 3, 6, 10, 9, 2, 5, 3);

@@ -1232,6 +1232,73 @@ static void test_rope_freqs(void)
 	free(y);
 }
 
+/* The worst error of an LTX table against its float64 formula, in units of
+ * the float32 steps' bound; axis_major: a wrong reference that orders the
+ * columns axis by axis (as rope_freqs concatenates them), for the control. */
+static double ltx_rope_err(const float *ids, const float *y, int64_t rows, int64_t dim,
+			   const double *sc, int64_t pt, int64_t p, bool sine, bool axis_major)
+{
+	const double base[3] = { 20, 2048, 2048 };
+	int64_t n = dim / 6, pad = dim % 6;
+	double worst = 0;
+
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t c = 0; c < dim; c++) {
+			double ref, tol = EPS32;
+			if (c < pad) {
+				ref = sine ? 0 : 1;
+				tol = 1e-30; /* exact */
+			} else {
+				int64_t q = (c - pad) / 2, k = axis_major ? q % n : q / 3;
+				int64_t a = axis_major ? q / n : q % 3;
+				double v = n > 1 ? (double)k / (double)(n - 1) : 0;
+				double fr = pow(10000.0, v) * M_PI / 2;
+				double g = ids[r * 3 + a] * sc[a] * (double)(a ? p : pt) / base[a];
+				double ang = fr * (2 * g - 1);
+				ref = sine ? sin(ang) : cos(ang);
+				/* each float32 step rounds once; the exponent's
+				 * rounding is scaled by ln(theta) ~ 9.2 in the angle
+				 * (measured: 5 ulps of it at most) */
+				tol = 1e-7 + 8 * EPS32 * fabs(ang);
+			}
+			double e = fabs(y[r * dim + c] - ref) / tol;
+
+			worst = isnan(e) ? INFINITY : fmax(worst, e);
+		}
+	return worst;
+}
+
+static void test_ltx_rope_freqs(void)
+{
+	const int64_t F = 3, H = 4, W = 5, rows = F * H * W;
+	const double sc[3] = { 8.0 / 25, 32, 32 };
+	/* dims: padding 2 (LTX-Video 2B's 2048 % 6), none, 4 with 16
+	 * frequencies (torch's fused linspace rounding), all padding */
+	const int64_t dims[] = { 38, 36, 100, 4 };
+	float *ids = fill_value(rows * 3, 0);
+
+	k_grid_ids(ids, F, H, W, false);
+	for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+		float *y = fill_value(rows * dims[i], NAN);
+		for (int sine = 0; sine < 2; sine++) {
+			k_ltx_rope_freqs(ids, y, rows, dims[i], sc, 2, 1, 10000, sine);
+			double e = ltx_rope_err(ids, y, rows, dims[i], sc, 2, 1, sine, false);
+			UNIT_CHECK(e <= 1, "ltx_rope_freqs dim %lld %s: error %.2f of the float32 "
+				   "bound <= 1", (long long)dims[i], sine ? "sin" : "cos", e);
+		}
+		if (dims[i] == 38) {
+			double bad = ltx_rope_err(ids, y, rows, dims[i], sc, 2, 1, true, true);
+			UNIT_CHECK(bad > 100, "ltx_rope_freqs control: columns axis by axis "
+				   "measure %.0f > 100", bad);
+			bad = ltx_rope_err(ids, y, rows, dims[i], sc, 1, 1, true, false);
+			UNIT_CHECK(bad > 100, "ltx_rope_freqs control: the frames' patch 1 "
+				   "instead of 2 measures %.0f > 100", bad);
+		}
+		free(y);
+	}
+	free(ids);
+}
+
 static void test_positions(void)
 {
 	const int64_t F = 3, H = 5, W = 7;
@@ -1380,6 +1447,7 @@ int main(void)
 	test_lse_merge_extremes();
 	test_timestep_embedding();
 	test_rope_freqs();
+	test_ltx_rope_freqs();
 	test_positions();
 	test_patch_embed();
 	test_unpatchify();
