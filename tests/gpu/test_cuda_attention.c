@@ -62,6 +62,25 @@ static void tap(int ok, const char *name, const char *detail)
 	fflush(stdout);
 }
 
+/* One case's line: a plain case passes when ok (detail: its errors, or
+ * why it failed); a negative control (perturbed) passes when the
+ * comparison caught the perturbation and the control was valid. */
+static void tap_case(const char *name, int ok, int perturbed, int valid, char *detail,
+		     size_t len, double eo, double el)
+{
+	if (perturbed) {
+		char d2[600];
+
+		snprintf(d2, sizeof d2, "# %s", ok ? "NOT DETECTED: " : "detected: ");
+		strncat(d2, detail + 2, sizeof d2 - strlen(d2) - 1);
+		tap(!ok && valid, name, d2);
+		return;
+	}
+	if (ok)
+		snprintf(detail, len, "# rel err %.2e, lse abs err %.2e", eo, el);
+	tap(ok, name, detail);
+}
+
 /* ---- host buffers in a storage dtype ---- */
 
 /* n floats into dtype t (exact when they were rounded to t). */
@@ -354,19 +373,7 @@ static void attn_case(enum kc_dtype t, int64_t B, int64_t Sq, int64_t Skv, int64
 				}
 			}
 		}
-		if (perturb) {
-			char d2[600];
-
-			snprintf(d2, sizeof d2, "# %s", ok ? "NOT DETECTED: " : "detected: ");
-			strncat(d2, detail + 2, sizeof d2 - strlen(d2) - 1);
-			tap(!ok, name, d2);
-		} else {
-			if (ok) {
-				snprintf(detail, sizeof detail, "# rel err %.2e, lse abs err %.2e",
-					 eo, el);
-			}
-			tap(ok, name, detail);
-		}
+		tap_case(name, ok, perturb, 1, detail, sizeof detail, eo, el);
 	}
 	unsetenv("DTPC_KC_ATTENTION");
 
@@ -570,17 +577,7 @@ static void ring_case(enum kc_dtype t, int64_t B, int64_t Sq, int64_t Skv, int64
 		snprintf(detail + len, sizeof detail - len, "; %s", dl);
 	}
 	ok = ok && okl;
-	if (perturb) {
-		char d2[600];
-
-		snprintf(d2, sizeof d2, "# %s", ok ? "NOT DETECTED: " : "detected: ");
-		strncat(d2, detail + 2, sizeof d2 - strlen(d2) - 1);
-		tap(!ok, name, d2);
-	} else {
-		if (ok)
-			snprintf(detail, sizeof detail, "# rel err %.2e, lse abs err %.2e", eo, el);
-		tap(ok, name, detail);
-	}
+	tap_case(name, ok, perturb, 1, detail, sizeof detail, eo, el);
 
 	free(hout);
 	free(got);
@@ -705,17 +702,7 @@ static void merge_case(enum kc_dtype t, int64_t B, int64_t Sq, int64_t H, int64_
 		snprintf(detail + len, sizeof detail - len, "; %s", dl);
 	}
 	ok = ok && okl;
-	if (perturb) {
-		char d2[600];
-
-		snprintf(d2, sizeof d2, "# %s", ok ? "NOT DETECTED: " : "detected: ");
-		strncat(d2, detail + 2, sizeof d2 - strlen(d2) - 1);
-		tap(!ok && prow >= 0, name, d2);
-	} else {
-		if (ok)
-			snprintf(detail, sizeof detail, "# rel err %.2e, lse abs err %.2e", eo, el);
-		tap(ok, name, detail);
-	}
+	tap_case(name, ok, perturb, prow >= 0, detail, sizeof detail, eo, el);
 
 	free(hout);
 	free(got);
