@@ -97,6 +97,30 @@ int comm_check_alltoallv(struct comm *c, const struct comm_group *g, const void 
 	return COMM_OK;
 }
 
+int comm_check_reduce_scatter(struct comm *c, const struct comm_group *g, const float *send,
+			      const float *recv, const size_t *counts, size_t *total)
+{
+	int st = comm_check_group(c, g, "reduce_scatter_f32");
+	if (st)
+		return st;
+	size_t n = 0;
+	for (int i = 0; i < g->n; i++) {
+		if (counts[i] > SIZE_MAX / sizeof(float) - n)
+			return comm_errorf(c, COMM_INVALID,
+					   "reduce_scatter_f32: rank %d: the pieces' counts overflow at piece %d",
+					   c->rank, i);
+		n += counts[i];
+	}
+	if ((n && !send) || (counts[g->me] && !recv))
+		return comm_errorf(c, COMM_INVALID, "reduce_scatter_f32: rank %d: NULL buffer", c->rank);
+	if (overlap(send, n * sizeof *send, recv, counts[g->me] * sizeof *recv))
+		return comm_errorf(c, COMM_INVALID,
+				   "reduce_scatter_f32: rank %d: send overlaps recv (peers read send while recv fills)",
+				   c->rank);
+	*total = n;
+	return COMM_OK;
+}
+
 /* One side of an exchange: peers in range and none twice. */
 static int check_side(struct comm *c, const struct comm_group *g, const struct comm_p2p *m, int k,
 		      const char *side)

@@ -85,6 +85,15 @@ struct comm_ops {
 	/* In-place sum of n floats over the group. */
 	int (*allreduce_f32)(struct comm *c, const struct comm_group *g, struct comm_tag t,
 			     float *buf, size_t n);
+	/* Every member passes its whole send: the members' pieces in group
+	 * order, piece i of counts[i] floats right after piece i - 1; I receive
+	 * into recv (counts[me] floats) the float32 sum over the members of
+	 * piece me, summed in group order. Counts may differ between pieces
+	 * (every member passes the same counts): mpi takes them as they are,
+	 * nccl uses ncclReduceScatter where all are equal and one grouped
+	 * ncclReduce per piece where not. send and recv must not overlap. */
+	int (*reduce_scatter_f32)(struct comm *c, const struct comm_group *g, struct comm_tag t,
+				  const float *send, float *recv, const size_t *counts);
 	/* Member i receives scounts[i] bytes from my send + sdispls[i]; I
 	 * receive rcounts[j] bytes from member j into recv + rdispls[j]. */
 	int (*alltoallv)(struct comm *c, const struct comm_group *g, struct comm_tag t,
@@ -172,6 +181,10 @@ int comm_check_allgatherv(struct comm *c, const struct comm_group *g, const void
 int comm_check_alltoallv(struct comm *c, const struct comm_group *g, const void *send,
 			 const size_t *scounts, const size_t *sdispls, const void *recv,
 			 const size_t *rcounts, const size_t *rdispls);
+/* reduce_scatter_f32: no overlap of send (all the pieces) and recv; the
+ * float count of the pieces (*total) fits a size_t's bytes. */
+int comm_check_reduce_scatter(struct comm *c, const struct comm_group *g, const float *send,
+			      const float *recv, const size_t *counts, size_t *total);
 int comm_check_exchange(struct comm *c, const struct comm_group *g, const struct comm_p2p *sends,
 			int nsend, const struct comm_p2p *recvs, int nrecv);
 /* A ring shift (ring attention's KV rotation), as an exchange: send sbytes

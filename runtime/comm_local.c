@@ -37,8 +37,9 @@ enum {
 	LINGER = 50,         /* yields before a barrier sleeps */
 };
 
-enum kind { K_ALLGATHERV, K_ALLREDUCE, K_ALLTOALLV };
-static const char *const kind_name[] = { "allgatherv", "allreduce_f32", "alltoallv" };
+enum kind { K_ALLGATHERV, K_ALLREDUCE, K_ALLTOALLV, K_REDUCE_SCATTER };
+static const char *const kind_name[] = { "allgatherv", "allreduce_f32", "alltoallv",
+					 "reduce_scatter_f32" };
 
 /* What a member posts for a collective. Peers read it between the arrival
  * barrier and the last one, while the poster is blocked in the call. */
@@ -47,7 +48,7 @@ struct post {
 	struct comm_tag tag;
 	const void *send;
 	void *recv;                      /* allreduce: the buffer */
-	const size_t *scounts, *sdispls; /* allgatherv: counts, displs */
+	const size_t *scounts, *sdispls; /* allgatherv, reduce_scatter: counts, displs */
 	const size_t *rcounts, *rdispls;
 	size_t n;                        /* allreduce: floats */
 };
@@ -259,18 +260,22 @@ static size_t sends(const struct post *p, int self, int to)
 		return p->scounts[self];
 	case K_ALLTOALLV:
 		return p->scounts[to];
+	case K_REDUCE_SCATTER:
+		return p->scounts[to] * sizeof(float);
 	default:
 		return p->n * sizeof(float);
 	}
 }
 
-static size_t expects(const struct post *p, int from)
+static size_t expects(const struct post *p, int self, int from)
 {
 	switch (p->kind) {
 	case K_ALLGATHERV:
 		return p->scounts[from];
 	case K_ALLTOALLV:
 		return p->rcounts[from];
+	case K_REDUCE_SCATTER:
+		return p->scounts[self] * sizeof(float);
 	default:
 		return p->n * sizeof(float);
 	}
@@ -299,7 +304,7 @@ static bool posts_agree(const struct rv *rv, struct msg *m)
 	}
 	for (int j = 0; j < rv->n; j++) {
 		for (int i = 0; i < rv->n; i++) {
-			size_t want = expects(&rv->m[j].post, i), sent = sends(&rv->m[i].post, i, j);
+			size_t want = expects(&rv->m[j].post, j, i), sent = sends(&rv->m[i].post, i, j);
 			if (want != sent) {
 				msg_add(m, "op %u (%s) of group %s: rank %d expects %zu bytes from rank %d, which sends %zu",
 					p0->tag.op, w0, rv->name, rv->ranks[j], want, rv->ranks[i], sent);
@@ -570,6 +575,45 @@ static int local_allreduce_f32(struct comm *c, const struct comm_group *g, struc
 	return COMM_OK;
 }
 
+/* Each member sums its own piece over every member's send, in group order,
+ * in blocks that keep the partial sum in L1; peers only read the sends. */
+static int local_reduce_scatter_f32(struct comm *c, const struct comm_group *g,
+				    struct comm_tag t, const float *send, float *recv,
+				    const size_t *counts)
+{
+	struct local *l = to_local(c);
+	size_t total;
+	int st = comm_check_reduce_scatter(c, g, send, recv, counts, &total);
+	if (st)
+		return st;
+	/* every member's counts agree (posts_agree), so my piece starts at
+	 * the same place in every member's send */
+	struct post p = { .kind = K_REDUCE_SCATTER, .tag = t, .send = send, .recv = recv,
+			  .scounts = counts };
+	struct rv *rv;
+	if ((st = begin(l, g, &p, &rv)))
+		return st;
+	size_t lo = 0;
+	for (int i = 0; i < g->me; i++)
+		lo += counts[i];
+	size_t hi = lo + counts[g->me];
+	if (g->n == 1) {
+		memcpy(recv, send, counts[0] * sizeof *recv);
+	} else {
+		float acc[SUM_BLOCK];
+		for (size_t b = lo; b < hi; b += SUM_BLOCK) {
+			size_t len = hi - b < SUM_BLOCK ? hi - b : SUM_BLOCK;
+			sum2(acc, (const float *)rv->m[0].post.send + b,
+			     (const float *)rv->m[1].post.send + b, len);
+			for (int i = 2; i < g->n; i++)
+				add(acc, (const float *)rv->m[i].post.send + b, len);
+			memcpy(recv + (b - lo), acc, len * sizeof *recv);
+		}
+	}
+	finish(l, rv, g->me);
+	return COMM_OK;
+}
+
 static int local_alltoallv(struct comm *c, const struct comm_group *g, struct comm_tag t,
 			   const void *send, const size_t *scounts, const size_t *sdispls,
 			   void *recv, const size_t *rcounts, const size_t *rdispls)
@@ -828,6 +872,7 @@ static const struct comm_ops local_ops = {
 	.allgatherv = local_allgatherv,
 	.allreduce_f32 = local_allreduce_f32,
 	.alltoallv = local_alltoallv,
+	.reduce_scatter_f32 = local_reduce_scatter_f32,
 	.exchange_start = local_exchange_start,
 	.exchange_wait = local_exchange_wait,
 	.fail = local_fail,

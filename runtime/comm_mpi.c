@@ -414,6 +414,38 @@ static int mpi_allreduce_f32(struct comm *c, const struct comm_group *g, struct 
 	return wait_all(m, 1, &req, &mst, t, grp->name);
 }
 
+static int mpi_reduce_scatter_f32(struct comm *c, const struct comm_group *g, struct comm_tag t,
+				  const float *send, float *recv, const size_t *counts)
+{
+	struct mpi *m = to_mpi(c);
+	struct mgroup *grp;
+	size_t total;
+	int st = comm_check_reduce_scatter(c, g, send, recv, counts, &total);
+	if (st || (st = reserve_ints(m, (size_t)g->n)))
+		return st;
+	bool equal = true;
+	for (int i = 0; i < g->n; i++) {
+		if (counts[i] > INT_MAX)
+			return comm_errorf(c, COMM_INVALID,
+					   "reduce_scatter_f32: rank %d: piece %d's %zu floats exceed MPI's int count",
+					   c->rank, i, counts[i]);
+		m->ints[i] = (int)counts[i];
+		equal = equal && counts[i] == counts[0];
+	}
+	if ((st = get_group(m, g, t, &grp)))
+		return st;
+	MPI_Request req;
+	MPI_Status mst;
+	/* equal pieces take the block variant, which MPI may run differently */
+	int e = equal ? MPI_Ireduce_scatter_block(send, recv, m->ints[0], MPI_FLOAT, MPI_SUM,
+						  grp->comm, &req)
+		      : MPI_Ireduce_scatter(send, recv, m->ints, MPI_FLOAT, MPI_SUM, grp->comm,
+					    &req);
+	if (e != MPI_SUCCESS)
+		return mpi_failed(m, e, NULL, 0, t, grp->name);
+	return wait_all(m, 1, &req, &mst, t, grp->name);
+}
+
 static int mpi_alltoallv(struct comm *c, const struct comm_group *g, struct comm_tag t,
 			 const void *send, const size_t *scounts, const size_t *sdispls,
 			 void *recv, const size_t *rcounts, const size_t *rdispls)
@@ -701,6 +733,7 @@ static const struct comm_ops mpi_ops = {
 	.allgatherv = mpi_allgatherv,
 	.allreduce_f32 = mpi_allreduce_f32,
 	.alltoallv = mpi_alltoallv,
+	.reduce_scatter_f32 = mpi_reduce_scatter_f32,
 	.exchange_start = mpi_exchange_start,
 	.exchange_wait = mpi_exchange_wait,
 	.fail = mpi_fail,

@@ -543,6 +543,60 @@ static int nccl_allreduce_f32(struct comm *c, const struct comm_group *g, struct
 	return accepted(n, tg.slot, &o);
 }
 
+/* Equal pieces: NCCL's own reduce-scatter. Uneven ones (a sequence that
+ * does not split evenly): one ncclReduce per piece, rooted at its member,
+ * grouped so they progress together; each member moves the same bytes as
+ * a reduce-scatter would, and no scratch is needed. */
+static int nccl_reduce_scatter_f32(struct comm *c, const struct comm_group *g, struct comm_tag t,
+				   const float *send, float *recv, const size_t *counts)
+{
+	struct nccl *n = to_nccl(c);
+	struct target tg;
+	size_t total;
+	int st = comm_check_reduce_scatter(c, g, send, recv, counts, &total);
+	if (st || (st = find_target(n, g, "reduce_scatter_f32", &tg)) ||
+	    (st = check_ptr(n, "reduce_scatter_f32", "send", send, total * sizeof *send)) ||
+	    (st = check_ptr(n, "reduce_scatter_f32", "recv", recv, counts[g->me] * sizeof *recv)))
+		return st;
+	if (n->failed)
+		return fail_fast(n);
+	struct op o;
+	op_init(&o, t, tg.name);
+	op_waits_for(&o, g, false);
+	if ((st = begin(n, &o)))
+		return st;
+	cudaStream_t s = stream_of(n);
+	if (!tg.slot) {
+		/* a group of one: my piece is the sum */
+		cudaError_t e = cudaSuccess;
+		if (counts[0] && (e = cudaMemcpyAsync(recv, send, counts[0] * sizeof *recv,
+						      cudaMemcpyDeviceToDevice, s)) != cudaSuccess)
+			return cuda_failed(n, tg.slot, &o, "cudaMemcpyAsync of my own piece", e);
+		return accepted(n, tg.slot, &o);
+	}
+	bool equal = true;
+	for (int i = 0; i < g->n; i++)
+		equal = equal && counts[i] == counts[0];
+	ncclResult_t res = ncclSuccess;
+	if (equal && counts[0]) {
+		res = ncclReduceScatter(send, recv, counts[0], ncclFloat32, ncclSum, *tg.slot, s);
+	} else if (!equal) {
+		res = ncclGroupStart();
+		size_t at = 0;
+		for (int i = 0; i < g->n; i++) {
+			/* recvbuff is only written on the root */
+			if (counts[i])
+				res = first_error(res, ncclReduce(send + at, recv, counts[i], ncclFloat32,
+								  ncclSum, i, *tg.slot, s));
+			at += counts[i];
+		}
+		res = first_error(res, ncclGroupEnd());
+	}
+	if (nccl_error(res))
+		return nccl_failed(n, tg.slot, &o, res);
+	return accepted(n, tg.slot, &o);
+}
+
 static int nccl_alltoallv(struct comm *c, const struct comm_group *g, struct comm_tag t,
 			  const void *send, const size_t *scounts, const size_t *sdispls,
 			  void *recv, const size_t *rcounts, const size_t *rdispls)
@@ -935,6 +989,7 @@ static const struct comm_ops nccl_ops = {
 	.prepare = nccl_prepare,
 	.allgatherv = nccl_allgatherv,
 	.allreduce_f32 = nccl_allreduce_f32,
+	.reduce_scatter_f32 = nccl_reduce_scatter_f32,
 	.alltoallv = nccl_alltoallv,
 	.exchange_start = nccl_exchange_start,
 	.exchange_wait = nccl_exchange_wait,
