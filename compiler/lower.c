@@ -540,11 +540,13 @@ static void lower_linear(struct lower *L, int opi, int x)
 			     L->g_lay[LG_TP]);
 		if (sp) {
 			op_at(L, k)->attr[0] = outl->g[LG_TP].dim;
-			/* the pieces sent, then the pieces received */
+			/* the pieces packed in member order, and a float32 sum
+			 * of this rank's piece for a storage dtype narrower
+			 * than float32 (runtime/ops/collective.c) */
 			lower_add_scratch(L, k, arena_printf(L->a, "%s/scatter_buf",
 							     L->m->tensors[o->out].name),
-					  (int64_t)(L->tensors.v[part].bytes + L->tensors.v[sum].bytes *
-						    L->groups.v[L->g_lay[LG_TP]].size));
+					  (int64_t)(L->tensors.v[part].bytes +
+						    L->tensors.v[sum].bytes / (uint64_t)L->esize * 4));
 		}
 		if (o->flag) {
 			int out = out_tensor(L, o->out, outl, NULL);

@@ -47,9 +47,10 @@ static dtpc_status check_reduce_scatter(struct dtpc_session *s, uint32_t i, cons
 	REQUIRE(pattern_on_group(g, p, o->group) && g->tensors[x].pattern[d] < 0 &&
 			g->patterns[p].nblk == 1 && block_size(g, p, 0) == dims(s, x)[d],
 		i, name, "the output must be this rank's chunk of one block over the group");
-	/* scratch elements are of the storage dtype, as the pieces */
-	REQUIRE(scratch_floats(s, o) >= s->numel[x] + s->numel[out] *
-					     (int64_t)g->groups[o->group].size,
+	/* the packed pieces in the storage dtype, and before them, where
+	 * that is narrower than float32, this rank's float32 sum */
+	REQUIRE(scratch_bytes(s, o) >= bytes(s, s->numel[x]) +
+					       (s->esize < 4 ? (uint64_t)s->numel[out] * 4 : 0),
 		i, name, "scratch too small");
 	return DTPC_OK;
 }
@@ -151,12 +152,11 @@ static dtpc_status exec_all_gather(struct dtpc_session *s, const struct g_op *o)
 	return DTPC_OK;
 }
 
-/* Sequence-parallel TP's reduce-scatter, over the backend's all-to-all:
- * member m gets my chunk m of dim d (packed, row after row), and I add the
- * chunks every member sends me in member order — the same order on every
- * rank. Each rank sends (P - 1) / P of its partial sums, as a ring
- * reduce-scatter does. The adds run in the storage dtype (a bf16 sum is
- * rounded after each of the P - 1 adds; an all-reduce rounds once). */
+/* Sequence-parallel TP's reduce-scatter: my chunk m of dim d is packed
+ * (row after row) as piece m, in member order, and the backend's
+ * reduce_scatter_f32 leaves me the float32 sum of piece me. A narrower
+ * storage dtype is widened first and the sum rounded once, as
+ * exec_all_reduce does, so the result is an all-reduce's rows. */
 static dtpc_status exec_reduce_scatter(struct dtpc_session *s, const struct g_op *o)
 {
 	const struct g_graph *g = s->g;
@@ -165,29 +165,36 @@ static dtpc_status exec_reduce_scatter(struct dtpc_session *s, const struct g_op
 	int32_t p = g->tensors[out].pattern[d];
 	const struct comm_group *cg = &s->groups[o->group];
 	int64_t in_ = inner(s, x, d), rows = outer(s, x, d), mine = s->numel[out];
-	float *send = scratch(s, o), *recv = el(s, send, s->numel[x]);
+	int64_t n = s->numel[x];
+	bool narrow = s->esize < 4;
+	/* the float32 sum first, where it is not the output, keeps it aligned */
+	float *sum = narrow ? scratch(s, o) : rt_data(s, out);
+	float *pack = narrow ? at_byte(scratch(s, o), (size_t)mine * 4) : scratch(s, o);
 	struct counts C = counts_of(s);
-	size_t at = 0;
+	int64_t at = 0;
 	for (int m = 0; m < cg->n; m++) {
 		const struct g_chunk *c = graph_chunk(g, (uint32_t)p, 0, (uint32_t)m);
-		DEV(s, o, copy2d, at_byte(send, at), c->len * in_, el(s, rt_data(s, x), c->start * in_),
+		DEV(s, o, copy2d, el(s, pack, at), c->len * in_, el(s, rt_data(s, x), c->start * in_),
 		    dims(s, x)[d] * in_, rows, c->len * in_);
-		C.c[m] = bytes(s, rows * c->len * in_);
-		C.d[m] = at;
-		at += C.c[m];
-		C.c2[m] = bytes(s, mine);
-		C.d2[m] = bytes(s, mine * m);
+		C.c[m] = (size_t)(rows * c->len * in_);
+		at += rows * c->len * in_;
 	}
-	TRY(to_host(s, o, send, at));
-	if (s->c->ops->alltoallv(s->c, cg, tag(s, i), cbuf(s, send), C.c, C.d, cbuf(s, recv), C.c2,
-				 C.d2))
+	const float *send;
+	if (narrow) {
+		/* session.c sized the widen buffers for the largest tensor, x too */
+		DEV(s, o, convert, s->widen, DTPC_F32, pack, s->dtype, n);
+		send = s->staged ? s->widen_host : s->widen;
+		if (s->staged && s->dv->ops->download(s->dv, s->widen_host, s->widen, (size_t)n * 4))
+			return dev_fail(s, o);
+	} else {
+		TRY(to_host(s, o, pack, (size_t)n * 4));
+		send = cbuf(s, pack);
+	}
+	if (s->c->ops->reduce_scatter_f32(s->c, cg, tag(s, i), send, cbuf(s, sum), C.c))
 		return comm_fail(s, i);
-	TRY(to_dev(s, o, recv, bytes(s, mine * cg->n)));
-	float *y = rt_data(s, out);
-	int64_t sh[1] = { mine };
-	DEV(s, o, copy, y, recv, bytes(s, mine));
-	for (int m = 1; m < cg->n; m++)
-		DEV(s, o, binary, K_ADD, y, sh, el(s, recv, mine * m), sh, y, sh, 1);
+	TRY(to_dev(s, o, sum, (size_t)mine * 4));
+	if (narrow)
+		DEV(s, o, convert, rt_data(s, out), s->dtype, sum, DTPC_F32, mine);
 	return DTPC_OK;
 }
 
