@@ -227,6 +227,56 @@ static void check_allreduce(struct job *j, const struct comm_group *g, uint32_t 
 	j->out = buf;
 }
 
+/* Piece i of a reduce-scatter: even (scale floats each) or uneven with
+ * piece 1 empty. */
+static size_t rs_count(int i, size_t scale, bool even)
+{
+	return even ? scale : i == 1 ? 0 : scale + 5 * (size_t)i + 1;
+}
+
+/* Every member sends P pieces of random floats; I get the sum of piece me,
+ * checked against a float64 sum with the bound of check_allreduce, and it
+ * must have the same bits as an allreduce of the same data (local sums
+ * both in member order: SP-TP's rows equal plain TP's). `control`: the
+ * negative control, the reference leaves member 0's terms out, and every
+ * element must then be counted wrong (j->wrong counts the elements that
+ * were not). A guard after recv must stay untouched. */
+static void check_reduce_scatter(struct job *j, const struct comm_group *g, uint32_t op,
+				 uint64_t seed, size_t scale, bool even, bool control)
+{
+	size_t counts[MAXR] = { 0 }, total = 0, lo = 0;
+	for (int i = 0; i < g->n; i++) {
+		counts[i] = rs_count(i, scale, even);
+		lo += i < g->me ? counts[i] : 0;
+		total += counts[i];
+	}
+	size_t mine = counts[g->me];
+	float *send = malloc((total ? total : 1) * sizeof *send);
+	float *recv = calloc(mine + 3, sizeof *recv);
+	for (size_t i = 0; i < total; i++)
+		send[i] = float_at(seed, j->rank, i);
+	if (ok(j, j->c->ops->reduce_scatter_f32(j->c, g, tag(op, "reduce_scatter x"), send, recv,
+						counts))) {
+		long bad = 0;
+		for (size_t e = 0; e < mine; e++) {
+			double ref = 0, mag = 0;
+			for (int m = control ? 1 : 0; m < g->n; m++) {
+				double x = float_at(seed, g->ranks[m], lo + e);
+				ref += x;
+				mag += fabs(x);
+			}
+			bad += fabs(recv[e] - ref) > (g->n - 1) * (double)FLT_EPSILON * mag;
+		}
+		j->wrong += control ? (long)mine - bad : bad;
+		j->wrong += nonzero(recv + mine, 3 * sizeof *recv);
+		if (!control &&
+		    ok(j, j->c->ops->allreduce_f32(j->c, g, tag(op, "reduce_scatter x"), send, total)))
+			j->wrong += mine && memcmp(send + lo, recv, mine * sizeof *recv) != 0;
+	}
+	free(send);
+	free(recv);
+}
+
 /* Ring attention's pattern: every round each member passes the chunk it holds
  * (K and V, two shifts at once) to the right and works meanwhile; after n
  * rounds a chunk is back home. Sizes differ per origin. */
@@ -364,7 +414,14 @@ static void body_mesh(struct job *j)
 		check_allgatherv(j, &g[a], op++, 12, 97, true);
 		check_alltoallv(j, &g[a], op++, 13, 89);
 		check_allreduce(j, &g[a], op++, 14, a == WORLD ? 100003 : 1003);
+		check_reduce_scatter(j, &g[a], op, 18, a == WORLD ? 25001 : 1001, true, false);
+		op++;
+		check_reduce_scatter(j, &g[a], op, 19, a == WORLD ? 25001 : 1001, false, false);
+		op++;
 	}
+	/* pieces shorter than a summing block and empty ones */
+	check_reduce_scatter(j, &g[WORLD], op++, 20, 1, true, false);
+	check_reduce_scatter(j, &g[WORLD], op++, 21, 0, true, false);
 	/* fewer elements than members: empty segments */
 	check_allreduce(j, &g[WORLD], op++, 15, 1);
 	check_allreduce(j, &g[WORLD], op++, 16, 0);
@@ -447,6 +504,23 @@ static void body_exchange_control(struct job *j)
 	check_exchange(j, &g, 0, 50, XP_ALL_PAIRS, 301, false, true);
 }
 
+/* The checks of check_reduce_scatter must be able to fail. */
+static void body_reduce_scatter_control(struct job *j)
+{
+	int ranks[MAXR];
+	struct comm_group g = mesh_group(j->n, j->rank, WORLD, ranks);
+	check_reduce_scatter(j, &g, 0, 22, 301, false, true);
+}
+
+/* Reduce-scatter alone on groups of 2, 3 and 4 (the world of n ranks). */
+static void body_reduce_scatter_world(struct job *j)
+{
+	int ranks[MAXR];
+	struct comm_group g = mesh_group(j->n, j->rank, WORLD, ranks);
+	check_reduce_scatter(j, &g, 0, 23, 4097, true, false);
+	check_reduce_scatter(j, &g, 2, 24, 4097, false, false);
+}
+
 static double big_ms[4];
 
 static void body_large(struct job *j)
@@ -475,7 +549,7 @@ static void test_collectives(void)
 	for (int n = 4; n <= 6; n += 2) {
 		run(n, SLOW_MS, body_mesh, NULL, jobs);
 		UNIT_CHECK(all_ok(jobs, n),
-			   "n=%d: allgatherv (uneven, one empty, in place), alltoallv, allreduce on rows, columns, world",
+			   "n=%d: allgatherv (uneven, one empty, in place), alltoallv, allreduce, reduce_scatter_f32 (even, uneven) on rows, columns, world",
 			   n);
 		bool same = true;
 		for (int r = 1; r < n; r++)
@@ -493,6 +567,16 @@ static void test_collectives(void)
 			   n);
 		for (int r = 0; r < n; r++)
 			free(jobs[r].out);
+	}
+	for (int n = 2; n <= 4; n++) {
+		run(n, SLOW_MS, body_reduce_scatter_world, NULL, jobs);
+		UNIT_CHECK(all_ok(jobs, n),
+			   "n=%d: reduce_scatter_f32 of even and uneven pieces (one empty) against a float64 sum, bitwise an allreduce's piece",
+			   n);
+		run(n, SLOW_MS, body_reduce_scatter_control, NULL, jobs);
+		UNIT_CHECK(all_ok(jobs, n),
+			   "n=%d: negative control: the reduce-scatter's sums checked without member 0's terms fail on every element",
+			   n);
 	}
 	for (int n = 4; n <= 6; n += 2) {
 		run(n, SLOW_MS, body_exchange, NULL, jobs);
@@ -518,7 +602,8 @@ static void test_collectives(void)
  * every rank, op 6 is the one that goes wrong, and every rank still in the
  * game then tries op 7, which must fail at once. */
 enum fault { NEVER_ARRIVES, FREES_COMM, FAILS, DIVERGES, WRONG_KIND, WRONG_SIZE, SHIFT_MISSING, GROUP_MISMATCH,
-	     X_NEVER_POSTS, X_FAILS, X_FREES_COMM, X_WRONG_SIZE, X_WRONG_PEER, X_DIVERGES };
+	     X_NEVER_POSTS, X_FAILS, X_FREES_COMM, X_WRONG_SIZE, X_WRONG_PEER, X_DIVERGES,
+	     RS_NEVER_ARRIVES, RS_WRONG_COUNT };
 
 static void after(struct job *j, const struct comm_group *g)
 {
@@ -661,6 +746,20 @@ static void body_fault(struct job *j)
 		after(j, &g);
 		return;
 	}
+	case RS_NEVER_ARRIVES:
+	case RS_WRONG_COUNT: {
+		/* rank 3 stays away, or rank 1 counts piece 1 as 4 floats, not 8 */
+		if (j->rank == odd && f == RS_NEVER_ARRIVES)
+			return;
+		size_t counts[4] = { 4, 8, 4, 4 };
+		if (j->rank == 1 && f == RS_WRONG_COUNT)
+			counts[1] = 4;
+		float out[8];
+		ok(j, j->c->ops->reduce_scatter_f32(j->c, &g, tag(6, "reduce_scatter h"), x, out,
+						    counts));
+		after(j, &g);
+		return;
+	}
 	case GROUP_MISMATCH: {
 		/* rank 3 thinks group id 0 from rank 0 is {0, 3}; the row says {0, 1} */
 		struct comm_group row = mesh_group(j->n, j->rank, ROW, ranks);
@@ -761,6 +860,14 @@ static void test_faults(void)
 	check_fault(X_DIVERGES, "exchange: the pair is at different ops", 0x3, 0,
 		    (const char *const[]){ "rank 0 is at op 6 (exchange kv) but rank 1 is at op 17 (exchange kv) in group [0 1 2 3]",
 					  NULL });
+	check_fault(RS_NEVER_ARRIVES, "reduce_scatter: a rank never arrives", 0x7,
+		    FAST_MS / 1000.0 - 0.01,
+		    (const char *const[]){ "timed out after 0.3 s in op 6 (reduce_scatter h) of group [0 1 2 3]",
+					  "rank 3 did not arrive",
+					  NULL });
+	check_fault(RS_WRONG_COUNT, "reduce_scatter: counts disagree", 0xf, 0,
+		    (const char *const[]){ "op 6 (reduce_scatter h) of group [0 1 2 3]: rank 1 expects 16 bytes from rank 0, which sends 32",
+					  NULL });
 	check_fault(GROUP_MISMATCH, "ranks disagree on a group", 0xb, 0,
 		    (const char *const[]){ "names group id 0 as [0 1], another member as [0 3]",
 					  NULL });
@@ -812,6 +919,15 @@ static void body_invalid(struct job *j)
 	    !strstr(j->c->error, "without receiving from itself") ||
 	    j->c->ops->exchange_start(j->c, &g, tag(3, "x"), &self_s, 1, &self_r, 1, &req) != COMM_INVALID ||
 	    !strstr(j->c->error, "sends itself 8 bytes but expects 4")) {
+		printf("# rank %d: %s\n", j->rank, j->c->error);
+		j->wrong++;
+	}
+	/* reduce_scatter_f32 into its own send */
+	float rs[8] = { 0 };
+	size_t rc4[4] = { 2, 2, 2, 2 };
+	if (j->c->ops->reduce_scatter_f32(j->c, &g, tag(1, "x"), rs, rs + 2 * g.me, rc4) !=
+		    COMM_INVALID ||
+	    !strstr(j->c->error, "reduce_scatter_f32: rank") || !strstr(j->c->error, "send overlaps recv")) {
 		printf("# rank %d: %s\n", j->rank, j->c->error);
 		j->wrong++;
 	}
