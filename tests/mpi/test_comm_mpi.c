@@ -143,6 +143,45 @@ static long t_allreduce(const struct comm_group *g, uint32_t op, uint64_t seed, 
 	return bad;
 }
 
+/* Piece i: even (scale floats each) or uneven with piece 1 empty; each
+ * member's sum of its piece against a float64 sum (t_allreduce's bound).
+ * `control`: the reference leaves member 0's terms out; returns the
+ * elements that still passed (0 when the check can fail). -1: an error. */
+static long t_reduce_scatter(const struct comm_group *g, uint32_t op, uint64_t seed, size_t scale,
+			     bool even, bool control)
+{
+	size_t counts[NR] = { 0 }, total = 0, lo = 0;
+	for (int i = 0; i < g->n; i++) {
+		counts[i] = even ? scale : i == 1 ? 0 : scale + 5 * (size_t)i + 1;
+		lo += i < g->me ? counts[i] : 0;
+		total += counts[i];
+	}
+	size_t mine = counts[g->me];
+	float *send = malloc((total ? total : 1) * sizeof *send);
+	float *recv = malloc((mine ? mine : 1) * sizeof *recv);
+	for (size_t i = 0; i < total; i++)
+		send[i] = float_at(seed, rank, i);
+	long bad = -1;
+	if (C->ops->reduce_scatter_f32(C, g, tag(op, "reduce_scatter x"), send, recv, counts) ==
+	    COMM_OK) {
+		bad = 0;
+		for (size_t e = 0; e < mine; e++) {
+			double ref = 0, mag = 0;
+			for (int m = control ? 1 : 0; m < g->n; m++) {
+				double x = float_at(seed, g->ranks[m], lo + e);
+				ref += x;
+				mag += fabs(x);
+			}
+			bad += fabs(recv[e] - ref) > (g->n - 1) * (double)FLT_EPSILON * mag;
+		}
+		if (control)
+			bad = (long)mine - bad;
+	}
+	free(send);
+	free(recv);
+	return bad;
+}
+
 /* Ring attention's pattern: K and V passed right every round, with work
  * between start and wait; uneven chunk sizes. */
 static long t_shift(const struct comm_group *g, uint32_t op0, uint64_t seed, size_t scale,
@@ -364,6 +403,20 @@ int main(int argc, char **argv)
 	long bad = t_allreduce(g[WORLD], op++, 15, 1);
 	bad += t_allreduce(g[WORLD], op++, 16, 0);
 	CHECK(bad == 0, "allreduce of 1 and 0 floats");
+
+	bad = 0;
+	for (int a = ROW; a <= TAIL; a++)
+		for (int even = 0; even < 2 && bad >= 0; even++) {
+			long r = g[a] ? t_reduce_scatter(g[a], op, 70 + (uint64_t)even, 1003, even, false)
+				      : 0;
+			bad = r < 0 || bad < 0 ? -1 : bad + r;
+			op++;
+		}
+	CHECK(bad == 0, "reduce_scatter_f32: even and uneven pieces (one empty) on rows, columns, world, ranks 1-3 (%ld wrong)",
+	      bad);
+	bad = t_reduce_scatter(g[WORLD], op++, 72, 301, false, true);
+	CHECK(bad == 0, "negative control: reduce-scatter sums checked without member 0's terms fail (%ld passed)",
+	      bad);
 
 	int st;
 	bad = t_shift(g[WORLD], op, 21, 5000, 6);
