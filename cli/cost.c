@@ -698,17 +698,28 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 	case OP_ulysses_a2a: {
 		bool inter = s->inter[(size_t)o->group * g->world + r];
 		const struct link *l = inter ? &s->h->inter : &s->h->intra;
-		/* a reduce-scatter runs as an all-to-all (exec.c) */
-		int c = o->kind == OP_all_gather ? CO_AG : o->kind == OP_all_reduce ? CO_AR : CO_A2A;
+		/* a reduce-scatter is the backend's (ring: the first half of
+		 * an all-reduce), timed at the all-reduce's bandwidth over its
+		 * own bytes */
+		bool sum = o->kind == OP_all_reduce || o->kind == OP_reduce_scatter;
+		int c = o->kind == OP_all_gather ? CO_AG : sum ? CO_AR : CO_A2A;
 		uint32_t P = g->groups[o->group].size;
-		/* an all-reduce sums in float32 whatever the dtype (exec.c): a
-		 * narrower one is converted in and out, and travels as float32 */
-		bool wide = o->kind == OP_all_reduce && es < 4;
+		/* an all-reduce or reduce-scatter sums in float32 whatever the
+		 * dtype (runtime/ops/collective.c): a narrower one is converted
+		 * in and out, and travels as float32 */
+		bool wide = sum && es < 4;
 		double bytes = (double)graph_comm_bytes(g, i, r) / graph_comm_elem_size(g, i) *
 			       (wide ? 4 : es);
 		double moved = o->kind == OP_all_gather ? tensor_bytes(g, out, r, es) * 2
 			       : o->kind == OP_all_reduce
 				       ? tensor_bytes(g, x, r, es) * (wide ? 2 * (1 + 4 / es) : 2)
+			       : o->kind == OP_reduce_scatter
+				       /* the pieces packed; where narrower, widened
+					* and the rank's sum rounded back */
+				       ? tensor_bytes(g, x, r, es) * 2 +
+						 (wide ? (tensor_bytes(g, x, r, es) +
+							  tensor_bytes(g, out, r, es)) * (1 + 4 / es)
+						       : 0)
 				       : (tensor_bytes(g, x, r, es) + tensor_bytes(g, out, r, es)) * 2;
 		/* the nccl backend's all-to-all copies the rank's own piece
 		 * itself (comm_nccl.c; a CPU profile's measured bandwidth holds

@@ -34,10 +34,11 @@ uint64_t graph_comm_bytes(const struct g_graph *g, uint32_t op, uint32_t rank)
 		/* every other rank's chunk arrives once */
 		return local_bytes(g, o->out, rank) - local_bytes(g, in, rank);
 	case OP_reduce_scatter: {
-		/* every chunk but mine leaves, once */
-		uint64_t all = local_bytes(g, in, rank);
-		return all - all / (uint64_t)graph_local_dim(g, in, (int)o->attr[0], rank) *
-				     (uint64_t)graph_local_dim(g, o->out, (int)o->attr[0], rank);
+		/* every chunk but mine leaves, once, as float32 whatever the
+		 * storage (the sum is rounded once, as an all-reduce's) */
+		uint64_t all = (uint64_t)graph_local_numel(g, in, rank);
+		return 4 * (all - all / (uint64_t)graph_local_dim(g, in, (int)o->attr[0], rank) *
+					  (uint64_t)graph_local_dim(g, o->out, (int)o->attr[0], rank));
 	}
 	case OP_all_reduce:
 		/* ring all-reduce: reduce-scatter then all-gather, of float32
@@ -117,7 +118,9 @@ uint64_t graph_comm_bytes(const struct g_graph *g, uint32_t op, uint32_t rank)
 uint32_t graph_comm_elem_size(const struct g_graph *g, uint32_t op)
 {
 	const struct g_op *o = &g->ops[op];
-	return o->kind == OP_all_reduce ? 4 : graph_dtype_size(graph_tensor_dtype(g, o->out));
+	return o->kind == OP_all_reduce || o->kind == OP_reduce_scatter
+		       ? 4
+		       : graph_dtype_size(graph_tensor_dtype(g, o->out));
 }
 
 uint64_t graph_weight_bytes(const struct g_graph *g, uint32_t rank)

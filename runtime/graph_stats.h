@@ -9,7 +9,7 @@
  * but one. 0 for local ops. */
 uint64_t graph_comm_bytes(const struct g_graph *g, uint32_t op, uint32_t rank);
 /* The bytes per element graph_comm_bytes counts for op `op`: its tensors'
- * storage dtype's, or 4 for an all-reduce (it sums in float32). */
+ * storage dtype's, or 4 for an all-reduce or a reduce-scatter (they sum in float32). */
 uint32_t graph_comm_elem_size(const struct g_graph *g, uint32_t op);
 /* The rank's slice of every weight, in bytes. */
 uint64_t graph_weight_bytes(const struct g_graph *g, uint32_t rank);

@@ -114,9 +114,9 @@ static void write_rank(FILE *f, const struct g_graph *g, const uint64_t *live, u
 		}
 		/* the graph counts its own dtype; a session narrowed at run time
 		 * (dtpc_session_dtype) moves its dtype's bytes, but an
-		 * all-reduce's float32 all the same */
+		 * all-reduce's or reduce-scatter's float32 all the same */
 		uint64_t bytes = graph_comm_bytes(g, ev[e].op, rank);
-		if (o->kind != OP_all_reduce)
+		if (o->kind != OP_all_reduce && o->kind != OP_reduce_scatter)
 			bytes = bytes / graph_comm_elem_size(g, ev[e].op) * esize;
 		fprintf(f, ", \"args\": {\"bytes\": %" PRIu64 "}}", bytes);
 		fprintf(f, ",\n{\"name\": \"bytes on the wire\", \"ph\": \"C\", \"pid\": %u, "
