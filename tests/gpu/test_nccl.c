@@ -194,6 +194,55 @@ static long t_allreduce(const struct comm_group *g, uint32_t op, uint64_t seed, 
 	return bad;
 }
 
+/* Piece i: even (scale floats each: ncclReduceScatter) or uneven with piece
+ * 1 empty (grouped ncclReduce); my sum against a float64 sum with
+ * t_allreduce's bound, and the poisoned floats after recv untouched.
+ * `control`: the reference leaves member 0's terms out; returns the
+ * elements that still passed (0 when the check can fail). */
+static long t_reduce_scatter(const struct comm_group *g, uint32_t op, uint64_t seed, size_t scale,
+			     bool even, bool control)
+{
+	size_t counts[MAXR] = { 0 }, total = 0, lo = 0;
+	for (int i = 0; i < g->n; i++) {
+		counts[i] = even ? scale : i == 1 ? 0 : scale + 5 * (size_t)i + 1;
+		lo += i < g->me ? counts[i] : 0;
+		total += counts[i];
+	}
+	size_t mine = counts[g->me];
+	float *h = malloc((total ? total : 1) * sizeof *h);
+	for (size_t i = 0; i < total; i++)
+		h[i] = float_at(seed, rank, i);
+	float *send = dalloc(total * sizeof *send), *recv = dpoisoned((mine + 3) * sizeof *recv);
+	up(send, h, total * sizeof *h);
+	free(h);
+	long bad;
+	int st = C->ops->reduce_scatter_f32(C, g, tag(op, "reduce_scatter x"), send, recv, counts);
+	if (!st)
+		st = comm_complete(C);
+	if (st) {
+		bad = call_failed(st);
+	} else {
+		float *got = down(recv, (mine + 3) * sizeof *recv);
+		bad = 0;
+		for (size_t e = 0; e < mine; e++) {
+			double ref = 0, mag = 0;
+			for (int m = control ? 1 : 0; m < g->n; m++) {
+				double x = float_at(seed, g->ranks[m], lo + e);
+				ref += x;
+				mag += fabs(x);
+			}
+			bad += fabs(got[e] - ref) > (g->n - 1) * (double)FLT_EPSILON * mag;
+		}
+		if (control)
+			bad = (long)mine - bad;
+		bad += poisoned_wrong((const uint8_t *)(got + mine), 3 * sizeof *got);
+		free(got);
+	}
+	cudaFree(send);
+	cudaFree(recv);
+	return bad;
+}
+
 static long t_alltoallv(const struct comm_group *g, uint32_t op, uint64_t seed, size_t scale)
 {
 	size_t sc[MAXR], sd[MAXR], rc[MAXR], rd[MAXR], stot, rtot;
@@ -705,6 +754,16 @@ int main(void)
 		CHECK(t_allreduce(g, op++, 61 + (uint64_t)k, (1 << 22) + 3) == 0,
 		      "%s: allreduce_f32, 4 Mi + 3 floats", name);
 		CHECK(t_allreduce(g, op++, 62 + (uint64_t)k, 0) == 0, "%s: allreduce_f32, nothing", name);
+		CHECK(t_reduce_scatter(g, op++, 64 + (uint64_t)k, 1001, true, false) == 0,
+		      "%s: reduce_scatter_f32, equal pieces (ncclReduceScatter)", name);
+		CHECK(t_reduce_scatter(g, op++, 65 + (uint64_t)k, 1001, false, false) == 0,
+		      "%s: reduce_scatter_f32, uneven pieces, one empty (grouped ncclReduce)", name);
+		CHECK(t_reduce_scatter(g, op++, 66 + (uint64_t)k, (1 << 20) + 3, true, false) == 0,
+		      "%s: reduce_scatter_f32, 1 Mi + 3 floats per piece", name);
+		CHECK(g->n < 2 || t_reduce_scatter(g, op, 67 + (uint64_t)k, 301, false, true) == 0,
+		      "%s: negative control: reduce-scatter sums checked without member 0's terms fail",
+		      name);
+		op++;
 		CHECK(t_alltoallv(g, op++, 70 + (uint64_t)k, 1000) == 0,
 		      "%s: alltoallv, uneven pieces (some empty) with gaps", name);
 		CHECK(t_alltoallv(g, op++, 71 + (uint64_t)k, 300000) == 0, "%s: alltoallv, large pieces",
