@@ -88,10 +88,12 @@ struct comm_ops {
 	/* Every member passes its whole send: the members' pieces in group
 	 * order, piece i of counts[i] floats right after piece i - 1; I receive
 	 * into recv (counts[me] floats) the float32 sum over the members of
-	 * piece me, summed in group order. Counts may differ between pieces
-	 * (every member passes the same counts): mpi takes them as they are,
-	 * nccl uses ncclReduceScatter where all are equal and one grouped
-	 * ncclReduce per piece where not. send and recv must not overlap. */
+	 * piece me (local: in group order, as its allreduce_f32, so the bits
+	 * are the all-reduce's; mpi and nccl: in their libraries' order).
+	 * Counts may differ between pieces (every member passes the same
+	 * counts; local checks it): mpi takes them as they are, nccl uses
+	 * ncclReduceScatter where all are equal and one grouped ncclReduce per
+	 * piece where not. send and recv must not overlap. */
 	int (*reduce_scatter_f32)(struct comm *c, const struct comm_group *g, struct comm_tag t,
 				  const float *send, float *recv, const size_t *counts);
 	/* Member i receives scounts[i] bytes from my send + sdispls[i]; I
