@@ -255,30 +255,32 @@ static struct rv *find_rv(struct local *l, const struct comm_group *g, int *st)
  * bytes it expects from member `from`. */
 static size_t sends(const struct post *p, int self, int to)
 {
-	switch (p->kind) {
+	switch ((enum kind)p->kind) {
 	case K_ALLGATHERV:
 		return p->scounts[self];
 	case K_ALLTOALLV:
 		return p->scounts[to];
 	case K_REDUCE_SCATTER:
 		return p->scounts[to] * sizeof(float);
-	default:
-		return p->n * sizeof(float);
+	case K_ALLREDUCE:
+		break;
 	}
+	return p->n * sizeof(float);
 }
 
 static size_t expects(const struct post *p, int self, int from)
 {
-	switch (p->kind) {
+	switch ((enum kind)p->kind) {
 	case K_ALLGATHERV:
 		return p->scounts[from];
 	case K_ALLTOALLV:
 		return p->rcounts[from];
 	case K_REDUCE_SCATTER:
 		return p->scounts[self] * sizeof(float);
-	default:
-		return p->n * sizeof(float);
+	case K_ALLREDUCE:
+		break;
 	}
+	return p->n * sizeof(float);
 }
 
 /* Under w->mu, by the last to arrive: whether the posts agree (same tag,
