@@ -4,8 +4,12 @@
  * cannot pass. */
 #ifndef DTPC_TEST_COMM_DATA_H
 #define DTPC_TEST_COMM_DATA_H
+#include <float.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "runtime/comm.h"
 
 static uint64_t mix(uint64_t x)
 {
@@ -46,6 +50,27 @@ static float float_at(uint64_t seed, int r, size_t i)
 	float f = (float)((h >> 40) + 1) / 16777216.0f;
 	return h & 1 ? f : -f;
 }
+/* The elements of a reduce-scatter's result (got: this member's piece,
+ * elements lo .. lo + mine of every member's float_at input) that miss the
+ * float64 sum of the members' inputs by more than (n - 1) float32
+ * roundings of their magnitudes. control: the sum without member 0, which
+ * every element must miss — the count of those that do not. */
+static long rs_wrong(uint64_t seed, const struct comm_group *g, size_t lo, size_t mine,
+		     const float *got, int control)
+{
+	long bad = 0;
+	for (size_t e = 0; e < mine; e++) {
+		double ref = 0, mag = 0;
+		for (int m = control ? 1 : 0; m < g->n; m++) {
+			double x = float_at(seed, g->ranks[m], lo + e);
+			ref += x;
+			mag += fabs(x);
+		}
+		bad += fabs(got[e] - ref) > (g->n - 1) * (double)FLT_EPSILON * mag;
+	}
+	return control ? (long)mine - bad : bad;
+}
+
 /* All-to-all sizes for sender i, receiver k: uneven, some zero. */
 static size_t a2a_count(int i, int k, size_t scale)
 {

@@ -223,18 +223,7 @@ static long t_reduce_scatter(const struct comm_group *g, uint32_t op, uint64_t s
 		bad = call_failed(st);
 	} else {
 		float *got = down(recv, (mine + 3) * sizeof *recv);
-		bad = 0;
-		for (size_t e = 0; e < mine; e++) {
-			double ref = 0, mag = 0;
-			for (int m = control ? 1 : 0; m < g->n; m++) {
-				double x = float_at(seed, g->ranks[m], lo + e);
-				ref += x;
-				mag += fabs(x);
-			}
-			bad += fabs(got[e] - ref) > (g->n - 1) * (double)FLT_EPSILON * mag;
-		}
-		if (control)
-			bad = (long)mine - bad;
+		bad = rs_wrong(seed, g, lo, mine, got, control);
 		bad += poisoned_wrong((const uint8_t *)(got + mine), 3 * sizeof *got);
 		free(got);
 	}

@@ -164,18 +164,7 @@ static long t_reduce_scatter(const struct comm_group *g, uint32_t op, uint64_t s
 	long bad = -1;
 	if (C->ops->reduce_scatter_f32(C, g, tag(op, "reduce_scatter x"), send, recv, counts) ==
 	    COMM_OK) {
-		bad = 0;
-		for (size_t e = 0; e < mine; e++) {
-			double ref = 0, mag = 0;
-			for (int m = control ? 1 : 0; m < g->n; m++) {
-				double x = float_at(seed, g->ranks[m], lo + e);
-				ref += x;
-				mag += fabs(x);
-			}
-			bad += fabs(recv[e] - ref) > (g->n - 1) * (double)FLT_EPSILON * mag;
-		}
-		if (control)
-			bad = (long)mine - bad;
+		bad = rs_wrong(seed, g, lo, mine, recv, control);
 	}
 	free(send);
 	free(recv);

@@ -257,17 +257,7 @@ static void check_reduce_scatter(struct job *j, const struct comm_group *g, uint
 		send[i] = float_at(seed, j->rank, i);
 	if (ok(j, j->c->ops->reduce_scatter_f32(j->c, g, tag(op, "reduce_scatter x"), send, recv,
 						counts))) {
-		long bad = 0;
-		for (size_t e = 0; e < mine; e++) {
-			double ref = 0, mag = 0;
-			for (int m = control ? 1 : 0; m < g->n; m++) {
-				double x = float_at(seed, g->ranks[m], lo + e);
-				ref += x;
-				mag += fabs(x);
-			}
-			bad += fabs(recv[e] - ref) > (g->n - 1) * (double)FLT_EPSILON * mag;
-		}
-		j->wrong += control ? (long)mine - bad : bad;
+		j->wrong += rs_wrong(seed, g, lo, mine, recv, control);
 		j->wrong += nonzero(recv + mine, 3 * sizeof *recv);
 		if (!control &&
 		    ok(j, j->c->ops->allreduce_f32(j->c, g, tag(op, "reduce_scatter x"), send, total)))
