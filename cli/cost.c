@@ -1087,25 +1087,30 @@ static int load_profile(const struct cost_args *c, struct hw *h, int *dtype)
 	return 0;
 }
 
+/* What cost and suggest do first: their options, the profile and its
+ * dtype, the plan. -1: go on; else the exit status (0 after --help). */
+static int start(struct arena *a, int argc, char **argv, bool suggest, struct cost_args *c,
+		 struct hw *h, int *dtype, const char **plan)
+{
+	int rc = parse_args(a, argc, argv, suggest, c);
+	if (rc >= 0 || (rc = load_profile(c, h, dtype)))
+		return rc;
+	return (*plan = choose_plan(a, c)) ? -1 : 2;
+}
+
 int cost_main(int argc, char **argv)
 {
 	struct arena *a = arena_create();
 	struct cost_args c;
 	struct hw h;
-	int dtype = 0, rc = parse_args(a, argc, argv, false, &c);
-	if (rc >= 0) { /* --help, or a usage error */
-		arena_free(a);
-		return rc;
-	}
-	rc = load_profile(&c, &h, &dtype);
-	const char *plan = rc ? NULL : choose_plan(a, &c);
-	if (!rc && !plan)
-		rc = 2;
+	const char *plan = NULL;
+	int dtype = 0, rc = start(a, argc, argv, false, &c, &h, &dtype, &plan);
 	void *buf = NULL;
 	struct g_graph g;
 	struct prediction p = { 0 };
-	if (!rc && !cost_of(&c, plan, c.co.mesh, c.co.context, &h, dtype, stderr, &buf, &g, &p))
-		rc = 1;
+	if (rc >= 0) /* --help, or an error */
+		goto out;
+	rc = cost_of(&c, plan, c.co.mesh, c.co.context, &h, dtype, stderr, &buf, &g, &p) ? 0 : 1;
 	if (rc)
 		goto out;
 	const struct rank_cost *sl = &p.ranks[p.slowest];
@@ -1195,20 +1200,14 @@ int suggest_main(int argc, char **argv)
 	struct arena *a = arena_create();
 	struct cost_args c;
 	struct hw h;
-	int dtype = 0, rc = parse_args(a, argc, argv, true, &c);
-	if (rc >= 0) { /* --help, or a usage error */
-		arena_free(a);
-		return rc;
-	}
-	rc = load_profile(&c, &h, &dtype);
-	const char *plan = rc ? NULL : choose_plan(a, &c);
-	if (!rc && !plan)
-		rc = 2;
+	const char *plan = NULL;
+	int dtype = 0, rc = start(a, argc, argv, true, &c, &h, &dtype, &plan);
 	/* the meshes' diagnostics are not shown: an error in the config
 	 * itself is, once, rather than every mesh being refused unexplained */
-	if (!rc && c.co.config)
-		rc = config_check(c.co.config, stderr);
-	if (rc) {
+	int bad;
+	if (rc < 0 && c.co.config && (bad = config_check(c.co.config, stderr)))
+		rc = bad;
+	if (rc >= 0) { /* --help, or an error */
 		arena_free(a);
 		return rc;
 	}
