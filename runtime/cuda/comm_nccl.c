@@ -434,6 +434,19 @@ static int begin(struct nccl *n, const struct op *o)
 	return COMM_OK;
 }
 
+/* What every collective does once its arguments are checked: fails at
+ * once after an earlier failure, else names itself and the ranks it waits
+ * for (o) and begins (begin()). */
+static int start_collective(struct nccl *n, const struct comm_group *g, struct comm_tag t,
+			    const struct target *tg, struct op *o)
+{
+	if (n->failed)
+		return fail_fast(n);
+	op_init(o, t, tg->name);
+	op_waits_for(o, g, false);
+	return begin(n, o);
+}
+
 /* ---- collectives ------------------------------------------------------------------ */
 
 static int nccl_allgatherv(struct comm *c, const struct comm_group *g, struct comm_tag t,
@@ -452,12 +465,8 @@ static int nccl_allgatherv(struct comm *c, const struct comm_group *g, struct co
 	if ((!in_place && (st = check_ptr(n, "allgatherv", "send", send, counts[me]))) ||
 	    (st = check_ptr(n, "allgatherv", "recv", rfirst, rbytes)))
 		return st;
-	if (n->failed)
-		return fail_fast(n);
 	struct op o;
-	op_init(&o, t, tg.name);
-	op_waits_for(&o, g, false);
-	if ((st = begin(n, &o)))
+	if ((st = start_collective(n, g, t, &tg, &o)))
 		return st;
 	cudaStream_t s = stream_of(n);
 	bool equal = counts[0] > 0, contiguous = true;
@@ -527,12 +536,8 @@ static int nccl_allreduce_f32(struct comm *c, const struct comm_group *g, struct
 	if (st || (st = find_target(n, g, "allreduce_f32", &tg)) ||
 	    (st = check_ptr(n, "allreduce_f32", "buf", buf, count * sizeof *buf)))
 		return st;
-	if (n->failed)
-		return fail_fast(n);
 	struct op o;
-	op_init(&o, t, tg.name);
-	op_waits_for(&o, g, false);
-	if ((st = begin(n, &o)))
+	if ((st = start_collective(n, g, t, &tg, &o)))
 		return st;
 	cudaStream_t s = stream_of(n);
 	if (tg.slot && count) {
@@ -558,12 +563,8 @@ static int nccl_reduce_scatter_f32(struct comm *c, const struct comm_group *g, s
 	    (st = check_ptr(n, "reduce_scatter_f32", "send", send, total * sizeof *send)) ||
 	    (st = check_ptr(n, "reduce_scatter_f32", "recv", recv, counts[g->me] * sizeof *recv)))
 		return st;
-	if (n->failed)
-		return fail_fast(n);
 	struct op o;
-	op_init(&o, t, tg.name);
-	op_waits_for(&o, g, false);
-	if ((st = begin(n, &o)))
+	if ((st = start_collective(n, g, t, &tg, &o)))
 		return st;
 	cudaStream_t s = stream_of(n);
 	if (!tg.slot) {
@@ -617,12 +618,8 @@ static int nccl_alltoallv(struct comm *c, const struct comm_group *g, struct com
 	if ((st = check_ptr(n, "alltoallv", "send", sfirst, sb)) ||
 	    (st = check_ptr(n, "alltoallv", "recv", rfirst, rb)))
 		return st;
-	if (n->failed)
-		return fail_fast(n);
 	struct op o;
-	op_init(&o, t, tg.name);
-	op_waits_for(&o, g, false);
-	if ((st = begin(n, &o)))
+	if ((st = start_collective(n, g, t, &tg, &o)))
 		return st;
 	cudaStream_t s = stream_of(n);
 	const char *sp = send;
