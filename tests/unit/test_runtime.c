@@ -582,25 +582,33 @@ static const char positions_plan[] =
 	"  cos = rope_freqs(tids, [2, 2, 4], precision = \"f32\");\n"
 	"  y = linear(x, 8);\n  output y, cos, tids;\n}\nplan p {\n  model m;\n}\n";
 
-static void narrowed_positions(void)
+/* Plan p of a plan file's text, compiled by the driver (NULL after a
+ * failed check, its diagnostics on stderr); *len its size. */
+static void *compile_text(const char *text, size_t *len)
 {
-	char dir[] = "/tmp/dtpc_pos_XXXXXX", plan[300];
+	char dir[] = "/tmp/dtpc_plan_XXXXXX", plan[300];
 	if (!mkdtemp(dir)) {
 		UNIT_CHECK(0, "mkdtemp");
-		return;
+		return NULL;
 	}
 	snprintf(plan, sizeof plan, "%s/m.plan", dir);
 	FILE *f = fopen(plan, "w");
-	fputs(positions_plan, f);
+	fputs(text, f);
 	fclose(f);
+	void *buf = driver_graph_buffer(plan, "p", NULL, NULL, NULL, 0, NULL, false, len, NULL, stderr);
+	remove(plan);
+	rmdir(dir);
+	return buf;
+}
+
+static void narrowed_positions(void)
+{
 	size_t len = 0;
-	void *buf = driver_graph_buffer(plan, "p", NULL, NULL, NULL, 0, NULL, false, &len, NULL, stderr);
+	void *buf = compile_text(positions_plan, &len);
 	dtpc_graph *g = NULL;
 	UNIT_CHECK(buf && !dtpc_graph_open_buffer(buf, len, &g), "a float32 graph with text "
 		   "positions 8 .. 257 compiles");
 	free(buf);
-	remove(plan);
-	rmdir(dir);
 	if (!g)
 		return;
 	dtpc_local_world *w = NULL;
@@ -635,30 +643,13 @@ static void narrowed_positions(void)
  * without the bit or the flag, the loader refuses it. */
 static void folded_positions(void)
 {
-	char dir[] = "/tmp/dtpc_fold_XXXXXX", plan[300];
-	if (!mkdtemp(dir)) {
-		UNIT_CHECK(0, "mkdtemp");
-		return;
-	}
-	snprintf(plan, sizeof plan, "%s/m.plan", dir);
-	FILE *f = fopen(plan, "w");
-	fputs(positions_plan, f);
-	fclose(f);
 	/* the ids read by rope_freqs alone */
-	f = fopen(plan, "r+");
 	char text[sizeof positions_plan];
-	size_t n = fread(text, 1, sizeof text - 1, f);
-	text[n] = 0;
+	memcpy(text, positions_plan, sizeof text);
 	char *at = strstr(text, "output y, cos, tids;");
 	memcpy(at, "output y, cos;      ", 20);
-	rewind(f);
-	fputs(text, f);
-	fclose(f);
 	size_t len = 0;
-	void *buf = driver_graph_buffer(plan, "p", NULL, NULL, NULL, 0, NULL, false, &len, NULL,
-					stderr);
-	remove(plan);
-	rmdir(dir);
+	void *buf = compile_text(text, &len);
 	struct g_graph g;
 	char err[256];
 	UNIT_CHECK(buf && graph_parse(buf, len, &g, err, sizeof err), "compile the folded graph");
