@@ -112,13 +112,20 @@ def wan_inputs(cfg, gen, batch, frames, height, width, txt_seq):
     return x, shape, {}
 
 
-def qwen_inputs(cfg, gen, batch, frames, height, width, txt_seq, pad):
-    """height, width: img_shapes in patches; pad[b]: padded text tokens of
-    sample b (at the end, as a tokenizer pads)."""
+def padded_mask(batch, txt_seq, pad):
+    """The text mask of a batch whose sample b ends in pad[b] padded tokens
+    (as a tokenizer pads): 1 for a token, 0 for padding."""
     mask = torch.ones(batch, txt_seq)
     for b, p in enumerate(pad):
         if p:
             mask[b, txt_seq - p:] = 0
+    return mask
+
+
+def qwen_inputs(cfg, gen, batch, frames, height, width, txt_seq, pad):
+    """height, width: img_shapes in patches; pad[b]: padded text tokens of
+    sample b (at the end, as a tokenizer pads)."""
+    mask = padded_mask(batch, txt_seq, pad)
     x = {
         "hidden_states": torch.randn(batch, frames * height * width, cfg["in_channels"], generator=gen),
         "encoder_hidden_states": torch.randn(batch, txt_seq, cfg["joint_attention_dim"], generator=gen),
@@ -134,10 +141,7 @@ def ltx_inputs(cfg, gen, batch, frames, height, width, txt_seq, pad, scale=None)
     num_frames, height, width); pad[b]: padded text tokens of sample b (at the
     end); scale: rope_interpolation_scale, LTXPipeline's (8 / 25, 32, 32) at
     25 frames per second when None (the model's default: not a -D)."""
-    mask = torch.ones(batch, txt_seq)
-    for b, p in enumerate(pad):
-        if p:
-            mask[b, txt_seq - p:] = 0
+    mask = padded_mask(batch, txt_seq, pad)
     x = {
         "hidden_states": torch.randn(batch, frames * height * width, cfg["in_channels"], generator=gen),
         "encoder_hidden_states": torch.randn(batch, txt_seq, cfg["caption_channels"], generator=gen),
