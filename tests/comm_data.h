@@ -50,6 +50,21 @@ static float float_at(uint64_t seed, int r, size_t i)
 	float f = (float)((h >> 40) + 1) / 16777216.0f;
 	return h & 1 ? f : -f;
 }
+/* A reduce-scatter's pieces on g: counts[i] floats for member i, all
+ * `scale` (even) or uneven with member 1's empty; *lo the first element of
+ * my piece, *total the elements of all. Returns my piece's size. */
+static size_t rs_layout(const struct comm_group *g, size_t scale, int even, size_t *counts,
+			size_t *lo, size_t *total)
+{
+	*lo = *total = 0;
+	for (int i = 0; i < g->n; i++) {
+		counts[i] = even ? scale : i == 1 ? 0 : scale + 5 * (size_t)i + 1;
+		*lo += i < g->me ? counts[i] : 0;
+		*total += counts[i];
+	}
+	return counts[g->me];
+}
+
 /* The elements of a reduce-scatter's result (got: this member's piece,
  * elements lo .. lo + mine of every member's float_at input) that miss the
  * float64 sum of the members' inputs by more than (n - 1) float32

@@ -202,13 +202,8 @@ static long t_allreduce(const struct comm_group *g, uint32_t op, uint64_t seed, 
 static long t_reduce_scatter(const struct comm_group *g, uint32_t op, uint64_t seed, size_t scale,
 			     bool even, bool control)
 {
-	size_t counts[MAXR] = { 0 }, total = 0, lo = 0;
-	for (int i = 0; i < g->n; i++) {
-		counts[i] = even ? scale : i == 1 ? 0 : scale + 5 * (size_t)i + 1;
-		lo += i < g->me ? counts[i] : 0;
-		total += counts[i];
-	}
-	size_t mine = counts[g->me];
+	size_t counts[MAXR] = { 0 }, total, lo;
+	size_t mine = rs_layout(g, scale, even, counts, &lo, &total);
 	float *h = malloc((total ? total : 1) * sizeof *h);
 	for (size_t i = 0; i < total; i++)
 		h[i] = float_at(seed, rank, i);

@@ -150,22 +150,16 @@ static long t_allreduce(const struct comm_group *g, uint32_t op, uint64_t seed, 
 static long t_reduce_scatter(const struct comm_group *g, uint32_t op, uint64_t seed, size_t scale,
 			     bool even, bool control)
 {
-	size_t counts[NR] = { 0 }, total = 0, lo = 0;
-	for (int i = 0; i < g->n; i++) {
-		counts[i] = even ? scale : i == 1 ? 0 : scale + 5 * (size_t)i + 1;
-		lo += i < g->me ? counts[i] : 0;
-		total += counts[i];
-	}
-	size_t mine = counts[g->me];
-	float *send = malloc((total ? total : 1) * sizeof *send);
+	size_t counts[NR] = { 0 }, total, lo;
+	size_t mine = rs_layout(g, scale, even, counts, &lo, &total);
+	float *send = calloc(total ? total : 1, sizeof *send);
 	float *recv = malloc((mine ? mine : 1) * sizeof *recv);
 	for (size_t i = 0; i < total; i++)
 		send[i] = float_at(seed, rank, i);
 	long bad = -1;
 	if (C->ops->reduce_scatter_f32(C, g, tag(op, "reduce_scatter x"), send, recv, counts) ==
-	    COMM_OK) {
+	    COMM_OK)
 		bad = rs_wrong(seed, g, lo, mine, recv, control);
-	}
 	free(send);
 	free(recv);
 	return bad;

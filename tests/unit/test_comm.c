@@ -227,13 +227,6 @@ static void check_allreduce(struct job *j, const struct comm_group *g, uint32_t 
 	j->out = buf;
 }
 
-/* Piece i of a reduce-scatter: even (scale floats each) or uneven with
- * piece 1 empty. */
-static size_t rs_count(int i, size_t scale, bool even)
-{
-	return even ? scale : i == 1 ? 0 : scale + 5 * (size_t)i + 1;
-}
-
 /* Every member sends P pieces of random floats; I get the sum of piece me,
  * checked against a float64 sum with the bound of check_allreduce, and it
  * must have the same bits as an allreduce of the same data (local sums
@@ -244,13 +237,8 @@ static size_t rs_count(int i, size_t scale, bool even)
 static void check_reduce_scatter(struct job *j, const struct comm_group *g, uint32_t op,
 				 uint64_t seed, size_t scale, bool even, bool control)
 {
-	size_t counts[MAXR] = { 0 }, total = 0, lo = 0;
-	for (int i = 0; i < g->n; i++) {
-		counts[i] = rs_count(i, scale, even);
-		lo += i < g->me ? counts[i] : 0;
-		total += counts[i];
-	}
-	size_t mine = counts[g->me];
+	size_t counts[MAXR] = { 0 }, total, lo;
+	size_t mine = rs_layout(g, scale, even, counts, &lo, &total);
 	float *send = malloc((total ? total : 1) * sizeof *send);
 	float *recv = calloc(mine + 3, sizeof *recv);
 	for (size_t i = 0; i < total; i++)
