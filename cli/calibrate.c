@@ -84,10 +84,19 @@ static double clock_s(void)
 
 /* t = fixed + x / rate by least squares; a negative intercept (noise on a
  * machine whose small cases are nearly free) is refitted through the origin,
- * since the model's fixed time cannot be negative. */
+ * since the model's fixed time cannot be negative. Collectives: α is real
+ * (a barrier's wake-ups). */
 struct fit {
 	double fixed, rate;
 };
+
+static struct fit fit_origin(const double *x, const double *t, int n)
+{
+	double xx = 0, xt = 0;
+	for (int i = 0; i < n; i++)
+		xx += x[i] * x[i], xt += x[i] * t[i];
+	return (struct fit){ 0, xx / xt };
+}
 
 static struct fit fit_line(const double *x, const double *t, int n)
 {
@@ -98,65 +107,42 @@ static struct fit fit_line(const double *x, const double *t, int n)
 	for (int i = 0; i < n; i++)
 		sxx += (x[i] - mx) * (x[i] - mx), sxt += (x[i] - mx) * (t[i] - mt);
 	double slope = sxx > 0 ? sxt / sxx : 0, fixed = mt - slope * mx;
-	if (fixed < 0 || slope <= 0) {
-		double xx = 0, xt = 0;
-		for (int i = 0; i < n; i++)
-			xx += x[i] * x[i], xt += x[i] * t[i];
-		fixed = 0, slope = xt / xx;
-	}
+	if (fixed < 0 || slope <= 0)
+		return fit_origin(x, t, n);
 	return (struct fit){ fixed, 1 / slope };
 }
 
-/* Attention: t = fixed + flops / peak + scores * per_score (the softmax's
+/* Compute kernels are fitted through the origin: a CPU kernel's cost per
+ * call (waking the rank's pool) is microseconds, the profile's launch_s.
+ * An intercept fitted to four shapes is instead how much less efficient
+ * the smallest shape is, and charged to every call it overcharged the many
+ * thin GEMMs of a tp or Ulysses split (Flux at tp 4: 28 linears, 41 of the
+ * 99 ms predicted; the trace measured 49 ms for all of them).
+ *
+ * Attention: t = flops / peak + scores * per_score (the softmax's
  * exponentials are per score, not per FLOP, so a small head dimension runs
- * below a large one's FLOP rate). Least squares on the three; where a term
- * comes out negative (noise), the fit without the score term. */
+ * below a large one's FLOP rate), least squares on the two; where one comes
+ * out negative (noise), flops / peak alone. */
 struct attn_fit {
-	double fixed, peak, per_score;
+	double peak, per_score;
 };
-
-static bool solve3(double m[3][4], double x[3])
-{
-	for (int c = 0; c < 3; c++) {
-		int p = c;
-		for (int r = c + 1; r < 3; r++)
-			if (m[r][c] * m[r][c] > m[p][c] * m[p][c])
-				p = r;
-		if (m[p][c] == 0)
-			return false;
-		for (int k = 0; k < 4; k++) {
-			double t = m[c][k];
-			m[c][k] = m[p][k], m[p][k] = t;
-		}
-		for (int r = 0; r < 3; r++)
-			if (r != c) {
-				double f = m[r][c] / m[c][c];
-				for (int k = 0; k < 4; k++)
-					m[r][k] -= f * m[c][k];
-			}
-	}
-	for (int c = 0; c < 3; c++)
-		x[c] = m[c][3] / m[c][c];
-	return true;
-}
 
 static struct attn_fit fit_attention(const double *flops, const double *scores, const double *t,
 				     int n)
 {
 	/* scaled columns keep the normal equations well conditioned */
-	double sf = flops[n - 1], ss = scores[n - 1], m[3][4] = { { 0 } }, x[3];
+	double sf = flops[n - 1], ss = scores[n - 1], aa = 0, ab = 0, bb = 0, at = 0, bt = 0;
 	for (int i = 0; i < n; i++) {
-		double row[3] = { 1, flops[i] / sf, scores[i] / ss };
-		for (int a = 0; a < 3; a++) {
-			for (int b = 0; b < 3; b++)
-				m[a][b] += row[a] * row[b];
-			m[a][3] += row[a] * t[i];
-		}
+		double a = flops[i] / sf, b = scores[i] / ss;
+		aa += a * a, ab += a * b, bb += b * b, at += a * t[i], bt += b * t[i];
 	}
-	if (n >= 3 && solve3(m, x) && x[0] >= 0 && x[1] > 0 && x[2] >= 0)
-		return (struct attn_fit){ x[0], sf / x[1], x[2] / ss };
-	struct fit f = fit_line(flops, t, n);
-	return (struct attn_fit){ f.fixed, f.rate, 0 };
+	double det = aa * bb - ab * ab;
+	if (det > 1e-12 * aa * bb) {
+		double xa = (at * bb - bt * ab) / det, xb = (aa * bt - ab * at) / det;
+		if (xa > 0 && xb >= 0)
+			return (struct attn_fit){ sf / xa, xb / ss };
+	}
+	return (struct attn_fit){ fit_origin(flops, t, n).rate, 0 };
 }
 
 /* ---- timing on every rank at once ----------------------------------------------
@@ -188,19 +174,23 @@ static int slowest(struct timer *T, double mine, double *max)
 	return rc;
 }
 
-/* The median over reps of the slowest member's time for one call of fn,
- * after a warm-up call. With min_s > 0 a timing repeats fn until it lasts
+/* The median over reps of one call of fn on every member at once, after
+ * a warm-up call: from a barrier before the calls to a barrier after them,
+ * the longest such interval of any rank (each rank's own clock; the
+ * processes of an mpi job need not share one), which is what a step of a
+ * run sees between two collectives. Timing each rank's calls alone would
+ * not do: where ranks outnumber the cores, a rank the scheduler starts late
+ * finishes late without computing for longer, and the slowest looked as
+ * fast as the first. With min_s > 0 a timing repeats fn until it lasts
  * about min_s (the iterations set from the warm-up, the same on every
- * rank): where ranks outnumber the cores, one call of a few milliseconds
- * is timed across the scheduler's slices, and its time depends on which
- * rank the kernel ran when. */
+ * rank), across several of the scheduler's slices. */
 static int timed(struct timer *T, bool member, int (*fn)(void *arg, uint32_t op), void *arg,
 		 int reps, double min_s, double *out)
 {
 	double t[16];
 	int rc = 0, iters = 1;
 	for (int r = -1; r < reps && !rc; r++) { /* r = -1: warm-up (pages, caches) */
-		double dt, unused;
+		double dt = 0, unused;
 		rc = slowest(T, 0, &unused);
 		double t0 = clock_s();
 		for (int k = 0; k < iters && !rc; k++) {
@@ -208,9 +198,10 @@ static int timed(struct timer *T, bool member, int (*fn)(void *arg, uint32_t op)
 			if (member)
 				rc = fn(arg, op);
 		}
-		dt = (clock_s() - t0) / iters;
 		if (!rc)
-			rc = slowest(T, dt, &dt);
+			rc = slowest(T, 0, &unused);
+		if (!rc)
+			rc = slowest(T, (clock_s() - t0) / iters, &dt);
 		if (r < 0 && dt > 0 && min_s > dt)
 			iters = min_s / dt > MAX_ITERS ? MAX_ITERS : (int)ceil(min_s / dt);
 		if (r >= 0)
@@ -403,7 +394,7 @@ static int measure_compute(struct timer *T, int cores, struct compute *out)
 	double x[NLIN > NATT ? NLIN : NATT], s[NATT];
 	for (int i = 0; i < NLIN; i++)
 		x[i] = 2.0 * (double)(lin[i][0] * lin[i][1] * lin[i][2]);
-	row.linear = fit_line(x, row.lin_t, NLIN);
+	row.linear = fit_origin(x, row.lin_t, NLIN);
 	for (int i = 0; i < NATT; i++) {
 		s[i] = (double)(att[i][0] * att[i][0] * att[i][1]);
 		x[i] = 4.0 * s[i] * (double)att[i][2];
@@ -711,10 +702,10 @@ static void add_compute(cJSON *f32, const struct compute *cp, int ranks, int cor
 		 "is given no table",
 		 stamp, n1, t1);
 	put(lin_o, "peak_flops", one->linear.rate / t1, src);
-	put(lin_o, "fixed_s", one->linear.fixed, src);
+	put(lin_o, "fixed_s", 0, src);
 	cJSON *att_o = cJSON_AddObjectToObject(f32, "attention");
 	put(att_o, "peak_flops", one->attention.peak / t1, src);
-	put(att_o, "fixed_s", one->attention.fixed, src);
+	put(att_o, "fixed_s", 0, src);
 	put(att_o, "score_s", one->attention.per_score * t1, src);
 	put(f32, "memory_bytes_per_s", one->op_bw[M_COPY] / t1, src);
 
@@ -737,17 +728,17 @@ static void add_compute(cJSON *f32, const struct compute *cp, int ranks, int cor
 		cJSON *l = cJSON_AddObjectToObject(e, "linear");
 		snprintf(src, sizeof src,
 			 "%s: the device's linear (sgemm blocks on the rank's pool), m x k x n = %s "
-			 "(%.4g, %.4g, %.4g, %.4g s); fitted t = fixed + flops / peak; %s",
+			 "(%.4g, %.4g, %.4g, %.4g s); fitted t = flops / peak; %s",
 			 stamp, lshapes, r->lin_t[0], r->lin_t[1], r->lin_t[2], r->lin_t[3], how);
 		put(l, "peak_flops", r->linear.rate, src);
-		put(l, "fixed_s", r->linear.fixed, src);
+		put(l, "fixed_s", 0, src);
 		cJSON *a = cJSON_AddObjectToObject(e, "attention");
 		snprintf(src, sizeof src,
 			 "%s: the device's attention with LSE, %s (heads x head dim) (%.4g, %.4g, "
-			 "%.4g, %.4g s); fitted t = fixed + flops / peak + scores x score_s; %s",
+			 "%.4g, %.4g s); fitted t = flops / peak + scores x score_s; %s",
 			 stamp, ashapes, r->att_t[0], r->att_t[1], r->att_t[2], r->att_t[3], how);
 		put(a, "peak_flops", r->attention.peak, src);
-		put(a, "fixed_s", r->attention.fixed, src);
+		put(a, "fixed_s", 0, src);
 		put(a, "score_s", r->attention.per_score, src);
 		cJSON *o = cJSON_AddObjectToObject(e, "op_bytes_per_s");
 		for (int i = 0; i < M_N; i++) {
