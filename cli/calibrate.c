@@ -175,17 +175,21 @@ static int slowest(struct timer *T, double mine, double *max)
 }
 
 /* The median over reps of one call of fn on every member at once, after
- * a warm-up call: from a barrier before the calls to a barrier after them,
- * the longest such interval of any rank (each rank's own clock; the
- * processes of an mpi job need not share one), which is what a step of a
- * run sees between two collectives. Timing each rank's calls alone would
- * not do: where ranks outnumber the cores, a rank the scheduler starts late
- * finishes late without computing for longer, and the slowest looked as
- * fast as the first. With min_s > 0 a timing repeats fn until it lasts
- * about min_s (the iterations set from the warm-up, the same on every
- * rank), across several of the scheduler's slices. */
+ * a warm-up call, each rank timing from a barrier before its calls: with
+ * `to_barrier` (compute kernels) to a second barrier after them, the
+ * longest such interval of any rank (each rank's own clock: the processes
+ * of an mpi job need not share one), which is what a step of a run sees
+ * between two collectives; without (collectives, which wait for their
+ * members themselves, and the smallest op's cost per call, which a
+ * barrier's would swamp) to the end of its own calls, the slowest rank's.
+ * Timing a kernel's calls alone would not do: where ranks outnumber the
+ * cores, a rank the scheduler starts late finishes late without computing
+ * for longer, and the slowest looked as fast as the first. With min_s > 0
+ * a timing repeats fn until it lasts about min_s (the iterations set from
+ * the warm-up, the same on every rank), across several of the scheduler's
+ * slices. */
 static int timed(struct timer *T, bool member, int (*fn)(void *arg, uint32_t op), void *arg,
-		 int reps, double min_s, double *out)
+		 int reps, double min_s, bool to_barrier, double *out)
 {
 	double t[16];
 	int rc = 0, iters = 1;
@@ -198,7 +202,7 @@ static int timed(struct timer *T, bool member, int (*fn)(void *arg, uint32_t op)
 			if (member)
 				rc = fn(arg, op);
 		}
-		if (!rc)
+		if (!rc && to_barrier)
 			rc = slowest(T, 0, &unused);
 		if (!rc)
 			rc = slowest(T, (clock_s() - t0) / iters, &dt);
@@ -372,21 +376,21 @@ static int measure_compute(struct timer *T, int cores, struct compute *out)
 		rc = comm_errorf(T->c, COMM_FAILED, "a rank ran out of memory for the kernels' buffers");
 	for (int i = 0; i < NLIN && !rc; i++) {
 		k.m = lin[i][0], k.k = lin[i][1], k.n = lin[i][2];
-		rc = timed(T, true, run_linear, &k, reps, min_s, &row.lin_t[i]);
+		rc = timed(T, true, run_linear, &k, reps, min_s, true, &row.lin_t[i]);
 	}
 	for (int i = 0; i < NATT && !rc; i++) {
 		k.m = att[i][0], k.k = att[i][1], k.n = att[i][2];
-		rc = timed(T, true, run_attention, &k, reps, min_s, &row.att_t[i]);
+		rc = timed(T, true, run_attention, &k, reps, min_s, true, &row.att_t[i]);
 	}
 	k.m = out->mop_rows, k.n = out->mop_cols;
 	for (int i = 0; i < M_N && !rc; i++) {
 		k.op = i;
-		rc = timed(T, true, run_mop, &k, reps, min_s, &row.op_t[i]);
+		rc = timed(T, true, run_mop, &k, reps, min_s, true, &row.op_t[i]);
 		row.op_bw[i] = mop_bytes(i, k.m, k.n) / row.op_t[i];
 	}
 	k.op = M_ADD, k.m = 1, k.n = 16;
 	if (!rc)
-		rc = timed(T, true, run_mop, &k, reps, min_s, &row.launch);
+		rc = timed(T, true, run_mop, &k, reps, min_s, false, &row.launch);
 	k.d->ops->destroy(k.d);
 	free(k.a), free(k.b), free(k.c), free(k.x), free(k.y), free(k.ws);
 	if (rc)
@@ -489,7 +493,7 @@ static int measure_colls(struct timer *T, int lo, int hi, const struct sizes *sz
 		for (int k = 0; k < CO_N && !rc; k++)
 			for (int s = 0; s < sz->n && !rc; s++) {
 				x.kind = k, x.bytes = sz->bytes[s];
-				rc = timed(T, member, one_op, &x, sz->reps, 0, &out->t[k][n][s]);
+				rc = timed(T, member, one_op, &x, sz->reps, 0, false, &out->t[k][n][s]);
 			}
 	}
 	free(x.send), free(x.recv);
