@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "args.h"
 #include "compiler/arena.h"
@@ -101,36 +102,98 @@ struct hw {
 	struct link intra, inter;
 };
 
+/* What a number of a profile may be: each kind's range keeps every time the
+ * model computes from it finite (a rate of at least 1 per second, a time of
+ * at most 1e6 s, a count of at most 2^20) and every count an integer. */
+enum numkind { N_TIME, N_RATE, N_BYTES, N_COUNT, N_COUNT0, N_GROUP, N_FLAG };
+static const struct {
+	double lo, hi;
+	bool integer;
+	const char *what;
+} num_kinds[] = {
+	[N_TIME] = { 0, 1e6, false, "a time in seconds from 0 to 1e6" },
+	[N_RATE] = { 1, 1e30, false, "a rate per second from 1 to 1e30" },
+	[N_BYTES] = { 1, 1e30, false, "a number of bytes from 1 to 1e30" },
+	[N_COUNT] = { 1, 1 << 20, true, "an integer from 1 to 1048576" },
+	[N_COUNT0] = { 0, 1 << 20, true, "an integer from 0 to 1048576" },
+	[N_GROUP] = { 2, 1 << 20, true, "a group of 2 ranks or more, up to 1048576" },
+	[N_FLAG] = { 0, 1, true, "1 (transfers run under compute) or 0" },
+};
+
 /* A number of a profile is {"value": x, "source": "..."}: a number without
- * its source is refused, so none can enter unexplained. */
-static bool num(const cJSON *obj, const char *key, double *out, const char *where,
-		char *err, size_t n)
+ * its source is refused, so none can enter unexplained; its value must be
+ * of its kind. Errors name the field's path (where + key). */
+static bool num(const cJSON *obj, const char *key, enum numkind kind, double *out,
+		const char *where, char *err, size_t n)
 {
 	const cJSON *o = cJSON_GetObjectItemCaseSensitive(obj, key);
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "value");
 	const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, "source");
-	if (!cJSON_IsNumber(v)) {
-		snprintf(err, n, "%s%s: needs {\"value\": number, \"source\": text}", where, key);
+	if (!cJSON_IsObject(o) || !cJSON_IsNumber(v)) {
+		snprintf(err, n, "%s%s: %s; needs {\"value\": number, \"source\": text}", where, key,
+			 !o ? "missing" : !cJSON_IsObject(o) ? "not an object" : "no number as value");
 		return false;
 	}
 	if (!cJSON_IsString(s) || !s->valuestring[0]) {
 		snprintf(err, n, "%s%s: the value has no source", where, key);
 		return false;
 	}
-	if (!(v->valuedouble >= 0) || !isfinite(v->valuedouble)) {
-		snprintf(err, n, "%s%s: must be a finite number >= 0", where, key);
+	double x = v->valuedouble;
+	if (!(x >= num_kinds[kind].lo && x <= num_kinds[kind].hi) ||
+	    (num_kinds[kind].integer && x != floor(x))) {
+		/* JSON's 1e999 reads as inf: say so rather than print "inf" */
+		char got[48] = "a number beyond a double's range";
+		if (isfinite(x))
+			snprintf(got, sizeof got, "%g", x);
+		snprintf(err, n, "%s%s: %s, not %s", where, key, num_kinds[kind].what, got);
 		return false;
 	}
-	*out = v->valuedouble;
+	*out = x;
 	return true;
 }
 
-static bool positive(double x, const char *what, char *err, size_t n)
+/* As num, for an optional field: keeps *out where the field is absent. */
+static bool opt_num(const cJSON *obj, const char *key, enum numkind kind, double *out,
+		    const char *where, char *err, size_t n)
 {
-	if (x > 0)
+	return !cJSON_HasObjectItem(obj, key) || num(obj, key, kind, out, where, err, n);
+}
+
+/* obj.key must be an object (or, where !need, absent: *out NULL). */
+static bool object(const cJSON *obj, const char *key, bool need, const cJSON **out,
+		   const char *where, char *err, size_t n)
+{
+	*out = cJSON_GetObjectItemCaseSensitive(obj, key);
+	if (cJSON_IsObject(*out) || (!*out && !need))
 		return true;
-	snprintf(err, n, "%s must be > 0", what);
+	snprintf(err, n, "%s%s: %s", where, key, *out ? "needs an object" : "missing");
 	return false;
+}
+
+/* obj.key, where present, must be an array of 1 to MAX_TABLE rows, each an
+ * object. */
+static bool table(const cJSON *obj, const char *key, const cJSON **out, const char *where,
+		  char *err, size_t n)
+{
+	*out = cJSON_GetObjectItemCaseSensitive(obj, key);
+	if (!*out)
+		return true;
+	int rows = cJSON_GetArraySize(*out);
+	if (!cJSON_IsArray(*out) || rows < 1 || rows > MAX_TABLE) {
+		snprintf(err, n, "%s%s: needs an array of 1 to %d rows%s", where, key, MAX_TABLE,
+			 cJSON_IsArray(*out) ? "" : " (not an array)");
+		return false;
+	}
+	const cJSON *e;
+	int k = 0;
+	cJSON_ArrayForEach(e, *out) {
+		if (!cJSON_IsObject(e)) {
+			snprintf(err, n, "%s%s[%d]: needs an object", where, key, k);
+			return false;
+		}
+		k++;
+	}
+	return true;
 }
 
 /* α (or the link's alpha_s) and bus bandwidth of each collective kind,
@@ -143,10 +206,8 @@ static bool load_colls(const cJSON *j, double alpha_default, double *alpha, doub
 		snprintf(key, sizeof key, "%.*s_alpha_s", (int)(strlen(coll_keys[c]) - 6),
 			 coll_keys[c]);
 		alpha[c] = alpha_default;
-		if (cJSON_HasObjectItem(j, key) && !num(j, key, &alpha[c], where, err, n))
-			return false;
-		if (!num(j, coll_keys[c], &busbw[c], where, err, n) ||
-		    !positive(busbw[c], coll_keys[c], err, n))
+		if (!opt_num(j, key, N_TIME, &alpha[c], where, err, n) ||
+		    !num(j, coll_keys[c], N_RATE, &busbw[c], where, err, n))
 			return false;
 	}
 	return true;
@@ -161,49 +222,36 @@ static bool load_link(const cJSON *j, struct link *l, const char *which, char *e
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
 	snprintf(l->name, sizeof l->name, "%s", cJSON_IsString(name) ? name->valuestring : which);
 	double alpha;
-	if (!num(j, "alpha_s", &alpha, where, err, n))
+	if (!num(j, "alpha_s", N_TIME, &alpha, where, err, n))
 		return false;
 	/* a calibrated profile (dtpc calibrate) has an α per collective kind;
 	 * a datasheet profile one for all */
 	if (!load_colls(j, alpha, l->alpha, l->busbw, where, err, n))
 		return false;
 	double overlap = 1;
-	if (cJSON_HasObjectItem(j, "overlap") && !num(j, "overlap", &overlap, where, err, n))
+	if (!opt_num(j, "overlap", N_FLAG, &overlap, where, err, n))
 		return false;
-	if (overlap != 0 && overlap != 1) {
-		snprintf(err, n, "%soverlap: 1 (transfers run under compute) or 0, not %g", where,
-			 overlap);
-		return false;
-	}
 	l->overlap = overlap == 1;
 	l->p2p_ctas = 0;
-	if (cJSON_HasObjectItem(j, "p2p_ctas") && !num(j, "p2p_ctas", &l->p2p_ctas, where, err, n))
-		return false;
 	l->channel_bw = 0;
-	if (cJSON_HasObjectItem(j, "p2p_channel_bytes_per_s") &&
-	    !num(j, "p2p_channel_bytes_per_s", &l->channel_bw, where, err, n))
+	if (!opt_num(j, "p2p_ctas", N_COUNT0, &l->p2p_ctas, where, err, n) ||
+	    !opt_num(j, "p2p_channel_bytes_per_s", N_RATE, &l->channel_bw, where, err, n))
 		return false;
 	if (l->channel_bw > 0 && !(l->p2p_ctas > 0)) {
 		snprintf(err, n, "%sp2p_channel_bytes_per_s needs p2p_ctas (the channels it is "
 			 "multiplied by)", where);
 		return false;
 	}
-	const cJSON *bg = cJSON_GetObjectItemCaseSensitive(j, "by_group"), *e;
-	if (bg && (!cJSON_IsArray(bg) || cJSON_GetArraySize(bg) > MAX_TABLE)) {
-		snprintf(err, n, "%sby_group: needs an array of at most %d rows", where, MAX_TABLE);
+	const cJSON *bg, *e;
+	if (!table(j, "by_group", &bg, where, err, n))
 		return false;
-	}
 	cJSON_ArrayForEach(e, bg) {
 		struct group_row *g = &l->groups[l->ngroups];
 		int *gs = &l->group_size[l->ngroups];
 		double size;
 		snprintf(where, sizeof where, "links.%s.by_group[%d].", which, l->ngroups);
-		if (!num(e, "group", &size, where, err, n))
+		if (!num(e, "group", N_GROUP, &size, where, err, n))
 			return false;
-		if (size < 2 || size != (int)size) {
-			snprintf(err, n, "%sgroup: a group of 2 ranks or more, not %g", where, size);
-			return false;
-		}
 		*gs = (int)size;
 		for (int k = 0; k < l->ngroups; k++)
 			if (l->group_size[k] == *gs) {
@@ -213,9 +261,7 @@ static bool load_link(const cJSON *j, struct link *l, const char *which, char *e
 		if (!load_colls(e, alpha, g->alpha, g->busbw, where, err, n))
 			return false;
 		g->at_work = size;
-		if (cJSON_HasObjectItem(e, "ranks_at_work") &&
-		    (!num(e, "ranks_at_work", &g->at_work, where, err, n) ||
-		     !positive(g->at_work, "ranks_at_work", err, n)))
+		if (!opt_num(e, "ranks_at_work", N_COUNT, &g->at_work, where, err, n))
 			return false;
 		l->ngroups++;
 	}
@@ -223,13 +269,17 @@ static bool load_link(const cJSON *j, struct link *l, const char *which, char *e
 	return true;
 }
 
-static bool load_rate(const cJSON *j, struct rate *r, const char *where, char *err, size_t n)
+static bool load_rate(const cJSON *x, const char *key, struct rate *r, const char *where,
+		      char *err, size_t n)
 {
+	const cJSON *j;
+	char w[128];
+	snprintf(w, sizeof w, "%s%s.", where, key);
 	r->score = 0;
-	return num(j, "peak_flops", &r->peak, where, err, n) &&
-	       positive(r->peak, "peak_flops", err, n) &&
-	       num(j, "fixed_s", &r->fixed, where, err, n) &&
-	       (!cJSON_HasObjectItem(j, "score_s") || num(j, "score_s", &r->score, where, err, n));
+	return object(x, key, true, &j, where, err, n) &&
+	       num(j, "peak_flops", N_RATE, &r->peak, w, err, n) &&
+	       num(j, "fixed_s", N_TIME, &r->fixed, w, err, n) &&
+	       opt_num(j, "score_s", N_TIME, &r->score, w, err, n);
 }
 
 /* linear, attention, memory_bytes_per_s and op_bytes_per_s of a dtype or
@@ -237,17 +287,14 @@ static bool load_rate(const cJSON *j, struct rate *r, const char *where, char *e
 static bool load_rates(const cJSON *x, struct rates *r, const char *where, char *err, size_t n)
 {
 	char w[128];
-	snprintf(w, sizeof w, "%slinear.", where);
-	if (!load_rate(cJSON_GetObjectItemCaseSensitive(x, "linear"), &r->linear, w, err, n))
-		return false;
-	snprintf(w, sizeof w, "%sattention.", where);
-	if (!load_rate(cJSON_GetObjectItemCaseSensitive(x, "attention"), &r->attention, w, err, n))
+	if (!load_rate(x, "linear", &r->linear, where, err, n) ||
+	    !load_rate(x, "attention", &r->attention, where, err, n))
 		return false;
 	double bw;
-	if (!num(x, "memory_bytes_per_s", &bw, where, err, n) ||
-	    !positive(bw, "memory_bytes_per_s", err, n))
+	const cJSON *ob, *e;
+	if (!num(x, "memory_bytes_per_s", N_RATE, &bw, where, err, n) ||
+	    !object(x, "op_bytes_per_s", false, &ob, where, err, n))
 		return false;
-	const cJSON *ob = cJSON_GetObjectItemCaseSensitive(x, "op_bytes_per_s"), *e;
 	snprintf(w, sizeof w, "%sop_bytes_per_s.", where);
 	cJSON_ArrayForEach(e, ob) {
 		int k = 0;
@@ -261,9 +308,7 @@ static bool load_rates(const cJSON *x, struct rates *r, const char *where, char 
 	}
 	for (int k = 0; k < M_N; k++) {
 		r->op_bw[k] = bw;
-		if (cJSON_HasObjectItem(ob, mop_keys[k]) &&
-		    (!num(ob, mop_keys[k], &r->op_bw[k], w, err, n) ||
-		     !positive(r->op_bw[k], mop_keys[k], err, n)))
+		if (!opt_num(ob, mop_keys[k], N_RATE, &r->op_bw[k], w, err, n))
 			return false;
 	}
 	return true;
@@ -273,26 +318,18 @@ static bool load_rates(const cJSON *x, struct rates *r, const char *where, char 
 static bool load_table(const cJSON *x, struct dt_profile *dp, double launch, const char *dt,
 		       char *err, size_t n)
 {
-	const cJSON *tab = cJSON_GetObjectItemCaseSensitive(x, "by_ranks"), *e;
-	if (!tab)
-		return true;
-	if (!cJSON_IsArray(tab) || cJSON_GetArraySize(tab) > MAX_TABLE) {
-		snprintf(err, n, "dtypes.%s.by_ranks: needs an array of at most %d rows", dt,
-			 MAX_TABLE);
+	const cJSON *tab, *e;
+	char where[96];
+	snprintf(where, sizeof where, "dtypes.%s.", dt);
+	if (!table(x, "by_ranks", &tab, where, err, n))
 		return false;
-	}
 	cJSON_ArrayForEach(e, tab) {
 		struct rates *row = &dp->rows[dp->nrows];
 		int *rr = &dp->row_ranks[dp->nrows];
-		char where[96];
 		double ranks;
 		snprintf(where, sizeof where, "dtypes.%s.by_ranks[%d].", dt, dp->nrows);
-		if (!num(e, "ranks", &ranks, where, err, n))
+		if (!num(e, "ranks", N_COUNT, &ranks, where, err, n))
 			return false;
-		if (ranks < 1 || ranks != (int)ranks) {
-			snprintf(err, n, "%sranks: a count of 1 or more, not %g", where, ranks);
-			return false;
-		}
 		*rr = (int)ranks;
 		for (int k = 0; k < dp->nrows; k++)
 			if (dp->row_ranks[k] == *rr) {
@@ -301,69 +338,131 @@ static bool load_table(const cJSON *x, struct dt_profile *dp, double launch, con
 			}
 		row->launch = launch;
 		if (!load_rates(e, row, where, err, n) ||
-		    (cJSON_HasObjectItem(e, "launch_s") && !num(e, "launch_s", &row->launch, where, err, n)))
+		    !opt_num(e, "launch_s", N_TIME, &row->launch, where, err, n))
 			return false;
 		dp->nrows++;
 	}
 	return true;
 }
 
-static bool hw_load(const char *path, struct hw *h, char *err, size_t n)
+static int by_key(const void *x, const void *y)
+{
+	return strcmp((*(const cJSON *const *)x)->string, (*(const cJSON *const *)y)->string);
+}
+
+/* A key given twice in one object: cJSON keeps both and reads the first, so
+ * the second would be silently ignored. path holds the object's path. */
+static bool unique_keys(const cJSON *j, char *path, size_t len, char *err, size_t n)
+{
+	size_t at = strlen(path);
+	int count = cJSON_GetArraySize(j), k = 0;
+	if (cJSON_IsObject(j) && count > 1) {
+		/* sorted, so that a large object costs k log k, not k^2 */
+		const cJSON **keys = malloc(sizeof *keys * (size_t)count);
+		if (!keys) {
+			snprintf(err, n, "out of memory");
+			return false;
+		}
+		for (const cJSON *e = j->child; e; e = e->next)
+			keys[k++] = e;
+		qsort(keys, (size_t)count, sizeof *keys, by_key);
+		const char *twice = NULL;
+		for (k = 1; k < count && !twice; k++)
+			if (!strcmp(keys[k - 1]->string, keys[k]->string))
+				twice = keys[k]->string;
+		if (twice)
+			snprintf(err, n, "%s%s%s: the key is given twice", path, at ? "." : "", twice);
+		free(keys);
+		if (twice)
+			return false;
+	}
+	k = 0;
+	for (const cJSON *e = j->child; e; e = e->next, k++) {
+		if (cJSON_IsObject(j))
+			snprintf(path + at, len - at, "%s%s", at ? "." : "", e->string);
+		else
+			snprintf(path + at, len - at, "[%d]", k);
+		if (!unique_keys(e, path, len, err, n))
+			return false;
+		path[at] = 0;
+	}
+	return true;
+}
+
+/* Where a profile that does not parse goes wrong: the line and column of
+ * cJSON's stop; past its nesting limit, say so. */
+static void json_error(const char *text, const char *stop, char *err, size_t n)
+{
+	int line = 1, col = 1, depth = 0;
+	bool str = false;
+	for (const char *p = text; p < stop; p++) {
+		line += *p == '\n';
+		col = *p == '\n' ? 1 : col + 1;
+		if (str && *p == '\\' && p + 1 < stop)
+			p++, col++;
+		else if (*p == '"')
+			str = !str;
+		else if (!str)
+			depth += (*p == '[' || *p == '{') - (*p == ']' || *p == '}');
+	}
+	snprintf(err, n, "line %d, column %d: %s", line, col,
+		 depth >= CJSON_NESTING_LIMIT ? "nested deeper than the JSON reader's limit"
+					      : "not valid JSON");
+}
+
+/* A profile is a few kilobytes (a calibrated one under 100 kB): a larger
+ * file is not read. */
+enum { HW_MAX_BYTES = 1 << 20 };
+
+static bool hw_load(struct arena *a, const char *path, struct hw *h, char *err, size_t n)
 {
 	memset(h, 0, sizeof *h);
 	h->path = path;
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		snprintf(err, n, "%s", strerror(errno));
-		return false;
-	}
-	char *text = NULL;
-	size_t len = 0, cap = 0;
-	for (;;) {
-		if (len + 4096 + 1 > cap) {
-			cap = cap ? 2 * cap : 16384;
-			char *t = realloc(text, cap);
-			if (!t)
-				break;
-			text = t;
-		}
-		size_t k = fread(text + len, 1, cap - len - 1, f);
-		len += k;
-		if (!k)
-			break;
-	}
-	fclose(f);
+	struct stat st;
+	size_t len = 0;
+	const char *why = NULL;
+	char *text = stat(path, &st) || st.st_size <= HW_MAX_BYTES
+			     ? read_source(a, path, false, &len, &why) : NULL;
+	if (!why && len > HW_MAX_BYTES) /* it grew */
+		text = NULL;
 	if (!text) {
-		snprintf(err, n, "out of memory");
+		snprintf(err, n, "%s", why ? why : "larger than 1 MiB (a profile is a few kilobytes)");
 		return false;
 	}
-	text[len] = 0;
-	cJSON *j = cJSON_Parse(text);
-	free(text);
-	bool ok = false;
+	const char *nul = memchr(text, 0, len), *stop = NULL;
+	cJSON *j = nul ? NULL : cJSON_ParseWithOpts(text, &stop, true);
 	if (!j) {
-		snprintf(err, n, "not valid JSON");
+		json_error(text, nul ? nul : stop ? stop : text + len, err, n);
+		if (nul)
+			snprintf(err + strlen(err), n - strlen(err), " (a NUL byte)");
 		return false;
 	}
+	char path_buf[256] = "";
+	bool ok = false;
+	if (!cJSON_IsObject(j)) {
+		snprintf(err, n, "needs an object of the profile's fields (docs/cost-model.md)");
+		goto out;
+	}
+	if (!unique_keys(j, path_buf, sizeof path_buf, err, n))
+		goto out;
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
 	snprintf(h->name, sizeof h->name, "%s", cJSON_IsString(name) ? name->valuestring : path);
 	double rpn, tpn = 0;
-	if (!num(j, "ranks_per_node", &rpn, "", err, n) || !positive(rpn, "ranks_per_node", err, n) ||
-	    !num(j, "memory_bytes", &h->memory, "", err, n) ||
-	    !num(j, "launch_s", &h->launch, "", err, n) ||
-	    (cJSON_HasObjectItem(j, "threads_per_node") &&
-	     (!num(j, "threads_per_node", &tpn, "", err, n) ||
-	      !positive(tpn, "threads_per_node", err, n))))
+	if (!num(j, "ranks_per_node", N_COUNT, &rpn, "", err, n) ||
+	    !num(j, "memory_bytes", N_BYTES, &h->memory, "", err, n) ||
+	    !num(j, "launch_s", N_TIME, &h->launch, "", err, n) ||
+	    !opt_num(j, "threads_per_node", N_COUNT, &tpn, "", err, n) ||
+	    !opt_num(j, "sms", N_COUNT, &h->sms, "", err, n))
 		goto out;
 	h->ranks_per_node = (int)rpn;
 	h->threads_per_node = (int)tpn;
-	h->sms = 0;
-	if (cJSON_HasObjectItem(j, "sms") &&
-	    (!num(j, "sms", &h->sms, "", err, n) || !positive(h->sms, "sms", err, n)))
+	const cJSON *dts;
+	if (!object(j, "dtypes", true, &dts, "", err, n))
 		goto out;
-	const cJSON *dts = cJSON_GetObjectItemCaseSensitive(j, "dtypes");
 	for (int d = 0; d < DT_N; d++) {
-		const cJSON *x = cJSON_GetObjectItemCaseSensitive(dts, dt_names[d]);
+		const cJSON *x;
+		if (!object(dts, dt_names[d], false, &x, "dtypes.", err, n))
+			goto out;
 		if (!x)
 			continue;
 		char where[64];
@@ -385,17 +484,19 @@ static bool hw_load(const char *path, struct hw *h, char *err, size_t n)
 		if (cJSON_IsString(dd) && !strcmp(dd->valuestring, dt_names[d]) && h->dt[d].present)
 			h->default_dtype = d;
 	if (h->default_dtype < 0) {
-		snprintf(err, n, "default_dtype must name one of the profile's dtypes");
+		snprintf(err, n, "default_dtype: must name one of the profile's dtypes (%s%s%s)",
+			 h->dt[DT_F32].present ? "f32" : "",
+			 h->dt[DT_F32].present && h->dt[DT_BF16].present ? ", " : "",
+			 h->dt[DT_BF16].present ? "bf16" : "");
 		goto out;
 	}
-	const cJSON *links = cJSON_GetObjectItemCaseSensitive(j, "links");
-	if (!load_link(cJSON_GetObjectItemCaseSensitive(links, "intra"), &h->intra, "intra", err, n) ||
-	    !load_link(cJSON_GetObjectItemCaseSensitive(links, "inter"), &h->inter, "inter", err, n))
+	const cJSON *links, *intra, *inter;
+	if (!object(j, "links", true, &links, "", err, n) ||
+	    !object(links, "intra", true, &intra, "links.", err, n) ||
+	    !object(links, "inter", false, &inter, "links.", err, n) ||
+	    !load_link(intra, &h->intra, "intra", err, n) ||
+	    !load_link(inter, &h->inter, "inter", err, n))
 		goto out;
-	if (!h->intra.present) {
-		snprintf(err, n, "links.intra is needed");
-		goto out;
-	}
 	for (int k = 0; k < 2; k++) {
 		const struct link *l = k ? &h->inter : &h->intra;
 		if (l->p2p_ctas > 0 && !(l->p2p_ctas < h->sms)) {
@@ -782,11 +883,23 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 	return t;
 }
 
+/* Does group gi, as rank r sees it, have members on other nodes than r's
+ * (rank q on node q / rpn)? */
+static bool spans_nodes(const struct g_graph *g, uint32_t gi, uint32_t r, uint32_t rpn)
+{
+	for (uint32_t m = 0; m < g->groups[gi].size; m++)
+		if (graph_group_member(g, gi, r, m) / rpn != r / rpn)
+			return true;
+	return false;
+}
+
 /* Replays the graph's op order on every rank at once: local ops advance a
  * rank's clock; a collective starts when its last member arrives and ends
  * after its slowest member's time (the early ones wait). The step is the
- * latest clock. */
-static bool predict(const struct g_graph *g, const struct hw *h, int dtype,
+ * latest clock. P_NO_INTER: a group crosses nodes and the profile has no
+ * inter-node link to time it on. */
+enum { P_OK, P_MEMORY, P_NO_INTER };
+static int predict(const struct g_graph *g, const struct hw *h, int dtype,
 		    struct prediction *p)
 {
 	uint32_t W = g->world;
@@ -803,7 +916,8 @@ static bool predict(const struct g_graph *g, const struct hw *h, int dtype,
 	if (!p->ranks || !dur || !next || !s.share || !s.rates || !s.on_node || !s.inter) {
 		free(dur), free(next), free(s.share), free(s.rates), free(s.on_node), free(s.inter);
 		free(p->ranks);
-		return false;
+		p->ranks = NULL;
+		return P_MEMORY;
 	}
 	/* placement: ranks fill nodes in order (rank r on node r / ranks_per_node) */
 	uint32_t rpn = (uint32_t)h->ranks_per_node;
@@ -813,9 +927,13 @@ static bool predict(const struct g_graph *g, const struct hw *h, int dtype,
 		s.share[r] = h->threads_per_node ? (double)h->threads_per_node / on_node : 1;
 		rank_rates(s.dp, h->threads_per_node, on_node, s.share[r], &s.rates[r]);
 		for (uint32_t gi = 0; gi < g->ngroups; gi++)
-			for (uint32_t m = 0; m < g->groups[gi].size; m++)
-				if (graph_group_member(g, gi, r, m) / rpn != r / rpn)
-					s.inter[(size_t)gi * W + r] = 1;
+			s.inter[(size_t)gi * W + r] = spans_nodes(g, gi, r, rpn);
+	}
+	if (!h->inter.present && memchr(s.inter, 1, (size_t)g->ngroups * W)) {
+		free(dur), free(next), free(s.share), free(s.rates), free(s.on_node);
+		free(s.inter), free(p->ranks);
+		p->ranks = NULL;
+		return P_NO_INTER;
 	}
 	p->memory_limit = h->memory;
 	if (h->threads_per_node)
@@ -860,7 +978,7 @@ static bool predict(const struct g_graph *g, const struct hw *h, int dtype,
 		if (sl->t[k] > sl->t[p->bound])
 			p->bound = k;
 	free(dur), free(next), free(s.share), free(s.rates), free(s.on_node), free(s.inter);
-	return true;
+	return P_OK;
 }
 
 static double peak_memory(const struct prediction *p)
@@ -994,8 +1112,8 @@ static int parse_args(struct arena *a, int argc, char **argv, bool suggest, stru
 	const struct cli_opt cost_only[] = { OPT_WORD("--format", &format, formats) };
 	const struct cli_opt suggest_only[] = {
 		OPT_NUM("--world", CLI_I64, &c->world, "1 to 4096", 1, 4096),
-		OPT_NUM("--max-mem", CLI_REAL, &c->max_mem, "bytes", 1, 1e30),
-		OPT_NUM("--top", CLI_INT, &c->top, "a positive integer", 1, 1e9),
+		OPT_NUM("--max-mem", CLI_REAL, &c->max_mem, "a number of bytes from 1 to 1e30", 1, 1e30),
+		OPT_NUM("--top", CLI_INT, &c->top, "an integer from 1 to 1000000000", 1, 1e9),
 	};
 	enum { NC = sizeof common / sizeof *common, NS = sizeof suggest_only / sizeof *suggest_only };
 	struct cli_opt t[NC + NS + 1];
@@ -1043,9 +1161,10 @@ static const char *choose_plan(struct arena *a, const struct cost_args *c)
 	return n == 1 && !d.nerrors ? name : NULL;
 }
 
-/* Compiles in memory (the driver's pipeline) and predicts. false: the plan
- * does not compile for this mesh (diagnostics on err). */
-static bool cost_of(const struct cost_args *c, const char *plan, const char *mesh,
+/* Compiles in memory (the driver's pipeline) and predicts. 0: done; 1: the
+ * plan does not compile for this mesh (diagnostics on err); 2: the profile
+ * cannot cost it (a group across nodes and no links.inter; on stderr). */
+static int cost_of(const struct cost_args *c, const char *plan, const char *mesh,
 		    const char *context, const struct hw *h, int dtype, FILE *err,
 		    void **buf, struct g_graph *g, struct prediction *p)
 {
@@ -1054,28 +1173,38 @@ static bool cost_of(const struct cost_args *c, const char *plan, const char *mes
 				   c->co.config, false, &len, NULL, err);
 	char why[256];
 	if (!*buf)
-		return false;
+		return 1;
+	int rc = 0;
 	if (!graph_parse(*buf, len, g, why, sizeof why)) {
 		fprintf(stderr, "dtpc: internal error: the graph does not load: %s\n", why);
-		free(*buf);
-		*buf = NULL;
-		return false;
+		rc = 1;
 	}
-	if (!predict(g, h, dtype, p)) {
+	int pr = rc ? 0 : predict(g, h, dtype, p);
+	if (pr == P_MEMORY) {
 		fprintf(stderr, "dtpc: out of memory\n");
+		rc = 1;
+	} else if (pr == P_NO_INTER) {
+		fprintf(stderr, "dtpc: %s: links.inter: missing, and a group of the %u ranks crosses "
+			"nodes of %d (ranks_per_node)\n", h->path, g->world, h->ranks_per_node);
+		rc = 2;
+	}
+	if (rc) {
 		free(*buf);
 		*buf = NULL;
-		return false;
 	}
-	return true;
+	return rc;
 }
 
-static int load_profile(const struct cost_args *c, struct hw *h, int *dtype)
+static int load_profile(struct arena *a, const struct cost_args *c, struct hw *h, int *dtype)
 {
 	char why[256];
+	if (!strcmp(c->hw, "-")) {
+		fprintf(stderr, "dtpc: --hw needs a profile's file, not standard input\n");
+		return 2;
+	}
 	if (!driver_readable(c->hw, stderr) || !driver_readable(c->file, stderr))
 		return 2;
-	if (!hw_load(c->hw, h, why, sizeof why)) {
+	if (!hw_load(a, c->hw, h, why, sizeof why)) {
 		fprintf(stderr, "dtpc: %s: %s\n", c->hw, why);
 		return 2;
 	}
@@ -1093,7 +1222,7 @@ static int start(struct arena *a, int argc, char **argv, bool suggest, struct co
 		 struct hw *h, int *dtype, const char **plan)
 {
 	int rc = parse_args(a, argc, argv, suggest, c);
-	if (rc >= 0 || (rc = load_profile(c, h, dtype)))
+	if (rc >= 0 || (rc = load_profile(a, c, h, dtype)))
 		return rc;
 	return (*plan = choose_plan(a, c)) ? -1 : 2;
 }
@@ -1110,7 +1239,7 @@ int cost_main(int argc, char **argv)
 	struct prediction p = { 0 };
 	if (rc >= 0) /* --help, or an error */
 		goto out;
-	rc = cost_of(&c, plan, c.co.mesh, c.co.context, &h, dtype, stderr, &buf, &g, &p) ? 0 : 1;
+	rc = cost_of(&c, plan, c.co.mesh, c.co.context, &h, dtype, stderr, &buf, &g, &p);
 	if (rc)
 		goto out;
 	const struct rank_cost *sl = &p.ranks[p.slowest];
@@ -1241,8 +1370,13 @@ int suggest_main(int argc, char **argv)
 					void *buf = NULL;
 					struct g_graph g;
 					struct prediction p = { 0 };
-					if (!cost_of(&c, plan, mesh, ctx, &h, dtype, quiet ? quiet : stderr,
-						     &buf, &g, &p))
+					int crc = cost_of(&c, plan, mesh, ctx, &h, dtype,
+							  quiet ? quiet : stderr, &buf, &g, &p);
+					if (crc == 2) { /* no mesh of the world can be costed */
+						rc = 2;
+						goto unusable;
+					}
+					if (crc)
 						continue;
 					done = true;
 					if (n == cap) {
@@ -1265,8 +1399,13 @@ int suggest_main(int argc, char **argv)
 				refused += !done;
 			}
 		}
+unusable:
 	if (quiet)
 		fclose(quiet);
+	if (rc == 2) {
+		arena_free(a);
+		return rc;
+	}
 	qsort(cand, (size_t)n, sizeof *cand, by_time);
 	printf("suggest: %s, plan %s, world %" PRId64 ", %s, on %s (%s): %d meshes pass check, "
 	       "%d refused\n", c.file, plan, c.world, dt_names[dtype], h.name, h.path, n, refused);
