@@ -120,6 +120,54 @@ static const struct {
 	[N_FLAG] = { 0, 1, true, "1 (transfers run under compute) or 0" },
 };
 
+/* The fields each object of a profile may have (docs/cost-model.md); any
+ * other is refused, as a misspelt optional field would otherwise be ignored
+ * unseen, but for those whose name begins with '_' (comments, as in a
+ * config.json). A link and a by_group row also have each collective's
+ * bandwidth and α (coll_keys, with _alpha_s for _busbw). */
+static const char *const root_keys[] = { "name", "description", "calibration",
+					 "ranks_per_node", "threads_per_node", "memory_bytes",
+					 "launch_s", "sms", "default_dtype", "dtypes", "links", NULL };
+static const char *const dtypes_keys[] = { "f32", "bf16", NULL };
+static const char *const dtype_keys[] = { "linear", "attention", "memory_bytes_per_s",
+					  "op_bytes_per_s", "by_ranks", NULL };
+static const char *const row_keys[] = { "ranks", "launch_s", "threads_per_rank", "linear",
+					"attention", "memory_bytes_per_s", "op_bytes_per_s", NULL };
+static const char *const rate_keys[] = { "peak_flops", "fixed_s", "score_s", NULL };
+static const char *const links_keys[] = { "intra", "inter", NULL };
+static const char *const link_keys[] = { "name", "alpha_s", "overlap", "p2p_ctas",
+					 "p2p_channel_bytes_per_s", "by_group", NULL };
+static const char *const group_keys[] = { "group", "ranks_at_work", NULL };
+static const char *const number_keys[] = { "value", "source", NULL };
+
+static bool coll_key(const char *k)
+{
+	for (int c = 0; c < CO_N; c++) {
+		size_t stem = strlen(coll_keys[c]) - strlen("_busbw");
+		if (!strcmp(k, coll_keys[c]) ||
+		    (!strncmp(k, coll_keys[c], stem) && !strcmp(k + stem, "_alpha_s")))
+			return true;
+	}
+	return false;
+}
+
+static bool known(const cJSON *obj, const char *const *keys, bool colls, const char *where,
+		  char *err, size_t n)
+{
+	const cJSON *e;
+	cJSON_ArrayForEach(e, obj) {
+		bool ok = e->string[0] == '_' || (colls && coll_key(e->string));
+		for (int k = 0; keys[k] && !ok; k++)
+			ok = !strcmp(e->string, keys[k]);
+		if (!ok) {
+			snprintf(err, n, "%s%s: not a field of a profile here (docs/cost-model.md)",
+				 where, e->string);
+			return false;
+		}
+	}
+	return true;
+}
+
 /* A number of a profile is {"value": x, "source": "..."}: a number without
  * its source is refused, so none can enter unexplained; its value must be
  * of its kind. Errors name the field's path (where + key). */
@@ -138,6 +186,10 @@ static bool num(const cJSON *obj, const char *key, enum numkind kind, double *ou
 		snprintf(err, n, "%s%s: the value has no source", where, key);
 		return false;
 	}
+	char w[160];
+	snprintf(w, sizeof w, "%s%s.", where, key);
+	if (!known(o, number_keys, false, w, err, n))
+		return false;
 	double x = v->valuedouble;
 	if (!(x >= num_kinds[kind].lo && x <= num_kinds[kind].hi) ||
 	    (num_kinds[kind].integer && x != floor(x))) {
@@ -219,6 +271,8 @@ static bool load_link(const cJSON *j, struct link *l, const char *which, char *e
 		return true;
 	char where[96];
 	snprintf(where, sizeof where, "links.%s.", which);
+	if (!known(j, link_keys, true, where, err, n))
+		return false;
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
 	snprintf(l->name, sizeof l->name, "%s", cJSON_IsString(name) ? name->valuestring : which);
 	double alpha;
@@ -250,6 +304,8 @@ static bool load_link(const cJSON *j, struct link *l, const char *which, char *e
 		int *gs = &l->group_size[l->ngroups];
 		double size;
 		snprintf(where, sizeof where, "links.%s.by_group[%d].", which, l->ngroups);
+		if (!known(e, group_keys, true, where, err, n))
+			return false;
 		if (!num(e, "group", N_GROUP, &size, where, err, n))
 			return false;
 		*gs = (int)size;
@@ -276,7 +332,7 @@ static bool load_rate(const cJSON *x, const char *key, struct rate *r, const cha
 	char w[128];
 	snprintf(w, sizeof w, "%s%s.", where, key);
 	r->score = 0;
-	return object(x, key, true, &j, where, err, n) &&
+	return object(x, key, true, &j, where, err, n) && known(j, rate_keys, false, w, err, n) &&
 	       num(j, "peak_flops", N_RATE, &r->peak, w, err, n) &&
 	       num(j, "fixed_s", N_TIME, &r->fixed, w, err, n) &&
 	       opt_num(j, "score_s", N_TIME, &r->score, w, err, n);
@@ -328,6 +384,8 @@ static bool load_table(const cJSON *x, struct dt_profile *dp, double launch, con
 		int *rr = &dp->row_ranks[dp->nrows];
 		double ranks;
 		snprintf(where, sizeof where, "dtypes.%s.by_ranks[%d].", dt, dp->nrows);
+		if (!known(e, row_keys, false, where, err, n))
+			return false;
 		if (!num(e, "ranks", N_COUNT, &ranks, where, err, n))
 			return false;
 		*rr = (int)ranks;
@@ -443,7 +501,8 @@ static bool hw_load(struct arena *a, const char *path, struct hw *h, char *err, 
 		snprintf(err, n, "needs an object of the profile's fields (docs/cost-model.md)");
 		goto out;
 	}
-	if (!unique_keys(j, path_buf, sizeof path_buf, err, n))
+	if (!unique_keys(j, path_buf, sizeof path_buf, err, n) ||
+	    !known(j, root_keys, false, "", err, n))
 		goto out;
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
 	snprintf(h->name, sizeof h->name, "%s", cJSON_IsString(name) ? name->valuestring : path);
@@ -457,7 +516,8 @@ static bool hw_load(struct arena *a, const char *path, struct hw *h, char *err, 
 	h->ranks_per_node = (int)rpn;
 	h->threads_per_node = (int)tpn;
 	const cJSON *dts;
-	if (!object(j, "dtypes", true, &dts, "", err, n))
+	if (!object(j, "dtypes", true, &dts, "", err, n) ||
+	    !known(dts, dtypes_keys, false, "dtypes.", err, n))
 		goto out;
 	for (int d = 0; d < DT_N; d++) {
 		const cJSON *x;
@@ -468,7 +528,7 @@ static bool hw_load(struct arena *a, const char *path, struct hw *h, char *err, 
 		char where[64];
 		snprintf(where, sizeof where, "dtypes.%s.", dt_names[d]);
 		h->dt[d].base.launch = h->launch;
-		if (!load_rates(x, &h->dt[d].base, where, err, n) ||
+		if (!known(x, dtype_keys, false, where, err, n) || !load_rates(x, &h->dt[d].base, where, err, n) ||
 		    !load_table(x, &h->dt[d], h->launch, dt_names[d], err, n))
 			goto out;
 		if (h->dt[d].nrows && !h->threads_per_node) {
@@ -492,6 +552,7 @@ static bool hw_load(struct arena *a, const char *path, struct hw *h, char *err, 
 	}
 	const cJSON *links, *intra, *inter;
 	if (!object(j, "links", true, &links, "", err, n) ||
+	    !known(links, links_keys, false, "links.", err, n) ||
 	    !object(links, "intra", true, &intra, "links.", err, n) ||
 	    !object(links, "inter", false, &inter, "links.", err, n) ||
 	    !load_link(intra, &h->intra, "intra", err, n) ||

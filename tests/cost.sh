@@ -349,7 +349,8 @@ fi
 
 # Hostile profiles (docs/cost-model.md, "Profiles"): each is refused with
 # exit 2 and a message that names the field's path, never a crash, a hang,
-# or inf/NaN in a prediction. From hw/h100-ib.json (GPU, two links) and
+# or inf/NaN in a prediction; a key not in the format is refused (but for
+# '_' comments). From hw/h100-ib.json (GPU, two links) and
 # hw/this-cpu-calibrated.json (the tables); CASE is the file's name, then
 # the message expected (grep -F).
 if [ -n "$have_py" ]; then
@@ -402,6 +403,11 @@ case("byranks-empty", cpu, ("dtypes", "f32", "by_ranks"), [])
 case("byranks-row", cpu, ("dtypes", "f32", "by_ranks", 1), 7)
 case("bygroup-zero", cpu, V("links", "intra", "by_group", 0, "group"), 0)
 case("bygroup-work", cpu, V("links", "intra", "by_group", 0, "ranks_at_work"), 0.5)
+# a misspelt optional field would be ignored unseen: every unknown key is refused
+case("misspelt", gpu, ("links", "intra", "p2p_cta"), src(8))
+case("number-extra", gpu, ("launch_s", "unit"), "s")
+case("row-extra", cpu, ("dtypes", "f32", "by_ranks", 0, "rank"), src(1))
+case("root-extra", gpu, ("ranks_per_nodes",), src(8))
 # raw bytes: not JSON, or JSON the reader must not take at face value
 text = json.dumps(gpu)
 raw = {"empty": "", "trailing": "{\"name\": \"x\"} x", "nul": text[:40] + "\0" + text[40:],
@@ -422,6 +428,9 @@ edge["launch_s"] = src(1e6)
 edge["links"]["inter"]["all_to_all_busbw"] = src(1)
 edge["links"]["intra"]["alpha_s"] = src(1e6)
 edge["memory_bytes"] = src(1e30)
+# keys that begin with '_' are comments, as in a config.json
+edge["_note"] = "tests/cost.sh"
+edge["links"]["intra"]["_why"] = {"value": "x"}
 json.dump(edge, open(os.path.join(d, "edge.json"), "w"))
 # a node of 8 and no inter-node link: a 16-rank mesh cannot be costed
 nointer = copy.deepcopy(gpu)
@@ -458,6 +467,10 @@ EOF2
 		byranks-row:"dtypes.f32.by_ranks[1]: needs an object" \
 		bygroup-zero:"links.intra.by_group[0].group: a group of 2 ranks or more, up to 1048576, not 0" \
 		bygroup-work:"links.intra.by_group[0].ranks_at_work: an integer from 1 to 1048576, not 0.5" \
+		misspelt:"links.intra.p2p_cta: not a field of a profile here" \
+		number-extra:"launch_s.unit: not a field of a profile here" \
+		row-extra:"dtypes.f32.by_ranks[0].rank: not a field of a profile here" \
+		root-extra:"ranks_per_nodes: not a field of a profile here" \
 		empty:"line 1, column 1: not valid JSON" \
 		trailing:"line 1, column 15: not valid JSON" \
 		nul:"line 1, column 41: not valid JSON (a NUL byte)" \
