@@ -408,6 +408,8 @@ case("misspelt", gpu, ("links", "intra", "p2p_cta"), src(8))
 case("number-extra", gpu, ("launch_s", "unit"), "s")
 case("row-extra", cpu, ("dtypes", "f32", "by_ranks", 0, "rank"), src(1))
 case("root-extra", gpu, ("ranks_per_nodes",), src(8))
+# a key's control bytes are escaped: the message stays one line
+case("key-newline", gpu, ("links", "intra", "p2p\nctas"), src(8))
 # raw bytes: not JSON, or JSON the reader must not take at face value
 text = json.dumps(gpu)
 raw = {"empty": "", "trailing": "{\"name\": \"x\"} x", "nul": text[:40] + "\0" + text[40:],
@@ -471,6 +473,7 @@ EOF2
 		number-extra:"launch_s.unit: not a field of a profile here" \
 		row-extra:"dtypes.f32.by_ranks[0].rank: not a field of a profile here" \
 		root-extra:"ranks_per_nodes: not a field of a profile here" \
+		key-newline:"links.intra.p2p\\x0actas: not a field of a profile here" \
 		empty:"line 1, column 1: not valid JSON" \
 		trailing:"line 1, column 15: not valid JSON" \
 		nul:"line 1, column 41: not valid JSON (a NUL byte)" \
