@@ -3,7 +3,8 @@
 # of the text report on small plans, well-formed JSON, closed forms (the
 # bytes the cost model charges equal graph_stats' compile report; one
 # linear's FLOPs are 2mkn; bf16 halves bytes (not the all-reduce's) and memory), suggest's order,
-# profiles that lack a source refused. Ends with "cost: N passed, N failed,
+# profiles that lack a source refused, hostile profiles and command lines
+# refused with exit 2 and the field's path. Ends with "cost: N passed, N failed,
 # N skipped". UPDATE=1 rewrites goldens (counted as rewritten).
 set -u
 BUILD=${1:-build}
