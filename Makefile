@@ -212,10 +212,12 @@ $(BUILD)/examples/embed: $(BUILD)/obj/examples/embed.o $(BUILD)/obj/examples/emb
 # libFuzzer targets (clang only): the parser, the graph loader, safetensors,
 # the config reader, the checkpoint index and per-rank folders (fuzz_index,
 # fuzz_rankdir), the whole pipeline (fuzz_pipeline: parse to a prepared
-# session). The compiler and runtime are built once with the fuzzer's
-# instrumentation (fuzzer-no-link: coverage without libFuzzer's main) into
-# an archive each target links; `make fuzz` runs each for a minute.
-FUZZ_SRC = $(COMPILER_SRC) $(RUNTIME_SRC) $(BUILD)/gen/plan.tab.c $(BUILD)/gen/lex.yy.c
+# session), the hardware profile loader of dtpc cost (fuzz_profile: the one
+# file of cli/ in the archive). The compiler and runtime are built once with
+# the fuzzer's instrumentation (fuzzer-no-link: coverage without libFuzzer's
+# main) into an archive each target links; `make fuzz` runs each for a minute.
+FUZZ_SRC = $(COMPILER_SRC) $(RUNTIME_SRC) cli/profile.c $(BUILD)/gen/plan.tab.c \
+	$(BUILD)/gen/lex.yy.c
 FUZZ_OBJ = $(patsubst %.c,$(BUILD)/fuzz/obj/%.o,$(FUZZ_SRC))
 FUZZ_BIN = $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_CFLAGS = -std=gnu11 -g -O1 -I. -I$(BUILD)/gen $(BLAS_CFLAGS) $(MPI_CFLAGS) \

@@ -18,13 +18,16 @@
 #include "calibrate.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <inttypes.h>
+#include <libgen.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -803,6 +806,22 @@ static int parse(int argc, char **argv, struct opts *o)
 	return -1;
 }
 
+/* Why -o's file cannot be written, or NULL: checked before the measuring
+ * (a minute of it) rather than after, without creating or truncating it. */
+static const char *unwritable(const char *path)
+{
+	struct stat st;
+	if (!stat(path, &st))
+		return S_ISDIR(st.st_mode) ? "a directory" : access(path, W_OK) ? strerror(errno) : NULL;
+	if (errno != ENOENT)
+		return strerror(errno);
+	char *copy = strdup(path);
+	const char *why = !copy ? "out of memory" : access(dirname(copy), W_OK | X_OK) ? strerror(errno)
+										  : NULL;
+	free(copy);
+	return why;
+}
+
 /* Under mpirun: compute with every process at work (a process waiting in
  * the backend's barrier polls, which would slow the others: a run has no
  * idle ranks), so the table's one row is the job's size; collectives as
@@ -822,6 +841,11 @@ int calibrate_main(int argc, char **argv)
 	int rc = parse(argc, argv, &o);
 	if (rc >= 0)
 		return rc;
+	const char *why = unwritable(o.out);
+	if (why) {
+		fprintf(stderr, "dtpc calibrate: cannot write %s: %s\n", o.out, why);
+		return 2;
+	}
 	struct sizes sz = o.quick ? (struct sizes){ 2, 3, { 4096, 65536 } }
 				  : (struct sizes){ 4, 5, { 4096, 262144, 2 << 20, 8 << 20 } };
 	struct coll_times *ct = calloc(1, sizeof *ct);
@@ -905,12 +929,14 @@ int calibrate_main(int argc, char **argv)
 		add_compute(f32, cp, o.ranks, cores, stamp);
 		add_links(j, ct, &sz, o.ranks, cores, backend, stamp);
 		char *out = cJSON_Print(j);
+		errno = 0;
 		FILE *f = out ? fopen(o.out, "w") : NULL;
 		bool written = f && fprintf(f, "%s\n", out) >= 0;
 		if (f && fclose(f))
 			written = false;
 		if (!written) {
-			fprintf(stderr, "dtpc calibrate: cannot write %s\n", o.out);
+			fprintf(stderr, "dtpc calibrate: cannot write %s: %s\n", o.out,
+				!out ? "out of memory" : errno ? strerror(errno) : "write error");
 			rc = 2;
 		}
 		free(out);

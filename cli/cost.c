@@ -5,7 +5,6 @@
 #include "cost.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -15,6 +14,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "profile.h"
 #include "compiler/arena.h"
 #include "compiler/config.h"
 #include "compiler/driver.h"
@@ -25,390 +25,7 @@
 
 /* ---- hardware profiles ------------------------------------------------------ */
 
-enum { DT_F32, DT_BF16, DT_N };
-static const char *const dt_names[DT_N] = { "f32", "bf16" };
 static const double dt_bytes[DT_N] = { 4, 2 };
-
-/* Time of one kernel of W FLOPs: fixed + W / peak (an α–β model of compute:
- * small kernels do not fill the device), plus, for attention, a cost per
- * score (the softmax's exponentials; 0 where not measured). */
-struct rate {
-	double peak, fixed, score;
-};
-
-/* The memory-bound kernels whose bytes per second a profile may give
- * apart (the keys of "op_bytes_per_s", written by dtpc calibrate); the
- * others, and these where absent, move at memory_bytes_per_s. */
-enum mop { M_LAYER_NORM, M_RMS_NORM, M_GELU, M_SILU, M_ADD, M_MUL, M_MODULATE, M_ROPE,
-	   M_COPY, M_LSE_MERGE, M_N };
-static const char *const mop_keys[M_N] = { "layer_norm", "rms_norm", "gelu", "silu", "add",
-					   "mul", "modulate", "rope", "copy", "lse_merge" };
-
-/* The rates of one rank: a profile's own (times the rank's share of a CPU
- * node's cores), or a by_ranks row's, measured with that many ranks at work. */
-struct rates {
-	struct rate linear, attention;
-	double op_bw[M_N]; /* bytes/s of each memory-bound kernel */
-	double launch;     /* an op never takes less */
-};
-
-enum { MAX_TABLE = 64 };
-
-struct dt_profile {
-	bool present;
-	struct rates base;
-	/* by_ranks: each rank's rates while row_ranks[k] ranks of a node
-	 * compute at once (dtpc calibrate on a CPU) */
-	int nrows;
-	int row_ranks[MAX_TABLE];
-	struct rates rows[MAX_TABLE];
-};
-
-enum coll { CO_AG, CO_AR, CO_A2A, CO_P2P, CO_N };
-static const char *const coll_keys[CO_N] = { "all_gather_busbw", "all_reduce_busbw",
-					     "all_to_all_busbw", "p2p_busbw" };
-
-/* A by_group row: a group size's collectives as measured with only its
- * members at work. */
-struct group_row {
-	double alpha[CO_N], busbw[CO_N];
-	double at_work; /* the ranks at work on the node while it was measured */
-};
-
-struct link {
-	bool present;
-	char name[96];
-	double alpha[CO_N]; /* seconds per collective (or per ring step), by kind */
-	double busbw[CO_N]; /* nccl-tests bus bandwidth, bytes/s */
-	bool overlap;       /* a ring step's transfer runs while the rank computes */
-	double p2p_ctas;    /* NCCL's send/recv channels per peer, one CTA each (0: none) */
-	double channel_bw;  /* bytes/s one send/recv channel moves (0: not limited) */
-	int ngroups;
-	int group_size[MAX_TABLE];
-	struct group_row groups[MAX_TABLE];
-};
-
-struct hw {
-	char name[160];
-	const char *path;
-	int ranks_per_node;
-	int threads_per_node; /* CPU profiles: the ranks of a node share these */
-	double memory;        /* per GPU, or per node for a CPU profile */
-	double launch;        /* an op never takes less */
-	double sms;           /* a GPU's streaming multiprocessors (0: not a GPU profile) */
-	int default_dtype;
-	struct dt_profile dt[DT_N];
-	struct link intra, inter;
-};
-
-/* A number of a profile is {"value": x, "source": "..."}: a number without
- * its source is refused, so none can enter unexplained. */
-static bool num(const cJSON *obj, const char *key, double *out, const char *where,
-		char *err, size_t n)
-{
-	const cJSON *o = cJSON_GetObjectItemCaseSensitive(obj, key);
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "value");
-	const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, "source");
-	if (!cJSON_IsNumber(v)) {
-		snprintf(err, n, "%s%s: needs {\"value\": number, \"source\": text}", where, key);
-		return false;
-	}
-	if (!cJSON_IsString(s) || !s->valuestring[0]) {
-		snprintf(err, n, "%s%s: the value has no source", where, key);
-		return false;
-	}
-	if (!(v->valuedouble >= 0) || !isfinite(v->valuedouble)) {
-		snprintf(err, n, "%s%s: must be a finite number >= 0", where, key);
-		return false;
-	}
-	*out = v->valuedouble;
-	return true;
-}
-
-static bool positive(double x, const char *what, char *err, size_t n)
-{
-	if (x > 0)
-		return true;
-	snprintf(err, n, "%s must be > 0", what);
-	return false;
-}
-
-/* α (or the link's alpha_s) and bus bandwidth of each collective kind,
- * from the link itself or a by_group row. */
-static bool load_colls(const cJSON *j, double alpha_default, double *alpha, double *busbw,
-		       const char *where, char *err, size_t n)
-{
-	for (int c = 0; c < CO_N; c++) {
-		char key[40];
-		snprintf(key, sizeof key, "%.*s_alpha_s", (int)(strlen(coll_keys[c]) - 6),
-			 coll_keys[c]);
-		alpha[c] = alpha_default;
-		if (cJSON_HasObjectItem(j, key) && !num(j, key, &alpha[c], where, err, n))
-			return false;
-		if (!num(j, coll_keys[c], &busbw[c], where, err, n) ||
-		    !positive(busbw[c], coll_keys[c], err, n))
-			return false;
-	}
-	return true;
-}
-
-static bool load_link(const cJSON *j, struct link *l, const char *which, char *err, size_t n)
-{
-	if (!j)
-		return true;
-	char where[96];
-	snprintf(where, sizeof where, "links.%s.", which);
-	const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
-	snprintf(l->name, sizeof l->name, "%s", cJSON_IsString(name) ? name->valuestring : which);
-	double alpha;
-	if (!num(j, "alpha_s", &alpha, where, err, n))
-		return false;
-	/* a calibrated profile (dtpc calibrate) has an α per collective kind;
-	 * a datasheet profile one for all */
-	if (!load_colls(j, alpha, l->alpha, l->busbw, where, err, n))
-		return false;
-	double overlap = 1;
-	if (cJSON_HasObjectItem(j, "overlap") && !num(j, "overlap", &overlap, where, err, n))
-		return false;
-	if (overlap != 0 && overlap != 1) {
-		snprintf(err, n, "%soverlap: 1 (transfers run under compute) or 0, not %g", where,
-			 overlap);
-		return false;
-	}
-	l->overlap = overlap == 1;
-	l->p2p_ctas = 0;
-	if (cJSON_HasObjectItem(j, "p2p_ctas") && !num(j, "p2p_ctas", &l->p2p_ctas, where, err, n))
-		return false;
-	l->channel_bw = 0;
-	if (cJSON_HasObjectItem(j, "p2p_channel_bytes_per_s") &&
-	    !num(j, "p2p_channel_bytes_per_s", &l->channel_bw, where, err, n))
-		return false;
-	if (l->channel_bw > 0 && !(l->p2p_ctas > 0)) {
-		snprintf(err, n, "%sp2p_channel_bytes_per_s needs p2p_ctas (the channels it is "
-			 "multiplied by)", where);
-		return false;
-	}
-	const cJSON *bg = cJSON_GetObjectItemCaseSensitive(j, "by_group"), *e;
-	if (bg && (!cJSON_IsArray(bg) || cJSON_GetArraySize(bg) > MAX_TABLE)) {
-		snprintf(err, n, "%sby_group: needs an array of at most %d rows", where, MAX_TABLE);
-		return false;
-	}
-	cJSON_ArrayForEach(e, bg) {
-		struct group_row *g = &l->groups[l->ngroups];
-		int *gs = &l->group_size[l->ngroups];
-		double size;
-		snprintf(where, sizeof where, "links.%s.by_group[%d].", which, l->ngroups);
-		if (!num(e, "group", &size, where, err, n))
-			return false;
-		if (size < 2 || size != (int)size) {
-			snprintf(err, n, "%sgroup: a group of 2 ranks or more, not %g", where, size);
-			return false;
-		}
-		*gs = (int)size;
-		for (int k = 0; k < l->ngroups; k++)
-			if (l->group_size[k] == *gs) {
-				snprintf(err, n, "%sgroup: %d is given twice", where, *gs);
-				return false;
-			}
-		if (!load_colls(e, alpha, g->alpha, g->busbw, where, err, n))
-			return false;
-		g->at_work = size;
-		if (cJSON_HasObjectItem(e, "ranks_at_work") &&
-		    (!num(e, "ranks_at_work", &g->at_work, where, err, n) ||
-		     !positive(g->at_work, "ranks_at_work", err, n)))
-			return false;
-		l->ngroups++;
-	}
-	l->present = true;
-	return true;
-}
-
-static bool load_rate(const cJSON *j, struct rate *r, const char *where, char *err, size_t n)
-{
-	r->score = 0;
-	return num(j, "peak_flops", &r->peak, where, err, n) &&
-	       positive(r->peak, "peak_flops", err, n) &&
-	       num(j, "fixed_s", &r->fixed, where, err, n) &&
-	       (!cJSON_HasObjectItem(j, "score_s") || num(j, "score_s", &r->score, where, err, n));
-}
-
-/* linear, attention, memory_bytes_per_s and op_bytes_per_s of a dtype or
- * of a by_ranks row (where: "dtypes.f32." or "dtypes.f32.by_ranks[2].") */
-static bool load_rates(const cJSON *x, struct rates *r, const char *where, char *err, size_t n)
-{
-	char w[128];
-	snprintf(w, sizeof w, "%slinear.", where);
-	if (!load_rate(cJSON_GetObjectItemCaseSensitive(x, "linear"), &r->linear, w, err, n))
-		return false;
-	snprintf(w, sizeof w, "%sattention.", where);
-	if (!load_rate(cJSON_GetObjectItemCaseSensitive(x, "attention"), &r->attention, w, err, n))
-		return false;
-	double bw;
-	if (!num(x, "memory_bytes_per_s", &bw, where, err, n) ||
-	    !positive(bw, "memory_bytes_per_s", err, n))
-		return false;
-	const cJSON *ob = cJSON_GetObjectItemCaseSensitive(x, "op_bytes_per_s"), *e;
-	snprintf(w, sizeof w, "%sop_bytes_per_s.", where);
-	cJSON_ArrayForEach(e, ob) {
-		int k = 0;
-		while (k < M_N && strcmp(e->string, mop_keys[k]))
-			k++;
-		if (k == M_N) {
-			snprintf(err, n, "%s%s: not a kernel the model knows (layer_norm, rms_norm, "
-				 "gelu, silu, add, mul, modulate, rope, copy, lse_merge)", w, e->string);
-			return false;
-		}
-	}
-	for (int k = 0; k < M_N; k++) {
-		r->op_bw[k] = bw;
-		if (cJSON_HasObjectItem(ob, mop_keys[k]) &&
-		    (!num(ob, mop_keys[k], &r->op_bw[k], w, err, n) ||
-		     !positive(r->op_bw[k], mop_keys[k], err, n)))
-			return false;
-	}
-	return true;
-}
-
-/* A CPU profile's table of rates by ranks at work on the node. */
-static bool load_table(const cJSON *x, struct dt_profile *dp, double launch, const char *dt,
-		       char *err, size_t n)
-{
-	const cJSON *tab = cJSON_GetObjectItemCaseSensitive(x, "by_ranks"), *e;
-	if (!tab)
-		return true;
-	if (!cJSON_IsArray(tab) || cJSON_GetArraySize(tab) > MAX_TABLE) {
-		snprintf(err, n, "dtypes.%s.by_ranks: needs an array of at most %d rows", dt,
-			 MAX_TABLE);
-		return false;
-	}
-	cJSON_ArrayForEach(e, tab) {
-		struct rates *row = &dp->rows[dp->nrows];
-		int *rr = &dp->row_ranks[dp->nrows];
-		char where[96];
-		double ranks;
-		snprintf(where, sizeof where, "dtypes.%s.by_ranks[%d].", dt, dp->nrows);
-		if (!num(e, "ranks", &ranks, where, err, n))
-			return false;
-		if (ranks < 1 || ranks != (int)ranks) {
-			snprintf(err, n, "%sranks: a count of 1 or more, not %g", where, ranks);
-			return false;
-		}
-		*rr = (int)ranks;
-		for (int k = 0; k < dp->nrows; k++)
-			if (dp->row_ranks[k] == *rr) {
-				snprintf(err, n, "%sranks: %d is given twice", where, *rr);
-				return false;
-			}
-		row->launch = launch;
-		if (!load_rates(e, row, where, err, n) ||
-		    (cJSON_HasObjectItem(e, "launch_s") && !num(e, "launch_s", &row->launch, where, err, n)))
-			return false;
-		dp->nrows++;
-	}
-	return true;
-}
-
-static bool hw_load(const char *path, struct hw *h, char *err, size_t n)
-{
-	memset(h, 0, sizeof *h);
-	h->path = path;
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		snprintf(err, n, "%s", strerror(errno));
-		return false;
-	}
-	char *text = NULL;
-	size_t len = 0, cap = 0;
-	for (;;) {
-		if (len + 4096 + 1 > cap) {
-			cap = cap ? 2 * cap : 16384;
-			char *t = realloc(text, cap);
-			if (!t)
-				break;
-			text = t;
-		}
-		size_t k = fread(text + len, 1, cap - len - 1, f);
-		len += k;
-		if (!k)
-			break;
-	}
-	fclose(f);
-	if (!text) {
-		snprintf(err, n, "out of memory");
-		return false;
-	}
-	text[len] = 0;
-	cJSON *j = cJSON_Parse(text);
-	free(text);
-	bool ok = false;
-	if (!j) {
-		snprintf(err, n, "not valid JSON");
-		return false;
-	}
-	const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
-	snprintf(h->name, sizeof h->name, "%s", cJSON_IsString(name) ? name->valuestring : path);
-	double rpn, tpn = 0;
-	if (!num(j, "ranks_per_node", &rpn, "", err, n) || !positive(rpn, "ranks_per_node", err, n) ||
-	    !num(j, "memory_bytes", &h->memory, "", err, n) ||
-	    !num(j, "launch_s", &h->launch, "", err, n) ||
-	    (cJSON_HasObjectItem(j, "threads_per_node") &&
-	     (!num(j, "threads_per_node", &tpn, "", err, n) ||
-	      !positive(tpn, "threads_per_node", err, n))))
-		goto out;
-	h->ranks_per_node = (int)rpn;
-	h->threads_per_node = (int)tpn;
-	h->sms = 0;
-	if (cJSON_HasObjectItem(j, "sms") &&
-	    (!num(j, "sms", &h->sms, "", err, n) || !positive(h->sms, "sms", err, n)))
-		goto out;
-	const cJSON *dts = cJSON_GetObjectItemCaseSensitive(j, "dtypes");
-	for (int d = 0; d < DT_N; d++) {
-		const cJSON *x = cJSON_GetObjectItemCaseSensitive(dts, dt_names[d]);
-		if (!x)
-			continue;
-		char where[64];
-		snprintf(where, sizeof where, "dtypes.%s.", dt_names[d]);
-		h->dt[d].base.launch = h->launch;
-		if (!load_rates(x, &h->dt[d].base, where, err, n) ||
-		    !load_table(x, &h->dt[d], h->launch, dt_names[d], err, n))
-			goto out;
-		if (h->dt[d].nrows && !h->threads_per_node) {
-			snprintf(err, n, "dtypes.%s.by_ranks: a table of ranks sharing a node's cores "
-				 "needs threads_per_node", dt_names[d]);
-			goto out;
-		}
-		h->dt[d].present = true;
-	}
-	const cJSON *dd = cJSON_GetObjectItemCaseSensitive(j, "default_dtype");
-	h->default_dtype = -1;
-	for (int d = 0; d < DT_N; d++)
-		if (cJSON_IsString(dd) && !strcmp(dd->valuestring, dt_names[d]) && h->dt[d].present)
-			h->default_dtype = d;
-	if (h->default_dtype < 0) {
-		snprintf(err, n, "default_dtype must name one of the profile's dtypes");
-		goto out;
-	}
-	const cJSON *links = cJSON_GetObjectItemCaseSensitive(j, "links");
-	if (!load_link(cJSON_GetObjectItemCaseSensitive(links, "intra"), &h->intra, "intra", err, n) ||
-	    !load_link(cJSON_GetObjectItemCaseSensitive(links, "inter"), &h->inter, "inter", err, n))
-		goto out;
-	if (!h->intra.present) {
-		snprintf(err, n, "links.intra is needed");
-		goto out;
-	}
-	for (int k = 0; k < 2; k++) {
-		const struct link *l = k ? &h->inter : &h->intra;
-		if (l->p2p_ctas > 0 && !(l->p2p_ctas < h->sms)) {
-			snprintf(err, n, "links.%s.p2p_ctas: %g needs the profile's sms, and fewer "
-				 "than them (%g)", k ? "inter" : "intra", l->p2p_ctas, h->sms);
-			goto out;
-		}
-	}
-	ok = true;
-out:
-	cJSON_Delete(j);
-	return ok;
-}
 
 /* ---- the prediction ------------------------------------------------------------ */
 
@@ -782,11 +399,23 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 	return t;
 }
 
+/* Does group gi, as rank r sees it, have members on other nodes than r's
+ * (rank q on node q / rpn)? */
+static bool spans_nodes(const struct g_graph *g, uint32_t gi, uint32_t r, uint32_t rpn)
+{
+	for (uint32_t m = 0; m < g->groups[gi].size; m++)
+		if (graph_group_member(g, gi, r, m) / rpn != r / rpn)
+			return true;
+	return false;
+}
+
 /* Replays the graph's op order on every rank at once: local ops advance a
  * rank's clock; a collective starts when its last member arrives and ends
  * after its slowest member's time (the early ones wait). The step is the
- * latest clock. */
-static bool predict(const struct g_graph *g, const struct hw *h, int dtype,
+ * latest clock. P_NO_INTER: a group crosses nodes and the profile has no
+ * inter-node link to time it on. */
+enum { P_OK, P_MEMORY, P_NO_INTER };
+static int predict(const struct g_graph *g, const struct hw *h, int dtype,
 		    struct prediction *p)
 {
 	uint32_t W = g->world;
@@ -803,7 +432,8 @@ static bool predict(const struct g_graph *g, const struct hw *h, int dtype,
 	if (!p->ranks || !dur || !next || !s.share || !s.rates || !s.on_node || !s.inter) {
 		free(dur), free(next), free(s.share), free(s.rates), free(s.on_node), free(s.inter);
 		free(p->ranks);
-		return false;
+		p->ranks = NULL;
+		return P_MEMORY;
 	}
 	/* placement: ranks fill nodes in order (rank r on node r / ranks_per_node) */
 	uint32_t rpn = (uint32_t)h->ranks_per_node;
@@ -813,9 +443,13 @@ static bool predict(const struct g_graph *g, const struct hw *h, int dtype,
 		s.share[r] = h->threads_per_node ? (double)h->threads_per_node / on_node : 1;
 		rank_rates(s.dp, h->threads_per_node, on_node, s.share[r], &s.rates[r]);
 		for (uint32_t gi = 0; gi < g->ngroups; gi++)
-			for (uint32_t m = 0; m < g->groups[gi].size; m++)
-				if (graph_group_member(g, gi, r, m) / rpn != r / rpn)
-					s.inter[(size_t)gi * W + r] = 1;
+			s.inter[(size_t)gi * W + r] = spans_nodes(g, gi, r, rpn);
+	}
+	if (!h->inter.present && memchr(s.inter, 1, (size_t)g->ngroups * W)) {
+		free(dur), free(next), free(s.share), free(s.rates), free(s.on_node);
+		free(s.inter), free(p->ranks);
+		p->ranks = NULL;
+		return P_NO_INTER;
 	}
 	p->memory_limit = h->memory;
 	if (h->threads_per_node)
@@ -860,7 +494,7 @@ static bool predict(const struct g_graph *g, const struct hw *h, int dtype,
 		if (sl->t[k] > sl->t[p->bound])
 			p->bound = k;
 	free(dur), free(next), free(s.share), free(s.rates), free(s.on_node), free(s.inter);
-	return true;
+	return P_OK;
 }
 
 static double peak_memory(const struct prediction *p)
@@ -994,8 +628,8 @@ static int parse_args(struct arena *a, int argc, char **argv, bool suggest, stru
 	const struct cli_opt cost_only[] = { OPT_WORD("--format", &format, formats) };
 	const struct cli_opt suggest_only[] = {
 		OPT_NUM("--world", CLI_I64, &c->world, "1 to 4096", 1, 4096),
-		OPT_NUM("--max-mem", CLI_REAL, &c->max_mem, "bytes", 1, 1e30),
-		OPT_NUM("--top", CLI_INT, &c->top, "a positive integer", 1, 1e9),
+		OPT_NUM("--max-mem", CLI_REAL, &c->max_mem, "a number of bytes from 1 to 1e30", 1, 1e30),
+		OPT_NUM("--top", CLI_INT, &c->top, "an integer from 1 to 1000000000", 1, 1e9),
 	};
 	enum { NC = sizeof common / sizeof *common, NS = sizeof suggest_only / sizeof *suggest_only };
 	struct cli_opt t[NC + NS + 1];
@@ -1043,9 +677,10 @@ static const char *choose_plan(struct arena *a, const struct cost_args *c)
 	return n == 1 && !d.nerrors ? name : NULL;
 }
 
-/* Compiles in memory (the driver's pipeline) and predicts. false: the plan
- * does not compile for this mesh (diagnostics on err). */
-static bool cost_of(const struct cost_args *c, const char *plan, const char *mesh,
+/* Compiles in memory (the driver's pipeline) and predicts. 0: done; 1: the
+ * plan does not compile for this mesh (diagnostics on err); 2: the profile
+ * cannot cost it (a group across nodes and no links.inter; on stderr). */
+static int cost_of(const struct cost_args *c, const char *plan, const char *mesh,
 		    const char *context, const struct hw *h, int dtype, FILE *err,
 		    void **buf, struct g_graph *g, struct prediction *p)
 {
@@ -1054,28 +689,38 @@ static bool cost_of(const struct cost_args *c, const char *plan, const char *mes
 				   c->co.config, false, &len, NULL, err);
 	char why[256];
 	if (!*buf)
-		return false;
+		return 1;
+	int rc = 0;
 	if (!graph_parse(*buf, len, g, why, sizeof why)) {
 		fprintf(stderr, "dtpc: internal error: the graph does not load: %s\n", why);
-		free(*buf);
-		*buf = NULL;
-		return false;
+		rc = 1;
 	}
-	if (!predict(g, h, dtype, p)) {
+	int pr = rc ? 0 : predict(g, h, dtype, p);
+	if (pr == P_MEMORY) {
 		fprintf(stderr, "dtpc: out of memory\n");
+		rc = 1;
+	} else if (pr == P_NO_INTER) {
+		fprintf(stderr, "dtpc: %s: links.inter: missing, and a group of the %u ranks crosses "
+			"nodes of %d (ranks_per_node)\n", h->path, g->world, h->ranks_per_node);
+		rc = 2;
+	}
+	if (rc) {
 		free(*buf);
 		*buf = NULL;
-		return false;
 	}
-	return true;
+	return rc;
 }
 
-static int load_profile(const struct cost_args *c, struct hw *h, int *dtype)
+static int load_profile(struct arena *a, const struct cost_args *c, struct hw *h, int *dtype)
 {
 	char why[256];
+	if (!strcmp(c->hw, "-")) {
+		fprintf(stderr, "dtpc: --hw needs a profile's file, not standard input\n");
+		return 2;
+	}
 	if (!driver_readable(c->hw, stderr) || !driver_readable(c->file, stderr))
 		return 2;
-	if (!hw_load(c->hw, h, why, sizeof why)) {
+	if (!hw_load(a, c->hw, h, why, sizeof why)) {
 		fprintf(stderr, "dtpc: %s: %s\n", c->hw, why);
 		return 2;
 	}
@@ -1093,7 +738,7 @@ static int start(struct arena *a, int argc, char **argv, bool suggest, struct co
 		 struct hw *h, int *dtype, const char **plan)
 {
 	int rc = parse_args(a, argc, argv, suggest, c);
-	if (rc >= 0 || (rc = load_profile(c, h, dtype)))
+	if (rc >= 0 || (rc = load_profile(a, c, h, dtype)))
 		return rc;
 	return (*plan = choose_plan(a, c)) ? -1 : 2;
 }
@@ -1110,7 +755,7 @@ int cost_main(int argc, char **argv)
 	struct prediction p = { 0 };
 	if (rc >= 0) /* --help, or an error */
 		goto out;
-	rc = cost_of(&c, plan, c.co.mesh, c.co.context, &h, dtype, stderr, &buf, &g, &p) ? 0 : 1;
+	rc = cost_of(&c, plan, c.co.mesh, c.co.context, &h, dtype, stderr, &buf, &g, &p);
 	if (rc)
 		goto out;
 	const struct rank_cost *sl = &p.ranks[p.slowest];
@@ -1241,8 +886,13 @@ int suggest_main(int argc, char **argv)
 					void *buf = NULL;
 					struct g_graph g;
 					struct prediction p = { 0 };
-					if (!cost_of(&c, plan, mesh, ctx, &h, dtype, quiet ? quiet : stderr,
-						     &buf, &g, &p))
+					int crc = cost_of(&c, plan, mesh, ctx, &h, dtype,
+							  quiet ? quiet : stderr, &buf, &g, &p);
+					if (crc == 2) { /* no mesh of the world can be costed */
+						rc = 2;
+						goto unusable;
+					}
+					if (crc)
 						continue;
 					done = true;
 					if (n == cap) {
@@ -1265,8 +915,13 @@ int suggest_main(int argc, char **argv)
 				refused += !done;
 			}
 		}
+unusable:
 	if (quiet)
 		fclose(quiet);
+	if (rc == 2) {
+		arena_free(a);
+		return rc;
+	}
 	qsort(cand, (size_t)n, sizeof *cand, by_time);
 	printf("suggest: %s, plan %s, world %" PRId64 ", %s, on %s (%s): %d meshes pass check, "
 	       "%d refused\n", c.file, plan, c.world, dt_names[dtype], h.name, h.path, n, refused);

@@ -3,7 +3,8 @@
 # of the text report on small plans, well-formed JSON, closed forms (the
 # bytes the cost model charges equal graph_stats' compile report; one
 # linear's FLOPs are 2mkn; bf16 halves bytes (not the all-reduce's) and memory), suggest's order,
-# profiles that lack a source refused. Ends with "cost: N passed, N failed,
+# profiles that lack a source refused, hostile profiles and command lines
+# refused with exit 2 and the field's path. Ends with "cost: N passed, N failed,
 # N skipped". UPDATE=1 rewrites goldens (counted as rewritten).
 set -u
 BUILD=${1:-build}
@@ -346,6 +347,204 @@ EOF2
 else
 	skipped cost/tables "python3 is not installed"
 fi
+
+# Hostile profiles (docs/cost-model.md, "Profiles"): each is refused with
+# exit 2 and a message that names the field's path, never a crash, a hang,
+# or inf/NaN in a prediction; a key not in the format is refused (but for
+# '_' comments). From hw/h100-ib.json (GPU, two links) and
+# hw/this-cpu-calibrated.json (the tables); CASE is the file's name, then
+# the message expected (grep -F).
+if [ -n "$have_py" ]; then
+	python3 - "$tmp/hostile" <<'EOF2'
+import copy, json, os, sys
+d = sys.argv[1]
+os.mkdir(d)
+gpu = json.load(open("hw/h100-ib.json"))
+cpu = json.load(open("hw/this-cpu-calibrated.json"))
+src = lambda v: {"value": v, "source": "tests/cost.sh"}
+def case(name, base, path, v, raw=None):
+    j = copy.deepcopy(base)
+    o = j
+    for k in path[:-1]:
+        o = o[k]
+    if v is None:
+        del o[path[-1]]
+    else:
+        o[path[-1]] = v
+    text = json.dumps(j)
+    if raw:  # a value JSON can write and Python cannot
+        text = text.replace('"@RAW@"', raw)
+    open(os.path.join(d, name + ".json"), "w").write(text)
+V = lambda *p: p + ("value",)
+case("inf-peak", gpu, V("dtypes", "bf16", "linear", "peak_flops"), "@RAW@", "1e999")
+case("tiny-peak", gpu, V("dtypes", "bf16", "linear", "peak_flops"), 1e-308)
+case("zero-bw", gpu, V("dtypes", "bf16", "memory_bytes_per_s"), 0)
+case("huge-launch", gpu, V("launch_s"), 1e308)
+case("neg-alpha", gpu, V("links", "inter", "alpha_s"), -1e-6)
+case("tiny-busbw", gpu, V("links", "inter", "all_to_all_busbw"), 1e-308)
+case("zero-memory", gpu, V("memory_bytes"), 0)
+case("rpn-half", gpu, V("ranks_per_node"), 0.5)
+case("rpn-huge", gpu, V("ranks_per_node"), 1e10)
+case("sms-zero", gpu, V("sms"), 0)
+case("ctas-frac", gpu, V("links", "intra", "p2p_ctas"), 2.5)
+case("str-value", gpu, V("launch_s"), "4e-6")
+case("bare-number", gpu, ("launch_s",), 4e-6)
+case("opbw-array", gpu, ("dtypes", "bf16", "op_bytes_per_s"), [src(1e9)])
+case("opbw-number", gpu, ("dtypes", "bf16", "op_bytes_per_s"), 5)
+case("dtypes-array", gpu, ("dtypes",), [])
+case("linear-array", gpu, ("dtypes", "bf16", "linear"), [1])
+case("links-array", gpu, ("links",), [gpu["links"]["intra"]])
+case("no-intra", gpu, ("links", "intra"), None)
+case("no-dtypes", gpu, ("dtypes",), None)
+open(os.path.join(d, "root-array.json"), "w").write(json.dumps([gpu]))
+case("threads-zero", cpu, V("threads_per_node"), 0)
+case("threads-frac", cpu, V("threads_per_node"), 3.7)
+case("ranks-huge", cpu, V("dtypes", "f32", "by_ranks", 1, "ranks"), 1e10)
+case("byranks-empty", cpu, ("dtypes", "f32", "by_ranks"), [])
+case("byranks-row", cpu, ("dtypes", "f32", "by_ranks", 1), 7)
+case("bygroup-zero", cpu, V("links", "intra", "by_group", 0, "group"), 0)
+case("bygroup-work", cpu, V("links", "intra", "by_group", 0, "ranks_at_work"), 0.5)
+# a misspelt optional field would be ignored unseen: every unknown key is refused
+case("misspelt", gpu, ("links", "intra", "p2p_cta"), src(8))
+case("number-extra", gpu, ("launch_s", "unit"), "s")
+case("row-extra", cpu, ("dtypes", "f32", "by_ranks", 0, "rank"), src(1))
+case("root-extra", gpu, ("ranks_per_nodes",), src(8))
+# a key's control bytes are escaped: the message stays one line
+case("key-newline", gpu, ("links", "intra", "p2p\nctas"), src(8))
+# raw bytes: not JSON, or JSON the reader must not take at face value
+text = json.dumps(gpu)
+raw = {"empty": "", "trailing": "{\"name\": \"x\"} x", "nul": text[:40] + "\0" + text[40:],
+       "garbage": "\x7fELF\x02\x01",
+       "deep": "[" * 2000 + "]" * 2000,
+       "dup-key": text.replace('"launch_s": {', '"launch_s": {"value": 1, "source": "x"}, "launch_s": {', 1),
+       "dup-value": text.replace('"launch_s": {"value": ', '"launch_s": {"value": 1e-9, "value": ', 1),
+       "line3": '{\n  "name": "x",\n  "ranks_per_node" {}\n}\n',
+       "big": " " * (1 << 20) + text}
+for k, t in raw.items():
+    open(os.path.join(d, k + ".json"), "w").write(t)
+# at the edges of the ranges: accepted, and every figure finite
+edge = copy.deepcopy(gpu)
+for k in ("linear", "attention"):
+    edge["dtypes"]["bf16"][k]["peak_flops"] = src(1)
+    edge["dtypes"]["bf16"][k]["fixed_s"] = src(1e6)
+edge["launch_s"] = src(1e6)
+edge["links"]["inter"]["all_to_all_busbw"] = src(1)
+edge["links"]["intra"]["alpha_s"] = src(1e6)
+edge["memory_bytes"] = src(1e30)
+# keys that begin with '_' are comments, as in a config.json
+edge["_note"] = "tests/cost.sh"
+edge["links"]["intra"]["_why"] = {"value": "x"}
+json.dump(edge, open(os.path.join(d, "edge.json"), "w"))
+# a node of 8 and no inter-node link: a 16-rank mesh cannot be costed
+nointer = copy.deepcopy(gpu)
+del nointer["links"]["inter"]
+json.dump(nointer, open(os.path.join(d, "no-inter.json"), "w"))
+EOF2
+	H=$tmp/hostile
+	for b in \
+		inf-peak:"dtypes.bf16.linear.peak_flops: a rate per second from 1 to 1e30, not a number beyond a double's range" \
+		tiny-peak:"dtypes.bf16.linear.peak_flops: a rate per second from 1 to 1e30, not 1e-308" \
+		zero-bw:"dtypes.bf16.memory_bytes_per_s: a rate per second from 1 to 1e30, not 0" \
+		huge-launch:"launch_s: a time in seconds from 0 to 1e6, not 1e+308" \
+		neg-alpha:"links.inter.alpha_s: a time in seconds from 0 to 1e6, not -1e-06" \
+		tiny-busbw:"links.inter.all_to_all_busbw: a rate per second from 1 to 1e30, not 1e-308" \
+		zero-memory:"memory_bytes: a number of bytes from 1 to 1e30, not 0" \
+		rpn-half:"ranks_per_node: an integer from 1 to 1048576, not 0.5" \
+		rpn-huge:"ranks_per_node: an integer from 1 to 1048576, not 1e+10" \
+		sms-zero:"sms: an integer from 1 to 1048576, not 0" \
+		ctas-frac:"links.intra.p2p_ctas: an integer from 0 to 1048576, not 2.5" \
+		str-value:"launch_s: no number as value" \
+		bare-number:"launch_s: not an object" \
+		opbw-array:"dtypes.bf16.op_bytes_per_s: needs an object" \
+		opbw-number:"dtypes.bf16.op_bytes_per_s: needs an object" \
+		dtypes-array:"dtypes: needs an object" \
+		linear-array:"dtypes.bf16.linear: needs an object" \
+		links-array:"links: needs an object" \
+		no-intra:"links.intra: missing" \
+		no-dtypes:"dtypes: missing" \
+		root-array:"needs an object of the profile's fields" \
+		threads-zero:"threads_per_node: an integer from 1 to 1048576, not 0" \
+		threads-frac:"threads_per_node: an integer from 1 to 1048576, not 3.7" \
+		ranks-huge:"dtypes.f32.by_ranks[1].ranks: an integer from 1 to 1048576, not 1e+10" \
+		byranks-empty:"dtypes.f32.by_ranks: needs an array of 1 to 64 rows" \
+		byranks-row:"dtypes.f32.by_ranks[1]: needs an object" \
+		bygroup-zero:"links.intra.by_group[0].group: a group of 2 ranks or more, up to 1048576, not 0" \
+		bygroup-work:"links.intra.by_group[0].ranks_at_work: an integer from 1 to 1048576, not 0.5" \
+		misspelt:"links.intra.p2p_cta: not a field of a profile here" \
+		number-extra:"launch_s.unit: not a field of a profile here" \
+		row-extra:"dtypes.f32.by_ranks[0].rank: not a field of a profile here" \
+		root-extra:"ranks_per_nodes: not a field of a profile here" \
+		key-newline:"links.intra.p2p\\x0actas: not a field of a profile here" \
+		empty:"line 1, column 1: not valid JSON" \
+		trailing:"line 1, column 15: not valid JSON" \
+		nul:"line 1, column 41: not valid JSON (a NUL byte)" \
+		garbage:"line 1, column 1: not valid JSON" \
+		deep:"line 1, column 1001: nested deeper than the JSON reader's limit" \
+		dup-key:"launch_s: the key is given twice" \
+		dup-value:"launch_s.value: the key is given twice" \
+		line3:"line 3, column 20: not valid JSON" \
+		big:"larger than 1 MiB"; do
+		timeout 20 "$DTPC" cost tests/lower/tiny.plan --plan all --hw "$H/${b%%:*}.json" >"$tmp/o" 2>&1
+		rc=$?
+		[ $rc = 2 ] && grep -qF "$H/${b%%:*}.json: ${b#*:}" "$tmp/o" && ok ||
+			{ bad "cost/hostile-${b%%:*} (exit $rc)"; cat "$tmp/o"; }
+	done
+	# the ranges' edges load, and every number of the prediction is finite
+	# (cJSON writes inf and NaN as null); on 16 ranks both links are used
+	"$DTPC" cost tests/lower/tiny.plan --plan all --mesh "ring = 4, ulysses = 4" -D seq=128 \
+		--hw "$H/edge.json" --format json >"$tmp/edge.json" 2>"$tmp/o" || cat "$tmp/o"
+	json_check hostile-edge "$tmp/edge.json" "'null' not in open(sys.argv[1]).read() and j['step_s'] > 1e6 and j['memory_limit_bytes'] == 1e30 and any(c['link'] != j['ranks'][0]['communication'][0]['link'] for c in j['ranks'][0]['communication'])"
+	# 16 ranks on nodes of 8 without links.inter: cost and suggest refuse
+	# (exit 2), and the same mesh within one node is costed (the control)
+	"$DTPC" cost tests/lower/tiny.plan --plan all --mesh "ring = 4, ulysses = 4" -D seq=128 \
+		--hw "$H/no-inter.json" >"$tmp/o" 2>&1
+	rc=$?
+	[ $rc = 2 ] && grep -qF "links.inter: missing, and a group of the 16 ranks crosses nodes of 8" "$tmp/o" &&
+		ok || { bad "cost/hostile-no-inter (exit $rc)"; cat "$tmp/o"; }
+	"$DTPC" suggest tests/lower/tiny.plan --plan all --world 16 -D seq=128 \
+		--hw "$H/no-inter.json" >"$tmp/o" 2>&1
+	rc=$?
+	[ $rc = 2 ] && grep -qF "links.inter: missing" "$tmp/o" &&
+		ok || { bad "cost/hostile-no-inter-suggest (exit $rc)"; cat "$tmp/o"; }
+	"$DTPC" cost tests/lower/tiny.plan --plan all --mesh "ring = 2, ulysses = 4" -D seq=128 \
+		--hw "$H/no-inter.json" >"$tmp/o" 2>&1 && ok ||
+		{ bad "cost/hostile-no-inter-control"; cat "$tmp/o"; }
+else
+	skipped cost/hostile "python3 is not installed"
+fi
+
+# Hostile command lines: exit 2 and the option named.
+for c in \
+	"suggest --world 0":"--world needs 1 to 4096, not '0'" \
+	"suggest --world 100000":"--world needs 1 to 4096, not '100000'" \
+	"suggest --world 4 --top 0":"--top needs an integer from 1 to 1000000000, not '0'" \
+	"suggest --world 4 --top -1":"--top needs an integer from 1 to 1000000000, not '-1'" \
+	"suggest --world 4 --max-mem -5":"--max-mem needs a number of bytes from 1 to 1e30, not '-5'" \
+	"suggest --world 4 --max-mem 1e31":"--max-mem needs a number of bytes from 1 to 1e30, not '1e31'" \
+	"suggest --world 4 --max-mem nan":"--max-mem needs a number of bytes from 1 to 1e30, not 'nan'" \
+	"cost --dtype fp8":"--dtype is f32 or bf16, not 'fp8'" \
+	"cost --world 4":"unknown option '--world'" \
+	"cost --hw -":"--hw needs a profile's file, not standard input" \
+	"cost --hw hw":"cannot read 'hw': not a regular file"; do
+	set -- ${c%%:*}
+	cmd=$1
+	shift
+	case "$*" in *--hw*) ;; *) set -- "$@" --hw $CPU ;; esac
+	"$DTPC" "$cmd" tests/lower/tiny.plan --plan all "$@" >"$tmp/o" 2>&1
+	rc=$?
+	[ $rc = 2 ] && grep -qF -- "${c#*:}" "$tmp/o" && ok || { bad "cost/cli ($c, exit $rc)"; cat "$tmp/o"; }
+done
+# calibrate: --ranks out of range, and an -o it cannot write, refused at
+# once (before a minute of measuring)
+for c in "--ranks 1":"--ranks needs 2 to 16, not '1'" "--ranks 17":"--ranks needs 2 to 16, not '17'" \
+	"--ranks abc":"--ranks needs 2 to 16, not 'abc'" \
+	"-o $tmp/no/such/dir.json":"cannot write $tmp/no/such/dir.json: No such file or directory" \
+	"-o $tmp":"cannot write $tmp: a directory"; do
+	case "${c%%:*}" in -o*) set -- ${c%%:*} --ranks 2 ;; *) set -- ${c%%:*} -o "$tmp/c.json" ;; esac
+	timeout 5 "$DTPC" calibrate --backend local --device cpu --quick "$@" >"$tmp/o" 2>&1
+	rc=$?
+	[ $rc = 2 ] && grep -qF -- "${c#*:}" "$tmp/o" && ok || { bad "cost/calibrate-cli ($c, exit $rc)"; cat "$tmp/o"; }
+done
 
 # Published orderings (issue 11, docs/performance.md): Flux.1 at 1024², 4
 # GPUs, `dtpc suggest` with every mesh and rotate method. A model output,

@@ -334,6 +334,7 @@ if [ -z "$SAN" ]; then
 	fuzz_target config tests/config/cases tests/fuzz/config_corpus
 	fuzz_target index tests/fuzz/index_corpus
 	fuzz_target rankdir tests/fuzz/rankdir_corpus
+	fuzz_target profile hw tests/fuzz/profile_corpus
 	# parse -> check -> lower -> serialize -> load -> prepare; a fixed seed so
 	# that a run mutates the same way each time
 	fuzz_target pipeline -seed=1 examples tests/diag tests/fuzz/pipeline_corpus
