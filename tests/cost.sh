@@ -629,7 +629,8 @@ calib_check() {
 	json_check "$cc_name-sources" "$cc_json" "all(('dtpc calibrate on ' in x['source']) for x in (lambda f: f(f, j))(lambda f, o: [o] if isinstance(o, dict) and 'value' in o else sum((f(f, v) for v in (o.values() if isinstance(o, dict) else o if isinstance(o, list) else [])), [])) ) and all(j['links']['intra'][k + '_alpha_s']['value'] >= 0 for k in ('all_gather', 'all_reduce', 'all_to_all', 'p2p'))"
 	# the tables' schema (calib_check NAME JSON ROWS N WORK): a row per rank
 	# count of ROWS with the threads dtpc run gives such a rank, every rate
-	# > 0 and every kernel's bytes per second; a by_group row per group size
+	# > 0, the compute fits through the origin (fixed_s 0: docs/cost-model.md,
+	# Calibration) and every kernel's bytes per second; a by_group row per group size
 	# 2..N with the four collectives and the ranks at work, WORK (local: a world of as many threads as the
 	# group; mpi: as many groups of that size as the job holds, at once)
 	json_check "$cc_name-schema" "$cc_json" "(lambda v, C, t, g: [v(r['ranks']) for r in t] == $cc_rows and all(v(r['threads_per_rank']) == max(1, C // v(r['ranks'])) and v(r['linear']['peak_flops']) > 0 and v(r['attention']['peak_flops']) > 0 and v(r['linear']['fixed_s']) == v(r['attention']['fixed_s']) == 0 and min(v(r['attention']['score_s']), v(r['launch_s'])) >= 0 and sorted(r['op_bytes_per_s']) == sorted(['layer_norm', 'rms_norm', 'gelu', 'silu', 'add', 'mul', 'modulate', 'rope', 'copy', 'lse_merge']) and all(v(x) > 0 for x in r['op_bytes_per_s'].values()) for r in t) and [v(r['group']) for r in g] == list(range(2, $cc_ranks + 1)) and all(v(r[k + '_busbw']) > 0 and v(r[k + '_alpha_s']) >= 0 for r in g for k in ('all_gather', 'all_reduce', 'all_to_all', 'p2p')) and all(v(r['ranks_at_work']) == $cc_work for r in g))(lambda o: o['value'], j['threads_per_node']['value'], j['dtypes']['f32']['by_ranks'], j['links']['intra']['by_group'])"
