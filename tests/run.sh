@@ -30,6 +30,8 @@
 set -u
 BUILD=${1:-build}
 SAN=${2:-}
+# jobs of the builds below (make test passes its own)
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 # the scripts run in both passes skip MPI in the sanitizer pass: Open MPI's
 # own allocations read as leaks there
 export DTPC_SAN="$SAN"
@@ -325,7 +327,7 @@ fuzz_target() {
 	name=$1
 	shift
 	bin="$BUILD/fuzz/fuzz_$name"
-	if ! make -s -j2 BUILD="$BUILD" "$bin" >"$tmp/fuzzbuild" 2>&1; then
+	if ! make -s -j"$JOBS" BUILD="$BUILD" "$bin" >"$tmp/fuzzbuild" 2>&1; then
 		echo "fuzz target $name did not build (clang with libFuzzer missing?):"
 		tail -20 "$tmp/fuzzbuild"
 		bad "fuzz/$name/build"
@@ -385,7 +387,7 @@ if [ -z "$SAN" ]; then
 	TB="$BUILD-tsan"
 	TSAN_OPTIONS=${TSAN_OPTIONS:-}
 	echo "building with TSan ..."
-	if make -s TSAN=1 BUILD="$TB" "$TB/dtpc" "$TB/tests/test_comm" "$TB/tests/test_runtime" \
+	if make -s -j"$JOBS" TSAN=1 BUILD="$TB" "$TB/dtpc" "$TB/tests/test_comm" "$TB/tests/test_runtime" \
 		>"$tmp/tsanbuild" 2>&1; then
 		tsan_check test_comm "$TB/tests/test_comm"
 		tsan_check test_runtime "$TB/tests/test_runtime"
@@ -411,7 +413,7 @@ fi
 # pass checks the goldens: under UPDATE=1 they were rewritten above, once.
 if [ -z "$SAN" ]; then
 	echo "building with ASan + UBSan ..."
-	if make -s SAN=1 BUILD="$BUILD-san" all >"$tmp/sanbuild" 2>&1; then
+	if make -s -j"$JOBS" SAN=1 BUILD="$BUILD-san" all >"$tmp/sanbuild" 2>&1; then
 		UPDATE='' sh "$0" "$BUILD-san" --no-san >"$tmp/san" 2>&1
 		grep -E '^(FAIL|prop: .* generated|==|.*runtime error)' "$tmp/san" | head -30
 		absorb san "$tmp/san"
