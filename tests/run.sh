@@ -363,7 +363,8 @@ fi
 # kept under BUILD/prop with the commands that reproduce it.
 if [ -n "$SAN" ]; then prop_run="--seed 2 --count 300"; else prop_run="--seed 1 --count 400"; fi
 # shellcheck disable=SC2086
-python3 tests/prop/gen.py --dtpc "$DTPC" --out "$BUILD/prop" $prop_run >"$tmp/prop" 2>&1
+python3 tests/prop/gen.py --dtpc "$DTPC" --out "$BUILD/prop" $prop_run --jobs "$JOBS" \
+	>"$tmp/prop" 2>&1
 grep -v '^prop: [0-9]* passed' "$tmp/prop" | head -60
 absorb prop "$tmp/prop"
 
