@@ -322,7 +322,9 @@ fi
 
 # ---- fuzz -----------------------------------------------------------------------------------
 # Each target replays its corpus, then fuzzes for FUZZ_SECONDS (default 10);
-# options (-seed=N) and corpus folders follow the name.
+# options (-seed=N) and corpus folders follow the name. Every target is built
+# and replayed first; then the fuzzing runs go JOBS at a time (a target is one
+# process on one core: each still fuzzes FUZZ_SECONDS), counted in order.
 fuzz_target() {
 	name=$1
 	shift
@@ -338,13 +340,32 @@ fuzz_target() {
 		tail -20 "$tmp/fuzz"
 	fi
 	mkdir -p "$tmp/corpus_$name"
-	if "$bin" -max_total_time="${FUZZ_SECONDS:-10}" -max_len=65536 -timeout=10 \
-		-rss_limit_mb=4096 "$tmp/corpus_$name" "$@" >"$tmp/fuzz" 2>&1; then ok; else
-		bad "fuzz/$name/run"
-		tail -30 "$tmp/fuzz"
-	fi
+	# the run's command line, for fuzz_runs (the folders have no spaces)
+	echo "$name $bin $*" >>"$tmp/fuzz.runs"
+}
+# fuzz_runs: the runs fuzz_target lined up, JOBS at a time; then a check each
+fuzz_runs() {
+	fr_n=0
+	while read -r name bin args; do
+		# shellcheck disable=SC2086 # the options and folders split into words
+		{
+			"$bin" -max_total_time="${FUZZ_SECONDS:-10}" -max_len=65536 -timeout=10 \
+				-rss_limit_mb=4096 "$tmp/corpus_$name" $args >"$tmp/fuzz_$name" 2>&1
+			echo $? >"$tmp/fuzz_$name.rc"
+		} </dev/null &
+		fr_n=$((fr_n + 1))
+		[ $((fr_n % JOBS)) = 0 ] && wait
+	done <"$tmp/fuzz.runs"
+	wait
+	while read -r name bin args; do
+		if [ "$(cat "$tmp/fuzz_$name.rc" 2>/dev/null)" = 0 ]; then ok; else
+			bad "fuzz/$name/run"
+			tail -30 "$tmp/fuzz_$name"
+		fi
+	done <"$tmp/fuzz.runs"
 }
 if [ -z "$SAN" ]; then
+	: >"$tmp/fuzz.runs"
 	fuzz_target parse examples tests/diag tests/fuzz/parse_corpus
 	fuzz_target graph tests/fuzz/graph_corpus
 	fuzz_target safetensors tests/fuzz/safetensors_corpus
@@ -354,6 +375,7 @@ if [ -z "$SAN" ]; then
 	# parse -> check -> lower -> serialize -> load -> prepare; a fixed seed so
 	# that a run mutates the same way each time
 	fuzz_target pipeline -seed=1 examples tests/diag tests/fuzz/pipeline_corpus
+	fuzz_runs
 fi
 
 # ---- property test: random models and plans through check, compile and run ----------------
