@@ -30,8 +30,10 @@
 set -u
 BUILD=${1:-build}
 SAN=${2:-}
-# jobs of the builds below (make test passes its own)
+# jobs of the builds below, and fuzz and property runs side by side (make
+# test passes its own); a count, at least 1
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+case $JOBS in '' | *[!0-9]* | 0) JOBS=1 ;; esac
 # the scripts run in both passes skip MPI in the sanitizer pass: Open MPI's
 # own allocations read as leaks there
 export DTPC_SAN="$SAN"
