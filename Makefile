@@ -254,8 +254,13 @@ fuzz-prop: $(BUILD)/dtpc
 demo: deps all
 	@sh scripts/demo.sh $(BUILD)
 
-test: deps all
-	@sh tests/run.sh $(BUILD)
+# make test builds in parallel by itself (CI runs a plain `make test` on two
+# cores): JOBS jobs, the machine's cores, unless make was given -j; tests/run.sh
+# builds its sanitizer, TSan and fuzzing trees with as many.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+test: deps
+	+@$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(JOBS)) all
+	@JOBS=$(JOBS) sh tests/run.sh $(BUILD)
 
 bench: all
 	@sh bench/run.sh $(BUILD)

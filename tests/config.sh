@@ -31,23 +31,27 @@ done >"$tmp/cases"
 compare config/cases tests/config/cases.expected "$tmp/cases"
 # the same cases as SARIF (each error with its rule: config.c's own is
 # `config`) and as --format json (docs/schemas/check.schema.json), with the
-# text check's exit status
-mkdir -p "$tmp/json"
+# text check's exit status; one validator run over the SARIF logs (--each: a
+# line per log), a check per case
+mkdir -p "$tmp/json" "$tmp/sarif"
 for f in tests/config/cases/*.json; do
 	n=$(basename "$f" .json)
 	"$DTPC" check "$PLAN" --no-color --config "$f" >/dev/null 2>&1
 	want=$?
-	"$DTPC" check "$PLAN" --format sarif --config "$f" >"$tmp/s.json" 2>/dev/null
+	"$DTPC" check "$PLAN" --format sarif --config "$f" >"$tmp/sarif/$n.json" 2>/dev/null
 	got=$?
 	"$DTPC" check "$PLAN" --format json --config "$f" >"$tmp/json/$n.json" 2>/dev/null
-	gotj=$?
+	echo "$n $got $? $want" >>"$tmp/sarif.status"
+done
+python3 tests/tools/sarif_check.py --rules --each "$tmp"/sarif/*.json >"$tmp/sarif.why" 2>&1
+while read -r n got gotj want; do
 	if [ "$got" = "$want" ] && [ "$gotj" = "$want" ] &&
-		python3 tests/tools/sarif_check.py --rules "$tmp/s.json" >"$tmp/why" 2>&1; then ok; else
+		grep -qxF "$tmp/sarif/$n.json: ok" "$tmp/sarif.why"; then ok; else
 		bad "config/sarif/$n"
 		echo "  exit $got, json $gotj (text: $want)"
-		cat "$tmp/why"
+		grep -F "$tmp/sarif/$n.json: " "$tmp/sarif.why" || tail -5 "$tmp/sarif.why"
 	fi
-done
+done <"$tmp/sarif.status"
 if python3 tests/tools/schema_check.py docs/schemas/check.schema.json "$tmp"/json/*.json \
 	>"$tmp/why" 2>&1; then ok; else
 	bad config/json-schema

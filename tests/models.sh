@@ -36,19 +36,25 @@ MODE=${2:-local}
 FIX=tests/fixtures/models
 . tests/lib.sh
 
-# fixture FIELD CASE: a field of the case's fixture.json ("defines": the
-# shape parameters as -D options)
+# fixture FIELD CASE: a field of the case's fixture.json ("dtype", or
+# "defines": the shape parameters as -D options), both fields read by one
+# Python per fixture, the first time a case asks
 fixture() {
-	python3 - "$FIX/$2/fixture.json" "$1" <<'PY'
-import json, sys
+	fx_dir="$tmp/fixture/$2"
+	if [ ! -d "$fx_dir" ]; then
+		mkdir -p "$fx_dir"
+		python3 - "$FIX/$2/fixture.json" "$fx_dir" <<'PY' || { rm -rf "$fx_dir"; return 1; }
+import json, os, sys
 d = json.load(open(sys.argv[1]))
-if sys.argv[2] == "defines":
-    # a list without spaces: one word for the shell
-    print(" ".join(f"-D {k}={json.dumps(v, separators=(',', ':'))}"
-                   for k, v in sorted(d["shape"].items())))
-else:
-    print(d[sys.argv[2]])
+# a list without spaces: one word for the shell
+defines = " ".join(f"-D {k}={json.dumps(v, separators=(',', ':'))}"
+                   for k, v in sorted(d["shape"].items()))
+for field, text in (("defines", defines), ("dtype", d["dtype"])):
+    with open(os.path.join(sys.argv[2], field), "w") as f:
+        print(text, file=f)
 PY
+	fi
+	cat "$fx_dir/$1"
 }
 
 # wanted NAME: whether MODELS_ONLY lets NAME run

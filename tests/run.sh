@@ -30,6 +30,10 @@
 set -u
 BUILD=${1:-build}
 SAN=${2:-}
+# jobs of the builds below, and fuzz and property runs side by side (make
+# test passes its own); a count, at least 1
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+case $JOBS in '' | *[!0-9]* | 0) JOBS=1 ;; esac
 # the scripts run in both passes skip MPI in the sanitizer pass: Open MPI's
 # own allocations read as leaks there
 export DTPC_SAN="$SAN"
@@ -151,18 +155,33 @@ expect_exit run-wrong-ranks 1 "$DTPC" run "$tmp/t.graph" --ranks 4 --timeout 5
 expect_exit inspect-bad-rank 2 "$DTPC" inspect "$tmp/t.graph" --rank 99
 expect_exit compile-needs-plan 2 "$DTPC" examples/flux.plan -o "$tmp/x.graph"
 
-# JSON is well-formed for a clean plan and for a broken one.
+# JSON is well-formed for a clean plan and for a broken one: one Python
+# reads every output and prints a line for each (a check per file).
+mkdir -p "$tmp/json"
 for f in examples/tiny_dit.plan tests/diag/*.plan; do
 	[ -f "$f" ] || continue
 	args=$(sed -n '1s/^# args: //p' "$f")
+	j="$tmp/json/$(echo "$f" | tr / _).json"
 	# shellcheck disable=SC2086
-	"$DTPC" check "$f" --format json $args >"$tmp/json" 2>/dev/null
-	if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert "diagnostics" in d' "$tmp/json"; then
+	"$DTPC" check "$f" --format json $args >"$j" 2>/dev/null
+	echo "$f" >>"$tmp/json.list"
+done
+python3 - "$tmp"/json/*.json >"$tmp/json.why" 2>&1 <<'PY'
+import json, sys
+for f in sys.argv[1:]:
+    try:
+        d = json.load(open(f))
+        print(f"{f}: " + ("ok" if "diagnostics" in d else "no diagnostics"))
+    except Exception as e:  # as an assert that failed: this file is bad
+        print(f"{f}: {e}")
+PY
+while read -r f; do
+	if grep -qxF "$tmp/json/$(echo "$f" | tr / _).json: ok" "$tmp/json.why"; then
 		ok
 	else
 		bad "json/$(basename "$f")"
 	fi
-done
+done <"$tmp/json.list"
 
 # A sub-suite ends with "NAME: N passed, N failed, N skipped" (after
 # "NAME: N rewritten" under UPDATE=1); its counts join ours.
@@ -305,12 +324,14 @@ fi
 
 # ---- fuzz -----------------------------------------------------------------------------------
 # Each target replays its corpus, then fuzzes for FUZZ_SECONDS (default 10);
-# options (-seed=N) and corpus folders follow the name.
+# options (-seed=N) and corpus folders follow the name. Every target is built
+# and replayed first; then the fuzzing runs go JOBS at a time (a target is one
+# process on one core: each still fuzzes FUZZ_SECONDS), counted in order.
 fuzz_target() {
 	name=$1
 	shift
 	bin="$BUILD/fuzz/fuzz_$name"
-	if ! make -s -j2 BUILD="$BUILD" "$bin" >"$tmp/fuzzbuild" 2>&1; then
+	if ! make -s -j"$JOBS" BUILD="$BUILD" "$bin" >"$tmp/fuzzbuild" 2>&1; then
 		echo "fuzz target $name did not build (clang with libFuzzer missing?):"
 		tail -20 "$tmp/fuzzbuild"
 		bad "fuzz/$name/build"
@@ -321,13 +342,32 @@ fuzz_target() {
 		tail -20 "$tmp/fuzz"
 	fi
 	mkdir -p "$tmp/corpus_$name"
-	if "$bin" -max_total_time="${FUZZ_SECONDS:-10}" -max_len=65536 -timeout=10 \
-		-rss_limit_mb=4096 "$tmp/corpus_$name" "$@" >"$tmp/fuzz" 2>&1; then ok; else
-		bad "fuzz/$name/run"
-		tail -30 "$tmp/fuzz"
-	fi
+	# the run's command line, for fuzz_runs (the folders have no spaces)
+	echo "$name $bin $*" >>"$tmp/fuzz.runs"
+}
+# fuzz_runs: the runs fuzz_target lined up, JOBS at a time; then a check each
+fuzz_runs() {
+	fr_n=0
+	while read -r name bin args; do
+		# shellcheck disable=SC2086 # the options and folders split into words
+		{
+			"$bin" -max_total_time="${FUZZ_SECONDS:-10}" -max_len=65536 -timeout=10 \
+				-rss_limit_mb=4096 "$tmp/corpus_$name" $args >"$tmp/fuzz_$name" 2>&1
+			echo $? >"$tmp/fuzz_$name.rc"
+		} </dev/null &
+		fr_n=$((fr_n + 1))
+		[ $((fr_n % JOBS)) = 0 ] && wait
+	done <"$tmp/fuzz.runs"
+	wait
+	while read -r name bin args; do
+		if [ "$(cat "$tmp/fuzz_$name.rc" 2>/dev/null)" = 0 ]; then ok; else
+			bad "fuzz/$name/run"
+			tail -30 "$tmp/fuzz_$name"
+		fi
+	done <"$tmp/fuzz.runs"
 }
 if [ -z "$SAN" ]; then
+	: >"$tmp/fuzz.runs"
 	fuzz_target parse examples tests/diag tests/fuzz/parse_corpus
 	fuzz_target graph tests/fuzz/graph_corpus
 	fuzz_target safetensors tests/fuzz/safetensors_corpus
@@ -338,6 +378,7 @@ if [ -z "$SAN" ]; then
 	# parse -> check -> lower -> serialize -> load -> prepare; a fixed seed so
 	# that a run mutates the same way each time
 	fuzz_target pipeline -seed=1 examples tests/diag tests/fuzz/pipeline_corpus
+	fuzz_runs
 fi
 
 # ---- property test: random models and plans through check, compile and run ----------------
@@ -347,7 +388,8 @@ fi
 # kept under BUILD/prop with the commands that reproduce it.
 if [ -n "$SAN" ]; then prop_run="--seed 2 --count 300"; else prop_run="--seed 1 --count 400"; fi
 # shellcheck disable=SC2086
-python3 tests/prop/gen.py --dtpc "$DTPC" --out "$BUILD/prop" $prop_run >"$tmp/prop" 2>&1
+python3 tests/prop/gen.py --dtpc "$DTPC" --out "$BUILD/prop" $prop_run --jobs "$JOBS" \
+	>"$tmp/prop" 2>&1
 grep -v '^prop: [0-9]* passed' "$tmp/prop" | head -60
 absorb prop "$tmp/prop"
 
@@ -371,7 +413,7 @@ if [ -z "$SAN" ]; then
 	TB="$BUILD-tsan"
 	TSAN_OPTIONS=${TSAN_OPTIONS:-}
 	echo "building with TSan ..."
-	if make -s TSAN=1 BUILD="$TB" "$TB/dtpc" "$TB/tests/test_comm" "$TB/tests/test_runtime" \
+	if make -s -j"$JOBS" TSAN=1 BUILD="$TB" "$TB/dtpc" "$TB/tests/test_comm" "$TB/tests/test_runtime" \
 		>"$tmp/tsanbuild" 2>&1; then
 		tsan_check test_comm "$TB/tests/test_comm"
 		tsan_check test_runtime "$TB/tests/test_runtime"
@@ -397,7 +439,7 @@ fi
 # pass checks the goldens: under UPDATE=1 they were rewritten above, once.
 if [ -z "$SAN" ]; then
 	echo "building with ASan + UBSan ..."
-	if make -s SAN=1 BUILD="$BUILD-san" all >"$tmp/sanbuild" 2>&1; then
+	if make -s -j"$JOBS" SAN=1 BUILD="$BUILD-san" all >"$tmp/sanbuild" 2>&1; then
 		UPDATE='' sh "$0" "$BUILD-san" --no-san >"$tmp/san" 2>&1
 		grep -E '^(FAIL|prop: .* generated|==|.*runtime error)' "$tmp/san" | head -30
 		absorb san "$tmp/san"

@@ -2,7 +2,7 @@
 """gen.py — a property test of the whole compiler: random small models and plans.
 
     python3 tests/prop/gen.py --dtpc BUILD/dtpc --out DIR [--seed S] [--count N]
-                              [--only I] [--known-bugs] [--keep]
+                              [--only I] [--known-bugs] [--keep] [--jobs N]
 
 Each case is a random model (linear, layer/rms norms, gelu/silu, add/mul,
 modulate, slice/concat, reshape, rope, attention: self, cross and joint
@@ -27,12 +27,16 @@ under DIR/fail-S-I/ and prints the command that reproduces it. Prints
 "prop: N generated, N accepted, N refused, N runs" and the closing
 "prop: N passed, N failed, N skipped" that tests/run.sh counts.
 
+--jobs N tests N cases at a time (default: the machine's cores), each in a
+folder of its own; the report is in case order whatever N, and the same.
+
 --known-bugs[=NAME,...] also draws the shapes of bugs known today (all, or
 those named; see KNOWN_BUGS); without it they are left out so that make test
 stays green until the fixes land. Switch one on for good by deleting it from
 KNOWN_BUGS.
 """
 import argparse
+import concurrent.futures
 import os
 import random
 import re
@@ -484,11 +488,13 @@ def bad_status(rc, out, what):
 
 
 def one(args, i, counts):
-    """Generates, writes and tests case i. Returns None or (why, dir, commands, output)."""
+    """Generates, writes and tests case i in its own folder (cases run side
+    by side). Returns None or (why, dir, commands, output); counts are the
+    case's own."""
     case = Case(random.Random("%d/%d" % (args.seed, i)), args.known_bugs)
     files, main = case.build()
     opts = case.args
-    d = os.path.join(args.out, "case")
+    d = os.path.join(args.out, "case", str(i))
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
     for name, text in files.items():
@@ -541,6 +547,8 @@ def main():
                     help="also draw the shapes of these known bugs (default: all of them; "
                     "now: %s)" % (", ".join(sorted(KNOWN_BUGS)) or "none"))
     ap.add_argument("--keep", action="store_true", help="keep the last case's files")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                    help="cases tested at a time (default: the machine's cores)")
     args = ap.parse_args()
     args.known_bugs = set(filter(None, args.known_bugs.split(",")))
     if args.known_bugs - KNOWN_BUGS:
@@ -549,9 +557,22 @@ def main():
     counts = dict(generated=0, accepted=0, refused=0, runs=0)
     failed = 0
     t0 = time.time()
-    cases = [args.only] if args.only is not None else range(args.count)
-    for i in cases:
-        res = one(args, i, counts)
+    cases = [args.only] if args.only is not None else list(range(args.count))
+
+    def test(i):
+        own = dict.fromkeys(counts, 0)
+        res = one(args, i, own)
+        if res is None and not (args.keep and i == cases[-1]):
+            shutil.rmtree(os.path.join(args.out, "case", str(i)), ignore_errors=True)
+        return own, res
+
+    shutil.rmtree(os.path.join(args.out, "case"), ignore_errors=True)
+    # threads: each case's time is its dtpc processes'; map() yields in case order
+    with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        results = list(pool.map(test, cases))
+    for i, (own, res) in zip(cases, results):
+        for k in counts:
+            counts[k] += own[k]
         if res is None:
             continue
         failed += 1
