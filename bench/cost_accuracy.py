@@ -18,20 +18,10 @@ measured / predicted; then how many rows are within 25%, and how many rows'
 own spread exceeds 25% (where the goal cannot be told from the noise). A
 row whose measured step is under 50 ms is printed but not counted.
 
-The machine's drift: a virtual machine's host may give it less or more of
-its cores minute to minute, and one calibration stands for minutes of runs.
-A probe (a fixed run: tiny_dit at tp 2 on the local backend, the median
-of 3 steps) is timed right after each calibration and again before each
-row; the row prints the probe's ratio (drift: above 1, the machine is
-slower than when it was calibrated) and measured / predicted divided by
-it. The count within 25% is of the ratios as measured; a second count,
-of the ratios divided by the drift, says how much of what is outside is
-the machine's speed since the calibration rather than the model.
-
 Not a test: timings on a shared machine are noisy (a busy core slows every
 measured step while the calibration ran on whatever was free); the
-figures are recorded by hand in docs/performance.md. About 6-9 minutes on
-2 cores with --repeat 3 (the calibrations about 1 minute, the probes 1).
+figures are recorded by hand in docs/performance.md. About 8 minutes on
+2 cores with --repeat 3 (the calibrations about 2 minutes of it).
 
   python3 bench/cost_accuracy.py build [--backend local|mpi|both]
       [--hw-local P.json] [--hw-mpi P.json]  (skip calibrating: use these;
@@ -126,14 +116,6 @@ def calibrate(dtpc, backend, out, world=8):
     print("calibrated %s in %.0f s: %s" % (backend, time.time() - t0, " ".join(cmd)))
 
 
-def probe(dtpc, graph):
-    """ms per step of the probe run (module docstring), or None if it failed."""
-    r = subprocess.run([dtpc, "run", graph, "--steps", "3", "--timeout", "60"],
-                       capture_output=True, text=True)
-    m = re.search(r"^time: ([0-9.]+) ms per step", r.stdout, re.M)
-    return float(m.group(1)) if not r.returncode and m else None
-
-
 def one(dtpc, backend, profile, c, tmp, steps, repeat, predict_only):
     g = os.path.join(tmp, "g.graph")
     r = subprocess.run([dtpc] + plan_args(c) + ["-o", g], capture_output=True, text=True)
@@ -189,14 +171,8 @@ def main():
            time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())))
     t_start = time.time()
     tmp = tempfile.mkdtemp()
-    counted = within = within_drift = noisy = 0
+    counted = within = noisy = 0
     try:
-        probe_graph = os.path.join(tmp, "probe.graph")
-        pc = [c for c in cases() if c[0] == "tiny-tp2"][0]
-        r = subprocess.run([dtpc] + plan_args(pc) + ["-o", probe_graph], capture_output=True,
-                           text=True)
-        if r.returncode:
-            sys.exit("the probe's plan does not compile:\n" + r.stderr)
         for be in ("local", "mpi"):
             if a.backend not in (be, "both"):
                 continue
@@ -204,25 +180,21 @@ def main():
                 print("mpi: skipped (no mpirun)")
                 continue
             given = a.hw_local if be == "local" else a.hw_mpi
-            made, base = {}, {}
+            made = {}
 
-            def profile(world, be=be, given=given, made=made, base=base):
+            def profile(world, be=be, given=given, made=made):
+                if given:
+                    return given.replace("{world}", str(world))
                 key = world if be == "mpi" else 0
                 if key not in made:
-                    if given:
-                        made[key] = given.replace("{world}", str(world))
-                    else:
-                        made[key] = os.path.join(tmp, "%s%d.json" % (be, key))
-                        calibrate(dtpc, be, made[key], world)
-                    base[key] = probe(dtpc, probe_graph)
+                    made[key] = os.path.join(tmp, "%s%d.json" % (be, key))
+                    calibrate(dtpc, be, made[key], world)
                 return made[key]
-            print("\n%-6s %-30s %5s %9s %9s %6s %10s %6s %10s" %
-                  ("backend", "case", "world", "pred ms", "meas ms", "spread", "meas/pred",
-                   "drift", "/ drift"))
+            print("\n%-6s %-30s %5s %9s %9s %6s %10s" %
+                  ("backend", "case", "world", "pred ms", "meas ms", "spread", "meas/pred"))
             for c in cases():
                 if a.only not in c[0]:
                     continue
-                now = None if a.predict_only else probe(dtpc, probe_graph)
                 res, why = one(dtpc, be, profile, c, tmp, a.steps, a.repeat, a.predict_only)
                 if res is None:
                     print("%-7s %-30s %s" % (be, c[0], why))
@@ -234,27 +206,22 @@ def main():
                     continue
                 spread = res[3]
                 ratio = meas / pred
-                b = base.get(world if be == "mpi" else 0)
-                drift = now / b if now and b else float("nan")
                 if meas < 50:
                     verdict = "step < 50 ms: not counted"
                 else:
                     counted += 1
                     ok = 0.75 <= ratio <= 1.25
                     within += ok
-                    within_drift += 0.75 <= ratio / drift <= 1.25
                     noisy += spread > 1.25
                     verdict = "within" if ok else "OUTSIDE"
-                print("%-7s %-30s %5d %9.1f %9.1f %6.2f %10.2f %6.2f %10.2f  %s (%s)" %
-                      (be, c[0], world, pred, meas, spread, ratio, drift, ratio / drift,
-                       verdict, why), flush=True)
+                print("%-7s %-30s %5d %9.1f %9.1f %6.2f %10.2f  %s (%s)" %
+                      (be, c[0], world, pred, meas, spread, ratio, verdict, why), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     load = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else []
-    print("\ncost accuracy: %d of %d within 25%%; %d rows' own runs spread by more than 25%%; "
-          "%d of %d within 25%% once divided by the machine's drift since the calibration "
+    print("\ncost accuracy: %d of %d within 25%%; %d rows' own runs spread by more than 25%% "
           "(%.0f s; load average %s at the end)" %
-          (within, counted, noisy, within_drift, counted, time.time() - t_start, " ".join(load)))
+          (within, counted, noisy, time.time() - t_start, " ".join(load)))
 
 
 if __name__ == "__main__":
