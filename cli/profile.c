@@ -180,6 +180,23 @@ static bool table(const cJSON *obj, const char *key, const cJSON **out, const ch
 	return true;
 }
 
+/* A table row's key (by_ranks' rank count, by_group's group size): an
+ * integer of `kind` that no earlier row (seen[0..nseen)) gave. */
+static bool row_key(const cJSON *row, const char *key, enum numkind kind, const int *seen,
+		    int nseen, int *out, const char *where, char *err, size_t n)
+{
+	double v;
+	if (!num(row, key, kind, &v, where, err, n))
+		return false;
+	*out = (int)v;
+	for (int k = 0; k < nseen; k++)
+		if (seen[k] == *out) {
+			snprintf(err, n, "%s%s: %d is given twice", where, key, *out);
+			return false;
+		}
+	return true;
+}
+
 /* α (or the link's alpha_s) and bus bandwidth of each collective kind,
  * from the link itself or a by_group row. */
 static bool load_colls(const cJSON *j, double alpha_default, double *alpha, double *busbw,
@@ -234,21 +251,13 @@ static bool load_link(const cJSON *j, struct link *l, const char *which, char *e
 	cJSON_ArrayForEach(e, bg) {
 		struct group_row *g = &l->groups[l->ngroups];
 		int *gs = &l->group_size[l->ngroups];
-		double size;
 		snprintf(where, sizeof where, "links.%s.by_group[%d].", which, l->ngroups);
-		if (!known(e, group_keys, true, where, err, n))
+		if (!known(e, group_keys, true, where, err, n) ||
+		    !row_key(e, "group", N_GROUP, l->group_size, l->ngroups, gs, where, err, n))
 			return false;
-		if (!num(e, "group", N_GROUP, &size, where, err, n))
-			return false;
-		*gs = (int)size;
-		for (int k = 0; k < l->ngroups; k++)
-			if (l->group_size[k] == *gs) {
-				snprintf(err, n, "%sgroup: %d is given twice", where, *gs);
-				return false;
-			}
 		if (!load_colls(e, alpha, g->alpha, g->busbw, where, err, n))
 			return false;
-		g->at_work = size;
+		g->at_work = *gs;
 		if (!opt_num(e, "ranks_at_work", N_COUNT, &g->at_work, where, err, n))
 			return false;
 		l->ngroups++;
@@ -316,18 +325,10 @@ static bool load_table(const cJSON *x, struct dt_profile *dp, double launch, con
 	cJSON_ArrayForEach(e, tab) {
 		struct rates *row = &dp->rows[dp->nrows];
 		int *rr = &dp->row_ranks[dp->nrows];
-		double ranks;
 		snprintf(where, sizeof where, "dtypes.%s.by_ranks[%d].", dt, dp->nrows);
-		if (!known(e, row_keys, false, where, err, n))
+		if (!known(e, row_keys, false, where, err, n) ||
+		    !row_key(e, "ranks", N_COUNT, dp->row_ranks, dp->nrows, rr, where, err, n))
 			return false;
-		if (!num(e, "ranks", N_COUNT, &ranks, where, err, n))
-			return false;
-		*rr = (int)ranks;
-		for (int k = 0; k < dp->nrows; k++)
-			if (dp->row_ranks[k] == *rr) {
-				snprintf(err, n, "%sranks: %d is given twice", where, *rr);
-				return false;
-			}
 		row->launch = launch;
 		if (!load_rates(e, row, where, err, n) ||
 		    !opt_num(e, "launch_s", N_TIME, &row->launch, where, err, n))
