@@ -34,27 +34,17 @@
 #include "args.h"
 #include "compiler/diag.h"
 #include "median.h"
+#include "profile.h"
 #include "runtime/comm.h"
 #include "runtime/device.h"
 #include "runtime/dtpc.h"
 #include "runtime/session.h"
 
-enum { CO_AG, CO_AR, CO_A2A, CO_P2P, CO_N };
-/* The profile's keys, as cli/cost.c reads them. */
-static const char *const busbw_keys[CO_N] = { "all_gather_busbw", "all_reduce_busbw",
-					      "all_to_all_busbw", "p2p_busbw" };
-static const char *const alpha_keys[CO_N] = { "all_gather_alpha_s", "all_reduce_alpha_s",
-					      "all_to_all_alpha_s", "p2p_alpha_s" };
 static const char *const coll_names[CO_N] = { "all-gather", "all-reduce", "all-to-all",
 					      "ring shift" };
 
-/* The memory-bound kernels, by the keys of a by_ranks row's "op_bytes_per_s"
- * (cli/cost.c reads the same names): each moves the bytes the cost
- * model charges it (its operands and its result). */
-enum mop { M_LAYER_NORM, M_RMS_NORM, M_GELU, M_SILU, M_ADD, M_MUL, M_MODULATE, M_ROPE,
-	   M_COPY, M_LSE_MERGE, M_N };
-static const char *const mop_keys[M_N] = { "layer_norm", "rms_norm", "gelu", "silu", "add",
-					   "mul", "modulate", "rope", "copy", "lse_merge" };
+/* The memory-bound kernels (enum mop, mop_keys: profile.h) each move the
+ * bytes the cost model charges them (their operands and their result). */
 
 #define MAX_SIZES 4
 #define MAX_RANKS 16
@@ -637,12 +627,12 @@ static void add_links(cJSON *root, const struct coll_times *ct, const struct siz
 			 "%s: %s, groups of 2..%d, fitted t = alpha + bus bytes / busbw over %zu..%zu "
 			 "bytes; median over group sizes (the points: \"calibration\")",
 			 stamp, coll_names[k], ranks, sz->bytes[0], sz->bytes[sz->n - 1]);
-		put(intra, alpha_keys[k], am, src);
+		put(intra, coll_alpha_keys[k], am, src);
 		snprintf(src, sizeof src,
 			 "%s: %s, groups of 2..%d, fitted busbw divided by each rank's share of the "
 			 "%d cores; median over group sizes (the points: \"calibration\")",
 			 stamp, coll_names[k], ranks, cores);
-		put(intra, busbw_keys[k], bm, src);
+		put(intra, coll_keys[k], bm, src);
 	}
 	snprintf(src, sizeof src, "%s: median of the four collectives' alpha", stamp);
 	put(intra, "alpha_s", median(alphas, CO_N), src);
@@ -669,8 +659,8 @@ static void add_links(cJSON *root, const struct coll_times *ct, const struct siz
 		put(e, "group", n, src);
 		put(e, "ranks_at_work", ct->at_work[n], src);
 		for (int k = 0; k < CO_N; k++) {
-			put(e, alpha_keys[k], fa[k][n], src);
-			put(e, busbw_keys[k], fb[k][n], src);
+			put(e, coll_alpha_keys[k], fa[k][n], src);
+			put(e, coll_keys[k], fb[k][n], src);
 		}
 		cJSON_AddItemToArray(bg, e);
 	}

@@ -16,6 +16,8 @@ const char *const mop_keys[M_N] = { "layer_norm", "rms_norm", "gelu", "silu", "a
 				    "mul", "modulate", "rope", "copy", "lse_merge" };
 const char *const coll_keys[CO_N] = { "all_gather_busbw", "all_reduce_busbw",
 				      "all_to_all_busbw", "p2p_busbw" };
+const char *const coll_alpha_keys[CO_N] = { "all_gather_alpha_s", "all_reduce_alpha_s",
+					    "all_to_all_alpha_s", "p2p_alpha_s" };
 
 /* What a number of a profile may be: each kind's range keeps every time the
  * model computes from it finite (a rate of at least 1 per second, a time of
@@ -39,7 +41,7 @@ static const struct {
  * other is refused, as a misspelt optional field would otherwise be ignored
  * unseen, but for those whose name begins with '_' (comments, as in a
  * config.json). A link and a by_group row also have each collective's
- * bandwidth and α (coll_keys, with _alpha_s for _busbw). */
+ * bandwidth and α (coll_keys, coll_alpha_keys). */
 static const char *const root_keys[] = { "name", "description", "calibration",
 					 "ranks_per_node", "threads_per_node", "memory_bytes",
 					 "launch_s", "sms", "default_dtype", "dtypes", "links", NULL };
@@ -73,12 +75,9 @@ static const char *shown(const char *s, char *buf, size_t n)
 
 static bool coll_key(const char *k)
 {
-	for (int c = 0; c < CO_N; c++) {
-		size_t stem = strlen(coll_keys[c]) - strlen("_busbw");
-		if (!strcmp(k, coll_keys[c]) ||
-		    (!strncmp(k, coll_keys[c], stem) && !strcmp(k + stem, "_alpha_s")))
+	for (int c = 0; c < CO_N; c++)
+		if (!strcmp(k, coll_keys[c]) || !strcmp(k, coll_alpha_keys[c]))
 			return true;
-	}
 	return false;
 }
 
@@ -203,11 +202,8 @@ static bool load_colls(const cJSON *j, double alpha_default, double *alpha, doub
 		       const char *where, char *err, size_t n)
 {
 	for (int c = 0; c < CO_N; c++) {
-		char key[40];
-		snprintf(key, sizeof key, "%.*s_alpha_s", (int)(strlen(coll_keys[c]) - 6),
-			 coll_keys[c]);
 		alpha[c] = alpha_default;
-		if (!opt_num(j, key, N_TIME, &alpha[c], where, err, n) ||
+		if (!opt_num(j, coll_alpha_keys[c], N_TIME, &alpha[c], where, err, n) ||
 		    !num(j, coll_keys[c], N_RATE, &busbw[c], where, err, n))
 			return false;
 	}

@@ -48,7 +48,8 @@ struct dt_profile {
 };
 
 enum coll { CO_AG, CO_AR, CO_A2A, CO_P2P, CO_N };
-extern const char *const coll_keys[CO_N];
+/* each collective's bus bandwidth and α keys in a link or a by_group row */
+extern const char *const coll_keys[CO_N], *const coll_alpha_keys[CO_N];
 
 /* A by_group row: a group size's collectives as measured with only its
  * members at work. */
