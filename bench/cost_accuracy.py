@@ -20,8 +20,8 @@ row whose measured step is under 50 ms is printed but not counted.
 
 Not a test: timings on a shared machine are noisy (a busy core slows every
 measured step while the calibration ran on whatever was free); the
-figures are recorded by hand in docs/performance.md. About 8 minutes on
-2 cores with --repeat 3 (the calibrations about 2 minutes of it).
+figures are recorded by hand in docs/performance.md. About 5 minutes on
+2 cores with --repeat 3 (the calibrations under 1 minute of it).
 
   python3 bench/cost_accuracy.py build [--backend local|mpi|both]
       [--hw-local P.json] [--hw-mpi P.json]  (skip calibrating: use these;
