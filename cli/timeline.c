@@ -12,18 +12,32 @@
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "compiler/driver.h"
+
 enum { LEFT = 200, RIGHT = 20, TOP = 20, LANE = 18, GAP = 4, AXIS = 30, CHART = 40 };
+
+/* Rows of a picture (lanes, counter charts) past which it is no longer
+ * readable: also what keeps the work linear in the events, which each row's
+ * search for its lane or chart walks. A traced run has two lanes a rank. */
+enum { MAX_ROWS = 1024 };
+
+/* Times are µs from the trace's start: not negative, finite, and under
+ * 10^15 (30 years), so that sums and the scale stay finite. */
+#define MAX_TIME 1e15
 
 struct lane {
 	double pid, tid;
+	const char *pname, *tname; /* from the first name metadata; NULL if none */
 };
 struct series {
 	double pid;
 	const char *name; /* the counter's name, then its first argument's */
 	const char *arg;
+	const char *pname;
 };
 
 static void xml_text(FILE *f, const char *s)
@@ -54,24 +68,6 @@ static const char *str(const cJSON *e, const char *key)
 	return cJSON_IsString(v) ? v->valuestring : "";
 }
 
-/* The name metadata gives a process (tid < 0) or a row; NULL if none. */
-static const char *meta_name(const cJSON *ev, double pid, double tid)
-{
-	const cJSON *e;
-	cJSON_ArrayForEach(e, ev)
-	{
-		if (strcmp(str(e, "ph"), "M") || num(e, "pid") != pid)
-			continue;
-		bool proc = !strcmp(str(e, "name"), "process_name");
-		if ((tid < 0 && proc) ||
-		    (tid >= 0 && !strcmp(str(e, "name"), "thread_name") && num(e, "tid") == tid)) {
-			const char *n = str(cJSON_GetObjectItemCaseSensitive(e, "args"), "name");
-			return *n ? n : NULL;
-		}
-	}
-	return NULL;
-}
-
 /* 1, 2 or 5 times a power of ten: about eight ticks over span µs */
 static double tick_step(double span)
 {
@@ -85,8 +81,11 @@ static const char *color(const char *cat)
 										 : "#9c9c9c";
 }
 
-static void draw(FILE *f, const cJSON *ev, const struct lane *lanes, int nlanes,
-		 const struct series *ser, int nser, double tmax, int width)
+/* Draws the picture; the events of row r (lanes, then counter charts) are
+ * evs[order[start[r]] .. order[start[r + 1] - 1]], in the trace's order. */
+static void draw(FILE *f, const cJSON *const *evs, const int *order, const int *start,
+		 const struct lane *lanes, int nlanes, const struct series *ser, int nser,
+		 double tmax, int width)
 {
 	double plot = width - LEFT - RIGHT, scale = plot / tmax;
 	int axis_y = TOP + nlanes * (LANE + GAP);
@@ -96,7 +95,8 @@ static void draw(FILE *f, const cJSON *ev, const struct lane *lanes, int nlanes,
 	fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", width, height);
 	for (int l = 0; l < nlanes; l++) {
 		int y = TOP + l * (LANE + GAP);
-		const char *p = meta_name(ev, lanes[l].pid, -1), *t = meta_name(ev, lanes[l].pid, lanes[l].tid);
+		const char *p = lanes[l].pname && *lanes[l].pname ? lanes[l].pname : NULL;
+		const char *t = lanes[l].tname && *lanes[l].tname ? lanes[l].tname : NULL;
 		fprintf(f, "<g class=\"lane\">\n<text x=\"4\" y=\"%d\">", y + LANE - 5);
 		if (p && t) {
 			xml_text(f, p);
@@ -108,12 +108,8 @@ static void draw(FILE *f, const cJSON *ev, const struct lane *lanes, int nlanes,
 			fprintf(f, "pid %g tid %g", lanes[l].pid, lanes[l].tid);
 		}
 		fputs("</text>\n", f);
-		const cJSON *e;
-		cJSON_ArrayForEach(e, ev)
-		{
-			if (strcmp(str(e, "ph"), "X") || num(e, "pid") != lanes[l].pid ||
-			    num(e, "tid") != lanes[l].tid)
-				continue;
+		for (int k = start[l]; k < start[l + 1]; k++) {
+			const cJSON *e = evs[order[k]];
 			double ts = num(e, "ts"), dur = num(e, "dur");
 			/* a span under a tenth of a pixel still shows */
 			fprintf(f, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\">"
@@ -144,13 +140,12 @@ static void draw(FILE *f, const cJSON *ev, const struct lane *lanes, int nlanes,
 	for (int c = 0; c < nser; c++) {
 		int y = axis_y + AXIS + c * (CHART + GAP);
 		double top = 0;
-		const cJSON *e;
-		cJSON_ArrayForEach(e, ev)
-		if (!strcmp(str(e, "ph"), "C") && num(e, "pid") == ser[c].pid && !strcmp(str(e, "name"), ser[c].name))
-			top = fmax(top, num(cJSON_GetObjectItemCaseSensitive(e, "args"), ser[c].arg));
+		const int *first = order + start[nlanes + c], *end = order + start[nlanes + c + 1];
+		for (const int *k = first; k < end; k++)
+			top = fmax(top, num(cJSON_GetObjectItemCaseSensitive(evs[*k], "args"), ser[c].arg));
 		fprintf(f, "<g class=\"counter\">\n<text x=\"4\" y=\"%d\">", y + CHART / 2);
-		const char *p = meta_name(ev, ser[c].pid, -1);
-		if (p)
+		const char *p = ser[c].pname;
+		if (p && *p)
 			xml_text(f, p);
 		else
 			fprintf(f, "pid %g", ser[c].pid);
@@ -161,11 +156,8 @@ static void draw(FILE *f, const cJSON *ev, const struct lane *lanes, int nlanes,
 		/* a step line: each value holds until the next */
 		fprintf(f, "<polyline fill=\"none\" stroke=\"#59a14f\" points=\"%d,%d", LEFT, y + CHART);
 		double last = y + CHART;
-		cJSON_ArrayForEach(e, ev)
-		{
-			if (strcmp(str(e, "ph"), "C") || num(e, "pid") != ser[c].pid ||
-			    strcmp(str(e, "name"), ser[c].name))
-				continue;
+		for (const int *k = first; k < end; k++) {
+			const cJSON *e = evs[*k];
 			double x = LEFT + num(e, "ts") * scale;
 			double v = num(cJSON_GetObjectItemCaseSensitive(e, "args"), ser[c].arg);
 			double yv = y + CHART - (top > 0 ? v / top * CHART : 0);
@@ -177,8 +169,13 @@ static void draw(FILE *f, const cJSON *ev, const struct lane *lanes, int nlanes,
 	fputs("</svg>\n", f);
 }
 
-static char *slurp(const char *path, FILE *err)
+/* The file whole, *len its bytes (a NUL among them ends the JSON early,
+ * which cJSON then reports); NULL after saying why. */
+static char *slurp(const char *path, size_t *len, FILE *err)
 {
+	/* a regular file: not a device that never ends, nor a FIFO that waits */
+	if (!driver_readable(path, err))
+		return NULL;
 	FILE *f = fopen(path, "rb");
 	if (!f) {
 		fprintf(err, "dtpc: cannot read '%s': %s\n", path, strerror(errno));
@@ -195,11 +192,17 @@ static char *slurp(const char *path, FILE *err)
 			buf = nb;
 		}
 	}
-	fclose(f);
-	if (!buf)
+	if (buf && ferror(f)) {
+		fprintf(err, "dtpc: cannot read '%s': %s\n", path, strerror(errno));
+		free(buf);
+		buf = NULL;
+	} else if (!buf) {
 		fprintf(err, "dtpc: %s: out of memory\n", path);
-	else
+	} else {
 		buf[n] = 0;
+		*len = n;
+	}
+	fclose(f);
 	return buf;
 }
 
@@ -209,12 +212,54 @@ static int by_lane(const void *a, const void *b)
 	return x->pid != y->pid ? (x->pid > y->pid) - (x->pid < y->pid) : (x->tid > y->tid) - (x->tid < y->tid);
 }
 
+/* A number of event i that must be a time (see MAX_TIME); says which if not. */
+static bool time_ok(const char *path, int i, const cJSON *e, const char *key, FILE *err)
+{
+	double t = num(e, key);
+	if (t >= 0 && t < MAX_TIME)
+		return true;
+	fprintf(err, "dtpc: %s: event %d ('%s'): %s %g is not a time from 0 to 1e15 µs\n", path,
+		i, str(e, "name"), key, t);
+	return false;
+}
+
+/* The row of event i: its lane (X), nlanes + its chart (C), -1 for others;
+ * lanes already sorted. */
+static int row_of(const cJSON *e, const struct lane *lanes, int nlanes,
+		  const struct series *ser, int nser)
+{
+	const char *ph = str(e, "ph");
+	if (!strcmp(ph, "X")) {
+		struct lane l = { num(e, "pid"), num(e, "tid"), NULL, NULL };
+		const struct lane *hit = bsearch(&l, lanes, (size_t)nlanes, sizeof *lanes, by_lane);
+		return hit ? (int)(hit - lanes) : -1;
+	}
+	if (!strcmp(ph, "C"))
+		for (int k = 0; k < nser; k++)
+			if (ser[k].pid == num(e, "pid") && !strcmp(ser[k].name, str(e, "name")))
+				return nlanes + k;
+	return -1;
+}
+
 int timeline_svg(const char *path, const char *out, int width, FILE *err)
 {
-	char *text = slurp(path, err);
+	size_t len = 0;
+	char *text = slurp(path, &len, err);
 	if (!text)
 		return 2;
-	cJSON *root = cJSON_Parse(text);
+	/* cJSON takes a NUL for white space, so one is refused here; with
+	 * require_null_terminated it refuses what follows the value, up to the
+	 * NUL slurp adds (hence len + 1) */
+	const char *nul = memchr(text, 0, len), *end = NULL;
+	cJSON *root = nul ? NULL : cJSON_ParseWithLengthOpts(text, len + 1, &end, true);
+	if (!root) {
+		/* where the JSON ends being JSON, by byte: a trace is one long line */
+		const char *at = nul ? nul : cJSON_GetErrorPtr();
+		fprintf(err, "dtpc: %s: not JSON (at byte %td of %zu)\n", path,
+			at && at >= text && at <= text + len ? at - text : (ptrdiff_t)0, len);
+		free(text);
+		return 2;
+	}
 	free(text);
 	const cJSON *ev = cJSON_GetObjectItemCaseSensitive(root, "traceEvents");
 	if (!cJSON_IsArray(ev)) {
@@ -222,57 +267,116 @@ int timeline_svg(const char *path, const char *out, int width, FILE *err)
 		cJSON_Delete(root);
 		return 2;
 	}
-	int n = cJSON_GetArraySize(ev), nlanes = 0, nser = 0, rc = 2;
-	struct lane *lanes = malloc(sizeof *lanes * (n ? n : 1));
-	struct series *ser = malloc(sizeof *ser * (n ? n : 1));
+	int n = cJSON_GetArraySize(ev), nlanes = 0, nser = 0, rc = 2, i = 0;
+	struct lane *lanes = malloc(sizeof *lanes * MAX_ROWS);
+	struct series *ser = malloc(sizeof *ser * MAX_ROWS);
+	const cJSON **evs = malloc(sizeof *evs * (n ? n : 1));
+	int *row = malloc(sizeof *row * (n ? n : 1)), *order = malloc(sizeof *order * (n ? n : 1));
+	int *start = calloc(2 * MAX_ROWS + 2, sizeof *start);
 	double tmax = 0;
 	const cJSON *e;
-	if (!lanes || !ser) {
+	if (!lanes || !ser || !evs || !row || !order || !start) {
 		fprintf(err, "dtpc: %s: out of memory\n", path);
 		goto done;
 	}
 	cJSON_ArrayForEach(e, ev)
 	{
 		const char *ph = str(e, "ph");
+		evs[i] = e;
 		if (!strcmp(ph, "X")) {
-			struct lane l = { num(e, "pid"), num(e, "tid") };
+			if (!time_ok(path, i, e, "ts", err) || !time_ok(path, i, e, "dur", err))
+				goto done;
+			struct lane l = { num(e, "pid"), num(e, "tid"), NULL, NULL };
 			int k = 0;
 			while (k < nlanes && by_lane(&lanes[k], &l))
 				k++;
+			if (k == MAX_ROWS) {
+				fprintf(err, "dtpc: %s: event %d: more than %d lanes (pid, tid) to draw\n",
+					path, i, MAX_ROWS);
+				goto done;
+			}
 			if (k == nlanes)
 				lanes[nlanes++] = l;
 			tmax = fmax(tmax, num(e, "ts") + num(e, "dur"));
 		} else if (!strcmp(ph, "C")) {
-			const cJSON *a = cJSON_GetObjectItemCaseSensitive(e, "args");
-			if (!a || !a->child || !a->child->string)
+			const cJSON *a = cJSON_GetObjectItemCaseSensitive(e, "args"), *v;
+			if (!time_ok(path, i, e, "ts", err))
+				goto done;
+			cJSON_ArrayForEach(v, a)
+			if (cJSON_IsNumber(v) && !isfinite(v->valuedouble)) {
+				fprintf(err, "dtpc: %s: event %d ('%s'): counter '%s' is not finite\n",
+					path, i, str(e, "name"), v->string ? v->string : "");
+				goto done;
+			}
+			if (!a || !a->child || !a->child->string) {
+				i++;
 				continue;
-			struct series s = { num(e, "pid"), str(e, "name"), a->child->string };
+			}
+			struct series s = { num(e, "pid"), str(e, "name"), a->child->string, NULL };
 			int k = 0;
 			while (k < nser && (ser[k].pid != s.pid || strcmp(ser[k].name, s.name)))
 				k++;
+			if (k == MAX_ROWS) {
+				fprintf(err, "dtpc: %s: event %d: more than %d counters to draw\n", path,
+					i, MAX_ROWS);
+				goto done;
+			}
 			if (k == nser)
 				ser[nser++] = s;
 			tmax = fmax(tmax, num(e, "ts"));
 		}
+		i++;
 	}
-	if (!nlanes || tmax <= 0) {
+	/* under a nanosecond the scale and the axis's ticks are not finite */
+	if (!nlanes || tmax < 1e-3) {
 		fprintf(err, "dtpc: %s: no spans to draw\n", path);
 		goto done;
 	}
 	qsort(lanes, (size_t)nlanes, sizeof *lanes, by_lane);
+	/* the names (the first metadata of each wins), then each row's events
+	 * in order: a counting sort of the events by row */
+	for (i = 0; i < n; i++) {
+		e = evs[i];
+		row[i] = row_of(e, lanes, nlanes, ser, nser);
+		start[row[i] + 2]++;
+		if (strcmp(str(e, "ph"), "M"))
+			continue;
+		const char *name = str(cJSON_GetObjectItemCaseSensitive(e, "args"), "name");
+		double pid = num(e, "pid");
+		if (!strcmp(str(e, "name"), "process_name")) {
+			for (int k = 0; k < nlanes; k++)
+				if (lanes[k].pid == pid && !lanes[k].pname)
+					lanes[k].pname = name;
+			for (int k = 0; k < nser; k++)
+				if (ser[k].pid == pid && !ser[k].pname)
+					ser[k].pname = name;
+		} else if (!strcmp(str(e, "name"), "thread_name")) {
+			struct lane l = { pid, num(e, "tid"), NULL, NULL };
+			struct lane *hit = bsearch(&l, lanes, (size_t)nlanes, sizeof *lanes, by_lane);
+			if (hit && !hit->tname)
+				hit->tname = name;
+		}
+	}
+	/* start[r + 1]: where row r begins (row -1 holds the other events) */
+	for (int k = 1; k <= nlanes + nser + 1; k++)
+		start[k] += start[k - 1];
+	for (i = 0; i < n; i++)
+		order[start[row[i] + 1]++] = i;
+	/* each start[r + 1] has moved to where row r ends, which is where row
+	 * r + 1 begins: start[r] .. start[r + 1] is row r */
 	FILE *f = strcmp(out, "-") ? fopen(out, "w") : stdout;
 	if (!f) {
 		fprintf(err, "dtpc: cannot write '%s': %s\n", out, strerror(errno));
 		goto done;
 	}
-	draw(f, ev, lanes, nlanes, ser, nser, tmax, width);
+	draw(f, evs, order, start, lanes, nlanes, ser, nser, tmax, width);
 	rc = 0;
 	if (f == stdout ? fflush(f) : fclose(f)) {
 		fprintf(err, "dtpc: cannot write '%s': %s\n", out, strerror(errno));
 		rc = 2;
 	}
 done:
-	free(lanes), free(ser);
+	free(lanes), free(ser), free(evs), free(row), free(order), free(start);
 	cJSON_Delete(root);
 	return rc;
 }

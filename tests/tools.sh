@@ -277,6 +277,29 @@ golden timeline-errors sh -c "'$DTPC' timeline tests/tools/timeline-small.json; 
 	'$DTPC' timeline tests/tools/two-plans.plan -o -; echo exit \$?
 	'$DTPC' timeline /nonexistent.json -o -"
 "$DTPC" timeline tests/tools/timeline-small.json -o "$tmp/small.svg"
+# hostile traces: each a located error and exit 2, none a hang (a span of
+# 5e-324 µs looped in the axis's ticks; /dev/zero and a FIFO were read
+# forever or waited for; 20,000 lanes took 27 s, quadratic in the lanes)
+mkdir "$tmp/tl" && mkfifo "$tmp/tl/fifo"
+x='{"ph": "X", "pid": 0, "tid": 0'
+printf '{"traceEvents": [%s, "ts": 0, "dur": 5e-324}]}' "$x" >"$tmp/tl/tiny.json"
+printf '{"traceEvents": [%s, "ts": 10, "dur": -5, "name": "a"}]}' "$x" >"$tmp/tl/neg.json"
+printf '{"traceEvents": [%s, "ts": 1e999, "dur": 1}]}' "$x" >"$tmp/tl/inf.json"
+printf '{"traceEvents": [%s, "ts": 0, "dur": 1}, {"ph": "C", "pid": 0, "ts": 1, "name": "m", "args": {"v": -1e999}}]}' \
+	"$x" >"$tmp/tl/counter.json"
+printf '{"traceEvents": [%s, "ts": 0, "dur": 1\0}]}' "$x" >"$tmp/tl/nul.json"
+python3 -c "import json; json.dump({'traceEvents': [{'ph': 'X', 'pid': i, 'tid': 0, 'ts': i, 'dur': 1}
+	for i in range(1025)]}, open('$tmp/tl/lanes.json', 'w'))"
+for f in "$tmp/tl" "$tmp/tl/fifo" /dev/zero "$tmp"/tl/*.json; do
+	timeout 60 "$DTPC" timeline "$f" -o "$tmp/tl/out.svg"
+	echo "exit $?"
+done 2>&1 | sed "s|$tmp|TMP|g" >"$tmp/tl.out"
+compare tools/timeline-hostile tests/tools/timeline-hostile.expected "$tmp/tl.out"
+check timeline-hostile-nothing-written test ! -e "$tmp/tl/out.svg"
+# 10^5 events on the 1024 lanes the limit allows: linear in the events
+python3 -c "import json; json.dump({'traceEvents': [{'ph': 'X', 'pid': i % 1024, 'tid': 0, 'ts': i,
+	'dur': 1} for i in range(100000)]}, open('$tmp/tl/many.json', 'w'))"
+check timeline-many-lanes-quick timeout 60 "$DTPC" timeline "$tmp/tl/many.json" -o "$tmp/tl/many.svg"
 check timeline-small-matches python3 tests/tools/timeline_check.py tests/tools/timeline-small.json "$tmp/small.svg"
 for mutation in 's.replace(s[s.index("<rect x", 200):s.index("</rect>", 200) + 7], "", 1)' \
 	's.replace(s[(i := s.index("<g class=\"lane\">", 800)):s.index("</g>", i) + 5], "", 1)'; do
