@@ -19,6 +19,29 @@
 #include "compiler/driver.h"
 #include "runtime/dtpc.h"
 
+/* Identifiers the generated file cannot define: keywords (C11 and C23,
+ * whose new ones are keywords under -std=c23) and what <stddef.h> gives it. */
+static bool c_taken(const char *s)
+{
+	static const char *const taken[] = {
+		"alignas", "alignof", "auto", "bool", "break", "case", "char", "const",
+		"constexpr", "continue", "default", "do", "double", "else", "enum", "extern",
+		"false", "float", "for", "goto", "if", "inline", "int", "long", "nullptr",
+		"register", "restrict", "return", "short", "signed", "sizeof", "static",
+		"static_assert", "struct", "switch", "thread_local", "true", "typedef",
+		"typeof", "typeof_unqual", "union", "unsigned", "void", "volatile", "while",
+		"_Alignas", "_Alignof", "_Atomic", "_BitInt", "_Bool", "_Complex",
+		"_Decimal128", "_Decimal32", "_Decimal64", "_Generic", "_Imaginary",
+		"_Noreturn", "_Static_assert", "_Thread_local",
+		"NULL", "max_align_t", "nullptr_t", "offsetof", "ptrdiff_t", "size_t",
+		"unreachable", "wchar_t",
+	};
+	for (size_t i = 0; i < sizeof taken / sizeof *taken; i++)
+		if (!strcmp(s, taken[i]))
+			return true;
+	return false;
+}
+
 static bool c_identifier(const char *s)
 {
 	if (!*s || (*s >= '0' && *s <= '9'))
@@ -143,6 +166,11 @@ int embed_graph(const char *graph, const char *out, const char *symbol, FILE *er
 		fprintf(err, "dtpc: --symbol needs a C identifier, not '%s'\n", symbol);
 		return 2;
 	}
+	if (c_taken(symbol)) {
+		fprintf(err, "dtpc: --symbol '%s' is a C keyword or a <stddef.h> name; "
+			"the generated file cannot define it\n", symbol);
+		return 2;
+	}
 	bool object = ends_with(out, ".o");
 	if (!object && !ends_with(out, ".c")) {
 		fprintf(err, "dtpc: embed writes FILE.c or FILE.o, not '%s'\n", out);
@@ -164,6 +192,10 @@ int embed_graph(const char *graph, const char *out, const char *symbol, FILE *er
 	/* the source goes beside the output: the same file system for the
 	 * rename, and nothing left in a shared folder if the compiler fails */
 	char *src = malloc(strlen(out) + 16);
+	if (!src) {
+		fprintf(err, "dtpc: %s: out of memory\n", graph);
+		goto done;
+	}
 	sprintf(src, "%s.%s", out, object ? "embed.c" : "tmp");
 	FILE *f = fopen(src, "w");
 	bool ok = f && write_c(f, graph, buf, len, g, symbol);
