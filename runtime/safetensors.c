@@ -597,7 +597,8 @@ bool st_open_fault(struct st_file **out, const char *path, char *err, size_t err
 
 	*out = NULL;
 	*fault = ST_FAULT_IO;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO must not wait for a writer (it is refused below) */
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return st_fail(&w, "cannot open: %s", strerror(errno));
 	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {

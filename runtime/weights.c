@@ -6,12 +6,14 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* Room for a name in a message. */
 #define SHOW 200
@@ -476,13 +478,17 @@ static int cmp_hit(const void *a, const void *b)
 static char *read_index(const char *path, size_t *len, char *err, size_t errlen,
 			enum st_fault *fault)
 {
-	FILE *f = fopen(path, "rb");
+	/* O_NONBLOCK: a FIFO must not wait for a writer (it is refused below) */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
 	struct stat sb;
 	char *text = NULL;
 
 	*fault = ST_FAULT_IO;
 	if (!f) {
 		fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		return NULL;
 	}
 	if (fstat(fileno(f), &sb) || !S_ISREG(sb.st_mode)) {

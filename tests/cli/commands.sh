@@ -104,4 +104,16 @@ expect stdin-compile 0 '^compiled$' \
 	sh -c "\"$DTPC\" - --plan tiny_dit_8 -o \"$tmp/in.graph\" <examples/tiny_dit.plan && echo compiled"
 expect stdin-verify-refused 2 'compiled from standard input' "$DTPC" run "$tmp/in.graph" --verify
 
+# ---- a FIFO as a checkpoint, an index or a rank's file: refused, not waited on
+# (each blocked in open() for a writer that never came)
+mkdir "$tmp/ff" "$tmp/ff/ranks"
+mkfifo "$tmp/ff/w.safetensors" "$tmp/ff/model.safetensors.index.json" \
+	"$tmp/ff/ranks/rank-00000-of-00002.safetensors" "$tmp/ff/ranks/rank-00001-of-00002.safetensors"
+expect shard-weights-fifo 2 "w.safetensors: not a regular file" \
+	timeout 20 "$DTPC" shard "$g" --weights "$tmp/ff/w.safetensors" --out "$tmp/ff/out"
+expect shard-index-fifo 2 "index.json: not a regular file" \
+	timeout 20 "$DTPC" shard "$g" --weights "$tmp/ff/model.safetensors.index.json" --out "$tmp/ff/out"
+expect run-rank-file-fifo 2 "rank-00000-of-00002.safetensors: not a regular file" \
+	timeout 20 "$DTPC" run "$g" --weights "$tmp/ff/ranks"
+
 summary clicmd
