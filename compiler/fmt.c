@@ -499,17 +499,24 @@ static int fmt_file(const char *path, bool check, FILE *out, FILE *err)
 			fprintf(out, "%s\n", path);
 			rc = 1;
 		} else {
-			/* write beside and rename: an editor never sees half a file */
-			char *tmp = arena_printf(a, "%s.fmt-tmp", path);
-			FILE *w = fopen(tmp, "wb");
-			bool ok = w && fwrite(formatted, 1, n, w) == n;
+			/* write beside and rename: an editor never sees half a file;
+			 * beside the link's target, so that a symbolic link stays
+			 * one, and with the file's own permissions */
+			char *real = realpath(path, NULL);
+			char *tmp = real ? arena_printf(a, "%s.fmt-tmp", real) : NULL;
+			struct stat st;
+			FILE *w = tmp && !stat(real, &st) ? fopen(tmp, "wb") : NULL;
+			bool ok = w && !fchmod(fileno(w), st.st_mode & 07777) &&
+				  fwrite(formatted, 1, n, w) == n;
 			if (w && fclose(w))
 				ok = false;
-			if (!ok || rename(tmp, path)) {
+			if (!ok || rename(tmp, real)) {
 				fprintf(err, "dtpc: cannot write '%s': %s\n", path, strerror(errno));
-				remove(tmp);
+				if (tmp)
+					remove(tmp);
 				rc = 2;
 			}
+			free(real);
 		}
 	}
 	free(formatted);

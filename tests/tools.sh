@@ -534,6 +534,14 @@ cp tests/tools/fmt-messy.plan "$tmp/messy.plan"
 	"$DTPC" fmt --frob "$tmp/clean.plan"; echo "exit $?"
 } 2>&1 | sed "s|$tmp|TMP|g" >"$tmp/fmt-cli.out"
 compare tools/fmt-cli tests/tools/fmt-cli.expected "$tmp/fmt-cli.out"
+# rewriting through a symbolic link rewrites its target and keeps the link
+# (the rename replaced the link with a regular file, the target unformatted),
+# and keeps the file's permissions
+cp tests/tools/fmt-messy.plan "$tmp/target.plan"
+chmod 640 "$tmp/target.plan"
+ln -s "$tmp/target.plan" "$tmp/link.plan"
+check fmt-through-link sh -c "'$DTPC' fmt '$tmp/link.plan' && test -L '$tmp/link.plan' &&
+	cmp '$tmp/target.plan' '$tmp/clean.plan' && test \"\$(stat -c %a '$tmp/target.plan')\" = 640"
 # every plan under examples/ and models/ (the full diffusers models, when
 # the folder exists) is in its layout; a folder missing is not a failure
 plan_dirs=""
