@@ -384,18 +384,26 @@ static int save_outputs(const char *path, dtpc_session *s)
 }
 
 /* An output path is tried before the forward pass, not after it: an existing
- * file must be writable, a new one creatable (it is not left behind). */
+ * file must be writable, a new one creatable (it is not left behind). A FIFO
+ * must have a reader already: O_NONBLOCK fails at once (ENXIO) where a plain
+ * open would wait for one for ever. */
 static bool writable(const char *path, FILE *err)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0666);
 	bool created = fd >= 0;
 	if (fd < 0 && errno == EEXIST)
-		fd = open(path, O_WRONLY);
+		fd = open(path, O_WRONLY | O_NONBLOCK);
 	if (fd < 0) {
-		fprintf(err, "dtpc: cannot write '%s': %s\n", path, strerror(errno));
+		fprintf(err, "dtpc: cannot write '%s': %s\n", path,
+			errno == ENXIO ? "a FIFO that no process reads" : strerror(errno));
 		return false;
 	}
-	close(fd);
+	/* a FIFO's reader sees its end when the last writer closes: this one
+	 * stays open until dtpc exits, or the write after the run would find
+	 * the reader gone and wait for ever */
+	struct stat st;
+	if (fstat(fd, &st) || !S_ISFIFO(st.st_mode))
+		close(fd);
 	if (created)
 		unlink(path);
 	return true;
@@ -435,12 +443,51 @@ static bool verify_weights_ok(const struct run_opts *o, FILE *err)
 	return !ranked;
 }
 
+/* An output that is a regular file this run reads (the graph, the inputs,
+ * a weights file) or the other output: writing it would destroy what it
+ * reads, or one output the other. Devices (/dev/null twice) are fine. */
+static bool same_regular_file(const char *out, const char *in)
+{
+	struct stat a, b;
+	return out && in && !stat(out, &a) && S_ISREG(a.st_mode) && !stat(in, &b) &&
+	       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+static bool clobbers(const char *out, const char *in, const char *what, FILE *err)
+{
+	if (!same_regular_file(out, in))
+		return false;
+	fprintf(err, "dtpc: cannot write '%s': it is %s\n", out, what);
+	return true;
+}
+
+static bool outputs_apart(const struct run_opts *o, const char *trace, const char *save,
+			  FILE *err)
+{
+	const char *outs[] = { trace, save };
+	for (int k = 0; k < 2; k++)
+		if (clobbers(outs[k], o->graph, "the graph this run reads", err) ||
+		    clobbers(outs[k], o->inputs, "the --inputs this run reads", err) ||
+		    clobbers(outs[k], o->weights, "the --weights this run reads", err))
+			return false;
+	/* the two outputs: by name before either exists, by file after; a
+	 * device (/dev/null) takes both */
+	struct stat st;
+	bool device = trace && !stat(trace, &st) && !S_ISREG(st.st_mode);
+	if (trace && save && !device && (!strcmp(trace, save) || same_regular_file(trace, save))) {
+		fprintf(err, "dtpc: --trace and --save-outputs name the same file '%s'\n", trace);
+		return false;
+	}
+	return true;
+}
+
 /* Every file this rank reads or writes, checked before any work: a missing
  * or unwritable file is an I/O error (exit status 2), whatever the backend.
  * trace: this rank's trace path, or NULL. The message goes to err. */
 static bool files_ok(const struct run_opts *o, const char *trace, bool saves, FILE *err)
 {
-	return driver_readable(o->graph, err) &&
+	return outputs_apart(o, trace, saves ? o->save_outputs : NULL, err) &&
+	       driver_readable(o->graph, err) &&
 	       (!o->weights || weights_readable(o->weights, err)) && verify_weights_ok(o, err) &&
 	       (!o->inputs || driver_readable(o->inputs, err)) &&
 	       (!trace || writable(trace, err)) &&

@@ -116,4 +116,29 @@ expect shard-index-fifo 2 "index.json: not a regular file" \
 expect run-rank-file-fifo 2 "rank-00000-of-00002.safetensors: not a regular file" \
 	timeout 20 "$DTPC" run "$g" --weights "$tmp/ff/ranks"
 
+# ---- outputs that are FIFOs or files the run reads
+# a FIFO without a reader: refused (open waited for one for ever); with one,
+# written (the check's open and close ended the reader's stream, and the
+# write after the run then waited for ever)
+mkfifo "$tmp/ff/out"
+expect run-trace-fifo-no-reader 2 "cannot write '$tmp/ff/out': a FIFO that no process reads" \
+	timeout 20 "$DTPC" run "$g" --trace "$tmp/ff/out"
+expect run-save-fifo-reader 0 "^time:" sh -c "timeout 20 cat '$tmp/ff/out' >'$tmp/ff/got' &
+	timeout 20 '$DTPC' run '$g' --save-outputs '$tmp/ff/out'; s=\$?; wait; exit \$s"
+# what came through the FIFO is what a file gets
+"$DTPC" run "$g" --save-outputs "$tmp/ff/plain.st" >/dev/null 2>&1
+if python3 tests/compare_st.py "$tmp/ff/got" "$tmp/ff/plain.st" 0 >/dev/null 2>&1; then ok; else
+	bad clicmd/run-save-fifo-reader-whole
+fi
+cp "$g" "$tmp/ff/g.orig"
+expect run-save-over-graph 2 "cannot write '$g': it is the graph this run reads" \
+	"$DTPC" run "$g" --save-outputs "$g"
+if cmp -s "$g" "$tmp/ff/g.orig"; then ok; else bad clicmd/run-save-over-graph-kept; fi
+expect run-trace-over-weights 2 "it is the --weights this run reads" \
+	"$DTPC" run "$g" --weights "$tmp/good.safetensors" --trace "$tmp/good.safetensors"
+expect run-trace-save-same 2 "^dtpc: --trace and --save-outputs name the same file" \
+	"$DTPC" run "$g" --trace "$tmp/ff/same" --save-outputs "$tmp/ff/same"
+expect run-trace-save-devnull 0 "^time:" \
+	"$DTPC" run "$g" --trace /dev/null --save-outputs /dev/null
+
 summary clicmd
