@@ -82,24 +82,6 @@ static const char *found(struct reader *r)
 	return arena_printf(r->a, "byte 0x%02x", c);
 }
 
-/* The length of the UTF-8 sequence at p (1 to 4), or 0 when it is not one:
- * overlong forms, surrogates and code points past U+10FFFF are not UTF-8. */
-static int utf8_len(const unsigned char *p, const unsigned char *end)
-{
-	unsigned c = p[0];
-	int n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
-		: c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-	if (!n || end - p < n)
-		return 0;
-	for (int i = 1; i < n; i++)
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-	if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] > 0x9f) ||
-	    (c == 0xf0 && p[1] < 0x90) || (c == 0xf4 && p[1] > 0x8f))
-		return 0;
-	return n;
-}
-
 static int hex4(const char *p)
 {
 	int v = 0;

@@ -305,18 +305,63 @@ const char *json_int_text(const cJSON *n, char buf[24])
 	return buf;
 }
 
+int utf8_len(const unsigned char *p, const unsigned char *end)
+{
+	unsigned c = p[0];
+	int n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+		: c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+	if (!n || end - p < n)
+		return 0;
+	for (int i = 1; i < n; i++)
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+	if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] > 0x9f) ||
+	    (c == 0xf0 && p[1] < 0x90) || (c == 0xf4 && p[1] > 0x8f))
+		return 0;
+	return n;
+}
+
+bool utf8_repair(char *s)
+{
+	bool bad = false;
+	const unsigned char *end = (const unsigned char *)s + strlen(s);
+	for (unsigned char *u = (unsigned char *)s; *u;) {
+		int n = utf8_len(u, end);
+		if (n) {
+			u += n;
+			continue;
+		}
+		bad = true;
+		*u++ = '?';
+	}
+	return bad;
+}
+
+/* A file name or a message (which may quote one) as a JSON string: bytes
+ * that are not UTF-8 (a file name is any bytes) become '?' there. */
+static cJSON *json_text(const char *s)
+{
+	char *copy = strdup(s);
+	if (!copy)
+		return cJSON_CreateString(s);
+	utf8_repair(copy);
+	cJSON *j = cJSON_CreateString(copy);
+	free(copy);
+	return j;
+}
+
 static cJSON *json_one(const struct diag_ctx *d, const struct diag *g)
 {
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "severity", level_name[g->level]);
 	if (g->loc.file >= 0) {
-		cJSON_AddStringToObject(o, "file", d->files[g->loc.file].path);
+		cJSON_AddItemToObject(o, "file", json_text(d->files[g->loc.file].path));
 		cJSON_AddNumberToObject(o, "line", g->loc.line);
 		cJSON_AddNumberToObject(o, "column", g->loc.col);
 		cJSON_AddNumberToObject(o, "end_line", g->loc.end_line);
 		cJSON_AddNumberToObject(o, "end_column", g->loc.end_col);
 	}
-	cJSON_AddStringToObject(o, "message", g->msg);
+	cJSON_AddItemToObject(o, "message", json_text(g->msg));
 	if (g->children) {
 		cJSON *notes = cJSON_AddArrayToObject(o, "notes");
 		for (const struct diag *c = g->children; c; c = c->next)

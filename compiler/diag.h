@@ -118,4 +118,13 @@ struct cJSON *json_int(int64_t v);
 struct cJSON *json_uint(uint64_t v);
 /* The decimal text of such a number (json_int's, or a plain number). */
 const char *json_int_text(const struct cJSON *n, char buf[24]);
+
+/* The length of the well-formed UTF-8 sequence at p, before end (RFC 3629:
+ * no overlong forms, no surrogates, nothing above U+10FFFF), or 0. JSON and
+ * SARIF must be UTF-8; the plan's scanner and config.json's reader check
+ * their text with it. */
+int utf8_len(const unsigned char *p, const unsigned char *end);
+/* Replaces each byte of s that does not start a well-formed character with
+ * '?'; true if there was one. */
+bool utf8_repair(char *s);
 #endif

@@ -141,4 +141,16 @@ expect run-trace-save-same 2 "^dtpc: --trace and --save-outputs name the same fi
 expect run-trace-save-devnull 0 "^time:" \
 	"$DTPC" run "$g" --trace /dev/null --save-outputs /dev/null
 
+# ---- a file name that is not UTF-8: JSON output stays UTF-8 ('?' for the bad
+# byte); text keeps the bytes
+bad_name="$tmp/ff/b$(printf '\377')d.plan"
+printf 'model m { input x : [1, 4, 8]; y = gelu(x) output y; }\n' >"$bad_name"
+"$DTPC" check "$bad_name" --format json >"$tmp/ff/j.json" 2>/dev/null
+if python3 - "$tmp/ff/j.json" <<'PY2'
+import json, sys
+d = json.loads(open(sys.argv[1], "rb").read().decode("utf-8"))
+assert d["diagnostics"][0]["file"].endswith("/b?d.plan"), d
+PY2
+then ok; else bad clicmd/json-file-name-not-utf8; fi
+
 summary clicmd
