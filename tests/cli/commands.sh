@@ -153,4 +153,19 @@ assert d["diagnostics"][0]["file"].endswith("/b?d.plan"), d
 PY2
 then ok; else bad clicmd/json-file-name-not-utf8; fi
 
+# ---- the first sweep's leftovers (docs/reliability.md), now holding
+# fmt read /dev/zero until memory ran out; check FIFO blocked in fopen
+expect fmt-dev-zero 2 "cannot read '/dev/zero': not a regular file" timeout 20 "$DTPC" fmt /dev/zero
+mkfifo "$tmp/ff/p.plan"
+expect check-fifo 2 "not a regular file" timeout 20 "$DTPC" check "$tmp/ff/p.plan"
+# compiling a file whose only plan has a syntax error: its located error
+# and exit 1 (was "has no plan to compile", exit 2)
+printf 'model m { input x : [1, 4, 8]; y = gelu(x) output y; }\nplan p { model m; mesh tp = 1; }\n' \
+	>"$tmp/ff/syn.plan"
+expect compile-syntax-error 1 "syn.plan:1:44: error: unexpected 'output'" \
+	"$DTPC" "$tmp/ff/syn.plan" -o "$tmp/ff/syn.graph"
+# -D seq=4.0 on an integer parameter shows the value as given
+expect define-float-for-integer 1 "D seq = 4\.0: 'seq' is an integer" \
+	"$DTPC" check examples/tiny_dit.plan --plan tiny_dit_8 -D seq=4.0
+
 summary clicmd
