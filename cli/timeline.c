@@ -223,22 +223,12 @@ static bool time_ok(const char *path, int i, const cJSON *e, const char *key, FI
 	return false;
 }
 
-/* The row of event i: its lane (X), nlanes + its chart (C), -1 for others;
- * lanes already sorted. */
-static int row_of(const cJSON *e, const struct lane *lanes, int nlanes,
-		  const struct series *ser, int nser)
+/* A span's lane among the sorted lanes, or -1. */
+static int lane_of(const cJSON *e, const struct lane *lanes, int nlanes)
 {
-	const char *ph = str(e, "ph");
-	if (!strcmp(ph, "X")) {
-		struct lane l = { num(e, "pid"), num(e, "tid"), NULL, NULL };
-		const struct lane *hit = bsearch(&l, lanes, (size_t)nlanes, sizeof *lanes, by_lane);
-		return hit ? (int)(hit - lanes) : -1;
-	}
-	if (!strcmp(ph, "C"))
-		for (int k = 0; k < nser; k++)
-			if (ser[k].pid == num(e, "pid") && !strcmp(ser[k].name, str(e, "name")))
-				return nlanes + k;
-	return -1;
+	struct lane l = { num(e, "pid"), num(e, "tid"), NULL, NULL };
+	const struct lane *hit = bsearch(&l, lanes, (size_t)nlanes, sizeof *lanes, by_lane);
+	return hit ? (int)(hit - lanes) : -1;
 }
 
 int timeline_svg(const char *path, const char *out, int width, FILE *err)
@@ -283,6 +273,7 @@ int timeline_svg(const char *path, const char *out, int width, FILE *err)
 	{
 		const char *ph = str(e, "ph");
 		evs[i] = e;
+		row[i] = -1;
 		if (!strcmp(ph, "X")) {
 			if (!time_ok(path, i, e, "ts", err) || !time_ok(path, i, e, "dur", err))
 				goto done;
@@ -323,6 +314,7 @@ int timeline_svg(const char *path, const char *out, int width, FILE *err)
 			}
 			if (k == nser)
 				ser[nser++] = s;
+			row[i] = MAX_ROWS + k; /* chart k: its row once the lanes are counted */
 			tmax = fmax(tmax, num(e, "ts"));
 		}
 		i++;
@@ -337,7 +329,10 @@ int timeline_svg(const char *path, const char *out, int width, FILE *err)
 	 * in order: a counting sort of the events by row */
 	for (i = 0; i < n; i++) {
 		e = evs[i];
-		row[i] = row_of(e, lanes, nlanes, ser, nser);
+		if (!strcmp(str(e, "ph"), "X"))
+			row[i] = lane_of(e, lanes, nlanes);
+		else if (row[i] >= MAX_ROWS)
+			row[i] += nlanes - MAX_ROWS;
 		start[row[i] + 2]++;
 		if (strcmp(str(e, "ph"), "M"))
 			continue;
