@@ -74,7 +74,7 @@ check dump-graph-is-inspect sh -c "grep -q all_reduce '$tmp/dg.out' && cmp '$tmp
 # only the tp collectives drawn; a block or axis that does not exist and
 # --block without dot are refused. A full-size Flux graph (2270 ops):
 # collapsed to few nodes (the negative control: --block 3 opens more); the
-# full-size Flux, Wan and QwenImage graphs render with Graphviz within 10 s.
+# full-size Flux, Wan and QwenImage graphs render with Graphviz.
 golden dot-collapsed "$DTPC" inspect "$tmp/t8.graph" --format dot
 golden dot-block-axis "$DTPC" inspect "$tmp/t8.graph" --format dot --block 1 --axis tp --rank 5
 {
@@ -91,7 +91,8 @@ check dot-full-size-collapsed test "$(nodes "$tmp/flux.dot")" -lt 100
 check dot-full-size-block-opens test "$(nodes "$tmp/flux3.dot")" -gt "$(($(nodes "$tmp/flux.dot") + 20))"
 if command -v dot >/dev/null 2>&1; then
 	# the three full-size examples (issue 14: readable pictures in under 10 s
-	# each; measured in docs/tools.md), each showing its last block
+	# each, measured in docs/tools.md; the timeout here only stops a hang, a
+	# test times nothing), each showing its last block
 	for fp in flux:flux_ring2_ulysses2_tp2:single_transformer_blocks.37 \
 		wan:wan_ffn_tp2_ulysses4:blocks.39 \
 		qwenimage:qwenimage_ring2_ulysses2_tp2:transformer_blocks.59; do
@@ -99,7 +100,7 @@ if command -v dot >/dev/null 2>&1; then
 		p=${rest%%:*} last=${rest#*:}
 		"$DTPC" "examples/$f.plan" --plan "$p" -o "$tmp/$f-full.graph" -q
 		check "dot-full-size-renders-$f" sh -c "'$DTPC' inspect '$tmp/$f-full.graph' --format dot \
-			>'$tmp/$f-full.dot' && timeout 10 dot -Tsvg '$tmp/$f-full.dot' -o '$tmp/$f-full.svg' &&
+			>'$tmp/$f-full.dot' && timeout 300 dot -Tsvg '$tmp/$f-full.dot' -o '$tmp/$f-full.svg' &&
 			grep -q '>$last<' '$tmp/$f-full.svg'"
 	done
 else
@@ -296,11 +297,13 @@ for f in "$tmp/tl" "$tmp/tl/fifo" /dev/zero "$tmp"/tl/*.json; do
 done 2>&1 | sed "s|$tmp|TMP|g" >"$tmp/tl.out"
 compare tools/timeline-hostile tests/tools/timeline-hostile.expected "$tmp/tl.out"
 check timeline-hostile-nothing-written test ! -e "$tmp/tl/out.svg"
-# 3 x 10^5 events on the 1024 lanes the limit allows: linear in the events
-# (about 1 s; 44 s when each lane searched every event)
+# 3 x 10^5 events on the 1024 lanes the limit allows, every lane drawn (the
+# drawing is linear in the events: about 1 s here, 44 s when each lane
+# searched every event; the timeout only stops a hang, it times nothing)
 python3 -c "import json; json.dump({'traceEvents': [{'ph': 'X', 'pid': i % 1024, 'tid': 0, 'ts': i,
 	'dur': 1} for i in range(300000)]}, open('$tmp/tl/many.json', 'w'))"
-check timeline-many-lanes-quick timeout 10 "$DTPC" timeline "$tmp/tl/many.json" -o "$tmp/tl/many.svg"
+check timeline-many-lanes timeout 300 "$DTPC" timeline "$tmp/tl/many.json" -o "$tmp/tl/many.svg"
+check timeline-many-lanes-drawn test "$(grep -o '<g class="lane">' "$tmp/tl/many.svg" | wc -l)" = 1024
 check timeline-small-matches python3 tests/tools/timeline_check.py tests/tools/timeline-small.json "$tmp/small.svg"
 for mutation in 's.replace(s[s.index("<rect x", 200):s.index("</rect>", 200) + 7], "", 1)' \
 	's.replace(s[(i := s.index("<g class=\"lane\">", 800)):s.index("</g>", i) + 5], "", 1)'; do
