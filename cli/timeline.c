@@ -346,10 +346,9 @@ int timeline_svg(const char *path, const char *out, int width, FILE *err)
 				if (ser[k].pid == pid && !ser[k].pname)
 					ser[k].pname = name;
 		} else if (!strcmp(str(e, "name"), "thread_name")) {
-			struct lane l = { pid, num(e, "tid"), NULL, NULL };
-			struct lane *hit = bsearch(&l, lanes, (size_t)nlanes, sizeof *lanes, by_lane);
-			if (hit && !hit->tname)
-				hit->tname = name;
+			int k = lane_of(e, lanes, nlanes);
+			if (k >= 0 && !lanes[k].tname)
+				lanes[k].tname = name;
 		}
 	}
 	/* start[r + 1]: where row r begins (row -1 holds the other events) */

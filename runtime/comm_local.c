@@ -531,6 +531,26 @@ static void segment(size_t n, int P, int i, size_t *lo, size_t *hi)
 	*hi = *lo + chunk < n ? *lo + chunk : n;
 }
 
+/* dst[0 .. hi - lo) = the sum over rv's n members, in member order, of
+ * their posted buffers (recv, else send) over [lo, hi), in blocks that keep
+ * the partial sum in L1: my own terms are read before it lands. */
+static const float *member_buf(const struct rv *rv, int i, bool recvs)
+{
+	return recvs ? rv->m[i].post.recv : rv->m[i].post.send;
+}
+
+static void sum_members(const struct rv *rv, int n, bool recvs, size_t lo, size_t hi, float *dst)
+{
+	float acc[SUM_BLOCK];
+	for (size_t b = lo; b < hi; b += SUM_BLOCK) {
+		size_t len = hi - b < SUM_BLOCK ? hi - b : SUM_BLOCK;
+		sum2(acc, member_buf(rv, 0, recvs) + b, member_buf(rv, 1, recvs) + b, len);
+		for (int i = 2; i < n; i++)
+			add(acc, member_buf(rv, i, recvs) + b, len);
+		memcpy(dst + (b - lo), acc, len * sizeof *dst);
+	}
+}
+
 /* In place, in two steps. Reduce-scatter: each member sums its own segment
  * over all members' buffers into its buffer's segment; peers meanwhile read
  * only their own segments of it, so nothing they read changes. Gather: each
@@ -551,16 +571,7 @@ static int local_allreduce_f32(struct comm *c, const struct comm_group *g, struc
 	if (g->n > 1) {
 		size_t lo, hi;
 		segment(n, g->n, g->me, &lo, &hi);
-		/* the partial sum lives in L1: my own terms are read before it lands */
-		float acc[SUM_BLOCK];
-		for (size_t b = lo; b < hi; b += SUM_BLOCK) {
-			size_t len = hi - b < SUM_BLOCK ? hi - b : SUM_BLOCK;
-			sum2(acc, (const float *)rv->m[0].post.recv + b,
-			     (const float *)rv->m[1].post.recv + b, len);
-			for (int i = 2; i < g->n; i++)
-				add(acc, (const float *)rv->m[i].post.recv + b, len);
-			memcpy(buf + b, acc, len * sizeof *buf);
-		}
+		sum_members(rv, g->n, true, lo, hi, buf + lo);
 		pthread_mutex_lock(&l->w->mu);
 		settle(l->w, rv, g->me);
 		pthread_mutex_unlock(&l->w->mu);
@@ -602,15 +613,7 @@ static int local_reduce_scatter_f32(struct comm *c, const struct comm_group *g,
 	if (g->n == 1) {
 		memcpy(recv, send, counts[0] * sizeof *recv);
 	} else {
-		float acc[SUM_BLOCK];
-		for (size_t b = lo; b < hi; b += SUM_BLOCK) {
-			size_t len = hi - b < SUM_BLOCK ? hi - b : SUM_BLOCK;
-			sum2(acc, (const float *)rv->m[0].post.send + b,
-			     (const float *)rv->m[1].post.send + b, len);
-			for (int i = 2; i < g->n; i++)
-				add(acc, (const float *)rv->m[i].post.send + b, len);
-			memcpy(recv + (b - lo), acc, len * sizeof *recv);
-		}
+		sum_members(rv, g->n, false, lo, hi, recv);
 	}
 	finish(l, rv, g->me);
 	return COMM_OK;

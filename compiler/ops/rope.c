@@ -93,6 +93,7 @@ static bool shape_rope_freqs(struct op_ctx *I, struct ir_op *o, const struct val
 	o->attr[0] = !strcmp(v[4].s, "f64");
 	return true;
 }
+
 static bool shape_ltx_rope_freqs(struct op_ctx *I, struct ir_op *o, const struct value *v,
 				 struct ir_shape *out, int opi)
 {
