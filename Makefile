@@ -85,16 +85,23 @@ NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall -lineinfo
 NVCCFLAGS += $(if $(CUDNN_LIB),-DDTPC_HAVE_CUDNN)
 endif
 
-# Three parts: the compiler library libdtpcc (compiler/: plan -> graph; of
-# the runtime it uses the graph format only, which tests/install.sh checks),
-# the runtime library libdtpc (runtime/, kernels/), and the program (cli/:
-# the command line and the commands that run, read or measure graphs),
-# which links both.
+# Four parts: the graph format (graph/: the op table, the records, the
+# loader, the writer, the stats, the version), which the compiler library
+# libdtpcc (compiler/: plan -> graph) and the runtime library libdtpc
+# (runtime/, kernels/) both use and which uses neither (compiler -> graph <-
+# runtime; tests/install.sh checks the arrows), and the program (cli/: the
+# command line and the commands that run, read or measure graphs), which
+# links everything. The writer goes into libdtpcc only: a deployment never
+# writes a graph. The rest of the format goes into libdtpc, and a link of
+# libdtpcc takes it from there.
+GRAPH_SRC    = $(wildcard graph/*.c)
+GRAPH_WRITER_OBJ = $(BUILD)/obj/graph/graph_write.o
+GRAPH_OBJ    = $(filter-out $(GRAPH_WRITER_OBJ),$(GRAPH_SRC:%.c=$(BUILD)/obj/%.o))
 COMPILER_SRC = $(wildcard compiler/*.c compiler/ops/*.c)
 COMPILER_OBJ = $(COMPILER_SRC:%.c=$(BUILD)/obj/%.o) \
                $(BUILD)/obj/gen/plan.tab.o $(BUILD)/obj/gen/lex.yy.o
 RUNTIME_SRC  = $(wildcard runtime/*.c runtime/ops/*.c kernels/cpu/*.c)
-RUNTIME_OBJ  = $(RUNTIME_SRC:%.c=$(BUILD)/obj/%.o)
+RUNTIME_OBJ  = $(RUNTIME_SRC:%.c=$(BUILD)/obj/%.o) $(GRAPH_OBJ)
 CLI_SRC      = $(wildcard cli/*.c)
 CLI_OBJ      = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_SRC     = $(wildcard tests/unit/test_*.c)
@@ -131,9 +138,9 @@ $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	$(CC) $(GENFLAGS) -c -o $@ $<
 
 # The language's op signatures, from the op table (no table filled at run time).
-$(BUILD)/gen/op_sigs.h: runtime/ops.def scripts/gen_sigs.awk
+$(BUILD)/gen/op_sigs.h: graph/ops.def scripts/gen_sigs.awk
 	@mkdir -p $(@D)
-	awk -f scripts/gen_sigs.awk runtime/ops.def >$@
+	awk -f scripts/gen_sigs.awk graph/ops.def >$@
 
 # Sources that include the generated headers must wait for them.
 $(BUILD)/obj/compiler/parse.o: $(BUILD)/gen/lex.yy.h $(BUILD)/gen/plan.tab.h
@@ -147,7 +154,7 @@ $(BUILD)/obj/%.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -I. -MMD -MP -c -o $@ $<
 
-$(BUILD)/libdtpcc.a: $(COMPILER_OBJ)
+$(BUILD)/libdtpcc.a: $(COMPILER_OBJ) $(GRAPH_WRITER_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
@@ -216,7 +223,7 @@ $(BUILD)/examples/embed: $(BUILD)/obj/examples/embed.o $(BUILD)/obj/examples/emb
 # file of cli/ in the archive). The compiler and runtime are built once with
 # the fuzzer's instrumentation (fuzzer-no-link: coverage without libFuzzer's
 # main) into an archive each target links; `make fuzz` runs each for a minute.
-FUZZ_SRC = $(COMPILER_SRC) $(RUNTIME_SRC) cli/profile.c $(BUILD)/gen/plan.tab.c \
+FUZZ_SRC = $(GRAPH_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) cli/profile.c $(BUILD)/gen/plan.tab.c \
 	$(BUILD)/gen/lex.yy.c
 FUZZ_OBJ = $(patsubst %.c,$(BUILD)/fuzz/obj/%.o,$(FUZZ_SRC))
 FUZZ_BIN = $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
@@ -286,10 +293,10 @@ clean-tsan:
 # libdtpc.so exports only the dtpc_* API (DTPC_API in dtpc.h): everything is
 # compiled hidden and position-independent, and a version script keeps any
 # other global out of the dynamic symbol table (tests/install.sh checks it).
-# Its soname carries the major version of compiler/version.h.
+# Its soname carries the major version of graph/version.h.
 CFLAGS    += -fPIC -fvisibility=hidden
 NVCCFLAGS += -Xcompiler -fvisibility=hidden
-VERSION   := $(shell sed -n 's/^\#define DTPC_VERSION "\(.*\)"/\1/p' compiler/version.h)
+VERSION   := $(shell sed -n 's/^\#define DTPC_VERSION "\(.*\)"/\1/p' graph/version.h)
 SONAME     = libdtpc.so.$(firstword $(subst ., ,$(VERSION)))
 PREFIX    ?= /usr/local
 LIBDIR    ?= $(PREFIX)/lib
@@ -313,7 +320,7 @@ ifneq ($(file < $(BUILD)/obj/.config),$(BUILD_CONFIG))
 $(shell mkdir -p $(BUILD)/obj)
 $(file > $(BUILD)/obj/.config,$(BUILD_CONFIG))
 endif
-$(RUNTIME_OBJ) $(CUDA_OBJ) $(COMPILER_OBJ) $(CLI_OBJ): $(BUILD)/obj/.config
+$(RUNTIME_OBJ) $(CUDA_OBJ) $(COMPILER_OBJ) $(GRAPH_WRITER_OBJ) $(CLI_OBJ): $(BUILD)/obj/.config
 
 $(BUILD)/libdtpc.map:
 	@mkdir -p $(@D)

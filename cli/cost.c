@@ -20,8 +20,8 @@
 #include "compiler/driver.h"
 #include "compiler/expr.h"
 #include "compiler/parse.h"
-#include "runtime/graph.h"
-#include "runtime/graph_stats.h"
+#include "graph/graph.h"
+#include "graph/graph_stats.h"
 
 /* ---- hardware profiles ------------------------------------------------------ */
 

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "compiler/diag.h"
-#include "runtime/graph_stats.h"
+#include "graph/graph_stats.h"
 
 static const char *axis_name(const struct g_graph *g, uint32_t a)
 {

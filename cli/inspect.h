@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "runtime/graph.h"
+#include "graph/graph.h"
 
 enum inspect_format { INSPECT_TEXT, INSPECT_JSON, INSPECT_DOT };
 

@@ -16,7 +16,7 @@
 #include "args.h"
 #include "compiler/diag.h"
 #include "compiler/driver.h"
-#include "runtime/graph_file.h"
+#include "graph/graph_file.h"
 #include "runtime/weights.h"
 
 /* The folder to write into: made when absent; one that exists may hold

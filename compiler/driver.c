@@ -17,7 +17,7 @@
 #include "layout.h"
 #include "lower.h"
 #include "parse.h"
-#include "runtime/graph_stats.h"
+#include "graph/graph_stats.h"
 #include "summary.h"
 
 /* ---- dumps --------------------------------------------------------------- */

@@ -6,7 +6,7 @@
  * text positions reach ~544). Where a rope_freqs reads a generator's whole
  * output directly, the generator is folded into it: the graph's rope_freqs
  * has no ids operand and the generator's attributes (G_OF_GRID,
- * G_OF_TEXT: runtime/graph.h), and the device computes the positions in
+ * G_OF_TEXT: graph/graph.h), and the device computes the positions in
  * float32 on the fly. A generator left without readers (not an output)
  * is dropped with its tensor. The fold runs in every dtype: a float32
  * graph narrowed at run time (dtpc run --dtype) gets exact positions too,

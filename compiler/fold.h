@@ -3,7 +3,7 @@
 #ifndef DTPC_FOLD_H
 #define DTPC_FOLD_H
 #include "layout.h"
-#include "runtime/graph.h"
+#include "graph/graph.h"
 
 /* Refuses (located, at the op) each grid_ids or text_ids that the fold
  * leaves in the graph and whose positions its dtype does not hold

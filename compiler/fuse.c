@@ -5,7 +5,7 @@
  * the activation's output tensor; the activation op and the linear's
  * output tensor go. The fused op means exactly the pair: the linear's
  * result rounded to the storage dtype, then the activation
- * (runtime/graph.h), so a graph computes the same bits with and without
+ * (graph/graph.h), so a graph computes the same bits with and without
  * the pass (tests/fuse.sh). A device runs the activation in the GEMM's
  * epilogue where it has one (dev_ops.linear_act), saving a write and a
  * read of the intermediate and its arena space.

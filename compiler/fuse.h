@@ -5,7 +5,7 @@
 #include <stdio.h>
 
 #include "arena.h"
-#include "runtime/graph.h"
+#include "graph/graph.h"
 
 /* Replaces each linear whose output only one gelu or silu reads (not a
  * graph output, same dtype, shape and split) by a linear_act writing the

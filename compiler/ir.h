@@ -11,7 +11,7 @@
 #include "diag.h"
 #include "expr.h"
 
-#include "runtime/op_table.h"
+#include "graph/op_table.h"
 
 /* The op a plan names s, or -1 (graph-only ops are not nameable). */
 int op_lookup(const char *s);

@@ -16,7 +16,7 @@
 #include "arena.h"
 #include "op_compile.h"
 #include "strmap.h"
-#include "version.h"
+#include "graph/version.h"
 
 #define VEC(T) struct { T *v; uint64_t n, cap; }
 #define PUSH(L, vec, x)                                                         \

@@ -4,7 +4,7 @@
 #include <stdio.h>
 
 #include "layout.h"
-#include "runtime/graph.h"
+#include "graph/graph.h"
 
 struct lower_opts {
 	const char *source_path;

@@ -15,7 +15,7 @@
 #include "op_compile.h"
 #include "strmap.h"
 
-#include "runtime/graph.h"
+#include "graph/graph.h"
 
 int op_lookup(const char *s)
 {

@@ -4,6 +4,6 @@
 
 const struct op_compile *const op_compile[OP_COUNT] = {
 #define OP(id, lo, hi, glo, ghi, fl, sig) [OP_##id] = &op_compile_##id,
-#include "runtime/ops.def"
+#include "graph/ops.def"
 #undef OP
 };

@@ -13,8 +13,8 @@
 #include "diag.h"
 #include "expr.h"
 #include "ir.h"
-#include "runtime/graph.h"
-#include "runtime/op_table.h"
+#include "graph/graph.h"
+#include "graph/op_table.h"
 
 /* ---- the language's signatures (generated from ops.def: op_sigs.h) ------- */
 
@@ -79,7 +79,7 @@ struct op_compile {
 };
 
 #define OP(id, lo, hi, glo, ghi, fl, sig) extern const struct op_compile op_compile_##id;
-#include "runtime/ops.def"
+#include "graph/ops.def"
 #undef OP
 extern const struct op_compile *const op_compile[OP_COUNT];
 

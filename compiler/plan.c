@@ -16,7 +16,7 @@
 #include "glob.h"
 #include "parse.h"
 #include "strmap.h"
-#include "runtime/graph.h"
+#include "graph/graph.h"
 
 const char *const style_names[ST_COUNT] = {
 	"colwise", "rowwise", "replicate", "ring", "ulysses", "split", "gather", "fsdp",

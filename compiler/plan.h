@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "ir.h"
-#include "runtime/graph.h"
+#include "graph/graph.h"
 
 enum style_kind {
 	ST_COLWISE, ST_ROWWISE, ST_REPLICATE, ST_RING, ST_ULYSSES, ST_SPLIT, ST_GATHER,

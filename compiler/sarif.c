@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "diag.h"
-#include "version.h"
+#include "graph/version.h"
 
 struct rule {
 	const char *id;

@@ -12,7 +12,7 @@
 
 #include "arena.h"
 #include "diag.h"
-#include "runtime/graph_stats.h"
+#include "graph/graph_stats.h"
 #include "strmap.h"
 
 /* The distinct per-rank sizes of a dim of `size` split n ways, largest

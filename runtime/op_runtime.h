@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime/graph_stats.h"
+#include "graph/graph_stats.h"
 #include "runtime/session.h"
 
 struct op_runtime {
@@ -24,7 +24,7 @@ struct op_runtime {
 };
 
 #define OP(id, lo, hi, glo, ghi, fl, sig) extern const struct op_runtime op_runtime_##id;
-#include "runtime/ops.def"
+#include "graph/ops.def"
 #undef OP
 
 /* ---- shapes, data and errors: what the op families share -------------------------- */

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/graph_file.h"
+#include "graph/graph_file.h"
 #include "runtime/safetensors.h"
 #include "runtime/session.h"
 #include "runtime/weights.h"

@@ -6,7 +6,7 @@
 #include "runtime/comm.h"
 #include "runtime/device.h"
 #include "runtime/dtpc.h"
-#include "runtime/graph.h"
+#include "graph/graph.h"
 
 struct dtpc_graph {
 	struct g_graph g;

@@ -5,7 +5,7 @@
 
 #include "runtime/comm.h"
 #include "runtime/device.h"
-#include "runtime/graph_stats.h"
+#include "graph/graph_stats.h"
 #include "runtime/session.h"
 
 /* Bytes of the arena in use while each op runs, from the memory plan: an

@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/graph.h"
+#include "graph/graph.h"
 #include "runtime/safetensors.h"
 
 enum ckpt_kind { CKPT_FILE, CKPT_INDEX, CKPT_RANKS };

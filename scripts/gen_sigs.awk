@@ -1,11 +1,11 @@
 # gen_sigs.awk — the language's op signatures as a C table, made at build
-# time from runtime/ops.def (the one table of ops), so the compiler holds no
-# lazily filled global: `awk -f scripts/gen_sigs.awk runtime/ops.def`.
+# time from graph/ops.def (the one table of ops), so the compiler holds no
+# lazily filled global: `awk -f scripts/gen_sigs.awk graph/ops.def`.
 #
 # An OP line ends with its signature, "name:kind[=default], ..."; `*:t` is a
 # variadic list of tensors, named "inputs" in messages.
 BEGIN {
-	print "/* op_sigs.h — generated from runtime/ops.def by scripts/gen_sigs.awk */"
+	print "/* op_sigs.h — generated from graph/ops.def by scripts/gen_sigs.awk */"
 	print "static const struct sig sigs[OP_COUNT] = {"
 }
 /^OP\(/ {

@@ -6,7 +6,7 @@
 
 #include "compiler/op_compile.h"
 #include "compiler/op_layout.h"
-#include "runtime/graph.h"
+#include "graph/graph.h"
 
 static bool shape_rope(struct op_ctx *I, struct ir_op *o, const struct value *v,
 		       struct ir_shape *out, int opi)

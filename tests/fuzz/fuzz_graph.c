@@ -1,4 +1,4 @@
-/* fuzz_graph.c — libFuzzer target: the .graph loader (runtime/graph_load.c).
+/* fuzz_graph.c — libFuzzer target: the .graph loader (graph/graph_load.c).
  *
  * Each input is parsed twice: as it is, which exercises the header checks
  * (almost every mutation dies at the checksum there), and with its size and
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/graph.h"
+#include "graph/graph.h"
 #include "runtime/session.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

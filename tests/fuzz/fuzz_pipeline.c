@@ -21,7 +21,7 @@
 #include "compiler/fold.h"
 #include "compiler/lower.h"
 #include "compiler/parse.h"
-#include "runtime/graph.h"
+#include "graph/graph.h"
 #include "runtime/session.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,5 +1,5 @@
-/* test_graph.c — unit tests for the .graph format: runtime/graph_write.c and
- * runtime/graph_load.c (docs/graph-format.md).
+/* test_graph.c — unit tests for the .graph format: graph/graph_write.c and
+ * graph/graph_load.c (docs/graph-format.md).
  *
  * A small but complete graph (mesh ring = 2 x tp = 3, uneven and block-sharded
  * patterns, tensors of every kind, a few ops with and without groups) goes
@@ -18,10 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compiler/version.h"
-#include "runtime/graph.h"
+#include "graph/version.h"
+#include "graph/graph.h"
 #include "runtime/dtpc.h"
-#include "runtime/graph_file.h"
+#include "graph/graph_file.h"
 #include "tests/unit/unit.h"
 
 /* ---- the test graph -------------------------------------------------------------- */

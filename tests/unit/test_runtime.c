@@ -21,9 +21,9 @@
 
 #include "compiler/driver.h"
 #include "runtime/device.h"
-#include "runtime/graph.h"
+#include "graph/graph.h"
 #include "runtime/dtpc.h"
-#include "runtime/graph.h"
+#include "graph/graph.h"
 #include "runtime/safetensors.h"
 #include "runtime/session.h"
 #include "tests/unit/unit.h"

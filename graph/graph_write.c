@@ -6,13 +6,13 @@
  * byte is determined by the graph's contents: the buffer starts zeroed (so
  * padding is zero) and unused array slots are cleared, so equal graphs give
  * equal files and equal checksums (the ranks' handshake compares them). */
-#include "runtime/graph.h"
+#include "graph/graph.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "compiler/version.h"
+#include "graph/version.h"
 
 /* The format is little-endian and the records are written as they lie in
  * memory: a big-endian writer would need a byte-swapping pass, which no

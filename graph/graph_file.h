@@ -1,7 +1,7 @@
 /* graph_file.h — a graph loaded from a file (mmap'd, validated). */
 #ifndef DTPC_GRAPH_FILE_H
 #define DTPC_GRAPH_FILE_H
-#include "runtime/graph.h"
+#include "graph/graph.h"
 
 struct graph_file {
 	struct g_graph g;

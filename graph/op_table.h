@@ -16,7 +16,7 @@ enum op_flags {
 
 enum op_kind {
 #define OP(id, lo, hi, glo, ghi, fl, sig) OP_##id,
-#include "runtime/ops.def"
+#include "graph/ops.def"
 #undef OP
 	OP_COUNT
 };

@@ -8,7 +8,7 @@
  * arena. The checks are linear in the file's size (patterns own disjoint chunk
  * ranges, the string blob ends in a NUL), so a hostile file cannot make
  * loading slow either. */
-#include "runtime/graph.h"
+#include "graph/graph.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compiler/version.h"
+#include "graph/version.h"
 
 struct loader {
 	const uint8_t *buf;

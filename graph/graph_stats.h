@@ -1,7 +1,7 @@
 /* graph_stats.h — per-rank costs of a graph (communication, weights). */
 #ifndef DTPC_GRAPH_STATS_H
 #define DTPC_GRAPH_STATS_H
-#include "runtime/graph.h"
+#include "graph/graph.h"
 
 /* Bytes rank sends for op `op` in one forward pass, with the standard
  * algorithms: all-gather (P-1)/P of the result, ring all-reduce 2(P-1)/P of

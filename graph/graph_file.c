@@ -1,5 +1,5 @@
 /* graph_file.c — mmap a graph file and validate it. */
-#include "runtime/graph_file.h"
+#include "graph/graph_file.h"
 
 #include <errno.h>
 #include <fcntl.h>

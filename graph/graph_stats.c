@@ -1,7 +1,7 @@
 /* graph_stats.c — what a graph costs a rank: bytes each collective moves,
  * weight bytes, the activation arena. One implementation for the compile
  * report, `dtpc inspect` and the runtime's trace. */
-#include "runtime/graph_stats.h"
+#include "graph/graph_stats.h"
 
 #include <string.h>
 

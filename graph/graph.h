@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/op_table.h"
+#include "graph/op_table.h"
 
 #define GRAPH_MAGIC "DTPCGRPH"
 enum {
