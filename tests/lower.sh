@@ -7,13 +7,22 @@ set -u
 BUILD=${1:-build}
 . tests/lib.sh
 
-# meaning GRAPH RANK: what a rank runs, as `dtpc inspect` prints it, without
-# the graph's checksum and the plan's source hash. Those change with any byte
-# of the plan file (a comment) and say nothing about the lowering; a golden
-# that holds them fails on every edit and trains blind regeneration.
+# meaning GRAPH RANK: what a rank runs, as `dtpc inspect` prints it: the
+# ops, their shapes, inputs and outputs, the collectives with their groups and
+# volumes, the weights' slices; without the graph's checksum and the plan's
+# source hash, which change with any byte of the plan file (a comment), and
+# without what the memory plan decides (the file's size, the arena's size,
+# each tensor's offset in it), which a change of the memory plan alone moves
+# in every golden. A golden that holds them fails on every such edit and
+# trains blind regeneration; tests/unit and the equivalence runs check the
+# memory plan itself.
 meaning() {
 	"$DTPC" inspect "$1" --rank "$2" 2>&1 |
-		sed -e 's/^\(graph: .*\), checksum [0-9a-f]*$/\1/' -e '/^  source_hash  /d'
+		sed -e 's/^\(graph: \)[0-9]* bytes \(.*\), checksum [0-9a-f]*$/\1\2/' \
+			-e '/^  source_hash  /d' \
+			-e 's/^\(program: .*\); arena [0-9]* bytes per rank$/\1/' \
+			-e 's/^\(  memory: \)arena [0-9.]* [KMG]*i*B (activations and communication buffers), /\1/' \
+			-e 's/^\(    %[0-9]* *[a-z]*\) *offset *[0-9]* */\1 /'
 }
 
 # golden NAME PLAN MESH CONTEXT RANK DEFINES... (of the plan file $LFILE)
