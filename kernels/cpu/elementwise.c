@@ -1,4 +1,4 @@
-/* elementwise.c — activations, broadcasting arithmetic, modulation, RoPE and
+/* elementwise.c — activations, broadcasting arithmetic, modulation and
  * strided copies (see kernels.h). All are memory-bound, so the aim is loops
  * the compiler can vectorise: unit or zero strides in the innermost loop and
  * no per-element branching on the operation. */
@@ -190,31 +190,4 @@ void k_copy2d_elems(void *dst, int64_t dst_stride, const void *src, int64_t src_
 	for (int64_t r = 0; r < rows; r++)
 		memcpy((char *)dst + (size_t)(r * dst_stride) * esize,
 		       (const char *)src + (size_t)(r * src_stride) * esize, (size_t)cols * esize);
-}
-
-void k_rope(const float *x, int64_t x_stride, const float *cos, const float *sin,
-	    float *y, int64_t y_stride, int64_t B, int64_t S, int64_t heads, int64_t D)
-{
-	assert(D % 2 == 0);
-	for (int64_t bi = 0; bi < B; bi++) {
-		for (int64_t s = 0; s < S; s++) {
-			const float *c = cos + s * D, *sn = sin + s * D;
-			const float *xr = x + (bi * S + s) * x_stride;
-			float *yr = y + (bi * S + s) * y_stride;
-
-			for (int64_t h = 0; h < heads; h++) {
-				const float *xh = xr + h * D;
-				float *yh = yr + h * D;
-
-				/* Both inputs of a pair are read before either
-				 * output is written, so y may be x. */
-				for (int64_t i = 0; i < D; i += 2) {
-					float x0 = xh[i], x1 = xh[i + 1];
-
-					yh[i] = x0 * c[i] - x1 * sn[i];
-					yh[i + 1] = x1 * c[i + 1] + x0 * sn[i + 1];
-				}
-			}
-		}
-	}
 }

@@ -1,10 +1,9 @@
 /* embed.c — the embeddings diffusers computes inside a transformer's
- * forward: the sinusoidal timestep projection, RoPE tables from positions,
- * the position grids, and the patch (un)embedding's regrouping.
+ * forward: the sinusoidal timestep projection, the position grids, and the
+ * patch (un)embedding's regrouping (RoPE's tables are rope.c's).
  *
  * The tables follow diffusers' float32 / float64 arithmetic step by step
- * (embeddings.py: get_timestep_embedding, get_1d_rotary_pos_embed;
- * transformer_qwenimage.py: QwenEmbedRope.rope_params). Each float32 step
+ * (embeddings.py: get_timestep_embedding). Each float32 step
  * is rounded as torch rounds it; where torch calls a transcendental
  * function (exp, pow, sin, cos) of a float32 value, the value is taken to
  * double, the function computed there and the result rounded once to
@@ -38,93 +37,6 @@ void k_timestep_embedding(const float *t, float *y, int64_t n, int64_t dim, bool
 		}
 		if (dim % 2)
 			row[dim - 1] = 0;
-	}
-}
-
-void k_rope_freqs(const float *ids, float *y, int64_t rows, int64_t naxes,
-		  const int64_t *axes_dim, double theta, bool sine, bool f64)
-{
-	int64_t width = 0;
-
-	for (int64_t a = 0; a < naxes; a++)
-		width += axes_dim[a];
-	for (int64_t r = 0; r < rows; r++) {
-		float *row = y + r * width;
-
-		for (int64_t a = 0; a < naxes; a++) {
-			int64_t d = axes_dim[a];
-			float pos = ids[r * naxes + a];
-
-			for (int64_t j = 0; j < d / 2; j++) {
-				double v;
-
-				if (f64) {
-					/* get_1d_rotary_pos_embed, freqs_dtype float64 */
-					double fr = 1.0 / pow(theta, (double)(2 * j) / (double)d);
-					double ang = (double)pos * fr;
-
-					v = sine ? sin(ang) : cos(ang);
-				} else {
-					/* QwenEmbedRope.rope_params: all float32 */
-					float e = (float)(2 * j) / (float)d;
-					float p = (float)pow((double)(float)theta, (double)e);
-					float ang = pos * (1.0f / p);
-
-					v = sine ? sin((double)ang) : cos((double)ang);
-				}
-				row[2 * j] = row[2 * j + 1] = (float)v;
-			}
-			row += d;
-		}
-	}
-}
-
-/* LTXVideoRotaryPosEmbed's base sizes (the model constructs it with these) */
-static const float ltx_rope_base[3] = { 20, 2048, 2048 };
-
-/* torch.linspace(start, end, n)[k] in float32 as torch 2.15's CPU kernel
- * computes it: start + step * k on the first half, end - step * (n - 1 - k)
- * on the second, each rounded once (a fused multiply-add: measured equal to
- * torch for every n up to 800; two roundings differ from n = 16 on) */
-static float ltx_linspace(float start, float end, int64_t n, int64_t k)
-{
-	if (n == 1)
-		return start;
-	float step = (end - start) / (float)(n - 1);
-	return k < n / 2 ? fmaf(step, (float)k, start) : fmaf(-step, (float)(n - 1 - k), end);
-}
-
-void k_ltx_rope_freqs(const float *ids, float *y, int64_t rows, int64_t dim,
-		      const double scale[3], int64_t patch_t, int64_t patch, double theta,
-		      bool sine)
-{
-	int64_t n = dim / 6, pad = dim % 6;
-	/* math.log(1, theta), math.log(theta, theta): Python's float64, then
-	 * torch's float32 */
-	float start = (float)(log(1.0) / log(theta)), end = (float)(log(theta) / log(theta));
-	float th = (float)theta, pi = (float)M_PI;
-	float mul[3] = { (float)patch_t, (float)patch, (float)patch };
-	float sc[3] = { (float)scale[0], (float)scale[1], (float)scale[2] };
-
-	for (int64_t r = 0; r < rows; r++)
-		for (int64_t j = 0; j < pad; j++)
-			y[r * dim + j] = sine ? 0.0f : 1.0f;
-	/* frequency by frequency: one pow each, whatever the rows */
-	for (int64_t k = 0; k < n; k++) {
-		float v = ltx_linspace(start, end, n, k);
-		float f = (float)pow((double)th, (double)v);
-		f = f * pi / 2.0f; /* freqs * math.pi / 2.0 */
-		for (int64_t r = 0; r < rows; r++)
-			for (int a = 0; a < 3; a++) {
-				/* grid * scale * patch / base, then grid * 2 - 1 */
-				float c = ids[r * 3 + a] * sc[a];
-				c = c * mul[a];
-				c = c / ltx_rope_base[a];
-				float ang = f * (c * 2.0f - 1.0f);
-				float t = (float)(sine ? sin((double)ang) : cos((double)ang));
-				float *o = y + r * dim + pad + 2 * (3 * k + a);
-				o[0] = o[1] = t;
-			}
 	}
 }
 

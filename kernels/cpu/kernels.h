@@ -183,17 +183,6 @@ void k_copy2d(float *dst, int64_t dst_stride, const float *src, int64_t src_stri
 void k_copy2d_elems(void *dst, int64_t dst_stride, const void *src, int64_t src_stride,
 		    int64_t rows, int64_t cols, size_t esize);
 
-/* RoPE on interleaved pairs (Flux's convention), for every head h and pair i
- * of a head of D floats (D even):
- *   y[2i]   = x[2i] cos[2i]     - x[2i+1] sin[2i]
- *   y[2i+1] = x[2i+1] cos[2i+1] + x[2i] sin[2i+1]
- * x and y are [B, S, heads * D] with row strides x_stride and y_stride (floats
- * between consecutive positions, heads * D when contiguous) so q and k can be
- * rotated inside a packed qkv buffer; cos and sin are [S, D]. y may equal x
- * with y_stride == x_stride. Callers own all buffers. */
-void k_rope(const float *x, int64_t x_stride, const float *cos, const float *sin,
-	    float *y, int64_t y_stride, int64_t B, int64_t S, int64_t heads, int64_t D);
-
 /* Bytes of workspace k_attention needs for these sizes, a few hundred KiB
  * at most (the tiles bound it; the sequence lengths do not matter). */
 size_t k_attention_workspace(int64_t Sq, int64_t Skv, int64_t D, int64_t Dv);
@@ -242,15 +231,7 @@ void k_vexp(const float *x, float *y, int64_t n);
 void k_lse_merge(float *out, float *lse, const float *out_blk, const float *lse_blk,
 		 int64_t B, int64_t Sq, int64_t H, int64_t Dv);
 
-/* ---- embeddings (embed.c): what diffusers computes inside a forward ---- */
-
-/* diffusers' get_timestep_embedding of n timesteps t, in its float32
- * order: each t times input_scale (Flux's `timestep * 1000`), frequencies
- * exp(-log(max_period) k / (dim/2 - shift)), the angle t f times scale,
- * then [sin | cos] ([cos | sin] with flip), a last zero column when dim is
- * odd. y is [n, dim]. */
-void k_timestep_embedding(const float *t, float *y, int64_t n, int64_t dim, bool flip,
-			  double shift, double scale, double max_period, double input_scale);
+/* ---- rope (rope.c): the rotary position embedding's tables and its rotation ---- */
 
 /* RoPE tables of rows positions ids [rows, naxes] into y [rows, sum of
  * axes_dim]: per axis a, get_1d_rotary_pos_embed(axes_dim[a], ids[:, a],
@@ -272,6 +253,27 @@ void k_rope_freqs(const float *ids, float *y, int64_t rows, int64_t naxes,
 void k_ltx_rope_freqs(const float *ids, float *y, int64_t rows, int64_t dim,
 		      const double scale[3], int64_t patch_t, int64_t patch, double theta,
 		      bool sine);
+
+/* RoPE on interleaved pairs (Flux's convention), for every head h and pair i
+ * of a head of D floats (D even):
+ *   y[2i]   = x[2i] cos[2i]     - x[2i+1] sin[2i]
+ *   y[2i+1] = x[2i+1] cos[2i+1] + x[2i] sin[2i+1]
+ * x and y are [B, S, heads * D] with row strides x_stride and y_stride (floats
+ * between consecutive positions, heads * D when contiguous) so q and k can be
+ * rotated inside a packed qkv buffer; cos and sin are [S, D]. y may equal x
+ * with y_stride == x_stride. Callers own all buffers. */
+void k_rope(const float *x, int64_t x_stride, const float *cos, const float *sin,
+	    float *y, int64_t y_stride, int64_t B, int64_t S, int64_t heads, int64_t D);
+
+/* ---- embeddings (embed.c): what diffusers computes inside a forward ---- */
+
+/* diffusers' get_timestep_embedding of n timesteps t, in its float32
+ * order: each t times input_scale (Flux's `timestep * 1000`), frequencies
+ * exp(-log(max_period) k / (dim/2 - shift)), the angle t f times scale,
+ * then [sin | cos] ([cos | sin] with flip), a last zero column when dim is
+ * odd. y is [n, dim]. */
+void k_timestep_embedding(const float *t, float *y, int64_t n, int64_t dim, bool flip,
+			  double shift, double scale, double max_period, double input_scale);
 
 /* The positions (f, h, w) of an F x H x W token grid in row-major order,
  * y [F H W, 3]; with center, h counts from -(H - H/2) and w from

@@ -1,5 +1,5 @@
-/* kc_internal.h — what the CUDA kernel files share: the context and the
- * dtype helpers. Not installed; C++ (nvcc) only. */
+/* kc_internal.h — what the CUDA kernel files share: the context, the
+ * dtype helpers, grid-stride indices and aligned chunk accesses. Not installed; C++ (nvcc) only. */
 #ifndef DTPC_KC_INTERNAL_H
 #define DTPC_KC_INTERNAL_H
 #include <cublasLt.h>
@@ -42,6 +42,51 @@ static inline unsigned kc_blocks_for(const kc_ctx *c, int64_t per_block, int64_t
 	if (need > cap)
 		need = cap;
 	return need < 1 ? 1u : (unsigned)need;
+}
+
+/* Grid-stride loops: this thread's index in the grid and the grid's thread
+ * count; this thread's warp (of 32 threads) in the grid and the grid's warp
+ * count. Blocks are whole warps. */
+__device__ __forceinline__ int64_t kc_thread(void)
+{
+	return (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+}
+
+__device__ __forceinline__ int64_t kc_threads(void)
+{
+	return (int64_t)gridDim.x * blockDim.x;
+}
+
+__device__ __forceinline__ int64_t kc_warp(void)
+{
+	return (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+}
+
+__device__ __forceinline__ int64_t kc_warps(void)
+{
+	return (int64_t)gridDim.x * (blockDim.x / 32);
+}
+
+/* W consecutive elements as one aligned access (16 bytes for the widest W). */
+template <typename T, int W> struct alignas(sizeof(T) * W) Chunk {
+	T v[W];
+};
+
+template <typename T, int W> __device__ __forceinline__ void kc_load(const T *p, float *f)
+{
+	Chunk<T, W> c = *reinterpret_cast<const Chunk<T, W> *>(p);
+#pragma unroll
+	for (int i = 0; i < W; i++)
+		f[i] = kc_to_f32<T>(c.v[i]);
+}
+
+template <typename T, int W> __device__ __forceinline__ void kc_store(T *p, const float *f)
+{
+	Chunk<T, W> c;
+#pragma unroll
+	for (int i = 0; i < W; i++)
+		c.v[i] = kc_from_f32<T>(f[i]);
+	*reinterpret_cast<Chunk<T, W> *>(p) = c;
 }
 
 /* fn<T>(...) for the storage type of dtype t. */

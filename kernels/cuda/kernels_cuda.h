@@ -126,7 +126,7 @@ int kc_lse_merge_acc(kc_ctx *c, enum kc_dtype acc, enum kc_dtype t, void *out, f
 
 /* The embeddings (kernels/cpu/kernels.h: k_timestep_embedding ...
  * k_unpatchify), with timesteps, positions and tables in dtype t and the
- * same arithmetic as the CPU's (embed.cu), so float32 results agree with
+ * same arithmetic as the CPU's (embed.cu, rope.cu), so float32 results agree with
  * the CPU's bit for bit; axes_dim is a host array of at most 8. */
 int kc_timestep_embedding(kc_ctx *c, enum kc_dtype t, const void *ts, void *y, int64_t n,
 			  int64_t dim, bool flip, double shift, double scale, double max_period,

@@ -1,5 +1,5 @@
 /* pointwise.cu — norms, activations, broadcasting arithmetic, modulation,
- * strided copies and fills, and RoPE on the device (see kernels_cuda.h; the meaning of
+ * strided copies and fills on the device (see kernels_cuda.h; the meaning of
  * each is that of its k_ counterpart in kernels/cpu/kernels.h).
  *
  * All of these are memory-bound, so the aims are coalesced 16-byte accesses
@@ -7,8 +7,7 @@
  * than the load it indexes). Each kernel comes in a vector width W: W = 16
  * bytes' worth of elements when every pointer and row length lets each
  * thread's chunk start on a 16-byte boundary, else W = 1 for any layout
- * (RoPE: a whole pair when pairs are aligned; copy2d: the widest unit up to
- * 16 bytes that the addresses allow).
+ * (copy2d: the widest unit up to 16 bytes that the addresses allow).
  * Math is float32 whatever the storage dtype.
  *
  * In-place use (y == x) is safe everywhere the CPU header allows it: every
@@ -29,55 +28,12 @@ bool aligned16(const void *p)
 	return ((uintptr_t)p & 15) == 0;
 }
 
-/* W consecutive elements as one aligned access (16 bytes for the widest W). */
-template <typename T, int W> struct alignas(sizeof(T) * W) Chunk {
-	T v[W];
-};
-
-template <typename T, int W> __device__ __forceinline__ void load(const T *p, float *f)
-{
-	Chunk<T, W> c = *reinterpret_cast<const Chunk<T, W> *>(p);
-#pragma unroll
-	for (int i = 0; i < W; i++)
-		f[i] = kc_to_f32<T>(c.v[i]);
-}
-
-template <typename T, int W> __device__ __forceinline__ void store(T *p, const float *f)
-{
-	Chunk<T, W> c;
-#pragma unroll
-	for (int i = 0; i < W; i++)
-		c.v[i] = kc_from_f32<T>(f[i]);
-	*reinterpret_cast<Chunk<T, W> *>(p) = c;
-}
-
 __device__ __forceinline__ float warp_sum(float v)
 {
 #pragma unroll
 	for (int o = 16; o > 0; o >>= 1)
 		v += __shfl_xor_sync(0xffffffffu, v, o);
 	return v;
-}
-
-__device__ __forceinline__ int64_t global_thread(void)
-{
-	return (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-}
-
-__device__ __forceinline__ int64_t global_threads(void)
-{
-	return (int64_t)gridDim.x * blockDim.x;
-}
-
-/* The first warp of this block in a grid of warps, and the warp count. */
-__device__ __forceinline__ int64_t global_warp(void)
-{
-	return (int64_t)blockIdx.x * WARPS + threadIdx.x / 32;
-}
-
-__device__ __forceinline__ int64_t global_warps(void)
-{
-	return (int64_t)gridDim.x * WARPS;
 }
 
 /* ---- activations ------------------------------------------------------------ */
@@ -113,16 +69,16 @@ __global__ void unary_kernel(const T *x, T *y, int64_t n, F f)
 {
 	int64_t chunks = n / W;
 
-	for (int64_t i = global_thread(); i < chunks; i += global_threads()) {
+	for (int64_t i = kc_thread(); i < chunks; i += kc_threads()) {
 		float v[W];
 
-		load<T, W>(x + i * W, v);
+		kc_load<T, W>(x + i * W, v);
 #pragma unroll
 		for (int j = 0; j < W; j++)
 			v[j] = f(v[j]);
-		store<T, W>(y + i * W, v);
+		kc_store<T, W>(y + i * W, v);
 	}
-	for (int64_t i = chunks * W + global_thread(); i < n; i += global_threads())
+	for (int64_t i = chunks * W + kc_thread(); i < n; i += kc_threads())
 		y[i] = kc_from_f32<T>(f(kc_to_f32<T>(x[i])));
 }
 
@@ -171,13 +127,13 @@ __global__ void layer_norm_kernel(const T *x, T *y, int64_t rows, int64_t n, flo
 	const int lane = threadIdx.x % 32;
 	const int64_t chunks = n / W;
 
-	for (int64_t r = global_warp(); r < rows; r += global_warps()) {
+	for (int64_t r = kc_warp(); r < rows; r += kc_warps()) {
 		const T *xr = x + r * n;
 		T *yr = y + r * n;
 		float v[W], sum = 0, sq = 0;
 
 		for (int64_t i = lane; i < chunks; i += 32) {
-			load<T, W>(xr + i * W, v);
+			kc_load<T, W>(xr + i * W, v);
 #pragma unroll
 			for (int j = 0; j < W; j++)
 				sum += v[j];
@@ -185,7 +141,7 @@ __global__ void layer_norm_kernel(const T *x, T *y, int64_t rows, int64_t n, flo
 		const float mean = warp_sum(sum) / (float)n;
 
 		for (int64_t i = lane; i < chunks; i += 32) {
-			load<T, W>(xr + i * W, v);
+			kc_load<T, W>(xr + i * W, v);
 #pragma unroll
 			for (int j = 0; j < W; j++)
 				sq += (v[j] - mean) * (v[j] - mean);
@@ -195,11 +151,11 @@ __global__ void layer_norm_kernel(const T *x, T *y, int64_t rows, int64_t n, flo
 		for (int64_t i = lane; i < chunks; i += 32) {
 			float g[W], h[W];
 
-			load<T, W>(xr + i * W, v);
+			kc_load<T, W>(xr + i * W, v);
 			if (w)
-				load<T, W>(w + i * W, g);
+				kc_load<T, W>(w + i * W, g);
 			if (b)
-				load<T, W>(b + i * W, h);
+				kc_load<T, W>(b + i * W, h);
 #pragma unroll
 			for (int j = 0; j < W; j++) {
 				float o = (v[j] - mean) * rstd;
@@ -210,7 +166,7 @@ __global__ void layer_norm_kernel(const T *x, T *y, int64_t rows, int64_t n, flo
 					o += h[j];
 				v[j] = o;
 			}
-			store<T, W>(yr + i * W, v);
+			kc_store<T, W>(yr + i * W, v);
 		}
 	}
 }
@@ -224,13 +180,13 @@ __global__ void rms_norm_kernel(const T *x, T *y, int64_t groups, int64_t group,
 	const int lane = threadIdx.x % 32;
 	const int64_t chunks = group / W;
 
-	for (int64_t g = global_warp(); g < groups; g += global_warps()) {
+	for (int64_t g = kc_warp(); g < groups; g += kc_warps()) {
 		const T *xg = x + g * group;
 		T *yg = y + g * group;
 		float v[W], sq = 0;
 
 		for (int64_t i = lane; i < chunks; i += 32) {
-			load<T, W>(xg + i * W, v);
+			kc_load<T, W>(xg + i * W, v);
 #pragma unroll
 			for (int j = 0; j < W; j++)
 				sq += v[j] * v[j];
@@ -240,13 +196,13 @@ __global__ void rms_norm_kernel(const T *x, T *y, int64_t groups, int64_t group,
 		for (int64_t i = lane; i < chunks; i += 32) {
 			float s[W];
 
-			load<T, W>(xg + i * W, v);
+			kc_load<T, W>(xg + i * W, v);
 			if (w)
-				load<T, W>(w + i * W, s);
+				kc_load<T, W>(w + i * W, s);
 #pragma unroll
 			for (int j = 0; j < W; j++)
 				v[j] = w ? v[j] * r * s[j] : v[j] * r;
-			store<T, W>(yg + i * W, v);
+			kc_store<T, W>(yg + i * W, v);
 		}
 	}
 }
@@ -261,7 +217,7 @@ __global__ void norm_stats_kernel(const T *x, const T *sums, T *out, int64_t row
 {
 	const int lane = threadIdx.x % 32;
 
-	for (int64_t r = global_warp(); r < rows; r += global_warps()) {
+	for (int64_t r = kc_warp(); r < rows; r += kc_warps()) {
 		const T *xr = x + r * n;
 		const float c = mode == 1 ? kc_to_f32<T>(sums[r]) / (float)N : 0.0f;
 		float s = 0, sq = 0;
@@ -291,7 +247,7 @@ __global__ void norm_apply_kernel(const T *x, T *y, int64_t rows, int64_t n, int
 {
 	const int lane = threadIdx.x % 32;
 
-	for (int64_t r = global_warp(); r < rows; r += global_warps()) {
+	for (int64_t r = kc_warp(); r < rows; r += kc_warps()) {
 		float mean = 0, ms;
 
 		if (s1) {
@@ -398,17 +354,17 @@ __global__ void binary_flat_kernel(const T *a, int64_t sa, const T *b, int64_t s
 {
 	int64_t chunks = n / W;
 
-	for (int64_t i = global_thread(); i < chunks; i += global_threads()) {
+	for (int64_t i = kc_thread(); i < chunks; i += kc_threads()) {
 		float va[W], vb[W];
 
 		if (sa)
-			load<T, W>(a + i * W, va);
+			kc_load<T, W>(a + i * W, va);
 		else
 #pragma unroll
 			for (int j = 0; j < W; j++)
 				va[j] = kc_to_f32<T>(a[0]);
 		if (sb)
-			load<T, W>(b + i * W, vb);
+			kc_load<T, W>(b + i * W, vb);
 		else
 #pragma unroll
 			for (int j = 0; j < W; j++)
@@ -416,9 +372,9 @@ __global__ void binary_flat_kernel(const T *a, int64_t sa, const T *b, int64_t s
 #pragma unroll
 		for (int j = 0; j < W; j++)
 			va[j] = apply<OP>(va[j], vb[j]);
-		store<T, W>(out + i * W, va);
+		kc_store<T, W>(out + i * W, va);
 	}
-	for (int64_t i = chunks * W + global_thread(); i < n; i += global_threads())
+	for (int64_t i = chunks * W + kc_thread(); i < n; i += kc_threads())
 		out[i] = kc_from_f32<T>(apply<OP>(kc_to_f32<T>(a[i * sa]), kc_to_f32<T>(b[i * sb])));
 }
 
@@ -446,7 +402,7 @@ __global__ void binary_rows_kernel(const T *a, const T *b, T *out, BinSpace s, i
 	const int lane = threadIdx.x % 32;
 	const int64_t n0 = s.dim[0], sa0 = s.sa[0], sb0 = s.sb[0];
 
-	for (int64_t r = global_warp(); r < rows; r += global_warps()) {
+	for (int64_t r = kc_warp(); r < rows; r += kc_warps()) {
 		int64_t oa, ob;
 
 		row_offsets(s, r, &oa, &ob);
@@ -461,7 +417,7 @@ __global__ void binary_rows_kernel(const T *a, const T *b, T *out, BinSpace s, i
 template <typename T, int OP>
 __global__ void binary_any_kernel(const T *a, const T *b, T *out, BinSpace s, int64_t n)
 {
-	for (int64_t e = global_thread(); e < n; e += global_threads()) {
+	for (int64_t e = kc_thread(); e < n; e += kc_threads()) {
 		int64_t r = e / s.dim[0], i = e - r * s.dim[0], oa, ob;
 
 		row_offsets(s, r, &oa, &ob);
@@ -515,7 +471,7 @@ __global__ void modulate_kernel(const T *x, const T *shift, const T *scale, T *y
 	const int lane = threadIdx.x % 32;
 	const int64_t chunks = H / W;
 
-	for (int64_t r = global_warp(); r < rows; r += global_warps()) {
+	for (int64_t r = kc_warp(); r < rows; r += kc_warps()) {
 		int64_t bi = r / S, si = r - bi * S, off = bi * b_stride + si * s_stride;
 		const T *sh = shift + off, *sc = scale + off, *xr = x + r * H;
 		T *yr = y + r * H;
@@ -523,13 +479,13 @@ __global__ void modulate_kernel(const T *x, const T *shift, const T *scale, T *y
 		for (int64_t i = lane; i < chunks; i += 32) {
 			float v[W], p[W], q[W];
 
-			load<T, W>(xr + i * W, v);
-			load<T, W>(sc + i * W, p);
-			load<T, W>(sh + i * W, q);
+			kc_load<T, W>(xr + i * W, v);
+			kc_load<T, W>(sc + i * W, p);
+			kc_load<T, W>(sh + i * W, q);
 #pragma unroll
 			for (int j = 0; j < W; j++)
 				v[j] = v[j] * (1.0f + p[j]) + q[j];
-			store<T, W>(yr + i * W, v);
+			kc_store<T, W>(yr + i * W, v);
 		}
 	}
 }
@@ -575,7 +531,7 @@ __global__ void copy2d_kernel(U *__restrict__ dst, int64_t dst_stride,
 {
 	const int lane = threadIdx.x % 32;
 
-	for (int64_t w = global_warp(); w < rows * pieces; w += global_warps()) {
+	for (int64_t w = kc_warp(); w < rows * pieces; w += kc_warps()) {
 		int64_t r = w / pieces, c0 = (w % pieces) * COPY_PIECE;
 		int64_t c1 = c0 + COPY_PIECE < cols ? c0 + COPY_PIECE : cols;
 		const U *s = src + r * src_stride;
@@ -620,7 +576,7 @@ __global__ void fill2d_kernel(T *dst, int64_t dst_stride, int64_t rows, int64_t 
 	const T v = kc_from_f32<T>(value);
 	const int lane = threadIdx.x % 32;
 
-	for (int64_t w = global_warp(); w < rows * pieces; w += global_warps()) {
+	for (int64_t w = kc_warp(); w < rows * pieces; w += kc_warps()) {
 		int64_t r = w / pieces, c0 = (w % pieces) * COPY_PIECE;
 		int64_t c1 = c0 + COPY_PIECE < cols ? c0 + COPY_PIECE : cols;
 		T *d = dst + r * dst_stride;
@@ -637,74 +593,6 @@ int fill2d_t(kc_ctx *c, void *dst, int64_t dst_stride, int64_t rows, int64_t col
 
 	fill2d_kernel<T><<<kc_blocks_for(c, WARPS, rows * pieces), THREADS, 0, c->stream>>>(
 		(T *)dst, dst_stride, rows, cols, pieces, value);
-	return kc_launched();
-}
-
-/* ---- rope ------------------------------------------------------------------------------ */
-
-/* One warp per position (b, s); its lanes walk the pairs of one head at a
- * time, so no division per element. W = 2 loads a pair at once when pairs
- * are aligned to their size. */
-template <typename T, int W>
-__global__ void rope_kernel(const T *x, int64_t x_stride, const T *cos, const T *sin, T *y,
-			    int64_t y_stride, int64_t rows, int64_t S, int64_t heads, int64_t D)
-{
-	const int lane = threadIdx.x % 32;
-
-	for (int64_t r = global_warp(); r < rows; r += global_warps()) {
-		const int64_t s = r % S;
-		const T *xr = x + r * x_stride, *cr = cos + s * D, *sr = sin + s * D;
-		T *yr = y + r * y_stride;
-
-		for (int64_t h = 0; h < heads; h++) {
-			for (int64_t i = 2 * lane; i < D; i += 64) {
-				float xv[2], cv[2], sv[2], o[2];
-
-				if (W == 2) {
-					load<T, 2>(xr + h * D + i, xv);
-					load<T, 2>(cr + i, cv);
-					load<T, 2>(sr + i, sv);
-				} else {
-					for (int j = 0; j < 2; j++) {
-						xv[j] = kc_to_f32<T>(xr[h * D + i + j]);
-						cv[j] = kc_to_f32<T>(cr[i + j]);
-						sv[j] = kc_to_f32<T>(sr[i + j]);
-					}
-				}
-				o[0] = xv[0] * cv[0] - xv[1] * sv[0];
-				o[1] = xv[1] * cv[1] + xv[0] * sv[1];
-				if (W == 2) {
-					store<T, 2>(yr + h * D + i, o);
-				} else {
-					yr[h * D + i] = kc_from_f32<T>(o[0]);
-					yr[h * D + i + 1] = kc_from_f32<T>(o[1]);
-				}
-			}
-		}
-	}
-}
-
-template <typename T>
-int rope_t(kc_ctx *c, const void *xv, int64_t x_stride, const void *cv, const void *sv, void *yv,
-	   int64_t y_stride, int64_t B, int64_t S, int64_t heads, int64_t D)
-{
-	const T *x = (const T *)xv, *cs = (const T *)cv, *sn = (const T *)sv;
-	T *y = (T *)yv;
-	const uintptr_t pair = 2 * sizeof(T);
-	int64_t rows = B * S;
-	unsigned grid = kc_blocks_for(c, WARPS, rows);
-	/* A pair starts at an even element offset from each base pointer (D is
-	 * even); the strides keep that so when they are even too. */
-	bool vec = ((uintptr_t)x % pair | (uintptr_t)y % pair | (uintptr_t)cs % pair |
-		    (uintptr_t)sn % pair) == 0 &&
-		   x_stride % 2 == 0 && y_stride % 2 == 0;
-
-	if (vec)
-		rope_kernel<T, 2><<<grid, THREADS, 0, c->stream>>>(x, x_stride, cs, sn, y, y_stride,
-								    rows, S, heads, D);
-	else
-		rope_kernel<T, 1><<<grid, THREADS, 0, c->stream>>>(x, x_stride, cs, sn, y, y_stride,
-								    rows, S, heads, D);
 	return kc_launched();
 }
 
@@ -894,19 +782,4 @@ extern "C" int kc_fill2d(kc_ctx *c, enum kc_dtype t, void *dst, int64_t dst_stri
 	if (rows > 1 && dst_stride < cols)
 		return (int)cudaErrorInvalidValue;
 	return KC_DISPATCH(t, fill2d_t, c, dst, dst_stride, rows, cols, value);
-}
-
-extern "C" int kc_rope(kc_ctx *c, enum kc_dtype t, const void *x, int64_t x_stride,
-		       const void *cos, const void *sin, void *y, int64_t y_stride, int64_t B,
-		       int64_t S, int64_t heads, int64_t D)
-{
-	int st = kc_use_device(c);
-
-	if (st)
-		return st;
-	if (D % 2 != 0)
-		return (int)cudaErrorInvalidValue;
-	if (B <= 0 || S <= 0 || heads <= 0 || D <= 0)
-		return 0;
-	return KC_DISPATCH(t, rope_t, c, x, x_stride, cos, sin, y, y_stride, B, S, heads, D);
 }
