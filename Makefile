@@ -141,10 +141,14 @@ $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 $(BUILD)/gen/op_sigs.h: graph/ops.def scripts/gen_sigs.awk
 	@mkdir -p $(@D)
 	awk -f scripts/gen_sigs.awk graph/ops.def >$@
+$(BUILD)/gen/op_sig_max.h: graph/ops.def scripts/gen_sigs.awk
+	@mkdir -p $(@D)
+	awk -v max=1 -f scripts/gen_sigs.awk graph/ops.def >$@
 
 # Sources that include the generated headers must wait for them.
 $(BUILD)/obj/compiler/parse.o: $(BUILD)/gen/lex.yy.h $(BUILD)/gen/plan.tab.h
 $(BUILD)/obj/compiler/model.o: $(BUILD)/gen/op_sigs.h
+$(COMPILER_OBJ): | $(BUILD)/gen/op_sig_max.h
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
@@ -229,7 +233,7 @@ FUZZ_OBJ = $(patsubst %.c,$(BUILD)/fuzz/obj/%.o,$(FUZZ_SRC))
 FUZZ_BIN = $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_CFLAGS = -std=gnu11 -g -O1 -I. -I$(BUILD)/gen $(BLAS_CFLAGS) $(MPI_CFLAGS) \
 	-fsanitize=address,undefined -fno-sanitize-recover=all
-$(BUILD)/fuzz/obj/%.o: %.c | $(BUILD)/gen/op_sigs.h $(BUILD)/gen/plan.tab.h $(BUILD)/gen/lex.yy.h
+$(BUILD)/fuzz/obj/%.o: %.c | $(BUILD)/gen/op_sigs.h $(BUILD)/gen/op_sig_max.h $(BUILD)/gen/plan.tab.h $(BUILD)/gen/lex.yy.h
 	@mkdir -p $(@D)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c -o $@ $<
 $(BUILD)/fuzz/libdtpc_fuzz.a: $(FUZZ_OBJ)

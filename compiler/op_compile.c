@@ -3,7 +3,7 @@
 #include "op_compile.h"
 
 const struct op_compile *const op_compile[OP_COUNT] = {
-#define OP(id, lo, hi, glo, ghi, fl, sig) [OP_##id] = &op_compile_##id,
+#define OP(id, glo, ghi, fl, sig) [OP_##id] = &op_compile_##id,
 #include "graph/ops.def"
 #undef OP
 };

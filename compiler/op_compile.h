@@ -18,7 +18,8 @@
 
 /* ---- the language's signatures (generated from ops.def: op_sigs.h) ------- */
 
-enum { SIG_MAX = 9 };
+/* SIG_MAX, the most arguments of any op's signature */
+#include "op_sig_max.h"
 
 struct sig_param {
 	char name[24];
@@ -78,7 +79,7 @@ struct op_compile {
 	void (*lower)(const struct op_lowered *X, const struct ir_op *o, struct g_op *g);
 };
 
-#define OP(id, lo, hi, glo, ghi, fl, sig) extern const struct op_compile op_compile_##id;
+#define OP(id, glo, ghi, fl, sig) extern const struct op_compile op_compile_##id;
 #include "graph/ops.def"
 #undef OP
 extern const struct op_compile *const op_compile[OP_COUNT];

@@ -3,19 +3,14 @@
 #ifndef DTPC_OP_TABLE_H
 #define DTPC_OP_TABLE_H
 
+/* The values are not in graph files (ops are, by id): they may change. */
 enum op_flags {
-	OPF_WEIGHTS = 1 << 0,
-	OPF_LINEAR = 1 << 1,
-	OPF_NORM = 1 << 2,
-	OPF_POINTWISE = 1 << 3,
-	OPF_BCAST = 1 << 4,
-	OPF_ATTENTION = 1 << 5,
-	OPF_LOWERED = 1 << 6, /* graph-only: inserted by the compiler */
-	OPF_COMM = 1 << 7,    /* communicates over its group */
+	OPF_LOWERED = 1 << 0, /* graph-only: inserted by the compiler */
+	OPF_COMM = 1 << 1,    /* communicates over its group */
 };
 
 enum op_kind {
-#define OP(id, lo, hi, glo, ghi, fl, sig) OP_##id,
+#define OP(id, glo, ghi, fl, sig) OP_##id,
 #include "graph/ops.def"
 #undef OP
 	OP_COUNT
@@ -23,7 +18,6 @@ enum op_kind {
 
 struct op_info {
 	const char *name;
-	int min_args, max_args;   /* in the language */
 	int graph_min, graph_max; /* tensor operands in a graph; -1: any */
 	unsigned flags;
 	const char *signature;

@@ -15,7 +15,7 @@
 
 /* Each op's check and run, from its descriptor (runtime/ops/). */
 static const struct op_runtime *const op_runtime[OP_COUNT] = {
-#define OP(id, lo, hi, glo, ghi, fl, sig) [OP_##id] = &op_runtime_##id,
+#define OP(id, glo, ghi, fl, sig) [OP_##id] = &op_runtime_##id,
 #include "graph/ops.def"
 #undef OP
 };

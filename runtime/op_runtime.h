@@ -23,7 +23,7 @@ struct op_runtime {
 	dtpc_status (*run)(struct dtpc_session *s, const struct g_op *o);
 };
 
-#define OP(id, lo, hi, glo, ghi, fl, sig) extern const struct op_runtime op_runtime_##id;
+#define OP(id, glo, ghi, fl, sig) extern const struct op_runtime op_runtime_##id;
 #include "graph/ops.def"
 #undef OP
 

@@ -1,12 +1,19 @@
 # gen_sigs.awk — the language's op signatures as a C table, made at build
 # time from graph/ops.def (the one table of ops), so the compiler holds no
-# lazily filled global: `awk -f scripts/gen_sigs.awk graph/ops.def`.
+# lazily filled global: `awk -f scripts/gen_sigs.awk graph/ops.def`; with
+# `-v max=1`, only SIG_MAX, the length of the longest signature (op_compile.h
+# sizes the table's rows with it).
 #
 # An OP line ends with its signature, "name:kind[=default], ..."; `*:t` is a
 # variadic list of tensors, named "inputs" in messages.
 BEGIN {
-	print "/* op_sigs.h — generated from graph/ops.def by scripts/gen_sigs.awk */"
-	print "static const struct sig sigs[OP_COUNT] = {"
+	if (max)
+		print "/* op_sig_max.h — generated from graph/ops.def by scripts/gen_sigs.awk */"
+	else {
+		print "/* op_sigs.h — generated from graph/ops.def by scripts/gen_sigs.awk */"
+		print "static const struct sig sigs[OP_COUNT] = {"
+	}
+	longest = 0
 }
 /^OP\(/ {
 	name = $0
@@ -32,8 +39,15 @@ BEGIN {
 		line = line (count ? ", " : " ") "{ \"" pname "\", '" kind "', " def ", " variadic " }"
 		count++
 	}
+	if (count > longest)
+		longest = count
 	# ops that plans cannot name (graph-only ops) have no signature: zero
-	if (count)
+	if (count && !max)
 		print line " }, " count " },"
 }
-END { print "};" }
+END {
+	if (max)
+		print "enum { SIG_MAX = " longest " };"
+	else
+		print "};"
+}
