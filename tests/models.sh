@@ -475,25 +475,35 @@ else
 	# control: Flux.2-dev compiled without guidance leaves its guidance embedder out
 	bound control-bound-flux2-no-guidance fail flux2_dev flux2 flux2_tp -D guidance_embeds=false
 
-	# the class's _tp_plan on 3 heads over tp = 2 (diffusers: the processor's
-	# unflatten by head_dim fails on the 18 columns of a rank) is refused
-	# at compile time, at the colwise rule
-	wanted flux2-odd-tp2-refused && {
-		# shellcheck disable=SC2046 # the -D options split into words
-		if "$DTPC" check models/flux2.plan --plan flux2_tp --mesh "tp = 2" --no-color \
-			--config "$FIX/flux2_odd/transformer" $(fixture defines flux2_odd) >"$tmp/out" 2>&1
-		then
+	# refused NAME PATTERN CHECK-ARGS...: dtpc check of flux2_tp fails with
+	# an error at models/flux2.plan matching PATTERN
+	refused() {
+		r_name=$1 r_pat=$2
+		shift 2
+		wanted "$r_name" || return 0
+		if "$DTPC" check models/flux2.plan --plan flux2_tp --no-color "$@" >"$tmp/out" 2>&1; then
 			fail=$((fail + 1))
-			echo "FAIL  flux2-odd-tp2-refused: 3 heads over tp = 2 compiled"
-		elif grep -q '^models/flux2.plan:[0-9]*:[0-9]*: error: .*heads' "$tmp/out"; then
+			echo "FAIL  $r_name: compiled"
+		elif grep -q "^models/flux2.plan:[0-9]*:[0-9]*: error: $r_pat" "$tmp/out"; then
 			pass=$((pass + 1))
-			printf "ok    %-28s %s\n" flux2-odd-tp2-refused "$(grep -m1 'error:' "$tmp/out" | cut -c1-90)"
+			printf "ok    %-28s %s\n" "$r_name" "$(grep -m1 'error:' "$tmp/out" | cut -c1-90)"
 		else
 			fail=$((fail + 1))
-			echo "FAIL  flux2-odd-tp2-refused: not the heads error"
+			echo "FAIL  $r_name: not the error /$r_pat/"
 			sed 's/^/      /' "$tmp/out" | head -10
 		fi
 	}
+	# where the class's _tp_plan cannot run, dtpc refuses at compile time, at
+	# the rule: 3 heads over tp = 2 (diffusers checks only the blocks, 36
+	# and 90, and its processor's unflatten by head_dim fails on a rank's
+	# 18 columns), and mlp_hidden 102 over tp = 4 (diffusers refuses it too)
+	# shellcheck disable=SC2046 # the -D options split into words
+	refused flux2-odd-tp2-refused 'colwise over tp = 2 splits the 3 heads' --mesh "tp = 2" \
+		--config "$FIX/flux2_odd/transformer" $(fixture defines flux2_odd)
+	# shellcheck disable=SC2046
+	refused flux2-packed-block-refused "packed block 0 (102) of 'transformer_blocks.0.ff.linear_in'" \
+		--mesh "tp = 4" --config "$FIX/flux2_dev/transformer" $(fixture defines flux2_dev) \
+		-D attention_head_dim=10 -D mlp_ratio=2.55 -D "axes_dims_rope=[2,2,2,4]"
 
 	# negative controls: one QK-norm weight of a single block off by 0.25
 	# under tp 2 (the packed split); the RoPE at Flux.1's theta 10000 instead
