@@ -7,10 +7,10 @@ outputs to gather) and ``_tp_plan`` (tensor parallelism: module-name glob
 them into the rules of a dtpc plan, the part of the port users would
 otherwise write by hand:
 
-    "blocks.*.attn.to_q" : colwise;                        # _tp_plan
-    "blocks.*.ff.linear_in" : colwise(blocks = [64, 64]);  # PackedColwiseParallel([1, 1])
-    ""                   : split(hidden_states, dim = 1);  # ContextParallelInput(split_dim=1)
-    "proj_out"           : gather(dim = 1);                # ContextParallelOutput(gather_dim=1)
+    "blocks.*.attn.to_q"    : colwise;                        # "colwise"
+    "blocks.*.ff.linear_in" : colwise(blocks = [64, 64]);     # PackedColwiseParallel([1, 1])
+    ""                      : split(hidden_states, dim = 1);  # ContextParallelInput(split_dim=1)
+    "proj_out"              : gather(dim = 1);                # ContextParallelOutput(gather_dim=1)
 
 diffusers need not be installed: pass the dicts (or any object carrying
 them, such as the model class). Their values may be diffusers' own
