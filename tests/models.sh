@@ -466,6 +466,10 @@ else
 		"ring_anything = true, $AA"
 	case_ flux2-odd-ring-any3 flux2_odd flux2 flux2_ring_anything "ring = 3" \
 		"ring_anything = true, $AG"
+	# CFG parallel over the batch of 2 (the ids' row 0 is gathered over cfg
+	# first: a note) with Ring Anything 3 in each group
+	full case_ flux2-odd-cfg2xring-any3 flux2_odd flux2 flux2_ring_anything "cfg = 2, ring = 3" \
+		"ring_anything = true, $AA"
 	# Flux.2-dev in bf16 (--dtype bf16): 2 heads, 8 + 4 tokens
 	full case_ flux2-bf16-1rank flux2_bf16 flux2 flux2_tp "tp = 1" ""
 	full case_ flux2-bf16-tp2 flux2_bf16 flux2 flux2_tp "tp = 2" ""
