@@ -217,5 +217,7 @@ for f in ltx ltx_odd ltx_bf16; do takes "$f" ltx - -; done
 refuses ltx ltx activation_fn '"gelu"' 'only activation_fn = "gelu-approximate" is modelled'
 refuses ltx ltx qk_norm '"rms_norm"' 'LTXAttention supports only qk_norm = "rms_norm_across_heads"'
 refuses ltx ltx cross_attention_dim 16 'cross_attention_dim must be num_attention_heads \* attention_head_dim'
+for f in flux2_dev flux2_odd flux2_bf16; do takes "$f" flux2 - -; done
+refuses flux2_dev flux2 axes_dims_rope '[2, 2, 2]' 'sum\(axes_dims_rope\) must be attention_head_dim'
 
 summary config

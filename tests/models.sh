@@ -364,18 +364,20 @@ else
 		grep -v '^ok' "$tmp/out" | sed 's/^/      /' | head -10
 	fi
 	# control: Flux's plans without txt_ids' split, Wan's rope split on dim
-	# 0, LTX's text mask split on dim 0
+	# 0, LTX's text mask split on dim 0, Flux.2's img_ids split on dim 0
 	mkdir -p "$tmp/mutated"
 	sed 's/, split(txt_ids, dim = 0);/;/' models/flux.plan >"$tmp/mutated/flux.plan"
 	sed 's/split(out\.\([01]\), dim = 1)/split(out.\1, dim = 0)/g' models/wan.plan \
 		>"$tmp/mutated/wan.plan"
 	cp models/qwenimage.plan "$tmp/mutated/"
+	sed 's/split(img_ids, dim = 1)/split(img_ids, dim = 0)/' models/flux2.plan >"$tmp/mutated/flux2.plan"
 	sed 's/split(encoder_attention_mask, dim = 1)/split(encoder_attention_mask, dim = 0)/' \
 		models/ltx.plan >"$tmp/mutated/ltx.plan"
 	python3 tests/models_plans.py --models "$tmp/mutated" "$FIX"/*/fixture.json >"$tmp/out" 2>&1
 	if [ $? = 1 ] && grep -q 'flux.plan plan flux_usp: missing "" : split(txt_ids, dim = 0)' \
 		"$tmp/out" && grep -q 'wan.plan plan wan_ring: missing "rope" : split(out.0, dim = 1)' \
 		"$tmp/out" && grep -q 'ltx.plan plan ltx_usp: missing "" : split(encoder_attention_mask, dim = 1)' \
+		"$tmp/out" && grep -q 'flux2.plan plan flux2_ring: missing "" : split(img_ids, dim = 1)' \
 		"$tmp/out"; then
 		pass=$((pass + 1))
 		printf "ok    %-28s %s plans missing a rule (fail, as they must)\n" \
@@ -425,5 +427,117 @@ else
 	sed 's/input_scale = 1000/scale = 1000/' models/flux.plan >"$tmp/unrounded_flux.plan"
 	control control-timestep-unrounded flux_bf16_t "$tmp/unrounded_flux.plan" flux_tp \
 		"tp = 1" "$FIX/flux_bf16_t/transformer" "$FIX/flux_bf16_t/inputs.safetensors"
+fi
+
+# ---- Flux.2: models/flux2.plan (Flux2Transformer2DModel) -----------------------------------
+for f in flux2_dev flux2_odd flux2_bf16; do
+	for x in fixture.json inputs.safetensors expected.safetensors transformer/config.json; do
+		if [ ! -f "$FIX/$f/$x" ]; then
+			echo "FAIL  $FIX/$f/$x is missing (tools/gen_models.py makes it)"
+			fail=$((fail + 1))
+		fi
+	done
+done
+if [ "$MODE" = mpi ]; then
+	case_ mpi-flux2-dev-ulysses2xtp2 flux2_dev flux2 flux2_tp_usp "ring = 1, ulysses = 2, tp = 2" "$AA"
+	case_ mpi-flux2-odd-ring-any3-presharded flux2_odd flux2 flux2_ring_anything "ring = 3" \
+		"ring_anything = true, $AG" shard
+else
+	# Flux.2-dev (guidance): 4 heads x 8, mlp_hidden 96, 12 image + 8 text
+	# tokens; tp cuts the packed to_qkv_mlp_proj / linear_in by blocks
+	full case_ flux2-dev-1rank flux2_dev flux2 flux2_tp "tp = 1" ""
+	full case_ flux2-dev-tp2 flux2_dev flux2 flux2_tp "tp = 2" ""
+	case_ flux2-dev-tp4 flux2_dev flux2 flux2_tp "tp = 4" ""
+	full case_ flux2-dev-ulysses2 flux2_dev flux2 flux2_ulysses "ulysses = 2" ""
+	full case_ flux2-dev-ulysses4 flux2_dev flux2 flux2_ulysses "ulysses = 4" ""
+	full case_ flux2-dev-ring2-allgather flux2_dev flux2 flux2_ring "ring = 2" "$AG"
+	full case_ flux2-dev-ring4-alltoall flux2_dev flux2 flux2_ring_alltoall "ring = 4" "$AA"
+	case_ flux2-dev-usp flux2_dev flux2 flux2_usp "ring = 2, ulysses = 2" "$AG"
+	full case_ flux2-dev-ulysses2xtp2 flux2_dev flux2 flux2_tp_usp "ring = 1, ulysses = 2, tp = 2" "$AA"
+	full case_ flux2-dev-ring2xtp2 flux2_dev flux2 flux2_tp_usp "ring = 2, ulysses = 1, tp = 2" "$AG"
+	full case_ flux2-dev-usp-tp2 flux2_dev flux2 flux2_tp_usp "ring = 2, ulysses = 2, tp = 2" "$AA"
+	case_ flux2-dev-tp2-presharded flux2_dev flux2 flux2_tp "tp = 2" "" shard
+	# no guidance, 3 heads x 12, mlp_ratio 2.5, patch 2, rope_theta 500,
+	# 15 + 7 tokens, batch 2: the anything modes
+	full case_ flux2-odd-1rank flux2_odd flux2 flux2_tp "tp = 1" ""
+	full case_ flux2-odd-ulysses-any2 flux2_odd flux2 flux2_ulysses_anything "ulysses = 2" \
+		"ulysses_anything = true"
+	full case_ flux2-odd-ring-any2 flux2_odd flux2 flux2_ring_anything "ring = 2" \
+		"ring_anything = true, $AA"
+	case_ flux2-odd-ring-any3 flux2_odd flux2 flux2_ring_anything "ring = 3" \
+		"ring_anything = true, $AG"
+	# CFG parallel over the batch of 2 (the ids' row 0 is gathered over cfg
+	# first: a note) with Ring Anything 3 in each group
+	full case_ flux2-odd-cfg2xring-any3 flux2_odd flux2 flux2_ring_anything "cfg = 2, ring = 3" \
+		"ring_anything = true, $AA"
+	# Flux.2-dev in bf16 (--dtype bf16): 2 heads, 8 + 4 tokens
+	full case_ flux2-bf16-1rank flux2_bf16 flux2 flux2_tp "tp = 1" ""
+	full case_ flux2-bf16-tp2 flux2_bf16 flux2 flux2_tp "tp = 2" ""
+	case_ flux2-bf16-usp flux2_bf16 flux2 flux2_usp "ring = 2, ulysses = 2" "$AA"
+
+	for f in flux2_dev flux2_odd flux2_bf16; do bound "bound-$f" ok $f flux2 flux2_tp; done
+	# control: Flux.2-dev compiled without guidance leaves its guidance embedder out
+	bound control-bound-flux2-no-guidance fail flux2_dev flux2 flux2_tp -D guidance_embeds=false
+
+	# refused NAME PATTERN CHECK-ARGS...: dtpc check of flux2_tp fails with
+	# an error at models/flux2.plan matching PATTERN
+	refused() {
+		r_name=$1 r_pat=$2
+		shift 2
+		wanted "$r_name" || return 0
+		if "$DTPC" check models/flux2.plan --plan flux2_tp --no-color "$@" >"$tmp/out" 2>&1; then
+			fail=$((fail + 1))
+			echo "FAIL  $r_name: compiled"
+		elif grep -q "^models/flux2.plan:[0-9]*:[0-9]*: error: $r_pat" "$tmp/out"; then
+			pass=$((pass + 1))
+			printf "ok    %-28s %s\n" "$r_name" "$(grep -m1 'error:' "$tmp/out" | cut -c1-90)"
+		else
+			fail=$((fail + 1))
+			echo "FAIL  $r_name: not the error /$r_pat/"
+			sed 's/^/      /' "$tmp/out" | head -10
+		fi
+	}
+	# where the class's _tp_plan cannot run, dtpc refuses at compile time, at
+	# the rule: 3 heads over tp = 2 (diffusers checks only the blocks, 36
+	# and 90, and its processor's unflatten by head_dim fails on a rank's
+	# 18 columns), and mlp_hidden 102 over tp = 4 (diffusers refuses it too)
+	# shellcheck disable=SC2046 # the -D options split into words
+	refused flux2-odd-tp2-refused 'colwise over tp = 2 splits the 3 heads' --mesh "tp = 2" \
+		--config "$FIX/flux2_odd/transformer" $(fixture defines flux2_odd)
+	# shellcheck disable=SC2046
+	refused flux2-packed-block-refused "packed block 0 (102) of 'transformer_blocks.0.ff.linear_in'" \
+		--mesh "tp = 4" --config "$FIX/flux2_dev/transformer" $(fixture defines flux2_dev) \
+		-D attention_head_dim=10 -D mlp_ratio=2.55 -D "axes_dims_rope=[2,2,2,4]"
+
+	# negative controls: one QK-norm weight of a single block off by 0.25
+	# under tp 2 (the packed split); the RoPE at Flux.1's theta 10000 instead
+	# of the config's rope_theta 500 (flux2_odd: flux2_dev's RoPE axes of 2
+	# have one frequency, 1, whatever theta); the single blocks' SwiGLU
+	# gating the up half instead of the gate half
+	mkdir -p "$tmp/perturbed_flux2"
+	cp "$FIX/flux2_dev/transformer/config.json" "$tmp/perturbed_flux2/"
+	safetensors_edit "$FIX/flux2_dev/transformer/diffusion_pytorch_model.safetensors" \
+		"$tmp/perturbed_flux2/diffusion_pytorch_model.safetensors" \
+		single_transformer_blocks.1.attn.norm_k.weight 0.25
+	control control-flux2-perturbed-weight flux2_dev flux2 flux2_tp "tp = 2" \
+		"$tmp/perturbed_flux2" "$FIX/flux2_dev/inputs.safetensors"
+	sed 's/theta = rope_theta/theta = 10000/' models/flux2.plan >"$tmp/flux2_theta.plan"
+	control control-flux2-rope-theta flux2_odd "$tmp/flux2_theta.plan" flux2_tp "tp = 1" \
+		"$FIX/flux2_odd/transformer" "$FIX/flux2_odd/inputs.safetensors"
+	sed 's/silu(attn.mlp_act_fn.gate);/silu(attn.mlp_act_fn.linear);/' models/flux2.plan \
+		>"$tmp/flux2_swiglu.plan"
+	control control-flux2-swiglu-halves flux2_dev "$tmp/flux2_swiglu.plan" flux2_tp "tp = 2" \
+		"$FIX/flux2_dev/transformer" "$FIX/flux2_dev/inputs.safetensors"
+
+	# every plan of the file at Flux.2-dev's size (the class's defaults),
+	# 1024x1024: 4096 image and 512 text tokens
+	if "$DTPC" check models/flux2.plan -q --no-color >"$tmp/out" 2>&1; then
+		pass=$((pass + 1))
+		printf "ok    %-28s %s plans\n" flux2-dev-size-check "$(grep -c '^plan ' models/flux2.plan)"
+	else
+		fail=$((fail + 1))
+		echo "FAIL  flux2-dev-size-check"
+		sed 's/^/      /' "$tmp/out" | head -10
+	fi
 fi
 summary models

@@ -11,7 +11,8 @@ file of each class:
     entry, the rule python/dtpc/diffusers.py transliterates it to (the same
     glob, each style of it);
   - every plan with a colwise style holds each _tp_plan entry: the glob with
-    that style (PackedRowwiseParallel: rowwise(blocks = ...)).
+    that style (PackedRowwiseParallel: rowwise(blocks = ...), PackedColwiseParallel:
+    colwise(blocks = ...)).
 Exempt entries are listed below with the reason. Prints one line per plan;
 exits 1 on a missing rule.
 """
@@ -109,8 +110,8 @@ def main():
             r = re.match(r'"((?:[^"\\]|\\.)*)"\s*:\s*(.*);$', line)
             if r:
                 want_cp[r.group(1)] = split_styles(r.group(2))
-        want_tp = {g: ("rowwise(blocks" if s == "PackedRowwiseParallel" else s)
-                   for g, s in pp["tp_plan"].items()}
+        packed = {"PackedRowwiseParallel": "rowwise(blocks", "PackedColwiseParallel": "colwise(blocks"}
+        want_tp = {g: packed.get(s, s) for g, s in pp["tp_plan"].items()}
         plans = plans_of(os.path.join(models, model + ".plan"))
         for name, rules in plans.items():
             styles = [s for st in rules.values() for s in st]

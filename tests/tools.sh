@@ -611,6 +611,27 @@ print("--")
 print_plan_rules(cp_plan={"pos_embed": [Out(gather_dim=0), Out(gather_dim=1)]})
 PYEOF
 	compare tools/python-plan-rules tests/tools/python-plan-rules.expected "$tmp/rules.out"
+	# the same on every diffusers 0.42.1 class that has a plan, copied as the
+	# class has it (PackedColwiseParallel / PackedRowwiseParallel, a dict
+	# comprehension over the blocks; a stand-in Flux.2 instance for the packed
+	# sizes) and on entries with no dtpc rule, which must come out as comments
+	"$PY" tests/tools/plan_rules_cases.py >"$tmp/classes.out" 2>&1
+	compare tools/python-plan-rules-classes tests/tools/python-plan-rules-classes.expected \
+		"$tmp/classes.out"
+	# control: Flux.2's SwiGLU halves as [1, 2] and its ids split on dim 0
+	# must change the text
+	sed -e 's/PackedCol(\[1, 1\])/PackedCol([1, 2])/' \
+		-e '/^    "Flux2Transformer2DModel"/,/^    }),/s/"img_ids": In(split_dim=1/"img_ids": In(split_dim=0/' \
+		tests/tools/plan_rules_cases.py >"$tmp/plan_rules_mutated.py"
+	DTPC_DIFFUSERS_PY=python/dtpc/diffusers.py "$PY" "$tmp/plan_rules_mutated.py" \
+		>"$tmp/classes-mutated.out" 2>&1
+	if diff tests/tools/python-plan-rules-classes.expected "$tmp/classes-mutated.out" |
+		grep -q 'colwise(blocks = \[64, 128\])' &&
+		diff tests/tools/python-plan-rules-classes.expected "$tmp/classes-mutated.out" |
+		grep -q 'split(img_ids, dim = 0), split(txt_ids, dim = 1)'; then ok; else
+		bad tools/python-plan-rules-classes-control
+		echo "  the mutated Flux.2 plans gave the golden text"
+	fi
 fi
 
 summary tools

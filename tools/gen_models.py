@@ -280,6 +280,76 @@ CASES = {
 }
 
 
+
+# ---- Flux.2 (Flux2Transformer2DModel) ------------------------------------------------------
+from diffusers import Flux2Transformer2DModel  # noqa: E402  (this section's class)
+
+
+def flux2_inputs(cfg, gen, batch, img_h, img_w, txt_seq, guidance, times=None):
+    """Forward's tensors as Flux2Pipeline passes them: ids [B, S, 4], the same
+    for every sample; img_ids (0, row, col, 0) as the pipeline makes them,
+    txt_ids random integer positions on all four axes (the pipeline's (0, 0,
+    0, l) would leave three of the text's axes untested). times: (timestep,
+    guidance) instead of random values (bf16: products by 1000 that bf16
+    holds)."""
+    axes = len(cfg.get("axes_dims_rope", (32, 32, 32, 32)))
+    img_ids = torch.zeros(img_h, img_w, axes)
+    img_ids[..., 1] = torch.arange(img_h)[:, None]
+    img_ids[..., 2] = torch.arange(img_w)[None, :]
+    txt_ids = torch.randint(0, 9, (txt_seq, axes), generator=gen).float()
+    x = {
+        "hidden_states": torch.randn(batch, img_h * img_w, cfg["in_channels"], generator=gen),
+        "encoder_hidden_states": torch.randn(batch, txt_seq, cfg["joint_attention_dim"], generator=gen),
+        # in [0, 1] as the pipeline passes them (forward multiplies by 1000)
+        "timestep": torch.rand(batch, generator=gen),
+        "img_ids": img_ids.reshape(1, -1, axes).expand(batch, -1, -1).contiguous(),
+        "txt_ids": txt_ids.reshape(1, -1, axes).expand(batch, -1, -1).contiguous(),
+    }
+    if guidance:
+        x["guidance"] = 1 + 4 * torch.rand(batch, generator=gen)
+    if times:
+        x["timestep"] = torch.full((batch,), times[0])
+        if guidance:
+            x["guidance"] = torch.full((batch,), times[1])
+    return x, {"batch": batch, "img_seq": img_h * img_w, "txt_seq": txt_seq}, {}
+
+
+CASES.update({
+    # Flux.2-dev (guidance): 4 heads x 8 (RoPE axes 2, 2, 2, 2), mlp_ratio 3
+    # (mlp_hidden 96), 1 double + 2 single blocks, 12 image and 8 text tokens
+    # (tp 2 and 4, ulysses 2 and 4, ring 2 and 4)
+    "flux2_dev": dict(
+        cls=Flux2Transformer2DModel, model="flux2",
+        cfg=dict(patch_size=1, in_channels=4, num_layers=1, num_single_layers=2,
+                 attention_head_dim=8, num_attention_heads=4, joint_attention_dim=24,
+                 timestep_guidance_channels=32, mlp_ratio=3.0, axes_dims_rope=[2, 2, 2, 2],
+                 guidance_embeds=True),
+        inputs=lambda cfg, gen: flux2_inputs(cfg, gen, batch=1, img_h=3, img_w=4, txt_seq=8,
+                                             guidance=True)),
+    # no guidance, 3 heads x 12 (axes 4, 2, 2, 4), mlp_ratio 2.5 (mlp_hidden
+    # 90), patch_size 2 with out_channels 5, rope_theta 500, eps 1e-5, 1 + 1
+    # blocks, 15 image and 7 text tokens (the anything modes), batch 2
+    "flux2_odd": dict(
+        cls=Flux2Transformer2DModel, model="flux2",
+        cfg=dict(patch_size=2, in_channels=8, out_channels=5, num_layers=1, num_single_layers=1,
+                 attention_head_dim=12, num_attention_heads=3, joint_attention_dim=10,
+                 timestep_guidance_channels=16, mlp_ratio=2.5, axes_dims_rope=[4, 2, 2, 4],
+                 rope_theta=500, eps=1e-5, guidance_embeds=False),
+        inputs=lambda cfg, gen: flux2_inputs(cfg, gen, batch=2, img_h=3, img_w=5, txt_seq=7,
+                                             guidance=False)),
+    # Flux.2-dev in bf16 (saved and run in bf16): 2 heads x 8, timestep 0.5
+    # and guidance 2, 8 image + 4 text tokens
+    "flux2_bf16": dict(
+        cls=Flux2Transformer2DModel, model="flux2", dtype=torch.bfloat16,
+        cfg=dict(patch_size=1, in_channels=4, num_layers=1, num_single_layers=1,
+                 attention_head_dim=8, num_attention_heads=2, joint_attention_dim=12,
+                 timestep_guidance_channels=32, mlp_ratio=3.0, axes_dims_rope=[2, 2, 2, 2],
+                 guidance_embeds=True),
+        inputs=lambda cfg, gen: flux2_inputs(cfg, gen, batch=1, img_h=2, img_w=4, txt_seq=4,
+                                             guidance=True, times=(0.5, 2.0))),
+})
+
+
 def parallel_plans(cls):
     """The class's _cp_plan and _tp_plan as JSON (tests/models_plans.py checks
     that models/*.plan writes them): a _cp_plan entry's inputs by port (a
