@@ -218,4 +218,12 @@ refuses ltx ltx activation_fn '"gelu"' 'only activation_fn = "gelu-approximate" 
 refuses ltx ltx qk_norm '"rms_norm"' 'LTXAttention supports only qk_norm = "rms_norm_across_heads"'
 refuses ltx ltx cross_attention_dim 16 'cross_attention_dim must be num_attention_heads \* attention_head_dim'
 
+# SD3 / SD3.5 (models/sd3.plan)
+for f in sd3 sd3_odd sd35_medium sd35_bf16; do takes "$f" sd3 - -; done
+refuses sd3 sd3 qk_norm '"layer_norm"' 'qk_norm other than none and "rms_norm" is not modelled'
+refuses sd3 sd3 caption_projection_dim 16 'caption_projection_dim must be num_attention_heads \* attention_head_dim'
+refuses sd3 sd3 pos_embed_max_size null 'PatchEmbed without pos_embed_max_size'
+refuses sd3 sd3 pos_embed_max_size 3 'the latent is larger than pos_embed_max_size patches'
+takes sd3 sd3 sample_size 64
+
 summary config
