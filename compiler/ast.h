@@ -29,6 +29,7 @@ enum {
 	BIN_GE,             /* >= */
 	BIN_AND,            /* and */
 	BIN_OR,             /* or */
+	BIN_IN,             /* in: an item of a list */
 };
 
 struct expr {
@@ -74,6 +75,8 @@ struct mstmt {
 	struct arg *args;        /* MS_ASSIGN */
 	struct expr *count;      /* MS_REPEAT count, MS_IF / MS_ASSERT condition */
 	struct mstmt *body;      /* MS_REPEAT, MS_IF's taken-when-true branch */
+	const char *index;       /* MS_REPEAT `as i`: the iteration's index (NULL: none) */
+	dtpc_loc index_loc;
 	struct mstmt *orelse;    /* MS_IF's else branch (an `else if` is one MS_IF) */
 	struct pathref *outputs; /* MS_OUTPUT */
 	const char *src;         /* MS_ALIAS: the name on the right; MS_ASSERT: the message */

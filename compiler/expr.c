@@ -28,6 +28,7 @@ const char *binop_str(int op)
 	case BIN_GE: return ">=";
 	case BIN_AND: return "and";
 	case BIN_OR: return "or";
+	case BIN_IN: return "in";
 	case '+': return "+";
 	case '-': return "-";
 	case '*': return "*";
@@ -75,7 +76,8 @@ static bool equal(const struct value *a, const struct value *b)
 	return false;
 }
 
-/* ==, !=, <, >, <=, >=: a boolean. Order needs numbers. */
+/* ==, !=, <, >, <=, >=, in: a boolean. Order needs numbers; `in` a list
+ * (Python's `i in dual_attention_layers`, items compared as by ==). */
 static bool compare(struct eval_ctx *c, const struct expr *e, const struct value *a,
 		    const struct value *b, struct value *out)
 {
@@ -83,6 +85,17 @@ static bool compare(struct eval_ctx *c, const struct expr *e, const struct value
 	out->loc = e->loc;
 	if (e->op == BIN_EQ || e->op == BIN_NE) {
 		out->i = equal(a, b) == (e->op == BIN_EQ);
+		return true;
+	}
+	if (e->op == BIN_IN) {
+		if (b->kind != VAL_LIST) {
+			diag_error(c->diag, b->loc, "'in' needs a list on its right, not %s",
+				   value_str(c->arena, b));
+			return false;
+		}
+		out->i = false;
+		for (int k = 0; k < b->n && !out->i; k++)
+			out->i = equal(a, &b->items[k]);
 		return true;
 	}
 	if (!is_num(a) || !is_num(b)) {
@@ -106,7 +119,7 @@ static bool arith(struct eval_ctx *c, const struct expr *e,
 		  const struct value *a, const struct value *b, struct value *out)
 {
 	if (e->op == BIN_EQ || e->op == BIN_NE || e->op == '<' || e->op == '>' ||
-	    e->op == BIN_LE || e->op == BIN_GE)
+	    e->op == BIN_LE || e->op == BIN_GE || e->op == BIN_IN)
 		return compare(c, e, a, b, out);
 	bool num_a = is_num(a), num_b = is_num(b);
 	if (!num_a || !num_b) {

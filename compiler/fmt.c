@@ -145,11 +145,11 @@ static bool word(const struct tok *t, const char *w)
 }
 
 /* The keywords that an expression follows (`if -x > 0`, `not (a)`,
- * `assert (a or b), "..."`). */
+ * `assert (a or b), "..."`, `i in [0, 1]`). */
 static bool expr_keyword(const struct tok *t)
 {
 	return word(t, "if") || word(t, "else") || word(t, "and") || word(t, "or") ||
-	       word(t, "not") || word(t, "assert");
+	       word(t, "not") || word(t, "assert") || word(t, "in");
 }
 
 /* Whether a token ends an operand: after it, '-' is binary. */

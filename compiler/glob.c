@@ -10,7 +10,14 @@
  * small bitset on the stack, which bounds the work to a polynomial.
  *
  * Nothing is split or copied: segments are [begin, end) pointer pairs into
- * the caller's strings, so glob_match never allocates. */
+ * the caller's strings, so glob_match never allocates.
+ *
+ * A brace group whose alternatives hold a '.' (`{to_out.0,to_add_out}`)
+ * spans segments. It is expanded first, as a shell expands braces: one
+ * pattern per alternative (on the stack, never longer than the pattern),
+ * each matched and checked as above. glob_check bounds the expansion (the
+ * pattern's length, the groups on one path, the patterns in all), so the
+ * work stays a small multiple of the plain matcher's. */
 #include "glob.h"
 
 #include <stdarg.h>
@@ -162,6 +169,92 @@ static const char *glob_alt_end(const char *q, const char *pe)
 		q++;
 	}
 	return NULL;
+}
+
+/* Bounds on a pattern with dotted groups: its bytes (the expansion
+ * buffers), the dotted groups on one path of the expansion (side by side or
+ * one inside another: the recursion, one buffer each), and the patterns it
+ * expands to. */
+#define GLOB_EXPAND_BYTES 512
+#define GLOB_EXPAND_DEPTH 16
+#define GLOB_EXPANSIONS 256
+
+/* The byte after the token at q: an escape pair, a whole set (which ends
+ * within its segment, as the matcher reads it), or one byte. */
+static const char *glob_skip(const char *q)
+{
+	if (*q == '\\' && q[1])
+		return q + 2;
+	if (*q == '[') {
+		const char *e = glob_class(q, glob_seg_end(q), -1, NULL, NULL);
+
+		return e ? e : q + 1;
+	}
+	return q + 1;
+}
+
+/* The first brace group at the top level of pat that holds a '.' (in any
+ * alternative, at any depth): true with *open at its '{' and *close at its
+ * '}'. An unterminated group is not one (glob_check reports it). */
+static bool glob_dotted(const char *pat, const char **open, const char **close)
+{
+	for (const char *q = pat; *q;) {
+		if (*q != '{') {
+			q = glob_skip(q);
+			continue;
+		}
+		int depth = 0;
+		bool dot = false;
+		const char *r = q;
+
+		do {
+			depth += *r == '{';
+			depth -= *r == '}';
+			dot |= *r == '.';
+			r = depth ? glob_skip(r) : r;
+		} while (depth && *r);
+		if (depth)
+			return false;
+		if (dot) {
+			*open = q;
+			*close = r;
+			return true;
+		}
+		q = r + 1;
+	}
+	return false;
+}
+
+/* The end of the alternative starting at q inside the group closing at
+ * close: its ',' at the group's level, or close. */
+static const char *glob_alt_stop(const char *q, const char *close)
+{
+	int depth = 0;
+
+	while (q < close && (depth || *q != ',')) {
+		depth += *q == '{';
+		depth -= *q == '}';
+		q = glob_skip(q);
+	}
+	return q < close ? q : close;
+}
+
+/* Writes into buf (room for strlen(pat) bytes) pat with the group
+ * [open, close] replaced by its alternative [a, b); map, when given, gets
+ * the offset in pat of each byte written (from: pat's own map, or NULL). */
+static void glob_expand(const char *pat, const char *open, const char *close,
+			const char *a, const char *b, char *buf, int *map, const int *from)
+{
+	size_t n = 0;
+
+	for (const char *q = pat; *q; q++) {
+		if ((q >= open && q < a) || (q >= b && q <= close))
+			continue;
+		if (map)
+			map[n] = from ? from[q - pat] : (int)(q - pat);
+		buf[n++] = *q;
+	}
+	buf[n] = '\0';
 }
 
 struct glob_seg {
@@ -320,11 +413,44 @@ static bool glob_seg_match(const char *p, const char *pe, const char *s,
 	return glob_seg_at(&g, p, s, 0);
 }
 
+static bool glob_match_at(const char *pat, const char *name, int depth);
+
+/* Matches one of the patterns a dotted group expands to. */
+static bool glob_match_expanded(const char *pat, const char *open, const char *close,
+				const char *name, int depth)
+{
+	size_t len = strlen(pat);
+	char buf[GLOB_EXPAND_BYTES];
+
+	/* beyond glob_check's bounds: a malformed pattern, no match */
+	if (len >= sizeof buf || depth >= GLOB_EXPAND_DEPTH)
+		return false;
+	for (const char *a = open + 1;; ) {
+		const char *b = glob_alt_stop(a, close);
+
+		glob_expand(pat, open, close, a, b, buf, NULL, NULL);
+		if (glob_match_at(buf, name, depth + 1))
+			return true;
+		if (b == close)
+			return false;
+		a = b + 1;
+	}
+}
+
 bool glob_match(const char *pat, const char *name)
+{
+	return glob_match_at(pat, name, 0);
+}
+
+static bool glob_match_at(const char *pat, const char *name, int depth)
 {
 	const char *p = pat, *n = name;
 	const char *star_p = NULL, *star_n = NULL;
 	bool have_star = false;
+	const char *open, *close;
+
+	if (glob_dotted(pat, &open, &close))
+		return glob_match_expanded(pat, open, close, name, depth);
 
 	/* "" is the root and only the root; splitting "" would otherwise give
 	 * one empty segment that '*' or '**' could match. */
@@ -389,14 +515,76 @@ static bool glob_fail(char *msg, size_t msgsz, int *errcol, ptrdiff_t col,
 	return false;
 }
 
+/* The column of q (in pat) in the pattern as written: map[q - pat] for an
+ * expansion, else its own offset. */
+static ptrdiff_t glob_col(const char *pat, const int *map, const char *q)
+{
+	return map ? map[q - pat] : q - pat;
+}
+
+/* glob_check of a pattern without dotted groups; map: the offset in the
+ * written pattern of each byte of pat (NULL: pat is the written one). */
+static bool glob_check_plain(const char *pat, const int *map, char *msg, size_t msgsz,
+			     int *errcol);
+
+/* glob_check of every pattern pat's dotted groups expand to (pat holds
+ * one, at [open, close]); *count: the patterns so far. */
+static bool glob_check_expanded(const char *pat, const int *map, const char *open,
+				const char *close, int depth, int *count, char *msg,
+				size_t msgsz, int *errcol)
+{
+	char buf[GLOB_EXPAND_BYTES];
+	int bmap[GLOB_EXPAND_BYTES];
+	ptrdiff_t at = glob_col(pat, map, open);
+
+	if (strlen(pat) >= sizeof buf)
+		return glob_fail(msg, msgsz, errcol, at, "a glob with '.' inside '{...}' is "
+				 "at most %d bytes", GLOB_EXPAND_BYTES - 1);
+	if (depth >= GLOB_EXPAND_DEPTH)
+		return glob_fail(msg, msgsz, errcol, at, "more than %d '{...}' holding a '.' "
+				 "in one glob", GLOB_EXPAND_DEPTH);
+	for (const char *a = open + 1;;) {
+		const char *b = glob_alt_stop(a, close);
+		const char *o, *c;
+
+		glob_expand(pat, open, close, a, b, buf, bmap, map);
+		if (glob_dotted(buf, &o, &c)) {
+			if (!glob_check_expanded(buf, bmap, o, c, depth + 1, count, msg,
+						 msgsz, errcol))
+				return false;
+		} else {
+			if (++*count > GLOB_EXPANSIONS)
+				return glob_fail(msg, msgsz, errcol, at, "'{...}' holding a '.' "
+						 "expand to more than %d globs", GLOB_EXPANSIONS);
+			if (!glob_check_plain(buf, bmap, msg, msgsz, errcol))
+				return false;
+		}
+		if (b == close)
+			return true;
+		a = b + 1;
+	}
+}
+
 bool glob_check(const char *pat, char *msg, size_t msgsz, int *errcol)
 {
-	const char *p = pat;
+	const char *open, *close;
+	int count = 0;
 
 	if (msg && msgsz)
 		msg[0] = '\0';
 	if (errcol)
 		*errcol = -1;
+	if (glob_dotted(pat, &open, &close))
+		return glob_check_expanded(pat, NULL, open, close, 0, &count, msg, msgsz,
+					   errcol);
+	return glob_check_plain(pat, NULL, msg, msgsz, errcol);
+}
+
+static bool glob_check_plain(const char *pat, const int *map, char *msg, size_t msgsz,
+			     int *errcol)
+{
+	const char *p = pat;
+
 	/* The root pattern is the one place an empty segment is allowed. */
 	if (!*pat)
 		return true;
@@ -410,7 +598,7 @@ bool glob_check(const char *pat, char *msg, size_t msgsz, int *errcol)
 			/* Point at the '.' next to the hole: the one after
 			 * it, or for a trailing '.', the one before. */
 			return glob_fail(msg, msgsz, errcol,
-					 (*pe == '.' ? pe : pe - 1) - pat,
+					 glob_col(pat, map, *pe == '.' ? pe : pe - 1),
 					 "empty segment in glob");
 		}
 		if (glob_is_starstar(p, pe)) {
@@ -424,7 +612,7 @@ bool glob_check(const char *pat, char *msg, size_t msgsz, int *errcol)
 			case '\\':
 				if (q + 1 >= pe)
 					return glob_fail(msg, msgsz, errcol,
-							 q - pat,
+							 glob_col(pat, map, q),
 							 "trailing '\\' in glob");
 				q += 2;
 				continue;
@@ -433,11 +621,11 @@ bool glob_check(const char *pat, char *msg, size_t msgsz, int *errcol)
 
 				if (!e)
 					return glob_fail(msg, msgsz, errcol,
-							 q - pat,
+							 glob_col(pat, map, q),
 							 "unterminated '[' in glob");
 				if (bad)
 					return glob_fail(msg, msgsz, errcol,
-							 bad - pat,
+							 glob_col(pat, map, bad),
 							 "reversed range in '[...]'");
 				q = e;
 				continue;
@@ -448,7 +636,7 @@ bool glob_check(const char *pat, char *msg, size_t msgsz, int *errcol)
 				 * cross-segment '**'; refuse to guess. */
 				if (q + 1 < pe && q[1] == '*')
 					return glob_fail(msg, msgsz, errcol,
-							 q - pat,
+							 glob_col(pat, map, q),
 							 "'**' must be a whole segment");
 				break;
 			case '{':
@@ -458,7 +646,7 @@ bool glob_check(const char *pat, char *msg, size_t msgsz, int *errcol)
 			case '}':
 				if (depth == 0)
 					return glob_fail(msg, msgsz, errcol,
-							 q - pat,
+							 glob_col(pat, map, q),
 							 "unmatched '}' in glob");
 				depth--;
 				break;
@@ -467,13 +655,9 @@ bool glob_check(const char *pat, char *msg, size_t msgsz, int *errcol)
 			}
 			q++;
 		}
-		if (depth > 0) {
-			if (*pe == '.')
-				return glob_fail(msg, msgsz, errcol, pe - pat,
-						 "'.' inside '{...}': alternatives must stay within one segment");
-			return glob_fail(msg, msgsz, errcol, open - pat,
+		if (depth > 0)
+			return glob_fail(msg, msgsz, errcol, glob_col(pat, map, open),
 					 "unterminated '{' in glob");
-		}
 		p = glob_next(pe);
 	}
 	return true;

@@ -11,8 +11,11 @@
  *   ?        one character
  *   [a-z_]   one character from a set; [!..] or [^..] negates; ']' first
  *            in the set is a member; '-' first or last is a member
- *   {a,b}    alternatives within one segment; may nest and may hold any
- *            of the above except '**'; an empty alternative matches ""
+ *   {a,b}    alternatives; may nest and may hold any of the above except
+ *            '**'; an empty alternative matches "". Alternatives holding a
+ *            '.' ({to_out.0,to_add_out}) span segments: the group is
+ *            expanded first, as a shell's braces, one pattern per
+ *            alternative (then '**' may be in them, as a whole segment)
  *   \c       the character c itself
  *
  * The empty pattern "" names the root module (whose name is ""), and only

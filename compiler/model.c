@@ -54,6 +54,8 @@ struct scope {
 	const char *prefix;   /* "blocks.0." */
 	int instance;         /* repeat-instance module, -1 at top level */
 	int first_tensor;     /* tensors created in this scope have ids >= this */
+	const char *index;    /* `repeat NAME[N] as i`: the index's name (NULL: none) */
+	int64_t index_value;  /* and this iteration's value, 0 to N - 1 */
 	/* Outer variables this instance updated, for its outputs. */
 	const char **updated;
 	int nupdated, capupdated;
@@ -256,6 +258,10 @@ static const char *const *scope_candidates(void *ud, int *n)
 		L.v[L.n++] = I->m->param_names[i];
 	}
 	for (struct scope *s = I->cur; s; s = s->parent) {
+		if (s->index) {
+			GROW(I->a, L.v, L.n, L.cap);
+			L.v[L.n++] = s->index;
+		}
 		for (int i = 0; i < I->nbindings; i++) {
 			if (I->bindings[i].owner != s || I->bindings[i].tensor < 0)
 				continue;
@@ -267,10 +273,24 @@ static const char *const *scope_candidates(void *ud, int *n)
 	return L.v;
 }
 
+/* The index of the innermost repeat that names one `name`, or NULL. */
+static const struct scope *index_scope(const struct inst *I, const char *name)
+{
+	for (const struct scope *s = I->cur; s; s = s->parent)
+		if (s->index && !strcmp(s->index, name))
+			return s;
+	return NULL;
+}
+
 static enum lookup_result param_lookup(void *ud, const char *name, dtpc_loc loc,
 				       struct value *out)
 {
 	struct inst *I = ud;
+	const struct scope *ix = I->cur ? index_scope(I, name) : NULL;
+	if (ix) {
+		*out = (struct value){ .kind = VAL_INT, .i = ix->index_value, .loc = loc };
+		return LOOKUP_OK;
+	}
 	int p = strmap_get(I->params, name);
 	if (p >= 0) {
 		if (I->read_stamp)
@@ -749,12 +769,19 @@ static void do_alias(struct inst *I, const struct mstmt *st)
  * for hidden_states): a note, since a typo on the left of an alias makes a
  * new name instead of an error. Over the bindings the current scope made
  * from index `first` on. */
-static void unread_aliases(struct inst *I, int first)
+static void unread_aliases(struct inst *I, int first, struct strmap *seen)
 {
 	for (int i = first; i < I->nbindings; i++) {
 		const struct binding *b = &I->bindings[i];
 		if (b->owner != I->cur || !b->alias || b->read)
 			continue;
+		if (seen) { /* the statement's note once, whichever iteration */
+			const char *at = arena_printf(I->a, "%d:%d:%d", b->loc.file, b->loc.line,
+						      b->loc.col);
+			if (strmap_get(seen, at) >= 0)
+				continue;
+			strmap_put(seen, at, 1);
+		}
 		diag_remark(I->d, b->loc, "'%s' is bound here but never read", b->name);
 		int n = 0, k = 0;
 		const char **names = (const char **)scope_candidates(I, &n);
@@ -960,8 +987,19 @@ static void do_repeat(struct inst *I, const struct mstmt *st)
 	}
 	if (!check_unique(I, st->name, st->name_loc, false))
 		return;
+	/* The index is a number of the body's expressions: a parameter or an
+	 * outer repeat's index of that name would be hidden by it. */
+	if (st->index && (strmap_get(I->params, st->index) >= 0 || index_scope(I, st->index))) {
+		diag_error(I->d, st->index_loc, "'%s' is already %s: the index needs a name "
+			   "of its own", st->index, strmap_get(I->params, st->index) >= 0
+			   ? "a parameter of the model" : "the index of a repeat around this one");
+		return;
+	}
 	define(I, I->cur, st->name, -1, st->name_loc);
 	int errors_before = I->d->nerrors;
+	/* With an index, iterations may differ (`if i == num_layers - 1`): an
+	 * unread alias of any of them is noted, each statement once. */
+	struct strmap *seen = st->index ? strmap_create(I->a, 8) : NULL;
 	for (int64_t i = 0; i < n.i; i++) {
 		if (I->m->nmodules + I->m->nops > INST_BUDGET) {
 			diag_error(I->d, st->count->loc,
@@ -978,13 +1016,15 @@ static void do_repeat(struct inst *I, const struct mstmt *st)
 			return;
 		struct scope s = { .parent = I->cur, .names = strmap_create(I->a, 16),
 				   .prefix = arena_printf(I->a, "%s.", iname),
-				   .instance = mi, .first_tensor = I->m->ntensors };
+				   .instance = mi, .first_tensor = I->m->ntensors,
+				   .index = st->index, .index_value = i };
 		I->m->modules[mi].first_op = I->m->nops;
 		I->cur = &s;
 		int first_binding = I->nbindings;
 		walk(I, st->body);
-		if (i == 0 && !I->halted) /* the other iterations run the same statements */
-			unread_aliases(I, first_binding);
+		/* without an index, the other iterations run the same statements */
+		if ((i == 0 || seen) && !I->halted)
+			unread_aliases(I, first_binding, seen);
 		I->cur = s.parent;
 		struct ir_module *mod = &I->m->modules[mi];
 		mod->end_op = I->m->nops;
@@ -992,8 +1032,9 @@ static void do_repeat(struct inst *I, const struct mstmt *st)
 		mod->outputs = ARENA_ARRAY(I->a, int, s.nupdated ? s.nupdated : 1);
 		for (int u = 0; u < s.nupdated; u++)
 			mod->outputs[u] = find_binding(I, s.updated[u])->tensor;
-		/* Every iteration runs the same statements: an error in one
-		 * would repeat in all the rest, so report it once and stop. */
+		/* An error in one iteration would mostly repeat in the rest
+		 * (all of them run the same statements, but for the branches
+		 * an index takes): report it once and stop. */
 		if (I->d->nerrors > errors_before)
 			return;
 	}
@@ -1322,7 +1363,7 @@ struct ir_model *model_instantiate(struct arena *a, struct diag_ctx *d,
 	new_module(&I, "", MOD_ROOT, md->name_loc);
 	walk(&I, md->body);
 	if (!I.halted)
-		unread_aliases(&I, 0);
+		unread_aliases(&I, 0, NULL);
 	m->modules[0].outputs = m->outputs;
 	m->modules[0].noutputs = m->noutputs;
 	m->modules[0].end_op = m->nops;

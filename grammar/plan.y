@@ -183,7 +183,7 @@ static void yyerror(const dtpc_loc *loc, yyscan_t scanner,
 %token IMPORT "'import'" MODEL "'model'" PLAN "'plan'" INPUT "'input'"
 %token OUTPUT "'output'" REPEAT "'repeat'" MESH "'mesh'"
 %token CONTEXT "'context'" TENSOR "'tensor'" IF "'if'" ELSE "'else'"
-%token ASSERT "'assert'"
+%token ASSERT "'assert'" AS "'as'" IN "'in'"
 %token AND "'and'" OR "'or'" NOT "'not'" NONE "'none'" TRUE "'true'" FALSE "'false'"
 %token EQ "'=='" NE "'!='" LE "'<='" GE "'>='" FLOORDIV "'//'"
 
@@ -192,7 +192,7 @@ static void yyerror(const dtpc_loc *loc, yyscan_t scanner,
 %left OR
 %left AND
 %precedence NOT
-%nonassoc EQ NE '<' '>' LE GE
+%nonassoc EQ NE '<' '>' LE GE IN
 %left '+' '-'
 %left '*' '/' FLOORDIV '%'
 %precedence NEG
@@ -287,7 +287,7 @@ mstmts:
 
 /* mstmt := 'input' IDENT ':' '[' expr { ',' expr } ']' ';'
  *        | path '=' IDENT '(' [ arg { ',' arg } ] ')' ';'
- *        | 'repeat' IDENT '[' expr ']' '{' { mstmt } '}'
+ *        | 'repeat' IDENT '[' expr ']' [ 'as' IDENT ] '{' { mstmt } '}'
  *        | 'output' path { ',' path } ';'
  *        | 'assert' expr ',' STRING ';' */
 mstmt:
@@ -335,6 +335,14 @@ mstmt:
 		$$ = mkmstmt(P, MS_REPEAT, @$, $2, @2);
 		$$->count = $4;
 		$$->body = $7.head;
+	}
+|	REPEAT IDENT '[' expr ']' AS IDENT '{' mstmts '}' {
+		/* the iteration's index, a number in the body's expressions */
+		$$ = mkmstmt(P, MS_REPEAT, @$, $2, @2);
+		$$->count = $4;
+		$$->body = $9.head;
+		$$->index = $7;
+		$$->index_loc = @7;
 	}
 |	OUTPUT paths ';' {
 		$$ = mkmstmt(P, MS_OUTPUT, @$, NULL, @1);
@@ -448,7 +456,7 @@ arg:
 
 /* expr := INT | FLOAT | STRING | 'true' | 'false' | 'none' | path | '[' [ expr {',' expr} ] ']'
  *       | expr ('+'|'-'|'*'|'/'|'//'|'%') expr | '-' expr | '(' expr ')'
- *       | expr ('=='|'!='|'<'|'>'|'<='|'>=') expr | expr ('and'|'or') expr
+ *       | expr ('=='|'!='|'<'|'>'|'<='|'>='|'in') expr | expr ('and'|'or') expr
  *       | 'not' expr | expr '[' expr ']' | IDENT '(' [ expr { ',' expr } ] ')'
  *       | expr 'if' expr 'else' expr */
 expr:
@@ -479,6 +487,7 @@ expr:
 |	expr '>' expr { $$ = mkbin(P, '>', $1, $3, @$); }
 |	expr LE expr { $$ = mkbin(P, BIN_LE, $1, $3, @$); }
 |	expr GE expr { $$ = mkbin(P, BIN_GE, $1, $3, @$); }
+|	expr IN expr { $$ = mkbin(P, BIN_IN, $1, $3, @$); }
 |	expr AND expr { $$ = mkbin(P, BIN_AND, $1, $3, @$); }
 |	expr OR expr { $$ = mkbin(P, BIN_OR, $1, $3, @$); }
 |	NOT expr { $$ = mkexpr(P, EX_NOT, @$); $$->a = $2; }
@@ -634,7 +643,7 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner,
 	 * in two words instead of seventeen. */
 	static const char *const ops[] = { "'+'", "'-'", "'*'", "'/'", "'%'", "'<'", "'>'",
 					   "'['", "'=='", "'!='", "'<='", "'>='", "'//'",
-					   "'and'", "'or'", "'if'" };
+					   "'and'", "'or'", "'if'", "'in'" };
 	int nops = 0;
 	for (int i = 0; i < n; i++)
 		for (size_t j = 0; j < sizeof ops / sizeof *ops; j++)

@@ -215,9 +215,10 @@ struct g_requires {
  *                [rows, dim] (k_ltx_rope_freqs)
  *   grid_ids     attr[0..2] frames, height, width; flags G_OF_CENTER
  *   text_ids     attr[0] length, attr[1] the first position, attr[2] axes
- *   patch_embed  attr[0..2] the patch (t, h, w); operands x, weight
- *                [out, C, t, h, w] and, with G_OF_BIAS, the bias; scratch
- *                the patches [B, tokens, C * t * h * w]
+ *   patch_embed  attr[0..2] the patch (t, h, w); operands x [B, C, F, H, W],
+ *                weight [out, C, t, h, w] and, with G_OF_BIAS, the bias; or
+ *                (a Conv2d) x [B, C, H, W] and weight [out, C, h, w], t = 1;
+ *                scratch the patches [B, tokens, C * t * h * w]
  *   unpatchify   attr[0..2] the patch (the output tensor has the sizes)
  *   pad          attr[0] dim, attr[1] rows before, attr[2] rows after
  *                (global), eps the value; along a split dim the pads are the

@@ -220,4 +220,12 @@ refuses ltx ltx cross_attention_dim 16 'cross_attention_dim must be num_attentio
 for f in flux2_dev flux2_odd flux2_bf16; do takes "$f" flux2 - -; done
 refuses flux2_dev flux2 axes_dims_rope '[2, 2, 2]' 'sum\(axes_dims_rope\) must be attention_head_dim'
 
+# SD3 / SD3.5 (models/sd3.plan)
+for f in sd3 sd3_odd sd35_medium sd35_bf16; do takes "$f" sd3 - -; done
+refuses sd3 sd3 qk_norm '"layer_norm"' 'qk_norm other than none and "rms_norm" is not modelled'
+refuses sd3 sd3 caption_projection_dim 16 'caption_projection_dim must be num_attention_heads \* attention_head_dim'
+refuses sd3 sd3 pos_embed_max_size null 'PatchEmbed without pos_embed_max_size'
+refuses sd3 sd3 pos_embed_max_size 3 'the latent is larger than pos_embed_max_size patches'
+takes sd3 sd3 sample_size 64
+
 summary config

@@ -369,7 +369,7 @@ else
 	sed 's/, split(txt_ids, dim = 0);/;/' models/flux.plan >"$tmp/mutated/flux.plan"
 	sed 's/split(out\.\([01]\), dim = 1)/split(out.\1, dim = 0)/g' models/wan.plan \
 		>"$tmp/mutated/wan.plan"
-	cp models/qwenimage.plan "$tmp/mutated/"
+	cp models/qwenimage.plan models/sd3.plan "$tmp/mutated/"
 	sed 's/split(img_ids, dim = 1)/split(img_ids, dim = 0)/' models/flux2.plan >"$tmp/mutated/flux2.plan"
 	sed 's/split(encoder_attention_mask, dim = 1)/split(encoder_attention_mask, dim = 0)/' \
 		models/ltx.plan >"$tmp/mutated/ltx.plan"
@@ -539,5 +539,87 @@ else
 		echo "FAIL  flux2-dev-size-check"
 		sed 's/^/      /' "$tmp/out" | head -10
 	fi
+fi
+
+# --- SD3 / SD3.5 (models/sd3.plan; the plans are dtpc's own: the class has no
+# _cp_plan or _tp_plan) ----------------------------------------------------------
+for f in sd3 sd3_odd sd35_medium sd35_bf16; do
+	for x in fixture.json inputs.safetensors expected.safetensors transformer/config.json; do
+		if [ ! -f "$FIX/$f/$x" ]; then
+			echo "FAIL  $FIX/$f/$x is missing (tools/gen_models.py makes it)"
+			fail=$((fail + 1))
+		fi
+	done
+done
+if [ "$MODE" = mpi ]; then
+	case_ mpi-sd3-usp sd3 sd3 sd3_usp "ring = 2, ulysses = 2" "$AA"
+	case_ mpi-sd35-medium-ulysses2xtp2 sd35_medium sd3 sd3_tp_usp "ring = 1, ulysses = 2, tp = 2" ""
+	case_ mpi-sd3-odd-ring-any3-presharded sd3_odd sd3 sd3_ring_anything "ring = 3" \
+		"ring_anything = true, $AG" shard
+else
+	# SD3: 3 blocks (the last context_pre_only), 4 heads x 6, 4 x 3 = 12
+	# image + 8 text tokens
+	full case_ sd3-1rank sd3 sd3 sd3_tp "tp = 1" ""
+	full case_ sd3-tp2 sd3 sd3 sd3_tp "tp = 2" ""
+	full case_ sd3-tp4 sd3 sd3 sd3_tp "tp = 4" ""
+	full case_ sd3-ulysses2 sd3 sd3 sd3_ulysses "ulysses = 2" ""
+	full case_ sd3-ulysses4 sd3 sd3 sd3_ulysses "ulysses = 4" ""
+	full case_ sd3-ring2-allgather sd3 sd3 sd3_ring "ring = 2" "$AG"
+	full case_ sd3-ring4-alltoall sd3 sd3 sd3_ring_alltoall "ring = 4" "$AA"
+	case_ sd3-usp sd3 sd3 sd3_usp "ring = 2, ulysses = 2" "$AG"
+	full case_ sd3-ulysses2xtp2 sd3 sd3 sd3_tp_usp "ring = 1, ulysses = 2, tp = 2" ""
+	case_ sd3-ring2xtp2-presharded sd3 sd3 sd3_tp_usp "ring = 2, ulysses = 1, tp = 2" "$AA" shard
+	# SD3's corners: 3 heads, 2 blocks, out_channels 6, batch 2, 15 + 7
+	# tokens (tp 3 and the anything modes)
+	full case_ sd3-odd-1rank sd3_odd sd3 sd3_tp "tp = 1" ""
+	full case_ sd3-odd-tp3 sd3_odd sd3 sd3_tp "tp = 3" ""
+	full case_ sd3-odd-ulysses-any2 sd3_odd sd3 sd3_ulysses_anything "ulysses = 2" \
+		"ulysses_anything = true"
+	case_ sd3-odd-ring-any3 sd3_odd sd3 sd3_ring_anything "ring = 3" "ring_anything = true, $AG"
+	full case_ sd3-odd-ring-any4 sd3_odd sd3 sd3_ring_anything "ring = 4" "ring_anything = true, $AA"
+	# SD3.5 medium-like: qk_norm rms_norm, dual attention on blocks 0 and 1
+	# of 3, 4 heads x 6, 16 + 8 tokens
+	full case_ sd35-medium-1rank sd35_medium sd3 sd3_tp "tp = 1" ""
+	full case_ sd35-medium-tp2 sd35_medium sd3 sd3_tp "tp = 2" ""
+	case_ sd35-medium-tp4 sd35_medium sd3 sd3_tp "tp = 4" ""
+	full case_ sd35-medium-ulysses2 sd35_medium sd3 sd3_ulysses "ulysses = 2" ""
+	case_ sd35-medium-ulysses4 sd35_medium sd3 sd3_ulysses "ulysses = 4" ""
+	full case_ sd35-medium-ring2-allgather sd35_medium sd3 sd3_ring "ring = 2" "$AG"
+	full case_ sd35-medium-ring4-alltoall sd35_medium sd3 sd3_ring_alltoall "ring = 4" "$AA"
+	full case_ sd35-medium-usp sd35_medium sd3 sd3_usp "ring = 2, ulysses = 2" "$AA"
+	full case_ sd35-medium-uspxtp2 sd35_medium sd3 sd3_tp_usp "ring = 2, ulysses = 2, tp = 2" "$AG"
+	full case_ sd35-medium-ring-any3 sd35_medium sd3 sd3_ring_anything "ring = 3" \
+		"ring_anything = true, $AA"
+	# SD3.5 in bf16 (--dtype bf16): 2 heads x 16, dual attention on block 0
+	full case_ sd35-bf16-1rank sd35_bf16 sd3 sd3_tp "tp = 1" ""
+	full case_ sd35-bf16-tp2 sd35_bf16 sd3 sd3_tp "tp = 2" ""
+	case_ sd35-bf16-ulysses2 sd35_bf16 sd3 sd3_ulysses "ulysses = 2" ""
+	full case_ sd35-bf16-ring2-alltoall sd35_bf16 sd3 sd3_ring_alltoall "ring = 2" "$AA"
+
+	for f in sd3 sd3_odd sd35_medium sd35_bf16; do bound "bound-$f" ok $f sd3 sd3_tp; done
+	# controls: SD3.5 compiled without its qk norms, or without its dual
+	# attention, leaves their weights out
+	bound control-bound-sd35-no-qk-norm fail sd35_medium sd3 sd3_tp -D qk_norm=none
+	bound control-bound-sd35-no-dual fail sd35_medium sd3 sd3_tp -D 'dual_attention_layers=[]'
+
+	# negative controls: one element of attn2's norm_q weight off by 0.25;
+	# PatchEmbed's positions cropped one row off the centre; the joint
+	# attention over [text, image] (Flux's order) instead of SD3's [image,
+	# text], the image's output then read from the text's rows
+	mkdir -p "$tmp/perturbed_sd35"
+	cp "$FIX/sd35_medium/transformer/config.json" "$tmp/perturbed_sd35/"
+	safetensors_edit "$FIX/sd35_medium/transformer/diffusion_pytorch_model.safetensors" \
+		"$tmp/perturbed_sd35/diffusion_pytorch_model.safetensors" \
+		transformer_blocks.1.attn2.norm_q.weight 0.25
+	control control-sd35-perturbed-weight sd35_medium sd3 sd3_ulysses "ulysses = 2" \
+		"$tmp/perturbed_sd35" "$FIX/sd35_medium/inputs.safetensors"
+	sed 's|start = (pos_embed_max_size - height // patch_size) // 2,|start = (pos_embed_max_size - height // patch_size) // 2 + 1,|' \
+		models/sd3.plan >"$tmp/sd3_crop_off.plan"
+	control control-sd3-crop-off-centre sd3 "$tmp/sd3_crop_off.plan" sd3_tp "tp = 1" \
+		"$FIX/sd3/transformer" "$FIX/sd3/inputs.safetensors"
+	sed 's/concat(attn\.\(to_[qkv]\), attn\.\(add_[qkv]_proj\), dim = 1)/concat(attn.\2, attn.\1, dim = 1)/' \
+		models/sd3.plan >"$tmp/sd3_text_first.plan"
+	control control-sd3-text-first sd3 "$tmp/sd3_text_first.plan" sd3_tp "tp = 1" \
+		"$FIX/sd3/transformer" "$FIX/sd3/inputs.safetensors"
 fi
 summary models

@@ -129,10 +129,13 @@ def main():
                 ok = False
                 print(f"FAIL  {models}/{model}.plan plan {name}: missing {'; '.join(missing)}")
             else:
-                kinds = [k for k, c in (("_cp_plan", any(s in ("ring", "ulysses") for s in styles)),
+                kinds = [k for k, c in (("_cp_plan", want_cp and any(s in ("ring", "ulysses")
+                                                                      for s in styles)),
                                         ("_tp_plan", want_tp and "colwise" in styles)) if c]
                 print(f"ok    {models}/{model}.plan plan {name}: "
                       + (f"{' and '.join(kinds)} as {cls} says" if kinds else
+                         f"dtpc's own ({cls} has no _cp_plan or _tp_plan)"
+                         if not want_cp and not want_tp else
                          "neither context styles nor the class's tensor parallelism"))
     sys.exit(0 if ok else 1)
 

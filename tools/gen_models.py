@@ -12,8 +12,9 @@ Run by hand (CI has no torch; the outputs are committed):
 
 Each case is a tiny random-weight configuration of a diffusers transformer
 (FluxTransformer2DModel as Flux.1-dev and Flux.1-schnell,
-WanTransformer3DModel text-to-video, QwenImageTransformer2DModel,
-LTXVideoTransformer3DModel), built with
+Flux2Transformer2DModel, WanTransformer3DModel text-to-video,
+QwenImageTransformer2DModel, LTXVideoTransformer3DModel,
+SD3Transformer2DModel as SD3 and SD3.5), built with
 a seeded init that makes every op show in the output (`randomize` of
 tools/gen_fixtures.py, plus diffusers' own RMSNorm, which that misses), saved
 as a user finds such a model in a pipeline's folder: `save_pretrained` into
@@ -347,6 +348,64 @@ CASES.update({
                  guidance_embeds=True),
         inputs=lambda cfg, gen: flux2_inputs(cfg, gen, batch=1, img_h=2, img_w=4, txt_seq=4,
                                              guidance=True, times=(0.5, 2.0))),
+})
+
+
+# --- SD3 / SD3.5 (SD3Transformer2DModel) ----------------------------------------
+from diffusers import SD3Transformer2DModel  # noqa: E402  (this section's class)
+
+
+def sd3_inputs(cfg, gen, batch, height, width, txt_seq):
+    """height, width: the latent's (forward's [B, C, H, W]); timesteps in
+    [0, 1000) as StableDiffusion3Pipeline passes them (no factor in forward)."""
+    x = {
+        "hidden_states": torch.randn(batch, cfg["in_channels"], height, width, generator=gen),
+        "encoder_hidden_states": torch.randn(batch, txt_seq, cfg["joint_attention_dim"], generator=gen),
+        "pooled_projections": torch.randn(batch, cfg["pooled_projection_dim"], generator=gen),
+        "timestep": 1000 * torch.rand(batch, generator=gen),
+    }
+    shape = {"batch": batch, "height": height, "width": width, "txt_seq": txt_seq}
+    return x, shape, {}
+
+
+CASES.update({
+    # SD3 (no qk norm): 3 blocks (a middle one and the context_pre_only
+    # last), 4 heads x 6, an 8 x 6 latent -> 4 x 3 = 12 tokens cropped from a
+    # 7 x 7 position grid (offsets 1, 2), 8 text tokens
+    "sd3": dict(
+        cls=SD3Transformer2DModel, model="sd3",
+        cfg=dict(sample_size=8, patch_size=2, in_channels=4, num_layers=3, attention_head_dim=6,
+                 num_attention_heads=4, joint_attention_dim=20, caption_projection_dim=24,
+                 pooled_projection_dim=12, out_channels=4, pos_embed_max_size=7),
+        inputs=lambda cfg, gen: sd3_inputs(cfg, gen, batch=1, height=8, width=6, txt_seq=8)),
+    # SD3's odd corners: 3 heads x 8, 2 blocks, out_channels 6, batch 2, a
+    # 6 x 10 latent -> 15 tokens, 7 text tokens (only the anything modes and
+    # tp 3 split them)
+    "sd3_odd": dict(
+        cls=SD3Transformer2DModel, model="sd3",
+        cfg=dict(sample_size=6, patch_size=2, in_channels=3, num_layers=2, attention_head_dim=8,
+                 num_attention_heads=3, joint_attention_dim=10, caption_projection_dim=24,
+                 pooled_projection_dim=8, out_channels=6, pos_embed_max_size=6),
+        inputs=lambda cfg, gen: sd3_inputs(cfg, gen, batch=2, height=6, width=10, txt_seq=7)),
+    # SD3.5 medium-like: qk_norm rms_norm, dual attention (attn2,
+    # SD35AdaLayerNormZeroX) on blocks 0 and 1 of 3, 4 heads x 6, an 8 x 8
+    # latent -> 16 tokens, 8 text tokens
+    "sd35_medium": dict(
+        cls=SD3Transformer2DModel, model="sd3",
+        cfg=dict(sample_size=8, patch_size=2, in_channels=4, num_layers=3, attention_head_dim=6,
+                 num_attention_heads=4, joint_attention_dim=16, caption_projection_dim=24,
+                 pooled_projection_dim=12, out_channels=4, pos_embed_max_size=6,
+                 dual_attention_layers=(0, 1), qk_norm="rms_norm"),
+        inputs=lambda cfg, gen: sd3_inputs(cfg, gen, batch=1, height=8, width=8, txt_seq=8)),
+    # SD3.5 (qk norm, dual attention on block 0) in bf16: 2 heads x 16, 2
+    # blocks, 16 + 6 tokens
+    "sd35_bf16": dict(
+        cls=SD3Transformer2DModel, model="sd3", dtype=torch.bfloat16,
+        cfg=dict(sample_size=8, patch_size=2, in_channels=4, num_layers=2, attention_head_dim=16,
+                 num_attention_heads=2, joint_attention_dim=12, caption_projection_dim=32,
+                 pooled_projection_dim=8, out_channels=4, pos_embed_max_size=4,
+                 dual_attention_layers=(0,), qk_norm="rms_norm"),
+        inputs=lambda cfg, gen: sd3_inputs(cfg, gen, batch=1, height=8, width=8, txt_seq=6)),
 })
 
 

@@ -103,21 +103,29 @@ static bool shape_patches(struct op_ctx *I, struct ir_op *o, const struct value 
 	const struct ir_shape *x = o->nin ? in_shape(I, o->in[0]) : NULL;
 	const char *xname = o->nin ? I->m->tensors[o->in[0]].name : "";
 	bool embed = o->kind == OP_patch_embed;
-	if (!need_rank(I, o->in[0], o->in_loc[0], embed ? 5 : 3, embed ? 5 : 3,
-		       embed ? "patch_embed's input [B, C, F, H, W]"
+	if (!need_rank(I, o->in[0], o->in_loc[0], embed ? 4 : 3, embed ? 5 : 3,
+		       embed ? "patch_embed's input [B, C, H, W] or [B, C, F, H, W]"
 			     : "unpatchify's input [B, tokens, features]"))
 		return false;
 	const struct value *pv = &v[embed ? 2 : 1];
-	if (pv->n != 3) {
-		diag_error(I->d, pv->loc, "patch must be a list of 3 sizes [t, h, w], not %s",
-			   value_str(I->a, pv));
+	/* Conv2d (SD3's PatchEmbed) over [B, C, H, W] takes [h, w] and is
+	 * the Conv3d of patch [1, h, w] over one frame: the axes of a 2-D
+	 * patch start at the height */
+	bool conv2d = embed && x->nd == 4;
+	int np = conv2d ? 2 : 3, k0 = 3 - np;
+	if (pv->n != np) {
+		diag_error(I->d, pv->loc, "patch must be a list of %s, not %s",
+			   conv2d ? "2 sizes [h, w] for the [B, C, H, W] input of a Conv2d"
+			   : embed ? "3 sizes [t, h, w] for the [B, C, F, H, W] input of a Conv3d"
+				   : "3 sizes [t, h, w]", value_str(I->a, pv));
 		return false;
 	}
-	int64_t grid[3], vol = 1;
-	for (int k = 0; k < 3; k++) {
+	int64_t grid[3] = { 1, 1, 1 }, vol = 1;
+	o->shape_attr.d[0] = 1;
+	for (int k = 0; k < np; k++) {
 		if (!positive(I, &pv->items[k], "a patch size"))
 			return false;
-		o->shape_attr.d[k] = pv->items[k].i;
+		o->shape_attr.d[k0 + k] = pv->items[k].i;
 		/* patch sizes divide sizes below 2^48: no overflow */
 		if (__builtin_mul_overflow(vol, pv->items[k].i, &vol)) {
 			diag_error(I->d, pv->loc, "patch is too large");
@@ -126,19 +134,20 @@ static bool shape_patches(struct op_ctx *I, struct ir_op *o, const struct value 
 	}
 	o->shape_attr.nd = 3;
 	static const char *const axis[3] = { "frames", "height", "width" };
-	for (int k = 0; k < 3; k++) {
-		int64_t size = embed ? x->d[2 + k] : v[2 + k].i;
-		if (!embed && !positive(I, &v[2 + k], axis[k]))
+	for (int k = 0; k < np; k++) {
+		int a = k0 + k;
+		int64_t size = embed ? x->d[x->nd - np + k] : v[2 + k].i;
+		if (!embed && !positive(I, &v[2 + k], axis[a]))
 			return false;
 		if (size % pv->items[k].i) {
 			diag_error(I->d, pv->items[k].loc.file >= 0 ? pv->items[k].loc : pv->loc,
 				   "patch size %" PRId64 " does not divide the %s (%" PRId64 ")%s%s",
-				   pv->items[k].i, axis[k], size, embed ? " of " : "",
+				   pv->items[k].i, axis[a], size, embed ? " of " : "",
 				   embed ? arena_printf(I->a, "'%s' %s", xname, shape_str(I->a, x))
 					 : "");
 			return false;
 		}
-		grid[k] = size / pv->items[k].i;
+		grid[a] = size / pv->items[k].i;
 	}
 	/* unpatchify's sizes are the plan's numbers: multiply with care */
 	int64_t tokens;
@@ -154,8 +163,12 @@ static bool shape_patches(struct op_ctx *I, struct ir_op *o, const struct value 
 		*out = (struct ir_shape){ 3, { x->d[0], tokens, v[1].i } };
 		o->attr[0] = v[1].i;
 		o->flag = v[3].i;
-		ir_add_weight(I, opi, "weight", (struct ir_shape){ 5, { v[1].i, x->d[1],
-				pv->items[0].i, pv->items[1].i, pv->items[2].i } });
+		/* the weight as the checkpoint stores it: Conv2d's [out, C, h, w],
+		 * Conv3d's [out, C, t, h, w] */
+		struct ir_shape w = { 2 + np, { v[1].i, x->d[1] } };
+		for (int k = 0; k < np; k++)
+			w.d[2 + k] = pv->items[k].i;
+		ir_add_weight(I, opi, "weight", w);
 		if (o->flag)
 			ir_add_weight(I, opi, "bias", shape1(v[1].i));
 		return true;

@@ -51,6 +51,16 @@ static dtpc_status check_ids(struct dtpc_session *s, uint32_t i, const struct g_
 	return DTPC_OK;
 }
 
+/* The [B, C, F, H, W] of patch_embed's input or unpatchify's output: a
+ * [B, C, H, W] one (a Conv2d's) is one frame. */
+static void patch_grid(struct dtpc_session *s, uint32_t t, int64_t g[5])
+{
+	const int64_t *d = dims(s, t);
+	bool one_frame = nd(s, t) == 4;
+	for (int k = 0, j = 0; k < 5; k++)
+		g[k] = one_frame && k == 2 ? 1 : d[j++];
+}
+
 static dtpc_status check_patches(struct dtpc_session *s, uint32_t i, const struct g_op *o)
 {
 	const char *name = op_table[o->kind].name;
@@ -58,12 +68,17 @@ static dtpc_status check_patches(struct dtpc_session *s, uint32_t i, const struc
 	bool embed = o->kind == OP_patch_embed;
 	uint32_t grid = embed ? x : out, toks = embed ? out : x;
 	int64_t pt = o->attr[0], ph = o->attr[1], pw = o->attr[2], vol = 1, n = 1, k;
-	REQUIRE(nd(s, grid) == 5 && nd(s, toks) == 3 && dims(s, grid)[0] == dims(s, toks)[0],
+	/* patch_embed over [B, C, H, W] (Conv2d): one frame, patch (1, h, w) */
+	bool conv2d = embed && nd(s, grid) == 4;
+	int64_t g[5];
+	REQUIRE((nd(s, grid) == 5 || (conv2d && pt == 1)) && nd(s, toks) == 3 &&
+			dims(s, grid)[0] == dims(s, toks)[0],
 		i, name, "shapes");
+	patch_grid(s, grid, g);
 	for (int d = 0; d < 3; d++) {
-		REQUIRE(o->attr[d] >= 1 && dims(s, grid)[2 + d] % o->attr[d] == 0 &&
+		REQUIRE(o->attr[d] >= 1 && g[2 + d] % o->attr[d] == 0 &&
 				!__builtin_mul_overflow(vol, o->attr[d], &vol) &&
-				!__builtin_mul_overflow(n, dims(s, grid)[2 + d] / o->attr[d], &n),
+				!__builtin_mul_overflow(n, g[2 + d] / o->attr[d], &n),
 			i, name, "the patch does not divide the grid");
 	}
 	REQUIRE(dims(s, toks)[1] == n && !__builtin_mul_overflow(vol, dims(s, grid)[1], &k),
@@ -76,10 +91,17 @@ static dtpc_status check_patches(struct dtpc_session *s, uint32_t i, const struc
 	}
 	uint32_t w = opnd(s, o, 1);
 	int64_t N = dims(s, out)[2];
-	REQUIRE(nd(s, w) == 5 && dims(s, w)[0] == N && dims(s, w)[1] == dims(s, x)[1] &&
-			dims(s, w)[2] == pt && dims(s, w)[3] == ph && dims(s, w)[4] == pw, i, name,
-		"the weight must be [%lld, %lld, %lld, %lld, %lld]", (long long)N,
-		(long long)dims(s, x)[1], (long long)pt, (long long)ph, (long long)pw);
+	/* the weight as the checkpoint stores it: [out, C, h, w] for a Conv2d */
+	const int64_t *wd = dims(s, w);
+	if (conv2d)
+		REQUIRE(nd(s, w) == 4 && wd[0] == N && wd[1] == g[1] && wd[2] == ph &&
+				wd[3] == pw, i, name, "the weight must be [%lld, %lld, %lld, %lld]",
+			(long long)N, (long long)g[1], (long long)ph, (long long)pw);
+	else
+		REQUIRE(nd(s, w) == 5 && wd[0] == N && wd[1] == g[1] && wd[2] == pt &&
+				wd[3] == ph && wd[4] == pw, i, name,
+			"the weight must be [%lld, %lld, %lld, %lld, %lld]", (long long)N,
+			(long long)g[1], (long long)pt, (long long)ph, (long long)pw);
 	if (o->flags & G_OF_BIAS)
 		REQUIRE(o->nin == 3 && s->numel[opnd(s, o, 2)] == N, i, name, "bias size");
 	else
@@ -120,7 +142,8 @@ static dtpc_status run_patch_embed(struct dtpc_session *s, const struct g_op *o)
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
 	float *y = rt_data(s, out);
 	/* the patches, then one GEMM by the weight as [out, C t h w] */
-	const int64_t *xs = dims(s, x);
+	int64_t xs[5];
+	patch_grid(s, x, xs);
 	float *p = scratch(s, o);
 	int64_t K = s->numel[x] / (dims(s, out)[1] ? dims(s, out)[1] : 1) /
 		    (xs[0] ? xs[0] : 1);

@@ -175,6 +175,16 @@ int main(void)
 	fails("not 1");
 	fails("\"a\" < 1");
 	fails("1 < 2 < 3");                       /* comparisons do not chain */
+	/* in: an item of a list, compared as == compares */
+	UNIT_CHECK(eval("a in [1, 6] and 1.0 in [1] and [2] in [[1], [2]] and \"x\" in [\"x\"]",
+			&v, &e) && v.kind == VAL_BOOL && v.i == 1, "in holds");
+	UNIT_CHECK(eval("a in [] or 7 in [1, 6] or \"6\" in [6]", &v, &e) && v.kind == VAL_BOOL &&
+			   v.i == 0, "in does not hold");
+	UNIT_CHECK(eval("not a in [6] or a + 1 in [7] and false", &v, &e) && v.i == 0,
+		   "not x in l is not (x in l); in binds tighter than and, + than in");
+	fails("a in 6");
+	fails("a in \"a6\"");
+	fails("1 in [1] in [true]");              /* nor does in */
 	/* none (diffusers' None) and Python's conditional expression */
 	UNIT_CHECK(eval("none", &v, &e) && v.kind == VAL_NULL, "none");
 	UNIT_CHECK(eval("none == none and none != 0 and not (none == [])", &v, &e) && v.i == 1,

@@ -166,6 +166,28 @@ static void test_braces(void)
 	MATCH("{a\\,b,c}", "a,b");
 	NOMATCH("{a\\,b,c}", "a");
 	MATCH("a,b", "a,b"); /* ',' is literal outside braces */
+	/* Alternatives holding a '.' span segments (expanded as a shell's
+	 * braces): SD3's last block has no to_add_out. */
+	MATCH("blocks.*.attn.{to_out.0,to_add_out}", "blocks.3.attn.to_out.0");
+	MATCH("blocks.*.attn.{to_out.0,to_add_out}", "blocks.3.attn.to_add_out");
+	NOMATCH("blocks.*.attn.{to_out.0,to_add_out}", "blocks.3.attn.to_out");
+	NOMATCH("blocks.*.attn.{to_out.0,to_add_out}", "blocks.3.attn.to_out.1");
+	MATCH("attn.to_{q,k.v}", "attn.to_k.v");
+	MATCH("attn.to_{q,k.v}", "attn.to_q");
+	NOMATCH("attn.to_{q,k.v}", "attn.to_k");
+	MATCH("{ff,ff_context}.net.{0.proj,2}", "ff_context.net.0.proj");
+	MATCH("{ff,ff_context}.net.{0.proj,2}", "ff.net.2");
+	NOMATCH("{ff,ff_context}.net.{0.proj,2}", "ff.net.0");
+	MATCH("{a.{b.c,d},e}.f", "a.b.c.f");
+	MATCH("{a.{b.c,d},e}.f", "a.d.f");
+	MATCH("{a.{b.c,d},e}.f", "e.f");
+	NOMATCH("{a.{b.c,d},e}.f", "a.b.f");
+	MATCH("{**.norm_q,x.y}", "blocks.0.attn.norm_q");
+	MATCH("{**.norm_q,x.y}", "norm_q");
+	MATCH("{a.b,c}.*", "c.z");
+	NOMATCH("{a.b,c}.*", "a.b");
+	MATCH("{a\\.b,c.d}", "c.d"); /* an escaped '.' makes no group dotted */
+	NOMATCH("{a\\.b,c}", "a.b");
 }
 
 static void test_escapes(void)
@@ -216,7 +238,15 @@ static void test_errors(void)
 	bad("{**,a}", "'**' must be a whole segment", 1);
 	bad("to_{q,k", "unterminated '{' in glob", 3);
 	bad("{a,{b", "unterminated '{' in glob", 0);
-	bad("to_{q,k.v}", "'.' inside '{...}': alternatives must stay within one segment", 7);
+	bad("to_{q,k.v", "unterminated '{' in glob", 3);
+	/* errors inside a dotted group's expansion, at their column as written */
+	bad("a.{b..c,d}", "empty segment in glob", 5);
+	bad("x.{to_out.0,a**b}", "'**' must be a whole segment", 13);
+	bad("{a.b,c}.[z-a]", "reversed range in '[...]'", 9);
+	bad("{a.{b.{c.{d.{e.{f.{g.{h.{i.{j.{k.{l.{m.{n.{o.{p.{q.r,s},s},s},s},s},s},s},s},s},s},"
+	    "s},s},s},s},s},s},s}", "more than 16 '{...}' holding a '.' in one glob", 48);
+	bad("{a.b,c}{a.b,c}{a.b,c}{a.b,c}{a.b,c}{a.b,c}{a.b,c}{a.b,c}{a.b,c}",
+	    "'{...}' holding a '.' expand to more than 256 globs", 56);
 	bad("a}", "unmatched '}' in glob", 1);
 	bad("{a}}", "unmatched '}' in glob", 3);
 	bad("a\\", "trailing '\\' in glob", 1);
