@@ -122,6 +122,7 @@ static void rank_rates(const struct dt_profile *dp, int C, uint32_t n, double sh
 	out->attention.score /= f;
 	for (int m = 0; m < M_N; m++)
 		out->op_bw[m] *= f;
+	out->mem_bw *= f;
 }
 
 /* Time of one collective, or of one ring step (p2p), of a group of gsize
@@ -151,6 +152,26 @@ static double kernel_time(const struct rate *r, double flops, double scores)
 static double move_time(const struct sim *s, uint32_t r, int m, double bytes)
 {
 	return bytes / s->rates[r].op_bw[m];
+}
+
+/* The bytes op o moves on rank r: its result and every operand. */
+static double op_bytes(const struct sim *s, const struct g_op *o, uint32_t r)
+{
+	double b = tensor_bytes(s->g, o->out, r, s->es);
+	for (uint32_t k = 0; k < o->nin; k++)
+		b += tensor_bytes(s->g, s->g->operands[o->in0 + k], r, s->es);
+	return b;
+}
+
+/* A memory-bound kernel that computes each element of its result (a
+ * norm, an activation, a table): the elements count as pointwise work,
+ * its bytes move at bw. */
+static double pointwise(const struct sim *s, const struct g_op *o, uint32_t r,
+			struct rank_cost *rc, double bw)
+{
+	rc->flops[F_POINTWISE] += (double)graph_local_numel(s->g, o->out, r);
+	rc->nops[F_POINTWISE]++;
+	return op_bytes(s, o, r) / bw;
 }
 
 static void add_row(struct rank_cost *rc, int kind, int group, bool inter, double bytes,
@@ -203,7 +224,7 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 	const double es = s->es;
 	uint32_t out = o->out, x = o->nin ? g->operands[o->in0] : out;
 	double t = 0;
-	int res = R_MEM, mop = M_COPY;
+	int res = R_MEM;
 	switch ((enum op_kind)o->kind) {
 	/* linear_act: the linear's FLOPs and time; its activation runs on the
 	 * GEMM's result before it is stored (the epilogue), free beside it */
@@ -351,37 +372,46 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 		return t + copies;
 	}
 	case OP_layer_norm:
+		t = pointwise(s, o, r, rc, rt->op_bw[M_LAYER_NORM]);
+		break;
 	case OP_rms_norm:
+		t = pointwise(s, o, r, rc, rt->op_bw[M_RMS_NORM]);
+		break;
 	case OP_gelu:
+		t = pointwise(s, o, r, rc, rt->op_bw[M_GELU]);
+		break;
 	case OP_silu:
+		t = pointwise(s, o, r, rc, rt->op_bw[M_SILU]);
+		break;
 	case OP_add:
+		t = pointwise(s, o, r, rc, rt->op_bw[M_ADD]);
+		break;
 	case OP_mul:
+		t = pointwise(s, o, r, rc, rt->op_bw[M_MUL]);
+		break;
 	case OP_modulate:
+		t = pointwise(s, o, r, rc, rt->op_bw[M_MODULATE]);
+		break;
 	case OP_rope:
+		t = pointwise(s, o, r, rc, rt->op_bw[M_ROPE]);
+		break;
+	/* The timestep and RoPE tables and the position grids write their
+	 * result from a few operands (or none): kernels a profile has no rate
+	 * of their own for (op_bytes_per_s), at memory_bytes_per_s. */
 	case OP_timestep_embedding:
 	case OP_rope_freqs:
 	case OP_ltx_rope_freqs:
 	case OP_grid_ids:
 	case OP_text_ids:
-		rc->flops[F_POINTWISE] += (double)graph_local_numel(g, out, r);
-		rc->nops[F_POINTWISE]++;
-		mop = o->kind == OP_layer_norm ? M_LAYER_NORM : o->kind == OP_rms_norm ? M_RMS_NORM
-		    : o->kind == OP_gelu ? M_GELU : o->kind == OP_silu ? M_SILU
-		    : o->kind == OP_add ? M_ADD : o->kind == OP_mul ? M_MUL
-		    : o->kind == OP_modulate ? M_MODULATE : M_ROPE;
-		/* memory-bound, as the copies: the result and every operand */
-		__attribute__((fallthrough));
+		t = pointwise(s, o, r, rc, rt->mem_bw);
+		break;
 	case OP_concat:
 	case OP_pad:
 	case OP_reshape:
 	case OP_norm_stats:
-	case OP_unpatchify: {
-		double b = tensor_bytes(g, out, r, es);
-		for (uint32_t k = 0; k < o->nin; k++)
-			b += tensor_bytes(g, g->operands[o->in0 + k], r, es);
-		t = move_time(s, r, mop, b);
+	case OP_unpatchify:
+		t = move_time(s, r, M_COPY, op_bytes(s, o, r));
 		break;
-	}
 	case OP_slice:
 	case OP_shard: /* the part kept, read and written */
 		t = move_time(s, r, M_COPY, 2 * tensor_bytes(g, out, r, es));
