@@ -839,12 +839,19 @@ struct candidate {
 	char reason[160];
 };
 
+/* What fits first, then by predicted time; ties by memory, then by name,
+ * so that the order is the same on every run. */
 static int by_time(const void *x, const void *y)
 {
 	const struct candidate *a = x, *b = y;
 	if (a->fits != b->fits)
 		return a->fits ? -1 : 1;
-	return (a->step > b->step) - (a->step < b->step);
+	if (a->step != b->step)
+		return (a->step > b->step) - (a->step < b->step);
+	if (a->mem != b->mem)
+		return (a->mem > b->mem) - (a->mem < b->mem);
+	int m = strcmp(a->mesh, b->mesh);
+	return m ? m : strcmp(a->context, b->context);
 }
 
 /* Why a mesh takes the time it does: its bounding resource, and the
@@ -870,6 +877,50 @@ static void explain(const struct prediction *p, double mem, double limit, char *
 		snprintf(buf + l, n - l, ", memory-bound: needs %.4g MiB", mem / (1 << 20));
 }
 
+/* The mesh axes suggest tries, in its order. */
+static const char *const mesh_axes[] = { "ring", "ulysses", "tp" };
+enum { NMESH_AXES = sizeof mesh_axes / sizeof *mesh_axes };
+
+/* The axes of mesh_axes that g splits nothing over (bit k: mesh_axes[k]):
+ * an axis of size 2 or more that no op's group and no tensor's split
+ * lists only repeats the same work on more ranks. */
+static unsigned unused_axes(const struct g_graph *g)
+{
+	bool used[G_MAX_AXES] = { false };
+	for (uint32_t i = 0; i < g->nops; i++)
+		if (g->ops[i].group >= 0)
+			for (uint32_t k = 0; k < g->groups[g->ops[i].group].naxes; k++)
+				used[g->groups[g->ops[i].group].axes[k]] = true;
+	for (uint32_t p = 0; p < g->npatterns; p++)
+		for (uint32_t k = 0; k < g->groups[g->patterns[p].group].naxes; k++)
+			used[g->groups[g->patterns[p].group].axes[k]] = true;
+	unsigned mask = 0;
+	for (uint32_t a = 0; a < g->naxes; a++)
+		for (int k = 0; k < NMESH_AXES; k++)
+			if (g->axes[a].size > 1 && !used[a] && !strcmp(graph_str(g, g->axes[a].name),
+								       mesh_axes[k]))
+				mask |= 1u << k;
+	return mask;
+}
+
+/* The first error of a compiler's diagnostics (text), or their first line. */
+static const char *first_error(struct arena *a, const char *text)
+{
+	const char *at = strstr(text, ": error: ");
+	const char *line = text;
+	if (at)
+		while (at > text && at[-1] != '\n')
+			at--;
+	line = at ? at : text;
+	size_t n = strcspn(line, "\n");
+	return n ? arena_printf(a, "%.*s", (int)n, line) : "(no diagnostic)";
+}
+
+/* A mesh the compiler refused: the mesh and its context, and why. */
+struct refusal {
+	const char *mesh, *context, *why;
+};
+
 int suggest_main(int argc, char **argv)
 {
 	struct arena *a = arena_create();
@@ -886,9 +937,10 @@ int suggest_main(int argc, char **argv)
 		arena_free(a);
 		return rc;
 	}
-	FILE *quiet = fopen("/dev/null", "w");
-	int cap = 64, n = 0, refused = 0;
+	int cap = 64, n = 0, nref = 0, refcap = 16, dropped = 0;
+	unsigned unused = 0;
 	struct candidate *cand = ARENA_ARRAY(a, struct candidate, cap);
+	struct refusal *ref = ARENA_ARRAY(a, struct refusal, refcap);
 	/* every ring x ulysses x tp of the world; with a ring both rotate
 	 * methods; an anything mode only where the plain mesh is refused (where
 	 * it divides, it gives the same graph) */
@@ -901,11 +953,13 @@ int suggest_main(int argc, char **argv)
 				continue;
 			long long t = c.world / (r * u);
 			const char *mesh = arena_printf(a, "ring = %lld, ulysses = %lld, tp = %lld", r, u, t);
+			const char *name = arena_printf(a, "ring %lld x ulysses %lld x tp %lld", r, u, t);
 			for (int rot = 0; rot < (r > 1 ? 2 : 1); rot++) {
 				const char *rm = r > 1 ? (rot ? "rotate_method = \"alltoall\""
 							      : "rotate_method = \"allgather\"")
 						       : NULL;
 				bool done = false;
+				const char *why = NULL;
 				for (int k = 0; k < 4 && !done; k++) {
 					const char *parts[3] = { c.co.context, rm, anything[k] };
 					const char *ctx = NULL;
@@ -916,8 +970,17 @@ int suggest_main(int argc, char **argv)
 					void *buf = NULL;
 					struct g_graph g;
 					struct prediction p = { 0 };
-					int crc = cost_of(&c, plan, mesh, ctx, &h, dtype,
-							  quiet ? quiet : stderr, &buf, &g, &p);
+					/* the diagnostics, for the plain mesh's refusal */
+					char *diag = NULL;
+					size_t dlen = 0;
+					FILE *err = open_memstream(&diag, &dlen);
+					int crc = cost_of(&c, plan, mesh, ctx, &h, dtype, err ? err : stderr,
+							  &buf, &g, &p);
+					if (err)
+						fclose(err);
+					if (!why && crc == 1)
+						why = first_error(a, diag ? diag : "");
+					free(diag);
 					if (crc == 2) { /* no mesh of the world can be costed */
 						rc = 2;
 						goto unusable;
@@ -925,40 +988,66 @@ int suggest_main(int argc, char **argv)
 					if (crc)
 						continue;
 					done = true;
-					if (n == cap) {
-						struct candidate *m = ARENA_ARRAY(a, struct candidate, 2 * cap);
-						memcpy(m, cand, sizeof *cand * (size_t)cap);
-						cand = m;
-						cap *= 2;
+					unsigned idle = unused_axes(&g);
+					if (idle) {
+						unused |= idle;
+						dropped++;
+					} else {
+						if (n == cap) {
+							struct candidate *m = ARENA_ARRAY(a, struct candidate,
+											  2 * cap);
+							memcpy(m, cand, sizeof *cand * (size_t)cap);
+							cand = m;
+							cap *= 2;
+						}
+						struct candidate *x = &cand[n++];
+						double limit = c.max_mem > 0 ? c.max_mem : p.memory_limit;
+						x->mesh = name;
+						x->context = ctx ? ctx : "";
+						x->step = p.step;
+						x->mem = peak_memory(&p);
+						x->fits = x->mem <= limit;
+						explain(&p, x->mem, limit, x->reason, sizeof x->reason);
 					}
-					struct candidate *x = &cand[n++];
-					double limit = c.max_mem > 0 ? c.max_mem : p.memory_limit;
-					x->mesh = arena_printf(a, "ring %lld x ulysses %lld x tp %lld", r, u, t);
-					x->context = ctx ? ctx : "";
-					x->step = p.step;
-					x->mem = peak_memory(&p);
-					x->fits = x->mem <= limit;
-					explain(&p, x->mem, limit, x->reason, sizeof x->reason);
 					free(p.ranks);
 					free(buf);
 				}
-				refused += !done;
+				if (done)
+					continue;
+				if (nref == refcap) {
+					struct refusal *m = ARENA_ARRAY(a, struct refusal, 2 * refcap);
+					memcpy(m, ref, sizeof *ref * (size_t)refcap);
+					ref = m;
+					refcap *= 2;
+				}
+				ref[nref++] = (struct refusal){ name, rm ? rm : "", why };
 			}
 		}
 unusable:
-	if (quiet)
-		fclose(quiet);
 	if (rc == 2) {
 		arena_free(a);
 		return rc;
 	}
 	qsort(cand, (size_t)n, sizeof *cand, by_time);
 	printf("suggest: %s, plan %s, world %" PRId64 ", %s, on %s (%s): %d meshes pass check, "
-	       "%d refused\n", c.file, plan, c.world, dt_names[dtype], h.name, h.path, n, refused);
+	       "%d refused\n", c.file, plan, c.world, dt_names[dtype], h.name, h.path, n + dropped,
+	       nref);
 	for (int i = 0; i < n && i < c.top; i++)
 		printf("%2d. %-30s %10.3f ms %9.3f GiB%s  %s%s%s\n", i + 1, cand[i].mesh,
 		       cand[i].step * 1e3, cand[i].mem / (1 << 30), cand[i].fits ? "" : " (does not fit)",
 		       cand[i].reason, cand[i].context[0] ? "; context: " : "", cand[i].context);
+	if (unused) {
+		for (int k = 0, first = 1; k < NMESH_AXES; k++)
+			if (unused >> k & 1) {
+				printf("%s%s", first ? "" : ", ", mesh_axes[k]);
+				first = 0;
+			}
+		printf(": not used by plan %s (%d %s with them left out)\n", plan, dropped,
+		       dropped == 1 ? "mesh" : "meshes");
+	}
+	for (int i = 0; i < nref; i++)
+		printf("refused: %s%s%s: %s\n", ref[i].mesh, ref[i].context[0] ? "; context: " : "",
+		       ref[i].context, ref[i].why);
 	arena_free(a);
 	return n ? 0 : 1;
 }
