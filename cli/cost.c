@@ -906,12 +906,11 @@ static unsigned unused_axes(const struct g_graph *g)
 /* The first error of a compiler's diagnostics (text), or their first line. */
 static const char *first_error(struct arena *a, const char *text)
 {
-	const char *at = strstr(text, ": error: ");
-	const char *line = text;
-	if (at)
-		while (at > text && at[-1] != '\n')
-			at--;
-	line = at ? at : text;
+	const char *line = strstr(text, ": error: ");
+	if (!line)
+		line = text;
+	while (line > text && line[-1] != '\n')
+		line--;
 	size_t n = strcspn(line, "\n");
 	return n ? arena_printf(a, "%.*s", (int)n, line) : "(no diagnostic)";
 }

@@ -732,8 +732,9 @@ static bool check_op(struct loader *l, uint32_t i)
 	case OP_param:
 		return fail(l, "op %" PRIu32 " (param): a plan's parameter is a weight "
 			    "tensor in a graph, never an op", i);
-	/* Their attributes are sizes and head dims: the session's op checks
-	 * (runtime/ops/) hold them against the tensors' shapes. */
+	/* Their attributes (sizes, head dims, float64 bits, norm_stats'
+	 * kind) are held against the tensors' shapes by the session's op
+	 * checks (runtime/ops/). */
 	case OP_linear:
 	case OP_layer_norm:
 	case OP_rms_norm:
