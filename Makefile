@@ -17,7 +17,10 @@ WARN    = -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes \
           -Wvla -Wno-unused-parameter -Wswitch-enum -Wimplicit-fallthrough
 # WERROR=1: a warning fails the build. make test (and so CI) builds every
 # tree so, tests/run.sh's sanitizer trees too; a plain make warns only.
-WERROR ?=
+# The goal sets it, not only its recipe: the stamp of the build's flags
+# (BUILD_CONFIG, below) is written when make reads this file, and must
+# agree with what the recipe's make builds, or each make test rebuilds all.
+WERROR ?= $(if $(filter test,$(MAKECMDGOALS)),1)
 WARN   += $(if $(WERROR),-Werror)
 BLAS_CFLAGS ?= -I/usr/include/x86_64-linux-gnu/openblas-pthread
 # MPI (optional, detected): with Open MPI's mpicc the mpi backend and
@@ -265,8 +268,8 @@ demo: deps all
 # builds its sanitizer, TSan and fuzzing trees with as many.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test: deps
-	+@$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(JOBS)) WERROR=1 all
-	@WERROR=1 JOBS=$(JOBS) sh tests/run.sh $(BUILD)
+	+@$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(JOBS)) WERROR=$(WERROR) all
+	@WERROR=$(WERROR) JOBS=$(JOBS) sh tests/run.sh $(BUILD)
 
 bench: all
 	@sh bench/run.sh $(BUILD)
