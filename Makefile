@@ -14,7 +14,14 @@ OPT    ?= -O2
 
 WARN    = -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes \
           -Wmissing-prototypes -Wformat=2 -Wundef -Wcast-align \
-          -Wvla -Wno-unused-parameter
+          -Wvla -Wno-unused-parameter -Wswitch-enum -Wimplicit-fallthrough
+# WERROR=1: a warning fails the build. make test (and so CI) builds every
+# tree so, tests/run.sh's sanitizer trees too; a plain make warns only.
+# The goal sets it, not only its recipe: the stamp of the build's flags
+# (BUILD_CONFIG, below) is written when make reads this file, and must
+# agree with what the recipe's make builds, or each make test rebuilds all.
+WERROR ?= $(if $(filter test,$(MAKECMDGOALS)),1)
+WARN   += $(if $(WERROR),-Werror)
 BLAS_CFLAGS ?= -I/usr/include/x86_64-linux-gnu/openblas-pthread
 # MPI (optional, detected): with Open MPI's mpicc the mpi backend and
 # tests/mpi are built; without it comm_mpi_create says the build has none.
@@ -35,8 +42,10 @@ ifeq ($(TSAN),1)
 CFLAGS  += -fsanitize=thread -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=thread
 endif
-# Generated scanner/parser code is not ours: same flags, fewer warnings.
-GENFLAGS = $(filter-out -Wpedantic -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Wundef -Wcast-align,$(CFLAGS)) -Wno-unused-function -Wno-sign-compare
+# Generated scanner/parser code is not ours: same flags, fewer warnings,
+# none of them an error (another flex or bison writes other code).
+GENFLAGS = $(filter-out -Wpedantic -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Wundef -Wcast-align \
+             -Wswitch-enum -Wimplicit-fallthrough -Werror,$(CFLAGS)) -Wno-unused-function -Wno-sign-compare
 
 # CUDA (optional, detected): nvcc on the PATH or in /usr/local/cuda builds
 # kernels/cuda/*.cu and runtime/cuda/*.c into libdtpc_cuda.so, which libdtpc
@@ -270,8 +279,8 @@ demo: deps all
 # builds its sanitizer, TSan and fuzzing trees with as many.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test: deps
-	+@$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(JOBS)) all
-	@JOBS=$(JOBS) sh tests/run.sh $(BUILD)
+	+@$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(JOBS)) WERROR=$(WERROR) all
+	@WERROR=$(WERROR) JOBS=$(JOBS) sh tests/run.sh $(BUILD)
 
 bench: all
 	@sh bench/run.sh $(BUILD)

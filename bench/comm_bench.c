@@ -239,37 +239,37 @@ static void release(struct bufs *b)
 	free(b->pristine);
 }
 
+/* One collective of kind k: through MPI itself where the impl has no comm
+ * (the plain baseline), else through the backend's. */
 static int call(struct impl *im, struct bufs *b, enum coll k, uint32_t op)
 {
 	struct comm *c = im->c;
-	if (k == COPY) {
-		memcpy(b->recv, b->send, b->size);
-		return 0;
-	}
-	if (!c) {
-		int n = (int)b->piece;
-		switch (k) {
-		case AG:
-			return MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b->recv, n, MPI_BYTE,
-					     MPI_COMM_WORLD);
-		case AR:
-			return MPI_Allreduce(MPI_IN_PLACE, b->buf, (int)(b->size / 4), MPI_FLOAT,
-					     MPI_SUM, MPI_COMM_WORLD);
-		default:
-			return MPI_Alltoall(b->send, n, MPI_BYTE, b->recv, n, MPI_BYTE, MPI_COMM_WORLD);
-		}
-	}
+	int n = (int)b->piece;
 	struct comm_tag t = { .op = op, .what = coll_name[k] };
 	switch (k) {
 	case AG:
+		if (!c)
+			return MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b->recv, n, MPI_BYTE,
+					     MPI_COMM_WORLD);
 		return c->ops->allgatherv(c, &im->g, t, (char *)b->recv + b->displs[im->g.me],
 					  b->recv, b->counts, b->displs);
 	case AR:
+		if (!c)
+			return MPI_Allreduce(MPI_IN_PLACE, b->buf, (int)(b->size / 4), MPI_FLOAT,
+					     MPI_SUM, MPI_COMM_WORLD);
 		return c->ops->allreduce_f32(c, &im->g, t, b->buf, b->size / 4);
-	default:
+	case A2A:
+		if (!c)
+			return MPI_Alltoall(b->send, n, MPI_BYTE, b->recv, n, MPI_BYTE, MPI_COMM_WORLD);
 		return c->ops->alltoallv(c, &im->g, t, b->send, b->counts, b->displs, b->recv,
 					 b->counts, b->displs);
+	case COPY:
+		memcpy(b->recv, b->send, b->size);
+		return 0;
+	case NKIND:
+		break;
 	}
+	return -1;
 }
 
 /* One point on this rank; rank 0 gets the result. */

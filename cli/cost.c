@@ -122,6 +122,7 @@ static void rank_rates(const struct dt_profile *dp, int C, uint32_t n, double sh
 	out->attention.score /= f;
 	for (int m = 0; m < M_N; m++)
 		out->op_bw[m] *= f;
+	out->mem_bw *= f;
 }
 
 /* Time of one collective, or of one ring step (p2p), of a group of gsize
@@ -151,6 +152,26 @@ static double kernel_time(const struct rate *r, double flops, double scores)
 static double move_time(const struct sim *s, uint32_t r, int m, double bytes)
 {
 	return bytes / s->rates[r].op_bw[m];
+}
+
+/* The bytes op o moves on rank r: its result and every operand. */
+static double op_bytes(const struct sim *s, const struct g_op *o, uint32_t r)
+{
+	double b = tensor_bytes(s->g, o->out, r, s->es);
+	for (uint32_t k = 0; k < o->nin; k++)
+		b += tensor_bytes(s->g, s->g->operands[o->in0 + k], r, s->es);
+	return b;
+}
+
+/* A memory-bound kernel that computes each element of its result (a
+ * norm, an activation, a table): the elements count as pointwise work,
+ * its bytes move at bw. */
+static double pointwise(const struct sim *s, const struct g_op *o, uint32_t r,
+			struct rank_cost *rc, double bw)
+{
+	rc->flops[F_POINTWISE] += (double)graph_local_numel(s->g, o->out, r);
+	rc->nops[F_POINTWISE]++;
+	return op_bytes(s, o, r) / bw;
 }
 
 static void add_row(struct rank_cost *rc, int kind, int group, bool inter, double bytes,
@@ -203,7 +224,7 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 	const double es = s->es;
 	uint32_t out = o->out, x = o->nin ? g->operands[o->in0] : out;
 	double t = 0;
-	int res = R_MEM, mop = M_COPY;
+	int res = R_MEM;
 	switch ((enum op_kind)o->kind) {
 	/* linear_act: the linear's FLOPs and time; its activation runs on the
 	 * GEMM's result before it is stored (the epilogue), free beside it */
@@ -351,37 +372,46 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_c
 		return t + copies;
 	}
 	case OP_layer_norm:
+		t = pointwise(s, o, r, rc, rt->op_bw[M_LAYER_NORM]);
+		break;
 	case OP_rms_norm:
+		t = pointwise(s, o, r, rc, rt->op_bw[M_RMS_NORM]);
+		break;
 	case OP_gelu:
+		t = pointwise(s, o, r, rc, rt->op_bw[M_GELU]);
+		break;
 	case OP_silu:
+		t = pointwise(s, o, r, rc, rt->op_bw[M_SILU]);
+		break;
 	case OP_add:
+		t = pointwise(s, o, r, rc, rt->op_bw[M_ADD]);
+		break;
 	case OP_mul:
+		t = pointwise(s, o, r, rc, rt->op_bw[M_MUL]);
+		break;
 	case OP_modulate:
+		t = pointwise(s, o, r, rc, rt->op_bw[M_MODULATE]);
+		break;
 	case OP_rope:
+		t = pointwise(s, o, r, rc, rt->op_bw[M_ROPE]);
+		break;
+	/* The timestep and RoPE tables and the position grids write their
+	 * result from a few operands (or none): kernels a profile has no rate
+	 * of their own for (op_bytes_per_s), at memory_bytes_per_s. */
 	case OP_timestep_embedding:
 	case OP_rope_freqs:
 	case OP_ltx_rope_freqs:
 	case OP_grid_ids:
 	case OP_text_ids:
-		rc->flops[F_POINTWISE] += (double)graph_local_numel(g, out, r);
-		rc->nops[F_POINTWISE]++;
-		mop = o->kind == OP_layer_norm ? M_LAYER_NORM : o->kind == OP_rms_norm ? M_RMS_NORM
-		    : o->kind == OP_gelu ? M_GELU : o->kind == OP_silu ? M_SILU
-		    : o->kind == OP_add ? M_ADD : o->kind == OP_mul ? M_MUL
-		    : o->kind == OP_modulate ? M_MODULATE : M_ROPE;
-		/* memory-bound, as the copies: the result and every operand */
-		__attribute__((fallthrough));
+		t = pointwise(s, o, r, rc, rt->mem_bw);
+		break;
 	case OP_concat:
 	case OP_pad:
 	case OP_reshape:
 	case OP_norm_stats:
-	case OP_unpatchify: {
-		double b = tensor_bytes(g, out, r, es);
-		for (uint32_t k = 0; k < o->nin; k++)
-			b += tensor_bytes(g, g->operands[o->in0 + k], r, es);
-		t = move_time(s, r, mop, b);
+	case OP_unpatchify:
+		t = move_time(s, r, M_COPY, op_bytes(s, o, r));
 		break;
-	}
 	case OP_slice:
 	case OP_shard: /* the part kept, read and written */
 		t = move_time(s, r, M_COPY, 2 * tensor_bytes(g, out, r, es));
@@ -809,12 +839,19 @@ struct candidate {
 	char reason[160];
 };
 
+/* What fits first, then by predicted time; ties by memory, then by name,
+ * so that the order is the same on every run. */
 static int by_time(const void *x, const void *y)
 {
 	const struct candidate *a = x, *b = y;
 	if (a->fits != b->fits)
 		return a->fits ? -1 : 1;
-	return (a->step > b->step) - (a->step < b->step);
+	if (a->step != b->step)
+		return (a->step > b->step) - (a->step < b->step);
+	if (a->mem != b->mem)
+		return (a->mem > b->mem) - (a->mem < b->mem);
+	int m = strcmp(a->mesh, b->mesh);
+	return m ? m : strcmp(a->context, b->context);
 }
 
 /* Why a mesh takes the time it does: its bounding resource, and the
@@ -840,6 +877,49 @@ static void explain(const struct prediction *p, double mem, double limit, char *
 		snprintf(buf + l, n - l, ", memory-bound: needs %.4g MiB", mem / (1 << 20));
 }
 
+/* The mesh axes suggest tries, in its order. */
+static const char *const mesh_axes[] = { "ring", "ulysses", "tp" };
+enum { NMESH_AXES = sizeof mesh_axes / sizeof *mesh_axes };
+
+/* The axes of mesh_axes that g splits nothing over (bit k: mesh_axes[k]):
+ * an axis of size 2 or more that no op's group and no tensor's split
+ * lists only repeats the same work on more ranks. */
+static unsigned unused_axes(const struct g_graph *g)
+{
+	bool used[G_MAX_AXES] = { false };
+	for (uint32_t i = 0; i < g->nops; i++)
+		if (g->ops[i].group >= 0)
+			for (uint32_t k = 0; k < g->groups[g->ops[i].group].naxes; k++)
+				used[g->groups[g->ops[i].group].axes[k]] = true;
+	for (uint32_t p = 0; p < g->npatterns; p++)
+		for (uint32_t k = 0; k < g->groups[g->patterns[p].group].naxes; k++)
+			used[g->groups[g->patterns[p].group].axes[k]] = true;
+	unsigned mask = 0;
+	for (uint32_t a = 0; a < g->naxes; a++)
+		for (int k = 0; k < NMESH_AXES; k++)
+			if (g->axes[a].size > 1 && !used[a] && !strcmp(graph_str(g, g->axes[a].name),
+								       mesh_axes[k]))
+				mask |= 1u << k;
+	return mask;
+}
+
+/* The first error of a compiler's diagnostics (text), or their first line. */
+static const char *first_error(struct arena *a, const char *text)
+{
+	const char *line = strstr(text, ": error: ");
+	if (!line)
+		line = text;
+	while (line > text && line[-1] != '\n')
+		line--;
+	size_t n = strcspn(line, "\n");
+	return n ? arena_printf(a, "%.*s", (int)n, line) : "(no diagnostic)";
+}
+
+/* A mesh the compiler refused: the mesh and its context, and why. */
+struct refusal {
+	const char *mesh, *context, *why;
+};
+
 int suggest_main(int argc, char **argv)
 {
 	struct arena *a = arena_create();
@@ -856,9 +936,10 @@ int suggest_main(int argc, char **argv)
 		arena_free(a);
 		return rc;
 	}
-	FILE *quiet = fopen("/dev/null", "w");
-	int cap = 64, n = 0, refused = 0;
+	int cap = 64, n = 0, nref = 0, refcap = 16, dropped = 0;
+	unsigned unused = 0;
 	struct candidate *cand = ARENA_ARRAY(a, struct candidate, cap);
+	struct refusal *ref = ARENA_ARRAY(a, struct refusal, refcap);
 	/* every ring x ulysses x tp of the world; with a ring both rotate
 	 * methods; an anything mode only where the plain mesh is refused (where
 	 * it divides, it gives the same graph) */
@@ -871,11 +952,13 @@ int suggest_main(int argc, char **argv)
 				continue;
 			long long t = c.world / (r * u);
 			const char *mesh = arena_printf(a, "ring = %lld, ulysses = %lld, tp = %lld", r, u, t);
+			const char *name = arena_printf(a, "ring %lld x ulysses %lld x tp %lld", r, u, t);
 			for (int rot = 0; rot < (r > 1 ? 2 : 1); rot++) {
 				const char *rm = r > 1 ? (rot ? "rotate_method = \"alltoall\""
 							      : "rotate_method = \"allgather\"")
 						       : NULL;
 				bool done = false;
+				const char *why = NULL;
 				for (int k = 0; k < 4 && !done; k++) {
 					const char *parts[3] = { c.co.context, rm, anything[k] };
 					const char *ctx = NULL;
@@ -886,8 +969,17 @@ int suggest_main(int argc, char **argv)
 					void *buf = NULL;
 					struct g_graph g;
 					struct prediction p = { 0 };
-					int crc = cost_of(&c, plan, mesh, ctx, &h, dtype,
-							  quiet ? quiet : stderr, &buf, &g, &p);
+					/* the diagnostics, for the plain mesh's refusal */
+					char *diag = NULL;
+					size_t dlen = 0;
+					FILE *err = open_memstream(&diag, &dlen);
+					int crc = cost_of(&c, plan, mesh, ctx, &h, dtype, err ? err : stderr,
+							  &buf, &g, &p);
+					if (err)
+						fclose(err);
+					if (!why && crc == 1)
+						why = first_error(a, diag ? diag : "");
+					free(diag);
 					if (crc == 2) { /* no mesh of the world can be costed */
 						rc = 2;
 						goto unusable;
@@ -895,40 +987,66 @@ int suggest_main(int argc, char **argv)
 					if (crc)
 						continue;
 					done = true;
-					if (n == cap) {
-						struct candidate *m = ARENA_ARRAY(a, struct candidate, 2 * cap);
-						memcpy(m, cand, sizeof *cand * (size_t)cap);
-						cand = m;
-						cap *= 2;
+					unsigned idle = unused_axes(&g);
+					if (idle) {
+						unused |= idle;
+						dropped++;
+					} else {
+						if (n == cap) {
+							struct candidate *m = ARENA_ARRAY(a, struct candidate,
+											  2 * cap);
+							memcpy(m, cand, sizeof *cand * (size_t)cap);
+							cand = m;
+							cap *= 2;
+						}
+						struct candidate *x = &cand[n++];
+						double limit = c.max_mem > 0 ? c.max_mem : p.memory_limit;
+						x->mesh = name;
+						x->context = ctx ? ctx : "";
+						x->step = p.step;
+						x->mem = peak_memory(&p);
+						x->fits = x->mem <= limit;
+						explain(&p, x->mem, limit, x->reason, sizeof x->reason);
 					}
-					struct candidate *x = &cand[n++];
-					double limit = c.max_mem > 0 ? c.max_mem : p.memory_limit;
-					x->mesh = arena_printf(a, "ring %lld x ulysses %lld x tp %lld", r, u, t);
-					x->context = ctx ? ctx : "";
-					x->step = p.step;
-					x->mem = peak_memory(&p);
-					x->fits = x->mem <= limit;
-					explain(&p, x->mem, limit, x->reason, sizeof x->reason);
 					free(p.ranks);
 					free(buf);
 				}
-				refused += !done;
+				if (done)
+					continue;
+				if (nref == refcap) {
+					struct refusal *m = ARENA_ARRAY(a, struct refusal, 2 * refcap);
+					memcpy(m, ref, sizeof *ref * (size_t)refcap);
+					ref = m;
+					refcap *= 2;
+				}
+				ref[nref++] = (struct refusal){ name, rm ? rm : "", why };
 			}
 		}
 unusable:
-	if (quiet)
-		fclose(quiet);
 	if (rc == 2) {
 		arena_free(a);
 		return rc;
 	}
 	qsort(cand, (size_t)n, sizeof *cand, by_time);
 	printf("suggest: %s, plan %s, world %" PRId64 ", %s, on %s (%s): %d meshes pass check, "
-	       "%d refused\n", c.file, plan, c.world, dt_names[dtype], h.name, h.path, n, refused);
+	       "%d refused\n", c.file, plan, c.world, dt_names[dtype], h.name, h.path, n + dropped,
+	       nref);
 	for (int i = 0; i < n && i < c.top; i++)
 		printf("%2d. %-30s %10.3f ms %9.3f GiB%s  %s%s%s\n", i + 1, cand[i].mesh,
 		       cand[i].step * 1e3, cand[i].mem / (1 << 30), cand[i].fits ? "" : " (does not fit)",
 		       cand[i].reason, cand[i].context[0] ? "; context: " : "", cand[i].context);
+	if (unused) {
+		for (int k = 0, first = 1; k < NMESH_AXES; k++)
+			if (unused >> k & 1) {
+				printf("%s%s", first ? "" : ", ", mesh_axes[k]);
+				first = 0;
+			}
+		printf(": not used by plan %s (%d %s with them left out)\n", plan, dropped,
+		       dropped == 1 ? "mesh" : "meshes");
+	}
+	for (int i = 0; i < nref; i++)
+		printf("refused: %s%s%s: %s\n", ref[i].mesh, ref[i].context[0] ? "; context: " : "",
+		       ref[i].context, ref[i].why);
 	arena_free(a);
 	return n ? 0 : 1;
 }

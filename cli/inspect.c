@@ -55,7 +55,9 @@ static void shape_str(const struct g_graph *g, uint32_t t, uint32_t rank, char *
 		snprintf(buf + k, n - k, "]");
 }
 
-/* Why the compiler put a collective or a reshuffle here. */
+/* Why an op is here: the collectives, reshuffles and fused pairs the
+ * compiler inserted say what for; the model's own ops say that they
+ * communicate nothing. */
 static const char *why(const struct g_graph *g, const struct g_op *o)
 {
 	switch ((enum op_kind)o->kind) {
@@ -84,6 +86,15 @@ static const char *why(const struct g_graph *g, const struct g_op *o)
 						 "send/recv, LSE merge";
 		return o->attr[2] == 0 ? "ring attention: KV all-gathered, per-chunk LSE merge"
 				       : "ring attention: KV rotated with send/recv, LSE merge";
+	case OP_linear_act:
+		/* fuse.c: the pair's meaning, the activation in the GEMM's epilogue */
+		return o->attr[0] == G_ACT_SILU ? "linear + silu fused (dtpc --no-fuse: apart)"
+		       : o->attr[0] == G_ACT_GELU_TANH
+			       ? "linear + gelu (tanh) fused (dtpc --no-fuse: apart)"
+			       : "linear + gelu fused (dtpc --no-fuse: apart)";
+	case OP_norm_stats:
+		return "a distributed norm's per-row sums over this rank's part of the row, "
+		       "for the all-reduce after it";
 	case OP_linear:
 	case OP_layer_norm:
 	case OP_rms_norm:
@@ -96,7 +107,6 @@ static const char *why(const struct g_graph *g, const struct g_op *o)
 	case OP_concat:
 	case OP_rope:
 	case OP_attention:
-	case OP_param:
 	case OP_timestep_embedding:
 	case OP_rope_freqs:
 	case OP_ltx_rope_freqs:
@@ -106,17 +116,12 @@ static const char *why(const struct g_graph *g, const struct g_op *o)
 	case OP_unpatchify:
 	case OP_reshape:
 	case OP_pad:
-	case OP_linear_act:
-		/* fuse.c: the pair's meaning, the activation in the GEMM's epilogue */
-		return o->attr[0] == G_ACT_SILU ? "linear + silu fused (dtpc --no-fuse: apart)"
-		       : o->attr[0] == G_ACT_GELU_TANH
-			       ? "linear + gelu (tanh) fused (dtpc --no-fuse: apart)"
-			       : "linear + gelu fused (dtpc --no-fuse: apart)";
-	case OP_norm_stats:
+		return "the model's own op on this rank's pieces: no collective";
+	case OP_param: /* graph_parse refuses it: a weight tensor in a graph */
 	case OP_COUNT:
 		break;
 	}
-	return "";
+	return "not an op of a graph";
 }
 
 static const char *human(uint64_t b, char *buf, size_t n)
@@ -345,8 +350,8 @@ static cJSON *rank_json(const struct g_graph *g, uint32_t rank)
 				cJSON_AddItemToArray(mem, cJSON_CreateNumber(
 					graph_group_member(g, (uint32_t)o->group, rank, k)));
 			cJSON_AddItemToObject(j, "bytes", json_uint(graph_comm_bytes(g, i, rank)));
-			cJSON_AddStringToObject(j, "why", why(g, o));
 		}
+		cJSON_AddStringToObject(j, "why", why(g, o));
 		cJSON_AddItemToArray(ops, j);
 	}
 	cJSON_AddItemToObject(r, "arena_bytes", json_uint(g->arena_bytes));

@@ -301,6 +301,7 @@ static bool load_rates(const cJSON *x, struct rates *r, const char *where, char 
 			return false;
 		}
 	}
+	r->mem_bw = bw;
 	for (int k = 0; k < M_N; k++) {
 		r->op_bw[k] = bw;
 		if (!opt_num(ob, mop_keys[k], N_RATE, &r->op_bw[k], w, err, n))

@@ -32,6 +32,7 @@ extern const char *const mop_keys[M_N];
 struct rates {
 	struct rate linear, attention;
 	double op_bw[M_N]; /* bytes/s of each memory-bound kernel */
+	double mem_bw;     /* memory_bytes_per_s: a kernel's without a rate of its own */
 	double launch;     /* an op never takes less */
 };
 

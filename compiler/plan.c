@@ -578,8 +578,9 @@ static const char *module_desc(struct resolver *R, int mi)
 	case MOD_ROOT: return "the model root";
 	case MOD_INSTANCE: return "a repeat block";
 	case MOD_TUPLE: return "a tuple";
-	default: return arena_printf(R->a, "%s", op_table[mod_op(R->c, mi)->kind].name);
+	case MOD_OP: break;
 	}
+	return arena_printf(R->a, "%s", op_table[mod_op(R->c, mi)->kind].name);
 }
 
 /* Does style u fit module mi? Returns NULL, or why not. */
@@ -620,9 +621,14 @@ static const char *misfit(struct resolver *R, int mi, const struct style_use *u)
 		return arena_printf(R->a, "'fsdp' shards weights, but '%s' (%s) has none",
 				    m->name, module_desc(R, mi));
 	}
-	default:
-		return NULL;
+	/* split and gather fit any module with the port or output they name:
+	 * split_misfit and gather_misfit say where not */
+	case ST_SPLIT:
+	case ST_GATHER:
+	case ST_COUNT:
+		break;
 	}
+	return NULL;
 }
 
 static bool same_use(const struct style_use *a, const struct style_use *b)
@@ -662,16 +668,23 @@ static const char *use_str(struct resolver *R, const struct style_use *u)
 		if (u->out_index >= 0)
 			return arena_printf(R->a, "gather(out.%d, dim = %d)", u->out_index, u->dim);
 		return arena_printf(R->a, "gather(dim = %d)", u->dim);
-	default:
-		if (u->nblocks) {
-			const char *s = "";
-			for (int i = 0; i < u->nblocks; i++)
-				s = arena_printf(R->a, "%s%s%" PRId64, s, i ? ", " : "",
-						 u->blocks[i]);
-			return arena_printf(R->a, "%s(blocks = [%s])", style_names[u->kind], s);
-		}
-		return style_names[u->kind];
+	/* the styles written by name, with blocks = [...] where given */
+	case ST_COLWISE:
+	case ST_ROWWISE:
+	case ST_REPLICATE:
+	case ST_RING:
+	case ST_ULYSSES:
+	case ST_FSDP:
+	case ST_COUNT:
+		break;
 	}
+	if (u->nblocks) {
+		const char *s = "";
+		for (int i = 0; i < u->nblocks; i++)
+			s = arena_printf(R->a, "%s%s%" PRId64, s, i ? ", " : "", u->blocks[i]);
+		return arena_printf(R->a, "%s(blocks = [%s])", style_names[u->kind], s);
+	}
+	return style_names[u->kind];
 }
 
 /* The tensor behind `split(NAME, ...)` on module mi: one of its input ports,

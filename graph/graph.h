@@ -484,4 +484,12 @@ _Static_assert(OP_linear == 0 && OP_gelu == 3 && OP_attention == 11 && OP_param 
 	       OP_shard == 14 && OP_ring_attention == 18 &&
 	       OP_reduce_scatter == 27 && OP_linear_act == 28 && OP_ltx_rope_freqs == 29, "op ids are never renumbered");
 _Static_assert(OP_COUNT <= 64, "g_requires.ops has 64 bits");
+/* Flags and capability bits are stored in graphs too: the values of
+ * docs/graph-format.md's ops and requires tables. */
+_Static_assert(G_OF_BIAS == 1 && G_OF_AFFINE == 2 && G_OF_TANH == 4 && G_OF_BH == 8 &&
+	       G_OF_FP32 == 16 && G_OF_FLIP == 32 && G_OF_SIN == 64 && G_OF_F64 == 128 &&
+	       G_OF_CENTER == 256 && G_OF_STATS == 512 && G_OF_GRID == 1024 &&
+	       G_OF_TEXT == 2048, "op flags are never renumbered");
+_Static_assert(G_CAP_F32 == 1 && G_CAP_BF16 == 2 && G_CAP_F16 == 4 && G_CAP_POSITIONS == 8 &&
+	       G_CAP_CUDA == 1 << 16, "capability bits are never renumbered");
 #endif

@@ -598,6 +598,57 @@ static bool check_ref(struct loader *l, const char *where, uint64_t at,
 	return true;
 }
 
+/* The G_OF_* bits kind k has (struct g_op in graph/graph.h): any other
+ * bit is damage, or a meaning this runtime does not know. */
+static uint32_t op_flags_defined(enum op_kind k)
+{
+	switch (k) {
+	case OP_linear:
+	case OP_linear_act:
+	case OP_patch_embed:
+		return G_OF_BIAS;
+	case OP_layer_norm:
+	case OP_rms_norm:
+		return G_OF_AFFINE | G_OF_STATS;
+	case OP_gelu:
+		return G_OF_TANH;
+	case OP_add:
+	case OP_mul:
+	case OP_modulate:
+		return G_OF_BH;
+	case OP_ring_attention:
+		return G_OF_FP32;
+	case OP_timestep_embedding:
+		return G_OF_FLIP;
+	case OP_rope_freqs:
+		return G_OF_SIN | G_OF_F64 | G_OF_GRID | G_OF_TEXT | G_OF_CENTER;
+	case OP_ltx_rope_freqs:
+		return G_OF_SIN;
+	case OP_grid_ids:
+		return G_OF_CENTER;
+	case OP_silu:
+	case OP_slice:
+	case OP_concat:
+	case OP_rope:
+	case OP_attention:
+	case OP_param:
+	case OP_reshape:
+	case OP_shard:
+	case OP_all_gather:
+	case OP_all_reduce:
+	case OP_ulysses_a2a:
+	case OP_text_ids:
+	case OP_unpatchify:
+	case OP_pad:
+	case OP_norm_stats:
+	case OP_reduce_scatter:
+		return 0;
+	case OP_COUNT: /* not a kind */
+		return 0;
+	}
+	return 0;
+}
+
 static bool check_op(struct loader *l, uint32_t i)
 {
 	const struct g_graph *g = l->g;
@@ -632,6 +683,10 @@ static bool check_op(struct loader *l, uint32_t i)
 			    info->name);
 	if (op->scratch != -1 && !check_ref(l, "op", i, "scratch", op->scratch, GT_SCRATCH))
 		return false;
+	uint32_t defined = op_flags_defined((enum op_kind)op->kind);
+	if (op->flags & ~defined)
+		return fail(l, "op %" PRIu32 " (%s): flags 0x%x, but %s has only 0x%x",
+			    i, info->name, op->flags, info->name, defined);
 	switch ((enum op_kind)op->kind) {
 	case OP_slice:
 	case OP_concat:
@@ -649,20 +704,16 @@ static bool check_op(struct loader *l, uint32_t i)
 			return fail(l, "op %" PRIu32 " (linear_act): activation %" PRId64
 				    " (0 gelu, 1 gelu tanh, 2 silu)", i, op->attr[0]);
 		break;
-	case OP_linear:
-	case OP_layer_norm:
-	case OP_rms_norm:
-	case OP_gelu:
-	case OP_silu:
-	case OP_add:
-	case OP_mul:
-	case OP_modulate:
-	case OP_rope:
-	case OP_attention:
-	case OP_param:
-	case OP_reshape:
-	case OP_all_reduce:
 	case OP_ulysses_a2a:
+		if (op->attr[0] != 0 && op->attr[0] != 1)
+			return fail(l, "op %" PRIu32 " (ulysses_a2a): direction %" PRId64
+				    " (0 sequence to heads, 1 back)", i, op->attr[0]);
+		break;
+	case OP_ring_attention:
+		if (op->attr[2] != 0 && op->attr[2] != 1)
+			return fail(l, "op %" PRIu32 " (ring_attention): rotate method %" PRId64
+				    " (0 all-gather, 1 send/recv rotation)", i, op->attr[2]);
+		break;
 	case OP_rope_freqs: {
 		/* ids, or (G_CAP_POSITIONS) one generator's flag instead */
 		uint32_t gen = op->flags & (G_OF_GRID | G_OF_TEXT);
@@ -673,8 +724,29 @@ static bool check_op(struct loader *l, uint32_t i)
 		if (gen && !(g->need.caps & G_CAP_POSITIONS))
 			return fail(l, "op %" PRIu32 " (rope_freqs): computes its positions, "
 				    "but requires does not set their capability bit", i);
+		if ((op->flags & G_OF_CENTER) && gen != G_OF_GRID)
+			return fail(l, "op %" PRIu32 " (rope_freqs): centred (0x%x) without "
+				    "grid positions (0x%x)", i, G_OF_CENTER, G_OF_GRID);
 		break;
 	}
+	case OP_param:
+		return fail(l, "op %" PRIu32 " (param): a plan's parameter is a weight "
+			    "tensor in a graph, never an op", i);
+	/* Their attributes (sizes, head dims, float64 bits, norm_stats'
+	 * kind) are held against the tensors' shapes by the session's op
+	 * checks (runtime/ops/). */
+	case OP_linear:
+	case OP_layer_norm:
+	case OP_rms_norm:
+	case OP_gelu:
+	case OP_silu:
+	case OP_add:
+	case OP_mul:
+	case OP_modulate:
+	case OP_rope:
+	case OP_attention:
+	case OP_reshape:
+	case OP_all_reduce:
 	case OP_timestep_embedding:
 	case OP_ltx_rope_freqs:
 	case OP_grid_ids:
@@ -682,8 +754,8 @@ static bool check_op(struct loader *l, uint32_t i)
 	case OP_patch_embed:
 	case OP_unpatchify:
 	case OP_norm_stats:
-	case OP_ring_attention:
-	case OP_COUNT:
+		break;
+	case OP_COUNT: /* refused above */
 		break;
 	}
 	return true;

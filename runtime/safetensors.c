@@ -766,7 +766,19 @@ static void st_convert(enum st_dtype dtype, const uint8_t *src, float *dst,
 			dst[i] = (float)d;
 		}
 		break;
-	default:
+	/* not floats: the caller refused them (st_is_float) */
+	case ST_I64:
+	case ST_I32:
+	case ST_I16:
+	case ST_I8:
+	case ST_U64:
+	case ST_U32:
+	case ST_U16:
+	case ST_U8:
+	case ST_BOOL:
+	case ST_F8_E4M3:
+	case ST_F8_E5M2:
+	case ST_NDTYPES:
 		break;
 	}
 }

@@ -201,4 +201,40 @@ PY
 		echo "ok    embed-negative-control       a table off by 1e-5 fails"
 	fi
 fi
+
+# compare_st.py's own verdicts on three floats (the local pass only): a NaN
+# or an Inf anywhere, in either file, fails with a message (Python's max()
+# would drop a NaN that is not first and report 0); an Inf in the
+# reference would make every error 0; equal values pass (the control).
+if [ "$MODE" != mpi ]; then
+	python3 - "$tmp" <<'PY'
+import json, struct, sys
+def save(name, vals):
+    b = struct.pack("<3f", *vals)
+    h = json.dumps({"y": {"dtype": "F32", "shape": [3], "data_offsets": [0, len(b)]}}).encode()
+    h += b" " * (-len(h) % 8)
+    open(f"{sys.argv[1]}/{name}.st", "wb").write(struct.pack("<Q", len(h)) + h + b)
+inf, nan = float("inf"), float("nan")
+for name, vals in {"ref": [1, 1, 2], "same": [1, 1, 2], "nan1": [1, nan, 2], "nan0": [nan, 1, 2],
+                   "inf1": [1, inf, 2], "refinf": [1, inf, 2], "five": [1, 5, 2]}.items():
+    save(name, vals)
+PY
+	for c in same:ref:0: nan1:ref:1:"y: 1 values not finite, first at index 1: dtpc nan, reference 1.0" \
+		nan0:ref:1:"first at index 0: dtpc nan" inf1:ref:1:"first at index 1: dtpc inf" \
+		five:refinf:1:"first at index 1: dtpc 5.0, reference inf"; do
+		c_out=${c%%:*} c_rest=${c#*:}
+		c_ref=${c_rest%%:*} c_rest=${c_rest#*:}
+		c_want=${c_rest%%:*} c_msg=${c_rest#*:}
+		python3 tests/compare_st.py "$tmp/$c_out.st" "$tmp/$c_ref.st" 1e-6 >"$tmp/out" 2>&1
+		c_rc=$?
+		if [ "$c_rc" = "$c_want" ] && grep -qF "$c_msg" "$tmp/out"; then
+			pass=$((pass + 1))
+			printf "ok    compare_st %-15s exit %s\n" "$c_out/$c_ref" "$c_rc"
+		else
+			fail=$((fail + 1))
+			echo "FAIL  compare_st $c_out/$c_ref: exit $c_rc, expected $c_want and \"$c_msg\""
+			sed 's/^/      /' "$tmp/out"
+		fi
+	done
+fi
 summary fixtures

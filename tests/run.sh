@@ -40,9 +40,16 @@ export DTPC_SAN="$SAN"
 . tests/lib.sh
 
 # ---- unit ---------------------------------------------------------------------
-for t in "$BUILD"/tests/test_*; do
-	[ -x "$t" ] || continue
+# One binary per tests/unit/test_*.c: one that is missing (not built, or
+# built elsewhere) fails, rather than leaving the loop with nothing to run.
+for src in tests/unit/test_*.c; do
+	t=$BUILD/tests/$(basename "$src" .c)
 	name=unit/$(basename "$t")
+	if [ ! -x "$t" ]; then
+		bad "$name"
+		echo "  $t: not built (from $src)"
+		continue
+	fi
 	if "$t" >"$tmp/unit.out" 2>&1; then
 		ok
 	else
@@ -58,9 +65,17 @@ for t in "$BUILD"/tests/test_*; do
 done
 
 # ---- GPU tests (built when nvcc exists): exit 77 means no CUDA device here ----------------
-for t in "$BUILD"/tests/gpu/test_*; do
-	[ -x "$t" ] || continue
+# A build with the CUDA library has a binary per tests/gpu/test_*.c; one
+# without it has none to run.
+for src in tests/gpu/test_*.c; do
+	[ -e "$BUILD/libdtpc_cuda.so" ] || break
+	t=$BUILD/tests/gpu/$(basename "$src" .c)
 	name=gpu/$(basename "$t")
+	if [ ! -x "$t" ]; then
+		bad "$name"
+		echo "  $t: not built (from $src), though $BUILD/libdtpc_cuda.so is"
+		continue
+	fi
 	"$t" >"$tmp/gpu.out" 2>&1
 	case $? in
 	0) ok ;;

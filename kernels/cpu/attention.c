@@ -123,8 +123,9 @@ static enum attn_isa best_isa(void)
 	case ISA_AVX2:                                      \
 		fn##_avx2(__VA_ARGS__);                     \
 		return;                                     \
-	default:                                            \
+	case ISA_BASE:                                      \
 		fn##_base(__VA_ARGS__);                     \
+		return;                                     \
 	}
 #else
 #define DISPATCH(fn, ...) fn##_base(__VA_ARGS__)
@@ -180,7 +181,7 @@ void k_attention_pool(struct k_pool *pool, const float *q, int64_t q_stride, con
 	case ISA_AVX2:
 		task = attn_task_avx2;
 		break;
-	default:
+	case ISA_BASE:
 		break;
 	}
 #endif

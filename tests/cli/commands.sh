@@ -168,4 +168,40 @@ expect compile-syntax-error 1 "syn.plan:1:44: error: unexpected 'output'" \
 expect define-float-for-integer 1 "D seq = 4\.0: 'seq' is an integer" \
 	"$DTPC" check examples/tiny_dit.plan --plan tiny_dit_8 -D seq=4.0
 
+# ---- inspect: why each op is there, for every kind a graph holds -------------------------
+# Graphs that hold, between them, every kind of ops.def but param (which no
+# graph holds: the loader refuses it); each kind's explanation in inspect's
+# JSON, against tests/cli/inspect-why.expected. A kind none of them has, or a
+# kind given another's explanation, fails.
+: >"$tmp/why.list"
+for pp in "examples/flux.plan flux_ring2_ulysses2_fsdp" "examples/flux.plan flux_tiny_tp" \
+	"tests/config/tiny.plan tiny_tp" "examples/ltx.plan ltx_tiny_tp" \
+	"examples/qwenimage.plan qwenimage_ring2_ulysses2_tp2" "examples/wan.plan wan_tiny_usp_ffn_tp" \
+	"tests/plans/sp.plan qknorm_sp" "tests/fixtures/embed.plan embed_fixture"; do
+	# shellcheck disable=SC2086 # file and plan
+	set -- $pp
+	if "$DTPC" "$1" --plan "$2" -o "$tmp/why.graph" >"$tmp/why.out" 2>&1 &&
+		"$DTPC" inspect "$tmp/why.graph" --format json >"$tmp/why_$2.json" 2>&1; then
+		echo "$tmp/why_$2.json" >>"$tmp/why.list"
+	else
+		bad "clicmd/inspect-why ($1 $2)"
+		tail -3 "$tmp/why.out"
+	fi
+done
+# shellcheck disable=SC2046 # one JSON file a line, no spaces
+python3 - graph/ops.def $(cat "$tmp/why.list") >"$tmp/why.txt" 2>&1 <<'PY'
+import json, re, sys
+kinds = re.findall(r"^OP\((\w+),", open(sys.argv[1]).read(), re.M)
+seen = {}
+for f in sys.argv[2:]:
+    for rank in json.load(open(f))["ranks"]:
+        for o in rank["ops"]:
+            seen.setdefault(o["kind"], set()).add(o["why"])
+for k in kinds:
+    if k != "param":
+        for w in sorted(seen.get(k, {"(in none of the graphs)"})):
+            print(f"{k}: {w}")
+PY
+compare clicmd/inspect-why tests/cli/inspect-why.expected "$tmp/why.txt"
+
 summary clicmd

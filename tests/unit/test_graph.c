@@ -766,6 +766,66 @@ static void test_tables(void)
 #undef FORGE
 }
 
+/* Each op kind's own checks (graph_load.c's check_op), on op 1 (a linear
+ * with three operands) forged into another kind, its group the ring's and
+ * requires listing every kind: a flag the kind does not have is refused
+ * naming that kind, whichever it is; then the attributes only some kinds
+ * check, and param, which no graph holds. */
+static struct g_op *forge_op(uint8_t **f, enum op_kind k, uint32_t flags)
+{
+	*f = copy_of(valid, valid_len);
+	struct g_op *o = &((struct g_op *)section(*f, GS_OPS))[1];
+	const struct op_info *info = &op_table[k];
+
+	((struct g_requires *)section(*f, GS_REQUIRES))->ops = ((uint64_t)1 << OP_COUNT) - 1;
+	o->kind = (uint16_t)k;
+	o->nin = (uint16_t)(info->graph_max >= 0 && info->graph_max < 3 ? info->graph_max : 3);
+	o->group = G_CTX;
+	o->flags = flags;
+	return o;
+}
+
+static void test_op_kinds(void)
+{
+	uint8_t *f;
+	char want[128], what[128];
+
+	for (int k = 0; k < OP_COUNT; k++) {
+		/* a bit only rope_freqs has; for rope_freqs a norm's */
+		uint32_t bit = k == OP_rope_freqs ? G_OF_STATS : G_OF_GRID;
+
+		forge_op(&f, (enum op_kind)k, bit);
+		snprintf(want, sizeof want, "op 1 (%s): flags 0x%x, but %s has only",
+			 op_table[k].name, bit, op_table[k].name);
+		snprintf(what, sizeof what, "%s with flag 0x%x", op_table[k].name, bit);
+		reject(f, valid_len, want, what);
+	}
+	forge_op(&f, OP_linear, G_OF_BIAS | G_OF_TANH);
+	reject(f, valid_len, "op 1 (linear): flags 0x5, but linear has only 0x1",
+	       "a linear with gelu's tanh flag");
+
+	forge_op(&f, OP_ulysses_a2a, 0)->attr[0] = 2;
+	reject(f, valid_len, "op 1 (ulysses_a2a): direction 2", "a ulysses_a2a direction");
+
+	forge_op(&f, OP_ring_attention, 0)->attr[2] = -1;
+	reject(f, valid_len, "op 1 (ring_attention): rotate method -1", "a ring rotate method");
+
+	forge_op(&f, OP_rope_freqs, G_OF_CENTER)->nin = 1;
+	reject(f, valid_len, "op 1 (rope_freqs): centred (0x100) without grid positions",
+	       "a centred rope_freqs reading ids");
+
+	forge_op(&f, OP_param, 0);
+	reject(f, valid_len, "op 1 (param): a plan's parameter is a weight tensor in a graph",
+	       "a param op");
+
+	/* the control: the forging itself keeps a linear loadable */
+	struct g_graph g;
+	forge_op(&f, OP_linear, G_OF_BIAS);
+	fix_checksum(f, valid_len);
+	UNIT_CHECK(parse_ok(f, valid_len, &g), "op 1 forged back into a linear with its bias loads");
+	free(f);
+}
+
 #define FORGE_META(edit)                                                       \
 	do {                                                                   \
 		f = copy_of(valid, valid_len);                                 \
@@ -1106,6 +1166,7 @@ int main(void)
 	test_header();
 	test_sections();
 	test_tables();
+	test_op_kinds();
 	test_meta_types();
 	test_requires();
 	test_weights();
