@@ -15,6 +15,10 @@
 # tensor that is a hole in the file runs as fast as the plain one: nothing
 # reads a whole file.
 #
+# Tensors the graph does not use (in a file, a folder, an index's shards, a
+# dtpc shard folder, an inputs file): one note for the run naming them; none
+# for the fixture itself, which the graph uses whole.
+#
 # Hostile paths: each error's exact message and exit status (1: the weights do
 # not fit or are malformed; 2: a file cannot be read, or usage).
 #
