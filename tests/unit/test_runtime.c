@@ -10,8 +10,9 @@
  * Forged attributes of the embedding ops are refused at session creation.
  * linear_act on a device without the fused entry gives the fused kernel's
  * bits. What a session reports: the tensors of the last file bound that the
- * graph does not use, and each output's non-finite count. Run from the repository root (it reads examples/tiny_dit.plan,
- * tests/fixtures/embed.plan and tests/fuse/fuse.plan). */
+ * graph does not use, and each output's non-finite count. Run from the
+ * repository root (it reads examples/tiny_dit.plan, tests/fixtures/embed.plan
+ * and tests/fuse/fuse.plan). */
 #include <math.h>
 #include <pthread.h>
 #include <stddef.h>
