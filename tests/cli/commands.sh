@@ -167,6 +167,12 @@ expect context-mesh-unseparated 1 "^1 error generated" \
 # shellcheck disable=SC2086
 expect context-string-semicolon 1 "rotate_method must be" \
 	"$DTPC" check $tiny --context 'rotate_method = "all;gather" # ;'
+# ---- the in-memory compiles (cost, run --verify) check a plan as check does
+# (check_plan): a context hint is tried before it is offered, the same words
+# as check's golden (before, cost offered ulysses_anything untried)
+expect cost-hint-tried 1 "^hint: ulysses_anything = true would not help: ulysses_anything cannot pad the 6 heads of 'attn' over 4 ranks" \
+	"$DTPC" cost tests/diag/tp-ulysses-heads.plan --hw hw/h100-sxm.json
+if grep -q 'set ulysses_anything' "$tmp/out"; then bad clicmd/cost-hint-untried; else ok; fi
 # ---- a plan on standard input ("-"): located as <stdin>, imports from the current folder
 expect stdin-check 0 '^checked$' \
 	sh -c "\"$DTPC\" check - --plan tiny_dit_8 -q <examples/tiny_dit.plan && echo checked"
