@@ -191,6 +191,9 @@ elif command -v mpirun >/dev/null 2>&1 && [ -x "$BUILD/tests/mpi_test_comm_mpi" 
 		mpi4 "$DTPC" run "$tmp/u4.graph" --backend mpi --weights "$tmp/bad.safetensors" \
 			--timeout 20 2>&1; echo "exit $?"
 		mpi4 "$DTPC" run "$tmp/u4.graph" --backend mpi --weights "$tmp/nothing" 2>&1; echo "exit $?"
+		# seeded data to save: every rank refuses, exit 2, one line
+		mpi4 "$DTPC" run "$tmp/u4.graph" --backend mpi --save-outputs "$tmp/seeded.st" 2>&1
+		echo "exit $?"
 	} | grep -E '^(dtpc|exit)' | sed "s|$tmp|TMP|g" >"$tmp/mpi-errors.out"
 	compare tools/mpi-errors-once tests/tools/mpi-errors-once.expected "$tmp/mpi-errors.out"
 	# one rank's bad file: its line, and the others' consequence (where each
