@@ -866,7 +866,8 @@ static void reports(void)
 	snprintf(wpath, sizeof wpath, "%s/w.safetensors", dir);
 	snprintf(ipath, sizeof ipath, "%s/in.safetensors", dir);
 	snprintf(cpath, sizeof cpath, "%s/clean.safetensors", dir);
-	float data[64], x[32];
+	/* x: its 32 values, and room for the [8, 8] weight the inputs file holds too */
+	float data[64], x[64] = { 0 };
 	for (int i = 0; i < 64; i++)
 		data[i] = 0.01f * (float)((i * 7) % 17 - 8);
 	for (int i = 0; i < 32; i++)
