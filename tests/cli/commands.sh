@@ -1,12 +1,13 @@
 #!/bin/sh
 # commands.sh BUILD — verdicts and exit statuses of the commands, where a
 # golden case cannot express them (quoted arguments, files made on the fly):
-# `run --verify` fails on a NaN (and counts it); a run names non-finite
-# outputs, seeded weights or inputs (and refuses to save their outputs) and
-# tensors of its files it does not use; a missing or unreadable file
-# is an I/O error (2) before any work, worded alike by every command; an
-# output that cannot be written is found before the forward pass; --mesh and
-# --context take one statement of their own kind. Ends with
+# `run --verify` fails on a NaN (and counts it); `run` names each output
+# holding NaN or Inf (exit 1), seeded weights or inputs (refusing to save
+# their outputs) and an input the graph does not take; a missing or
+# unreadable file is an I/O error (2) before any work, worded alike by every
+# command; an output that cannot be written is found before the forward
+# pass; --mesh and --context take one statement of their own kind; cost's
+# in-memory compile tries a context hint as check does. Ends with
 # "clicmd: N passed, N failed, N skipped". inspect's JSON keeps 64-bit values exact.
 set -u
 BUILD=${1:-build}
