@@ -87,12 +87,18 @@ static const char usage_run[] =
 	"  --dtype f32|bf16|f16   storage dtype of activations and weights (default: the\n"
 	"                         graph's; narrower only); accumulation is float32\n"
 	"  --ranks N              local ranks (default: the graph's world size)\n"
-	"  --seed S               seed of generated weights and inputs (default 1)\n"
+	"  --seed S               seed of generated weights and inputs (default 1), used\n"
+	"                         where --weights or --inputs is not given (a note says so)\n"
 	"  --weights PATH         bind weights by name: a safetensors file, a folder with\n"
 	"                         one (or sharded: *.safetensors.index.json), or a\n"
 	"                         folder of per-rank files from dtpc shard\n"
 	"  --inputs FILE          bind inputs by name from a safetensors file\n"
+	"                         (tensors the graph does not use: a note names them)\n"
 	"  --save-outputs FILE    write the (whole) outputs as safetensors\n"
+	"  --allow-seeded         let --save-outputs write outputs of seeded weights or\n"
+	"                         inputs (else refused, exit 2)\n"
+	"  --allow-nonfinite      an output holding NaN or Inf is no failure (else each\n"
+	"                         such output is named with its count, exit 1)\n"
 	"  --verify               compare with the model run unsharded on one rank;\n"
 	"                         fail above --tolerance (default 1e-5; 2e-2 for bf16\n"
 	"                         and f16: the reference is float32), normwise:\n"
@@ -303,6 +309,8 @@ static int cmd_run(int argc, char **argv)
 	double timeout_s = 0, tolerance = -1;
 	const struct cli_opt t[] = {
 		OPT_SET("--verify", &o.verify),
+		OPT_SET("--allow-seeded", &o.allow_seeded),
+		OPT_SET("--allow-nonfinite", &o.allow_nonfinite),
 		OPT_WORD("--backend", &backend, backends),
 		OPT_WORD("--device", &device, devices),
 		OPT_WORD("--dtype", &dtype, dtypes),

@@ -32,6 +32,8 @@ struct rank_job {
 	dtpc_status st;
 	char error[1024];
 	double *step_ms;
+	bool speaks; /* rank 0 of the run (not --verify's reference): its notes
+		      * stand for every rank's */
 };
 
 static void job_fail(struct rank_job *j, dtpc_status st)
@@ -90,6 +92,29 @@ static void show_progress(int done, int steps, double last_ms, double done_ms)
 	fflush(stderr);
 }
 
+/* The tensors of the file just bound that the graph does not use, named
+ * once for the run (by rank 0): a checkpoint of another variant (Flux dev's
+ * under a schnell graph) or an input the graph does not take binds without
+ * an error, and reads as if it had been used. */
+static void note_unused(const struct rank_job *j, const char *flag, const char *path)
+{
+	const char *name;
+	int n = dtpc_session_unused(j->s, 0, &name);
+	if (!j->speaks || !n)
+		return;
+	char show[256];
+	fprintf(stderr, "dtpc: note: %s '%s' holds %d tensor%s this graph does not use: ", flag,
+		path, n, n == 1 ? "" : "s");
+	enum { NAMED = 3 };
+	for (int i = 0; i < n && i < NAMED; i++) {
+		dtpc_session_unused(j->s, i, &name);
+		fprintf(stderr, "%s'%s'", i ? ", " : "", st_show(name, show, sizeof show));
+	}
+	if (n > NAMED)
+		fprintf(stderr, " and %d more", n - NAMED);
+	fputc('\n', stderr);
+}
+
 /* One rank: session, weights, inputs, K forward passes. */
 static void *rank_main(void *arg)
 {
@@ -111,9 +136,13 @@ static void *rank_main(void *arg)
 	if (!st)
 		st = o->weights ? dtpc_session_bind_weights_file(j->s, o->weights)
 				: dtpc_session_bind_weights_seed(j->s, o->seed);
+	if (!st && o->weights)
+		note_unused(j, "--weights", o->weights);
 	if (!st)
 		st = o->inputs ? dtpc_session_bind_inputs_file(j->s, o->inputs)
 			       : dtpc_session_bind_inputs_seed(j->s, o->seed);
+	if (!st && o->inputs)
+		note_unused(j, "--inputs", o->inputs);
 	if (st) {
 		/* the other ranks must not wait for this one */
 		job_fail(j, st);
@@ -558,6 +587,64 @@ static int report_failures(const struct rank_job *jobs, int n)
 	return rc;
 }
 
+/* Whether the graph has a tensor of kind: a graph without weights (or
+ * inputs) has none to seed. */
+static bool graph_holds(const dtpc_graph *g, int kind)
+{
+	for (uint32_t t = 0; t < g->g.ntensors; t++)
+		if (g->g.tensors[t].kind == kind)
+			return true;
+	return false;
+}
+
+/* Seeded weights or inputs (no --weights, no --inputs): announced (note:
+ * rank 0 speaks), and refused for --save-outputs without --allow-seeded,
+ * since a file of the outputs of random weights or inputs reads as a
+ * model's result. False, with the message in why, when refused. */
+static bool seeded_ok(const struct run_opts *o, const dtpc_graph *g, bool note, char *why,
+		      size_t size)
+{
+	bool w = !o->weights && graph_holds(g, GT_WEIGHT), in = !o->inputs && graph_holds(g, GT_INPUT);
+	if (!w && !in)
+		return true;
+	const char *what = w && in ? "the weights and the inputs" : w ? "the weights" : "the inputs";
+	const char *missing = w && in ? "no --weights, no --inputs" : w ? "no --weights" : "no --inputs";
+	if (o->save_outputs && !o->allow_seeded) {
+		snprintf(why, size, "--save-outputs: %s are seeded random values (%s), so the "
+			 "outputs are no model's; give %s, or --allow-seeded to save them", what,
+			 missing, w && in ? "--weights and --inputs" : w ? "--weights" : "--inputs");
+		return false;
+	}
+	if (note)
+		fprintf(stderr, "dtpc: note: %s are seeded random values (--seed %" PRIu64 "; %s)\n",
+			what, o->seed, missing);
+	return true;
+}
+
+/* Each output that holds a NaN or an infinity, with their count (rank 0's
+ * outputs are every rank's): the run failed (1), unless --allow-nonfinite
+ * makes it a note. A NaN weight or input, or an overflow, must not pass for
+ * a result. */
+static int outputs_finite(const struct run_opts *o, const dtpc_session *s)
+{
+	int rc = 0;
+	for (int i = 0; i < dtpc_session_noutputs(s); i++) {
+		const char *name;
+		const int64_t *shape;
+		int nd;
+		int64_t bad = 0;
+		dtpc_session_output(s, i, &name, NULL, &shape, &nd);
+		dtpc_session_output_nonfinite(s, i, &bad);
+		if (!bad)
+			continue;
+		fprintf(stderr, "dtpc: %s: output '%s': %" PRId64 " of %" PRId64 " values are NaN or "
+			"Inf%s\n", o->allow_nonfinite ? "note" : "error", name, bad, numel(shape, nd),
+			o->allow_nonfinite ? " (--allow-nonfinite)" : "");
+		rc = o->allow_nonfinite ? rc : 1;
+	}
+	return rc;
+}
+
 int run_local(const struct run_opts *o)
 {
 	if (!files_ok(o, o->trace, true, stderr))
@@ -565,6 +652,12 @@ int run_local(const struct run_opts *o)
 	dtpc_graph *g = NULL;
 	if (dtpc_graph_open_file(o->graph, &g)) {
 		fprintf(stderr, "dtpc: %s\n", dtpc_last_error());
+		return 2;
+	}
+	char why[512];
+	if (!seeded_ok(o, g, true, why, sizeof why)) {
+		fprintf(stderr, "dtpc: %s\n", why);
+		dtpc_graph_free(g);
 		return 2;
 	}
 	int n = o->ranks ? o->ranks : dtpc_graph_world(g);
@@ -582,7 +675,7 @@ int run_local(const struct run_opts *o)
 		return 2;
 	}
 	for (int r = 0; r < n; r++) {
-		jobs[r] = (struct rank_job){ .o = o, .g = g, .world = w, .rank = r,
+		jobs[r] = (struct rank_job){ .o = o, .g = g, .world = w, .rank = r, .speaks = r == 0,
 					     .step_ms = ms + (size_t)r * (size_t)o->steps };
 		if (pthread_create(&th[r], NULL, rank_main, &jobs[r])) {
 			fprintf(stderr, "dtpc: cannot start rank %d's thread\n", r);
@@ -614,10 +707,14 @@ int run_local(const struct run_opts *o)
 			}
 			free(ss);
 		}
-		if (!rc && o->save_outputs)
+		/* non-finite outputs are not saved; --verify still says where
+		 * they stand against the reference */
+		int nonfinite = outputs_finite(o, jobs[0].s);
+		if (!rc && !nonfinite && o->save_outputs)
 			rc = save_outputs(o->save_outputs, jobs[0].s);
 		if (!rc && o->verify)
 			rc = verify(o, g, jobs[0].s);
+		rc = rc ? rc : nonfinite;
 	}
 	for (int r = 0; r < n; r++) {
 		dtpc_session_free(jobs[r].s);
@@ -684,7 +781,8 @@ int run_mpi(const struct run_opts *o)
 	double *ms = calloc((size_t)o->steps, sizeof *ms);
 	dtpc_graph *g = NULL;
 	dtpc_status gst = DTPC_OK;
-	struct rank_job j = { .o = o, .comm = c, .rank = rank, .step_ms = ms };
+	bool seeds = true; /* seeded_ok: nothing refused */
+	struct rank_job j = { .o = o, .comm = c, .rank = rank, .speaks = rank == 0, .step_ms = ms };
 	/* a file this rank cannot read or write, or the graph, fails this rank
 	 * as a binding would: reported with the others' (rank 0 alone writes
 	 * the outputs) */
@@ -701,13 +799,16 @@ int run_mpi(const struct run_opts *o)
 			 msg ? msg + 6 : "");
 	} else if ((gst = dtpc_graph_open_file(o->graph, &g))) {
 		job_fail(&j, gst);
+	} else if (!(seeds = seeded_ok(o, g, rank == 0, j.error, sizeof j.error))) {
+		j.st = DTPC_ERR_INVALID;
 	} else {
 		j.g = g;
 		rank_main(&j);
 	}
 	free(msg);
-	/* the exit status: 2 for an I/O error or a graph that cannot be loaded */
-	rc = end_job(c->impl, &j, !j.st ? 0 : j.st == DTPC_ERR_IO || gst ? 2 : 1);
+	/* the exit status: 2 for an I/O error, a graph that cannot be loaded
+	 * or seeded outputs to save */
+	rc = end_job(c->impl, &j, !j.st ? 0 : j.st == DTPC_ERR_IO || gst || !seeds ? 2 : 1);
 	if (!rc && o->trace) {
 		if (nccl ? dtpc_trace_write(trace, &j.s, 1) : dtpc_trace_write_gathered(o->trace, j.s)) {
 			fprintf(stderr, "dtpc: %s\n", dtpc_last_error());
@@ -716,10 +817,12 @@ int run_mpi(const struct run_opts *o)
 	}
 	if (!rc && rank == 0) {
 		report_time(o, &j, 1, dtpc_comm_size(c), nccl ? "NCCL" : "MPI");
-		if (o->save_outputs)
+		int nonfinite = outputs_finite(o, j.s);
+		if (!nonfinite && o->save_outputs)
 			rc = save_outputs(o->save_outputs, j.s);
 		if (!rc && o->verify)
 			rc = verify(o, g, j.s);
+		rc = rc ? rc : nonfinite;
 	}
 	dtpc_session_free(j.s);
 	dtpc_graph_free(g);

@@ -28,6 +28,8 @@ struct run_opts {
 	bool dtype_set;       /* ...where --dtype was given, else the graph's */
 	bool tolerance_set;   /* --tolerance given (else 2e-2 for a 16-bit dtype) */
 	bool progress;        /* rank 0 shows steps done and the time left (a terminal) */
+	bool allow_seeded;    /* --save-outputs of seeded weights or inputs */
+	bool allow_nonfinite; /* NaN or Inf in an output is no failure */
 };
 
 /* Exit statuses: 0 ok, 1 the run or the verification failed, 2 usage/I/O. */

@@ -176,7 +176,17 @@ static int read_config(struct arena *a, struct diag_ctx *d, struct compile_opts 
 	return rc;
 }
 
-/* ---- hints ------------------------------------------------------------------ */
+/* ---- the front half: resolve, lay out, check ----------------------------------- */
+
+/* --verify's reference: the same model on one rank (every style becomes a
+ * no-op), and the float32 program. */
+static void make_one_rank(struct plan_cfg *c)
+{
+	for (int i = 0; i < c->naxes; i++)
+		c->axes[i].size = 1;
+	c->ring = c->ulysses = c->tp = c->cfg = c->world = 1;
+	c->dtype = G_DT_F32;
+}
 
 static bool same_error(const struct diag *x, const struct diag *y)
 {
@@ -190,7 +200,7 @@ static bool same_error(const struct diag *x, const struct diag *y)
  * adds none; otherwise it says why the option would not help. from: the
  * first diagnostic of this plan's checks. */
 static void try_context_hints(struct arena *a, struct diag *from, const struct program *prog,
-			      const struct plan *p, const struct compile_opts *co)
+			      const struct plan *p, const struct compile_opts *co, bool one_rank)
 {
 	for (struct diag *e = from; e; e = e->next)
 		for (struct diag *h = e->children; h; h = h->next) {
@@ -203,6 +213,8 @@ static void try_context_hints(struct arena *a, struct diag *from, const struct p
 			struct diag_ctx d2;
 			diag_init(&d2, a);
 			struct plan_cfg *c = plan_resolve(a, &d2, prog, p, &with);
+			if (c && !d2.nerrors && one_rank)
+				make_one_rank(c);
 			if (c && !d2.nerrors)
 				layout_run(a, &d2, c);
 			int before = 0;
@@ -222,8 +234,35 @@ static void try_context_hints(struct arena *a, struct diag *from, const struct p
 		}
 }
 
-/* One plan of `dtpc check`: resolve, lay out, and add its summary when it
- * is clean. */
+struct layout_result *check_plan(struct arena *a, struct diag_ctx *d, const struct program *prog,
+				 const struct plan *p, const struct compile_opts *co,
+				 const struct check_plan_opts *how, struct plan_cfg **cfg)
+{
+	int before = d->nerrors;
+	struct diag *mark = d->tail;
+	struct plan_cfg *c = plan_resolve(a, d, prog, p, co);
+	if (cfg)
+		*cfg = c;
+	if (!c)
+		return NULL;
+	if (how->dumps & DUMP_IR)
+		dump_ir(how->out, a, c->model);
+	if (how->dumps & DUMP_STYLES)
+		dump_styles(how->out, c);
+	if (d->nerrors > before)
+		return NULL;
+	if (how->one_rank)
+		make_one_rank(c);
+	struct layout_result *lay = layout_run(a, d, c);
+	try_context_hints(a, mark ? mark->next : d->head, prog, p, co, how->one_rank);
+	/* after the hints, which re-check without it */
+	if (d->nerrors == before)
+		fold_check_positions(d, c, lay);
+	if (how->dumps & DUMP_LAYOUT)
+		dump_layout(how->out, a, c, lay);
+	return d->nerrors == before ? lay : NULL;
+}
+
 /* The passes from a checked layout to a graph ready to serialize, written
  * once for every path that lowers (the compile command, the in-memory
  * graphs of run --verify and cost, the pipeline fuzzer): the lowering, the
@@ -243,29 +282,15 @@ struct g_graph *driver_lower(struct arena *a, struct diag_ctx *d, struct plan_cf
 	return g;
 }
 
+/* One plan of `dtpc check`: its passes, and its summary when it is clean. */
 static void check_one(const struct check_opts *o, struct arena *a, struct diag_ctx *d,
 		      const struct program *prog, const struct plan *p, cJSON *summaries,
 		      FILE *out)
 {
-	int before = d->nerrors;
-	struct diag *mark = d->tail;
-	struct plan_cfg *c = plan_resolve(a, d, prog, p, &o->co);
-	if (!c)
-		return;
-	if (o->dumps & DUMP_IR)
-		dump_ir(out, a, c->model);
-	if (o->dumps & DUMP_STYLES)
-		dump_styles(out, c);
-	if (d->nerrors > before)
-		return;
-	struct layout_result *lay = layout_run(a, d, c);
-	try_context_hints(a, mark ? mark->next : d->head, prog, p, &o->co);
-	/* after the hints, which re-check without it */
-	if (d->nerrors == before)
-		fold_check_positions(d, c, lay);
-	if (o->dumps & DUMP_LAYOUT)
-		dump_layout(out, a, c, lay);
-	if (d->nerrors == before)
+	struct plan_cfg *c;
+	const struct check_plan_opts how = { .dumps = o->dumps, .out = out };
+	struct layout_result *lay = check_plan(a, d, prog, p, &o->co, &how, &c);
+	if (lay)
 		cJSON_AddItemToArray(summaries, summary_build(a, c, lay));
 }
 
@@ -495,21 +520,11 @@ int driver_compile(const struct check_opts *opts, const char *out_path, bool ver
 		status = list_plans(&d, &prog, err);
 		goto done;
 	}
-	struct diag *mark = d.tail;
-	struct plan_cfg *c = plan_resolve(a, &d, &prog, p, &o->co);
-	if (c && (o->dumps & DUMP_IR))
-		dump_ir(out, a, c->model);
-	if (c && (o->dumps & DUMP_STYLES))
-		dump_styles(out, c);
-	if (!c || d.nerrors)
-		goto done;
-	struct layout_result *lay = layout_run(a, &d, c);
-	try_context_hints(a, mark ? mark->next : d.head, &prog, p, &o->co);
-	if (!d.nerrors)
-		fold_check_positions(&d, c, lay);
-	if (o->dumps & DUMP_LAYOUT)
-		dump_layout(out, a, c, lay);
-	if (d.nerrors)
+	struct plan_cfg *c;
+	const struct check_plan_opts how = { .dumps = o->dumps, .out = out };
+	struct layout_result *lay = check_plan(a, &d, &prog, p, &o->co, &how, &c);
+	/* errors before the plan's own (a model declared twice) stop it too */
+	if (!lay || d.nerrors)
 		goto done;
 	struct lower_opts lo = { .source_path = o->file, .source_hash = sources_hash(&d, &prog),
 				 .no_fuse = o->co.no_fuse,
@@ -583,20 +598,11 @@ void *driver_graph_buffer(const char *source, const char *plan, const char *mesh
 				   .context = context, .config = config };
 	if (read_config(a, &d, &co, err))
 		goto done;
-	struct plan_cfg *c = plan_resolve(a, &d, &prog, p, &co);
-	if (!c || d.nerrors)
+	struct plan_cfg *c;
+	const struct check_plan_opts how = { .one_rank = one_rank };
+	struct layout_result *lay = check_plan(a, &d, &prog, p, &co, &how, &c);
+	if (!lay || d.nerrors)
 		goto done;
-	if (one_rank) {
-		/* the same model on one rank: every style becomes a no-op */
-		for (int i = 0; i < c->naxes; i++)
-			c->axes[i].size = 1;
-		c->ring = c->ulysses = c->tp = c->cfg = c->world = 1;
-		/* ...and the float32 program: --verify's reference */
-		c->dtype = G_DT_F32;
-	}
-	struct layout_result *lay = layout_run(a, &d, c);
-	if (!d.nerrors)
-		fold_check_positions(&d, c, lay);
 	struct lower_opts lo = { .source_path = source, .source_hash = sources_hash(&d, &prog) };
 	if (source_hash)
 		*source_hash = lo.source_hash;

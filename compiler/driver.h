@@ -55,11 +55,31 @@ int driver_compile(const struct check_opts *o, const char *out_path, bool verbos
 void *driver_graph_buffer(const char *source, const char *plan, const char *mesh,
 			  const char *context, struct override *defs, int ndefs, const char *config,
 			  bool one_rank, size_t *len, uint64_t *source_hash, FILE *err);
-/* The passes after the layout and its checks (layout_run, then
- * fold_check_positions): lowering, the position fold, the fusion of a
- * linear with its activation (unless lo->no_fuse), the memory plan —
- * the one sequence every path that makes a graph runs. NULL after an error
- * in d. */
+/* How check_plan runs: -d's dumps (DUMP_IR, DUMP_STYLES, DUMP_LAYOUT) to
+ * out after their passes; one_rank: the plan resolved as written (so that
+ * the same checks pass), then laid out with every mesh axis 1 and float32
+ * storage — `dtpc run --verify`'s reference. */
+struct check_plan_opts {
+	unsigned dumps;
+	FILE *out;
+	bool one_rank;
+};
+/* The passes from a parsed plan to its checked layout: plan_resolve, the
+ * IR and styles dumps, layout_run, the context hints (each tried by
+ * checking again, the same way), fold_check_positions, the layout dump —
+ * the one sequence every path that checks or lowers a plan runs (check,
+ * compile, driver_graph_buffer for run --verify and cost, the fuzzers), as
+ * driver_lower is the one after it. Errors d held before (another plan's,
+ * a declaration's) do not stop this plan's passes. *cfg (if not NULL) gets
+ * the resolved plan, NULL when it did not resolve. Returns the layout,
+ * NULL when this plan has errors. */
+struct layout_result *check_plan(struct arena *a, struct diag_ctx *d, const struct program *prog,
+				 const struct plan *p, const struct compile_opts *co,
+				 const struct check_plan_opts *how, struct plan_cfg **cfg);
+/* The passes after the layout and its checks (check_plan): lowering, the
+ * position fold, the fusion of a linear with its activation (unless
+ * lo->no_fuse), the memory plan — the one sequence every path that makes a
+ * graph runs. NULL after an error in d. */
 struct g_graph *driver_lower(struct arena *a, struct diag_ctx *d, struct plan_cfg *c,
 			     const struct layout_result *lay, const struct lower_opts *lo);
 

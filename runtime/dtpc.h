@@ -149,6 +149,17 @@ DTPC_API dtpc_status dtpc_session_bind_inputs_seed(dtpc_session *s, uint64_t see
 DTPC_API dtpc_status dtpc_session_set_input(dtpc_session *s, const char *name, const float *data,
 				   const int64_t *shape, int ndim);
 
+/* The tensors of the last weights or inputs file bound (the last successful
+ * dtpc_session_bind_weights_file or _bind_inputs_file) that the graph does
+ * not use: for weights, names that are no weight of the graph (a dev
+ * checkpoint's guidance embedder under a schnell graph); for inputs, no
+ * input. They were not read, and binding them is no error. Returns how many
+ * there are; *name (unless name is NULL) is the i-th in name (strcmp) order,
+ * or NULL for an i outside [0, count). The names stay owned by the session,
+ * valid until its next file bind or its free. Each file bind replaces the
+ * list, a failed one with an empty list; the other binds leave it. */
+DTPC_API int dtpc_session_unused(const dtpc_session *s, int i, const char **name);
+
 /* One forward pass. Collective. */
 DTPC_API dtpc_status dtpc_session_run(dtpc_session *s);
 
@@ -178,6 +189,12 @@ DTPC_API int dtpc_session_graphed(const dtpc_session *s);
 DTPC_API int dtpc_session_noutputs(const dtpc_session *s);
 DTPC_API dtpc_status dtpc_session_output(const dtpc_session *s, int i, const char **name,
 				const float **data, const int64_t **shape, int *ndim);
+/* After a run: in *count, how many of output i's values are NaN or infinite
+ * (counted on each call, over the whole output). A model with a bad weight
+ * or input, or one that overflows the storage dtype, gives them; a caller
+ * that saves outputs should refuse them. DTPC_ERR_INVALID for an i out of
+ * range, DTPC_ERR_STATE before the first run. */
+DTPC_API dtpc_status dtpc_session_output_nonfinite(const dtpc_session *s, int i, int64_t *count);
 
 /* Chrome/Perfetto tracing: with tracing on, every run records one span per
  * op (compute or communication; bytes on communication spans). */

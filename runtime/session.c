@@ -608,6 +608,7 @@ void dtpc_session_free(dtpc_session *s)
 	free(s->dims);
 	free(s->numel);
 	free(s->bound);
+	free(s->unused);
 	free(s->groups);
 	free(s->members);
 	free(s->events);
@@ -931,6 +932,61 @@ static dtpc_status open_rank_file(const dtpc_session *s, struct ckpt *c)
 	return DTPC_OK;
 }
 
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* name among the n sorted names */
+static bool in_names(const char *name, const char **names, size_t n)
+{
+	return n && bsearch(&name, names, n, sizeof *names, cmp_name);
+}
+
+/* Keeps, for dtpc_session_unused, the names of c's tensors that are no
+ * tensor of `kind` in the graph: the rest of a larger variant's checkpoint
+ * (Flux dev's guidance embedder under a schnell graph) or an input this
+ * graph does not take is bound without complaint, and the caller may say
+ * so. c's names come in name order, and so do these. */
+static dtpc_status keep_unused(struct dtpc_session *s, const struct ckpt *c, int kind)
+{
+	const struct g_graph *g = s->g;
+	const char **mine = malloc(sizeof *mine * (g->ntensors + 1));
+	if (!mine)
+		return rt_error(DTPC_ERR_NOMEM, "out of memory");
+	size_t n = 0;
+	for (uint32_t t = 0; t < g->ntensors; t++)
+		if (g->tensors[t].kind == kind)
+			mine[n++] = graph_str(g, g->tensors[t].name);
+	qsort(mine, n, sizeof *mine, cmp_name);
+	size_t count = 0, bytes = 0;
+	for (size_t i = 0; i < ckpt_count(c); i++)
+		if (!in_names(ckpt_name_at(c, i), mine, n)) {
+			count++;
+			bytes += strlen(ckpt_name_at(c, i)) + 1;
+		}
+	/* one block: the pointers, then the names they point at */
+	char **names = count ? malloc(count * sizeof *names + bytes) : NULL;
+	if (count && !names) {
+		free(mine);
+		return rt_error(DTPC_ERR_NOMEM, "out of memory");
+	}
+	char *at = (char *)(names + count);
+	size_t k = 0;
+	for (size_t i = 0; i < ckpt_count(c); i++) {
+		const char *name = ckpt_name_at(c, i);
+		if (in_names(name, mine, n))
+			continue;
+		size_t len = strlen(name) + 1;
+		names[k++] = memcpy(at, name, len);
+		at += len;
+	}
+	free(mine);
+	s->unused = names;
+	s->nunused = (int)count;
+	return DTPC_OK;
+}
+
 /* Reads each tensor of `kind` by name from a checkpoint (runtime/weights.h):
  * this rank's slice only (one sharded dim at most, read as ranges of that
  * dim), or from a per-rank folder the rank's file's tensor whole. */
@@ -939,6 +995,9 @@ static dtpc_status bind_file(dtpc_session *s, const char *path, int kind)
 	struct ckpt *c = NULL;
 	char why[1024];
 	enum st_fault fault;
+	free(s->unused);
+	s->unused = NULL;
+	s->nunused = 0;
 	if (!ckpt_open(&c, path, why, sizeof why, &fault))
 		return rt_error(fault_status(fault), "%s", why);
 	const char *what = kind == GT_WEIGHT ? "weight" : "input";
@@ -991,6 +1050,8 @@ static dtpc_status bind_file(dtpc_session *s, const char *path, int kind)
 				      fpath, why);
 		st = bind_finish(s, t, h, st);
 	}
+	if (!st)
+		st = keep_unused(s, c, kind);
 	ckpt_close(c);
 	return st;
 }
@@ -1242,6 +1303,30 @@ dtpc_status dtpc_session_output(const dtpc_session *s, int i, const char **name,
 	if (ndim)
 		*ndim = s->g->tensors[t].ndim;
 	return DTPC_OK;
+}
+
+dtpc_status dtpc_session_output_nonfinite(const dtpc_session *s, int i, int64_t *count)
+{
+	const float *data;
+	const int64_t *shape;
+	int nd;
+	dtpc_status st = dtpc_session_output(s, i, NULL, &data, &shape, &nd);
+	if (st)
+		return st;
+	int64_t n = 1, bad = 0;
+	for (int d = 0; d < nd; d++)
+		n *= shape[d];
+	for (int64_t k = 0; k < n; k++)
+		bad += !isfinite(data[k]);
+	*count = bad;
+	return DTPC_OK;
+}
+
+int dtpc_session_unused(const dtpc_session *s, int i, const char **name)
+{
+	if (name)
+		*name = i >= 0 && i < s->nunused ? s->unused[i] : NULL;
+	return s->nunused;
 }
 
 void dtpc_session_trace(dtpc_session *s, int enable)

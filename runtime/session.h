@@ -68,6 +68,10 @@ struct dtpc_session {
 	float **weights;             /* per tensor: this rank's slice (device
 				      * memory), or NULL */
 	bool *bound;                 /* per tensor: weight or input bound */
+	char **unused;               /* the last file bind's tensors that the graph
+				      * does not use, in name order (one block:
+				      * the pointers, then the names) */
+	int nunused;
 	struct comm_group *groups;   /* per graph group, as this rank sees it */
 	int *members;
 	void *workspace;             /* attention tiles */

@@ -755,6 +755,18 @@ const struct st_tensor *ckpt_find(const struct ckpt *c, const char *name,
 	return h->t;
 }
 
+size_t ckpt_count(const struct ckpt *c)
+{
+	if (c->kind == CKPT_INDEX)
+		return c->nhits;
+	return c->nfiles ? st_count(c->files[0]) : 0;
+}
+
+const char *ckpt_name_at(const struct ckpt *c, size_t i)
+{
+	return c->kind == CKPT_INDEX ? c->hits[i].name : st_at(c->files[0], i)->name;
+}
+
 uint64_t ckpt_bytes_read(const struct ckpt *c)
 {
 	uint64_t n = 0;

@@ -100,6 +100,11 @@ const struct st_file *ckpt_rank_file(const struct ckpt *c);
  * path), or NULL. */
 const struct st_tensor *ckpt_find(const struct ckpt *c, const char *name,
 				  const struct st_file **file, const char **path);
+/* The tensors c holds, in name (strcmp) order: those of the file, of every
+ * shard, or of the rank's file (a per-rank folder before ckpt_open_rank:
+ * none). i < ckpt_count(c); the name belongs to c. */
+size_t ckpt_count(const struct ckpt *c);
+const char *ckpt_name_at(const struct ckpt *c, size_t i);
 /* Data bytes read from all its files so far. */
 uint64_t ckpt_bytes_read(const struct ckpt *c);
 

@@ -19,6 +19,8 @@ committed fixture (standard library only: CI has no torch or numpy).
   ckpt.py setmeta FILE KEY VALUE  one metadata entry changed in place
   ckpt.py getmeta FILE KEY        one metadata entry's value
   ckpt.py flatten FILE T          tensor T made 1-D in place (metadata kept)
+  ckpt.py extra FILE T...         one-value F32 tensors T added in place
+                                  (metadata kept): tensors a graph does not use
 """
 import json
 import os
@@ -164,6 +166,11 @@ def main(argv):
         tensors, meta = load(argv[2])
         dt, shape, b = tensors[argv[3]]
         tensors[argv[3]] = (dt, [len(b) // SIZE[dt]], b)
+        save(argv[2], tensors, meta)
+    elif cmd == "extra":
+        tensors, meta = load(argv[2])
+        for name in argv[3:]:
+            tensors[name] = ("F32", [1], array("f", [1.0]).tobytes())
         save(argv[2], tensors, meta)
     else:
         sys.exit(f"ckpt.py: unknown command {cmd}")

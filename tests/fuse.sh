@@ -33,7 +33,7 @@ outputs() {
 	shift 4
 	"$DTPC" "$o_file" --plan "$o_plan" --dtype "$o_dtype" "$@" -o "$tmp/$o_name.graph" \
 		>"$tmp/$o_name.log" 2>&1 &&
-		replay local "$tmp/$o_name.graph" --seed 7 --save-outputs "$tmp/$o_name.st" \
+		replay local "$tmp/$o_name.graph" --seed 7 --allow-seeded --save-outputs "$tmp/$o_name.st" \
 			>>"$tmp/$o_name.log" 2>&1
 }
 

@@ -59,6 +59,15 @@ if [ -s "$tmp/extra" ]; then
 elif grep -q '^dtpc_session_run$' "$tmp/syms"; then ok; else
 	bad "install/exports: dtpc_session_run is not exported"
 fi
+# and every function the installed dtpc.h declares is (one declared without
+# DTPC_API would be hidden: the header promises what the library lacks)
+sed -n 's/^\(DTPC_API \)\{0,1\}[a-z][a-z0-9_ ]* \**\(dtpc_[a-z0-9_]*\)(.*/\2/p' \
+	"$prefix/include/dtpc.h" | sort -u >"$tmp/api"
+sort -u "$tmp/syms" >"$tmp/syms.sorted"
+comm -23 "$tmp/api" "$tmp/syms.sorted" >"$tmp/hidden"
+if [ "$(wc -l <"$tmp/api")" -ge 30 ] && [ ! -s "$tmp/hidden" ]; then ok; else
+	bad "install/exports-api: $(wc -l <"$tmp/api") functions declared; not exported: $(tr '\n' ' ' <"$tmp/hidden")"
+fi
 
 cat >"$tmp/m.plan" <<'PLAN'
 model m { input x : [1, 4, 8]; proj_in = linear(x, 8); y = gelu(proj_in); output y; }

@@ -352,6 +352,35 @@ else
 		-D norm_elementwise_affine=false
 	# control: Flux.1-dev compiled as schnell leaves its guidance embedder out
 	bound control-bound-no-guidance fail flux_dev flux flux_tp -D guidance_embeds=false
+	# run so, on Flux.1-dev's folder and inputs, the run names what it leaves
+	# unused (once for its 2 ranks): the guidance embedder's 4 tensors, three
+	# in name order, and the guidance input; the control: compiled as dev, no note
+	if wanted unused-dev-on-schnell; then
+		u_w="$FIX/flux_dev/transformer" u_in="$FIX/flux_dev/inputs.safetensors"
+		u_note="dtpc: note: --weights '$u_w' holds 4 tensors this graph does not use: 'time_text_embed.guidance_embedder.linear_1.bias', 'time_text_embed.guidance_embedder.linear_1.weight', 'time_text_embed.guidance_embedder.linear_2.bias' and 1 more"
+		u_inote="dtpc: note: --inputs '$u_in' holds 1 tensor this graph does not use: 'guidance'"
+		for u_g in schnell dev; do
+			# shellcheck disable=SC2046 # the -D options split into words
+			"$DTPC" models/flux.plan --plan flux_tp --mesh "tp = 2" --config "$u_w" \
+				$(fixture defines flux_dev) $([ $u_g = schnell ] && echo -D guidance_embeds=false) \
+				-o "$tmp/unused-$u_g.graph" -q >"$tmp/unused-$u_g.out" 2>&1 &&
+				"$DTPC" run "$tmp/unused-$u_g.graph" --weights "$u_w" --inputs "$u_in" \
+					>>"$tmp/unused-$u_g.out" 2>&1
+			echo "exit $?" >>"$tmp/unused-$u_g.out"
+		done
+		if grep -qx 'exit 0' "$tmp/unused-schnell.out" && grep -Fxq "$u_note" "$tmp/unused-schnell.out" &&
+			grep -Fxq "$u_inote" "$tmp/unused-schnell.out" &&
+			[ "$(grep -c 'does not use' "$tmp/unused-schnell.out")" = 2 ] &&
+			grep -qx 'exit 0' "$tmp/unused-dev.out" && ! grep -q 'does not use' "$tmp/unused-dev.out"
+		then
+			pass=$((pass + 1))
+			printf "ok    %-28s %s\n" unused-dev-on-schnell "guidance_embedder's 4 tensors and guidance noted; none as dev"
+		else
+			fail=$((fail + 1))
+			echo "FAIL  unused-dev-on-schnell"
+			sed 's/^/      /' "$tmp/unused-schnell.out" "$tmp/unused-dev.out" | head -10
+		fi
+	fi
 
 	# the plans say what each class's _cp_plan and _tp_plan say
 	# (tests/models_plans.py, against the plans fixture.json recorded)

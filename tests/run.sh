@@ -143,7 +143,7 @@ done
 # The runtime's command line: an embedded graph, a trace, saved outputs.
 expect_exit embed 0 "$BUILD/examples/embed"
 "$DTPC" examples/tiny_dit.plan --plan tiny_dit_8 -D seq=64 -o "$tmp/t.graph" >/dev/null 2>&1
-if "$DTPC" run "$tmp/t.graph" --trace "$tmp/trace.json" --save-outputs "$tmp/out.st" \
+if "$DTPC" run "$tmp/t.graph" --trace "$tmp/trace.json" --allow-seeded --save-outputs "$tmp/out.st" \
 	--steps 2 >"$tmp/run" 2>&1 &&
 	python3 - "$tmp/trace.json" "$tmp/out.st" <<'PY'
 import json, struct, sys
@@ -230,7 +230,7 @@ if [ "$(id -u)" = 0 ] && mknod "$tmp/full" c 1 7 2>/dev/null; then
 		cat "$tmp/dev"
 	fi
 	"$DTPC" examples/tiny_dit.plan --plan tiny_dit_8 -D seq=64 -o "$tmp/d.graph" >/dev/null 2>&1
-	"$DTPC" run "$tmp/d.graph" --save-outputs "$tmp/full" >"$tmp/dev" 2>&1
+	"$DTPC" run "$tmp/d.graph" --allow-seeded --save-outputs "$tmp/full" >"$tmp/dev" 2>&1
 	rc=$?
 	if [ $rc = 2 ] && [ -c "$tmp/full" ] && grep -q "No space left" "$tmp/dev"; then ok; else
 		bad cli/save-outputs-to-device

@@ -15,6 +15,10 @@
 # tensor that is a hole in the file runs as fast as the plain one: nothing
 # reads a whole file.
 #
+# Tensors the graph does not use (in a file, a folder, an index's shards, a
+# dtpc shard folder, an inputs file): one note for the run naming them; none
+# for the fixture itself, which the graph uses whole.
+#
 # Hostile paths: each error's exact message and exit status (1: the weights do
 # not fit or are malformed; 2: a file cannot be read, or usage).
 #
@@ -72,6 +76,26 @@ if ! { compile_mesh "$FIX/flux.plan" flux_fixture_tp "tp = 2" "" "$tmp/tp2.graph
 	exit
 fi
 
+# ---- tensors the graph does not use: a note from rank 0 alone ------------------------------
+# noted NAME LINE: the last run's log holds LINE, and it is its one note of
+# unused tensors (rank 0 speaks for every rank)
+noted() {
+	if [ "$(grep -c 'this graph does not use' "$tmp/run.log")" = 1 ] &&
+		grep -Fxq -- "$2" "$tmp/run.log"; then ok; else
+		bad "$1"
+		echo "  expected the one note: $2"
+		sed 's/^/    /' "$tmp/run.log" | head -5
+	fi
+}
+# unused CHECKPOINT: a copy of the fixture with five tensors it does not use
+# (named to sort first: the note names three in name order, then counts)
+unused() {
+	mkdir -p "$1" && cp "$W" "$1/diffusion_pytorch_model.safetensors" &&
+		ck extra "$1/diffusion_pytorch_model.safetensors" a.unused b.unused c.unused \
+			d.unused e.unused
+}
+UNUSED="holds 5 tensors this graph does not use: 'a.unused', 'b.unused', 'c.unused' and 2 more"
+
 if [ "$MODE" = mpi ]; then
 	G="$tmp/rxu.graph"
 	ck shards "$W" "$tmp/b3" 3 BF16
@@ -82,6 +106,10 @@ if [ "$MODE" = mpi ]; then
 			--timeout 60 >"$tmp/mpi.log" 2>&1 || sed 's/^/    /' "$tmp/mpi.log"
 		same "mpi/rxu-$w" "$tmp/local.out" "$tmp/mpi-$w.out"
 	done
+	unused "$tmp/xfolder" && ck shards "$tmp/xfolder/diffusion_pytorch_model.safetensors" \
+		"$tmp/x3" 3 F32
+	replay mpi "$G" --inputs "$IN" --weights "$tmp/x3" --timeout 60 >"$tmp/run.log" 2>&1
+	noted mpi/unused-once "dtpc: note: --weights '$tmp/x3' $UNUSED"
 	summary weights
 	exit
 fi
@@ -149,6 +177,29 @@ t0=$(date +%s)
 run "$tmp/tp2.graph" "$tmp/sparse.safetensors" "$tmp/sparse.out"
 same tp2/unused-256GiB-tensor "$tmp/tp2.ref" "$tmp/sparse.out"
 if [ $(($(date +%s) - t0)) -lt 20 ]; then ok; else bad tp2/unused-256GiB-tensor-is-not-read; fi
+
+# the tensors nothing uses, in every kind of checkpoint, named once for the
+# run's 2 ranks; the negative control: the fixture itself, all of it used
+run "$tmp/tp2.graph" "$W" "$tmp/u.out"
+if grep -q 'does not use' "$tmp/run.log"; then bad unused/none-when-all-used; else ok; fi
+run "$tmp/tp2.graph" "$tmp/sparse.safetensors" "$tmp/u.out"
+noted unused/file "dtpc: note: --weights '$tmp/sparse.safetensors' holds 1 tensor this graph does not use: 'zz.unused'"
+unused "$tmp/xfolder"
+run "$tmp/tp2.graph" "$tmp/xfolder" "$tmp/u.out"
+noted unused/folder "dtpc: note: --weights '$tmp/xfolder' $UNUSED"
+ck shards "$tmp/xfolder/diffusion_pytorch_model.safetensors" "$tmp/x3" 3 F32
+run "$tmp/tp2.graph" "$tmp/x3/diffusion_pytorch_model.safetensors.index.json" "$tmp/u.out"
+noted unused/index "dtpc: note: --weights '$tmp/x3/diffusion_pytorch_model.safetensors.index.json' $UNUSED"
+# dtpc shard writes the graph's slices alone; a tensor added to each rank's
+# file is named once (rank 0's)
+"$DTPC" shard "$tmp/tp2.graph" --weights "$W" --out "$tmp/xper" >/dev/null
+for f in "$tmp"/xper/rank-*.safetensors; do ck extra "$f" zz.unused; done
+run "$tmp/tp2.graph" "$tmp/xper" "$tmp/u.out"
+noted unused/per-rank "dtpc: note: --weights '$tmp/xper' holds 1 tensor this graph does not use: 'zz.unused'"
+# an input this graph does not take (Flux.1-dev's guidance under a graph without it)
+cp "$IN" "$tmp/xin.safetensors" && ck extra "$tmp/xin.safetensors" guidance
+"$DTPC" run "$tmp/tp2.graph" --inputs "$tmp/xin.safetensors" --weights "$W" >"$tmp/run.log" 2>&1
+noted unused/inputs "dtpc: note: --inputs '$tmp/xin.safetensors' holds 1 tensor this graph does not use: 'guidance'"
 
 # ---- hostile sharded checkpoints ------------------------------------------------------------
 Q=transformer_blocks.0.attn.to_q.weight

@@ -1,10 +1,13 @@
 #!/bin/sh
 # commands.sh BUILD — verdicts and exit statuses of the commands, where a
 # golden case cannot express them (quoted arguments, files made on the fly):
-# `run --verify` fails on a NaN (and counts it); a missing or unreadable file
-# is an I/O error (2) before any work, worded alike by every command; an
-# output that cannot be written is found before the forward pass; --mesh and
-# --context take one statement of their own kind. Ends with
+# `run --verify` fails on a NaN (and counts it); `run` names each output
+# holding NaN or Inf (exit 1), seeded weights or inputs (refusing to save
+# their outputs) and an input the graph does not take; a missing or
+# unreadable file is an I/O error (2) before any work, worded alike by every
+# command; an output that cannot be written is found before the forward
+# pass; --mesh and --context take one statement of their own kind; cost's
+# in-memory compile tries a context hint as check does. Ends with
 # "clicmd: N passed, N failed, N skipped". inspect's JSON keeps 64-bit values exact.
 set -u
 BUILD=${1:-build}
@@ -47,11 +50,82 @@ bias = [0.0] * 8
 save(sys.argv[1] + "/good.safetensors", [("proj_in.weight", [8, 8], w), ("proj_in.bias", [8], bias)])
 bias[3] = float("nan")
 save(sys.argv[1] + "/nan.safetensors", [("proj_in.weight", [8, 8], w), ("proj_in.bias", [8], bias)])
+bias[3] = float("inf")
+save(sys.argv[1] + "/inf.safetensors", [("proj_in.weight", [8, 8], w), ("proj_in.bias", [8], bias)])
+# inputs: x alone, and x with a tensor the graph does not take
+x = [0.1 * ((7 * i) % 13 - 6) for i in range(32)]
+save(sys.argv[1] + "/x.safetensors", [("x", [1, 4, 8], x)])
+save(sys.argv[1] + "/xg.safetensors", [("guidance", [1], [3.5]), ("x", [1, 4, 8], x)])
 PY
 g="$tmp/m.graph"
 expect verify-ok 0 '#wrong 0 of 32: ok' "$DTPC" run "$g" --weights "$tmp/good.safetensors" --verify
 expect verify-nan 1 'error nan .*#wrong 4 of 32 \(4 not finite\), first at index 3: nan.*FAILED' \
 	"$DTPC" run "$g" --weights "$tmp/nan.safetensors" --verify
+# ---- what a run ran on ------------------------------------------------------------------
+# Non-finite outputs: each named with its count, exit 1, not saved;
+# --allow-nonfinite makes them a note. The column the NaN (or infinite) bias
+# feeds is 4 of the 32 values. Negative control: the good weights, no line.
+GX="--inputs $tmp/x.safetensors"
+# shellcheck disable=SC2086
+expect nonfinite-nan 1 "^dtpc: error: output 'y': 4 of 32 values are NaN or Inf\$" \
+	"$DTPC" run "$g" --weights "$tmp/nan.safetensors" $GX
+# shellcheck disable=SC2086
+expect nonfinite-inf 1 "^dtpc: error: output 'y': 4 of 32 values are NaN or Inf\$" \
+	"$DTPC" run "$g" --weights "$tmp/inf.safetensors" $GX
+# shellcheck disable=SC2086
+expect nonfinite-allowed 0 "^dtpc: note: output 'y': 4 of 32 values are NaN or Inf \(--allow-nonfinite\)\$" \
+	"$DTPC" run "$g" --weights "$tmp/nan.safetensors" $GX --allow-nonfinite
+# shellcheck disable=SC2086
+expect nonfinite-none 0 "^time:" "$DTPC" run "$g" --weights "$tmp/good.safetensors" $GX
+if grep -q 'NaN or Inf' "$tmp/out"; then bad clicmd/nonfinite-none-said; else ok; fi
+# shellcheck disable=SC2086
+expect nonfinite-not-saved 1 "4 of 32 values are NaN or Inf" \
+	"$DTPC" run "$g" --weights "$tmp/nan.safetensors" $GX --save-outputs "$tmp/nan.st"
+if [ -e "$tmp/nan.st" ]; then bad clicmd/nonfinite-not-saved-file; else ok; fi
+# shellcheck disable=SC2086
+expect nonfinite-saved-allowed 0 "^time:" "$DTPC" run "$g" --weights "$tmp/nan.safetensors" $GX \
+	--allow-nonfinite --save-outputs "$tmp/nan.st"
+if python3 - "$tmp/nan.st" <<'PY'
+import json, math, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+s, e = json.loads(b[8:8 + n])["y"]["data_offsets"]
+v = struct.unpack("<%df" % ((e - s) // 4), b[8 + n + s:8 + n + e])
+assert sum(not math.isfinite(x) for x in v) == 4, v
+PY
+then ok; else bad clicmd/nonfinite-saved-allowed-holds-4; fi
+expect verify-nan-named 1 "^dtpc: error: output 'y': 4 of 32 values are NaN or Inf\$" \
+	"$DTPC" run "$g" --weights "$tmp/nan.safetensors" --verify
+# Seeded weights or inputs: a note says which and the seed; --save-outputs
+# of them is refused (exit 2, nothing written) unless --allow-seeded.
+# Negative control: both files given, no note, saved.
+expect seeded-save-refused 2 "^dtpc: --save-outputs: the weights and the inputs are seeded random values \(no --weights, no --inputs\), so the outputs are no model's; give --weights and --inputs, or --allow-seeded to save them\$" \
+	"$DTPC" run "$g" --save-outputs "$tmp/s.st"
+if [ -e "$tmp/s.st" ]; then bad clicmd/seeded-save-refused-file; else ok; fi
+expect seeded-inputs-save-refused 2 "the inputs are seeded random values \(no --inputs\).*give --inputs, or --allow-seeded" \
+	"$DTPC" run "$g" --weights "$tmp/good.safetensors" --save-outputs "$tmp/s.st"
+expect seeded-save-allowed 0 "^dtpc: note: the weights and the inputs are seeded random values \(--seed 1; no --weights, no --inputs\)\$" \
+	"$DTPC" run "$g" --allow-seeded --save-outputs "$tmp/s.st"
+if [ -s "$tmp/s.st" ]; then ok; else bad clicmd/seeded-save-allowed-file; fi
+expect seeded-note 0 "^dtpc: note: the inputs are seeded random values \(--seed 9; no --inputs\)\$" \
+	"$DTPC" run "$g" --weights "$tmp/good.safetensors" --seed 9
+# shellcheck disable=SC2086
+expect seeded-none 0 "^time:" "$DTPC" run "$g" --weights "$tmp/good.safetensors" $GX \
+	--save-outputs "$tmp/f.st"
+if grep -q 'seeded' "$tmp/out" || [ ! -s "$tmp/f.st" ]; then bad clicmd/seeded-none-said; else ok; fi
+# a graph without weights seeds none: its inputs alone are seeded, or none
+printf 'model w { input x : [1, 4, 8]; y = gelu(x); output y; }\nplan p { model w; }\n' >"$tmp/w.plan"
+"$DTPC" "$tmp/w.plan" -o "$tmp/w.graph" >/dev/null 2>&1 || bad clicmd/compile-weightless
+expect seeded-weightless 0 "^dtpc: note: the inputs are seeded random values \(--seed 1; no --inputs\)\$" \
+	"$DTPC" run "$tmp/w.graph"
+# shellcheck disable=SC2086
+expect seeded-weightless-none 0 "^time:" "$DTPC" run "$tmp/w.graph" $GX --save-outputs "$tmp/w.st"
+if grep -q 'seeded' "$tmp/out"; then bad clicmd/seeded-weightless-none-said; else ok; fi
+# An input the graph does not take: one note for the run's 2 ranks; none
+# without it (the negative control: nonfinite-none's run had x alone)
+expect unused-input 0 "^dtpc: note: --inputs '$tmp/xg.safetensors' holds 1 tensor this graph does not use: 'guidance'\$" \
+	"$DTPC" run "$g" --weights "$tmp/good.safetensors" --inputs "$tmp/xg.safetensors"
+if [ "$(grep -c 'does not use' "$tmp/out")" = 1 ]; then ok; else bad clicmd/unused-input-once; fi
 expect missing-weights 2 "cannot read '$tmp/none': No such file" \
 	"$DTPC" run "$g" --weights "$tmp/none"
 expect missing-inputs 2 "cannot read '$tmp/none'" "$DTPC" run "$g" --inputs "$tmp/none"
@@ -62,7 +136,7 @@ expect check-folder 2 "^dtpc: cannot read '$tmp': not a regular file" "$DTPC" ch
 expect inspect-folder 2 "^dtpc: cannot read '$tmp': not a regular file" "$DTPC" inspect "$tmp"
 # unwritable outputs stop the run before its forward pass ("time:" is printed after it)
 expect bad-trace 2 "cannot write '$tmp/no/t.json'" "$DTPC" run "$g" --trace "$tmp/no/t.json"
-expect bad-save 2 "cannot write '$tmp/no/o.st'" "$DTPC" run "$g" --save-outputs "$tmp/no/o.st"
+expect bad-save 2 "cannot write '$tmp/no/o.st'" "$DTPC" run "$g" --allow-seeded --save-outputs "$tmp/no/o.st"
 if grep -q '^time:' "$tmp/out"; then bad clicmd/bad-save-ran; else ok; fi
 expect run-help 0 '^usage: dtpc' "$DTPC" run --help
 expect inspect-help 0 '^usage: dtpc' "$DTPC" inspect --help
@@ -94,6 +168,12 @@ expect context-mesh-unseparated 1 "^1 error generated" \
 # shellcheck disable=SC2086
 expect context-string-semicolon 1 "rotate_method must be" \
 	"$DTPC" check $tiny --context 'rotate_method = "all;gather" # ;'
+# ---- the in-memory compiles (cost, run --verify) check a plan as check does
+# (check_plan): a context hint is tried before it is offered, the same words
+# as check's golden (before, cost offered ulysses_anything untried)
+expect cost-hint-tried 1 "^hint: ulysses_anything = true would not help: ulysses_anything cannot pad the 6 heads of 'attn' over 4 ranks" \
+	"$DTPC" cost tests/diag/tp-ulysses-heads.plan --hw hw/h100-sxm.json
+if grep -q 'set ulysses_anything' "$tmp/out"; then bad clicmd/cost-hint-untried; else ok; fi
 # ---- a plan on standard input ("-"): located as <stdin>, imports from the current folder
 expect stdin-check 0 '^checked$' \
 	sh -c "\"$DTPC\" check - --plan tiny_dit_8 -q <examples/tiny_dit.plan && echo checked"
@@ -124,22 +204,22 @@ mkfifo "$tmp/ff/out"
 expect run-trace-fifo-no-reader 2 "cannot write '$tmp/ff/out': a FIFO that no process reads" \
 	timeout 20 "$DTPC" run "$g" --trace "$tmp/ff/out"
 expect run-save-fifo-reader 0 "^time:" sh -c "timeout 20 cat '$tmp/ff/out' >'$tmp/ff/got' &
-	timeout 20 '$DTPC' run '$g' --save-outputs '$tmp/ff/out'; s=\$?; wait; exit \$s"
+	timeout 20 '$DTPC' run '$g' --allow-seeded --save-outputs '$tmp/ff/out'; s=\$?; wait; exit \$s"
 # what came through the FIFO is what a file gets
-"$DTPC" run "$g" --save-outputs "$tmp/ff/plain.st" >/dev/null 2>&1
+"$DTPC" run "$g" --allow-seeded --save-outputs "$tmp/ff/plain.st" >/dev/null 2>&1
 if python3 tests/compare_st.py "$tmp/ff/got" "$tmp/ff/plain.st" 0 >/dev/null 2>&1; then ok; else
 	bad clicmd/run-save-fifo-reader-whole
 fi
 cp "$g" "$tmp/ff/g.orig"
 expect run-save-over-graph 2 "cannot write '$g': it is the graph this run reads" \
-	"$DTPC" run "$g" --save-outputs "$g"
+	"$DTPC" run "$g" --allow-seeded --save-outputs "$g"
 if cmp -s "$g" "$tmp/ff/g.orig"; then ok; else bad clicmd/run-save-over-graph-kept; fi
 expect run-trace-over-weights 2 "it is the --weights this run reads" \
 	"$DTPC" run "$g" --weights "$tmp/good.safetensors" --trace "$tmp/good.safetensors"
 expect run-trace-save-same 2 "^dtpc: --trace and --save-outputs name the same file" \
-	"$DTPC" run "$g" --trace "$tmp/ff/same" --save-outputs "$tmp/ff/same"
+	"$DTPC" run "$g" --trace "$tmp/ff/same" --allow-seeded --save-outputs "$tmp/ff/same"
 expect run-trace-save-devnull 0 "^time:" \
-	"$DTPC" run "$g" --trace /dev/null --save-outputs /dev/null
+	"$DTPC" run "$g" --trace /dev/null --allow-seeded --save-outputs /dev/null
 
 # ---- a file name that is not UTF-8: JSON output stays UTF-8 ('?' for the bad
 # byte); text keeps the bytes

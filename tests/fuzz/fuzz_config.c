@@ -1,8 +1,8 @@
 /* fuzz_config.c — libFuzzer target: --config's reader and the parameters
  * it sets.
  *
- * Reads the input as a config.json, then resolves and layout-checks a small
- * plan whose model has a parameter of each kind a config sets (integers
+ * Reads the input as a config.json, then checks (check_plan) a small plan
+ * whose model has a parameter of each kind a config sets (integers
  * that shape tensors, a number, booleans, a list, a string), with the
  * input's keys as overrides, as `dtpc check --config` does. Any crash,
  * sanitizer report, leak or hang is a bug: a hostile config must only ever
@@ -14,7 +14,7 @@
 
 #include "compiler/arena.h"
 #include "compiler/config.h"
-#include "compiler/layout.h"
+#include "compiler/driver.h"
 #include "compiler/parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -50,9 +50,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int n;
 	if (config_parse(a, &d, "config.json", text, size, &ov, &n)) {
 		struct compile_opts co = { .defines = ov, .ndefines = n };
-		struct plan_cfg *c = plan_resolve(a, &d, &prog, prog.plans, &co);
-		if (c && !d.nerrors)
-			layout_run(a, &d, c);
+		const struct check_plan_opts how = { 0 };
+		check_plan(a, &d, &prog, prog.plans, &co, &how, NULL);
 	}
 	/* Render the diagnostics too: the caret printer reads source lines. */
 	FILE *null = fopen("/dev/null", "w");

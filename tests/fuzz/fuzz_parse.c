@@ -1,7 +1,7 @@
 /* fuzz_parse.c — libFuzzer target: the whole check pipeline on one buffer.
  *
- * Parses the input as a plan file, then resolves and layout-checks every plan
- * in it, as `dtpc check` does. Any crash, sanitizer report, leak or hang is a
+ * Parses the input as a plan file, then checks every plan in it with the
+ * passes of `dtpc check` (check_plan). Any crash, sanitizer report, leak or hang is a
  * bug: bad input must only ever produce diagnostics. */
 #include <stdint.h>
 #include <stdio.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "compiler/arena.h"
-#include "compiler/layout.h"
+#include "compiler/driver.h"
 #include "compiler/parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -24,12 +24,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	parse_buffer(a, &d, "fuzz.plan", text, size, &ast);
 	struct program prog = { .models = ast.models, .plans = ast.plans, .nfiles = 1 };
 	struct compile_opts co = { 0 };
-	for (const struct plan *p = prog.plans; p; p = p->next) {
-		int before = d.nerrors;
-		struct plan_cfg *c = plan_resolve(a, &d, &prog, p, &co);
-		if (c && d.nerrors == before)
-			layout_run(a, &d, c);
-	}
+	const struct check_plan_opts how = { 0 };
+	for (const struct plan *p = prog.plans; p; p = p->next)
+		check_plan(a, &d, &prog, p, &co, &how, NULL);
 	if (!prog.plans)
 		for (const struct model *m = prog.models; m; m = m->next)
 			plan_model_only(a, &d, m, &co);

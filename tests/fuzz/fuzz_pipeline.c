@@ -16,9 +16,7 @@
 #include <string.h>
 
 #include "compiler/arena.h"
-#include "compiler/layout.h"
 #include "compiler/driver.h"
-#include "compiler/fold.h"
 #include "compiler/lower.h"
 #include "compiler/parse.h"
 #include "graph/graph.h"
@@ -47,13 +45,11 @@ static void prepare(const struct g_graph *g, uint32_t rank)
 	dtpc_session_free(s);
 }
 
-static void compile(struct arena *a, struct diag_ctx *d, struct plan_cfg *c)
+/* A checked plan lowered, written, read back and prepared. */
+static void compile(struct arena *a, struct diag_ctx *d, struct plan_cfg *c,
+		    const struct layout_result *lay)
 {
-	struct layout_result *lay = layout_run(a, d, c);
-
-	if (!d->nerrors)
-		fold_check_positions(d, c, lay);
-	if (d->nerrors || c->model->nops > MAX_LOWERED_OPS)
+	if (c->model->nops > MAX_LOWERED_OPS)
 		return;
 	/* the compiler's own sequence of passes (driver_lower) */
 	struct lower_opts lo = { .source_path = "fuzz.plan", .source_hash = 0 };
@@ -91,11 +87,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	parse_buffer(a, &d, "fuzz.plan", text, size, &ast);
 	struct program prog = { .models = ast.models, .plans = ast.plans, .nfiles = 1 };
 	struct compile_opts co = { 0 };
+	const struct check_plan_opts how = { 0 };
 	/* as the compiler: nothing is lowered from a file with a syntax error */
 	for (const struct plan *p = prog.plans; p && !d.nerrors; p = p->next) {
-		struct plan_cfg *c = plan_resolve(a, &d, &prog, p, &co);
-		if (c && !d.nerrors)
-			compile(a, &d, c);
+		struct plan_cfg *c;
+		struct layout_result *lay = check_plan(a, &d, &prog, p, &co, &how, &c);
+		if (lay)
+			compile(a, &d, c, lay);
 	}
 	diag_release(&d);
 	arena_free(a);

@@ -505,7 +505,7 @@ def one(args, i, counts):
     check = [args.dtpc, "check", plan, "--plan", "p", "--no-color"] + opts
     comp = [args.dtpc, plan, "--plan", "p"] + opts + ["-o", graph]
     replay = [args.dtpc, "run", graph, "--verify", "--seed", str(i), "--timeout", "60",
-              "--save-outputs", os.path.join(d, "out.safetensors")]
+              "--allow-seeded", "--save-outputs", os.path.join(d, "out.safetensors")]
     counts["generated"] += 1
     rc, out = run(check)
     why = bad_status(rc, out, "check")

@@ -9,8 +9,11 @@
  * give exactly the outputs of the same weights generated from a seed.
  * Forged attributes of the embedding ops are refused at session creation.
  * linear_act on a device without the fused entry gives the fused kernel's
- * bits. Run from the repository root (it reads examples/tiny_dit.plan,
- * tests/fixtures/embed.plan and tests/fuse/fuse.plan). */
+ * bits. What a session reports: the tensors of the last file bound that the
+ * graph does not use, and each output's non-finite count. Run from the
+ * repository root (it reads examples/tiny_dit.plan, tests/fixtures/embed.plan
+ * and tests/fuse/fuse.plan). */
+#include <math.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -795,6 +798,176 @@ out:
 	dtpc_graph_free(g);
 }
 
+/* A model with a weight and an input (proj's weight and bias; x) for what a
+ * session reports after a bind and after a run. */
+static const char reports_plan[] =
+	"model m {\n  input x : [1, 4, 8];\n  proj = linear(x, 8);\n  y = gelu(x);\n"
+	"  output proj, y;\n}\nplan p {\n  model m;\n}\n";
+
+/* Writes n float32 tensors: names[i] of shape [dims[i]] (1-D, or [1, 4, 8]
+ * where dims[i] is 32), from data (enough values for the largest). */
+static bool write_tensors(const char *path, const char *const *names, const int *dims, int n,
+			  const float *data)
+{
+	struct st_tensor t[8];
+	for (int i = 0; i < n; i++) {
+		t[i] = (struct st_tensor){ .name = names[i], .dtype = ST_F32, .data = data,
+					   .nbytes = (size_t)dims[i] * 4 };
+		if (dims[i] == 32) {
+			t[i].ndim = 3;
+			t[i].shape[0] = 1, t[i].shape[1] = 4, t[i].shape[2] = 8;
+		} else if (dims[i] == 64) {
+			t[i].ndim = 2;
+			t[i].shape[0] = 8, t[i].shape[1] = 8;
+		} else {
+			t[i].ndim = 1;
+			t[i].shape[0] = dims[i];
+		}
+	}
+	char why[256];
+	return st_write(path, t, (size_t)n, NULL, 0, why, sizeof why);
+}
+
+/* Output i's non-finite values counted here, from its data. */
+static int64_t count_nonfinite(const dtpc_session *s, int i)
+{
+	const float *data;
+	const int64_t *shape;
+	int nd;
+	int64_t n = 1, bad = 0;
+	dtpc_session_output(s, i, NULL, &data, &shape, &nd);
+	for (int d = 0; d < nd; d++)
+		n *= shape[d];
+	for (int64_t k = 0; k < n; k++)
+		bad += isnan(data[k]) || isinf(data[k]);
+	return bad;
+}
+
+/* dtpc_session_unused: the tensors of the last file bound that are no
+ * tensor of its kind in the graph, in name order (a weight's name in an
+ * inputs file is unused there, and an input's in a weights file), replaced
+ * by each file bind, left by the others, emptied by a failed one.
+ * dtpc_session_output_nonfinite: NaN and both infinities counted, exactly
+ * (gelu keeps each where it is: 3 NaN and 2 Inf in x are 5; the linear
+ * spreads them over the 2 rows of 8 that hold them: 16); 0 for finite
+ * inputs (the control); refused before a run and out of range. */
+static void reports(void)
+{
+	size_t len = 0;
+	void *buf = compile_text(reports_plan, &len);
+	dtpc_graph *g = NULL;
+	UNIT_CHECK(buf && !dtpc_graph_open_buffer(buf, len, &g), "the reports model compiles");
+	free(buf);
+	char dir[] = "/tmp/dtpc_reports_XXXXXX", wpath[300], ipath[300], cpath[300];
+	if (!g || !mkdtemp(dir)) {
+		dtpc_graph_free(g);
+		return;
+	}
+	snprintf(wpath, sizeof wpath, "%s/w.safetensors", dir);
+	snprintf(ipath, sizeof ipath, "%s/in.safetensors", dir);
+	snprintf(cpath, sizeof cpath, "%s/clean.safetensors", dir);
+	/* x: its 32 values, and room for the [8, 8] weight the inputs file holds too */
+	float data[64], x[64] = { 0 };
+	for (int i = 0; i < 64; i++)
+		data[i] = 0.01f * (float)((i * 7) % 17 - 8);
+	for (int i = 0; i < 32; i++)
+		x[i] = 0.1f * (float)(i % 9 - 4);
+	static const char *const wnames[] = { "zz.extra", "proj.weight", "x", "proj.bias", "aa.extra" };
+	static const int wdims[] = { 1, 64, 32, 8, 3 };
+	static const char *const clean_names[] = { "x" };
+	static const int clean_dims[] = { 32 };
+	bool wrote = write_tensors(wpath, wnames, wdims, 5, data) &&
+		     write_tensors(cpath, clean_names, clean_dims, 1, x);
+	/* 3 NaN and 2 Inf, in rows 0 and 2 of x */
+	x[1] = NAN, x[6] = INFINITY, x[17] = NAN, x[20] = NAN, x[23] = INFINITY;
+	static const char *const inames[] = { "x", "proj.weight", "guidance" };
+	static const int idims[] = { 32, 64, 1 };
+	wrote = wrote && write_tensors(ipath, inames, idims, 3, x);
+	UNIT_CHECK(wrote, "write the weights and inputs files");
+
+	dtpc_local_world *w = NULL;
+	dtpc_comm *c = NULL;
+	dtpc_session *s = NULL;
+	dtpc_local_world_create(1, TIMEOUT_MS, &w);
+	dtpc_comm_local(w, 0, &c);
+	dtpc_status st = dtpc_session_create(g, c, DTPC_DEVICE_CPU, &s);
+	UNIT_CHECK(!st, "its session (%s)", st ? dtpc_last_error() : "ok");
+	if (st || !wrote)
+		goto out;
+	const char *name = "?";
+	int64_t count = -1;
+	UNIT_CHECK(dtpc_session_unused(s, 0, &name) == 0 && !name, "no file bound: nothing unused");
+	UNIT_CHECK(dtpc_session_output_nonfinite(s, 0, &count) == DTPC_ERR_STATE && count == -1,
+		   "non-finite count before a run: DTPC_ERR_STATE");
+
+	st = dtpc_session_bind_weights_file(s, wpath);
+	const char *n0 = NULL, *n1 = NULL, *n2 = NULL, *n3 = "?", *nm = "?";
+	int nw = dtpc_session_unused(s, 0, &n0);
+	dtpc_session_unused(s, 1, &n1);
+	dtpc_session_unused(s, 2, &n2);
+	dtpc_session_unused(s, 3, &n3);
+	dtpc_session_unused(s, -1, &nm);
+	UNIT_CHECK(!st && nw == 3 && n0 && !strcmp(n0, "aa.extra") && n1 && !strcmp(n1, "x") &&
+			   n2 && !strcmp(n2, "zz.extra") && !n3 && !nm &&
+			   dtpc_session_unused(s, 0, NULL) == 3,
+		   "weights file: unused 'aa.extra', 'x' (an input), 'zz.extra' in name order, NULL "
+		   "past either end (%d: %s)", nw, st ? dtpc_last_error() : "bound");
+	st = dtpc_session_bind_inputs_file(s, ipath);
+	int ni = dtpc_session_unused(s, 0, &n0);
+	dtpc_session_unused(s, 1, &n1);
+	UNIT_CHECK(!st && ni == 2 && n0 && !strcmp(n0, "guidance") && n1 &&
+			   !strcmp(n1, "proj.weight"),
+		   "inputs file: the list replaced, 'guidance' and 'proj.weight' (a weight) (%d: %s)",
+		   ni, st ? dtpc_last_error() : "bound");
+	st = dtpc_session_bind_weights_seed(s, 3);
+	UNIT_CHECK(!st && dtpc_session_unused(s, 1, &n1) == 2 && n1 && !strcmp(n1, "proj.weight"),
+		   "a seeded bind leaves the list");
+
+	st = dtpc_session_run(s);
+	UNIT_CHECK(!st, "run (%s)", st ? dtpc_last_error() : "ok");
+	int64_t proj = -1, y = -1;
+	const char *o0 = NULL, *o1 = NULL;
+	dtpc_session_output(s, 0, &o0, NULL, NULL, NULL);
+	dtpc_session_output(s, 1, &o1, NULL, NULL, NULL);
+	bool named = o0 && o1 && !strcmp(o0, "proj") && !strcmp(o1, "y");
+	UNIT_CHECK(named && !dtpc_session_output_nonfinite(s, 0, &proj) &&
+			   !dtpc_session_output_nonfinite(s, 1, &y) && y == 5 && proj == 16 &&
+			   y == count_nonfinite(s, 1) && proj == count_nonfinite(s, 0),
+		   "non-finite values: y (gelu) %lld of 32, proj (linear) %lld of 32, as counted "
+		   "from the data", (long long)y, (long long)proj);
+	count = -1;
+	UNIT_CHECK(dtpc_session_output_nonfinite(s, 2, &count) == DTPC_ERR_INVALID &&
+			   dtpc_session_output_nonfinite(s, -1, &count) == DTPC_ERR_INVALID &&
+			   count == -1,
+		   "an output out of range: DTPC_ERR_INVALID");
+	st = dtpc_session_bind_inputs_file(s, cpath);
+	if (!st)
+		st = dtpc_session_run(s);
+	proj = y = -1;
+	UNIT_CHECK(!st && !dtpc_session_output_nonfinite(s, 0, &proj) &&
+			   !dtpc_session_output_nonfinite(s, 1, &y) && !proj && !y &&
+			   dtpc_session_unused(s, 0, NULL) == 0,
+		   "control: finite inputs, no non-finite value, nothing unused (%s)",
+		   st ? dtpc_last_error() : "ran");
+	/* last: a failed bind marks the rank failed on its communicator */
+	char none[320];
+	snprintf(none, sizeof none, "%s/none.safetensors", dir);
+	int before = dtpc_session_bind_weights_file(s, wpath) ? -1 : dtpc_session_unused(s, 0, NULL);
+	st = dtpc_session_bind_inputs_file(s, none);
+	UNIT_CHECK(before == 3 && st == DTPC_ERR_IO && dtpc_session_unused(s, 0, &name) == 0 &&
+			   !name,
+		   "a failed file bind empties the list (3 before; %s)", dtpc_last_error());
+out:
+	dtpc_session_free(s);
+	dtpc_comm_free(c);
+	dtpc_local_world_free(w);
+	dtpc_graph_free(g);
+	remove(wpath);
+	remove(ipath);
+	remove(cpath);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	device_refuses_masks();
@@ -817,5 +990,6 @@ int main(void)
 	dtpc_graph_free(g1);
 	forged_embeddings();
 	linear_act_fallback();
+	reports();
 	return unit_done();
 }
