@@ -1,0 +1,408 @@
+"""pipelines.py — dtpc.torch against diffusers' own pipelines (tests/pipelines.sh runs it).
+
+Tiny random-weight FluxPipeline (dev with guidance, schnell with true CFG),
+QwenImagePipeline (true CFG: two calls, text masks, the negative prompt of another
+length), WanPipeline (CFG: two calls) and LTXPipeline (batched CFG: batch 2),
+components built from small configs under torch.manual_seed, no text encoders
+(prompt_embeds passed directly), 2 steps. Each family's stock pipeline makes the
+reference image (output_type="np", float32); each case replaces the transformer
+with dtpc.torch.parallelize(pipe, PLAN, mesh=..., context=...) and runs the same
+pipeline call.
+
+Tolerance: max |image - stock image| <= 1e-4 (float32; the images are in [0, 1]).
+dtpc and torch compute in float32 in different orders: the transformer outputs
+differ by a few ulps (tests/models.sh: 1e-5 normwise), which the scheduler and the
+VAE carry to about 1e-6 in the image; a wrong weight or mode moves it by 1e-2 and
+more. bf16: 2e-2 (both sides round to bf16 in different places).
+
+Negative controls: one weight perturbed in dtpc's copy only (weights= a mapping)
+must move each family's image beyond the tolerance; every reference image must
+vary (std > 1e-2: a saturated VAE would make every comparison pass).
+
+Prints "ok NAME ...", "FAIL NAME ..." or "skip NAME: WHY" per check; with --list
+only the names (no torch needed). --mpi-child runs one case as a rank of mpirun.
+"""
+import os
+import sys
+import tempfile
+import time
+
+TOL = 1e-4
+TOL_BF16 = 2e-2
+AG = 'rotate_method = "allgather"'
+AA = 'rotate_method = "alltoall"'
+
+# family -> [(case, plan, mesh, context)]: each mesh through the mesh= / context=
+# overrides of a plan of the model's file
+CASES = {
+    "flux_dev": [
+        ("tp2", "flux_tp", "tp = 2", None),
+        ("tp4", "flux_tp", "tp = 4", None),
+        ("ulysses2", "flux_ulysses", "ulysses = 2", None),
+        ("ulysses4", "flux_ulysses", "ulysses = 4", None),
+        ("ring2-allgather", "flux_ring", "ring = 2", AG),
+        ("ring4-alltoall", "flux_ring", "ring = 4", AA),
+        ("usp", "flux_usp", "ring = 2, ulysses = 2", None),
+        ("ulysses2xtp2", "flux_tp_usp", "ulysses = 2, tp = 2", None),
+        ("ring2xulysses2xtp2", "flux_tp_usp", "ring = 2, ulysses = 2, tp = 2", None),
+    ],
+    # 3 heads, 15 image and 7 text tokens: the anything modes
+    "flux_schnell": [
+        ("ulysses-any2", "flux_ulysses_anything", "ulysses = 2", None),
+        ("ring-any4-alltoall", "flux_ring_anything", "ring = 4", None),
+        ("ring-any2-alltoall", "flux_ring_anything", "ring = 2", None),
+        ("ring-any3-allgather", "flux_ring_anything", "ring = 3", "ring_anything = true, " + AG),
+    ],
+    # 3 heads, 15 image tokens, 7 and 5 text tokens
+    "qwenimage": [
+        ("tp3", "qwenimage_tp", "tp = 3", None),
+        ("ulysses-any2", "qwenimage_ulysses_anything", "ulysses = 2", None),
+        ("ring-any2-alltoall", "qwenimage_ring_anything", "ring = 2", "ring_anything = true, " + AA),
+        ("ring-any3-allgather", "qwenimage_ring_anything", "ring = 3", None),
+    ],
+    # 3 heads, 3 x 2 x 3 = 18 video tokens, 7 text tokens
+    "wan": [
+        ("ring3-alltoall", "wan_ring", "ring = 3", AA),
+        ("ring2-allgather", "wan_ring", "ring = 2", AG),
+        ("ulysses3", "wan_ulysses", "ulysses = 3", None),
+        ("usp-ring2xulysses3", "wan_usp", "ring = 2, ulysses = 3", None),
+        ("ulysses-any2", "wan_ulysses_anything", "ulysses = 2", None),
+        ("ffn-tp2xulysses3", "wan_ffn_tp_ulysses", "ulysses = 3, tp = 2", None),
+    ],
+    # 4 heads, 3 x 8 x 8 = 192 video tokens, 8 text tokens (2 masked), batch 2 (CFG)
+    "ltx": [
+        ("tp2", "ltx_tp", "tp = 2", None),
+        ("ulysses2", "ltx_ulysses", "ulysses = 2", None),
+        ("ring2-alltoall", "ltx_ring", "ring = 2", AA),
+        ("usp", "ltx_usp", "ring = 2, ulysses = 2", None),
+        ("ring2xtp2", "ltx_tp_usp", "ring = 2, ulysses = 1, tp = 2", None),
+        ("cfg2xulysses2", "ltx_usp", "cfg = 2, ulysses = 2", None),
+    ],
+}
+# the weight each family's negative control perturbs (in dtpc's copy only)
+PERTURB = {"flux_dev": "single_transformer_blocks.1.attn.norm_k.weight",
+           "flux_schnell": "transformer_blocks.0.attn.to_k.weight",
+           "qwenimage": "transformer_blocks.1.img_mlp.net.2.weight",
+           "wan": "blocks.1.attn1.to_out.0.weight",
+           "ltx": "transformer_blocks.0.attn2.to_v.weight"}
+MPI_CASE = ("flux_dev", "ulysses2-mpi", "flux_ulysses", "ulysses = 2", None)
+PERSIST = ["persist-second-step", "persist-second-resolution"]
+REFUSALS = ["refuse-unknown-plan", "refuse-shape", "refuse-lora-scale",
+            "refuse-controlnet", "refuse-unknown-class", "refuse-ip-adapter-embeds"]
+OTHER = ["flux_dev-weights-released", "flux_dev-from-folder", "flux_dev-bf16-ulysses2"]
+
+
+def names():
+    out = []
+    for fam, cases in CASES.items():
+        out.append(f"{fam}-reference")
+        out += [f"{fam}-{c[0]}" for c in cases]
+        out.append(f"{fam}-control-perturbed")
+    return out + OTHER + REFUSALS + PERSIST + [f"{MPI_CASE[0]}-{MPI_CASE[1]}"]
+
+
+# ---- the pipelines ---------------------------------------------------------------------
+
+def build(fam, dtype=None):
+    """(pipe, call kwargs) of a family: random weights under a fixed seed."""
+    import torch
+    import diffusers as d
+    torch.manual_seed(0)
+    if fam.startswith("flux"):
+        dev = fam == "flux_dev"
+        tr = d.FluxTransformer2DModel(
+            patch_size=1, in_channels=4, num_layers=1 if dev else 2, num_single_layers=2 if dev else 1,
+            attention_head_dim=8, num_attention_heads=4 if dev else 3, joint_attention_dim=24,
+            pooled_projection_dim=20, axes_dims_rope=[2, 2, 4], guidance_embeds=dev)
+        vae = d.AutoencoderKL(in_channels=3, out_channels=3, block_out_channels=(4,),
+                              layers_per_block=1, latent_channels=1, norm_num_groups=1,
+                              use_quant_conv=False, use_post_quant_conv=False,
+                              shift_factor=0.0609, scaling_factor=1.5035)
+        pipe = d.FluxPipeline(scheduler=d.FlowMatchEulerDiscreteScheduler(), vae=vae,
+                              text_encoder=None, tokenizer=None, text_encoder_2=None,
+                              tokenizer_2=None, transformer=tr)
+        if dev:  # 8 x 12 pixels: 4 x 6 = 24 image tokens, 8 text tokens, guidance 3.5
+            kw = dict(prompt_embeds=torch.randn(1, 8, 24), pooled_prompt_embeds=torch.randn(1, 20),
+                      height=8, width=12, guidance_scale=3.5)
+        else:  # 2 prompts, 6 x 10 pixels: 15 image tokens, 7 text; true CFG (two calls)
+            kw = dict(prompt_embeds=torch.randn(2, 7, 24), pooled_prompt_embeds=torch.randn(2, 20),
+                      negative_prompt_embeds=torch.randn(2, 7, 24),
+                      negative_pooled_prompt_embeds=torch.randn(2, 20), true_cfg_scale=2.0,
+                      height=6, width=10)
+    elif fam == "qwenimage":
+        tr = d.QwenImageTransformer2DModel(
+            patch_size=2, in_channels=16, out_channels=4, num_layers=2, attention_head_dim=8,
+            num_attention_heads=3, joint_attention_dim=16, guidance_embeds=False,
+            axes_dims_rope=(2, 2, 4))
+        vae = d.AutoencoderKLQwenImage(base_dim=24, z_dim=4, dim_mult=[1, 2, 4], num_res_blocks=1,
+                                       temperal_downsample=[False, True],
+                                       latents_mean=[0.0] * 4, latents_std=[1.0] * 4)
+        pipe = d.QwenImagePipeline(scheduler=d.FlowMatchEulerDiscreteScheduler(), vae=vae,
+                                   text_encoder=None, tokenizer=None, transformer=tr)
+        mask = torch.ones(1, 7, dtype=torch.long)
+        mask[0, 5:] = 0
+        # 24 x 40 pixels: 3 x 5 = 15 patches; 7 text tokens (2 padding), 5 negative ones
+        kw = dict(prompt_embeds=torch.randn(1, 7, 16), prompt_embeds_mask=mask,
+                  negative_prompt_embeds=torch.randn(1, 5, 16),
+                  negative_prompt_embeds_mask=torch.ones(1, 5, dtype=torch.long),
+                  true_cfg_scale=3.0, height=24, width=40)
+    elif fam == "wan":
+        vae = d.AutoencoderKLWan(base_dim=3, z_dim=16, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
+                                 temperal_downsample=[False, True, True])
+        tr = d.WanTransformer3DModel(
+            patch_size=(1, 2, 2), num_attention_heads=3, attention_head_dim=12, in_channels=16,
+            out_channels=16, text_dim=32, freq_dim=256, ffn_dim=32, num_layers=2,
+            cross_attn_norm=True, qk_norm="rms_norm_across_heads", rope_max_seq_len=32)
+        pipe = d.WanPipeline(tokenizer=None, text_encoder=None, vae=vae, transformer=tr,
+                             scheduler=d.FlowMatchEulerDiscreteScheduler(shift=7.0))
+        # 9 frames of 32 x 48: latent 3 x 4 x 6, 3 x 2 x 3 = 18 tokens; CFG (two calls)
+        kw = dict(prompt_embeds=torch.randn(1, 7, 32), negative_prompt_embeds=torch.randn(1, 7, 32),
+                  guidance_scale=4.0, height=32, width=48, num_frames=9)
+    elif fam == "ltx":
+        tr = d.LTXVideoTransformer3DModel(
+            in_channels=8, out_channels=8, patch_size=1, patch_size_t=1, num_attention_heads=4,
+            attention_head_dim=8, cross_attention_dim=32, num_layers=1, caption_channels=32)
+        vae = d.AutoencoderKLLTXVideo(
+            in_channels=3, out_channels=3, latent_channels=8, block_out_channels=(8, 8, 8, 8),
+            decoder_block_out_channels=(8, 8, 8, 8), layers_per_block=(1, 1, 1, 1, 1),
+            decoder_layers_per_block=(1, 1, 1, 1, 1),
+            spatio_temporal_scaling=(True, True, False, False),
+            decoder_spatio_temporal_scaling=(True, True, False, False),
+            decoder_inject_noise=(False, False, False, False, False),
+            upsample_residual=(False, False, False, False), upsample_factor=(1, 1, 1, 1),
+            timestep_conditioning=False, patch_size=1, patch_size_t=1, encoder_causal=True,
+            decoder_causal=False)
+        pipe = d.LTXPipeline(scheduler=d.FlowMatchEulerDiscreteScheduler(), vae=vae,
+                             text_encoder=None, tokenizer=None, transformer=tr)
+        mask = torch.ones(1, 8)
+        mask[0, 6:] = 0
+        # 9 frames of 32 x 32: latent 3 x 8 x 8 = 192 tokens; batched CFG (batch 2)
+        kw = dict(prompt_embeds=torch.randn(1, 8, 32), prompt_attention_mask=mask,
+                  negative_prompt_embeds=torch.randn(1, 8, 32),
+                  negative_prompt_attention_mask=torch.ones(1, 8), guidance_scale=3.0,
+                  height=32, width=32, num_frames=9)
+    else:
+        raise ValueError(fam)
+    if dtype is not None:
+        pipe.to(dtype)
+        kw = {k: v.to(dtype) if torch.is_tensor(v) and v.is_floating_point() else v
+              for k, v in kw.items()}
+    kw.update(num_inference_steps=2, output_type="np")
+    pipe.set_progress_bar_config(disable=True)
+    return pipe, kw
+
+
+def image(pipe, kw):
+    """The pipeline's final image (or video frames) as float32 numpy."""
+    import numpy as np
+    import torch
+    out = pipe(**kw, generator=torch.Generator().manual_seed(1))
+    return np.asarray(out.images if hasattr(out, "images") else out.frames, dtype=np.float32)
+
+
+def dtpc_image(pipe, kw, plan, mesh, context, **opts):
+    """The image with the transformer on dtpc; the stock one is put back after."""
+    import dtpc.torch
+    stock = pipe.transformer
+    try:
+        dtpc.torch.parallelize(pipe, plan, mesh=mesh, context=context,
+                               keep_weights=opts.pop("keep_weights", True), **opts)
+        return image(pipe, kw)
+    finally:
+        pipe.transformer = stock
+
+
+# ---- the checks --------------------------------------------------------------------------
+
+def report(name, ok, what=""):
+    print(f"{'ok  ' if ok else 'FAIL'} {name} {what}".rstrip(), flush=True)
+
+
+def skip(name, why):
+    print(f"skip {name}: {why}", flush=True)
+
+
+def attempt(name, fn):
+    """Runs a check: fn returns (passed, text); an exception is a failure."""
+    try:
+        ok, what = fn()
+    except Exception as e:  # any error is this check's failure, reported with its text
+        ok, what = False, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    report(name, ok, what)
+
+
+def compare(got, ref, tol):
+    import numpy as np
+    err = float(np.abs(got - ref).max()) if got.shape == ref.shape else float("inf")
+    return err <= tol, f"max |image - stock| {err:.2e} (tol {tol:g})"
+
+
+def families():
+    for fam, cases in CASES.items():
+        t0 = time.time()
+        pipe, kw = build(fam)
+        ref = image(pipe, kw)
+        std = float(ref.std())
+        report(f"{fam}-reference", std > 1e-2, f"image {list(ref.shape)}, std {std:.3f}")
+        for case, plan, mesh, ctx in cases:
+            attempt(f"{fam}-{case}",
+                    lambda: compare(dtpc_image(pipe, kw, plan, mesh, ctx), ref, TOL))
+        # negative control: one weight of dtpc's copy off by 0.25 per element
+        sd = dict(pipe.transformer.state_dict())
+        sd[PERTURB[fam]] = sd[PERTURB[fam]] + 0.25
+        plan, mesh, ctx = cases[0][1:]
+
+        def control():
+            ok, what = compare(dtpc_image(pipe, kw, plan, mesh, ctx, weights=sd), ref, TOL)
+            return not ok, what + f", {PERTURB[fam]} + 0.25 (must fail)"
+        attempt(f"{fam}-control-perturbed", control)
+        if fam == "flux_dev":
+            others(pipe, kw, ref)
+        print(f"# {fam}: {time.time() - t0:.1f} s", flush=True)
+
+
+def others(pipe, kw, ref):
+    import copy
+    import dtpc
+    import dtpc.torch
+    import torch
+
+    def released():
+        stock = pipe.transformer
+        pipe.transformer = copy.deepcopy(stock)
+        t = pipe.transformer
+        try:
+            dtpc.torch.parallelize(pipe, "flux_ulysses", mesh="ulysses = 2")
+            left = sum(p.numel() for p in t.parameters())
+            ok, what = compare(image(pipe, kw), ref, TOL)
+            return ok and left == 0, f"{what}; stock parameters left: {left} elements"
+        finally:
+            pipe.transformer = stock
+    attempt("flux_dev-weights-released", released)
+
+    def from_folder():
+        with tempfile.TemporaryDirectory() as d:
+            pipe.transformer.save_pretrained(d)
+            return compare(dtpc_image(pipe, kw, "flux_usp", "ring = 2, ulysses = 2", None,
+                                      weights=d), ref, TOL)
+    attempt("flux_dev-from-folder", from_folder)
+
+    def bf16():
+        bpipe, bkw = build("flux_dev", torch.bfloat16)
+        bref = image(bpipe, bkw)
+        ok, what = compare(dtpc_image(bpipe, bkw, "flux_ulysses", "ulysses = 2", None),
+                           bref, TOL_BF16)
+        return ok, what + f" (bf16; the float32 image is {float(abs(bref - ref).max()):.1e} away)"
+    attempt("flux_dev-bf16-ulysses2", bf16)
+
+    # refusals: each a DtpcError with the documented words
+    def refused(name, words, fn):
+        def run():
+            try:
+                fn()
+            except dtpc.DtpcError as e:
+                return all(w in str(e) for w in words), str(e).splitlines()[0][:150]
+            return False, "not refused"
+        attempt(name, run)
+
+    refused("refuse-unknown-plan", ["plan: 'flux_nope' is not a plan of", "flux_usp"],
+            lambda: dtpc.torch.parallelize(pipe.transformer, "flux_nope", keep_weights=True))
+    # 15 image tokens (6 x 10 pixels) on a ring of 2 without ring_anything
+    refused("refuse-shape", ["flux_ring at batch=1, img_seq=15, txt_seq=8",
+                             "not divisible by ring * ulysses = 2"],
+            lambda: dtpc_image(pipe, dict(kw, height=6, width=10), "flux_ring", "ring = 2", None))
+    refused("refuse-lora-scale", ["joint_attention_kwargs['scale'] = 0.5"],
+            lambda: dtpc_image(pipe, dict(kw, joint_attention_kwargs={"scale": 0.5}),
+                               "flux_ulysses", "ulysses = 2", None))
+    m = dtpc.torch.parallelize(pipe.transformer, "flux_ulysses", mesh="ulysses = 2",
+                               keep_weights=True)
+    args = dict(hidden_states=torch.randn(1, 24, 4), encoder_hidden_states=torch.randn(1, 8, 24),
+                pooled_projections=torch.randn(1, 20), timestep=torch.tensor([0.5]),
+                img_ids=torch.zeros(24, 3), txt_ids=torch.zeros(8, 3),
+                guidance=torch.tensor([3.5]))
+    refused("refuse-controlnet", ["controlnet_block_samples: not modelled"],
+            lambda: m(**args, controlnet_block_samples=[torch.zeros(1, 24, 32)]))
+    refused("refuse-ip-adapter-embeds", ["joint_attention_kwargs['ip_adapter_image_embeds']"],
+            lambda: m(**args, joint_attention_kwargs={"ip_adapter_image_embeds": [None]}))
+    refused("refuse-unknown-class", ["transformer: Linear is not one of dtpc's models"],
+            lambda: dtpc.torch.parallelize(torch.nn.Linear(2, 2), "flux_usp"))
+
+    # persistence: counted by the runtime API's counters, when it is there
+    if not hasattr(dtpc, "Ranks"):
+        for n in PERSIST:
+            skip(n, "dtpc.Ranks not present")
+        return
+
+    def second_step():
+        m(**args)
+        before = dict(dtpc.stats)
+        m(**args)
+        grew = {k: dtpc.stats[k] - before[k] for k in ("compiles", "weight_binds", "sessions")}
+        return not any(grew.values()), f"a second step: {grew} (all must be 0)"
+    attempt("persist-second-step", second_step)
+
+    def second_resolution():
+        before = dict(dtpc.stats)
+        for _ in range(2):
+            m(**dict(args, hidden_states=torch.randn(1, 12, 4), img_ids=torch.zeros(12, 3)))
+        grew = dtpc.stats["compiles"] + dtpc.stats["cache_memory_hits"] + \
+            dtpc.stats["cache_disk_hits"] - before["compiles"] - before["cache_memory_hits"] - \
+            before["cache_disk_hits"]
+        binds = dtpc.stats["weight_binds"] - before["weight_binds"]
+        return grew == 1 and binds == 1, f"two steps at 12 tokens: {grew} graph, {binds} binds (1, 1)"
+    attempt("persist-second-resolution", second_resolution)
+
+
+def mpi():
+    """Launch mode 2: mpirun -np 2, every rank runs the pipeline with backend="mpi";
+    each rank's image against the stock one (computed by each rank as well)."""
+    import shutil
+    import subprocess
+    import numpy as np
+    fam, case, plan, mesh, ctx = MPI_CASE
+    name = f"{fam}-{case}"
+    if not shutil.which("mpirun"):
+        skip(name, "mpirun not found")
+        return
+    with tempfile.TemporaryDirectory() as d:
+        cmd = ["mpirun", "-np", "2", "--oversubscribe", "--allow-run-as-root", "--mca", "btl",
+               "self,vader", sys.executable, __file__, "--mpi-child", d]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        files = [os.path.join(d, f"rank{r}.npz") for r in range(2)]
+        if p.returncode or not all(map(os.path.exists, files)):
+            report(name, False, f"mpirun exit {p.returncode}: {p.stderr.strip()[-300:]}")
+            return
+        res = [np.load(f) for f in files]
+        oks = [compare(r["got"], r["ref"], TOL) for r in res]
+        same = all(np.array_equal(res[0]["got"], r["got"]) for r in res)
+        report(name, all(o for o, _ in oks) and same,
+               f"{oks[0][1]} on both ranks; the ranks' images {'equal' if same else 'differ'}")
+
+
+def mpi_child(d):
+    import numpy as np
+    fam, case, plan, mesh, ctx = MPI_CASE
+    pipe, kw = build(fam)
+    ref = image(pipe, kw)
+    import dtpc.torch
+    dtpc.torch.parallelize(pipe, plan, mesh=mesh, context=ctx, backend="mpi")
+    got = image(pipe, kw)
+    rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "0")))
+    np.savez(os.path.join(d, f"rank{rank}.npz"), got=got, ref=ref)
+
+
+def main():
+    if sys.argv[1:2] == ["--list"]:
+        print("\n".join(names()))
+        return
+    if sys.argv[1:2] == ["--mpi-child"]:
+        mpi_child(sys.argv[2])
+        return
+    import diffusers
+    diffusers.utils.logging.set_verbosity_error()
+    families()
+    mpi()
+
+
+if __name__ == "__main__":
+    main()
