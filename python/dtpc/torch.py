@@ -319,6 +319,11 @@ class DtpcTransformer(torch.nn.Module):
     def device(self):
         return self._device
 
+    @property
+    def rank(self):
+        """This process's rank once a shape has run (under mpirun, MPI's; local ranks: 0)."""
+        return next(iter(self._sessions.values())).rank if self._sessions else 0
+
     @contextlib.contextmanager
     def cache_context(self, name, **kwargs):
         """What diffusers' CacheMixin.cache_context is to the pipelines: the branch
