@@ -89,7 +89,9 @@ MPI_CASE = ("flux_dev", "ulysses2-mpi", "flux_ulysses", "ulysses = 2", None)
 PERSIST = ["persist-second-step", "persist-second-resolution"]
 REFUSALS = ["refuse-unknown-plan", "refuse-shape", "refuse-lora-scale",
             "refuse-controlnet", "refuse-unknown-class", "refuse-ip-adapter-embeds"]
-OTHER = ["flux_dev-weights-released", "flux_dev-from-folder", "flux_dev-bf16-ulysses2"]
+OTHER = ["flux_dev-weights-released", "flux_dev-from-folder", "flux_dev-bf16-ulysses2",
+         "wan22-two-transformers"]
+EXAMPLES = ["flux", "qwenimage", "wan"]
 
 
 def names():
@@ -98,7 +100,8 @@ def names():
         out.append(f"{fam}-reference")
         out += [f"{fam}-{c[0]}" for c in cases]
         out.append(f"{fam}-control-perturbed")
-    return out + OTHER + REFUSALS + PERSIST + [f"{MPI_CASE[0]}-{MPI_CASE[1]}"]
+    return (out + OTHER + REFUSALS + PERSIST + [f"example-{e}" for e in EXAMPLES]
+            + [f"{MPI_CASE[0]}-{MPI_CASE[1]}"])
 
 
 # ---- the pipelines ---------------------------------------------------------------------
@@ -146,14 +149,17 @@ def build(fam, dtype=None):
                   negative_prompt_embeds=torch.randn(1, 5, 16),
                   negative_prompt_embeds_mask=torch.ones(1, 5, dtype=torch.long),
                   true_cfg_scale=3.0, height=24, width=40)
-    elif fam == "wan":
+    elif fam in ("wan", "wan22"):
         vae = d.AutoencoderKLWan(base_dim=3, z_dim=16, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
                                  temperal_downsample=[False, True, True])
         tr = d.WanTransformer3DModel(
             patch_size=(1, 2, 2), num_attention_heads=3, attention_head_dim=12, in_channels=16,
             out_channels=16, text_dim=32, freq_dim=256, ffn_dim=32, num_layers=2,
             cross_attn_norm=True, qk_norm="rms_norm_across_heads", rope_max_seq_len=32)
+        # Wan 2.2 A14B: transformer_2 below the boundary's timestep (another seed's weights)
+        tr2 = d.WanTransformer3DModel(**tr.config) if fam == "wan22" else None
         pipe = d.WanPipeline(tokenizer=None, text_encoder=None, vae=vae, transformer=tr,
+                             transformer_2=tr2, boundary_ratio=0.5 if tr2 else None,
                              scheduler=d.FlowMatchEulerDiscreteScheduler(shift=7.0))
         # 9 frames of 32 x 48: latent 3 x 4 x 6, 3 x 2 x 3 = 18 tokens; CFG (two calls)
         kw = dict(prompt_embeds=torch.randn(1, 7, 32), negative_prompt_embeds=torch.randn(1, 7, 32),
@@ -263,6 +269,7 @@ def families():
 
 def others(pipe, kw, ref):
     import copy
+    import numpy as np
     import dtpc
     import dtpc.torch
     import torch
@@ -294,6 +301,42 @@ def others(pipe, kw, ref):
                            bref, TOL_BF16)
         return ok, what + f" (bf16; the float32 image is {float(abs(bref - ref).max()):.1e} away)"
     attempt("flux_dev-bf16-ulysses2", bf16)
+
+    def wan22():
+        wpipe, wkw = build("wan22")
+        wref = image(wpipe, wkw)
+        stock = wpipe.transformer, wpipe.transformer_2
+        dtpc.torch.parallelize(wpipe, "wan_ring", mesh="ring = 3", keep_weights=True)
+        got = image(wpipe, wkw)
+        ok, what = compare(got, wref, TOL)
+        both = all(type(t).__name__ == "DtpcTransformer"
+                   for t in (wpipe.transformer, wpipe.transformer_2))
+        # control: transformer_2's weights matter (the stock pipeline with transformer as both)
+        wpipe.transformer, wpipe.transformer_2 = stock[0], stock[0]
+        off = float(abs(image(wpipe, wkw) - wref).max())
+        return ok and both and off > TOL, f"{what}; both replaced: {both}; transformer_2 " \
+            f"as transformer moves the image by {off:.1e} (must be > tol)"
+    attempt("wan22-two-transformers", wan22)
+
+    def example(e):
+        import importlib.util
+        from PIL import Image
+        spec = importlib.util.spec_from_file_location(
+            e, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples",
+                            "python", f"{e}_pipeline.py"))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, f"{e}.png")
+            argv, sys.argv = sys.argv, [e, "--out", out]
+            try:
+                mod.main()
+            finally:
+                sys.argv = argv
+            a = np.asarray(Image.open(out), dtype=np.float32) / 255
+        return a.ndim == 3 and a.std() > 1e-2, f"PNG {a.shape[1]} x {a.shape[0]}, std {a.std():.3f}"
+    for e in EXAMPLES:
+        attempt(f"example-{e}", lambda: example(e))
 
     # refusals: each a DtpcError with the documented words
     def refused(name, words, fn):
