@@ -18,7 +18,8 @@ height, width, txt_seq; Qwen-Image batch, frames, height, width from
 rope_interpolation_scale) is compiled once, when first seen: the compiler
 checks the plan at that shape first, and a shape it cannot take is a
 DtpcError with its located diagnostic before any rank runs. The weights are
-bound once per compiled shape. docs/python.md, "With diffusers", says what
+bound once per compiled shape (over the shim below: local ranks are rebuilt
+and rebound at every call until dtpc.Ranks lands). docs/python.md, "With diffusers", says what
 is refused and why.
 """
 import contextlib
@@ -267,6 +268,9 @@ def _plan_file(plan, class_name):
     if name is not None and name not in names:
         raise DtpcError(f"plan: {name!r} is not a plan of {path} (its plans: "
                         f"{', '.join(names)})")
+    if name is None and len(names) != 1:
+        raise DtpcError(f"plan: {path} holds {len(names)} plans: name one "
+                        f"(\"{path}:NAME\"; its plans: {', '.join(names)})")
     return path, name
 
 
