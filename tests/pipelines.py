@@ -16,7 +16,7 @@ VAE carry to about 1e-6 in the image; a wrong weight or mode moves it by 1e-2 an
 more. bf16: 2e-2 (both sides round to bf16 in different places).
 
 Negative controls: one weight perturbed in dtpc's copy only (weights= a mapping)
-must move each family's image beyond the tolerance; every reference image must
+must move each family's image beyond the tolerance (Wan's and LTX's in bf16 too); every reference image must
 vary (std > 1e-2: a saturated VAE would make every comparison pass).
 
 Prints "ok NAME ...", "FAIL NAME ..." or "skip NAME: WHY" per check; with --list
@@ -85,12 +85,13 @@ PERTURB = {"flux_dev": "single_transformer_blocks.1.attn.norm_k.weight",
            "qwenimage": "transformer_blocks.1.img_mlp.net.2.weight",
            "wan": "blocks.1.attn1.to_out.0.weight",
            "ltx": "transformer_blocks.0.attn2.to_v.weight"}
+# the bf16 comparison's control where the perturbed weight moves the image past 2e-2
+BF16_CONTROL = ("wan", "ltx")
 MPI_CASE = ("flux_dev", "ulysses2-mpi", "flux_ulysses", "ulysses = 2", None)
 PERSIST = ["persist-second-step", "persist-second-resolution"]
 REFUSALS = ["refuse-unknown-plan", "refuse-shape", "refuse-lora-scale",
             "refuse-controlnet", "refuse-unknown-class", "refuse-ip-adapter-embeds"]
-OTHER = ["flux_dev-weights-released", "flux_dev-from-folder", "flux_dev-bf16-ulysses2",
-         "wan22-two-transformers"]
+OTHER = ["flux_dev-weights-released", "flux_dev-from-folder", "wan22-two-transformers"]
 EXAMPLES = ["flux", "qwenimage", "wan"]
 
 
@@ -99,7 +100,8 @@ def names():
     for fam, cases in CASES.items():
         out.append(f"{fam}-reference")
         out += [f"{fam}-{c[0]}" for c in cases]
-        out.append(f"{fam}-control-perturbed")
+        out += [f"{fam}-control-perturbed", f"{fam}-bf16-{cases[0][0]}"]
+        out += [f"{fam}-bf16-control-perturbed"] if fam in BF16_CONTROL else []
     return (out + OTHER + REFUSALS + PERSIST + [f"example-{e}" for e in EXAMPLES]
             + [f"{MPI_CASE[0]}-{MPI_CASE[1]}"])
 
@@ -190,7 +192,15 @@ def build(fam, dtype=None):
     else:
         raise ValueError(fam)
     if dtype is not None:
-        pipe.to(dtype)
+        # Wan's VAE stays float32, as its model card loads it (in bf16 it alone moves the
+        # frames by 0.1)
+        (tr if fam.startswith("wan") else pipe).to(dtype)
+        # as from_pretrained(torch_dtype=...) loads it: the class's _keep_in_fp32_modules
+        # (Wan's time embedder, norms, scale_shift_table) stay float32
+        keep = tr._keep_in_fp32_modules or []
+        for n, p in tr.named_parameters():
+            if any(k in n.split(".") for k in keep):
+                p.data = p.data.float()
         kw = {k: v.to(dtype) if torch.is_tensor(v) and v.is_floating_point() else v
               for k, v in kw.items()}
     kw.update(num_inference_steps=2, output_type="np")
@@ -244,6 +254,7 @@ def compare(got, ref, tol):
 
 
 def families():
+    import torch
     for fam, cases in CASES.items():
         t0 = time.time()
         pipe, kw = build(fam)
@@ -262,6 +273,25 @@ def families():
             ok, what = compare(dtpc_image(pipe, kw, plan, mesh, ctx, weights=sd), ref, TOL)
             return not ok, what + f", {PERTURB[fam]} + 0.25 (must fail)"
         attempt(f"{fam}-control-perturbed", control)
+
+        # bf16: the stock pipeline cast to bf16 against dtpc in bf16 (its default for a
+        # bf16 transformer), on the family's first mesh
+        bpipe, bkw = build(fam, torch.bfloat16)
+
+        def bf16(weights=None):
+            bref = image(bpipe, bkw)
+            ok, what = compare(dtpc_image(bpipe, bkw, plan, mesh, ctx, weights=weights), bref,
+                               TOL_BF16)
+            return ok, what + f" (the float32 image is {float(abs(bref - ref).max()):.1e} away)"
+        attempt(f"{fam}-bf16-{cases[0][0]}", bf16)
+        if fam in BF16_CONTROL:
+            bsd = dict(bpipe.transformer.state_dict())
+            bsd[PERTURB[fam]] = bsd[PERTURB[fam]] + 0.25
+
+            def bf16_control():
+                ok, what = bf16(bsd)
+                return not ok, what + f", {PERTURB[fam]} + 0.25 (must fail)"
+            attempt(f"{fam}-bf16-control-perturbed", bf16_control)
         if fam == "flux_dev":
             others(pipe, kw, ref)
         print(f"# {fam}: {time.time() - t0:.1f} s", flush=True)
@@ -294,13 +324,6 @@ def others(pipe, kw, ref):
                                       weights=d), ref, TOL)
     attempt("flux_dev-from-folder", from_folder)
 
-    def bf16():
-        bpipe, bkw = build("flux_dev", torch.bfloat16)
-        bref = image(bpipe, bkw)
-        ok, what = compare(dtpc_image(bpipe, bkw, "flux_ulysses", "ulysses = 2", None),
-                           bref, TOL_BF16)
-        return ok, what + f" (bf16; the float32 image is {float(abs(bref - ref).max()):.1e} away)"
-    attempt("flux_dev-bf16-ulysses2", bf16)
 
     def wan22():
         wpipe, wkw = build("wan22")
