@@ -89,8 +89,9 @@ PERTURB = {"flux_dev": "single_transformer_blocks.1.attn.norm_k.weight",
 BF16_CONTROL = ("wan", "ltx")
 MPI_CASE = ("flux_dev", "ulysses2-mpi", "flux_ulysses", "ulysses = 2", None)
 PERSIST = ["persist-second-step", "persist-second-resolution"]
-REFUSALS = ["refuse-unknown-plan", "refuse-shape", "refuse-lora-scale",
-            "refuse-controlnet", "refuse-unknown-class", "refuse-ip-adapter-embeds"]
+REFUSALS = ["refuse-unknown-plan", "refuse-plan-unnamed", "refuse-shape", "refuse-lora-scale",
+            "refuse-controlnet", "refuse-unknown-class", "refuse-ip-adapter-embeds",
+            "refuse-backend", "refuse-weights-missing"]
 OTHER = ["flux_dev-weights-released", "flux_dev-from-folder", "wan22-two-transformers"]
 EXAMPLES = ["flux", "qwenimage", "wan"]
 
@@ -373,6 +374,15 @@ def others(pipe, kw, ref):
 
     refused("refuse-unknown-plan", ["plan: 'flux_nope' is not a plan of", "flux_usp"],
             lambda: dtpc.torch.parallelize(pipe.transformer, "flux_nope", keep_weights=True))
+    refused("refuse-plan-unnamed", ["flux.plan holds 8 plans: name one"],
+            lambda: dtpc.torch.parallelize(pipe.transformer, os.path.join(
+                dtpc.torch._models_dir(), "flux.plan"), keep_weights=True))
+    refused("refuse-backend", ["backend: 'nccl' is not one of 'local', 'mpi'"],
+            lambda: dtpc.torch.parallelize(pipe.transformer, "flux_usp", backend="nccl",
+                                           keep_weights=True))
+    refused("refuse-weights-missing", ["weights: no file or folder '/nonexistent'"],
+            lambda: dtpc.torch.parallelize(pipe.transformer, "flux_usp", weights="/nonexistent",
+                                           keep_weights=True))
     # 15 image tokens (6 x 10 pixels) on a ring of 2 without ring_anything
     refused("refuse-shape", ["flux_ring at batch=1, img_seq=15, txt_seq=8",
                              "not divisible by ring * ulysses = 2"],

@@ -19,12 +19,12 @@ rope_interpolation_scale) is compiled once, when first seen: the compiler
 checks the plan at that shape first, and a shape it cannot take is a
 DtpcError with its located diagnostic before any rank runs. The weights are
 bound once per compiled shape (over the shim below: local ranks are rebuilt
-and rebound at every call until dtpc.Ranks lands). docs/python.md, "With diffusers", says what
-is refused and why.
+and rebound at every call until dtpc.Ranks lands). docs/python.md, "With
+diffusers", says what is refused and why.
 """
+import atexit
 import contextlib
 import ctypes
-import atexit
 import hashlib
 import inspect
 import json
@@ -100,6 +100,8 @@ class _Ranks:
             raise DtpcError(f"backend: {backend!r} is not one of 'local', 'mpi'")
 
     def bind_weights(self, src):
+        # local ranks rebind at every run: the float32 arrays are kept (a copy per session
+        # when the tensors are not float32 already)
         if isinstance(src, dict):
             src = {k: v.detach().to("cpu", torch.float32).numpy() if torch.is_tensor(v) else v
                    for k, v in src.items()}
@@ -286,6 +288,8 @@ class DtpcTransformer(torch.nn.Module):
         if name not in _FAMILIES:
             raise DtpcError(f"transformer: {name} is not one of dtpc's models "
                             f"({', '.join(_FAMILIES)})")
+        if backend not in (None, "local", "mpi"):
+            raise DtpcError(f"backend: {backend!r} is not one of 'local', 'mpi'")
         self._plan_path, self._plan = _plan_file(plan, name)
         self._adapter = _FAMILIES[name][1]
         self._signature = inspect.signature(type(transformer).forward)
@@ -303,6 +307,8 @@ class DtpcTransformer(torch.nn.Module):
         self.cache_name = None
         if weights is not None and not isinstance(weights, dict):
             self._weights = os.fspath(weights)
+            if not os.path.exists(self._weights):
+                raise DtpcError(f"weights: no file or folder {self._weights!r}")
         else:
             sd = weights if weights is not None else transformer.state_dict()
             lora = [k for k in sd if "lora_" in k or ".base_layer." in k]
