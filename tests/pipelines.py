@@ -19,8 +19,11 @@ Negative controls: one weight perturbed in dtpc's copy only (weights= a mapping)
 must move each family's image beyond the tolerance (Wan's and LTX's in bf16 too); every reference image must
 vary (std > 1e-2: a saturated VAE would make every comparison pass).
 
+Launch mode 2: one mpirun -np 2 runs a mesh of four families, each rank the whole
+pipeline; each rank's image against the stock one, and the ranks' images equal.
+
 Prints "ok NAME ...", "FAIL NAME ..." or "skip NAME: WHY" per check; with --list
-only the names (no torch needed). --mpi-child runs one case as a rank of mpirun.
+only the names (no torch needed). --mpi-child runs MPI_CASES as a rank of mpirun.
 """
 import os
 import sys
@@ -87,7 +90,11 @@ PERTURB = {"flux_dev": "single_transformer_blocks.1.attn.norm_k.weight",
            "ltx": "transformer_blocks.0.attn2.to_v.weight"}
 # the bf16 comparison's control where the perturbed weight moves the image past 2e-2
 BF16_CONTROL = ("wan", "ltx")
-MPI_CASE = ("flux_dev", "ulysses2-mpi", "flux_ulysses", "ulysses = 2", None)
+# launch mode 2, in one mpirun -np 2
+MPI_CASES = [("flux_dev", "ulysses2-mpi", "flux_ulysses", "ulysses = 2", None),
+             ("qwenimage", "ring-any2-mpi", "qwenimage_ring_anything", "ring = 2", None),
+             ("wan", "ring2-mpi", "wan_ring", "ring = 2", AA),
+             ("ltx", "cfg2-mpi", "ltx_tp", "cfg = 2", None)]
 PERSIST = ["persist-second-step", "persist-second-resolution"]
 REFUSALS = ["refuse-unknown-plan", "refuse-plan-unnamed", "refuse-shape", "refuse-lora-scale",
             "refuse-controlnet", "refuse-unknown-class", "refuse-ip-adapter-embeds",
@@ -104,7 +111,7 @@ def names():
         out += [f"{fam}-control-perturbed", f"{fam}-bf16-{cases[0][0]}"]
         out += [f"{fam}-bf16-control-perturbed"] if fam in BF16_CONTROL else []
     return (out + OTHER + REFUSALS + PERSIST + [f"example-{e}" for e in EXAMPLES]
-            + [f"{MPI_CASE[0]}-{MPI_CASE[1]}"])
+            + [f"{c[0]}-{c[1]}" for c in MPI_CASES])
 
 
 # ---- the pipelines ---------------------------------------------------------------------
@@ -438,41 +445,47 @@ def others(pipe, kw, ref):
 
 
 def mpi():
-    """Launch mode 2: mpirun -np 2, every rank runs the pipeline with backend="mpi";
-    each rank's image against the stock one (computed by each rank as well)."""
+    """Launch mode 2: one mpirun -np 2 runs MPI_CASES, every rank the whole pipeline with
+    backend="mpi"; each rank's image against the stock one (computed by each rank as
+    well), and the ranks' images equal."""
     import shutil
     import subprocess
     import numpy as np
-    fam, case, plan, mesh, ctx = MPI_CASE
-    name = f"{fam}-{case}"
+    names_ = [f"{fam}-{case}" for fam, case, *_ in MPI_CASES]
     if not shutil.which("mpirun"):
-        skip(name, "mpirun not found")
+        for n in names_:
+            skip(n, "mpirun not found")
         return
     with tempfile.TemporaryDirectory() as d:
         cmd = ["mpirun", "-np", "2", "--oversubscribe", "--allow-run-as-root", "--mca", "btl",
                "self,vader", sys.executable, __file__, "--mpi-child", d]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        files = [os.path.join(d, f"rank{r}.npz") for r in range(2)]
-        if p.returncode or not all(map(os.path.exists, files)):
-            report(name, False, f"mpirun exit {p.returncode}: {p.stderr.strip()[-300:]}")
-            return
-        res = [np.load(f) for f in files]
-        oks = [compare(r["got"], r["ref"], TOL) for r in res]
-        same = all(np.array_equal(res[0]["got"], r["got"]) for r in res)
-        report(name, all(o for o, _ in oks) and same,
-               f"{oks[0][1]} on both ranks; the ranks' images {'equal' if same else 'differ'}")
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            why = f"mpirun exit {p.returncode}: {p.stderr.strip()[-300:]}"
+        except subprocess.TimeoutExpired:
+            why = "mpirun ran past 300 s"
+        for n in names_:
+            files = [os.path.join(d, f"{n}.rank{r}.npz") for r in range(2)]
+            if not all(map(os.path.exists, files)):
+                report(n, False, why)
+                continue
+            res = [np.load(f) for f in files]
+            oks = [compare(r["got"], r["ref"], TOL) for r in res]
+            same = all(np.array_equal(res[0]["got"], r["got"]) for r in res)
+            report(n, all(o for o, _ in oks) and same,
+                   f"{oks[0][1]} on both ranks; the ranks' images {'equal' if same else 'differ'}")
 
 
 def mpi_child(d):
     import numpy as np
-    fam, case, plan, mesh, ctx = MPI_CASE
-    pipe, kw = build(fam)
-    ref = image(pipe, kw)
     import dtpc.torch
-    dtpc.torch.parallelize(pipe, plan, mesh=mesh, context=ctx, backend="mpi")
-    got = image(pipe, kw)
-    rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "0")))
-    np.savez(os.path.join(d, f"rank{rank}.npz"), got=got, ref=ref)
+    for fam, case, plan, mesh, ctx in MPI_CASES:
+        pipe, kw = build(fam)
+        ref = image(pipe, kw)
+        dtpc.torch.parallelize(pipe, plan, mesh=mesh, context=ctx, backend="mpi")
+        got = image(pipe, kw)
+        np.savez(os.path.join(d, f"{fam}-{case}.rank{pipe.transformer.rank}.npz"), got=got,
+                 ref=ref)
 
 
 def main():
