@@ -88,6 +88,10 @@ PERTURB = {"flux_dev": "single_transformer_blocks.1.attn.norm_k.weight",
            "qwenimage": "transformer_blocks.1.img_mlp.net.2.weight",
            "wan": "blocks.1.attn1.to_out.0.weight",
            "ltx": "transformer_blocks.0.attn2.to_v.weight"}
+# the cache_context names of a run's calls (2 steps): which CFG branch each call is
+CACHE_NAMES = {"flux_dev": ["cond"] * 2, "flux_schnell": ["cond", "uncond"] * 2,
+               "qwenimage": ["cond", "uncond"] * 2, "wan": ["cond", "uncond"] * 2,
+               "ltx": ["cond_uncond"] * 2}
 # the bf16 comparison's control where the perturbed weight moves the image past 2e-2
 BF16_CONTROL = ("wan", "ltx")
 # launch mode 2, in one mpirun -np 2
@@ -108,7 +112,7 @@ def names():
     for fam, cases in CASES.items():
         out.append(f"{fam}-reference")
         out += [f"{fam}-{c[0]}" for c in cases]
-        out += [f"{fam}-control-perturbed", f"{fam}-bf16-{cases[0][0]}"]
+        out += [f"{fam}-cache-context", f"{fam}-control-perturbed", f"{fam}-bf16-{cases[0][0]}"]
         out += [f"{fam}-bf16-control-perturbed"] if fam in BF16_CONTROL else []
     return (out + OTHER + REFUSALS + PERSIST + [f"example-{e}" for e in EXAMPLES]
             + [f"{c[0]}-{c[1]}" for c in MPI_CASES])
@@ -272,10 +276,24 @@ def families():
         for case, plan, mesh, ctx in cases:
             attempt(f"{fam}-{case}",
                     lambda: compare(dtpc_image(pipe, kw, plan, mesh, ctx), ref, TOL))
+        def cache_context():
+            import dtpc.torch
+            names_ = []
+            stock = pipe.transformer
+            m = dtpc.torch.parallelize(stock, plan, mesh=mesh, context=ctx, keep_weights=True)
+            m.register_forward_pre_hook(lambda mod, args: names_.append(mod.cache_name))
+            pipe.transformer = m
+            try:
+                image(pipe, kw)
+            finally:
+                pipe.transformer = stock
+            return names_ == CACHE_NAMES[fam], f"calls in {names_} (want {CACHE_NAMES[fam]})"
+        plan, mesh, ctx = cases[0][1:]
+        attempt(f"{fam}-cache-context", cache_context)
+
         # negative control: one weight of dtpc's copy off by 0.25 per element
         sd = dict(pipe.transformer.state_dict())
         sd[PERTURB[fam]] = sd[PERTURB[fam]] + 0.25
-        plan, mesh, ctx = cases[0][1:]
 
         def control():
             ok, what = compare(dtpc_image(pipe, kw, plan, mesh, ctx, weights=sd), ref, TOL)

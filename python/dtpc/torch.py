@@ -377,6 +377,11 @@ class DtpcTransformer(torch.nn.Module):
         from diffusers.models.modeling_outputs import Transformer2DModelOutput
         return Transformer2DModelOutput(sample=out)
 
+    def extra_repr(self):
+        shapes = "; ".join(", ".join(f"{k}={v}" for k, v in key) for key in self._sessions)
+        return (f"plan={self._plan or self._plan_path!r}, mesh={self._options['mesh']!r}, "
+                f"backend={self._run['backend']!r}, shapes compiled: [{shapes}]")
+
     def close(self):
         """Ends the sessions (their weights and arenas)."""
         for r in self._sessions.values():
