@@ -1,6 +1,6 @@
 """dtpc.torch: a diffusers pipeline whose transformer runs on dtpc.
 
-Three lines change in a diffusers script::
+A diffusers script gains two lines (and backend="mpi" under mpirun)::
 
     import dtpc.torch
     pipe = FluxPipeline.from_pretrained("black-forest-labs/FLUX.1-dev", torch_dtype=torch.bfloat16)
