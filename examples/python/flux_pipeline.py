@@ -2,7 +2,8 @@
 
     # one process, 4 local ranks (threads); no torchrun
     PYTHONPATH=python python examples/python/flux_pipeline.py --out flux.png
-    # one rank per process: every process runs the pipeline, rank 0 saves
+    # one rank per process (as root: mpirun --allow-run-as-root); every process runs the
+    # pipeline, rank 0 saves
     mpirun -np 4 env PYTHONPATH=python python examples/python/flux_pipeline.py --mpi
 
 As written it runs a tiny random-weight FluxPipeline (no download, a few seconds on a
