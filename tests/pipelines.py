@@ -357,15 +357,21 @@ def others(pipe, kw, ref):
         wpipe, wkw = build("wan22")
         wref = image(wpipe, wkw)
         stock = wpipe.transformer, wpipe.transformer_2
-        dtpc.torch.parallelize(wpipe, "wan_ring", mesh="ring = 3", keep_weights=True)
-        got = image(wpipe, wkw)
+        # from the pipeline's folder: transformer/ and transformer_2/, each rank its slices
+        with tempfile.TemporaryDirectory() as d:
+            for n, t in zip(("transformer", "transformer_2"), stock):
+                t.save_pretrained(os.path.join(d, n))
+            dtpc.torch.parallelize(wpipe, "wan_ring", mesh="ring = 3", weights=d,
+                                   keep_weights=True)
+            got = image(wpipe, wkw)
         ok, what = compare(got, wref, TOL)
         both = all(type(t).__name__ == "DtpcTransformer"
                    for t in (wpipe.transformer, wpipe.transformer_2))
         # control: transformer_2's weights matter (the stock pipeline with transformer as both)
         wpipe.transformer, wpipe.transformer_2 = stock[0], stock[0]
         off = float(abs(image(wpipe, wkw) - wref).max())
-        return ok and both and off > TOL, f"{what}; both replaced: {both}; transformer_2 " \
+        return ok and both and off > TOL, f"{what}; both replaced, from the pipeline's " \
+            f"folder: {both}; transformer_2 " \
             f"as transformer moves the image by {off:.1e} (must be > tol)"
     attempt("wan22-two-transformers", wan22)
 
