@@ -13,8 +13,14 @@ BUILD=${1:-build}
 . tests/lib.sh
 repo=$(pwd)
 py=${DTPC_VENV:-$HOME/.cache/dtpc/venv}/bin/python
+why=""
 if ! [ -x "$py" ] || ! "$py" -c 'import torch, diffusers' >/dev/null 2>&1; then
 	why="no Python with torch and diffusers at $py (set DTPC_VENV)"
+elif nm -D "$BUILD/libdtpc.so" 2>/dev/null | grep -q '__[at]san_init'; then
+	# a sanitizer's runtime must be the first library of the process
+	why="libdtpc.so is built with a sanitizer: Python cannot load it"
+fi
+if [ -n "$why" ]; then
 	for n in $(python3 tests/pipelines.py --list); do skipped "pipelines/$n" "$why"; done
 	summary pipelines
 	exit
