@@ -15,6 +15,8 @@
 #  fixtures  tests/fixtures.sh: diffusers' tiny Flux and Wan on N ranks
 #  models    tests/models.sh: models/*.plan run from diffusers' folders (config.json,
 #            sharded, bf16, pre-sharded) against diffusers' sample on N ranks
+#  pipelines tests/pipelines.sh: diffusers' pipelines with dtpc.torch's transformer against
+#            the stock images (a venv with torch and diffusers: DTPC_VENV)
 #  weights   tests/weights.sh: sharded, BF16/F16 and per-rank checkpoints, and
 #            their errors
 #  mpi       a subset of equiv and fixtures under mpirun, MPI comm tests
@@ -271,6 +273,14 @@ sh tests/models.sh "$BUILD" >"$tmp/models" 2>&1
 grep -E '^(ok|FAIL)' "$tmp/models" | sed 's/^/  /'
 grep -A20 '^FAIL' "$tmp/models" | head -60
 absorb models "$tmp/models"
+
+# ---- dtpc.torch: diffusers' pipelines on dtpc against the stock ones (tests/pipelines.sh) ----
+# (the plain pass only: Python cannot load the sanitizers' libdtpc.so without their runtimes)
+if [ -z "$SAN" ]; then
+	sh tests/pipelines.sh "$BUILD" >"$tmp/pipelines" 2>&1
+	grep -A2 '^FAIL' "$tmp/pipelines" | head -40
+	absorb pipelines "$tmp/pipelines"
+fi
 
 # ---- checkpoints: sharded, BF16/F16 and per-rank weights; their errors (tests/weights.sh) ----
 sh tests/weights.sh "$BUILD" >"$tmp/weights" 2>&1

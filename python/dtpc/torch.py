@@ -1,0 +1,427 @@
+"""dtpc.torch: a diffusers pipeline whose transformer runs on dtpc.
+
+A diffusers script gains two lines (and backend="mpi" under mpirun)::
+
+    import dtpc.torch
+    pipe = FluxPipeline.from_pretrained("black-forest-labs/FLUX.1-dev", torch_dtype=torch.bfloat16)
+    dtpc.torch.parallelize(pipe, "flux_usp", mesh="ring = 2, ulysses = 2")
+    image = pipe("a cat", num_inference_steps=28).images[0]
+
+``parallelize`` replaces ``pipe.transformer`` (and Wan 2.2's
+``pipe.transformer_2``) by a ``DtpcTransformer``: a ``torch.nn.Module``
+whose ``forward`` takes the diffusers class's own arguments and returns what
+it returns, and which carries what the pipelines read from their transformer
+(``config``, ``dtype``, ``device``, ``cache_context``). Each shape the
+pipeline calls it with (Flux batch, img_seq, txt_seq; Wan batch, num_frames,
+height, width, txt_seq; Qwen-Image batch, frames, height, width from
+``img_shapes``, txt_seq; LTX batch, num_frames, height, width, txt_seq,
+rope_interpolation_scale) is compiled once, when first seen: the compiler
+checks the plan at that shape first, and a shape it cannot take is a
+DtpcError with its located diagnostic before any rank runs. The weights are
+bound once per compiled shape (over the shim below: local ranks are rebuilt
+and rebound at every call until dtpc.Ranks lands). docs/python.md, "With
+diffusers", says what is refused and why.
+"""
+import atexit
+import contextlib
+import ctypes
+import hashlib
+import inspect
+import json
+import os
+import re
+import subprocess
+import tempfile
+
+import numpy as np
+import torch
+
+import dtpc
+from dtpc import DtpcError
+
+__all__ = ["parallelize", "DtpcTransformer"]
+
+# ==== SHIM (until the `pipeline` branch's runtime API lands) ==============================
+# dtpc.compile_cached, dtpc.models_dir and dtpc.Ranks with that API's signatures, over
+# today's dtpc.compile / Graph.run (which rebinds the weights at every run). At the merge
+# these lines become:
+#     _compile_cached, _models_dir, _Ranks = dtpc.compile_cached, dtpc.models_dir, dtpc.Ranks
+_graphs = {}
+_graph_dir = tempfile.TemporaryDirectory(prefix="dtpc-graphs-")  # without a cache_dir
+_comms = []  # MPI comms, freed at exit in reverse: the first one's free finalizes MPI
+
+
+def _models_dir():
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(dtpc.__file__)))), "models")
+
+
+def _compile_cached(path, plan=None, mesh=None, context=None, config=None, defines=None,
+                    dtype=None, cache_dir=None):
+    texts = [open(p, "rb").read() for p in (path, config) if p]
+    key = hashlib.sha256(repr((texts, plan, mesh, context, sorted((defines or {}).items()),
+                               dtype)).encode()).hexdigest()[:24]
+    if key not in _graphs:
+        os.makedirs(cache_dir or _graph_dir.name, exist_ok=True)
+        out = os.path.join(cache_dir or _graph_dir.name, key + ".graph")
+        if not os.path.exists(out):
+            p = subprocess.run([dtpc._program(), os.fspath(path), "-o", out] + dtpc._plan_args(
+                plan, mesh, context, defines, None, config) + ["--dtype", dtype or "f32"],
+                capture_output=True, text=True)
+            if p.returncode:
+                raise DtpcError(p.stderr.strip())
+        _graphs[key] = dtpc.Graph.open(out)
+    return _graphs[key]
+
+
+class _Ranks:
+    def __init__(self, graph, ranks=None, backend="local", device="cpu", threads=None,
+                 timeout=120.0, dtype=None):
+        if device != "cpu" or dtype is not None:
+            raise DtpcError("device / dtype: this dtpc.torch runs sessions on the CPU in the "
+                            "graph's dtype (the persistent sessions of dtpc.Ranks are not here)")
+        self._g, self._threads, self._timeout, self._w = graph, threads, timeout, 0
+        self.world, self.rank, self._sess = graph.world if ranks is None else ranks, 0, None
+        if backend == "mpi":
+            lib = dtpc._library()
+            for f, res, args in (("dtpc_comm_mpi", ctypes.c_int, [ctypes.c_int, dtpc._pp]),
+                                 ("dtpc_comm_rank", ctypes.c_int, [ctypes.c_void_p]),
+                                 ("dtpc_comm_size", ctypes.c_int, [ctypes.c_void_p])):
+                getattr(lib, f).restype, getattr(lib, f).argtypes = res, args
+            comm, self._sess = ctypes.c_void_p(), ctypes.c_void_p()
+            dtpc._call("dtpc_comm_mpi", int(timeout * 1000), ctypes.byref(comm))
+            _comms.append(comm)
+            self.world, self.rank = lib.dtpc_comm_size(comm), lib.dtpc_comm_rank(comm)
+            dtpc._call("dtpc_session_create", graph._h, comm, 0, ctypes.byref(self._sess),
+                       rank=self.rank)
+            if threads:
+                dtpc._call("dtpc_session_threads", self._sess, int(threads), rank=self.rank)
+        elif backend != "local":
+            raise DtpcError(f"backend: {backend!r} is not one of 'local', 'mpi'")
+
+    def bind_weights(self, src):
+        # local ranks rebind at every run: the float32 arrays are kept (a copy per session
+        # when the tensors are not float32 already)
+        if isinstance(src, dict):
+            src = {k: v.detach().to("cpu", torch.float32).numpy() if torch.is_tensor(v) else v
+                   for k, v in src.items()}
+        self._w = src
+        if self._sess is not None:
+            dtpc._bind(self._sess, dtpc._prepare(src), "dtpc_session_bind_weights_file",
+                       "dtpc_session_bind_weights_seed", "dtpc_session_bind_weight", self.rank)
+            self._w = None
+
+    def run(self, inputs):
+        if self._sess is None:
+            return self._g.run(inputs=inputs, weights=self._w, ranks=self.world,
+                               timeout=self._timeout, threads=self._threads)
+        dtpc._bind(self._sess, dtpc._prepare(inputs), None, None, "dtpc_session_set_input",
+                   self.rank)
+        dtpc._call("dtpc_session_run", self._sess, rank=self.rank)
+        return dtpc._outputs(dtpc._library(), self._sess)
+
+    def close(self):
+        if self._sess is not None:
+            dtpc._library().dtpc_session_free(self._sess)
+            self._sess = None
+
+
+atexit.register(lambda: [dtpc._library().dtpc_comm_free(c) for c in reversed(_comms)])
+# ==== END SHIM ===========================================================================
+
+
+def _tensor(x):
+    """A torch tensor (any dtype) or number as a float32 numpy array."""
+    if torch.is_tensor(x):
+        return x.detach().to("cpu", torch.float32).numpy()
+    return np.asarray(x, dtype=np.float32)
+
+
+def _must_be_none(args, *names):
+    for n in names:
+        if args.get(n) is not None:
+            raise DtpcError(f"{n}: not modelled by dtpc's model of this transformer "
+                            "(docs/python.md, With diffusers)")
+
+
+def _attention_kwargs(args, name):
+    """The attention kwargs the pipelines pass: nothing, or a LoRA scale of 1
+    (the weights dtpc binds are what is applied). Anything else changes the
+    forward in a way the graph does not."""
+    for k, v in (args.get(name) or {}).items():
+        if k == "scale" and float(v) == 1.0:
+            continue
+        if k == "scale":
+            raise DtpcError(f"{name}['scale'] = {v}: a LoRA scale other than 1 is not "
+                            "modelled (fuse the LoRA at that scale first: pipe.fuse_lora"
+                            "(lora_scale=...), then parallelize)")
+        raise DtpcError(f"{name}[{k!r}]: not modelled by dtpc (only a LoRA 'scale' of 1 is "
+                        "taken)")
+
+
+def _batch_vector(args, name, batch):
+    """timestep / guidance as [B]: a scalar is broadcast as diffusers' embedders do."""
+    v = _tensor(args[name]).reshape(-1)
+    if v.size == 1:
+        return np.full((batch,), v[0], dtype=np.float32)
+    if v.shape != (batch,):
+        raise DtpcError(f"{name}: shape {list(v.shape)}, expected [{batch}] (one per sample)")
+    return v
+
+
+def _flux(config, a):
+    _must_be_none(a, "controlnet_block_samples", "controlnet_single_block_samples")
+    _attention_kwargs(a, "joint_attention_kwargs")
+    hs, ehs = a["hidden_states"], a["encoder_hidden_states"]
+    b = hs.shape[0]
+    # 3-d ids are deprecated in diffusers, which takes the first sample's
+    img_ids, txt_ids = (a[n][0] if a[n].ndim == 3 else a[n] for n in ("img_ids", "txt_ids"))
+    inputs = {"hidden_states": _tensor(hs), "encoder_hidden_states": _tensor(ehs),
+              "pooled_projections": _tensor(a["pooled_projections"]),
+              "timestep": _batch_vector(a, "timestep", b),
+              "img_ids": _tensor(img_ids), "txt_ids": _tensor(txt_ids)}
+    if config["guidance_embeds"]:
+        if a["guidance"] is None:
+            raise DtpcError("guidance: required by a guidance-distilled Flux "
+                            "(guidance_embeds = true)")
+        inputs["guidance"] = _batch_vector(a, "guidance", b)
+    elif a["guidance"] is not None:
+        raise DtpcError("guidance: given, but this Flux has no guidance embedder "
+                        "(guidance_embeds = false)")
+    return {"batch": b, "img_seq": hs.shape[1], "txt_seq": ehs.shape[1]}, inputs
+
+
+def _wan(config, a):
+    _must_be_none(a, "encoder_hidden_states_image")
+    _attention_kwargs(a, "attention_kwargs")
+    hs, ehs = a["hidden_states"], a["encoder_hidden_states"]
+    if torch.is_tensor(a["timestep"]) and a["timestep"].ndim == 2:
+        raise DtpcError("timestep: per-token timesteps [B, S] (Wan 2.2 TI2V, "
+                        "expand_timesteps) are not modelled; one per sample [B] is")
+    b, _, f, h, w = hs.shape
+    return ({"batch": b, "num_frames": f, "height": h, "width": w, "txt_seq": ehs.shape[1]},
+            {"hidden_states": _tensor(hs), "encoder_hidden_states": _tensor(ehs),
+             "timestep": _batch_vector(a, "timestep", b)})
+
+
+def _qwenimage(config, a):
+    _must_be_none(a, "controlnet_block_samples", "additional_t_cond")
+    # diffusers' forward cannot take it either (its time embedder has no guidance input)
+    _must_be_none(a, "guidance")
+    _attention_kwargs(a, "attention_kwargs")
+    hs, ehs, mask = a["hidden_states"], a["encoder_hidden_states"], a["encoder_hidden_states_mask"]
+    b = hs.shape[0]
+    shapes = a["img_shapes"]
+    if shapes is None:
+        raise DtpcError("img_shapes: required ([[(frames, height, width)]] per sample)")
+    # read as diffusers' QwenEmbedRope reads it: the first sample's grids
+    grids = shapes[0] if isinstance(shapes, list) else shapes
+    grids = grids if isinstance(grids, list) else [grids]
+    if len(grids) != 1:
+        raise DtpcError(f"img_shapes: {shapes!r}: dtpc's model takes one image grid per "
+                        "sample (not Qwen-Image-Edit's reference images)")
+    f, h, w = (int(x) for x in grids[0])
+    mask = np.ones(ehs.shape[:2], np.float32) if mask is None else _tensor(mask)
+    return ({"batch": b, "frames": f, "height": h, "width": w, "txt_seq": ehs.shape[1]},
+            {"hidden_states": _tensor(hs), "encoder_hidden_states": _tensor(ehs),
+             "encoder_hidden_states_mask": mask, "timestep": _batch_vector(a, "timestep", b)})
+
+
+def _ltx(config, a):
+    _must_be_none(a, "video_coords")
+    _attention_kwargs(a, "attention_kwargs")
+    hs, ehs = a["hidden_states"], a["encoder_hidden_states"]
+    for n in ("num_frames", "height", "width", "rope_interpolation_scale",
+              "encoder_attention_mask"):
+        if a[n] is None:
+            raise DtpcError(f"{n}: required by dtpc's LTX-Video model (None: unscaled "
+                            "coordinates, is not modelled)")
+    scale = [float(x) for x in (a["rope_interpolation_scale"].tolist()
+                                if torch.is_tensor(a["rope_interpolation_scale"])
+                                else a["rope_interpolation_scale"])]
+    b = hs.shape[0]
+    return ({"batch": b, "num_frames": int(a["num_frames"]), "height": int(a["height"]),
+             "width": int(a["width"]), "txt_seq": ehs.shape[1],
+             "rope_interpolation_scale": "[" + ",".join(repr(x) for x in scale) + "]"},
+            {"hidden_states": _tensor(hs), "encoder_hidden_states": _tensor(ehs),
+             "encoder_attention_mask": _tensor(a["encoder_attention_mask"]),
+             "timestep": _batch_vector(a, "timestep", b)})
+
+
+# diffusers class -> (model file of models/, its adapter: call arguments -> shape, inputs)
+_FAMILIES = {
+    "FluxTransformer2DModel": ("flux.plan", _flux),
+    "WanTransformer3DModel": ("wan.plan", _wan),
+    "QwenImageTransformer2DModel": ("qwenimage.plan", _qwenimage),
+    "LTXVideoTransformer3DModel": ("ltx.plan", _ltx),
+}
+_DTYPES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}
+
+
+def _plan_file(plan, class_name):
+    """(file, plan name) of `plan`: a plan of the class's model file, "FILE.plan" or
+    "FILE.plan:NAME"."""
+    path, _, name = plan.rpartition(":") if ".plan:" in plan else (plan, "", None)
+    if not path.endswith(".plan"):
+        path, name = os.path.join(_models_dir(), _FAMILIES[class_name][0]), plan
+    if not os.path.isfile(path):
+        raise DtpcError(f"plan: no plan file {path!r}")
+    names = re.findall(r"^\s*plan\s+(\w+)", open(path).read(), re.M)
+    if name is not None and name not in names:
+        raise DtpcError(f"plan: {name!r} is not a plan of {path} (its plans: "
+                        f"{', '.join(names)})")
+    if name is None and len(names) != 1:
+        raise DtpcError(f"plan: {path} holds {len(names)} plans: name one "
+                        f"(\"{path}:NAME\"; its plans: {', '.join(names)})")
+    return path, name
+
+
+class DtpcTransformer(torch.nn.Module):
+    """A diffusers transformer replaced by dtpc graphs, one per shape it is called
+    with. Made by ``parallelize``; the arguments are its."""
+
+    def __init__(self, transformer, plan, mesh=None, context=None, backend=None, device=None,
+                 dtype=None, ranks=None, threads=None, weights=None, keep_weights=False,
+                 cache_dir=None):
+        super().__init__()
+        name = type(transformer).__name__
+        if name not in _FAMILIES:
+            raise DtpcError(f"transformer: {name} is not one of dtpc's models "
+                            f"({', '.join(_FAMILIES)})")
+        if backend not in (None, "local", "mpi"):
+            raise DtpcError(f"backend: {backend!r} is not one of 'local', 'mpi'")
+        self._plan_path, self._plan = _plan_file(plan, name)
+        self._adapter = _FAMILIES[name][1]
+        self._signature = inspect.signature(type(transformer).forward)
+        self.config = transformer.config
+        self._dtype, self._device = transformer.dtype, transformer.device
+        self._options = dict(mesh=mesh, context=context, cache_dir=cache_dir,
+                             dtype=dtype or _DTYPES.get(self._dtype))
+        self._run = dict(ranks=ranks, backend=backend or "local", device=device or "cpu",
+                         threads=threads)
+        self._folder = tempfile.TemporaryDirectory(prefix="dtpc-config-")
+        self._config = os.path.join(self._folder.name, "config.json")
+        with open(self._config, "w") as f:
+            json.dump(dict(transformer.config), f)
+        self._sessions = {}  # shape (sorted defines) -> _Ranks, weights bound
+        self.cache_name = None
+        if weights is not None and not isinstance(weights, dict):
+            self._weights = os.fspath(weights)
+            if not os.path.exists(self._weights):
+                raise DtpcError(f"weights: no file or folder {self._weights!r}")
+        else:
+            sd = weights if weights is not None else transformer.state_dict()
+            lora = [k for k in sd if "lora_" in k or ".base_layer." in k]
+            if lora:
+                raise DtpcError(f"transformer: LoRA layers are loaded ({lora[0]}): fuse them "
+                                "first (pipe.fuse_lora(); pipe.unload_lora_weights())")
+            # the tensors themselves, no copy: the source of every later shape's binding
+            self._weights = {k: v.detach() for k, v in sd.items()}
+        if not keep_weights:
+            for p in list(transformer.parameters()) + list(transformer.buffers()):
+                p.data = torch.empty(0, dtype=p.dtype, device=p.device)
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def device(self):
+        return self._device
+
+    @property
+    def rank(self):
+        """This process's rank once a shape has run (under mpirun, MPI's; local ranks: 0)."""
+        return next(iter(self._sessions.values())).rank if self._sessions else 0
+
+    @contextlib.contextmanager
+    def cache_context(self, name, **kwargs):
+        """What diffusers' CacheMixin.cache_context is to the pipelines: the branch
+        ("cond", "uncond") of the calls inside, recorded (dtpc caches nothing across
+        steps)."""
+        self.cache_name = name
+        try:
+            yield
+        finally:
+            self.cache_name = None
+
+    @property
+    def encoder_hid_proj(self):
+        raise DtpcError("ip_adapter_image: IP-Adapters are not modelled by dtpc's Flux")
+
+    def session(self, defines):
+        """The ranks of one shape: compiled (checked first) and the weights bound on
+        first use."""
+        key = tuple(sorted(defines.items()))
+        if key not in self._sessions:
+            shape = ", ".join(f"{k}={v}" for k, v in key)
+            try:
+                graph = _compile_cached(self._plan_path, plan=self._plan, config=self._config,
+                                        defines=defines, **self._options)
+            except DtpcError as e:
+                raise DtpcError(f"{self._plan or self._plan_path} at {shape}:\n{e}") from None
+            ranks = _Ranks(graph, **self._run)
+            ranks.bind_weights(self._weights)
+            self._sessions[key] = ranks
+        return self._sessions[key]
+
+    def forward(self, *args, **kwargs):
+        bound = self._signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        a = dict(bound.arguments)
+        defines, inputs = self._adapter(self.config, a)
+        sample = self.session(defines).run(inputs)["sample"]
+        out = torch.from_numpy(sample).to(device=self._device, dtype=self._dtype)
+        if not a["return_dict"]:
+            return (out,)
+        from diffusers.models.modeling_outputs import Transformer2DModelOutput
+        return Transformer2DModelOutput(sample=out)
+
+    def extra_repr(self):
+        shapes = "; ".join(", ".join(f"{k}={v}" for k, v in key) for key in self._sessions)
+        return (f"plan={self._plan or self._plan_path!r}, mesh={self._options['mesh']!r}, "
+                f"backend={self._run['backend']!r}, shapes compiled: [{shapes}]")
+
+    def close(self):
+        """Ends the sessions (their weights and arenas)."""
+        for r in self._sessions.values():
+            r.close()
+        self._sessions.clear()
+
+
+def parallelize(pipe_or_transformer, plan, mesh=None, context=None, backend=None, device=None,
+                dtype=None, ranks=None, threads=None, weights=None, keep_weights=False,
+                cache_dir=None):
+    """Runs a diffusers transformer on dtpc.
+
+    ``pipe_or_transformer``: a pipeline (its ``transformer``, and ``transformer_2``
+    when it has one, are replaced; the pipeline is returned) or a transformer (the
+    DtpcTransformer is returned). ``plan``: a plan of the model file of the
+    transformer's class (``"flux_usp"`` in models/flux.plan), a plan file or
+    ``"FILE.plan:NAME"``; ``mesh`` / ``context`` replace the plan's. ``backend``:
+    ``"local"`` (default: the ranks are threads of this process) or ``"mpi"``
+    (under mpirun, one rank per process; every process runs the pipeline).
+    ``ranks``, ``threads``: local ranks (default: the graph's world), CPU threads per
+    rank. ``dtype``: dtpc's storage dtype ("f32", "bf16"; default: the
+    transformer's). ``weights``: the folder the transformer was loaded from (each
+    rank reads its slices; for a pipeline, its folder or the transformer's), or a
+    mapping name -> tensor; default: the transformer's state_dict. The stock
+    transformer's parameters are released unless ``keep_weights``.
+    ``cache_dir``: where compiled graphs are kept."""
+    opts = dict(mesh=mesh, context=context, backend=backend, device=device, dtype=dtype,
+                ranks=ranks, threads=threads, keep_weights=keep_weights, cache_dir=cache_dir)
+    if isinstance(pipe_or_transformer, torch.nn.Module):
+        return DtpcTransformer(pipe_or_transformer, plan, weights=weights, **opts)
+    pipe = pipe_or_transformer
+    names = [n for n in ("transformer", "transformer_2") if getattr(pipe, n, None) is not None]
+    if not names:
+        raise DtpcError(f"pipe_or_transformer: {type(pipe).__name__} has no transformer")
+    for n in names:
+        w = weights
+        if isinstance(weights, (str, os.PathLike)) and os.path.isdir(os.path.join(weights, n)):
+            w = os.path.join(weights, n)
+        elif len(names) > 1 and weights is not None:
+            raise DtpcError(f"weights: {type(pipe).__name__} has {' and '.join(names)}: give "
+                            "the pipeline's folder (with a subfolder for each)")
+        setattr(pipe, n, DtpcTransformer(getattr(pipe, n), plan, weights=w, **opts))
+    return pipe

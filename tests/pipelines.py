@@ -1,0 +1,531 @@
+"""pipelines.py — dtpc.torch against diffusers' own pipelines (tests/pipelines.sh runs it).
+
+Tiny random-weight FluxPipeline (dev with guidance, schnell with true CFG),
+QwenImagePipeline (true CFG: two calls, text masks, the negative prompt of another
+length), WanPipeline (CFG: two calls) and LTXPipeline (batched CFG: batch 2),
+components built from small configs under torch.manual_seed, no text encoders
+(prompt_embeds passed directly), 2 steps. Each family's stock pipeline makes the
+reference image (output_type="np", float32); each case replaces the transformer
+with dtpc.torch.parallelize(pipe, PLAN, mesh=..., context=...) and runs the same
+pipeline call.
+
+Tolerance: max |image - stock image| <= 1e-4 (float32; the images are in [0, 1]).
+dtpc and torch compute in float32 in different orders: the transformer outputs
+differ by a few ulps (tests/models.sh: 1e-5 normwise), which the scheduler and the
+VAE carry into the image (measured: 1e-7 to 7e-7); the perturbed weights below move
+it by 5e-4 to 0.2. bf16: 2e-2 (both sides round to bf16 in different places; the
+bf16 images themselves are quantized to 2^-7 near 1).
+
+Negative controls: one weight perturbed in dtpc's copy only (weights= a mapping)
+must move each family's image beyond the tolerance (Wan's and LTX's in bf16 too);
+every reference image must vary (std > 1e-2: a saturated VAE would make every
+comparison pass).
+
+Launch mode 2: one mpirun -np 2 runs a mesh of four families, each rank the whole
+pipeline; each rank's image against the stock one, and the ranks' images equal.
+
+Prints "ok NAME ...", "FAIL NAME ..." or "skip NAME: WHY" per check; with --list
+only the names (no torch needed). --mpi-child runs MPI_CASES as a rank of mpirun.
+"""
+import os
+import sys
+import tempfile
+import time
+
+TOL = 1e-4
+TOL_BF16 = 2e-2
+AG = 'rotate_method = "allgather"'
+AA = 'rotate_method = "alltoall"'
+
+# family -> [(case, plan, mesh, context)]: each mesh through the mesh= / context=
+# overrides of a plan of the model's file
+CASES = {
+    "flux_dev": [
+        ("tp2", "flux_tp", "tp = 2", None),
+        ("tp4", "flux_tp", "tp = 4", None),
+        ("ulysses2", "flux_ulysses", "ulysses = 2", None),
+        ("ulysses4", "flux_ulysses", "ulysses = 4", None),
+        ("ring2-allgather", "flux_ring", "ring = 2", AG),
+        ("ring4-alltoall", "flux_ring", "ring = 4", AA),
+        ("usp", "flux_usp", "ring = 2, ulysses = 2", None),
+        ("ulysses2xtp2", "flux_tp_usp", "ulysses = 2, tp = 2", None),
+        ("ring2xulysses2xtp2", "flux_tp_usp", "ring = 2, ulysses = 2, tp = 2", None),
+    ],
+    # 3 heads, 15 image and 7 text tokens: the anything modes
+    "flux_schnell": [
+        ("ulysses-any2", "flux_ulysses_anything", "ulysses = 2", None),
+        ("ring-any4-alltoall", "flux_ring_anything", "ring = 4", None),
+        ("ring-any2-alltoall", "flux_ring_anything", "ring = 2", None),
+        ("ring-any3-allgather", "flux_ring_anything", "ring = 3", "ring_anything = true, " + AG),
+    ],
+    # 3 heads, 15 image tokens, 7 and 5 text tokens
+    "qwenimage": [
+        ("tp3", "qwenimage_tp", "tp = 3", None),
+        ("ulysses-any2", "qwenimage_ulysses_anything", "ulysses = 2", None),
+        ("ring-any2-alltoall", "qwenimage_ring_anything", "ring = 2", "ring_anything = true, " + AA),
+        ("ring-any3-allgather", "qwenimage_ring_anything", "ring = 3", None),
+    ],
+    # 3 heads, 3 x 2 x 3 = 18 video tokens, 7 text tokens
+    "wan": [
+        ("ring3-alltoall", "wan_ring", "ring = 3", AA),
+        ("ring2-allgather", "wan_ring", "ring = 2", AG),
+        ("ulysses3", "wan_ulysses", "ulysses = 3", None),
+        ("usp-ring2xulysses3", "wan_usp", "ring = 2, ulysses = 3", None),
+        ("ulysses-any2", "wan_ulysses_anything", "ulysses = 2", None),
+        ("ffn-tp2xulysses3", "wan_ffn_tp_ulysses", "ulysses = 3, tp = 2", None),
+    ],
+    # 4 heads, 3 x 8 x 8 = 192 video tokens, 8 text tokens (2 masked), batch 2 (CFG)
+    "ltx": [
+        ("tp2", "ltx_tp", "tp = 2", None),
+        ("ulysses2", "ltx_ulysses", "ulysses = 2", None),
+        ("ring2-alltoall", "ltx_ring", "ring = 2", AA),
+        ("usp", "ltx_usp", "ring = 2, ulysses = 2", None),
+        ("ring2xtp2", "ltx_tp_usp", "ring = 2, ulysses = 1, tp = 2", None),
+        ("cfg2xulysses2", "ltx_usp", "cfg = 2, ulysses = 2", None),
+    ],
+}
+# the weight each family's negative control perturbs (in dtpc's copy only)
+PERTURB = {"flux_dev": "single_transformer_blocks.1.attn.norm_k.weight",
+           "flux_schnell": "transformer_blocks.0.attn.to_k.weight",
+           "qwenimage": "transformer_blocks.1.img_mlp.net.2.weight",
+           "wan": "blocks.1.attn1.to_out.0.weight",
+           "ltx": "transformer_blocks.0.attn2.to_v.weight"}
+# the cache_context names of a run's calls (2 steps): which CFG branch each call is
+CACHE_NAMES = {"flux_dev": ["cond"] * 2, "flux_schnell": ["cond", "uncond"] * 2,
+               "qwenimage": ["cond", "uncond"] * 2, "wan": ["cond", "uncond"] * 2,
+               "ltx": ["cond_uncond"] * 2}
+# the bf16 comparison's control where the perturbed weight moves the image past 2e-2
+BF16_CONTROL = ("wan", "ltx")
+# launch mode 2, in one mpirun -np 2
+MPI_CASES = [("flux_dev", "ulysses2-mpi", "flux_ulysses", "ulysses = 2", None),
+             ("qwenimage", "ring-any2-mpi", "qwenimage_ring_anything", "ring = 2", None),
+             ("wan", "ring2-mpi", "wan_ring", "ring = 2", AA),
+             ("ltx", "cfg2-mpi", "ltx_tp", "cfg = 2", None)]
+PERSIST = ["persist-second-step", "persist-second-resolution"]
+REFUSALS = ["refuse-unknown-plan", "refuse-plan-unnamed", "refuse-shape", "refuse-lora-scale",
+            "refuse-controlnet", "refuse-unknown-class", "refuse-ip-adapter-embeds",
+            "refuse-backend", "refuse-weights-missing"]
+OTHER = ["flux_dev-weights-released", "flux_dev-from-folder", "wan22-two-transformers"]
+EXAMPLES = ["flux", "qwenimage", "wan"]
+
+
+def names():
+    out = []
+    for fam, cases in CASES.items():
+        out.append(f"{fam}-reference")
+        out += [f"{fam}-{c[0]}" for c in cases]
+        out += [f"{fam}-cache-context", f"{fam}-control-perturbed", f"{fam}-bf16-{cases[0][0]}"]
+        out += [f"{fam}-bf16-control-perturbed"] if fam in BF16_CONTROL else []
+    return (out + OTHER + REFUSALS + PERSIST + [f"example-{e}" for e in EXAMPLES]
+            + [f"{c[0]}-{c[1]}" for c in MPI_CASES])
+
+
+# ---- the pipelines ---------------------------------------------------------------------
+
+def build(fam, dtype=None):
+    """(pipe, call kwargs) of a family: random weights under a fixed seed."""
+    import torch
+    import diffusers as d
+    torch.manual_seed(0)
+    if fam.startswith("flux"):
+        dev = fam == "flux_dev"
+        tr = d.FluxTransformer2DModel(
+            patch_size=1, in_channels=4, num_layers=1 if dev else 2, num_single_layers=2 if dev else 1,
+            attention_head_dim=8, num_attention_heads=4 if dev else 3, joint_attention_dim=24,
+            pooled_projection_dim=20, axes_dims_rope=[2, 2, 4], guidance_embeds=dev)
+        vae = d.AutoencoderKL(in_channels=3, out_channels=3, block_out_channels=(4,),
+                              layers_per_block=1, latent_channels=1, norm_num_groups=1,
+                              use_quant_conv=False, use_post_quant_conv=False,
+                              shift_factor=0.0609, scaling_factor=1.5035)
+        pipe = d.FluxPipeline(scheduler=d.FlowMatchEulerDiscreteScheduler(), vae=vae,
+                              text_encoder=None, tokenizer=None, text_encoder_2=None,
+                              tokenizer_2=None, transformer=tr)
+        if dev:  # 8 x 12 pixels: 4 x 6 = 24 image tokens, 8 text tokens, guidance 3.5
+            kw = dict(prompt_embeds=torch.randn(1, 8, 24), pooled_prompt_embeds=torch.randn(1, 20),
+                      height=8, width=12, guidance_scale=3.5)
+        else:  # 2 prompts, 6 x 10 pixels: 15 image tokens, 7 text; true CFG (two calls)
+            kw = dict(prompt_embeds=torch.randn(2, 7, 24), pooled_prompt_embeds=torch.randn(2, 20),
+                      negative_prompt_embeds=torch.randn(2, 7, 24),
+                      negative_pooled_prompt_embeds=torch.randn(2, 20), true_cfg_scale=2.0,
+                      height=6, width=10)
+    elif fam == "qwenimage":
+        tr = d.QwenImageTransformer2DModel(
+            patch_size=2, in_channels=16, out_channels=4, num_layers=2, attention_head_dim=8,
+            num_attention_heads=3, joint_attention_dim=16, guidance_embeds=False,
+            axes_dims_rope=(2, 2, 4))
+        vae = d.AutoencoderKLQwenImage(base_dim=24, z_dim=4, dim_mult=[1, 2, 4], num_res_blocks=1,
+                                       temperal_downsample=[False, True],
+                                       latents_mean=[0.0] * 4, latents_std=[1.0] * 4)
+        pipe = d.QwenImagePipeline(scheduler=d.FlowMatchEulerDiscreteScheduler(), vae=vae,
+                                   text_encoder=None, tokenizer=None, transformer=tr)
+        mask = torch.ones(1, 7, dtype=torch.long)
+        mask[0, 5:] = 0
+        # 24 x 40 pixels: 3 x 5 = 15 patches; 7 text tokens (2 padding), 5 negative ones
+        kw = dict(prompt_embeds=torch.randn(1, 7, 16), prompt_embeds_mask=mask,
+                  negative_prompt_embeds=torch.randn(1, 5, 16),
+                  negative_prompt_embeds_mask=torch.ones(1, 5, dtype=torch.long),
+                  true_cfg_scale=3.0, height=24, width=40)
+    elif fam in ("wan", "wan22"):
+        vae = d.AutoencoderKLWan(base_dim=3, z_dim=16, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
+                                 temperal_downsample=[False, True, True])
+        tr = d.WanTransformer3DModel(
+            patch_size=(1, 2, 2), num_attention_heads=3, attention_head_dim=12, in_channels=16,
+            out_channels=16, text_dim=32, freq_dim=256, ffn_dim=32, num_layers=2,
+            cross_attn_norm=True, qk_norm="rms_norm_across_heads", rope_max_seq_len=32)
+        # Wan 2.2 A14B: transformer_2 below the boundary's timestep (another seed's weights)
+        tr2 = d.WanTransformer3DModel(**tr.config) if fam == "wan22" else None
+        pipe = d.WanPipeline(tokenizer=None, text_encoder=None, vae=vae, transformer=tr,
+                             transformer_2=tr2, boundary_ratio=0.5 if tr2 else None,
+                             scheduler=d.FlowMatchEulerDiscreteScheduler(shift=7.0))
+        # 9 frames of 32 x 48: latent 3 x 4 x 6, 3 x 2 x 3 = 18 tokens; CFG (two calls)
+        kw = dict(prompt_embeds=torch.randn(1, 7, 32), negative_prompt_embeds=torch.randn(1, 7, 32),
+                  guidance_scale=4.0, height=32, width=48, num_frames=9)
+    elif fam == "ltx":
+        tr = d.LTXVideoTransformer3DModel(
+            in_channels=8, out_channels=8, patch_size=1, patch_size_t=1, num_attention_heads=4,
+            attention_head_dim=8, cross_attention_dim=32, num_layers=1, caption_channels=32)
+        vae = d.AutoencoderKLLTXVideo(
+            in_channels=3, out_channels=3, latent_channels=8, block_out_channels=(8, 8, 8, 8),
+            decoder_block_out_channels=(8, 8, 8, 8), layers_per_block=(1, 1, 1, 1, 1),
+            decoder_layers_per_block=(1, 1, 1, 1, 1),
+            spatio_temporal_scaling=(True, True, False, False),
+            decoder_spatio_temporal_scaling=(True, True, False, False),
+            decoder_inject_noise=(False, False, False, False, False),
+            upsample_residual=(False, False, False, False), upsample_factor=(1, 1, 1, 1),
+            timestep_conditioning=False, patch_size=1, patch_size_t=1, encoder_causal=True,
+            decoder_causal=False)
+        pipe = d.LTXPipeline(scheduler=d.FlowMatchEulerDiscreteScheduler(), vae=vae,
+                             text_encoder=None, tokenizer=None, transformer=tr)
+        mask = torch.ones(1, 8)
+        mask[0, 6:] = 0
+        # 9 frames of 32 x 32: latent 3 x 8 x 8 = 192 tokens; batched CFG (batch 2)
+        kw = dict(prompt_embeds=torch.randn(1, 8, 32), prompt_attention_mask=mask,
+                  negative_prompt_embeds=torch.randn(1, 8, 32),
+                  negative_prompt_attention_mask=torch.ones(1, 8), guidance_scale=3.0,
+                  height=32, width=32, num_frames=9)
+    else:
+        raise ValueError(fam)
+    if dtype is not None:
+        # Wan's VAE stays float32, as its model card loads it (in bf16 it alone moves the
+        # frames by 0.1)
+        (tr if fam.startswith("wan") else pipe).to(dtype)
+        # as from_pretrained(torch_dtype=...) loads it: the class's _keep_in_fp32_modules
+        # (Wan's time embedder, norms, scale_shift_table) stay float32
+        keep = tr._keep_in_fp32_modules or []
+        for n, p in tr.named_parameters():
+            if any(k in n.split(".") for k in keep):
+                p.data = p.data.float()
+        kw = {k: v.to(dtype) if torch.is_tensor(v) and v.is_floating_point() else v
+              for k, v in kw.items()}
+    kw.update(num_inference_steps=2, output_type="np")
+    pipe.set_progress_bar_config(disable=True)
+    return pipe, kw
+
+
+def image(pipe, kw):
+    """The pipeline's final image (or video frames) as float32 numpy."""
+    import numpy as np
+    import torch
+    out = pipe(**kw, generator=torch.Generator().manual_seed(1))
+    return np.asarray(out.images if hasattr(out, "images") else out.frames, dtype=np.float32)
+
+
+def dtpc_image(pipe, kw, plan, mesh, context, **opts):
+    """The image with the transformer on dtpc; the stock one is put back after."""
+    import dtpc.torch
+    stock = pipe.transformer
+    try:
+        dtpc.torch.parallelize(pipe, plan, mesh=mesh, context=context,
+                               keep_weights=opts.pop("keep_weights", True), **opts)
+        return image(pipe, kw)
+    finally:
+        pipe.transformer = stock
+
+
+# ---- the checks --------------------------------------------------------------------------
+
+def report(name, ok, what=""):
+    print(f"{'ok  ' if ok else 'FAIL'} {name} {what}".rstrip(), flush=True)
+
+
+def skip(name, why):
+    print(f"skip {name}: {why}", flush=True)
+
+
+def attempt(name, fn):
+    """Runs a check: fn returns (passed, text); an exception is a failure."""
+    try:
+        ok, what = fn()
+    except Exception as e:  # any error is this check's failure, reported with its text
+        ok, what = False, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    report(name, ok, what)
+
+
+def compare(got, ref, tol):
+    import numpy as np
+    err = float(np.abs(got - ref).max()) if got.shape == ref.shape else float("inf")
+    return err <= tol, f"max |image - stock| {err:.2e} (tol {tol:g})"
+
+
+def families():
+    import torch
+    for fam, cases in CASES.items():
+        t0 = time.time()
+        pipe, kw = build(fam)
+        ref = image(pipe, kw)
+        std = float(ref.std())
+        report(f"{fam}-reference", std > 1e-2, f"image {list(ref.shape)}, std {std:.3f}")
+        for case, plan, mesh, ctx in cases:
+            attempt(f"{fam}-{case}",
+                    lambda: compare(dtpc_image(pipe, kw, plan, mesh, ctx), ref, TOL))
+        def cache_context():
+            import dtpc.torch
+            names_ = []
+            stock = pipe.transformer
+            m = dtpc.torch.parallelize(stock, plan, mesh=mesh, context=ctx, keep_weights=True)
+            m.register_forward_pre_hook(lambda mod, args: names_.append(mod.cache_name))
+            pipe.transformer = m
+            try:
+                image(pipe, kw)
+            finally:
+                pipe.transformer = stock
+            return names_ == CACHE_NAMES[fam], f"calls in {names_} (want {CACHE_NAMES[fam]})"
+        plan, mesh, ctx = cases[0][1:]
+        attempt(f"{fam}-cache-context", cache_context)
+
+        # negative control: one weight of dtpc's copy off by 0.25 per element
+        sd = dict(pipe.transformer.state_dict())
+        sd[PERTURB[fam]] = sd[PERTURB[fam]] + 0.25
+
+        def control():
+            ok, what = compare(dtpc_image(pipe, kw, plan, mesh, ctx, weights=sd), ref, TOL)
+            return not ok, what + f", {PERTURB[fam]} + 0.25 (must fail)"
+        attempt(f"{fam}-control-perturbed", control)
+
+        # bf16: the stock pipeline cast to bf16 against dtpc in bf16 (its default for a
+        # bf16 transformer), on the family's first mesh
+        bpipe, bkw = build(fam, torch.bfloat16)
+
+        def bf16(weights=None):
+            bref = image(bpipe, bkw)
+            ok, what = compare(dtpc_image(bpipe, bkw, plan, mesh, ctx, weights=weights), bref,
+                               TOL_BF16)
+            return ok, what + f" (the float32 image is {float(abs(bref - ref).max()):.1e} away)"
+        attempt(f"{fam}-bf16-{cases[0][0]}", bf16)
+        if fam in BF16_CONTROL:
+            bsd = dict(bpipe.transformer.state_dict())
+            bsd[PERTURB[fam]] = bsd[PERTURB[fam]] + 0.25
+
+            def bf16_control():
+                ok, what = bf16(bsd)
+                return not ok, what + f", {PERTURB[fam]} + 0.25 (must fail)"
+            attempt(f"{fam}-bf16-control-perturbed", bf16_control)
+        if fam == "flux_dev":
+            others(pipe, kw, ref)
+        print(f"# {fam}: {time.time() - t0:.1f} s", flush=True)
+
+
+def others(pipe, kw, ref):
+    import copy
+    import numpy as np
+    import dtpc
+    import dtpc.torch
+    import torch
+
+    def released():
+        stock = pipe.transformer
+        pipe.transformer = copy.deepcopy(stock)
+        t = pipe.transformer
+        try:
+            dtpc.torch.parallelize(pipe, "flux_ulysses", mesh="ulysses = 2")
+            left = sum(p.numel() for p in t.parameters())
+            ok, what = compare(image(pipe, kw), ref, TOL)
+            return ok and left == 0, f"{what}; stock parameters left: {left} elements"
+        finally:
+            pipe.transformer = stock
+    attempt("flux_dev-weights-released", released)
+
+    def from_folder():
+        with tempfile.TemporaryDirectory() as d:
+            pipe.transformer.save_pretrained(d)
+            return compare(dtpc_image(pipe, kw, "flux_usp", "ring = 2, ulysses = 2", None,
+                                      weights=d), ref, TOL)
+    attempt("flux_dev-from-folder", from_folder)
+
+
+    def wan22():
+        wpipe, wkw = build("wan22")
+        wref = image(wpipe, wkw)
+        stock = wpipe.transformer, wpipe.transformer_2
+        # from the pipeline's folder: transformer/ and transformer_2/, each rank its slices
+        with tempfile.TemporaryDirectory() as d:
+            for n, t in zip(("transformer", "transformer_2"), stock):
+                t.save_pretrained(os.path.join(d, n))
+            dtpc.torch.parallelize(wpipe, "wan_ring", mesh="ring = 3", weights=d,
+                                   keep_weights=True)
+            got = image(wpipe, wkw)
+        ok, what = compare(got, wref, TOL)
+        both = all(type(t).__name__ == "DtpcTransformer"
+                   for t in (wpipe.transformer, wpipe.transformer_2))
+        # control: transformer_2's weights matter (the stock pipeline with transformer as both)
+        wpipe.transformer, wpipe.transformer_2 = stock[0], stock[0]
+        off = float(abs(image(wpipe, wkw) - wref).max())
+        return ok and both and off > TOL, f"{what}; both replaced, from the pipeline's " \
+            f"folder: {both}; transformer_2 " \
+            f"as transformer moves the image by {off:.1e} (must be > tol)"
+    attempt("wan22-two-transformers", wan22)
+
+    def example(e):
+        import importlib.util
+        from PIL import Image
+        spec = importlib.util.spec_from_file_location(
+            e, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples",
+                            "python", f"{e}_pipeline.py"))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, f"{e}.png")
+            argv, sys.argv = sys.argv, [e, "--out", out]
+            try:
+                mod.main()
+            finally:
+                sys.argv = argv
+            a = np.asarray(Image.open(out), dtype=np.float32) / 255
+        return a.ndim == 3 and a.std() > 1e-2, f"PNG {a.shape[1]} x {a.shape[0]}, std {a.std():.3f}"
+    for e in EXAMPLES:
+        attempt(f"example-{e}", lambda: example(e))
+
+    # refusals: each a DtpcError with the documented words
+    def refused(name, words, fn):
+        def run():
+            try:
+                fn()
+            except dtpc.DtpcError as e:
+                return all(w in str(e) for w in words), str(e).splitlines()[0][:150]
+            return False, "not refused"
+        attempt(name, run)
+
+    refused("refuse-unknown-plan", ["plan: 'flux_nope' is not a plan of", "flux_usp"],
+            lambda: dtpc.torch.parallelize(pipe.transformer, "flux_nope", keep_weights=True))
+    refused("refuse-plan-unnamed", ["flux.plan holds 8 plans: name one"],
+            lambda: dtpc.torch.parallelize(pipe.transformer, os.path.join(
+                dtpc.torch._models_dir(), "flux.plan"), keep_weights=True))
+    refused("refuse-backend", ["backend: 'nccl' is not one of 'local', 'mpi'"],
+            lambda: dtpc.torch.parallelize(pipe.transformer, "flux_usp", backend="nccl",
+                                           keep_weights=True))
+    refused("refuse-weights-missing", ["weights: no file or folder '/nonexistent'"],
+            lambda: dtpc.torch.parallelize(pipe.transformer, "flux_usp", weights="/nonexistent",
+                                           keep_weights=True))
+    # 15 image tokens (6 x 10 pixels) on a ring of 2 without ring_anything
+    refused("refuse-shape", ["flux_ring at batch=1, img_seq=15, txt_seq=8",
+                             "not divisible by ring * ulysses = 2"],
+            lambda: dtpc_image(pipe, dict(kw, height=6, width=10), "flux_ring", "ring = 2", None))
+    refused("refuse-lora-scale", ["joint_attention_kwargs['scale'] = 0.5"],
+            lambda: dtpc_image(pipe, dict(kw, joint_attention_kwargs={"scale": 0.5}),
+                               "flux_ulysses", "ulysses = 2", None))
+    m = dtpc.torch.parallelize(pipe.transformer, "flux_ulysses", mesh="ulysses = 2",
+                               keep_weights=True)
+    args = dict(hidden_states=torch.randn(1, 24, 4), encoder_hidden_states=torch.randn(1, 8, 24),
+                pooled_projections=torch.randn(1, 20), timestep=torch.tensor([0.5]),
+                img_ids=torch.zeros(24, 3), txt_ids=torch.zeros(8, 3),
+                guidance=torch.tensor([3.5]))
+    refused("refuse-controlnet", ["controlnet_block_samples: not modelled"],
+            lambda: m(**args, controlnet_block_samples=[torch.zeros(1, 24, 32)]))
+    refused("refuse-ip-adapter-embeds", ["joint_attention_kwargs['ip_adapter_image_embeds']"],
+            lambda: m(**args, joint_attention_kwargs={"ip_adapter_image_embeds": [None]}))
+    refused("refuse-unknown-class", ["transformer: Linear is not one of dtpc's models"],
+            lambda: dtpc.torch.parallelize(torch.nn.Linear(2, 2), "flux_usp"))
+
+    # persistence: counted by the runtime API's counters, when it is there
+    if not hasattr(dtpc, "Ranks"):
+        for n in PERSIST:
+            skip(n, "dtpc.Ranks not present")
+        return
+
+    def delta(before, keys):
+        return {k: dtpc.stats[k] - before[k] for k in keys}
+
+    def second_step():
+        m(**args)
+        before = dict(dtpc.stats)
+        m(**args)
+        grew = delta(before, ("compiles", "cache_memory_hits", "cache_disk_hits",
+                              "weight_binds", "sessions", "runs"))
+        ok = grew.pop("runs") >= 1 and not any(grew.values())
+        return ok, f"a second step: {grew} (all 0; runs grew)"
+    attempt("persist-second-step", second_step)
+
+    def second_resolution():
+        small = dict(args, hidden_states=torch.randn(1, 12, 4), img_ids=torch.zeros(12, 3))
+        graphs = ("compiles", "cache_memory_hits", "cache_disk_hits")
+        before = dict(dtpc.stats)
+        m(**small)
+        first = delta(before, graphs + ("weight_binds",))
+        before = dict(dtpc.stats)
+        m(**small)
+        second = delta(before, graphs + ("weight_binds",))
+        ok = sum(first[k] for k in graphs) == 1 and first["weight_binds"] > 0 and \
+            not any(second.values())
+        return ok, f"12 tokens: first step {first} (one graph, weights bound), second {second} (0)"
+    attempt("persist-second-resolution", second_resolution)
+
+
+def mpi():
+    """Launch mode 2: one mpirun -np 2 runs MPI_CASES, every rank the whole pipeline with
+    backend="mpi"; each rank's image against the stock one (computed by each rank as
+    well), and the ranks' images equal."""
+    import shutil
+    import subprocess
+    import numpy as np
+    names_ = [f"{fam}-{case}" for fam, case, *_ in MPI_CASES]
+    if not shutil.which("mpirun"):
+        for n in names_:
+            skip(n, "mpirun not found")
+        return
+    with tempfile.TemporaryDirectory() as d:
+        cmd = ["mpirun", "-np", "2", "--oversubscribe", "--allow-run-as-root", "--mca", "btl",
+               "self,vader", sys.executable, __file__, "--mpi-child", d]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            why = f"mpirun exit {p.returncode}: {p.stderr.strip()[-300:]}"
+        except subprocess.TimeoutExpired:
+            why = "mpirun ran past 300 s"
+        for n in names_:
+            files = [os.path.join(d, f"{n}.rank{r}.npz") for r in range(2)]
+            if not all(map(os.path.exists, files)):
+                report(n, False, why)
+                continue
+            res = [np.load(f) for f in files]
+            oks = [compare(r["got"], r["ref"], TOL) for r in res]
+            same = all(np.array_equal(res[0]["got"], r["got"]) for r in res)
+            report(n, all(o for o, _ in oks) and same,
+                   f"{oks[0][1]} on both ranks; the ranks' images {'equal' if same else 'differ'}")
+
+
+def mpi_child(d):
+    import numpy as np
+    import dtpc.torch
+    for fam, case, plan, mesh, ctx in MPI_CASES:
+        pipe, kw = build(fam)
+        ref = image(pipe, kw)
+        dtpc.torch.parallelize(pipe, plan, mesh=mesh, context=ctx, backend="mpi")
+        got = image(pipe, kw)
+        np.savez(os.path.join(d, f"{fam}-{case}.rank{pipe.transformer.rank}.npz"), got=got,
+                 ref=ref)
+
+
+def main():
+    if sys.argv[1:2] == ["--list"]:
+        print("\n".join(names()))
+        return
+    if sys.argv[1:2] == ["--mpi-child"]:
+        mpi_child(sys.argv[2])
+        return
+    import diffusers
+    diffusers.utils.logging.set_verbosity_error()
+    families()
+    mpi()
+
+
+if __name__ == "__main__":
+    main()
