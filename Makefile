@@ -1,6 +1,7 @@
 # dtpc — build, test and benchmarks. Out-of-tree: everything goes to $(BUILD).
 #   make            the compiler (build/dtpc)
-#   make deps       install the Debian packages (idempotent)
+#   make deps       install the Debian packages and the Python test environment
+#                   (torch, diffusers: ~/.cache/dtpc/venv; idempotent)
 #   make demo       the quickstart's main job
 #   make test       every test (unit, golden diagnostics, examples, fuzz
 #                   corpus, and the same suite under ASan/UBSan)
@@ -295,6 +296,8 @@ PREFIX    ?= /usr/local
 LIBDIR    ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 MANDIR    ?= $(PREFIX)/share/man
+# the model library's plans, where the Python package looks (dtpc.models_dir)
+MODELDIR  ?= $(PREFIX)/share/dtpc/models
 # what a static link of libdtpc needs besides it (pkg-config --static)
 LIBS_PRIVATE = -lcjson -lopenblas $(MPI_LIBS) -ldl -lpthread -lm
 
@@ -332,7 +335,7 @@ $(BUILD)/libdtpc.so: $(BUILD)/libdtpc.so.$(VERSION)
 # DESTDIR stages the files (packaging); PREFIX is where they will live.
 install: $(BUILD)/dtpc $(BUILD)/libdtpc.a $(BUILD)/libdtpc.so $(CUDA_SO)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) \
-		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MODELDIR)
 	install -m 755 $(BUILD)/dtpc $(DESTDIR)$(PREFIX)/bin/dtpc
 	install -m 755 $(BUILD)/libdtpc.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
 	ln -sf libdtpc.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
@@ -345,6 +348,7 @@ install: $(BUILD)/dtpc $(BUILD)/libdtpc.a $(BUILD)/libdtpc.so $(CUDA_SO)
 		dtpc.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/dtpc.pc
 	install -m 644 doc/man/dtpc.1 $(DESTDIR)$(MANDIR)/man1/dtpc.1
 	install -m 644 doc/man/dtpc-plan.5 $(DESTDIR)$(MANDIR)/man5/dtpc-plan.5
+	install -m 644 models/*.plan $(DESTDIR)$(MODELDIR)/
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/dtpc $(DESTDIR)$(LIBDIR)/libdtpc.so \
@@ -352,4 +356,5 @@ uninstall:
 		$(DESTDIR)$(LIBDIR)/libdtpc.a $(DESTDIR)$(LIBDIR)/libdtpc_cuda.so \
 		$(DESTDIR)$(INCLUDEDIR)/dtpc.h \
 		$(DESTDIR)$(LIBDIR)/pkgconfig/dtpc.pc $(DESTDIR)$(MANDIR)/man1/dtpc.1 \
-		$(DESTDIR)$(MANDIR)/man5/dtpc-plan.5
+		$(DESTDIR)$(MANDIR)/man5/dtpc-plan.5 \
+		$(patsubst models/%,$(DESTDIR)$(MODELDIR)/%,$(wildcard models/*.plan))

@@ -32,6 +32,9 @@ class DtpcError(Exception):
         self.diagnostics = diagnostics if diagnostics is not None else []
 
 
+DtpcError.__module__ = "dtpc"  # as its users name it (tracebacks, pickling)
+
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _REPO = os.path.dirname(os.path.dirname(_HERE))
 # a checkout, not site-packages: python/dtpc sits beside the runtime's header
@@ -77,8 +80,11 @@ def _locate(env, name, installed):
 
 def _installed_lib():
     libdir = _pkg_config("libdir")
-    if libdir and os.path.exists(os.path.join(libdir, "libdtpc.so")):
-        return os.path.join(libdir, "libdtpc.so")
+    # the loader's path: LD_LIBRARY_PATH's folders by name (find_library
+    # gives the soname alone there), then the loader's cache
+    for folder in [libdir] + os.environ.get("LD_LIBRARY_PATH", "").split(":"):
+        if folder and os.path.exists(os.path.join(folder, "libdtpc.so")):
+            return os.path.join(folder, "libdtpc.so")
     return ctypes.util.find_library("dtpc")
 
 

@@ -206,8 +206,11 @@ class _LocalRanks:
             t.start()
         try:
             self._collect()  # every session created, or the first cause raised
-        except BaseException:
-            self.stop(join=False)
+        except DtpcError:
+            self.stop()  # the threads left have nothing to finish
+            raise
+        except KeyboardInterrupt:
+            self.stop(join=False)  # some may wait in the handshake, until its timeout
             raise
 
     def _serve(self, r, device, threads, dtype):
