@@ -247,8 +247,18 @@ class _LocalRanks:
                 lib.dtpc_local_world_free(self.world)
 
     def each(self, job):
-        for q in self.queues:
-            q.put(job)
+        # every rank gets the job or none does: one left without it would
+        # keep the others waiting in a collective until the timeout
+        given, interrupted = 0, False
+        while given < self.n:
+            try:
+                while given < self.n:
+                    self.queues[given].put(job)
+                    given += 1
+            except KeyboardInterrupt:
+                interrupted = True
+        if interrupted:
+            raise KeyboardInterrupt
         return self._collect()
 
     def _collect(self):

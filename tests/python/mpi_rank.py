@@ -26,6 +26,7 @@ try:
         if r.rank == 0:
             np.save(os.path.join(tmp, "mpi_out.npy"), out)
         print(f"rank {r.rank}: sessions {dtpc.stats['sessions']}, binds {binds}, "
-              f"second run binds {dtpc.stats['weight_binds'] - binds}")
+              f"second run binds {dtpc.stats['weight_binds'] - binds}", flush=True)
 except dtpc.DtpcError as e:
-    print(f"rank {rank}: DtpcError: {e}")
+    # flushed: the job may be aborted (MPI_Abort) before this process exits
+    print(f"rank {rank}: DtpcError: {e}", flush=True)
