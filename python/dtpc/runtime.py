@@ -107,6 +107,12 @@ class Graph:
             self._h = None
 
     @property
+    def path(self):
+        """The graph file it was opened from (compile_cached: the cache's
+        entry), or None for one opened from bytes."""
+        return self._path
+
+    @property
     def world(self):
         """The ranks the graph was compiled for."""
         return library().dtpc_graph_world(self._h)
