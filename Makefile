@@ -105,7 +105,7 @@ MPI_TEST_BIN = $(MPI_TEST_SRC:tests/mpi/%.c=$(BUILD)/tests/mpi_%)
 BENCH_SRC    = $(filter-out $(if $(HAVE_MPI),,bench/comm_bench.c),$(wildcard bench/*.c))
 BENCH_BIN    = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps demo test bench fuzz clean gpu-bundle
+.PHONY: all deps deps-debian demo test bench fuzz clean gpu-bundle
 # keep the objects of chained pattern rules (tests, benchmarks): no rebuilds
 .SECONDARY:
 all: $(BUILD)/dtpc $(UNIT_BIN) $(MPI_TEST_BIN) $(BENCH_BIN) $(BUILD)/examples/embed \
@@ -118,6 +118,9 @@ endif
 
 deps:
 	@sh scripts/deps.sh
+# the Debian packages alone: the quickstart needs no torch
+deps-debian:
+	@sh scripts/deps.sh --debian-only
 
 $(BUILD)/gen/plan.tab.c $(BUILD)/gen/plan.tab.h: grammar/plan.y
 	@mkdir -p $(@D)
@@ -252,7 +255,7 @@ fuzz-prop: $(BUILD)/dtpc
 	python3 tests/prop/gen.py --dtpc $(BUILD)/dtpc --out $(BUILD)/prop --seed $(PROP_SEED) \
 		--count $(PROP_COUNT)
 
-demo: deps all
+demo: deps-debian all
 	@sh scripts/demo.sh $(BUILD)
 
 # make test builds in parallel by itself (CI runs a plain `make test` on two

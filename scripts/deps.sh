@@ -1,5 +1,5 @@
 #!/bin/sh
-# deps.sh — installs the Debian packages dtpc builds and tests with, then the
+# deps.sh [--debian-only] — installs the Debian packages dtpc builds and tests with, then the
 # project's Python environment (torch, diffusers: python/requirements-test.txt)
 # at ${DTPC_VENV:-$HOME/.cache/dtpc/venv}, outside the clone so that fresh
 # clones on one machine share it.
@@ -29,6 +29,7 @@ else
 fi
 
 # ---- the Python environment ----------------------------------------------------------------
+[ "${1:-}" = --debian-only ] && exit 0
 venv=${DTPC_VENV:-$HOME/.cache/dtpc/venv}
 req=$(dirname "$0")/../python/requirements-test.txt
 want=$(sha256sum "$req" | cut -d' ' -f1)
