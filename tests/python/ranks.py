@@ -5,6 +5,7 @@ compile_cached's memory and disk hits and its key, failures that raise
 refusals and their messages, and MPI ranks against local ones. Prints "ok
 NAME", "FAIL NAME: why" or "skip NAME: why" per check (tests/python.sh
 counts them). Run with PYTHONPATH=python and DTPC_BUILD=BUILD."""
+import ctypes
 import json
 import os
 import shutil
@@ -292,6 +293,36 @@ def cuda_refused_with_reason():
     if not why:
         raise Skip("this build and machine can compute on CUDA")
     raises(lambda: dtpc.Ranks(G4, device="cuda"), "device 'cuda'", why.decode())
+
+
+@case
+def nccl_entry():
+    # torchrun's entry (dtpc_nccl_unique_id, dtpc_comm_nccl_init): its
+    # refusals anywhere; on a GPU machine tests/gpu/test_nccl_init runs it
+    lib, ERR_INVALID, ERR_COMM = dtpc._lib.library(), 1, 6
+    buf, other = ctypes.create_string_buffer(128), ctypes.create_string_buffer(128)
+    comm = ctypes.c_void_p()
+    raises(lambda: dtpc._lib.call("dtpc_nccl_unique_id", buf, 8), "takes 128 bytes",
+           status=ERR_INVALID)
+    st = lib.dtpc_nccl_unique_id(buf, 128)
+    if st == 0:  # NCCL makes ids without a GPU
+        assert lib.dtpc_nccl_unique_id(other, 128) == 0
+        assert buf.raw != bytes(128) and buf.raw != other.raw
+    else:
+        assert st == ERR_COMM and b"no nccl backend" in lib.dtpc_last_error(), st
+    for args, words in (((buf, 7, 0, 1), "has 128 bytes, not 7"),
+                        ((buf, 128, 2, 2), "rank 2 of a world of 2"),
+                        ((buf, 128, -1, 2), "rank -1 of a world of 2"),
+                        ((buf, 128, 0, 0), "rank 0 of a world of 0")):
+        raises(lambda: dtpc._lib.call("dtpc_comm_nccl_init", *args, 1000, ctypes.byref(comm)),
+               words, status=ERR_INVALID)
+    if not lib.dtpc_device_unavailable(1):
+        raise Skip("a GPU is here: tests/gpu/test_nccl_init makes the communicator")
+    start = time.monotonic()
+    e = raises(lambda: dtpc._lib.call("dtpc_comm_nccl_init", buf, 128, 0, 1, 1000,
+                                      ctypes.byref(comm)), "NCCL: ", status=ERR_COMM)
+    assert comm.value is None and time.monotonic() - start < 30, (comm, str(e))
+    assert any(w in str(e) for w in ("no CUDA device", "no nccl backend", "cannot load")), str(e)
 
 
 @case
