@@ -253,8 +253,9 @@ class _LocalRanks:
                 lib.dtpc_local_world_free(self.world)
 
     def each(self, job):
-        # every rank gets the job or none does: one left without it would
-        # keep the others waiting in a collective until the timeout
+        # every rank gets the job, even when an interrupt comes between two:
+        # one left without it would keep the others waiting in a collective
+        # until the timeout
         given, interrupted = 0, False
         while given < self.n:
             try:
