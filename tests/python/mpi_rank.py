@@ -1,8 +1,10 @@
 """mpi_rank.py GRAPH TMPDIR good|bad — one rank of tests/python/ranks.py's
 MPI check (mpirun -np N): Ranks(backend="mpi") binds TMPDIR/weights.npz,
-runs TMPDIR/x.npy twice and prints "rank R: sessions S, binds B, second run
-binds B2" (rank 0 saves the output as TMPDIR/mpi_out.npy). "bad": rank 1's
-input has the wrong shape; every rank prints "rank R: DtpcError: ..."."""
+runs TMPDIR/x.npy twice and writes "rank R: sessions S, binds B, second run
+binds B2" to TMPDIR/MODE-R.txt (rank 0 saves the output as
+TMPDIR/mpi_out.npy). "bad": rank 1's input has the wrong shape; every rank
+that gets to it writes "rank R: DtpcError: ...". Files, not standard output:
+mpirun interleaves the ranks' lines."""
 import os
 import sys
 
@@ -25,8 +27,10 @@ try:
         out = r.run({"hidden_states": x})["proj_out"]
         if r.rank == 0:
             np.save(os.path.join(tmp, "mpi_out.npy"), out)
-        print(f"rank {r.rank}: sessions {dtpc.stats['sessions']}, binds {binds}, "
-              f"second run binds {dtpc.stats['weight_binds'] - binds}", flush=True)
+        said = (f"rank {r.rank}: sessions {dtpc.stats['sessions']}, binds {binds}, "
+                f"second run binds {dtpc.stats['weight_binds'] - binds}")
 except dtpc.DtpcError as e:
-    # flushed: the job may be aborted (MPI_Abort) before this process exits
-    print(f"rank {rank}: DtpcError: {e}", flush=True)
+    said = f"rank {rank}: DtpcError: {e}"
+# at once: the job may be aborted (MPI_Abort) before this process exits
+with open(os.path.join(tmp, f"{mode}-{rank}.txt"), "w") as f:
+    f.write(said + "\n")
