@@ -1,6 +1,7 @@
 # dtpc — build, test and benchmarks. Out-of-tree: everything goes to $(BUILD).
 #   make            the compiler (build/dtpc)
-#   make deps       install the Debian packages (idempotent)
+#   make deps       install the Debian packages and the Python test environment
+#                   (torch, diffusers: ~/.cache/dtpc/venv; idempotent)
 #   make demo       the quickstart's main job
 #   make test       every test (unit, golden diagnostics, examples, fuzz
 #                   corpus, and the same suite under ASan/UBSan)
@@ -120,7 +121,7 @@ MPI_TEST_BIN = $(MPI_TEST_SRC:tests/mpi/%.c=$(BUILD)/tests/mpi_%)
 BENCH_SRC    = $(filter-out $(if $(HAVE_MPI),,bench/comm_bench.c),$(wildcard bench/*.c))
 BENCH_BIN    = $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps demo test bench fuzz clean gpu-bundle
+.PHONY: all deps deps-debian demo test bench fuzz clean gpu-bundle
 # keep the objects of chained pattern rules (tests, benchmarks): no rebuilds
 .SECONDARY:
 all: $(BUILD)/dtpc $(UNIT_BIN) $(MPI_TEST_BIN) $(BENCH_BIN) $(BUILD)/examples/embed \
@@ -133,6 +134,9 @@ endif
 
 deps:
 	@sh scripts/deps.sh
+# the Debian packages alone: the quickstart needs no torch
+deps-debian:
+	@sh scripts/deps.sh --debian-only
 
 $(BUILD)/gen/plan.tab.c $(BUILD)/gen/plan.tab.h: grammar/plan.y
 	@mkdir -p $(@D)
@@ -271,7 +275,7 @@ fuzz-prop: $(BUILD)/dtpc
 	python3 tests/prop/gen.py --dtpc $(BUILD)/dtpc --out $(BUILD)/prop --seed $(PROP_SEED) \
 		--count $(PROP_COUNT)
 
-demo: deps all
+demo: deps-debian all
 	@sh scripts/demo.sh $(BUILD)
 
 # make test builds in parallel by itself (CI runs a plain `make test` on two
@@ -315,6 +319,8 @@ PREFIX    ?= /usr/local
 LIBDIR    ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 MANDIR    ?= $(PREFIX)/share/man
+# the model library's plans, where the Python package looks (dtpc.models_dir)
+MODELDIR  ?= $(PREFIX)/share/dtpc/models
 # what a static link of libdtpc needs besides it (pkg-config --static)
 LIBS_PRIVATE = -lcjson -lopenblas $(MPI_LIBS) -ldl -lpthread -lm
 
@@ -352,7 +358,7 @@ $(BUILD)/libdtpc.so: $(BUILD)/libdtpc.so.$(VERSION)
 # DESTDIR stages the files (packaging); PREFIX is where they will live.
 install: $(BUILD)/dtpc $(BUILD)/libdtpc.a $(BUILD)/libdtpc.so $(CUDA_SO)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) \
-		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MODELDIR)
 	install -m 755 $(BUILD)/dtpc $(DESTDIR)$(PREFIX)/bin/dtpc
 	install -m 755 $(BUILD)/libdtpc.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
 	ln -sf libdtpc.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
@@ -365,6 +371,7 @@ install: $(BUILD)/dtpc $(BUILD)/libdtpc.a $(BUILD)/libdtpc.so $(CUDA_SO)
 		dtpc.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/dtpc.pc
 	install -m 644 doc/man/dtpc.1 $(DESTDIR)$(MANDIR)/man1/dtpc.1
 	install -m 644 doc/man/dtpc-plan.5 $(DESTDIR)$(MANDIR)/man5/dtpc-plan.5
+	install -m 644 models/*.plan $(DESTDIR)$(MODELDIR)/
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/dtpc $(DESTDIR)$(LIBDIR)/libdtpc.so \
@@ -372,4 +379,5 @@ uninstall:
 		$(DESTDIR)$(LIBDIR)/libdtpc.a $(DESTDIR)$(LIBDIR)/libdtpc_cuda.so \
 		$(DESTDIR)$(INCLUDEDIR)/dtpc.h \
 		$(DESTDIR)$(LIBDIR)/pkgconfig/dtpc.pc $(DESTDIR)$(MANDIR)/man1/dtpc.1 \
-		$(DESTDIR)$(MANDIR)/man5/dtpc-plan.5
+		$(DESTDIR)$(MANDIR)/man5/dtpc-plan.5 \
+		$(patsubst models/%,$(DESTDIR)$(MODELDIR)/%,$(wildcard models/*.plan))

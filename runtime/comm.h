@@ -234,4 +234,11 @@ struct comm *comm_mpi_create(int timeout_ms, char *err, size_t errlen);
  * finish within timeout_ms aborts the communicator (ncclCommAbort) and fails
  * with the op and the group named. */
 struct comm *comm_nccl_create(int timeout_ms, char *err, size_t errlen);
+/* dtpc_nccl_unique_id and dtpc_comm_nccl_init (dtpc.h): an id made here
+ * (DTPC_NCCL_UNIQUE_ID_BYTES written to out), and a communicator from such
+ * an id and the rank and world the caller gives, without MPI (the caller
+ * checked them). 0 / a comm on success; -1 / NULL with err set. */
+int comm_nccl_unique_id(void *out, char *err, size_t errlen);
+struct comm *comm_nccl_init(const void *id, int rank, int world, int timeout_ms, char *err,
+			    size_t errlen);
 #endif

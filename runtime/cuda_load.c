@@ -119,6 +119,31 @@ struct comm *comm_nccl_create(int timeout_ms, char *err, size_t errlen)
 	}
 	return api->nccl_create(timeout_ms, err, errlen);
 }
+
+/* The nccl backend's table entries, or NULL with err saying why there are none. */
+static const struct dtpc_cuda_api *nccl_api(char *err, size_t errlen)
+{
+	if (!cuda()) {
+		snprintf(err, errlen, "cannot load dtpc's CUDA library: %s", why);
+		return NULL;
+	}
+	if (!api->nccl_unique_id) {
+		snprintf(err, errlen, "this build of dtpc has no nccl backend (built without NCCL)");
+		return NULL;
+	}
+	return api;
+}
+
+int comm_nccl_unique_id(void *out, char *err, size_t errlen)
+{
+	return nccl_api(err, errlen) ? api->nccl_unique_id(out, err, errlen) : -1;
+}
+
+struct comm *comm_nccl_init(const void *id, int rank, int world, int timeout_ms, char *err,
+			    size_t errlen)
+{
+	return nccl_api(err, errlen) ? api->nccl_init(id, rank, world, timeout_ms, err, errlen) : NULL;
+}
 #else
 struct dev *dev_cuda_create(int ordinal, char *err, size_t errlen)
 {
@@ -136,9 +161,27 @@ const char *dev_cuda_unavailable(void)
 	return "this build of dtpc has no CUDA device (built without nvcc)";
 }
 
-struct comm *comm_nccl_create(int timeout_ms, char *err, size_t errlen)
+static void no_nccl(char *err, size_t errlen)
 {
 	snprintf(err, errlen, "this build of dtpc has no nccl backend (built without CUDA)");
+}
+
+struct comm *comm_nccl_create(int timeout_ms, char *err, size_t errlen)
+{
+	no_nccl(err, errlen);
+	return NULL;
+}
+
+int comm_nccl_unique_id(void *out, char *err, size_t errlen)
+{
+	no_nccl(err, errlen);
+	return -1;
+}
+
+struct comm *comm_nccl_init(const void *id, int rank, int world, int timeout_ms, char *err,
+			    size_t errlen)
+{
+	no_nccl(err, errlen);
 	return NULL;
 }
 #endif

@@ -88,6 +88,30 @@ DTPC_API dtpc_status dtpc_comm_mpi(int timeout_ms, dtpc_comm **out);
  * finish within timeout_ms (0: 120 s) aborts the job's communicators. */
 DTPC_API dtpc_status dtpc_comm_nccl(int timeout_ms, dtpc_comm **out);
 
+/* The nccl backend without MPI, for launchers that start the processes and
+ * carry data between them themselves (torchrun, with torch.distributed or
+ * its store): rank 0 makes the job's NCCL unique id, the caller hands the
+ * same bytes to every rank, and each rank creates its communicator from
+ * them with its rank number and the world size. */
+#define DTPC_NCCL_UNIQUE_ID_BYTES 128
+/* Writes a fresh NCCL unique id (DTPC_NCCL_UNIQUE_ID_BYTES bytes) to out,
+ * which holds len >= DTPC_NCCL_UNIQUE_ID_BYTES bytes. Call it on one rank
+ * per job. DTPC_ERR_INVALID for a short buffer; DTPC_ERR_COMM where this
+ * build has no nccl backend (no NCCL, no CUDA) or NCCL fails. */
+DTPC_API dtpc_status dtpc_nccl_unique_id(void *out, size_t len);
+/* This process's rank `rank` (0 <= rank < world) of the job whose rank 0
+ * made `id` (len == DTPC_NCCL_UNIQUE_ID_BYTES; the bytes are copied, the
+ * caller keeps them). Collective: every rank of the world calls it, and it
+ * returns once all have joined, or fails after timeout_ms (0: 120 s). The
+ * rank's GPU is its node-local rank (LOCAL_RANK, as torchrun sets it, or
+ * Open MPI's, else `rank`) modulo the GPUs visible. A collective that does
+ * not finish within timeout_ms aborts the job's communicators, as
+ * dtpc_comm_nccl's. MPI is not used (not initialized, not finalized).
+ * Freed by dtpc_comm_free. DTPC_ERR_INVALID for bad arguments; DTPC_ERR_COMM
+ * where this build has no nccl backend, without a GPU, or when NCCL fails. */
+DTPC_API dtpc_status dtpc_comm_nccl_init(const void *id, size_t len, int rank, int world,
+				 int timeout_ms, dtpc_comm **out);
+
 DTPC_API int dtpc_comm_rank(const dtpc_comm *c);
 DTPC_API int dtpc_comm_size(const dtpc_comm *c);
 DTPC_API void dtpc_comm_free(dtpc_comm *c);

@@ -203,37 +203,66 @@ void dtpc_local_world_free(dtpc_local_world *w)
 	free(w);
 }
 
-dtpc_status dtpc_comm_mpi(int timeout_ms, dtpc_comm **out)
+/* A backend's comm as the API hands it out; impl NULL: it failed, why says why. */
+static dtpc_status comm_out(struct comm *impl, const char *backend, const char *why,
+			    dtpc_comm **out)
 {
-	*out = NULL;
-	char why[256];
+	if (!impl)
+		return rt_error(DTPC_ERR_COMM, "%s: %s", backend, why);
 	dtpc_comm *c = calloc(1, sizeof *c);
-	if (!c)
+	if (!c) {
+		impl->ops->free(impl);
 		return rt_error(DTPC_ERR_NOMEM, "out of memory");
-	c->impl = comm_mpi_create(timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS, why, sizeof why);
-	if (!c->impl) {
-		free(c);
-		return rt_error(DTPC_ERR_COMM, "MPI: %s", why);
 	}
+	c->impl = impl;
 	*out = c;
 	return DTPC_OK;
 }
 
+dtpc_status dtpc_comm_mpi(int timeout_ms, dtpc_comm **out)
+{
+	*out = NULL;
+	char why[256];
+	struct comm *impl = comm_mpi_create(timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS, why,
+					    sizeof why);
+	return comm_out(impl, "MPI", why, out);
+}
+
+/* cuda_load.c says why when this build or machine has no nccl backend */
 dtpc_status dtpc_comm_nccl(int timeout_ms, dtpc_comm **out)
 {
 	*out = NULL;
 	char why[768];
-	dtpc_comm *c = calloc(1, sizeof *c);
-	if (!c)
-		return rt_error(DTPC_ERR_NOMEM, "out of memory");
-	/* cuda_load.c says why when this build or machine has no nccl backend */
-	c->impl = comm_nccl_create(timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS, why, sizeof why);
-	if (!c->impl) {
-		free(c);
+	struct comm *impl = comm_nccl_create(timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS, why,
+					     sizeof why);
+	return comm_out(impl, "NCCL", why, out);
+}
+
+dtpc_status dtpc_nccl_unique_id(void *out, size_t len)
+{
+	char why[768];
+	if (!out || len < DTPC_NCCL_UNIQUE_ID_BYTES)
+		return rt_error(DTPC_ERR_INVALID, "an NCCL unique id takes %d bytes; the buffer has %zu",
+				DTPC_NCCL_UNIQUE_ID_BYTES, out ? len : 0);
+	if (comm_nccl_unique_id(out, why, sizeof why))
 		return rt_error(DTPC_ERR_COMM, "NCCL: %s", why);
-	}
-	*out = c;
 	return DTPC_OK;
+}
+
+dtpc_status dtpc_comm_nccl_init(const void *id, size_t len, int rank, int world, int timeout_ms,
+				dtpc_comm **out)
+{
+	*out = NULL;
+	char why[768];
+	if (!id || len != DTPC_NCCL_UNIQUE_ID_BYTES)
+		return rt_error(DTPC_ERR_INVALID, "an NCCL unique id has %d bytes, not %zu",
+				DTPC_NCCL_UNIQUE_ID_BYTES, id ? len : 0);
+	if (world < 1 || rank < 0 || rank >= world)
+		return rt_error(DTPC_ERR_INVALID, "rank %d of a world of %d ranks", rank, world);
+	struct comm *impl = comm_nccl_init(id, rank, world,
+					   timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS, why,
+					   sizeof why);
+	return comm_out(impl, "NCCL", why, out);
 }
 
 int dtpc_device_count(dtpc_device dev)

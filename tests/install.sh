@@ -38,7 +38,8 @@ fi
 ok
 
 files="bin/dtpc lib/libdtpc.so lib/$soname lib/libdtpc.so.$version lib/libdtpc.a
-include/dtpc.h lib/pkgconfig/dtpc.pc share/man/man1/dtpc.1 share/man/man5/dtpc-plan.5"
+include/dtpc.h lib/pkgconfig/dtpc.pc share/man/man1/dtpc.1 share/man/man5/dtpc-plan.5
+share/dtpc/models/flux.plan share/dtpc/models/wan.plan"
 missing=""
 for f in $files; do
 	[ -e "$prefix/$f" ] || missing="$missing $f"

@@ -23,6 +23,17 @@ if dtpc_python=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null) &&
 	python3() { "$dtpc_python" "$@"; }
 fi
 
+# dtpc_venv_python: the interpreter of the project's Python environment (torch,
+# diffusers: python/requirements-test.txt), which `make deps` makes at
+# ${DTPC_VENV:-$HOME/.cache/dtpc/venv}; prints nothing when there is none, or
+# one left unfinished (no stamp), so that a test can count itself skipped.
+dtpc_venv_python() {
+	dv_venv=${DTPC_VENV:-$HOME/.cache/dtpc/venv}
+	if [ -x "$dv_venv/bin/python" ] && [ -s "$dv_venv/.dtpc-stamp" ]; then
+		echo "$dv_venv/bin/python"
+	fi
+}
+
 ok() { pass=$((pass + 1)); }
 # skipped NAME WHY: a check that could not run here
 skipped() {

@@ -19,6 +19,8 @@
 #            the stock images (a venv with torch and diffusers: DTPC_VENV)
 #  weights   tests/weights.sh: sharded, BF16/F16 and per-rank checkpoints, and
 #            their errors
+#  python    tests/python.sh: the Python package (Ranks, compile_cached, stats,
+#            torch tensors with the project's venv, pip install of an install)
 #  mpi       a subset of equiv and fixtures under mpirun, MPI comm tests
 #  fuzz      each libFuzzer target over its corpus, then a short run
 #  prop      tests/prop/gen.py: random models and plans, check -> compile -> run
@@ -308,6 +310,14 @@ if [ -z "$SAN" ]; then
 	sh tests/install.sh "$BUILD" >"$tmp/install" 2>&1
 	grep -A20 '^FAIL' "$tmp/install" | head -40
 	absorb install "$tmp/install"
+fi
+
+# ---- the Python package: Ranks, the compile cache, torch tensors, pip install (tests/python.sh) --
+# (the plain pass only: Python cannot load a sanitizer build's library)
+if [ -z "$SAN" ]; then
+	sh tests/python.sh "$BUILD" >"$tmp/python" 2>&1
+	grep -A20 '^FAIL' "$tmp/python" | head -40
+	absorb python "$tmp/python"
 fi
 
 # a subset under mpirun (one process per rank; as root in CI; a build without MPI has none)

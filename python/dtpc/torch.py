@@ -18,19 +18,15 @@ height, width, txt_seq; Qwen-Image batch, frames, height, width from
 rope_interpolation_scale) is compiled once, when first seen: the compiler
 checks the plan at that shape first, and a shape it cannot take is a
 DtpcError with its located diagnostic before any rank runs. The weights are
-bound once per compiled shape (over the shim below: local ranks are rebuilt
-and rebound at every call until dtpc.Ranks lands). docs/python.md, "With
+bound once per compiled shape, into sessions that live across steps and
+calls (dtpc.Ranks). docs/python.md, "With
 diffusers", says what is refused and why.
 """
-import atexit
 import contextlib
-import ctypes
-import hashlib
 import inspect
 import json
 import os
 import re
-import subprocess
 import tempfile
 
 import numpy as np
@@ -41,93 +37,9 @@ from dtpc import DtpcError
 
 __all__ = ["parallelize", "DtpcTransformer"]
 
-# ==== SHIM (until the `pipeline` branch's runtime API lands) ==============================
-# dtpc.compile_cached, dtpc.models_dir and dtpc.Ranks with that API's signatures, over
-# today's dtpc.compile / Graph.run (which rebinds the weights at every run). At the merge
-# these lines become:
-#     _compile_cached, _models_dir, _Ranks = dtpc.compile_cached, dtpc.models_dir, dtpc.Ranks
-_graphs = {}
-_graph_dir = tempfile.TemporaryDirectory(prefix="dtpc-graphs-")  # without a cache_dir
-_comms = []  # MPI comms, freed at exit in reverse: the first one's free finalizes MPI
-
-
-def _models_dir():
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(dtpc.__file__)))), "models")
-
-
-def _compile_cached(path, plan=None, mesh=None, context=None, config=None, defines=None,
-                    dtype=None, cache_dir=None):
-    texts = [open(p, "rb").read() for p in (path, config) if p]
-    key = hashlib.sha256(repr((texts, plan, mesh, context, sorted((defines or {}).items()),
-                               dtype)).encode()).hexdigest()[:24]
-    if key not in _graphs:
-        os.makedirs(cache_dir or _graph_dir.name, exist_ok=True)
-        out = os.path.join(cache_dir or _graph_dir.name, key + ".graph")
-        if not os.path.exists(out):
-            p = subprocess.run([dtpc._program(), os.fspath(path), "-o", out] + dtpc._plan_args(
-                plan, mesh, context, defines, None, config) + ["--dtype", dtype or "f32"],
-                capture_output=True, text=True)
-            if p.returncode:
-                raise DtpcError(p.stderr.strip())
-        _graphs[key] = dtpc.Graph.open(out)
-    return _graphs[key]
-
-
-class _Ranks:
-    def __init__(self, graph, ranks=None, backend="local", device="cpu", threads=None,
-                 timeout=120.0, dtype=None):
-        if device != "cpu" or dtype is not None:
-            raise DtpcError("device / dtype: this dtpc.torch runs sessions on the CPU in the "
-                            "graph's dtype (the persistent sessions of dtpc.Ranks are not here)")
-        self._g, self._threads, self._timeout, self._w = graph, threads, timeout, 0
-        self.world, self.rank, self._sess = graph.world if ranks is None else ranks, 0, None
-        if backend == "mpi":
-            lib = dtpc._library()
-            for f, res, args in (("dtpc_comm_mpi", ctypes.c_int, [ctypes.c_int, dtpc._pp]),
-                                 ("dtpc_comm_rank", ctypes.c_int, [ctypes.c_void_p]),
-                                 ("dtpc_comm_size", ctypes.c_int, [ctypes.c_void_p])):
-                getattr(lib, f).restype, getattr(lib, f).argtypes = res, args
-            comm, self._sess = ctypes.c_void_p(), ctypes.c_void_p()
-            dtpc._call("dtpc_comm_mpi", int(timeout * 1000), ctypes.byref(comm))
-            _comms.append(comm)
-            self.world, self.rank = lib.dtpc_comm_size(comm), lib.dtpc_comm_rank(comm)
-            dtpc._call("dtpc_session_create", graph._h, comm, 0, ctypes.byref(self._sess),
-                       rank=self.rank)
-            if threads:
-                dtpc._call("dtpc_session_threads", self._sess, int(threads), rank=self.rank)
-        elif backend != "local":
-            raise DtpcError(f"backend: {backend!r} is not one of 'local', 'mpi'")
-
-    def bind_weights(self, src):
-        # local ranks rebind at every run: the float32 arrays are kept (a copy per session
-        # when the tensors are not float32 already)
-        if isinstance(src, dict):
-            src = {k: v.detach().to("cpu", torch.float32).numpy() if torch.is_tensor(v) else v
-                   for k, v in src.items()}
-        self._w = src
-        if self._sess is not None:
-            dtpc._bind(self._sess, dtpc._prepare(src), "dtpc_session_bind_weights_file",
-                       "dtpc_session_bind_weights_seed", "dtpc_session_bind_weight", self.rank)
-            self._w = None
-
-    def run(self, inputs):
-        if self._sess is None:
-            return self._g.run(inputs=inputs, weights=self._w, ranks=self.world,
-                               timeout=self._timeout, threads=self._threads)
-        dtpc._bind(self._sess, dtpc._prepare(inputs), None, None, "dtpc_session_set_input",
-                   self.rank)
-        dtpc._call("dtpc_session_run", self._sess, rank=self.rank)
-        return dtpc._outputs(dtpc._library(), self._sess)
-
-    def close(self):
-        if self._sess is not None:
-            dtpc._library().dtpc_session_free(self._sess)
-            self._sess = None
-
-
-atexit.register(lambda: [dtpc._library().dtpc_comm_free(c) for c in reversed(_comms)])
-# ==== END SHIM ===========================================================================
+# The runtime this module stands on: the compile cache (a graph per shape, on disk
+# across restarts) and the persistent sessions (weights bound once per shape).
+_compile_cached, _models_dir, _Ranks = dtpc.compile_cached, dtpc.models_dir, dtpc.Ranks
 
 
 def _tensor(x):

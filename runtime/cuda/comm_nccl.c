@@ -26,6 +26,7 @@
  * copies). docs/comm.md, "The nccl backend", has the whole story. */
 #include "runtime/comm.h"
 #include "runtime/cuda/cuda_api.h"
+#include "runtime/dtpc.h"
 
 #ifdef DTPC_HAVE_NCCL
 #include <mpi.h>
@@ -1014,9 +1015,8 @@ static int mpi_wait(MPI_Request *req, int ms)
 	}
 }
 
-/* This rank's GPU, streams, events and (rank 0) the unique id: false with
- * err set on failure. */
-static bool local_setup(struct nccl *n, ncclUniqueId *id, char *err, size_t errlen)
+/* This rank's GPU, streams and events: false with err set on failure. */
+static bool local_setup(struct nccl *n, char *err, size_t errlen)
 {
 	int ndev = 0, rank = n->c.rank;
 	cudaError_t e = cudaGetDeviceCount(&ndev);
@@ -1025,8 +1025,11 @@ static bool local_setup(struct nccl *n, ncclUniqueId *id, char *err, size_t errl
 			 e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount found none");
 		return false;
 	}
-	/* ranks of one node take its GPUs in turn */
+	/* ranks of one node take its GPUs in turn, by their node-local rank:
+	 * Open MPI's, or torchrun's LOCAL_RANK */
 	const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+	if (!lr)
+		lr = getenv("LOCAL_RANK");
 	int local = lr ? atoi(lr) : rank;
 	n->c.device = (local < 0 ? 0 : local) % ndev;
 	/* own: ordered with the legacy default stream, like a caller's plain
@@ -1051,7 +1054,13 @@ static bool local_setup(struct nccl *n, ncclUniqueId *id, char *err, size_t errl
 		return false;
 	}
 	n->c.stream = n->own;
-	ncclResult_t r = rank == 0 ? ncclGetUniqueId(id) : ncclSuccess;
+	return true;
+}
+
+/* The job's unique id, made on rank 0. */
+static bool make_id(ncclUniqueId *id, char *err, size_t errlen)
+{
+	ncclResult_t r = ncclGetUniqueId(id);
 	if (r != ncclSuccess) {
 		snprintf(err, errlen, "rank 0: ncclGetUniqueId: %s (%s)", ncclGetErrorString(r),
 			 ncclGetLastError(NULL));
@@ -1133,6 +1142,36 @@ static bool init_world(struct nccl *n, ncclUniqueId id, char *err, size_t errlen
 	return false;
 }
 
+/* Rank `rank` of `world`, before its GPU is set up; NULL: out of memory. */
+static struct nccl *nccl_new(int rank, int world, int timeout_ms)
+{
+	struct nccl *n = calloc(1, sizeof *n);
+	if (!n)
+		return NULL;
+	n->c = (struct comm){ .ops = &nccl_ops, .rank = rank, .world = world, .device = -1 };
+	n->timeout_ms = timeout_ms > 0 ? timeout_ms : 1;
+	int ranks[LISTED], listed = world < LISTED ? world : LISTED;
+	for (int i = 0; i < listed; i++)
+		ranks[i] = i;
+	comm_ranks_str(ranks, listed, n->world_name, sizeof n->world_name);
+	return n;
+}
+
+/* Frees a backend that did not start: what local_setup made of it. */
+static void nccl_discard(struct nccl *n)
+{
+	for (int i = 0; i < PENDING; i++)
+		if (n->pend[i].ev)
+			cudaEventDestroy(n->pend[i].ev);
+	if (n->ready)
+		cudaEventDestroy(n->ready);
+	if (n->side)
+		cudaStreamDestroy(n->side);
+	if (n->own)
+		cudaStreamDestroy(n->own);
+	free(n);
+}
+
 struct comm *nccl_comm_create(int timeout_ms, char *err, size_t errlen)
 {
 	int inited = 0, finalized = 0, provided;
@@ -1149,45 +1188,60 @@ struct comm *nccl_comm_create(int timeout_ms, char *err, size_t errlen)
 		snprintf(err, errlen, "MPI_Init_thread failed");
 		return NULL;
 	}
-	struct nccl *n = calloc(1, sizeof *n);
+	int rank = 0, world = 1;
+	if (use_mpi) {
+		MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+		MPI_Comm_size(MPI_COMM_WORLD, &world);
+	}
+	struct nccl *n = nccl_new(rank, world, timeout_ms);
 	if (!n) {
 		snprintf(err, errlen, "out of memory");
 		if (use_mpi && !inited)
 			MPI_Finalize();
 		return NULL;
 	}
-	n->c = (struct comm){ .ops = &nccl_ops, .rank = 0, .world = 1, .device = -1 };
-	n->timeout_ms = timeout_ms > 0 ? timeout_ms : 1;
 	n->mpi_init = use_mpi && !inited;
-	if (use_mpi) {
-		MPI_Comm_rank(MPI_COMM_WORLD, &n->c.rank);
-		MPI_Comm_size(MPI_COMM_WORLD, &n->c.world);
-	}
-	int ranks[LISTED], listed = n->c.world < LISTED ? n->c.world : LISTED;
-	for (int i = 0; i < listed; i++)
-		ranks[i] = i;
-	comm_ranks_str(ranks, listed, n->world_name, sizeof n->world_name);
 	ncclUniqueId id;
 	memset(&id, 0, sizeof id);
 	bool pending = false;
-	bool ok = local_setup(n, &id, err, errlen);
-	if (use_mpi && n->c.world > 1)
+	bool ok = local_setup(n, err, errlen) && (rank != 0 || make_id(&id, err, errlen));
+	if (use_mpi && world > 1)
 		ok = share_id(n, ok, &id, &pending, err, errlen);
 	if (ok && init_world(n, id, err, errlen))
 		return &n->c;
-	for (int i = 0; i < PENDING; i++)
-		if (n->pend[i].ev)
-			cudaEventDestroy(n->pend[i].ev);
-	if (n->ready)
-		cudaEventDestroy(n->ready);
-	if (n->side)
-		cudaStreamDestroy(n->side);
-	if (n->own)
-		cudaStreamDestroy(n->own);
 	/* MPI_Finalize would wait for a collective that never completes */
-	if (n->mpi_init && !pending)
+	bool finalize = n->mpi_init && !pending;
+	nccl_discard(n);
+	if (finalize)
 		MPI_Finalize();
-	free(n);
+	return NULL;
+}
+
+_Static_assert(sizeof(ncclUniqueId) == DTPC_NCCL_UNIQUE_ID_BYTES, "dtpc.h's size of the id");
+
+int nccl_unique_id(void *out, char *err, size_t errlen)
+{
+	ncclUniqueId id;
+	if (!make_id(&id, err, errlen))
+		return -1;
+	memcpy(out, &id, sizeof id);
+	return 0;
+}
+
+/* Without MPI: the caller carried the id to every rank (torchrun). */
+struct comm *nccl_comm_init(const void *id, int rank, int world, int timeout_ms, char *err,
+			    size_t errlen)
+{
+	struct nccl *n = nccl_new(rank, world, timeout_ms);
+	if (!n) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	ncclUniqueId uid;
+	memcpy(&uid, id, sizeof uid);
+	if (local_setup(n, err, errlen) && init_world(n, uid, err, errlen))
+		return &n->c;
+	nccl_discard(n);
 	return NULL;
 }
 #endif

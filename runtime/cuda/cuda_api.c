@@ -7,5 +7,7 @@ __attribute__((visibility("default"))) const struct dtpc_cuda_api dtpc_cuda_api 
 	.dev_count = cuda_dev_count,
 #ifdef DTPC_HAVE_NCCL
 	.nccl_create = nccl_comm_create,
+	.nccl_unique_id = nccl_unique_id,
+	.nccl_init = nccl_comm_init,
 #endif
 };

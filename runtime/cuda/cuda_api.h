@@ -14,14 +14,19 @@ struct dev;
 struct comm;
 
 /* Raised whenever the table changes, so a stale library is refused. */
-#define DTPC_CUDA_API_VERSION 1u
+#define DTPC_CUDA_API_VERSION 2u
 
 struct dtpc_cuda_api {
 	uint32_t version;
 	struct dev *(*dev_create)(int ordinal, char *err, size_t errlen);
 	int (*dev_count)(void);
-	/* NULL when the library was built without NCCL */
+	/* these three NULL when the library was built without NCCL */
 	struct comm *(*nccl_create)(int timeout_ms, char *err, size_t errlen);
+	/* dtpc_nccl_unique_id, dtpc_comm_nccl_init: runtime/comm.h's
+	 * comm_nccl_unique_id and comm_nccl_init */
+	int (*nccl_unique_id)(void *out, char *err, size_t errlen);
+	struct comm *(*nccl_init)(const void *id, int rank, int world, int timeout_ms, char *err,
+				  size_t errlen);
 };
 
 /* The implementations (device_cuda.c, comm_nccl.c); the GPU tests call them
@@ -29,4 +34,7 @@ struct dtpc_cuda_api {
 struct dev *cuda_dev_create(int ordinal, char *err, size_t errlen);
 int cuda_dev_count(void);
 struct comm *nccl_comm_create(int timeout_ms, char *err, size_t errlen);
+int nccl_unique_id(void *out, char *err, size_t errlen);
+struct comm *nccl_comm_init(const void *id, int rank, int world, int timeout_ms, char *err,
+			    size_t errlen);
 #endif

@@ -22,7 +22,9 @@
 #            (--dtype bf16; against the float32 references, 2e-2)
 #  graphs    CUDA graph replay on and off give the same outputs
 #  nccl      the nccl backend at world 1 (--verify); tests/gpu/test_nccl at
-#            world 2 where there are 2 GPUs (a peer that stops)
+#            world 2 where there are 2 GPUs (a peer that stops);
+#            tests/gpu/test_nccl_init (torchrun's entry: the NCCL id carried by
+#            the caller, no MPI) at world 1 with the kernels, at world 2 here
 #  bench     the table: attention vs PyTorch SDPA, GEMM vs cuBLASLt, copies,
 #            launch overhead, a full-size Flux block vs PyTorch eager
 #
@@ -147,6 +149,12 @@ if command -v mpirun >/dev/null && [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 
 	check nccl-test-world2 120 mpirun -np 2 --allow-run-as-root "$BUILD/tests/gpu/test_nccl"
 else
 	skipped nccl-test-world2 "needs mpirun and 2 GPUs"
+fi
+# torchrun's entry, dtpc_comm_nccl_init: 2 processes, the id through a pipe
+if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then
+	check nccl-init-world2 120 "$BUILD/tests/gpu/test_nccl_init" 2
+else
+	skipped nccl-init-world2 "needs 2 GPUs"
 fi
 
 echo "== benchmarks ($(($(date +%s) - T0)) s)"
