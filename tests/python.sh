@@ -58,9 +58,9 @@ else
 fi
 
 # ---- installed: make install, pip install ./python, import dtpc from elsewhere ---------------
-version=$(sed -n 's/^#define DTPC_VERSION "\(.*\)"/\1/p' compiler/version.h)
+version=$(sed -n 's/^#define DTPC_VERSION "\(.*\)"/\1/p' graph/version.h)
 if grep -qx "version = \"$version\"" python/pyproject.toml; then ok; else
-	bad "python/version: python/pyproject.toml's version is not compiler/version.h's $version"
+	bad "python/version: python/pyproject.toml's version is not graph/version.h's $version"
 fi
 
 prefix=$tmp/prefix

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import warnings
 
 import numpy as np
 
@@ -61,6 +62,36 @@ class _Tensor:
 
 def _is_path(src):
     return isinstance(src, (str, bytes, os.PathLike))
+
+
+def _nonfinite(lib, sess):
+    """{output name: NaN and Inf count} of the outputs that have any, after a
+    run (dtpc_session_output_nonfinite: what `dtpc run` reports)."""
+    bad, n, name = {}, ctypes.c_int64(), ctypes.c_char_p()
+    data, shape, nd = f32p(), ctypes.POINTER(ctypes.c_int64)(), ctypes.c_int()
+    for i in range(lib.dtpc_session_noutputs(sess)):
+        call("dtpc_session_output_nonfinite", sess, i, ctypes.byref(n))
+        if n.value:
+            call("dtpc_session_output", sess, i, ctypes.byref(name), ctypes.byref(data),
+                 ctypes.byref(shape), ctypes.byref(nd))
+            size = int(np.prod([shape[d] for d in range(nd.value)], dtype=np.int64))
+            bad[name.value.decode()] = (n.value, size)
+    return bad
+
+
+def _unused(lib, sess, limit=3):
+    """The names of the last checkpoint or inputs file's tensors the graph
+    does not use, as `dtpc run`'s note says them: the first few and how many
+    more; None when every tensor was used."""
+    name = ctypes.c_char_p()
+    n = lib.dtpc_session_unused(sess, 0, ctypes.byref(name))
+    if n <= 0:
+        return None
+    names = []
+    for i in range(min(n, limit)):
+        lib.dtpc_session_unused(sess, i, ctypes.byref(name))
+        names.append(f"'{name.value.decode()}'")
+    return ", ".join(names) + (f" and {n - limit} more" if n > limit else "")
 
 
 def _outputs(lib, sess):
@@ -150,13 +181,14 @@ class Graph:
         return self._weights
 
     def run(self, inputs=0, weights=0, ranks=None, timeout=120.0, threads=None,
-            all_ranks=False):
+            all_ranks=False, allow_nonfinite=False):
         """One forward pass on ``ranks`` (default: the graph's world) local
         ranks: Ranks created, bound, run and closed. ``inputs``: a dict of
         whole arrays by name, a safetensors path, or an integer seed;
         ``weights``: what ``Ranks.bind_weights`` takes. Returns rank 0's
         outputs, or with ``all_ranks`` one dict per rank."""
-        with Ranks(self, ranks, timeout=timeout, threads=threads) as r:
+        with Ranks(self, ranks, timeout=timeout, threads=threads,
+                   allow_nonfinite=allow_nonfinite) as r:
             r.bind_weights(weights)
             return r._run(inputs, all_ranks)
 
@@ -361,11 +393,14 @@ class Ranks:
     ``threads``: CPU threads per rank (default: the cores shared among this
     process's ranks); ``timeout``: seconds, the bound on every wait for
     another rank; ``dtype``: the storage dtype ("f32", "bf16", "f16"; default
-    the graph's)."""
+    the graph's). A run whose outputs hold a NaN or an Inf raises DtpcError
+    naming them, unless ``allow_nonfinite``; a checkpoint or inputs file with
+    tensors the graph does not use warns (UserWarning) naming them."""
 
     def __init__(self, graph, ranks=None, backend="local", device="cpu", threads=None,
-                 timeout=120.0, dtype=None):
+                 timeout=120.0, dtype=None, allow_nonfinite=False):
         self._impl, self._broken = None, None
+        self._allow_nonfinite = allow_nonfinite
         self.graph = graph if isinstance(graph, Graph) else Graph.open(graph)
         if device not in _DEVICES:
             raise DtpcError(f"device {device!r}: dtpc computes on 'cpu' or 'cuda'")
@@ -430,7 +465,14 @@ class Ranks:
             return
         if _is_path(src):
             path = os.fsencode(src)
-            self._each(lambda s, r: call("dtpc_session_bind_weights_file", s, path, rank=r))
+
+            def bind(s, r):
+                call("dtpc_session_bind_weights_file", s, path, rank=r)
+                return _unused(library(), s)
+            unused = self._each(bind)[0]
+            if unused:
+                warnings.warn(f"{os.fsdecode(src)}: tensors the graph does not use: {unused}",
+                              stacklevel=2)
         else:
             seed = int(src)
             self._each(lambda s, r: call("dtpc_session_bind_weights_seed", s, seed, rank=r))
@@ -455,6 +497,7 @@ class Ranks:
 
             def bind(s, r):
                 call("dtpc_session_bind_inputs_file", s, path, rank=r)
+                return _unused(library(), s)
         else:
             seed = int(inputs)
 
@@ -462,14 +505,26 @@ class Ranks:
                 call("dtpc_session_bind_inputs_seed", s, seed, rank=r)
         # inputs on every rank first: one refused leaves the others not
         # waiting in the run for it, and the sessions usable
-        self._each(bind, breaks=False)
+        unused = self._each(bind, breaks=False)[0]
+        if unused:
+            warnings.warn(f"{os.fsdecode(inputs)}: tensors the graph does not use: {unused}",
+                          stacklevel=3)
 
         def forward(s, r):
             call("dtpc_session_run", s, rank=r)
-            return _outputs(library(), s) if all_ranks or r == 0 or self.rank is not None \
-                else None
+            if all_ranks or r == 0 or self.rank is not None:
+                return _outputs(library(), s), _nonfinite(library(), s)
+            return None, None
         outs = self._each(forward)
         count("runs")
+        # a NaN or an Inf is no image: refused as `dtpc run` refuses it
+        # (every rank holds the same outputs, so the first one tells)
+        bad = outs[0][1]
+        if bad and not self._allow_nonfinite:
+            raise DtpcError("; ".join(f"output '{k}': {n} of {size} values are NaN or Inf"
+                                      for k, (n, size) in bad.items())
+                            + " (allow_nonfinite=True takes them)")
+        outs = [o for o, _ in outs]
         return outs if all_ranks else outs[0]
 
     def close(self):

@@ -244,7 +244,10 @@ class DtpcTransformer(torch.nn.Module):
     @property
     def rank(self):
         """This process's rank once a shape has run (under mpirun, MPI's; local ranks: 0)."""
-        return next(iter(self._sessions.values())).rank if self._sessions else 0
+        # dtpc.Ranks' rank is None for local ranks (all of them are here): the
+        # process then acts as rank 0
+        rank = next(iter(self._sessions.values())).rank if self._sessions else None
+        return 0 if rank is None else rank
 
     @contextlib.contextmanager
     def cache_context(self, name, **kwargs):

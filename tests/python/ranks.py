@@ -93,7 +93,7 @@ def ranks_equal_graph_run_and_cli():
     g = os.path.join(tmp, "g4.graph")
     shutil.copy(G4.path, g)
     p = subprocess.run([os.path.join(os.environ["DTPC_BUILD"], "dtpc"), "run", g, "--seed", "7",
-                        "--save-outputs", os.path.join(tmp, "cli.safetensors")],
+                        "--allow-seeded", "--save-outputs", os.path.join(tmp, "cli.safetensors")],
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     cli = read_safetensors(os.path.join(tmp, "cli.safetensors"))["proj_out"]
@@ -125,6 +125,67 @@ def second_run_binds_nothing():
     assert dtpc.stats["sessions"] == after["sessions"] + 4, dtpc.stats
     assert dtpc.stats["weight_binds"] == after["weight_binds"] + 4 * len(WEIGHTS), dtpc.stats
     assert np.array_equal(first, ref)
+
+
+def write_safetensors(path, tensors):
+    head, blob = {}, b""
+    for k, a in tensors.items():
+        a = np.ascontiguousarray(a, dtype="<f4")
+        head[k] = {"dtype": "F32", "shape": list(a.shape),
+                   "data_offsets": [len(blob), len(blob) + a.nbytes]}
+        blob += a.tobytes()
+    h = json.dumps(head).encode()
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h + blob)
+
+
+@case
+def nonfinite_outputs_refused():
+    # one NaN in one weight: every output a NaN, which a run refuses to
+    # hand back as an image, naming the output and the count
+    name = sorted(WEIGHTS)[0]
+    poisoned = dict(WEIGHTS)
+    poisoned[name] = WEIGHTS[name].copy()
+    poisoned[name].flat[3] = np.nan
+    with dtpc.Ranks(G4) as r:
+        r.bind_weights(poisoned)
+        e = raises(lambda: r.run({"hidden_states": X}), "output 'proj_out'",
+                   "values are NaN or Inf", "allow_nonfinite=True")
+        assert " of " in str(e), str(e)
+        # the ranks stay usable: the weights fixed, the same ranks run clean
+        r.bind_weights({name: WEIGHTS[name]})
+        clean = r.run({"hidden_states": X})["proj_out"]
+    assert np.isfinite(clean).all()
+    with dtpc.Ranks(G4, allow_nonfinite=True) as r:
+        r.bind_weights(poisoned)
+        out = r.run({"hidden_states": X})["proj_out"]
+    assert np.isnan(out).any(), "allow_nonfinite: the NaN outputs come back as they are"
+    # control: finite weights raise nothing
+    assert np.array_equal(G4.run(inputs={"hidden_states": X}, weights=WEIGHTS)["proj_out"],
+                          clean)
+
+
+@case
+def unused_file_tensors_warned():
+    import warnings
+    ckpt = os.path.join(tmp, "extra.safetensors")
+    write_safetensors(ckpt, dict(WEIGHTS, **{"not.in.the.graph": np.ones(3)}))
+    inputs = os.path.join(tmp, "extra_inputs.safetensors")
+    write_safetensors(inputs, {"hidden_states": X, "guidance": np.ones(1)})
+    with dtpc.Ranks(G4) as r, warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        r.bind_weights(ckpt)
+        r.run(inputs)
+    said = [str(x.message) for x in w]
+    assert any("'not.in.the.graph'" in m and "does not use" in m for m in said), said
+    assert any("'guidance'" in m for m in said), said
+    # control: a checkpoint of exactly the graph's tensors warns nothing
+    exact = os.path.join(tmp, "exact.safetensors")
+    write_safetensors(exact, WEIGHTS)
+    with dtpc.Ranks(G4) as r, warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        r.bind_weights(exact)
+    assert not [x for x in w if "does not use" in str(x.message)], [str(x.message) for x in w]
 
 
 def stats_of_process(*args):
