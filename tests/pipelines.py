@@ -83,24 +83,35 @@ CASES = {
         ("ring2xtp2", "ltx_tp_usp", "ring = 2, ulysses = 1, tp = 2", None),
         ("cfg2xulysses2", "ltx_usp", "cfg = 2, ulysses = 2", None),
     ],
+    # StableDiffusion3Pipeline, CFG batched (negative and positive in one call of
+    # batch 2): 3 heads, an 8 x 10 latent = 4 x 5 = 20 image tokens, 7 text tokens
+    "sd3": [
+        ("tp3", "sd3_tp", "tp = 3", None),
+        ("ulysses-any2", "sd3_ulysses_anything", "ulysses = 2", None),
+        ("ring-any3-alltoall", "sd3_ring_anything", "ring = 3", "ring_anything = true, " + AA),
+        ("cfg2xring-any2", "sd3_ring_anything", "cfg = 2, ring = 2", None),
+        ("ring-any2xtp3", "sd3_tp_usp", "ring = 2, ulysses = 1, tp = 3", "ring_anything = true"),
+    ],
 }
 # the weight each family's negative control perturbs (in dtpc's copy only)
 PERTURB = {"flux_dev": "single_transformer_blocks.1.attn.norm_k.weight",
            "flux_schnell": "transformer_blocks.0.attn.to_k.weight",
            "qwenimage": "transformer_blocks.1.img_mlp.net.2.weight",
            "wan": "blocks.1.attn1.to_out.0.weight",
-           "ltx": "transformer_blocks.0.attn2.to_v.weight"}
+           "ltx": "transformer_blocks.0.attn2.to_v.weight",
+           "sd3": "transformer_blocks.0.attn.to_add_out.weight"}
 # the cache_context names of a run's calls (2 steps): which CFG branch each call is
 CACHE_NAMES = {"flux_dev": ["cond"] * 2, "flux_schnell": ["cond", "uncond"] * 2,
                "qwenimage": ["cond", "uncond"] * 2, "wan": ["cond", "uncond"] * 2,
-               "ltx": ["cond_uncond"] * 2}
+               "ltx": ["cond_uncond"] * 2, "sd3": [None] * 2}
 # the bf16 comparison's control where the perturbed weight moves the image past 2e-2
 BF16_CONTROL = ("wan", "ltx")
 # launch mode 2, in one mpirun -np 2
 MPI_CASES = [("flux_dev", "ulysses2-mpi", "flux_ulysses", "ulysses = 2", None),
              ("qwenimage", "ring-any2-mpi", "qwenimage_ring_anything", "ring = 2", None),
              ("wan", "ring2-mpi", "wan_ring", "ring = 2", AA),
-             ("ltx", "cfg2-mpi", "ltx_tp", "cfg = 2", None)]
+             ("ltx", "cfg2-mpi", "ltx_tp", "cfg = 2", None),
+             ("sd3", "cfg2-mpi", "sd3_tp", "cfg = 2", None)]
 PERSIST = ["persist-second-step", "persist-second-resolution"]
 REFUSALS = ["refuse-unknown-plan", "refuse-plan-unnamed", "refuse-shape", "refuse-lora-scale",
             "refuse-controlnet", "refuse-unknown-class", "refuse-ip-adapter-embeds",
@@ -203,6 +214,24 @@ def build(fam, dtype=None):
                   negative_prompt_embeds=torch.randn(1, 8, 32),
                   negative_prompt_attention_mask=torch.ones(1, 8), guidance_scale=3.0,
                   height=32, width=32, num_frames=9)
+    elif fam == "sd3":
+        tr = d.SD3Transformer2DModel(
+            sample_size=8, patch_size=2, in_channels=4, num_layers=2, attention_head_dim=8,
+            num_attention_heads=3, joint_attention_dim=12, caption_projection_dim=24,
+            pooled_projection_dim=8, out_channels=4, pos_embed_max_size=6)
+        vae = d.AutoencoderKL(in_channels=3, out_channels=3, block_out_channels=(4,),
+                              layers_per_block=1, latent_channels=4, norm_num_groups=1,
+                              use_quant_conv=False, use_post_quant_conv=False,
+                              shift_factor=0.0609, scaling_factor=1.5035)
+        pipe = d.StableDiffusion3Pipeline(
+            transformer=tr, scheduler=d.FlowMatchEulerDiscreteScheduler(), vae=vae,
+            text_encoder=None, tokenizer=None, text_encoder_2=None, tokenizer_2=None,
+            text_encoder_3=None, tokenizer_3=None)
+        # 8 x 10 pixels (VAE factor 1): 20 image tokens; 7 text tokens; CFG batched
+        kw = dict(prompt_embeds=torch.randn(1, 7, 12), pooled_prompt_embeds=torch.randn(1, 8),
+                  negative_prompt_embeds=torch.randn(1, 7, 12),
+                  negative_pooled_prompt_embeds=torch.randn(1, 8), guidance_scale=4.0,
+                  height=8, width=10)
     else:
         raise ValueError(fam)
     if dtype is not None:

@@ -160,12 +160,24 @@ def _ltx(config, a):
              "timestep": _batch_vector(a, "timestep", b)})
 
 
+def _sd3(config, a):
+    _must_be_none(a, "block_controlnet_hidden_states", "skip_layers")
+    _attention_kwargs(a, "joint_attention_kwargs")
+    hs, ehs = a["hidden_states"], a["encoder_hidden_states"]
+    b, _, h, w = hs.shape
+    return ({"batch": b, "height": h, "width": w, "txt_seq": ehs.shape[1]},
+            {"hidden_states": _tensor(hs), "encoder_hidden_states": _tensor(ehs),
+             "pooled_projections": _tensor(a["pooled_projections"]),
+             "timestep": _batch_vector(a, "timestep", b)})
+
+
 # diffusers class -> (model file of models/, its adapter: call arguments -> shape, inputs)
 _FAMILIES = {
     "FluxTransformer2DModel": ("flux.plan", _flux),
     "WanTransformer3DModel": ("wan.plan", _wan),
     "QwenImageTransformer2DModel": ("qwenimage.plan", _qwenimage),
     "LTXVideoTransformer3DModel": ("ltx.plan", _ltx),
+    "SD3Transformer2DModel": ("sd3.plan", _sd3),
 }
 _DTYPES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}
 
