@@ -83,6 +83,14 @@ CASES = {
         ("ring2xtp2", "ltx_tp_usp", "ring = 2, ulysses = 1, tp = 2", None),
         ("cfg2xulysses2", "ltx_usp", "cfg = 2, ulysses = 2", None),
     ],
+    # Flux2Pipeline (guidance-distilled): 3 heads, 5 x 3 = 15 image tokens, 7 text
+    # tokens: the anything modes and tp over the packed projections
+    "flux2": [
+        ("tp3", "flux2_tp", "tp = 3", None),
+        ("ulysses-any2", "flux2_ulysses_anything", "ulysses = 2", None),
+        ("ring-any3-alltoall", "flux2_ring_anything", "ring = 3", "ring_anything = true, " + AA),
+        ("ring-any2-allgather", "flux2_ring_anything", "ring = 2", "ring_anything = true, " + AG),
+    ],
     # StableDiffusion3Pipeline, CFG batched (negative and positive in one call of
     # batch 2): 3 heads, an 8 x 10 latent = 4 x 5 = 20 image tokens, 7 text tokens
     "sd3": [
@@ -99,11 +107,13 @@ PERTURB = {"flux_dev": "single_transformer_blocks.1.attn.norm_k.weight",
            "qwenimage": "transformer_blocks.1.img_mlp.net.2.weight",
            "wan": "blocks.1.attn1.to_out.0.weight",
            "ltx": "transformer_blocks.0.attn2.to_v.weight",
-           "sd3": "transformer_blocks.0.attn.to_add_out.weight"}
+           "sd3": "transformer_blocks.0.attn.to_add_out.weight",
+           "flux2": "single_transformer_blocks.1.attn.to_qkv_mlp_proj.weight"}
 # the cache_context names of a run's calls (2 steps): which CFG branch each call is
 CACHE_NAMES = {"flux_dev": ["cond"] * 2, "flux_schnell": ["cond", "uncond"] * 2,
                "qwenimage": ["cond", "uncond"] * 2, "wan": ["cond", "uncond"] * 2,
-               "ltx": ["cond_uncond"] * 2, "sd3": [None] * 2}
+               "ltx": ["cond_uncond"] * 2, "sd3": [None] * 2,
+               "flux2": [None] * 2}
 # the bf16 comparison's control where the perturbed weight moves the image past 2e-2
 BF16_CONTROL = ("wan", "ltx")
 # launch mode 2, in one mpirun -np 2
@@ -111,7 +121,8 @@ MPI_CASES = [("flux_dev", "ulysses2-mpi", "flux_ulysses", "ulysses = 2", None),
              ("qwenimage", "ring-any2-mpi", "qwenimage_ring_anything", "ring = 2", None),
              ("wan", "ring2-mpi", "wan_ring", "ring = 2", AA),
              ("ltx", "cfg2-mpi", "ltx_tp", "cfg = 2", None),
-             ("sd3", "cfg2-mpi", "sd3_tp", "cfg = 2", None)]
+             ("sd3", "cfg2-mpi", "sd3_tp", "cfg = 2", None),
+             ("flux2", "ulysses-any2-mpi", "flux2_ulysses_anything", "ulysses = 2", None)]
 PERSIST = ["persist-second-step", "persist-second-resolution"]
 REFUSALS = ["refuse-unknown-plan", "refuse-plan-unnamed", "refuse-shape", "refuse-lora-scale",
             "refuse-controlnet", "refuse-unknown-class", "refuse-ip-adapter-embeds",
@@ -138,7 +149,7 @@ def build(fam, dtype=None):
     import torch
     import diffusers as d
     torch.manual_seed(0)
-    if fam.startswith("flux"):
+    if fam in ("flux_dev", "flux_schnell"):
         dev = fam == "flux_dev"
         tr = d.FluxTransformer2DModel(
             patch_size=1, in_channels=4, num_layers=1 if dev else 2, num_single_layers=2 if dev else 1,
@@ -214,6 +225,20 @@ def build(fam, dtype=None):
                   negative_prompt_embeds=torch.randn(1, 8, 32),
                   negative_prompt_attention_mask=torch.ones(1, 8), guidance_scale=3.0,
                   height=32, width=32, num_frames=9)
+    elif fam == "flux2":
+        tr = d.Flux2Transformer2DModel(
+            patch_size=1, in_channels=16, num_layers=1, num_single_layers=2, attention_head_dim=8,
+            num_attention_heads=3, joint_attention_dim=12, timestep_guidance_channels=32,
+            mlp_ratio=3.0, axes_dims_rope=[2, 2, 2, 2], guidance_embeds=True)
+        vae = d.AutoencoderKLFlux2(
+            in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",),
+            up_block_types=("UpDecoderBlock2D",), block_out_channels=(4,), layers_per_block=1,
+            latent_channels=4, norm_num_groups=1, use_quant_conv=False,
+            use_post_quant_conv=False, mid_block_add_attention=False)
+        pipe = d.Flux2Pipeline(scheduler=d.FlowMatchEulerDiscreteScheduler(), vae=vae,
+                               text_encoder=None, tokenizer=None, transformer=tr)
+        # 10 x 6 pixels: 5 x 3 = 15 image tokens (2 x 2 latents packed), 7 text tokens
+        kw = dict(prompt_embeds=torch.randn(1, 7, 12), height=10, width=6, guidance_scale=3.5)
     elif fam == "sd3":
         tr = d.SD3Transformer2DModel(
             sample_size=8, patch_size=2, in_channels=4, num_layers=2, attention_head_dim=8,

@@ -160,6 +160,31 @@ def _ltx(config, a):
              "timestep": _batch_vector(a, "timestep", b)})
 
 
+def _flux2(config, a):
+    _must_be_none(a, "kv_cache", "kv_cache_mode")
+    if a.get("num_ref_tokens"):
+        raise DtpcError(f"num_ref_tokens = {a['num_ref_tokens']}: reference images (Flux.2's "
+                        "editing) are not modelled")
+    _attention_kwargs(a, "joint_attention_kwargs")
+    hs, ehs = a["hidden_states"], a["encoder_hidden_states"]
+    b = hs.shape[0]
+    # Flux2Pipeline passes the ids per sample [B, S, 4]; [S, 4] is every sample's
+    ids = {n: a[n] if a[n].ndim == 3 else a[n].unsqueeze(0).expand(b, -1, -1)
+           for n in ("img_ids", "txt_ids")}
+    inputs = {"hidden_states": _tensor(hs), "encoder_hidden_states": _tensor(ehs),
+              "timestep": _batch_vector(a, "timestep", b),
+              "img_ids": _tensor(ids["img_ids"]), "txt_ids": _tensor(ids["txt_ids"])}
+    if config["guidance_embeds"]:
+        if a["guidance"] is None:
+            raise DtpcError("guidance: required by a guidance-distilled Flux.2 "
+                            "(guidance_embeds = true)")
+        inputs["guidance"] = _batch_vector(a, "guidance", b)
+    elif a["guidance"] is not None:
+        raise DtpcError("guidance: given, but this Flux.2 has no guidance embedder "
+                        "(guidance_embeds = false)")
+    return {"batch": b, "img_seq": hs.shape[1], "txt_seq": ehs.shape[1]}, inputs
+
+
 def _sd3(config, a):
     _must_be_none(a, "block_controlnet_hidden_states", "skip_layers")
     _attention_kwargs(a, "joint_attention_kwargs")
@@ -174,6 +199,7 @@ def _sd3(config, a):
 # diffusers class -> (model file of models/, its adapter: call arguments -> shape, inputs)
 _FAMILIES = {
     "FluxTransformer2DModel": ("flux.plan", _flux),
+    "Flux2Transformer2DModel": ("flux2.plan", _flux2),
     "WanTransformer3DModel": ("wan.plan", _wan),
     "QwenImageTransformer2DModel": ("qwenimage.plan", _qwenimage),
     "LTXVideoTransformer3DModel": ("ltx.plan", _ltx),
