@@ -697,6 +697,12 @@ else
 	case_ helios-bf16-usp helios_bf16 helios helios_usp "ring = 2, ulysses = 2" "$AA"
 	full case_ helios-bf16-ulysses2xffn-tp2 helios_bf16 helios helios_ffn_tp_usp \
 		"ring = 1, ulysses = 2, tp = 2" ""
+	# helios_usp_sequence (dtpc's own): the sequence split once at blocks.0
+	case_ helios-sequence-usp helios helios helios_usp_sequence "ring = 2, ulysses = 2" "$AA"
+	full case_ helios-odd-sequence-ring3 helios_odd helios helios_usp_sequence \
+		"ring = 3, ulysses = 1" "$AG"
+	full case_ helios-bf16-sequence-ulysses2 helios_bf16 helios helios_usp_sequence \
+		"ring = 1, ulysses = 2" ""
 
 	for f in helios helios_bf16; do bound "bound-$f" ok $f helios helios_single; done
 	# helios_odd's memory patches (patch_short / _mid / _long) and attn1's
