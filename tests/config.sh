@@ -228,4 +228,19 @@ refuses sd3 sd3 pos_embed_max_size null 'PatchEmbed without pos_embed_max_size'
 refuses sd3 sd3 pos_embed_max_size 3 'the latent is larger than pos_embed_max_size patches'
 takes sd3 sd3 sample_size 64
 
+# Helios (models/helios.plan): the keys that act on history tokens only are
+# taken (the model has no history inputs)
+for f in helios helios_odd helios_bf16; do takes "$f" helios - -; done
+refuses helios helios added_kv_proj_dim 16 'added_kv_proj_dim is not modelled'
+refuses helios helios history_scale_mode '"per_token"' 'history_scale_mode must be "scalar" or "per_head"'
+refuses helios helios patch_size '[2, 2]' 'patch_size must have 3 entries'
+refuses helios helios rope_dim '[2, 2, 2]' 'rope_dim must have 3 entries .* that add up to attention_head_dim'
+refuses helios helios rope_dim '[2, 2, 2, 2]' 'rope_dim must have 3 entries'
+takes helios helios qk_norm '"rms_norm"'
+takes helios helios guidance_cross_attn false
+takes helios helios zero_history_timestep false
+takes helios helios is_amplify_history true
+takes helios helios history_scale_mode '"scalar"'
+takes helios helios has_multi_term_memory_patch true
+
 summary config

@@ -398,7 +398,7 @@ else
 	sed 's/, split(txt_ids, dim = 0);/;/' models/flux.plan >"$tmp/mutated/flux.plan"
 	sed 's/split(out\.\([01]\), dim = 1)/split(out.\1, dim = 0)/g' models/wan.plan \
 		>"$tmp/mutated/wan.plan"
-	cp models/qwenimage.plan models/sd3.plan "$tmp/mutated/"
+	cp models/qwenimage.plan models/sd3.plan models/helios.plan "$tmp/mutated/"
 	sed 's/split(img_ids, dim = 1)/split(img_ids, dim = 0)/' models/flux2.plan >"$tmp/mutated/flux2.plan"
 	sed 's/split(encoder_attention_mask, dim = 1)/split(encoder_attention_mask, dim = 0)/' \
 		models/ltx.plan >"$tmp/mutated/ltx.plan"
@@ -650,5 +650,106 @@ else
 		models/sd3.plan >"$tmp/sd3_text_first.plan"
 	control control-sd3-text-first sd3 "$tmp/sd3_text_first.plan" sd3_tp "tp = 1" \
 		"$FIX/sd3/transformer" "$FIX/sd3/inputs.safetensors"
+fi
+# --- Helios (models/helios.plan: HeliosTransformer3DModel's forward without
+# the history latents; the plans are its _cp_plan, split at attn1 / attn2 /
+# ffn and gathered at each) -------------------------------------------------------
+for f in helios helios_odd helios_bf16; do
+	for x in fixture.json inputs.safetensors expected.safetensors transformer/config.json; do
+		if [ ! -f "$FIX/$f/$x" ]; then
+			echo "FAIL  $FIX/$f/$x is missing (tools/gen_models.py makes it)"
+			fail=$((fail + 1))
+		fi
+	done
+done
+if [ "$MODE" = mpi ]; then
+	case_ mpi-helios-usp helios helios helios_usp "ring = 2, ulysses = 2" "$AA"
+	case_ mpi-helios-odd-ring3-presharded helios_odd helios helios_ring "ring = 3" "$AG" shard
+	case_ mpi-helios-bf16-ulysses2xffn-tp2 helios_bf16 helios helios_ffn_tp_usp \
+		"ring = 1, ulysses = 2, tp = 2" ""
+else
+	# Helios: 4 heads x 8, 2 blocks, 2 x 2 x 4 = 16 tokens, 6 text tokens
+	full case_ helios-1rank helios helios helios_single "tp = 1" ""
+	full case_ helios-ulysses2 helios helios helios_ulysses "ulysses = 2" ""
+	case_ helios-ulysses4 helios helios helios_ulysses "ulysses = 4" ""
+	full case_ helios-ring2-allgather helios helios helios_ring "ring = 2" "$AG"
+	full case_ helios-ring4-alltoall helios helios helios_ring_alltoall "ring = 4" "$AA"
+	case_ helios-usp helios helios helios_usp "ring = 2, ulysses = 2" "$AG"
+	full case_ helios-uspxffn-tp2 helios helios helios_ffn_tp_usp \
+		"ring = 2, ulysses = 2, tp = 2" "$AA"
+	full case_ helios-ring2xffn-tp2-presharded helios helios helios_ffn_tp_usp \
+		"ring = 2, ulysses = 1, tp = 2" "$AG" shard
+	# Helios' corners: 3 heads x 12, batch 2, 45 tokens, 7 text tokens, no
+	# cross_attn_norm, rope_dim (4, 6, 2) at theta 500
+	full case_ helios-odd-1rank helios_odd helios helios_single "tp = 1" ""
+	full case_ helios-odd-ring3-allgather helios_odd helios helios_ring "ring = 3" "$AG"
+	full case_ helios-odd-ulysses3 helios_odd helios helios_ulysses "ulysses = 3" ""
+	case_ helios-odd-ulysses-any2 helios_odd helios helios_ulysses_anything "ulysses = 2" \
+		"ulysses_anything = true"
+	full case_ helios-odd-ring-any2 helios_odd helios helios_ring_anything "ring = 2" \
+		"ring_anything = true, $AA"
+	full case_ helios-odd-ring-any4 helios_odd helios helios_ring_anything "ring = 4" \
+		"ring_anything = true, $AG"
+	# Helios in bf16 (--dtype bf16): 2 heads x 16, temporal patch 2, batch 2
+	full case_ helios-bf16-1rank helios_bf16 helios helios_single "tp = 1" ""
+	full case_ helios-bf16-ulysses2 helios_bf16 helios helios_ulysses "ulysses = 2" ""
+	full case_ helios-bf16-ring2-alltoall helios_bf16 helios helios_ring_alltoall "ring = 2" "$AA"
+	case_ helios-bf16-usp helios_bf16 helios helios_usp "ring = 2, ulysses = 2" "$AA"
+	full case_ helios-bf16-ulysses2xffn-tp2 helios_bf16 helios helios_ffn_tp_usp \
+		"ring = 1, ulysses = 2, tp = 2" ""
+	# helios_usp_sequence (dtpc's own): the sequence split once at blocks.0
+	case_ helios-sequence-usp helios helios helios_usp_sequence "ring = 2, ulysses = 2" "$AA"
+	full case_ helios-odd-sequence-ring3 helios_odd helios helios_usp_sequence \
+		"ring = 3, ulysses = 1" "$AG"
+	full case_ helios-bf16-sequence-ulysses2 helios_bf16 helios helios_usp_sequence \
+		"ring = 1, ulysses = 2" ""
+
+	for f in helios helios_bf16; do bound "bound-$f" ok $f helios helios_single; done
+	# helios_odd's memory patches (patch_short / _mid / _long) and attn1's
+	# history_key_scale are read only with history latents, which the model
+	# does not take: its graph leaves those 8 tensors unbound, as diffusers'
+	# forward without history leaves them unread
+	bound control-bound-helios-odd-history fail helios_odd helios helios_single
+	# control: Helios compiled without cross_attn_norm leaves norm2's
+	# weights out
+	bound control-bound-helios-no-norm2 fail helios helios helios_single -D cross_attn_norm=false
+
+	# negative controls: one element of attn1's norm_k weight off by 0.25;
+	# Wan's RoPE axes (head_dim - 4 (head_dim // 6), 2 (head_dim // 6) twice)
+	# instead of rope_dim; rope_theta ignored (Wan's 10000)
+	mkdir -p "$tmp/perturbed_helios"
+	cp "$FIX/helios/transformer/config.json" "$tmp/perturbed_helios/"
+	safetensors_edit "$FIX/helios/transformer/diffusion_pytorch_model.safetensors" \
+		"$tmp/perturbed_helios/diffusion_pytorch_model.safetensors" \
+		blocks.1.attn1.norm_k.weight 0.25
+	control control-helios-perturbed-weight helios helios helios_ulysses "ulysses = 2" \
+		"$tmp/perturbed_helios" "$FIX/helios/inputs.safetensors"
+	sed 's/rope_freqs(rope\.ids, rope_dim,/rope_freqs(rope.ids, [attention_head_dim - 4 * (attention_head_dim \/\/ 6), 2 * (attention_head_dim \/\/ 6), 2 * (attention_head_dim \/\/ 6)],/' \
+		models/helios.plan >"$tmp/helios_wan_axes.plan"
+	control control-helios-wan-rope-axes helios_odd "$tmp/helios_wan_axes.plan" helios_single \
+		"tp = 1" "$FIX/helios_odd/transformer" "$FIX/helios_odd/inputs.safetensors"
+	sed 's/theta = rope_theta/theta = 10000/' models/helios.plan >"$tmp/helios_theta.plan"
+	control control-helios-theta-ignored helios_odd "$tmp/helios_theta.plan" helios_ring \
+		"ring = 3" "$FIX/helios_odd/transformer" "$FIX/helios_odd/inputs.safetensors"
+	# control of plans-as-diffusers: Helios' plans without the ffn's gather,
+	# or with rotary_emb split at the query's rope only
+	if wanted control-plans-helios; then
+		mkdir -p "$tmp/mutated_helios"
+		cp models/*.plan "$tmp/mutated_helios/"
+		sed -e '/"blocks\.\*\.ffn\.net\.2" *: gather/d' -e 's/"blocks\.\*\.attn1\.{query,key}"/"blocks.*.attn1.query"/' \
+			models/helios.plan >"$tmp/mutated_helios/helios.plan"
+		python3 tests/models_plans.py --models "$tmp/mutated_helios" "$FIX"/*/fixture.json \
+			>"$tmp/out" 2>&1
+		if [ $? = 1 ] && [ "$(grep -c '^FAIL' "$tmp/out")" = 7 ] &&
+			grep -q 'helios.plan plan helios_ring: missing "blocks.\*.attn1.{query,key}" : split(cos, dim = 0); "blocks.\*.attn1.{query,key}" : split(sin, dim = 0); "blocks.\*.ffn.net.2" : gather(dim = 1)$' "$tmp/out"
+		then
+			pass=$((pass + 1))
+			printf "ok    %-28s %s\n" control-plans-helios "7 Helios plans missing 3 rules (fail, as they must)"
+		else
+			fail=$((fail + 1))
+			echo "FAIL  control-plans-helios: the mutated plans were not all refused"
+			sed 's/^/      /' "$tmp/out" | grep -v '^      ok' | head -10
+		fi
+	fi
 fi
 summary models

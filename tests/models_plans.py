@@ -13,7 +13,9 @@ file of each class:
   - every plan with a colwise style holds each _tp_plan entry: the glob with
     that style (PackedRowwiseParallel: rowwise(blocks = ...), PackedColwiseParallel:
     colwise(blocks = ...)).
-Exempt entries are listed below with the reason. Prints one line per plan;
+Exempt entries, the entries a model writes as other rules (EQUIVALENT: its
+modules are not diffusers' modules) and the plans of dtpc's own beside the
+class's (OWN) are listed below with the reason. Prints one line per plan;
 exits 1 on a missing rule.
 """
 import importlib.util
@@ -39,6 +41,39 @@ EXEMPT = {
         "a [B] timestep, which diffusers does not split either",
     ("QwenImageTransformer2DModel", "transformer_blocks.*", "modulate_index"):
         "zero_cond_t's modulate_index, not modelled (zero_cond_t must stay false)",
+}
+
+# (class, module, style): the rules a plan writes instead, each (glob, style).
+# Helios' _cp_plan splits the inputs of and gathers the outputs of
+# HeliosAttention (attn1, attn2) and FeedForward (ffn) modules; dtpc's
+# `blocks.N.attn1` is the attention op (ports q, k, v) and `ffn` no module, so
+# models/helios.plan splits each input where those modules' ops read it and
+# gathers the op whose output the module returns. Its gathers take
+# "blocks.*": diffusers' name blocks 0 to 39 (its range(40)).
+_HELIOS = "HeliosTransformer3DModel"
+_HELIOS_BLOCKS = "blocks.{" + ",".join(str(i) for i in range(40)) + "}"
+EQUIVALENT = {
+    (_HELIOS, "blocks.*.attn1", "split(hidden_states, dim = 1)"):
+        [("blocks.*.attn1.{to_q,to_k,to_v}", "split(x, dim = 1)")],
+    (_HELIOS, "blocks.*.attn1", "split(rotary_emb, dim = 1)"):
+        [("blocks.*.attn1.{query,key}", "split(cos, dim = 0)"),
+         ("blocks.*.attn1.{query,key}", "split(sin, dim = 0)")],
+    (_HELIOS, "blocks.*.attn2", "split(hidden_states, dim = 1)"):
+        [("blocks.*.attn2.to_q", "split(x, dim = 1)")],
+    (_HELIOS, "blocks.*.ffn", "split(hidden_states, dim = 1)"):
+        [("blocks.*.ffn.net.0.proj", "split(x, dim = 1)")],
+    (_HELIOS, _HELIOS_BLOCKS + ".attn1", "gather(dim = 1)"):
+        [("blocks.*.{attn1,attn2}.to_out.0", "gather(dim = 1)")],
+    (_HELIOS, _HELIOS_BLOCKS + ".attn2", "gather(dim = 1)"):
+        [("blocks.*.{attn1,attn2}.to_out.0", "gather(dim = 1)")],
+    (_HELIOS, _HELIOS_BLOCKS + ".ffn", "gather(dim = 1)"):
+        [("blocks.*.ffn.net.2", "gather(dim = 1)")],
+}
+
+# (model, plan): plans of dtpc's own beside the class's, held to no rule of it
+OWN = {
+    ("helios", "helios_usp_sequence"):
+        "the sequence split once as Wan's _cp_plan does, not at each attn1 / attn2 / ffn",
 }
 
 
@@ -114,12 +149,18 @@ def main():
         want_tp = {g: packed.get(s, s) for g, s in pp["tp_plan"].items()}
         plans = plans_of(os.path.join(models, model + ".plan"))
         for name, rules in plans.items():
+            if (model, name) in OWN:
+                print(f"ok    {models}/{model}.plan plan {name}: dtpc's own, "
+                      f"{OWN[(model, name)]}")
+                continue
             styles = [s for st in rules.values() for s in st]
             missing = []
             if any(s in ("ring", "ulysses") for s in styles):
                 for glob, want in want_cp.items():
-                    have = rules.get(glob, [])
-                    missing += [f'"{glob}" : {s}' for s in want if s not in have]
+                    for s in want:
+                        for g, st in EQUIVALENT.get((cls, glob, s), [(glob, s)]):
+                            if st not in rules.get(g, []) and f'"{g}" : {st}' not in missing:
+                                missing.append(f'"{g}" : {st}')
             if want_tp and any(s == "colwise" for s in styles):
                 for glob, want in want_tp.items():
                     have = rules.get(glob, [])

@@ -409,6 +409,58 @@ CASES.update({
 })
 
 
+# --- Helios (HeliosTransformer3DModel), forward without the history latents ----
+from diffusers import HeliosTransformer3DModel  # noqa: E402  (this section's class)
+
+
+def helios_inputs(cfg, gen, batch, frames, height, width, txt_seq):
+    """forward's tensor arguments without the history latents and their
+    indices (None: models/helios.plan models that forward); timesteps in
+    [0, 1000) as the Helios pipelines pass them."""
+    x = {
+        "hidden_states": torch.randn(batch, cfg["in_channels"], frames, height, width, generator=gen),
+        "timestep": 1000 * torch.rand(batch, generator=gen),
+        "encoder_hidden_states": torch.randn(batch, txt_seq, cfg["text_dim"], generator=gen),
+    }
+    shape = {"batch": batch, "num_frames": frames, "height": height, "width": width, "txt_seq": txt_seq}
+    return x, shape, {}
+
+
+CASES.update({
+    # Helios: 4 heads x 8 (rope_dim 2, 2, 4), latent 2 x 4 x 8 -> 2 x 2 x 4
+    # = 16 tokens, 6 text tokens (every plain ring / Ulysses degree 2 and 4
+    # divides them); no memory patches, so every tensor is bound
+    "helios": dict(
+        cls=HeliosTransformer3DModel, model="helios",
+        cfg=dict(patch_size=[1, 2, 2], num_attention_heads=4, attention_head_dim=8, in_channels=4,
+                 out_channels=4, text_dim=12, freq_dim=16, ffn_dim=40, num_layers=2,
+                 rope_dim=[2, 2, 4], has_multi_term_memory_patch=False),
+        inputs=lambda cfg, gen: helios_inputs(cfg, gen, batch=1, frames=2, height=4, width=8,
+                                              txt_seq=6)),
+    # Helios' corners: 3 heads x 12 (rope_dim 4, 6, 2, theta 500), latent 3 x
+    # 6 x 10 -> 45 tokens (ring 3 and the anything modes), 7 text tokens,
+    # batch 2, out_channels 5, no cross_attn_norm, eps 1e-5; with the memory
+    # patches and the amplified history keys, which the forward without
+    # history does not read (bound-helios-odd's control)
+    "helios_odd": dict(
+        cls=HeliosTransformer3DModel, model="helios",
+        cfg=dict(patch_size=[1, 2, 2], num_attention_heads=3, attention_head_dim=12, in_channels=2,
+                 out_channels=5, text_dim=10, freq_dim=20, ffn_dim=24, num_layers=2,
+                 cross_attn_norm=False, eps=1e-5, rope_dim=[4, 6, 2], rope_theta=500.0,
+                 has_multi_term_memory_patch=True, is_amplify_history=True),
+        inputs=lambda cfg, gen: helios_inputs(cfg, gen, batch=2, frames=3, height=6, width=10,
+                                              txt_seq=7)),
+    # Helios in bf16: 2 heads x 16 (rope_dim 6, 4, 6), temporal patch 2
+    # (patch 2, 2, 2), latent 4 x 4 x 8 -> 2 x 2 x 4 = 16 tokens, batch 2
+    "helios_bf16": dict(
+        cls=HeliosTransformer3DModel, model="helios", dtype=torch.bfloat16,
+        cfg=dict(patch_size=[2, 2, 2], num_attention_heads=2, attention_head_dim=16, in_channels=3,
+                 out_channels=3, text_dim=12, freq_dim=16, ffn_dim=48, num_layers=2,
+                 rope_dim=[6, 4, 6], has_multi_term_memory_patch=False),
+        inputs=lambda cfg, gen: helios_inputs(cfg, gen, batch=2, frames=4, height=4, width=8,
+                                              txt_seq=6)),
+})
+
 def parallel_plans(cls):
     """The class's _cp_plan and _tp_plan as JSON (tests/models_plans.py checks
     that models/*.plan writes them): a _cp_plan entry's inputs by port (a
