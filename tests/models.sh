@@ -395,10 +395,11 @@ else
 	# control: Flux's plans without txt_ids' split, Wan's rope split on dim
 	# 0, LTX's text mask split on dim 0, Flux.2's img_ids split on dim 0
 	mkdir -p "$tmp/mutated"
+	# every model as it is; the mutated ones overwrite theirs
+	cp models/*.plan "$tmp/mutated/"
 	sed 's/, split(txt_ids, dim = 0);/;/' models/flux.plan >"$tmp/mutated/flux.plan"
 	sed 's/split(out\.\([01]\), dim = 1)/split(out.\1, dim = 0)/g' models/wan.plan \
 		>"$tmp/mutated/wan.plan"
-	cp models/qwenimage.plan models/sd3.plan models/helios.plan "$tmp/mutated/"
 	sed 's/split(img_ids, dim = 1)/split(img_ids, dim = 0)/' models/flux2.plan >"$tmp/mutated/flux2.plan"
 	sed 's/split(encoder_attention_mask, dim = 1)/split(encoder_attention_mask, dim = 0)/' \
 		models/ltx.plan >"$tmp/mutated/ltx.plan"
