@@ -14,6 +14,7 @@
 
 #include "compiler/diag.h"
 #include "graph/graph_stats.h"
+#include "graph/op_attrs.h"
 
 static const char *axis_name(const struct g_graph *g, uint32_t a)
 {
@@ -76,20 +77,21 @@ static const char *why(const struct g_graph *g, const struct g_op *o)
 		return "sums the partial products of a rowwise linear, each rank keeping its "
 		       "sequence chunk (sequence-parallel TP)";
 	case OP_ulysses_a2a:
-		return o->attr[0] == 0 ? "Ulysses: sequence shards -> head shards before attention"
+		return ga_ulysses_a2a_get(o).direction == G_A2A_TO_HEADS ? "Ulysses: sequence shards -> head shards before attention"
 				       : "Ulysses: head shards -> sequence shards after attention";
 	case OP_ring_attention:
 		if (o->nin == 4)
-			return o->attr[2] == 0 ? "ring attention: KV and key mask all-gathered, "
+			return ga_ring_attention_get(o).rotate == G_ROT_GATHER ? "ring attention: KV and key mask all-gathered, "
 						 "per-chunk LSE merge"
 					       : "ring attention: KV and key mask rotated with "
 						 "send/recv, LSE merge";
-		return o->attr[2] == 0 ? "ring attention: KV all-gathered, per-chunk LSE merge"
+		return ga_ring_attention_get(o).rotate == G_ROT_GATHER ? "ring attention: KV all-gathered, per-chunk LSE merge"
 				       : "ring attention: KV rotated with send/recv, LSE merge";
 	case OP_linear_act:
 		/* fuse.c: the pair's meaning, the activation in the GEMM's epilogue */
-		return o->attr[0] == G_ACT_SILU ? "linear + silu fused (dtpc --no-fuse: apart)"
-		       : o->attr[0] == G_ACT_GELU_TANH
+		return ga_linear_act_get(o).act == G_ACT_SILU
+			       ? "linear + silu fused (dtpc --no-fuse: apart)"
+		       : ga_linear_act_get(o).act == G_ACT_GELU_TANH
 			       ? "linear + gelu (tanh) fused (dtpc --no-fuse: apart)"
 			       : "linear + gelu fused (dtpc --no-fuse: apart)";
 	case OP_norm_stats:

@@ -162,7 +162,8 @@ struct g_requires {
 
 /* An op. Operands are operands[in0 .. in0 + nin); out is its result tensor;
  * group is the communication group (-1 for local ops); scratch is a
- * GT_SCRATCH tensor or -1. attr/eps by kind:
+ * GT_SCRATCH tensor or -1. attr/eps by kind (graph/op_attrs.h gives each
+ * op's as a typed struct: read and write them through its accessors only):
  *   linear       flags G_OF_BIAS when operand 2 is the bias
  *   linear_act   a linear and its activation in one op (compiler/fuse.c):
  *                as linear, attr[0] the activation (enum g_act); its value

@@ -9,6 +9,7 @@
  * ranges, the string blob ends in a NUL), so a hostile file cannot make
  * loading slow either. */
 #include "graph/graph.h"
+#include "graph/op_attrs.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -693,30 +694,38 @@ static bool check_op(struct loader *l, uint32_t i)
 	case OP_shard:
 	case OP_all_gather:
 	case OP_reduce_scatter:
-	case OP_pad:
-		if (op->attr[0] < 0 || op->attr[0] >= g->tensors[op->out].ndim)
+	case OP_pad: {
+		int64_t d = op->kind == OP_slice ? ga_slice_get(op).dim
+			    : op->kind == OP_pad ? ga_pad_get(op).dim : ga_dim_get(op).dim;
+		if (d < 0 || d >= g->tensors[op->out].ndim)
 			return fail(l, "op %" PRIu32 " (%s): dimension %" PRId64
 				    " out of range (the output has %u)", i, info->name,
-				    op->attr[0], g->tensors[op->out].ndim);
+				    d, g->tensors[op->out].ndim);
 		break;
+	}
 	case OP_linear_act:
-		if (op->attr[0] < 0 || op->attr[0] >= G_ACT_COUNT)
+		if (ga_linear_act_get(op).act < 0 || ga_linear_act_get(op).act >= G_ACT_COUNT)
 			return fail(l, "op %" PRIu32 " (linear_act): activation %" PRId64
-				    " (0 gelu, 1 gelu tanh, 2 silu)", i, op->attr[0]);
+				    " (0 gelu, 1 gelu tanh, 2 silu)", i, ga_linear_act_get(op).act);
 		break;
 	case OP_ulysses_a2a:
-		if (op->attr[0] != 0 && op->attr[0] != 1)
+		if (ga_ulysses_a2a_get(op).direction != G_A2A_TO_HEADS &&
+		    ga_ulysses_a2a_get(op).direction != G_A2A_TO_SEQ)
 			return fail(l, "op %" PRIu32 " (ulysses_a2a): direction %" PRId64
-				    " (0 sequence to heads, 1 back)", i, op->attr[0]);
+				    " (0 sequence to heads, 1 back)", i,
+				    ga_ulysses_a2a_get(op).direction);
 		break;
 	case OP_ring_attention:
-		if (op->attr[2] != 0 && op->attr[2] != 1)
+		if (ga_ring_attention_get(op).rotate != G_ROT_GATHER &&
+		    ga_ring_attention_get(op).rotate != G_ROT_SENDRECV)
 			return fail(l, "op %" PRIu32 " (ring_attention): rotate method %" PRId64
-				    " (0 all-gather, 1 send/recv rotation)", i, op->attr[2]);
+				    " (0 all-gather, 1 send/recv rotation)", i,
+				    ga_ring_attention_get(op).rotate);
 		break;
 	case OP_rope_freqs: {
 		/* ids, or (G_CAP_POSITIONS) one generator's flag instead */
-		uint32_t gen = op->flags & (G_OF_GRID | G_OF_TEXT);
+		struct ga_rope_freqs a = ga_rope_freqs_get(op);
+		uint32_t gen = ga_bit(a.grid, G_OF_GRID) | ga_bit(a.text, G_OF_TEXT);
 		if (op->nin ? gen != 0 : gen != G_OF_GRID && gen != G_OF_TEXT)
 			return fail(l, "op %" PRIu32 " (rope_freqs): %u operands with position "
 				    "flags 0x%x (ids, or exactly one of grid 0x%x and text 0x%x)",
@@ -724,7 +733,7 @@ static bool check_op(struct loader *l, uint32_t i)
 		if (gen && !(g->need.caps & G_CAP_POSITIONS))
 			return fail(l, "op %" PRIu32 " (rope_freqs): computes its positions, "
 				    "but requires does not set their capability bit", i);
-		if ((op->flags & G_OF_CENTER) && gen != G_OF_GRID)
+		if (a.center && gen != G_OF_GRID)
 			return fail(l, "op %" PRIu32 " (rope_freqs): centred (0x%x) without "
 				    "grid positions (0x%x)", i, G_OF_CENTER, G_OF_GRID);
 		break;
@@ -992,22 +1001,23 @@ static int64_t magnitude(int64_t v)
 
 int graph_rope_naxes(const struct g_op *o)
 {
+	struct ga_rope_freqs a = ga_rope_freqs_get(o);
 	int n = 0;
 
-	if (o->flags & G_OF_GRID)
+	if (a.grid)
 		return 3;
-	while (n < G_NATTR - 1 && o->attr[n])
+	while (n < G_NATTR - 1 && a.axes_dim[n])
 		n++;
 	return n;
 }
 
 void graph_rope_ids_attr(const struct g_op *o, int64_t rows, int64_t attr[3])
 {
-	bool grid = o->flags & G_OF_GRID;
+	struct ga_rope_freqs a = ga_rope_freqs_get(o);
 
-	attr[0] = grid ? o->attr[3] : rows;
-	attr[1] = grid ? o->attr[4] : o->attr[5];
-	attr[2] = grid ? o->attr[5] : graph_rope_naxes(o);
+	attr[0] = a.grid ? a.frames : rows;
+	attr[1] = a.grid ? a.height : a.first;
+	attr[2] = a.grid ? a.width : graph_rope_naxes(o);
 }
 
 int64_t graph_ids_extent(bool grid, const int64_t *attr, bool center)

@@ -2,6 +2,7 @@
  * weight bytes, the activation arena. One implementation for the compile
  * report, `dtpc inspect` and the runtime's trace. */
 #include "graph/graph_stats.h"
+#include "graph/op_attrs.h"
 
 #include <string.h>
 
@@ -37,8 +38,9 @@ uint64_t graph_comm_bytes(const struct g_graph *g, uint32_t op, uint32_t rank)
 		/* every chunk but mine leaves, once, as float32 whatever the
 		 * storage (the sum is rounded once, as an all-reduce's) */
 		uint64_t all = (uint64_t)graph_local_numel(g, in, rank);
-		return 4 * (all - all / (uint64_t)graph_local_dim(g, in, (int)o->attr[0], rank) *
-					  (uint64_t)graph_local_dim(g, o->out, (int)o->attr[0], rank));
+		int d = (int)ga_dim_get(o).dim;
+		return 4 * (all - all / (uint64_t)graph_local_dim(g, in, d, rank) *
+					  (uint64_t)graph_local_dim(g, o->out, d, rank));
 	}
 	case OP_all_reduce:
 		/* ring all-reduce: reduce-scatter then all-gather, of float32
@@ -51,20 +53,22 @@ uint64_t graph_comm_bytes(const struct g_graph *g, uint32_t op, uint32_t rank)
 		int last = t->ndim - 1;
 		uint64_t bytes = local_bytes(g, in, rank);
 		int64_t width = graph_local_dim(g, in, last, rank);
-		if (o->attr[0] == 0) {
+		struct ga_ulysses_a2a a = ga_ulysses_a2a_get(o);
+		if (a.direction == G_A2A_TO_HEADS) {
 			const struct g_tensor *ot = &g->tensors[o->out];
 			int64_t keep = pattern_len(g, ot->pattern[last], me);
 			return width ? bytes / (uint64_t)width * (uint64_t)(width - keep) : 0;
 		}
 		/* back: my rows of the ring's sequence stay, the rest go */
-		int sd = (int)o->attr[2];
+		int sd = (int)a.seq_dim;
 		int64_t rows = graph_local_dim(g, in, sd, rank);
 		int64_t mine = graph_local_dim(g, o->out, sd, rank);
 		return rows ? bytes / (uint64_t)rows * (uint64_t)(rows - mine) : 0;
 	}
 	case OP_ring_attention: {
 		uint32_t k = g->operands[o->in0 + 1], v = g->operands[o->in0 + 2];
-		int sd = (int)o->attr[3];
+		struct ga_ring_attention a = ga_ring_attention_get(o);
+		int sd = (int)a.seq_dim;
 		const struct g_tensor *kt = &g->tensors[k];
 		uint64_t mine = local_bytes(g, k, rank) + local_bytes(g, v, rank);
 		if (o->nin == 4) /* the mask's rows travel with the keys' */
@@ -74,7 +78,7 @@ uint64_t graph_comm_bytes(const struct g_graph *g, uint32_t op, uint32_t rank)
 		int64_t total = 0;
 		for (uint32_t i = 0; i < P; i++)
 			total += kt->pattern[sd] >= 0 ? pattern_len(g, kt->pattern[sd], i) : kt->dims[sd];
-		if (o->attr[2] == 0) /* all-gather: all other chunks arrive */
+		if (a.rotate == G_ROT_GATHER) /* all other chunks arrive */
 			return per_row * (uint64_t)(total - rows);
 		/* rotation: P - 1 steps, each passing on the chunk held; the
 		 * chunk of the next rank is the one never sent */

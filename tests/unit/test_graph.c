@@ -20,6 +20,7 @@
 
 #include "graph/version.h"
 #include "graph/graph.h"
+#include "graph/op_attrs.h"
 #include "runtime/dtpc.h"
 #include "graph/graph_file.h"
 #include "tests/unit/unit.h"
@@ -753,7 +754,7 @@ static void test_tables(void)
 	FORGE(struct g_op, GS_OPS, s[2].out = NTENSORS);
 	reject(f, valid_len, "op 2: output 13 out of range (13 tensors)", "an op output index");
 
-	FORGE(struct g_op, GS_OPS, s[3].attr[0] = 3);
+	FORGE(struct g_op, GS_OPS, ga_dim_set(&s[3], (struct ga_dim){ .dim = 3 }));
 	reject(f, valid_len, "op 3 (all_gather): dimension 3 out of range (the output has 3)",
 	       "an all_gather dim");
 
@@ -804,10 +805,11 @@ static void test_op_kinds(void)
 	reject(f, valid_len, "op 1 (linear): flags 0x5, but linear has only 0x1",
 	       "a linear with gelu's tanh flag");
 
-	forge_op(&f, OP_ulysses_a2a, 0)->attr[0] = 2;
+	ga_ulysses_a2a_set(forge_op(&f, OP_ulysses_a2a, 0), (struct ga_ulysses_a2a){ .direction = 2 });
 	reject(f, valid_len, "op 1 (ulysses_a2a): direction 2", "a ulysses_a2a direction");
 
-	forge_op(&f, OP_ring_attention, 0)->attr[2] = -1;
+	ga_ring_attention_set(forge_op(&f, OP_ring_attention, 0),
+			      (struct ga_ring_attention){ .rotate = -1 });
 	reject(f, valid_len, "op 1 (ring_attention): rotate method -1", "a ring rotate method");
 
 	forge_op(&f, OP_rope_freqs, G_OF_CENTER)->nin = 1;
@@ -994,8 +996,9 @@ static void test_requires(void)
 	for (int64_t act = G_ACT_SILU; act <= G_ACT_COUNT; act++) {
 		f = copy_of(valid, valid_len);
 		struct g_op *o = section(f, GS_OPS);
+		struct ga_linear lin = ga_linear_get(&o[2]);
 		o[2].kind = OP_linear_act;
-		o[2].attr[0] = act;
+		ga_linear_act_set(&o[2], (struct ga_linear_act){ .bias = lin.bias, .act = act });
 		need_of(f)->ops |= 1ull << OP_linear_act;
 		if (act == G_ACT_COUNT) {
 			reject(f, valid_len, "op 2 (linear_act): activation 3",
