@@ -10,6 +10,7 @@
  * loading slow either. */
 #include "graph/graph.h"
 #include "graph/op_attrs.h"
+#include "graph/op_graph.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -599,57 +600,6 @@ static bool check_ref(struct loader *l, const char *where, uint64_t at,
 	return true;
 }
 
-/* The G_OF_* bits kind k has (struct g_op in graph/graph.h): any other
- * bit is damage, or a meaning this runtime does not know. */
-static uint32_t op_flags_defined(enum op_kind k)
-{
-	switch (k) {
-	case OP_linear:
-	case OP_linear_act:
-	case OP_patch_embed:
-		return G_OF_BIAS;
-	case OP_layer_norm:
-	case OP_rms_norm:
-		return G_OF_AFFINE | G_OF_STATS;
-	case OP_gelu:
-		return G_OF_TANH;
-	case OP_add:
-	case OP_mul:
-	case OP_modulate:
-		return G_OF_BH;
-	case OP_ring_attention:
-		return G_OF_FP32;
-	case OP_timestep_embedding:
-		return G_OF_FLIP;
-	case OP_rope_freqs:
-		return G_OF_SIN | G_OF_F64 | G_OF_GRID | G_OF_TEXT | G_OF_CENTER;
-	case OP_ltx_rope_freqs:
-		return G_OF_SIN;
-	case OP_grid_ids:
-		return G_OF_CENTER;
-	case OP_silu:
-	case OP_slice:
-	case OP_concat:
-	case OP_rope:
-	case OP_attention:
-	case OP_param:
-	case OP_reshape:
-	case OP_shard:
-	case OP_all_gather:
-	case OP_all_reduce:
-	case OP_ulysses_a2a:
-	case OP_text_ids:
-	case OP_unpatchify:
-	case OP_pad:
-	case OP_norm_stats:
-	case OP_reduce_scatter:
-		return 0;
-	case OP_COUNT: /* not a kind */
-		return 0;
-	}
-	return 0;
-}
-
 static bool check_op(struct loader *l, uint32_t i)
 {
 	const struct g_graph *g = l->g;
@@ -684,89 +634,15 @@ static bool check_op(struct loader *l, uint32_t i)
 			    info->name);
 	if (op->scratch != -1 && !check_ref(l, "op", i, "scratch", op->scratch, GT_SCRATCH))
 		return false;
-	uint32_t defined = op_flags_defined((enum op_kind)op->kind);
-	if (op->flags & ~defined)
+	/* the op's own: its flags, and its attributes the graph alone can
+	 * refute (graph/op_graph.c) */
+	const struct op_graph *d = op_graph[op->kind];
+	char why[192];
+	if (op->flags & ~d->flags)
 		return fail(l, "op %" PRIu32 " (%s): flags 0x%x, but %s has only 0x%x",
-			    i, info->name, op->flags, info->name, defined);
-	switch ((enum op_kind)op->kind) {
-	case OP_slice:
-	case OP_concat:
-	case OP_shard:
-	case OP_all_gather:
-	case OP_reduce_scatter:
-	case OP_pad: {
-		int64_t d = op->kind == OP_slice ? ga_slice_get(op).dim
-			    : op->kind == OP_pad ? ga_pad_get(op).dim : ga_dim_get(op).dim;
-		if (d < 0 || d >= g->tensors[op->out].ndim)
-			return fail(l, "op %" PRIu32 " (%s): dimension %" PRId64
-				    " out of range (the output has %u)", i, info->name,
-				    d, g->tensors[op->out].ndim);
-		break;
-	}
-	case OP_linear_act:
-		if (ga_linear_act_get(op).act < 0 || ga_linear_act_get(op).act >= G_ACT_COUNT)
-			return fail(l, "op %" PRIu32 " (linear_act): activation %" PRId64
-				    " (0 gelu, 1 gelu tanh, 2 silu)", i, ga_linear_act_get(op).act);
-		break;
-	case OP_ulysses_a2a:
-		if (ga_ulysses_a2a_get(op).direction != G_A2A_TO_HEADS &&
-		    ga_ulysses_a2a_get(op).direction != G_A2A_TO_SEQ)
-			return fail(l, "op %" PRIu32 " (ulysses_a2a): direction %" PRId64
-				    " (0 sequence to heads, 1 back)", i,
-				    ga_ulysses_a2a_get(op).direction);
-		break;
-	case OP_ring_attention:
-		if (ga_ring_attention_get(op).rotate != G_ROT_GATHER &&
-		    ga_ring_attention_get(op).rotate != G_ROT_SENDRECV)
-			return fail(l, "op %" PRIu32 " (ring_attention): rotate method %" PRId64
-				    " (0 all-gather, 1 send/recv rotation)", i,
-				    ga_ring_attention_get(op).rotate);
-		break;
-	case OP_rope_freqs: {
-		/* ids, or (G_CAP_POSITIONS) one generator's flag instead */
-		struct ga_rope_freqs a = ga_rope_freqs_get(op);
-		uint32_t gen = ga_bit(a.grid, G_OF_GRID) | ga_bit(a.text, G_OF_TEXT);
-		if (op->nin ? gen != 0 : gen != G_OF_GRID && gen != G_OF_TEXT)
-			return fail(l, "op %" PRIu32 " (rope_freqs): %u operands with position "
-				    "flags 0x%x (ids, or exactly one of grid 0x%x and text 0x%x)",
-				    i, op->nin, gen, G_OF_GRID, G_OF_TEXT);
-		if (gen && !(g->need.caps & G_CAP_POSITIONS))
-			return fail(l, "op %" PRIu32 " (rope_freqs): computes its positions, "
-				    "but requires does not set their capability bit", i);
-		if (a.center && gen != G_OF_GRID)
-			return fail(l, "op %" PRIu32 " (rope_freqs): centred (0x%x) without "
-				    "grid positions (0x%x)", i, G_OF_CENTER, G_OF_GRID);
-		break;
-	}
-	case OP_param:
-		return fail(l, "op %" PRIu32 " (param): a plan's parameter is a weight "
-			    "tensor in a graph, never an op", i);
-	/* Their attributes (sizes, head dims, float64 bits, norm_stats'
-	 * kind) are held against the tensors' shapes by the session's op
-	 * checks (runtime/ops/). */
-	case OP_linear:
-	case OP_layer_norm:
-	case OP_rms_norm:
-	case OP_gelu:
-	case OP_silu:
-	case OP_add:
-	case OP_mul:
-	case OP_modulate:
-	case OP_rope:
-	case OP_attention:
-	case OP_reshape:
-	case OP_all_reduce:
-	case OP_timestep_embedding:
-	case OP_ltx_rope_freqs:
-	case OP_grid_ids:
-	case OP_text_ids:
-	case OP_patch_embed:
-	case OP_unpatchify:
-	case OP_norm_stats:
-		break;
-	case OP_COUNT: /* refused above */
-		break;
-	}
+			    i, info->name, op->flags, info->name, d->flags);
+	if (d->check && !d->check(g, op, why, sizeof why))
+		return fail(l, "op %" PRIu32 " (%s): %s", i, info->name, why);
 	return true;
 }
 
