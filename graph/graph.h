@@ -425,16 +425,16 @@ const char *graph_dtype_name(uint32_t t);
 /* Positions (grid_ids, text_ids) are integers stored in the tensors' dtype,
  * which holds every integer of magnitude up to graph_dtype_exact_ints(t)
  * exactly: 2^24 (f32), 2^8 (bf16), 2^11 (f16). graph_ids_extent: the
- * largest magnitude among the positions grid_ids writes (attr: frames,
- * height, width; center) or text_ids (attr: length, first position). */
+ * largest magnitude among the positions grid_ids writes (pos: frames,
+ * height, width; center) or text_ids (pos: length, first position). */
 int64_t graph_dtype_exact_ints(enum g_dtype t);
-int64_t graph_ids_extent(bool grid, const int64_t *attr, bool center);
+int64_t graph_ids_extent(bool grid, const int64_t *pos, bool center);
 /* A rope_freqs op without ids (G_OF_GRID / G_OF_TEXT): its axes (3, or
- * text's leading nonzero attr[0..4]), and its positions as the generator's
- * attr that graph_ids_extent and the devices take (grid: frames, height,
- * width; text: rows, the first position). */
+ * text's leading nonzero axes_dim), and its positions as graph_ids_extent
+ * and the devices take them (grid: frames, height, width; text: rows, the
+ * first position). */
 int graph_rope_naxes(const struct g_op *o);
-void graph_rope_ids_attr(const struct g_op *o, int64_t rows, int64_t attr[3]);
+void graph_rope_ids_attr(const struct g_op *o, int64_t rows, int64_t pos[3]);
 /* ring_attention's scratch, in bytes from its start, each part 4-byte
  * aligned: at[0] the K/V chunks (kv elements of esize bytes), at[1] the
  * block's output (out elements), at[2] with fp32_acc a float32 accumulator

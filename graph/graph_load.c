@@ -887,24 +887,24 @@ int graph_rope_naxes(const struct g_op *o)
 	return n;
 }
 
-void graph_rope_ids_attr(const struct g_op *o, int64_t rows, int64_t attr[3])
+void graph_rope_ids_attr(const struct g_op *o, int64_t rows, int64_t pos[3])
 {
 	struct ga_rope_freqs a = ga_rope_freqs_get(o);
 
-	attr[0] = a.grid ? a.frames : rows;
-	attr[1] = a.grid ? a.height : a.first;
-	attr[2] = a.grid ? a.width : graph_rope_naxes(o);
+	pos[0] = a.grid ? a.frames : rows;
+	pos[1] = a.grid ? a.height : a.first;
+	pos[2] = a.grid ? a.width : graph_rope_naxes(o);
 }
 
-int64_t graph_ids_extent(bool grid, const int64_t *attr, bool center)
+int64_t graph_ids_extent(bool grid, const int64_t *pos, bool center)
 {
 	/* text_ids: first .. first + length - 1 (exec_check and the compiler
 	 * keep the sum from overflowing) */
 	if (!grid)
-		return max3(magnitude(attr[1]), magnitude(attr[1] + attr[0] - 1), 0);
+		return max3(magnitude(pos[1]), magnitude(pos[1] + pos[0] - 1), 0);
 	/* k_grid_ids: frames from 0; centred rows from -(H - H/2) to H/2 - 1 */
-	return max3(attr[0] - 1, center ? attr[1] - attr[1] / 2 : attr[1] - 1,
-		    center ? attr[2] - attr[2] / 2 : attr[2] - 1);
+	return max3(pos[0] - 1, center ? pos[1] - pos[1] / 2 : pos[1] - 1,
+		    center ? pos[2] - pos[2] / 2 : pos[2] - 1);
 }
 
 /* A part of ring attention's scratch from *at, its end rounded up to 4
