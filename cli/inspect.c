@@ -14,6 +14,7 @@
 
 #include "compiler/diag.h"
 #include "graph/graph_stats.h"
+#include "graph/op_graph.h"
 
 static const char *axis_name(const struct g_graph *g, uint32_t a)
 {
@@ -53,75 +54,6 @@ static void shape_str(const struct g_graph *g, uint32_t t, uint32_t rank, char *
 				      graph_local_dim(g, t, d, rank));
 	if (k < n)
 		snprintf(buf + k, n - k, "]");
-}
-
-/* Why an op is here: the collectives, reshuffles and fused pairs the
- * compiler inserted say what for; the model's own ops say that they
- * communicate nothing. */
-static const char *why(const struct g_graph *g, const struct g_op *o)
-{
-	switch ((enum op_kind)o->kind) {
-	case OP_shard: return "local slice: a consumer wants this tensor split";
-	case OP_all_gather: return "a consumer needs this tensor whole along the dim";
-	case OP_all_reduce: {
-		/* lower.c names a distributed norm's sums ".../stats" */
-		const char *in = graph_str(g, g->tensors[g->operands[o->in0]].name);
-		size_t n = strlen(in);
-		if (n > 6 && !strcmp(in + n - 6, "/stats"))
-			return "sums a distributed norm's per-row statistics (instead of an "
-			       "all-gather of its input)";
-		return "sums the partial products of a rowwise linear";
-	}
-	case OP_reduce_scatter:
-		return "sums the partial products of a rowwise linear, each rank keeping its "
-		       "sequence chunk (sequence-parallel TP)";
-	case OP_ulysses_a2a:
-		return o->attr[0] == 0 ? "Ulysses: sequence shards -> head shards before attention"
-				       : "Ulysses: head shards -> sequence shards after attention";
-	case OP_ring_attention:
-		if (o->nin == 4)
-			return o->attr[2] == 0 ? "ring attention: KV and key mask all-gathered, "
-						 "per-chunk LSE merge"
-					       : "ring attention: KV and key mask rotated with "
-						 "send/recv, LSE merge";
-		return o->attr[2] == 0 ? "ring attention: KV all-gathered, per-chunk LSE merge"
-				       : "ring attention: KV rotated with send/recv, LSE merge";
-	case OP_linear_act:
-		/* fuse.c: the pair's meaning, the activation in the GEMM's epilogue */
-		return o->attr[0] == G_ACT_SILU ? "linear + silu fused (dtpc --no-fuse: apart)"
-		       : o->attr[0] == G_ACT_GELU_TANH
-			       ? "linear + gelu (tanh) fused (dtpc --no-fuse: apart)"
-			       : "linear + gelu fused (dtpc --no-fuse: apart)";
-	case OP_norm_stats:
-		return "a distributed norm's per-row sums over this rank's part of the row, "
-		       "for the all-reduce after it";
-	case OP_linear:
-	case OP_layer_norm:
-	case OP_rms_norm:
-	case OP_gelu:
-	case OP_silu:
-	case OP_add:
-	case OP_mul:
-	case OP_modulate:
-	case OP_slice:
-	case OP_concat:
-	case OP_rope:
-	case OP_attention:
-	case OP_timestep_embedding:
-	case OP_rope_freqs:
-	case OP_ltx_rope_freqs:
-	case OP_grid_ids:
-	case OP_text_ids:
-	case OP_patch_embed:
-	case OP_unpatchify:
-	case OP_reshape:
-	case OP_pad:
-		return "the model's own op on this rank's pieces: no collective";
-	case OP_param: /* graph_parse refuses it: a weight tensor in a graph */
-	case OP_COUNT:
-		break;
-	}
-	return "not an op of a graph";
 }
 
 static const char *human(uint64_t b, char *buf, size_t n)
@@ -246,14 +178,14 @@ static void print_rank(const struct g_graph *g, uint32_t rank, FILE *out)
 			members_str(g, o->group, rank, mem, sizeof mem);
 			fprintf(out, "        %s over %s [ranks %s], sends %s: %s\n",
 				op_table[o->kind].name, gname, mem,
-				human(graph_comm_bytes(g, i, rank), b, sizeof b), why(g, o));
+				human(graph_comm_bytes(g, i, rank), b, sizeof b), graph_op_why(g, o));
 		} else if (o->kind == OP_shard) {
 			char gname[64];
 			group_str(g, o->group, gname, sizeof gname);
 			fprintf(out, "        this rank's chunk over %s, no communication: %s\n",
-				gname, why(g, o));
+				gname, graph_op_why(g, o));
 		} else if (o->kind == OP_linear_act) {
-			fprintf(out, "        %s\n", why(g, o));
+			fprintf(out, "        %s\n", graph_op_why(g, o));
 		}
 	}
 	fprintf(out, "  weights (this rank's slices)\n");
@@ -351,7 +283,7 @@ static cJSON *rank_json(const struct g_graph *g, uint32_t rank)
 					graph_group_member(g, (uint32_t)o->group, rank, k)));
 			cJSON_AddItemToObject(j, "bytes", json_uint(graph_comm_bytes(g, i, rank)));
 		}
-		cJSON_AddStringToObject(j, "why", why(g, o));
+		cJSON_AddStringToObject(j, "why", graph_op_why(g, o));
 		cJSON_AddItemToArray(ops, j);
 	}
 	cJSON_AddItemToObject(r, "arena_bytes", json_uint(g->arena_bytes));

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "arena.h"
+#include "graph/op_attrs.h"
 
 /* The text's axes fit beside its first position in attr[0..4]. */
 static bool axes_fit(bool grid, int64_t naxes)
@@ -175,16 +176,22 @@ void fold_positions(struct arena *a, struct g_graph *g)
 		bool grid = gen->kind == OP_grid_ids;
 		/* a generator's output is whole (layout.c), and so the table
 		 * that reads it directly; the runtime computes whole tables */
-		if (!axes_fit(grid, grid ? 3 : gen->attr[2]) || !whole(&g->tensors[ids]) ||
-		    !whole(&g->tensors[o->out]))
+		if (!axes_fit(grid, grid ? 3 : ga_text_ids_get(gen).axes) ||
+		    !whole(&g->tensors[ids]) || !whole(&g->tensors[o->out]))
 			continue;
+		struct ga_rope_freqs rf = ga_rope_freqs_get(o);
 		if (grid) {
-			memcpy(&o->attr[3], gen->attr, 3 * sizeof *gen->attr);
-			o->flags |= G_OF_GRID | (gen->flags & G_OF_CENTER);
+			struct ga_grid_ids gi = ga_grid_ids_get(gen);
+			rf.grid = true;
+			rf.frames = gi.frames;
+			rf.height = gi.height;
+			rf.width = gi.width;
+			rf.center = gi.center;
 		} else {
-			o->attr[G_NATTR - 1] = gen->attr[1];
-			o->flags |= G_OF_TEXT;
+			rf.text = true;
+			rf.first = ga_text_ids_get(gen).first;
 		}
+		ga_rope_freqs_set(o, rf);
 		o->nin = 0;
 		folded = true;
 	}

@@ -20,12 +20,13 @@
 #include <string.h>
 
 #include "fold.h"
+#include "graph/op_attrs.h"
 
 /* The activation code of a gelu / silu op, or -1 for any other op. */
 static int activation(const struct g_op *o)
 {
 	if (o->kind == OP_gelu)
-		return o->flags & G_OF_TANH ? G_ACT_GELU_TANH : G_ACT_GELU;
+		return ga_gelu_get(o).tanh ? G_ACT_GELU_TANH : G_ACT_GELU;
 	return o->kind == OP_silu ? G_ACT_SILU : -1;
 }
 
@@ -73,8 +74,9 @@ void fuse_linear_act(struct arena *a, struct g_graph *g, FILE *dump)
 								   : "gelu(tanh)",
 				graph_str(g, g->tensors[act->out].name),
 				graph_str(g, g->tensors[act->out].name));
+		struct ga_linear lin = ga_linear_get(&ops[p]);
 		ops[p].kind = OP_linear_act;
-		ops[p].attr[0] = code;
+		ga_linear_act_set(&ops[p], (struct ga_linear_act){ .bias = lin.bias, .act = code });
 		/* the fused op writes the activation's output; the dropped
 		 * activation takes the linear's tensor with it */
 		ops[p].out = act->out;

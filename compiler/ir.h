@@ -47,10 +47,15 @@ struct ir_op {
 	int nin;
 	int out;
 	/* Attributes, by op: linear out/in, norm group, slice dim/start/len,
-	 * concat dim, heads, timestep_embedding dim, rope_freqs precision (1:
+	 * concat dim, timestep_embedding dim, rope_freqs precision (1:
 	 * f64), grid_ids frames/height/width, text_ids length/first
-	 * position/axes, patch_embed out, pad dim/before/after (eps: pad's value). */
+	 * position/axes, patch_embed out, pad dim/before/after (eps: pad's value).
+	 * The graph's op of the same kind keeps its own (graph/op_attrs.h),
+	 * not these slots. */
 	int64_t attr[4];
+	/* rope, attention: the plan's heads (their graph ops hold the head
+	 * dim instead, ga_rope / ga_attention) */
+	int64_t heads;
 	double eps;         /* norms: eps; rope_freqs: theta; pad: the value */
 	/* timestep_embedding: downscale_freq_shift, scale, max_period, input_scale */
 	double fattr[4];

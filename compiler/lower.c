@@ -430,7 +430,7 @@ static int convert(struct lower *L, int t, struct layout from, const struct layo
 								     lay_groups[g].tag),
 						     GT_ACTIVATION, &sh, pat);
 				int opi = emit(L, OP_all_gather, &cur, 1, out, group);
-				op_at(L, opi)->attr[0] = dim;
+				ga_dim_set(op_at(L, opi), (struct ga_dim){ .dim = dim });
 				/* members' pieces arrive whole, one after another;
 				 * they are put in place (block by block, row by row)
 				 * from this buffer */
@@ -445,7 +445,7 @@ static int convert(struct lower *L, int t, struct layout from, const struct layo
 								     lay_groups[g].tag),
 						     GT_ACTIVATION, &sh, pat);
 				int opi = emit(L, OP_shard, &cur, 1, out, group);
-				op_at(L, opi)->attr[0] = w->dim;
+				ga_dim_set(op_at(L, opi), (struct ga_dim){ .dim = w->dim });
 				cur = out;
 			}
 		}
@@ -495,7 +495,7 @@ static int weight(struct lower *L, int w, int dim, const struct style_use *u)
 		int out = new_tensor(L, arena_printf(L->a, "%s/gather_fsdp", iw->name),
 				     GT_ACTIVATION, &iw->shape, pat);
 		int opi = emit(L, OP_all_gather, &t, 1, out, cp);
-		op_at(L, opi)->attr[0] = 0;
+		ga_dim_set(op_at(L, opi), (struct ga_dim){ .dim = 0 });
 		lower_add_scratch(L, opi, arena_printf(L->a, "%s/gather_buf", iw->name),
 				  (int64_t)L->tensors.v[out].bytes);
 		t = out;
@@ -539,7 +539,7 @@ static void lower_linear(struct lower *L, int opi, int x)
 		int k = emit(L, sp ? OP_reduce_scatter : OP_all_reduce, &part, 1, sum,
 			     L->g_lay[LG_TP]);
 		if (sp) {
-			op_at(L, k)->attr[0] = outl->g[LG_TP].dim;
+			ga_dim_set(op_at(L, k), (struct ga_dim){ .dim = outl->g[LG_TP].dim });
 			/* the pieces packed in member order, and a float32 sum
 			 * of this rank's piece for a storage dtype narrower
 			 * than float32 (runtime/ops/collective.c) */
@@ -562,7 +562,7 @@ static void lower_linear(struct lower *L, int opi, int x)
 	int out = out_tensor(L, o->out, outl, NULL);
 	int k = emit(L, OP_linear, in, nin, out, -1);
 	if (o->flag)
-		op_at(L, k)->flags |= G_OF_BIAS;
+		ga_linear_set(op_at(L, k), (struct ga_linear){ .bias = true });
 	L->val[o->out] = out;
 }
 
@@ -606,9 +606,8 @@ static int a2a_forward(struct lower *L, int x, int64_t hd, const char *name)
 	pat[last] = pattern_split(L, L->g_uly, 1, &width, hd);
 	int out = new_tensor(L, arena_printf(L->a, "%s/ulysses", name), GT_ACTIVATION, &sh, pat);
 	int k = emit(L, OP_ulysses_a2a, &x, 1, out, L->g_uly);
-	op_at(L, k)->attr[0] = 0;
-	op_at(L, k)->attr[1] = hd;
-	op_at(L, k)->attr[2] = 1;
+	ga_ulysses_a2a_set(op_at(L, k), (struct ga_ulysses_a2a){
+		.direction = G_A2A_TO_HEADS, .head_dim = hd, .seq_dim = 1 });
 	lower_add_scratch(L, k, arena_printf(L->a, "%s/ulysses_buf", name),
 			  (int64_t)(L->tensors.v[x].bytes + L->tensors.v[out].bytes));
 	return out;
@@ -630,7 +629,7 @@ static int ring_mask(struct lower *L, int mask, int32_t kp, const char *name)
 		pat[d] = d == 1 ? kp : d == 0 ? L->tensors.v[mask].pattern[0] : -1;
 	int out = new_tensor(L, arena_printf(L->a, "%s/mask_ring", name), GT_ACTIVATION, &sh, pat);
 	int k = emit(L, OP_shard, &mask, 1, out, L->g_ring);
-	op_at(L, k)->attr[0] = 1;
+	ga_dim_set(op_at(L, k), (struct ga_dim){ .dim = 1 });
 	strmap_put(L->memo, arena_strdup(L->a, key), out);
 	return out;
 }
@@ -641,7 +640,7 @@ static void lower_cp_attention(struct lower *L, int opi, const int *qkv)
 	const struct plan_cfg *c = L->c;
 	const struct ir_shape *qs = &L->m->tensors[o->in[0]].shape;
 	const struct ir_shape *vs = &L->m->tensors[o->in[2]].shape;
-	int64_t hd = qs->d[2] / o->attr[0], hdv = vs->d[2] / o->attr[0];
+	int64_t hd = qs->d[2] / o->heads, hdv = vs->d[2] / o->heads;
 	bool uly = L->g_uly >= 0 && plan_style(c, o->module_index, ST_ULYSSES);
 	bool ring = L->g_ring >= 0 && plan_style(c, o->module_index, ST_RING);
 	const char *name = L->m->tensors[o->out].name;
@@ -663,13 +662,12 @@ static void lower_cp_attention(struct lower *L, int opi, const int *qkv)
 		      : out_tensor(L, o->out, &L->lay->produced[o->out], NULL);
 	if (ring) {
 		int k = emit(L, OP_ring_attention, in, nin, att, L->g_ring);
-		struct g_op *g = op_at(L, k);
-		g->attr[0] = hd;
-		g->attr[1] = hdv;
-		g->attr[2] = c->rotate == ROTATE_ALLTOALL;
-		g->attr[3] = 1;
-		if (c->convert_to_fp32)
-			g->flags |= G_OF_FP32;
+		ga_ring_attention_set(op_at(L, k), (struct ga_ring_attention){
+			.head_dim = hd,
+			.head_dim_v = hdv,
+			.rotate = c->rotate == ROTATE_ALLTOALL ? G_ROT_SENDRECV : G_ROT_GATHER,
+			.seq_dim = 1,
+			.fp32 = c->convert_to_fp32 });
 		/* KV buffers (all of it, or two chunks in flight), the block
 		 * output, a float32 accumulator where convert_to_fp32 asks for
 		 * one over a 16-bit dtype, and the log-sum-exps: the layout of
@@ -696,8 +694,8 @@ static void lower_cp_attention(struct lower *L, int opi, const int *qkv)
 				  bytes > (uint64_t)INT64_MAX - 8 ? INT64_MAX - 8 : (int64_t)bytes);
 	} else {
 		int k = emit(L, OP_attention, in, nin, att, -1);
-		op_at(L, k)->attr[0] = hd;
-		op_at(L, k)->attr[1] = hdv;
+		ga_attention_set(op_at(L, k),
+				 (struct ga_attention){ .head_dim = hd, .head_dim_v = hdv });
 	}
 	if (!uly) {
 		L->val[o->out] = att;
@@ -705,9 +703,8 @@ static void lower_cp_attention(struct lower *L, int opi, const int *qkv)
 	}
 	int out = out_tensor(L, o->out, &L->lay->produced[o->out], NULL);
 	int k = emit(L, OP_ulysses_a2a, &att, 1, out, L->g_uly);
-	op_at(L, k)->attr[0] = 1;
-	op_at(L, k)->attr[1] = hdv;
-	op_at(L, k)->attr[2] = 1;
+	ga_ulysses_a2a_set(op_at(L, k), (struct ga_ulysses_a2a){
+		.direction = G_A2A_TO_SEQ, .head_dim = hdv, .seq_dim = 1 });
 	lower_add_scratch(L, k, arena_printf(L->a, "%s/ulysses_buf", name),
 			  (int64_t)(L->tensors.v[att].bytes + L->tensors.v[out].bytes));
 	L->val[o->out] = out;
@@ -728,8 +725,7 @@ static int row_sums(struct lower *L, int x, const struct layout *l, int64_t N,
 	int in[2] = { x, sums };
 	int part = new_tensor(L, arena_printf(L->a, "%s/stats", name), GT_ACTIVATION, &sh, pat);
 	int k = emit(L, OP_norm_stats, in, sums >= 0 ? 2 : 1, part, -1);
-	op_at(L, k)->attr[0] = N;
-	op_at(L, k)->attr[1] = mode;
+	ga_norm_stats_set(op_at(L, k), (struct ga_norm_stats){ .width = N, .stat = mode });
 	int sum = new_tensor(L, name, GT_ACTIVATION, &sh, pat);
 	emit(L, OP_all_reduce, &part, 1, sum, L->g_lay[LG_TP]);
 	return sum;
@@ -757,11 +753,12 @@ static void lower_dist_norm(struct lower *L, int opi, int x)
 		in[nin++] = row_sums(L, x, xl, N, G_NS_SQ, -1, arena_printf(L->a, "%s/sq", name));
 	}
 	int out = out_tensor(L, o->out, &L->lay->produced[o->out], NULL);
-	struct g_op *g = op_at(L, emit(L, o->kind, in, nin, out, -1));
-	g->eps = o->eps;
-	g->flags |= G_OF_STATS | (o->flag ? G_OF_AFFINE : 0);
-	g->attr[0] = o->kind == OP_rms_norm ? N : 0;
-	g->attr[1] = N;
+	ga_norm_set(op_at(L, emit(L, o->kind, in, nin, out, -1)),
+		    (struct ga_norm){ .eps = o->eps,
+				      .affine = o->flag,
+				      .stats = true,
+				      .group = o->kind == OP_rms_norm ? N : 0,
+				      .width = N });
 	L->val[o->out] = out;
 }
 

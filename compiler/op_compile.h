@@ -14,6 +14,7 @@
 #include "expr.h"
 #include "ir.h"
 #include "graph/graph.h"
+#include "graph/op_attrs.h"
 #include "graph/op_table.h"
 
 /* ---- the language's signatures (generated from ops.def: op_sigs.h) ------- */

@@ -68,7 +68,7 @@ static cJSON *attention_json(struct arena *a, const struct plan_cfg *c,
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "module", stmt_pattern(a, m, o->module_index));
 	cJSON_AddNumberToObject(j, "count", count);
-	int64_t heads = o->attr[0];
+	int64_t heads = o->heads;
 	const struct layout *in = lay->in[opi];
 	bool tp_heads = in[0].g[LG_TP].kind == LAY_SHARD && c->tp > 1;
 	bool cp = plan_cp(c) > 1 &&

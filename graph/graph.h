@@ -162,7 +162,8 @@ struct g_requires {
 
 /* An op. Operands are operands[in0 .. in0 + nin); out is its result tensor;
  * group is the communication group (-1 for local ops); scratch is a
- * GT_SCRATCH tensor or -1. attr/eps by kind:
+ * GT_SCRATCH tensor or -1. attr/eps by kind (graph/op_attrs.h gives each
+ * op's as a typed struct: read and write them through its accessors only):
  *   linear       flags G_OF_BIAS when operand 2 is the bias
  *   linear_act   a linear and its activation in one op (compiler/fuse.c):
  *                as linear, attr[0] the activation (enum g_act); its value
@@ -424,16 +425,16 @@ const char *graph_dtype_name(uint32_t t);
 /* Positions (grid_ids, text_ids) are integers stored in the tensors' dtype,
  * which holds every integer of magnitude up to graph_dtype_exact_ints(t)
  * exactly: 2^24 (f32), 2^8 (bf16), 2^11 (f16). graph_ids_extent: the
- * largest magnitude among the positions grid_ids writes (attr: frames,
- * height, width; center) or text_ids (attr: length, first position). */
+ * largest magnitude among the positions grid_ids writes (pos: frames,
+ * height, width; center) or text_ids (pos: length, first position). */
 int64_t graph_dtype_exact_ints(enum g_dtype t);
-int64_t graph_ids_extent(bool grid, const int64_t *attr, bool center);
+int64_t graph_ids_extent(bool grid, const int64_t *pos, bool center);
 /* A rope_freqs op without ids (G_OF_GRID / G_OF_TEXT): its axes (3, or
- * text's leading nonzero attr[0..4]), and its positions as the generator's
- * attr that graph_ids_extent and the devices take (grid: frames, height,
- * width; text: rows, the first position). */
+ * text's leading nonzero axes_dim), and its positions as graph_ids_extent
+ * and the devices take them (grid: frames, height, width; text: rows, the
+ * first position). */
 int graph_rope_naxes(const struct g_op *o);
-void graph_rope_ids_attr(const struct g_op *o, int64_t rows, int64_t attr[3]);
+void graph_rope_ids_attr(const struct g_op *o, int64_t rows, int64_t pos[3]);
 /* ring_attention's scratch, in bytes from its start, each part 4-byte
  * aligned: at[0] the K/V chunks (kv elements of esize bytes), at[1] the
  * block's output (out elements), at[2] with fp32_acc a float32 accumulator

@@ -9,6 +9,8 @@
  * ranges, the string blob ends in a NUL), so a hostile file cannot make
  * loading slow either. */
 #include "graph/graph.h"
+#include "graph/op_attrs.h"
+#include "graph/op_graph.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -598,57 +600,6 @@ static bool check_ref(struct loader *l, const char *where, uint64_t at,
 	return true;
 }
 
-/* The G_OF_* bits kind k has (struct g_op in graph/graph.h): any other
- * bit is damage, or a meaning this runtime does not know. */
-static uint32_t op_flags_defined(enum op_kind k)
-{
-	switch (k) {
-	case OP_linear:
-	case OP_linear_act:
-	case OP_patch_embed:
-		return G_OF_BIAS;
-	case OP_layer_norm:
-	case OP_rms_norm:
-		return G_OF_AFFINE | G_OF_STATS;
-	case OP_gelu:
-		return G_OF_TANH;
-	case OP_add:
-	case OP_mul:
-	case OP_modulate:
-		return G_OF_BH;
-	case OP_ring_attention:
-		return G_OF_FP32;
-	case OP_timestep_embedding:
-		return G_OF_FLIP;
-	case OP_rope_freqs:
-		return G_OF_SIN | G_OF_F64 | G_OF_GRID | G_OF_TEXT | G_OF_CENTER;
-	case OP_ltx_rope_freqs:
-		return G_OF_SIN;
-	case OP_grid_ids:
-		return G_OF_CENTER;
-	case OP_silu:
-	case OP_slice:
-	case OP_concat:
-	case OP_rope:
-	case OP_attention:
-	case OP_param:
-	case OP_reshape:
-	case OP_shard:
-	case OP_all_gather:
-	case OP_all_reduce:
-	case OP_ulysses_a2a:
-	case OP_text_ids:
-	case OP_unpatchify:
-	case OP_pad:
-	case OP_norm_stats:
-	case OP_reduce_scatter:
-		return 0;
-	case OP_COUNT: /* not a kind */
-		return 0;
-	}
-	return 0;
-}
-
 static bool check_op(struct loader *l, uint32_t i)
 {
 	const struct g_graph *g = l->g;
@@ -683,81 +634,15 @@ static bool check_op(struct loader *l, uint32_t i)
 			    info->name);
 	if (op->scratch != -1 && !check_ref(l, "op", i, "scratch", op->scratch, GT_SCRATCH))
 		return false;
-	uint32_t defined = op_flags_defined((enum op_kind)op->kind);
-	if (op->flags & ~defined)
+	/* the op's own: its flags, and its attributes the graph alone can
+	 * refute (graph/op_graph.c) */
+	const struct op_graph *d = op_graph[op->kind];
+	char why[192];
+	if (op->flags & ~d->flags)
 		return fail(l, "op %" PRIu32 " (%s): flags 0x%x, but %s has only 0x%x",
-			    i, info->name, op->flags, info->name, defined);
-	switch ((enum op_kind)op->kind) {
-	case OP_slice:
-	case OP_concat:
-	case OP_shard:
-	case OP_all_gather:
-	case OP_reduce_scatter:
-	case OP_pad:
-		if (op->attr[0] < 0 || op->attr[0] >= g->tensors[op->out].ndim)
-			return fail(l, "op %" PRIu32 " (%s): dimension %" PRId64
-				    " out of range (the output has %u)", i, info->name,
-				    op->attr[0], g->tensors[op->out].ndim);
-		break;
-	case OP_linear_act:
-		if (op->attr[0] < 0 || op->attr[0] >= G_ACT_COUNT)
-			return fail(l, "op %" PRIu32 " (linear_act): activation %" PRId64
-				    " (0 gelu, 1 gelu tanh, 2 silu)", i, op->attr[0]);
-		break;
-	case OP_ulysses_a2a:
-		if (op->attr[0] != 0 && op->attr[0] != 1)
-			return fail(l, "op %" PRIu32 " (ulysses_a2a): direction %" PRId64
-				    " (0 sequence to heads, 1 back)", i, op->attr[0]);
-		break;
-	case OP_ring_attention:
-		if (op->attr[2] != 0 && op->attr[2] != 1)
-			return fail(l, "op %" PRIu32 " (ring_attention): rotate method %" PRId64
-				    " (0 all-gather, 1 send/recv rotation)", i, op->attr[2]);
-		break;
-	case OP_rope_freqs: {
-		/* ids, or (G_CAP_POSITIONS) one generator's flag instead */
-		uint32_t gen = op->flags & (G_OF_GRID | G_OF_TEXT);
-		if (op->nin ? gen != 0 : gen != G_OF_GRID && gen != G_OF_TEXT)
-			return fail(l, "op %" PRIu32 " (rope_freqs): %u operands with position "
-				    "flags 0x%x (ids, or exactly one of grid 0x%x and text 0x%x)",
-				    i, op->nin, gen, G_OF_GRID, G_OF_TEXT);
-		if (gen && !(g->need.caps & G_CAP_POSITIONS))
-			return fail(l, "op %" PRIu32 " (rope_freqs): computes its positions, "
-				    "but requires does not set their capability bit", i);
-		if ((op->flags & G_OF_CENTER) && gen != G_OF_GRID)
-			return fail(l, "op %" PRIu32 " (rope_freqs): centred (0x%x) without "
-				    "grid positions (0x%x)", i, G_OF_CENTER, G_OF_GRID);
-		break;
-	}
-	case OP_param:
-		return fail(l, "op %" PRIu32 " (param): a plan's parameter is a weight "
-			    "tensor in a graph, never an op", i);
-	/* Their attributes (sizes, head dims, float64 bits, norm_stats'
-	 * kind) are held against the tensors' shapes by the session's op
-	 * checks (runtime/ops/). */
-	case OP_linear:
-	case OP_layer_norm:
-	case OP_rms_norm:
-	case OP_gelu:
-	case OP_silu:
-	case OP_add:
-	case OP_mul:
-	case OP_modulate:
-	case OP_rope:
-	case OP_attention:
-	case OP_reshape:
-	case OP_all_reduce:
-	case OP_timestep_embedding:
-	case OP_ltx_rope_freqs:
-	case OP_grid_ids:
-	case OP_text_ids:
-	case OP_patch_embed:
-	case OP_unpatchify:
-	case OP_norm_stats:
-		break;
-	case OP_COUNT: /* refused above */
-		break;
-	}
+			    i, info->name, op->flags, info->name, d->flags);
+	if (d->check && !d->check(g, op, why, sizeof why))
+		return fail(l, "op %" PRIu32 " (%s): %s", i, info->name, why);
 	return true;
 }
 
@@ -992,33 +877,34 @@ static int64_t magnitude(int64_t v)
 
 int graph_rope_naxes(const struct g_op *o)
 {
+	struct ga_rope_freqs a = ga_rope_freqs_get(o);
 	int n = 0;
 
-	if (o->flags & G_OF_GRID)
+	if (a.grid)
 		return 3;
-	while (n < G_NATTR - 1 && o->attr[n])
+	while (n < G_NATTR - 1 && a.axes_dim[n])
 		n++;
 	return n;
 }
 
-void graph_rope_ids_attr(const struct g_op *o, int64_t rows, int64_t attr[3])
+void graph_rope_ids_attr(const struct g_op *o, int64_t rows, int64_t pos[3])
 {
-	bool grid = o->flags & G_OF_GRID;
+	struct ga_rope_freqs a = ga_rope_freqs_get(o);
 
-	attr[0] = grid ? o->attr[3] : rows;
-	attr[1] = grid ? o->attr[4] : o->attr[5];
-	attr[2] = grid ? o->attr[5] : graph_rope_naxes(o);
+	pos[0] = a.grid ? a.frames : rows;
+	pos[1] = a.grid ? a.height : a.first;
+	pos[2] = a.grid ? a.width : graph_rope_naxes(o);
 }
 
-int64_t graph_ids_extent(bool grid, const int64_t *attr, bool center)
+int64_t graph_ids_extent(bool grid, const int64_t *pos, bool center)
 {
 	/* text_ids: first .. first + length - 1 (exec_check and the compiler
 	 * keep the sum from overflowing) */
 	if (!grid)
-		return max3(magnitude(attr[1]), magnitude(attr[1] + attr[0] - 1), 0);
+		return max3(magnitude(pos[1]), magnitude(pos[1] + pos[0] - 1), 0);
 	/* k_grid_ids: frames from 0; centred rows from -(H - H/2) to H/2 - 1 */
-	return max3(attr[0] - 1, center ? attr[1] - attr[1] / 2 : attr[1] - 1,
-		    center ? attr[2] - attr[2] / 2 : attr[2] - 1);
+	return max3(pos[0] - 1, center ? pos[1] - pos[1] / 2 : pos[1] - 1,
+		    center ? pos[2] - pos[2] / 2 : pos[2] - 1);
 }
 
 /* A part of ring attention's scratch from *at, its end rounded up to 4

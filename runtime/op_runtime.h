@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "graph/graph_stats.h"
+#include "graph/op_attrs.h"
 #include "runtime/session.h"
 
 struct op_runtime {
@@ -272,14 +273,14 @@ static inline struct counts counts_of(const struct dtpc_session *s)
 	return (struct counts){ s->cbufs, s->cbufs + n, s->cbufs + 2 * n, s->cbufs + 3 * n };
 }
 
-/* slice, concat, shard and all_gather: the dim attr[0] within the output,
+/* slice, concat, shard and all_gather: the dim they cut or join within the output,
  * every operand of the output's rank and equal to it on every other dim. */
 static inline dtpc_status check_along_dim(const struct dtpc_session *s, uint32_t i,
 					  const struct g_op *o)
 {
 	const char *name = op_table[o->kind].name;
 	uint32_t out = o->out;
-	int d = (int)o->attr[0];
+	int d = (int)(o->kind == OP_slice ? ga_slice_get(o).dim : ga_dim_get(o).dim);
 	REQUIRE(d >= 0 && d < nd(s, out), i, name, "dim");
 	for (uint32_t k = 0; k < o->nin; k++) {
 		uint32_t t = opnd(s, o, (int)k);

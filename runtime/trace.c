@@ -6,6 +6,7 @@
 #include "runtime/comm.h"
 #include "runtime/device.h"
 #include "graph/graph_stats.h"
+#include "graph/op_attrs.h"
 #include "runtime/session.h"
 
 /* Bytes of the arena in use while each op runs, from the memory plan: an
@@ -62,8 +63,10 @@ static void write_part(FILE *f, const struct g_graph *g, uint32_t rank,
 {
 	const struct g_op *o = &g->ops[ev->op];
 	bool comm = ev->part == TRACE_COMM;
-	/* ring attention rotates (attr[2]) or gathers every chunk at once */
-	const char *what = !comm ? "attention" : o->attr[2] ? "kv shift" : "kv all_gather";
+	/* ring attention rotates or gathers every chunk at once */
+	const char *what = !comm ? "attention"
+			   : ga_ring_attention_get(o).rotate != G_ROT_GATHER ? "kv shift"
+									       : "kv all_gather";
 	fprintf(f, ",\n{\"name\": \"%s %u\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %u, "
 		"\"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"op\": \"%s %s\", "
 		"\"part\": \"%s\", \"step\": %u",

@@ -54,15 +54,16 @@ static bool shape_attention(struct op_ctx *I, struct ir_op *o, const struct valu
 	}
 	*out = *x;
 	out->d[2] = vv->d[2];
-	o->attr[0] = v[3].i;
+	o->heads = v[3].i;
 	return true;
 }
 /* lower.c, an attention on each rank's own heads (a context-parallel one
  * is lower.c's own) */
 static void lower_attention(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
 {
-	g->attr[0] = X->m->tensors[o->in[0]].shape.d[2] / o->attr[0];
-	g->attr[1] = X->m->tensors[o->in[2]].shape.d[2] / o->attr[0];
+	ga_attention_set(g, (struct ga_attention){
+		.head_dim = X->m->tensors[o->in[0]].shape.d[2] / o->heads,
+		.head_dim_v = X->m->tensors[o->in[2]].shape.d[2] / o->heads });
 }
 
 static void attention_heads(struct opctx *X, bool cp_style);
@@ -186,7 +187,7 @@ static void attention_heads(struct opctx *X, bool cp_style)
 {
 	struct lp *P = X->P;
 	const struct plan_cfg *c = P->c;
-	int64_t heads = X->o->attr[0];
+	int64_t heads = X->o->heads;
 	int any_tp = -1;
 	for (int i = 0; i < 3; i++)
 		if (sharded(&X->in[i].g[LG_TP]) && X->in[i].g[LG_TP].dim == 2)

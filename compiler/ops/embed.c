@@ -186,30 +186,36 @@ static bool shape_patches(struct op_ctx *I, struct ir_op *o, const struct value 
 static void lower_timestep_embedding(const struct op_lowered *X, const struct ir_op *o,
 				     struct g_op *g)
 {
-	g->attr[0] = o->attr[0];
-	/* attr[1..4]: the float64 bits of the four numbers */
-	memcpy(&g->attr[1], o->fattr, sizeof o->fattr);
-	g->flags |= o->flag ? G_OF_FLIP : 0;
+	ga_timestep_embedding_set(g, (struct ga_timestep_embedding){
+		.dim = o->attr[0],
+		.downscale_freq_shift = o->fattr[0],
+		.scale = o->fattr[1],
+		.max_period = o->fattr[2],
+		.input_scale = o->fattr[3],
+		.flip = o->flag });
 }
 
 static void lower_ids(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
 {
-	g->attr[0] = o->attr[0];
-	g->attr[1] = o->attr[1];
-	g->attr[2] = o->attr[2];
-	g->flags |= o->kind == OP_grid_ids && o->flag ? G_OF_CENTER : 0;
+	if (o->kind == OP_grid_ids)
+		ga_grid_ids_set(g, (struct ga_grid_ids){ .frames = o->attr[0], .height = o->attr[1],
+							 .width = o->attr[2], .center = o->flag });
+	else
+		ga_text_ids_set(g, (struct ga_text_ids){ .length = o->attr[0], .first = o->attr[1],
+							 .axes = o->attr[2] });
 }
 
 static void lower_unpatchify(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
 {
-	for (int a = 0; a < 3; a++)
-		g->attr[a] = o->shape_attr.d[a];
+	ga_patch_set(g, (struct ga_patch){
+		.patch = { o->shape_attr.d[0], o->shape_attr.d[1], o->shape_attr.d[2] } });
 }
 
 static void lower_patch_embed(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
 {
-	lower_unpatchify(X, o, g);
-	g->flags |= o->flag ? G_OF_BIAS : 0;
+	ga_patch_set(g, (struct ga_patch){
+		.patch = { o->shape_attr.d[0], o->shape_attr.d[1], o->shape_attr.d[2] },
+		.bias = o->flag });
 	/* the patches hold exactly the input's elements, regrouped */
 	lower_add_scratch(X->L, X->k, arena_printf(X->a, "%s/patches", X->m->tensors[o->out].name),
 			  (int64_t)X->tensors[X->in[0]].bytes);

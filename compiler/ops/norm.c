@@ -45,15 +45,12 @@ static bool shape_norm(struct op_ctx *I, struct ir_op *o, const struct value *v,
 /* lower.c, a whole norm (a distributed one is lower.c's own) */
 static void lower_layer_norm(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
 {
-	g->eps = o->eps;
-	g->flags |= o->flag ? G_OF_AFFINE : 0;
+	ga_norm_set(g, (struct ga_norm){ .eps = o->eps, .affine = o->flag });
 }
 
 static void lower_rms_norm(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
 {
-	g->eps = o->eps;
-	g->attr[0] = o->attr[0];
-	g->flags |= o->flag ? G_OF_AFFINE : 0;
+	ga_norm_set(g, (struct ga_norm){ .eps = o->eps, .affine = o->flag, .group = o->attr[0] });
 }
 
 /* A norm over the whole last axis (LTX-Video's and Wan's q/k norm after a

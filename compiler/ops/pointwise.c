@@ -60,7 +60,7 @@ static bool shape_broadcast(struct op_ctx *I, struct ir_op *o, const struct valu
 }
 static void lower_gelu(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
 {
-	g->flags |= o->flag ? G_OF_TANH : 0;
+	ga_gelu_set(g, (struct ga_gelu){ .tanh = o->flag });
 }
 
 /* Maps output dim d of a broadcasting op to input i's dim, or -1 when input i

@@ -33,7 +33,7 @@ static bool shape_rope(struct op_ctx *I, struct ir_op *o, const struct value *v,
 		}
 	}
 	*out = *x;
-	o->attr[0] = v[3].i;
+	o->heads = v[3].i;
 	return true;
 }
 
@@ -148,15 +148,16 @@ static void lower_rope(const struct op_lowered *X, const struct ir_op *o, struct
 	/* the local head dim: the tables' width, whole or, for one head
 	 * cut into even chunks, this rank's chunk (layout.c) */
 	const struct g_tensor *cos = &X->tensors[X->in[1]];
-	g->attr[0] = cos->pattern[1] >= 0 ? X->pattern_max[cos->pattern[1]] : cos->dims[1];
+	ga_rope_set(g, (struct ga_rope){
+		.head_dim = cos->pattern[1] >= 0 ? X->pattern_max[cos->pattern[1]] : cos->dims[1] });
 }
 
 static void lower_rope_freqs(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
 {
-	for (int a = 0; a < o->shape_attr.nd; a++)
-		g->attr[a] = o->shape_attr.d[a];
-	g->eps = o->eps;
-	g->flags |= (o->flag ? G_OF_SIN : 0) | (o->attr[0] ? G_OF_F64 : 0);
+	struct ga_rope_freqs a = { .theta = o->eps, .sin = o->flag, .f64 = o->attr[0] };
+	for (int k = 0; k < o->shape_attr.nd; k++)
+		a.axes_dim[k] = o->shape_attr.d[k];
+	ga_rope_freqs_set(g, a);
 }
 
 /* The layout rope's cos/sin tables ([S, D]) must have on one axis group,
@@ -178,7 +179,7 @@ static struct lay_axis rope_tables(struct opctx *X, enum lay_group g)
 		want.dim = 0;
 		return want;
 	}
-	int64_t width = dim_size(X, 0, 2), hd = width / X->o->attr[0];
+	int64_t width = dim_size(X, 0, 2), hd = width / X->o->heads;
 	int nb;
 	const int64_t *b = lay_blocks_of(P, x, width, &nb);
 	bool whole = true;
@@ -199,13 +200,13 @@ static struct lay_axis rope_tables(struct opctx *X, enum lay_group g)
 static void lower_ltx_rope_freqs(const struct op_lowered *X, const struct ir_op *o,
 				 struct g_op *g)
 {
-	g->attr[0] = o->attr[0];
-	g->attr[1] = o->attr[1];
-	g->attr[2] = o->attr[2];
-	/* attr[3..5]: the float64 bits of the three scales */
-	memcpy(&g->attr[3], o->fattr, 3 * sizeof o->fattr[0]);
-	g->eps = o->eps;
-	g->flags |= o->flag ? G_OF_SIN : 0;
+	ga_ltx_rope_freqs_set(g, (struct ga_ltx_rope_freqs){
+		.dim = o->attr[0],
+		.patch_t = o->attr[1],
+		.patch = o->attr[2],
+		.scale = { o->fattr[0], o->fattr[1], o->fattr[2] },
+		.theta = o->eps,
+		.sin = o->flag });
 }
 
 static void rule_rope(struct opctx *X)

@@ -129,22 +129,19 @@ static bool shape_pad(struct op_ctx *I, struct ir_op *o, const struct value *v,
 }
 static void lower_slice(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
 {
-	g->attr[0] = o->attr[0];
-	g->attr[1] = o->attr[1];
-	g->attr[2] = o->attr[2];
+	ga_slice_set(g, (struct ga_slice){ .dim = o->attr[0], .start = o->attr[1],
+					   .length = o->attr[2] });
 }
 
 static void lower_concat(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
 {
-	g->attr[0] = o->attr[0];
+	ga_dim_set(g, (struct ga_dim){ .dim = o->attr[0] });
 }
 
 static void lower_pad(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
 {
-	g->attr[0] = o->attr[0];
-	g->attr[1] = o->attr[1];
-	g->attr[2] = o->attr[2];
-	g->eps = o->eps;
+	ga_pad_set(g, (struct ga_pad){ .dim = o->attr[0], .before = o->attr[1],
+				       .after = o->attr[2], .value = o->eps });
 }
 
 static void rule_slice(struct opctx *X)

@@ -8,7 +8,16 @@
  * plan says convert_to_fp32 and the storage is narrower. */
 static bool ring_fp32_acc(const struct dtpc_session *s, const struct g_op *o)
 {
-	return (o->flags & G_OF_FP32) && s->dtype != DTPC_F32;
+	return ga_ring_attention_get(o).fp32 && s->dtype != DTPC_F32;
+}
+
+/* The head dims of q/k and v, attention's or ring_attention's. */
+static struct ga_attention head_dims(const struct g_op *o)
+{
+	if (o->kind != OP_ring_attention)
+		return ga_attention_get(o);
+	struct ga_ring_attention r = ga_ring_attention_get(o);
+	return (struct ga_attention){ .head_dim = r.head_dim, .head_dim_v = r.head_dim_v };
 }
 
 static dtpc_status check_attention(struct dtpc_session *s, uint32_t i, const struct g_op *o,
@@ -16,7 +25,8 @@ static dtpc_status check_attention(struct dtpc_session *s, uint32_t i, const str
 {
 	const char *name = op_table[o->kind].name;
 	uint32_t q = opnd(s, o, 0), k = opnd(s, o, 1), v = opnd(s, o, 2);
-	int64_t D = o->attr[0], Dv = o->attr[1];
+	struct ga_attention a = head_dims(o);
+	int64_t D = a.head_dim, Dv = a.head_dim_v;
 	REQUIRE(nd(s, q) == 3 && nd(s, k) == 3 && nd(s, v) == 3 && nd(s, o->out) == 3, i, name,
 		"q, k, v and the output must be 3-d");
 	REQUIRE(D > 0 && Dv > 0 && dims(s, q)[2] % D == 0, i, name, "bad head dim");
@@ -58,7 +68,8 @@ static dtpc_status check_ring_attention(struct dtpc_session *s, uint32_t i, cons
 	const char *name = op_table[o->kind].name;
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
 	uint32_t k = opnd(s, o, 1);
-	int sd = (int)o->attr[3];
+	struct ga_ring_attention a = ga_ring_attention_get(o);
+	int sd = (int)a.seq_dim;
 	REQUIRE(sd == 1, i, name, "sequence dim must be 1");
 	int32_t p = g->tensors[k].pattern[1];
 	REQUIRE(pattern_on_group(g, p, o->group), i, name, "kv chunks must follow the ring");
@@ -73,14 +84,14 @@ static dtpc_status check_ring_attention(struct dtpc_session *s, uint32_t i, cons
 	if (st)
 		return st;
 	int64_t B = dims(s, x)[0], Sq = dims(s, x)[1];
-	int64_t H = dims(s, x)[2] / o->attr[0];
+	int64_t H = dims(s, x)[2] / a.head_dim;
 	/* sizes from a hostile graph must not overflow on the way */
 	int64_t row, kv, lse;
 	uint64_t at[4];
 	/* per key row: K, V and the mask's one value */
 	int64_t width = dims(s, k)[2] + dims(s, opnd(s, o, 2))[2] + (o->nin == 4);
 	bool ovf = __builtin_mul_overflow(B, width, &row) ||
-		   __builtin_mul_overflow(row, o->attr[2] ? 2 * maxrows : all, &kv) ||
+		   __builtin_mul_overflow(row, a.rotate != G_ROT_GATHER ? 2 * maxrows : all, &kv) ||
 		   __builtin_mul_overflow(B * H, Sq, &lse);
 	uint64_t need = ovf ? UINT64_MAX
 			    : graph_ring_scratch((uint64_t)kv, (uint64_t)s->numel[out],
@@ -96,7 +107,8 @@ static dtpc_status run_attention(struct dtpc_session *s, const struct g_op *o)
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
 	float *y = rt_data(s, out);
 	uint32_t k = opnd(s, o, 1), v = opnd(s, o, 2);
-	int64_t D = o->attr[0], Dv = o->attr[1], H = dims(s, x)[2] / D;
+	struct ga_attention a = ga_attention_get(o);
+	int64_t D = a.head_dim, Dv = a.head_dim_v, H = dims(s, x)[2] / D;
 	DEV(s, o, attention, rt_data(s, x), H * D, rt_data(s, k), H * D, rt_data(s, v),
 	    H * Dv, o->nin == 4 ? rt_data(s, opnd(s, o, 3)) : NULL, y, NULL, dims(s, x)[0],
 	    dims(s, x)[1], dims(s, k)[1], H, D, Dv, s->workspace);
@@ -110,7 +122,8 @@ static dtpc_status ring_step(struct dtpc_session *s, const struct g_op *o, bool 
 			     float *acc, float *lse, float *blk, float *lse_blk)
 {
 	uint32_t q = opnd(s, o, 0);
-	int64_t D = o->attr[0], Dv = o->attr[1];
+	struct ga_ring_attention a = ga_ring_attention_get(o);
+	int64_t D = a.head_dim, Dv = a.head_dim_v;
 	int64_t B = dims(s, q)[0], Sq = dims(s, q)[1], H = dims(s, q)[2] / D;
 	/* a float32 accumulator takes the first block widened */
 	bool wide = ring_fp32_acc(s, o);
@@ -154,7 +167,8 @@ static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 	int32_t p = g->tensors[k].pattern[1];
 	uint32_t nb = g->patterns[p].nblk;
 	int P = cg->n, me = cg->me;
-	int64_t D = o->attr[0], Dv = o->attr[1];
+	struct ga_ring_attention a = ga_ring_attention_get(o);
+	int64_t D = a.head_dim, Dv = a.head_dim_v;
 	int64_t B = dims(s, q)[0], Sq = dims(s, q)[1], H = dims(s, q)[2] / D;
 	/* a key-padding mask [B, rows] is one more value per key row */
 	const float *mask = o->nin == 4 ? rt_data(s, opnd(s, o, 3)) : NULL;
@@ -165,7 +179,7 @@ static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 		all += rows[m];
 		maxrows = rows[m] > maxrows ? rows[m] : maxrows;
 	}
-	bool rotate = o->attr[2] != 0;
+	bool rotate = a.rotate != G_ROT_GATHER;
 	float *buf = scratch(s, o);
 	int64_t kvfloats = B * (Wk + Wv + Wm) * (rotate ? 2 * maxrows : all);
 	/* scratch (graph_ring_scratch): K/V (and mask) chunks and a

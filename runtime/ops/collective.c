@@ -12,7 +12,7 @@ static dtpc_status check_split_move(struct dtpc_session *s, uint32_t i, const st
 	const char *name = op_table[o->kind].name;
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
 	TRY(check_along_dim(s, i, o));
-	int d = (int)o->attr[0];
+	int d = (int)ga_dim_get(o).dim;
 	uint32_t split = o->kind == OP_shard ? out : x, whole = o->kind == OP_shard ? x : out;
 	int32_t p = g->tensors[split].pattern[d];
 	REQUIRE(pattern_on_group(g, p, o->group) && g->tensors[whole].pattern[d] < 0, i, name,
@@ -39,7 +39,7 @@ static dtpc_status check_reduce_scatter(struct dtpc_session *s, uint32_t i, cons
 	const struct g_graph *g = s->g;
 	const char *name = op_table[o->kind].name;
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
-	int d = (int)o->attr[0];
+	int d = (int)ga_dim_get(o).dim;
 	REQUIRE(d >= 0 && d < nd(s, out) && nd(s, x) == nd(s, out), i, name, "dim");
 	for (int e = 0; e < nd(s, out); e++)
 		REQUIRE(e == d || dims(s, x)[e] == dims(s, out)[e], i, name, "dim %d differs", e);
@@ -60,8 +60,10 @@ static dtpc_status check_ulysses(struct dtpc_session *s, uint32_t i, const struc
 	const struct g_graph *g = s->g;
 	const char *name = op_table[o->kind].name;
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
-	uint32_t seq_t = o->attr[0] == 0 ? x : out, head_t = o->attr[0] == 0 ? out : x;
-	REQUIRE(nd(s, x) == 3 && nd(s, out) == 3 && o->attr[2] == 1 && o->attr[1] > 0 &&
+	struct ga_ulysses_a2a a = ga_ulysses_a2a_get(o);
+	bool fwd = a.direction == G_A2A_TO_HEADS;
+	uint32_t seq_t = fwd ? x : out, head_t = fwd ? out : x;
+	REQUIRE(nd(s, x) == 3 && nd(s, out) == 3 && a.seq_dim == 1 && a.head_dim > 0 &&
 			o->group >= 0, i, name, "shapes");
 	REQUIRE(pattern_on_group(g, g->tensors[head_t].pattern[2], o->group), i, name,
 		"heads must be split over the op's group");
@@ -89,7 +91,7 @@ static dtpc_status exec_shard(struct dtpc_session *s, const struct g_op *o)
 {
 	const struct g_graph *g = s->g;
 	uint32_t x = opnd(s, o, 0), out = o->out;
-	int d = (int)o->attr[0];
+	int d = (int)ga_dim_get(o).dim;
 	int32_t p = g->tensors[out].pattern[d];
 	uint32_t me = graph_group_index(g, g->patterns[p].group, s->rank);
 	int64_t in_ = inner(s, x, d), rows = outer(s, x, d);
@@ -109,7 +111,7 @@ static dtpc_status exec_all_gather(struct dtpc_session *s, const struct g_op *o)
 {
 	const struct g_graph *g = s->g;
 	uint32_t x = opnd(s, o, 0), out = o->out, i = op_index(s, o);
-	int d = (int)o->attr[0];
+	int d = (int)ga_dim_get(o).dim;
 	int32_t p = g->tensors[x].pattern[d];
 	const struct comm_group *cg = &s->groups[o->group];
 	uint32_t nb = g->patterns[p].nblk;
@@ -161,7 +163,7 @@ static dtpc_status exec_reduce_scatter(struct dtpc_session *s, const struct g_op
 {
 	const struct g_graph *g = s->g;
 	uint32_t x = opnd(s, o, 0), out = o->out, i = op_index(s, o);
-	int d = (int)o->attr[0];
+	int d = (int)ga_dim_get(o).dim;
 	int32_t p = g->tensors[out].pattern[d];
 	const struct comm_group *cg = &s->groups[o->group];
 	int64_t in_ = inner(s, x, d), rows = outer(s, x, d), mine = s->numel[out];
@@ -282,7 +284,7 @@ static dtpc_status exec_ulysses(struct dtpc_session *s, const struct g_op *o)
 {
 	const struct g_graph *g = s->g;
 	uint32_t x = opnd(s, o, 0), out = o->out, i = op_index(s, o);
-	bool fwd = o->attr[0] == 0;
+	bool fwd = ga_ulysses_a2a_get(o).direction == G_A2A_TO_HEADS;
 	uint32_t seq_t = fwd ? x : out, head_t = fwd ? out : x;
 	const struct comm_group *cg = &s->groups[o->group];
 	struct seq_map M = { g, g->tensors[seq_t].pattern[1], cg,

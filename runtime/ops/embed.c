@@ -2,7 +2,6 @@
  * unpatchify on one rank. */
 #include <math.h>
 #include <stdbool.h>
-#include <string.h>
 
 #include "runtime/op_runtime.h"
 
@@ -10,19 +9,18 @@ static dtpc_status check_timestep_embedding(struct dtpc_session *s, uint32_t i, 
 {
 	const char *name = op_table[o->kind].name;
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
-	int64_t dim = o->attr[0];
-	double f[4];
-	memcpy(f, &o->attr[1], sizeof f);
+	struct ga_timestep_embedding a = ga_timestep_embedding_get(o);
+	int64_t dim = a.dim;
 	REQUIRE(dim > 0 && nd(s, out) == nd(s, x) + 1 && nd(s, out) <= G_MAX_DIMS &&
 			dims(s, out)[nd(s, x)] == dim, i, name, "the output must be [..., %lld]",
 		(long long)dim);
 	for (int d = 0; d < nd(s, x); d++)
 		REQUIRE(dims(s, out)[d] == dims(s, x)[d], i, name, "dim %d differs", d);
 	/* as the compiler checks them: a finite divisor and logarithm */
-	REQUIRE(dim < 2 || (double)(dim / 2) - f[0] != 0, i, name,
+	REQUIRE(dim < 2 || (double)(dim / 2) - a.downscale_freq_shift != 0, i, name,
 		"dim / 2 - downscale_freq_shift is 0");
-	REQUIRE(f[2] > 0 && isfinite(f[2]) && isfinite(f[0]) && isfinite(f[1]) &&
-			isfinite(f[3]), i, name, "shift, scale, max_period or input_scale");
+	REQUIRE(a.max_period > 0 && isfinite(a.max_period) && isfinite(a.downscale_freq_shift) &&
+			isfinite(a.scale) && isfinite(a.input_scale), i, name, "shift, scale, max_period or input_scale");
 	return DTPC_OK;
 }
 
@@ -30,13 +28,18 @@ static dtpc_status check_ids(struct dtpc_session *s, uint32_t i, const struct g_
 {
 	const char *name = op_table[o->kind].name;
 	uint32_t out = o->out;
-	int64_t rows = 1, cols = o->kind == OP_grid_ids ? 3 : o->attr[2], end;
-	for (int k = 0; k < (o->kind == OP_grid_ids ? 3 : 1); k++)
-		REQUIRE(o->attr[k] >= 1 && o->attr[k] <= (1 << 24) &&
-				!__builtin_mul_overflow(rows, o->attr[k], &rows), i, name,
+	bool grid = o->kind == OP_grid_ids;
+	struct ga_grid_ids gi = grid ? ga_grid_ids_get(o) : (struct ga_grid_ids){ 0 };
+	struct ga_text_ids ti = grid ? (struct ga_text_ids){ 0 } : ga_text_ids_get(o);
+	/* the sizes and positions as graph_ids_extent takes them */
+	int64_t pos[3] = { grid ? gi.frames : ti.length, grid ? gi.height : ti.first,
+			   grid ? gi.width : ti.axes };
+	int64_t rows = 1, cols = grid ? 3 : ti.axes, end;
+	for (int k = 0; k < (grid ? 3 : 1); k++)
+		REQUIRE(pos[k] >= 1 && pos[k] <= (1 << 24) &&
+				!__builtin_mul_overflow(rows, pos[k], &rows), i, name,
 			"sizes");
-	REQUIRE(o->kind == OP_grid_ids ||
-			(cols >= 1 && !__builtin_add_overflow(o->attr[1], o->attr[0], &end)),
+	REQUIRE(grid || (cols >= 1 && !__builtin_add_overflow(ti.first, ti.length, &end)),
 		i, name, "axes or positions");
 	REQUIRE(nd(s, out) == 2 && dims(s, out)[0] == rows && dims(s, out)[1] == cols, i, name,
 		"the output must be [%lld, %lld], whole", (long long)rows, (long long)cols);
@@ -44,7 +47,7 @@ static dtpc_status check_ids(struct dtpc_session *s, uint32_t i, const struct g_
 	 * again for a graph narrowed at run time) */
 	enum g_dtype gd = s->dtype == DTPC_BF16 ? G_DT_BF16
 			  : s->dtype == DTPC_F16 ? G_DT_F16 : G_DT_F32;
-	int64_t ext = graph_ids_extent(o->kind == OP_grid_ids, o->attr, o->flags & G_OF_CENTER);
+	int64_t ext = graph_ids_extent(grid, pos, gi.center);
 	REQUIRE(ext <= graph_dtype_exact_ints(gd), i, name,
 		"position %lld is not exact in %s storage (integers up to %lld are)",
 		(long long)ext, graph_dtype_name(gd), (long long)graph_dtype_exact_ints(gd));
@@ -67,7 +70,8 @@ static dtpc_status check_patches(struct dtpc_session *s, uint32_t i, const struc
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
 	bool embed = o->kind == OP_patch_embed;
 	uint32_t grid = embed ? x : out, toks = embed ? out : x;
-	int64_t pt = o->attr[0], ph = o->attr[1], pw = o->attr[2], vol = 1, n = 1, k;
+	struct ga_patch a = ga_patch_get(o);
+	int64_t pt = a.patch[0], ph = a.patch[1], pw = a.patch[2], vol = 1, n = 1, k;
 	/* patch_embed over [B, C, H, W] (Conv2d): one frame, patch (1, h, w) */
 	bool conv2d = embed && nd(s, grid) == 4;
 	int64_t g[5];
@@ -76,9 +80,9 @@ static dtpc_status check_patches(struct dtpc_session *s, uint32_t i, const struc
 		i, name, "shapes");
 	patch_grid(s, grid, g);
 	for (int d = 0; d < 3; d++) {
-		REQUIRE(o->attr[d] >= 1 && g[2 + d] % o->attr[d] == 0 &&
-				!__builtin_mul_overflow(vol, o->attr[d], &vol) &&
-				!__builtin_mul_overflow(n, g[2 + d] / o->attr[d], &n),
+		REQUIRE(a.patch[d] >= 1 && g[2 + d] % a.patch[d] == 0 &&
+				!__builtin_mul_overflow(vol, a.patch[d], &vol) &&
+				!__builtin_mul_overflow(n, g[2 + d] / a.patch[d], &n),
 			i, name, "the patch does not divide the grid");
 	}
 	REQUIRE(dims(s, toks)[1] == n && !__builtin_mul_overflow(vol, dims(s, grid)[1], &k),
@@ -102,7 +106,7 @@ static dtpc_status check_patches(struct dtpc_session *s, uint32_t i, const struc
 				wd[3] == ph && wd[4] == pw, i, name,
 			"the weight must be [%lld, %lld, %lld, %lld, %lld]", (long long)N,
 			(long long)g[1], (long long)pt, (long long)ph, (long long)pw);
-	if (o->flags & G_OF_BIAS)
+	if (a.bias)
 		REQUIRE(o->nin == 3 && s->numel[opnd(s, o, 2)] == N, i, name, "bias size");
 	else
 		REQUIRE(o->nin == 2, i, name, "a third operand without the bias flag");
@@ -114,10 +118,9 @@ static dtpc_status run_timestep_embedding(struct dtpc_session *s, const struct g
 {
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
 	float *y = rt_data(s, out);
-	double f[4];
-	memcpy(f, &o->attr[1], sizeof f);
-	DEV(s, o, timestep_embedding, rt_data(s, x), y, s->numel[x], o->attr[0],
-	    o->flags & G_OF_FLIP, f[0], f[1], f[2], f[3]);
+	struct ga_timestep_embedding a = ga_timestep_embedding_get(o);
+	DEV(s, o, timestep_embedding, rt_data(s, x), y, s->numel[x], a.dim, a.flip,
+	    a.downscale_freq_shift, a.scale, a.max_period, a.input_scale);
 	return DTPC_OK;
 }
 
@@ -125,7 +128,8 @@ static dtpc_status run_grid_ids(struct dtpc_session *s, const struct g_op *o)
 {
 	uint32_t out = o->out;
 	float *y = rt_data(s, out);
-	DEV(s, o, grid_ids, y, o->attr[0], o->attr[1], o->attr[2], o->flags & G_OF_CENTER);
+	struct ga_grid_ids a = ga_grid_ids_get(o);
+	DEV(s, o, grid_ids, y, a.frames, a.height, a.width, a.center);
 	return DTPC_OK;
 }
 
@@ -133,7 +137,8 @@ static dtpc_status run_text_ids(struct dtpc_session *s, const struct g_op *o)
 {
 	uint32_t out = o->out;
 	float *y = rt_data(s, out);
-	DEV(s, o, text_ids, y, o->attr[0], o->attr[1], o->attr[2]);
+	struct ga_text_ids a = ga_text_ids_get(o);
+	DEV(s, o, text_ids, y, a.length, a.first, a.axes);
 	return DTPC_OK;
 }
 
@@ -147,10 +152,10 @@ static dtpc_status run_patch_embed(struct dtpc_session *s, const struct g_op *o)
 	float *p = scratch(s, o);
 	int64_t K = s->numel[x] / (dims(s, out)[1] ? dims(s, out)[1] : 1) /
 		    (xs[0] ? xs[0] : 1);
-	DEV(s, o, patchify, rt_data(s, x), p, xs[0], xs[1], xs[2], xs[3], xs[4], o->attr[0],
-	    o->attr[1], o->attr[2]);
-	DEV(s, o, linear, p, rt_data(s, opnd(s, o, 1)),
-	    (o->flags & G_OF_BIAS) ? rt_data(s, opnd(s, o, 2)) : NULL, y,
+	struct ga_patch a = ga_patch_get(o);
+	DEV(s, o, patchify, rt_data(s, x), p, xs[0], xs[1], xs[2], xs[3], xs[4], a.patch[0],
+	    a.patch[1], a.patch[2]);
+	DEV(s, o, linear, p, rt_data(s, opnd(s, o, 1)), a.bias ? rt_data(s, opnd(s, o, 2)) : NULL, y,
 	    xs[0] * dims(s, out)[1], K, dims(s, out)[2]);
 	return DTPC_OK;
 }
@@ -160,8 +165,9 @@ static dtpc_status run_unpatchify(struct dtpc_session *s, const struct g_op *o)
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
 	float *y = rt_data(s, out);
 	const int64_t *ys = dims(s, out);
-	DEV(s, o, unpatchify, rt_data(s, x), y, ys[0], ys[1], ys[2], ys[3], ys[4], o->attr[0],
-	    o->attr[1], o->attr[2]);
+	struct ga_patch a = ga_patch_get(o);
+	DEV(s, o, unpatchify, rt_data(s, x), y, ys[0], ys[1], ys[2], ys[3], ys[4], a.patch[0],
+	    a.patch[1], a.patch[2]);
 	return DTPC_OK;
 }
 

@@ -5,6 +5,12 @@
 
 #include "runtime/op_runtime.h"
 
+/* linear's bias, or linear_act's */
+static bool has_bias(const struct g_op *o)
+{
+	return o->kind == OP_linear_act ? ga_linear_act_get(o).bias : ga_linear_get(o).bias;
+}
+
 static dtpc_status check_linear(struct dtpc_session *s, uint32_t i, const struct g_op *o)
 {
 	const char *name = op_table[o->kind].name;
@@ -16,7 +22,7 @@ static dtpc_status check_linear(struct dtpc_session *s, uint32_t i, const struct
 		(long long)K, (long long)dims(s, w)[1]);
 	REQUIRE(dims(s, out)[nd(s, out) - 1] == N && s->numel[out] / (N ? N : 1) ==
 			s->numel[x] / (K ? K : 1), i, name, "output shape");
-	if (o->flags & G_OF_BIAS)
+	if (has_bias(o))
 		REQUIRE(o->nin == 3 && s->numel[opnd(s, o, 2)] == N, i, name, "bias size");
 	else
 		REQUIRE(o->nin == 2, i, name, "a third operand without the bias flag");
@@ -29,8 +35,8 @@ static dtpc_status run_linear(struct dtpc_session *s, const struct g_op *o)
 	float *y = rt_data(s, out);
 	int64_t K = dims(s, x)[nd(s, x) - 1], N = dims(s, out)[nd(s, out) - 1];
 	DEV(s, o, linear, rt_data(s, x), rt_data(s, opnd(s, o, 1)),
-	    (o->flags & G_OF_BIAS) ? rt_data(s, opnd(s, o, 2)) : NULL, y,
-	    K ? s->numel[x] / K : 0, K, N);
+	    ga_linear_get(o).bias ? rt_data(s, opnd(s, o, 2)) : NULL, y, K ? s->numel[x] / K : 0,
+	    K, N);
 	return DTPC_OK;
 }
 
@@ -38,25 +44,26 @@ _Static_assert((int)G_ACT_GELU == (int)K_ACT_GELU && (int)G_ACT_GELU_TANH == (in
 		       (int)G_ACT_SILU == (int)K_ACT_SILU, "linear_act's activations: graph and kernels agree");
 
 /* The unfused pair's meaning, act(round(x W^T + b)) (the loader checked
- * attr[0]): the device's fused entry where it has one, else its linear
+ * the activation): the device's fused entry where it has one, else its linear
  * into y (rounded to the storage dtype) and the activation in place. */
 static dtpc_status run_linear_act(struct dtpc_session *s, const struct g_op *o)
 {
 	uint32_t out = o->out, x = opnd(s, o, 0);
 	float *y = rt_data(s, out);
 	int64_t K = dims(s, x)[nd(s, x) - 1], N = dims(s, out)[nd(s, out) - 1];
-	const float *b = (o->flags & G_OF_BIAS) ? rt_data(s, opnd(s, o, 2)) : NULL;
+	struct ga_linear_act a = ga_linear_act_get(o);
+	const float *b = a.bias ? rt_data(s, opnd(s, o, 2)) : NULL;
 	if (s->dv->ops->linear_act) {
 		DEV(s, o, linear_act, rt_data(s, x), rt_data(s, opnd(s, o, 1)), b, y,
-		    K ? s->numel[x] / K : 0, K, N, (enum k_act)o->attr[0]);
+		    K ? s->numel[x] / K : 0, K, N, (enum k_act)a.act);
 		return DTPC_OK;
 	}
 	DEV(s, o, linear, rt_data(s, x), rt_data(s, opnd(s, o, 1)), b, y, K ? s->numel[x] / K : 0,
 	    K, N);
-	if (o->attr[0] == G_ACT_SILU)
+	if (a.act == G_ACT_SILU)
 		DEV(s, o, silu, y, y, s->numel[out]);
 	else
-		DEV(s, o, gelu, y, y, s->numel[out], o->attr[0] == G_ACT_GELU_TANH);
+		DEV(s, o, gelu, y, y, s->numel[out], a.act == G_ACT_GELU_TANH);
 	return DTPC_OK;
 }
 

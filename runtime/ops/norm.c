@@ -13,11 +13,12 @@ static dtpc_status check_dist_norm(const struct dtpc_session *s, uint32_t i, con
 				   int64_t n)
 {
 	const char *name = op_table[o->kind].name;
+	struct ga_norm a = ga_norm_get(o);
 	bool ln = o->kind == OP_layer_norm;
-	int nw = (o->flags & G_OF_AFFINE) ? (ln ? 2 : 1) : 0, ns = ln ? 2 : 1;
+	int nw = a.affine ? (ln ? 2 : 1) : 0, ns = ln ? 2 : 1;
 	REQUIRE(o->nin == 1 + nw + ns, i, name, "operands");
-	REQUIRE(o->attr[1] >= n && o->eps > 0, i, name, "width %lld of %lld", (long long)n,
-		(long long)o->attr[1]);
+	REQUIRE(a.width >= n && a.eps > 0, i, name, "width %lld of %lld", (long long)n,
+		(long long)a.width);
 	for (int k = 1; k <= nw; k++)
 		REQUIRE(s->numel[opnd(s, o, k)] == n, i, name, "weight size");
 	int64_t rows = row_count(s, opnd(s, o, 0));
@@ -30,15 +31,16 @@ static dtpc_status check_norm(struct dtpc_session *s, uint32_t i, const struct g
 {
 	const char *name = op_table[o->kind].name;
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
+	struct ga_norm a = ga_norm_get(o);
 	REQUIRE(same_dims(s, x, out) && nd(s, x) >= 1, i, name, "shapes");
 	int64_t n = dims(s, x)[nd(s, x) - 1];
-	if (o->flags & G_OF_STATS)
+	if (a.stats)
 		return check_dist_norm(s, i, o, n);
-	int64_t grp = o->kind == OP_rms_norm ? o->attr[0] : n;
+	int64_t grp = o->kind == OP_rms_norm ? a.group : n;
 	REQUIRE(grp > 0 && n % grp == 0, i, name, "group %lld does not divide %lld",
 		(long long)grp, (long long)n);
-	REQUIRE(o->eps > 0, i, name, "eps");
-	int want = (o->flags & G_OF_AFFINE) ? (o->kind == OP_layer_norm ? 3 : 2) : 1;
+	REQUIRE(a.eps > 0, i, name, "eps");
+	int want = a.affine ? (o->kind == OP_layer_norm ? 3 : 2) : 1;
 	REQUIRE(o->nin == want, i, name, "operands");
 	for (int k = 1; k < want; k++)
 		REQUIRE(s->numel[opnd(s, o, k)] == grp, i, name, "weight size");
@@ -49,11 +51,12 @@ static dtpc_status check_norm_stats(struct dtpc_session *s, uint32_t i, const st
 {
 	const char *name = op_table[o->kind].name;
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
-	int64_t rows = row_count(s, x), cols = o->attr[1] == K_NS_CENTRED ? 2 : 1;
-	REQUIRE(nd(s, x) >= 1 && nd(s, out) == nd(s, x) && o->attr[0] >= 1 &&
-			o->attr[1] >= K_NS_SUM && o->attr[1] <= K_NS_SQ &&
+	struct ga_norm_stats a = ga_norm_stats_get(o);
+	int64_t rows = row_count(s, x), cols = a.stat == K_NS_CENTRED ? 2 : 1;
+	REQUIRE(nd(s, x) >= 1 && nd(s, out) == nd(s, x) && a.width >= 1 &&
+			a.stat >= K_NS_SUM && a.stat <= K_NS_SQ &&
 			dims(s, out)[nd(s, out) - 1] == cols && s->numel[out] == rows * cols &&
-			o->nin == (o->attr[1] == K_NS_CENTRED ? 2 : 1) &&
+			o->nin == (a.stat == K_NS_CENTRED ? 2 : 1) &&
 			(o->nin == 1 || s->numel[opnd(s, o, 1)] == rows),
 		i, name, "shapes");
 	return device_can(s, i, s->dv && !s->dv->ops->norm_stats, "distributed norm");
@@ -64,16 +67,17 @@ static dtpc_status run_layer_norm(struct dtpc_session *s, const struct g_op *o)
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
 	float *y = rt_data(s, out);
 	int64_t n = dims(s, x)[nd(s, x) - 1];
-	bool aff = o->flags & G_OF_AFFINE;
-	if (o->flags & G_OF_STATS) {
+	struct ga_norm a = ga_norm_get(o);
+	bool aff = a.affine;
+	if (a.stats) {
 		int k = aff ? 3 : 1;
-		DEV(s, o, norm_apply, rt_data(s, x), y, row_count(s, x), n, o->attr[1],
-		    (float)o->eps, rt_data(s, opnd(s, o, k)), rt_data(s, opnd(s, o, k + 1)),
+		DEV(s, o, norm_apply, rt_data(s, x), y, row_count(s, x), n, a.width,
+		    (float)a.eps, rt_data(s, opnd(s, o, k)), rt_data(s, opnd(s, o, k + 1)),
 		    aff ? rt_data(s, opnd(s, o, 1)) : NULL,
 		    aff ? rt_data(s, opnd(s, o, 2)) : NULL);
 		return DTPC_OK;
 	}
-	DEV(s, o, layer_norm, rt_data(s, x), y, n ? s->numel[x] / n : 0, n, (float)o->eps,
+	DEV(s, o, layer_norm, rt_data(s, x), y, n ? s->numel[x] / n : 0, n, (float)a.eps,
 	    aff ? rt_data(s, opnd(s, o, 1)) : NULL, aff ? rt_data(s, opnd(s, o, 2)) : NULL);
 	return DTPC_OK;
 }
@@ -83,15 +87,16 @@ static dtpc_status run_rms_norm(struct dtpc_session *s, const struct g_op *o)
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
 	float *y = rt_data(s, out);
 	int64_t n = dims(s, x)[nd(s, x) - 1];
-	if (o->flags & G_OF_STATS) {
-		bool aff = o->flags & G_OF_AFFINE;
-		DEV(s, o, norm_apply, rt_data(s, x), y, row_count(s, x), n, o->attr[1],
-		    (float)o->eps, NULL, rt_data(s, opnd(s, o, aff ? 2 : 1)),
+	struct ga_norm a = ga_norm_get(o);
+	if (a.stats) {
+		bool aff = a.affine;
+		DEV(s, o, norm_apply, rt_data(s, x), y, row_count(s, x), n, a.width,
+		    (float)a.eps, NULL, rt_data(s, opnd(s, o, aff ? 2 : 1)),
 		    aff ? rt_data(s, opnd(s, o, 1)) : NULL, NULL);
 		return DTPC_OK;
 	}
-	DEV(s, o, rms_norm, rt_data(s, x), y, n ? s->numel[x] / n : 0, n, o->attr[0],
-	    (float)o->eps, (o->flags & G_OF_AFFINE) ? rt_data(s, opnd(s, o, 1)) : NULL);
+	DEV(s, o, rms_norm, rt_data(s, x), y, n ? s->numel[x] / n : 0, n, a.group,
+	    (float)a.eps, a.affine ? rt_data(s, opnd(s, o, 1)) : NULL);
 	return DTPC_OK;
 }
 
@@ -99,9 +104,10 @@ static dtpc_status run_norm_stats(struct dtpc_session *s, const struct g_op *o)
 {
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
 	float *y = rt_data(s, out);
+	struct ga_norm_stats a = ga_norm_stats_get(o);
 	DEV(s, o, norm_stats, rt_data(s, x), o->nin == 2 ? rt_data(s, opnd(s, o, 1)) : NULL, y,
-	    row_count(s, x), dims(s, x)[nd(s, x) - 1], o->attr[0],
-	    (enum k_norm_stat)o->attr[1]);
+	    row_count(s, x), dims(s, x)[nd(s, x) - 1], a.width,
+	    (enum k_norm_stat)a.stat);
 	return DTPC_OK;
 }
 

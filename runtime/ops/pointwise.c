@@ -10,7 +10,7 @@ static dtpc_status check_binary(struct dtpc_session *s, uint32_t i, const struct
 	int64_t sh[G_MAX_DIMS];
 	REQUIRE(nd(s, out) <= K_MAX_DIMS, i, name, "too many dims");
 	for (int k = 0; k < 2; k++)
-		REQUIRE(bcast_shape(s, opnd(s, o, k), out, k == 1 && (o->flags & G_OF_BH), sh),
+		REQUIRE(bcast_shape(s, opnd(s, o, k), out, k == 1 && ga_bcast_get(o).bh, sh),
 			i, name, "operand %d does not broadcast to the output", k);
 	return DTPC_OK;
 }
@@ -22,7 +22,7 @@ static dtpc_status check_modulate(struct dtpc_session *s, uint32_t i, const stru
 	int64_t sh[G_MAX_DIMS];
 	REQUIRE(same_dims(s, x, out) && nd(s, out) <= K_MAX_DIMS, i, name, "shapes");
 	for (int k = 1; k < 3; k++)
-		REQUIRE(bcast_shape(s, opnd(s, o, k), out, o->flags & G_OF_BH, sh), i, name,
+		REQUIRE(bcast_shape(s, opnd(s, o, k), out, ga_bcast_get(o).bh, sh), i, name,
 			"shift/scale do not broadcast");
 	return DTPC_OK;
 }
@@ -31,7 +31,7 @@ static dtpc_status run_gelu(struct dtpc_session *s, const struct g_op *o)
 {
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
 	float *y = rt_data(s, out);
-	DEV(s, o, gelu, rt_data(s, x), y, s->numel[x], o->flags & G_OF_TANH);
+	DEV(s, o, gelu, rt_data(s, x), y, s->numel[x], ga_gelu_get(o).tanh);
 	return DTPC_OK;
 }
 
@@ -48,7 +48,7 @@ static dtpc_status exec_binary(struct dtpc_session *s, const struct g_op *o)
 	uint32_t a = opnd(s, o, 0), b = opnd(s, o, 1), out = o->out;
 	int64_t as[K_MAX_DIMS], bs[K_MAX_DIMS];
 	bcast_shape(s, a, out, false, as);
-	bcast_shape(s, b, out, o->flags & G_OF_BH, bs);
+	bcast_shape(s, b, out, ga_bcast_get(o).bh, bs);
 	DEV(s, o, binary, o->kind == OP_add ? K_ADD : K_MUL, rt_data(s, a), as, rt_data(s, b), bs,
 	    rt_data(s, out), dims(s, out), nd(s, out));
 	return DTPC_OK;
@@ -67,8 +67,8 @@ static dtpc_status exec_modulate(struct dtpc_session *s, const struct g_op *o)
 	const int64_t *xs = dims(s, x);
 	/* one row per batch ([B, 1, H], or [B, H] under the flag of version 1.0
 	 * graphs) or per position ([B, S, H]): the fused kernel */
-	bool per_batch = (o->flags & G_OF_BH) || (per_batch_row(s, shift, x) &&
-						   per_batch_row(s, scale, x));
+	bool per_batch = ga_bcast_get(o).bh || (per_batch_row(s, shift, x) &&
+						 per_batch_row(s, scale, x));
 	if (nd(s, x) == 3 && (per_batch || (same_dims(s, x, shift) && same_dims(s, x, scale)))) {
 		DEV(s, o, modulate, rt_data(s, x), rt_data(s, shift), rt_data(s, scale),
 		    rt_data(s, out), xs[0], xs[1], xs[2], per_batch ? 0 : xs[2]);

@@ -2,7 +2,6 @@
  * computes itself) and ltx_rope_freqs (LTX-Video's), on one rank. */
 #include <math.h>
 #include <stdbool.h>
-#include <string.h>
 
 #include "runtime/op_runtime.h"
 
@@ -11,7 +10,7 @@ static dtpc_status check_rope(struct dtpc_session *s, uint32_t i, const struct g
 	const char *name = op_table[o->kind].name;
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
 	uint32_t c = opnd(s, o, 1), sn = opnd(s, o, 2);
-	int64_t D = o->attr[0];
+	int64_t D = ga_rope_get(o).head_dim;
 	REQUIRE(nd(s, x) == 3 && same_dims(s, x, out) && D > 0 && D % 2 == 0 &&
 			dims(s, x)[2] % D == 0, i, name, "shapes");
 	for (uint32_t t = c; ; t = sn) {
@@ -28,22 +27,23 @@ static dtpc_status check_rope_freqs(struct dtpc_session *s, uint32_t i, const st
 {
 	const char *name = op_table[o->kind].name;
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
+	struct ga_rope_freqs a = ga_rope_freqs_get(o);
 	if (!o->nin) {
 		/* positions computed (the loader saw one generator flag):
 		 * the generator's checks, on a whole output */
 		const struct g_tensor *t = &s->g->tensors[out];
 		int64_t ids[3], rows = 1;
 		graph_rope_ids_attr(o, nd(s, out) ? dims(s, out)[0] : 0, ids);
-		bool grid = o->flags & G_OF_GRID;
+		bool grid = a.grid;
 		for (int k = 0; k < (grid ? 3 : 1); k++)
 			REQUIRE(ids[k] >= 1 && ids[k] <= (1 << 24) &&
 					!__builtin_mul_overflow(rows, ids[k], &rows), i, name,
 				"position sizes");
 		for (int k = graph_rope_naxes(o); !grid && k < G_NATTR - 1; k++)
-			REQUIRE(!o->attr[k], i, name, "attr[%d] after the axes", k);
+			REQUIRE(!a.axes_dim[k], i, name, "axes_dim[%d] after the axes", k);
 		REQUIRE(nd(s, out) == 2 && t->pattern[0] == -1 && t->pattern[1] == -1 &&
 				dims(s, out)[0] == rows && graph_ids_extent(grid, ids,
-					o->flags & G_OF_CENTER) <= (1 << 24), i, name,
+					a.center) <= (1 << 24), i, name,
 			"the output must be whole, [%lld, width], its positions within 2^24",
 			(long long)rows);
 	} else {
@@ -53,13 +53,14 @@ static dtpc_status check_rope_freqs(struct dtpc_session *s, uint32_t i, const st
 	int64_t n = o->nin ? dims(s, x)[1] : graph_rope_naxes(o), width = 0;
 	REQUIRE(n >= 1 && n <= G_NATTR, i, name, "%lld axes (1 to %d)", (long long)n, G_NATTR);
 	for (int k = 0; k < n; k++) {
-		REQUIRE(o->attr[k] >= 2 && o->attr[k] % 2 == 0 && o->attr[k] <= dims(s, out)[1],
-			i, name, "axes_dim[%d] = %lld", k, (long long)o->attr[k]);
-		width += o->attr[k];
+		REQUIRE(a.axes_dim[k] >= 2 && a.axes_dim[k] % 2 == 0 &&
+				a.axes_dim[k] <= dims(s, out)[1],
+			i, name, "axes_dim[%d] = %lld", k, (long long)a.axes_dim[k]);
+		width += a.axes_dim[k];
 	}
 	REQUIRE(width == dims(s, out)[1], i, name, "axes_dim sums to %lld, the output has %lld",
 		(long long)width, (long long)dims(s, out)[1]);
-	REQUIRE(o->eps > 0 && isfinite(o->eps), i, name, "theta");
+	REQUIRE(a.theta > 0 && isfinite(a.theta), i, name, "theta");
 	return DTPC_OK;
 }
 
@@ -67,7 +68,7 @@ static dtpc_status run_rope(struct dtpc_session *s, const struct g_op *o)
 {
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
 	float *y = rt_data(s, out);
-	int64_t W = dims(s, x)[2], D = o->attr[0];
+	int64_t W = dims(s, x)[2], D = ga_rope_get(o).head_dim;
 	DEV(s, o, rope, rt_data(s, x), W, rt_data(s, opnd(s, o, 1)), rt_data(s, opnd(s, o, 2)),
 	    y, W, dims(s, x)[0], dims(s, x)[1], W / D, D);
 	return DTPC_OK;
@@ -79,11 +80,10 @@ static dtpc_status run_rope_freqs(struct dtpc_session *s, const struct g_op *o)
 	float *y = rt_data(s, out);
 	int64_t ids[3];
 	graph_rope_ids_attr(o, dims(s, out)[0], ids);
-	struct dev_positions pos = { o->flags & G_OF_GRID, o->flags & G_OF_CENTER, ids[0],
-				     ids[1], ids[2], ids[1] };
+	struct ga_rope_freqs a = ga_rope_freqs_get(o);
+	struct dev_positions pos = { a.grid, a.center, ids[0], ids[1], ids[2], ids[1] };
 	DEV(s, o, rope_freqs, o->nin ? rt_data(s, x) : NULL, &pos, y, dims(s, out)[0],
-	    o->nin ? dims(s, x)[1] : graph_rope_naxes(o), o->attr, o->eps,
-	    o->flags & G_OF_SIN, o->flags & G_OF_F64);
+	    o->nin ? dims(s, x)[1] : graph_rope_naxes(o), a.axes_dim, a.theta, a.sin, a.f64);
 	return DTPC_OK;
 }
 
@@ -91,15 +91,15 @@ static dtpc_status check_ltx_rope_freqs(struct dtpc_session *s, uint32_t i, cons
 {
 	const char *name = op_table[o->kind].name;
 	uint32_t out = o->out, x = opnd(s, o, 0);
-	int64_t dim = o->attr[0];
-	double sc[3];
-	memcpy(sc, &o->attr[3], sizeof sc);
+	struct ga_ltx_rope_freqs a = ga_ltx_rope_freqs_get(o);
+	int64_t dim = a.dim;
+	const double *sc = a.scale;
 	REQUIRE(nd(s, x) == 2 && dims(s, x)[1] == 3 && nd(s, out) == 2 &&
 			dims(s, out)[0] == dims(s, x)[0] && dims(s, out)[1] == dim, i, name,
 		"ids must be [S, 3] and the output [S, %lld]", (long long)dim);
 	REQUIRE(dim >= 2 && dim % 2 == 0, i, name, "dim %lld (even, at least 2)", (long long)dim);
-	REQUIRE(o->attr[1] >= 1 && o->attr[2] >= 1, i, name, "patch sizes");
-	REQUIRE(o->eps > 0 && o->eps != 1 && isfinite(o->eps) && isfinite(sc[0]) &&
+	REQUIRE(a.patch_t >= 1 && a.patch >= 1, i, name, "patch sizes");
+	REQUIRE(a.theta > 0 && a.theta != 1 && isfinite(a.theta) && isfinite(sc[0]) &&
 			isfinite(sc[1]) && isfinite(sc[2]), i, name, "theta or scales");
 	return DTPC_OK;
 }
@@ -107,10 +107,9 @@ static dtpc_status check_ltx_rope_freqs(struct dtpc_session *s, uint32_t i, cons
 static dtpc_status run_ltx_rope_freqs(struct dtpc_session *s, const struct g_op *o)
 {
 	uint32_t out = o->out, x = opnd(s, o, 0);
-	double sc[3];
-	memcpy(sc, &o->attr[3], sizeof sc);
-	DEV(s, o, ltx_rope_freqs, rt_data(s, x), rt_data(s, out), dims(s, x)[0], o->attr[0], sc,
-	    o->attr[1], o->attr[2], o->eps, o->flags & G_OF_SIN);
+	struct ga_ltx_rope_freqs a = ga_ltx_rope_freqs_get(o);
+	DEV(s, o, ltx_rope_freqs, rt_data(s, x), rt_data(s, out), dims(s, x)[0], a.dim, a.scale,
+	    a.patch_t, a.patch, a.theta, a.sin);
 	return DTPC_OK;
 }
 

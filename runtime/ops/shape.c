@@ -9,14 +9,15 @@ static void pad_local(const struct dtpc_session *s, const struct g_op *o, int64_
 		      int64_t *after)
 {
 	const struct g_graph *g = s->g;
-	int32_t p = g->tensors[o->out].pattern[o->attr[0]];
-	*before = o->attr[1];
-	*after = o->attr[2];
+	struct ga_pad a = ga_pad_get(o);
+	int32_t p = g->tensors[o->out].pattern[a.dim];
+	*before = a.before;
+	*after = a.after;
 	if (p < 0)
 		return;
 	uint32_t me = graph_group_index(g, g->patterns[p].group, s->rank), nb = g->patterns[p].nblk;
-	*before = o->attr[1] ? graph_chunk(g, (uint32_t)p, 0, me)->len : 0;
-	*after = o->attr[2] ? graph_chunk(g, (uint32_t)p, nb - 1, me)->len : 0;
+	*before = a.before ? graph_chunk(g, (uint32_t)p, 0, me)->len : 0;
+	*after = a.after ? graph_chunk(g, (uint32_t)p, nb - 1, me)->len : 0;
 }
 
 static dtpc_status check_slice(struct dtpc_session *s, uint32_t i, const struct g_op *o)
@@ -25,9 +26,10 @@ static dtpc_status check_slice(struct dtpc_session *s, uint32_t i, const struct 
 	const char *name = op_table[o->kind].name;
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
 	TRY(check_along_dim(s, i, o));
-	int d = (int)o->attr[0];
+	struct ga_slice a = ga_slice_get(o);
+	int d = (int)a.dim;
 	int32_t p = g->tensors[x].pattern[d];
-	int64_t start = o->attr[1], len = o->attr[2];
+	int64_t start = a.start, len = a.length;
 	if (p < 0) {
 		REQUIRE(start >= 0 && len == dims(s, out)[d] &&
 				start <= dims(s, x)[d] - len, i, name, "bounds");
@@ -54,7 +56,7 @@ static dtpc_status check_concat(struct dtpc_session *s, uint32_t i, const struct
 	const char *name = op_table[o->kind].name;
 	uint32_t out = o->out;
 	TRY(check_along_dim(s, i, o));
-	int d = (int)o->attr[0];
+	int d = (int)ga_dim_get(o).dim;
 	int64_t sum = 0;
 	for (uint32_t k = 0; k < o->nin; k++)
 		sum += dims(s, opnd(s, o, (int)k))[d];
@@ -67,9 +69,10 @@ static dtpc_status check_pad(struct dtpc_session *s, uint32_t i, const struct g_
 	const struct g_graph *g = s->g;
 	const char *name = op_table[o->kind].name;
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
-	int d = (int)o->attr[0];
-	REQUIRE(d >= 0 && d < nd(s, out) && nd(s, x) == nd(s, out) && o->attr[1] >= 0 &&
-			o->attr[2] >= 0, i, name, "dim, ranks or pads");
+	struct ga_pad a = ga_pad_get(o);
+	int d = (int)a.dim;
+	REQUIRE(d >= 0 && d < nd(s, out) && nd(s, x) == nd(s, out) && a.before >= 0 &&
+			a.after >= 0, i, name, "dim, ranks or pads");
 	for (int e = 0; e < nd(s, out); e++)
 		REQUIRE(e == d || dims(s, x)[e] == dims(s, out)[e], i, name, "dim %d differs", e);
 	int32_t p = g->tensors[out].pattern[d], px = g->tensors[x].pattern[d];
@@ -77,9 +80,9 @@ static dtpc_status check_pad(struct dtpc_session *s, uint32_t i, const struct g_
 		/* split: the pads are the first and the last block */
 		uint32_t nb = g->patterns[p].nblk;
 		REQUIRE(px >= 0 && g->patterns[px].group == g->patterns[p].group &&
-				nb == g->patterns[px].nblk + (o->attr[1] > 0) + (o->attr[2] > 0) &&
-				(!o->attr[1] || block_size(g, p, 0) == o->attr[1]) &&
-				(!o->attr[2] || block_size(g, p, nb - 1) == o->attr[2]), i, name,
+				nb == g->patterns[px].nblk + (a.before > 0) + (a.after > 0) &&
+				(!a.before || block_size(g, p, 0) == a.before) &&
+				(!a.after || block_size(g, p, nb - 1) == a.after), i, name,
 			"the split does not hold the pads as blocks");
 	} else {
 		REQUIRE(px < 0, i, name, "a split input with a whole output");
@@ -94,8 +97,9 @@ static dtpc_status exec_slice(struct dtpc_session *s, const struct g_op *o)
 {
 	const struct g_graph *g = s->g;
 	uint32_t x = opnd(s, o, 0), out = o->out;
-	int d = (int)o->attr[0];
-	int64_t start = o->attr[1];
+	struct ga_slice a = ga_slice_get(o);
+	int d = (int)a.dim;
+	int64_t start = a.start;
 	int32_t p = g->tensors[x].pattern[d];
 	if (p >= 0) {
 		/* the slice begins at a block: skip this rank's earlier chunks */
@@ -113,7 +117,7 @@ static dtpc_status exec_slice(struct dtpc_session *s, const struct g_op *o)
 
 static dtpc_status exec_concat(struct dtpc_session *s, const struct g_op *o)
 {
-	int d = (int)o->attr[0];
+	int d = (int)ga_dim_get(o).dim;
 	int64_t in_ = inner(s, o->out, d), at = 0;
 	for (uint32_t k = 0; k < o->nin; k++) {
 		uint32_t t = opnd(s, o, (int)k);
@@ -137,16 +141,17 @@ static dtpc_status run_reshape(struct dtpc_session *s, const struct g_op *o)
 static dtpc_status exec_pad(struct dtpc_session *s, const struct g_op *o)
 {
 	uint32_t x = opnd(s, o, 0), out = o->out;
-	int d = (int)o->attr[0];
+	struct ga_pad a = ga_pad_get(o);
+	int d = (int)a.dim;
 	int64_t lb, la, in_ = inner(s, out, d), rows = outer(s, out, d);
 	int64_t width = dims(s, out)[d] * in_, xw = dims(s, x)[d] * in_;
 	float *y = rt_data(s, out);
 	pad_local(s, o, &lb, &la);
 	if (lb)
-		DEV(s, o, fill2d, y, width, rows, lb * in_, (float)o->eps);
+		DEV(s, o, fill2d, y, width, rows, lb * in_, (float)a.value);
 	DEV(s, o, copy2d, el(s, y, lb * in_), width, rt_data(s, x), xw, rows, xw);
 	if (la)
-		DEV(s, o, fill2d, el(s, y, lb * in_ + xw), width, rows, la * in_, (float)o->eps);
+		DEV(s, o, fill2d, el(s, y, lb * in_ + xw), width, rows, la * in_, (float)a.value);
 	return DTPC_OK;
 }
 

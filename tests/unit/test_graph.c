@@ -20,6 +20,7 @@
 
 #include "graph/version.h"
 #include "graph/graph.h"
+#include "graph/op_attrs.h"
 #include "runtime/dtpc.h"
 #include "graph/graph_file.h"
 #include "tests/unit/unit.h"
@@ -753,7 +754,7 @@ static void test_tables(void)
 	FORGE(struct g_op, GS_OPS, s[2].out = NTENSORS);
 	reject(f, valid_len, "op 2: output 13 out of range (13 tensors)", "an op output index");
 
-	FORGE(struct g_op, GS_OPS, s[3].attr[0] = 3);
+	FORGE(struct g_op, GS_OPS, ga_dim_set(&s[3], (struct ga_dim){ .dim = 3 }));
 	reject(f, valid_len, "op 3 (all_gather): dimension 3 out of range (the output has 3)",
 	       "an all_gather dim");
 
@@ -804,10 +805,11 @@ static void test_op_kinds(void)
 	reject(f, valid_len, "op 1 (linear): flags 0x5, but linear has only 0x1",
 	       "a linear with gelu's tanh flag");
 
-	forge_op(&f, OP_ulysses_a2a, 0)->attr[0] = 2;
+	ga_ulysses_a2a_set(forge_op(&f, OP_ulysses_a2a, 0), (struct ga_ulysses_a2a){ .direction = 2 });
 	reject(f, valid_len, "op 1 (ulysses_a2a): direction 2", "a ulysses_a2a direction");
 
-	forge_op(&f, OP_ring_attention, 0)->attr[2] = -1;
+	ga_ring_attention_set(forge_op(&f, OP_ring_attention, 0),
+			      (struct ga_ring_attention){ .rotate = -1 });
 	reject(f, valid_len, "op 1 (ring_attention): rotate method -1", "a ring rotate method");
 
 	forge_op(&f, OP_rope_freqs, G_OF_CENTER)->nin = 1;
@@ -994,8 +996,9 @@ static void test_requires(void)
 	for (int64_t act = G_ACT_SILU; act <= G_ACT_COUNT; act++) {
 		f = copy_of(valid, valid_len);
 		struct g_op *o = section(f, GS_OPS);
+		struct ga_linear lin = ga_linear_get(&o[2]);
 		o[2].kind = OP_linear_act;
-		o[2].attr[0] = act;
+		ga_linear_act_set(&o[2], (struct ga_linear_act){ .bias = lin.bias, .act = act });
 		need_of(f)->ops |= 1ull << OP_linear_act;
 		if (act == G_ACT_COUNT) {
 			reject(f, valid_len, "op 2 (linear_act): activation 3",
@@ -1158,6 +1161,86 @@ static void test_v1_0(void)
 	graph_file_close(&gf);
 }
 
+/* graph/op_attrs.h's mapping is the file format (docs/graph-format.md): each
+ * pair puts its fields in the documented slots (float64 values as their
+ * IEEE bits, written out here, not through ga_bits), clears every other
+ * slot, flag and eps of a record full of garbage, and its get reads back
+ * what its set wrote. */
+#define CHECK_ATTRS(family, value, flags_, eps_, ...)                                   \
+	do {                                                                          \
+		struct g_op o_, back_;                                                \
+		memset(&o_, 0x5a, sizeof o_);                                         \
+		back_ = o_;                                                           \
+		ga_##family##_set(&o_, value);                                        \
+		ga_##family##_set(&back_, ga_##family##_get(&o_));                    \
+		const int64_t want_[G_NATTR] = { __VA_ARGS__ };                       \
+		UNIT_CHECK(!memcmp(o_.attr, want_, sizeof want_) && o_.flags == (flags_) && \
+				   o_.eps == (eps_) &&                                \
+				   !memcmp(back_.attr, o_.attr, sizeof want_) &&      \
+				   back_.flags == o_.flags && back_.eps == o_.eps,    \
+			   "ga_%s_set: the documented slots, the rest cleared; get "  \
+			   "inverts it", #family);                                    \
+	} while (0)
+
+static void test_op_attrs(void)
+{
+	const int64_t one = 0x3ff0000000000000, two = 0x4000000000000000;
+	const int64_t ten_k = 0x40c3880000000000, thousand = 0x408f400000000000;
+
+	CHECK_ATTRS(linear, ((struct ga_linear){ .bias = true }), G_OF_BIAS, 0, 0);
+	CHECK_ATTRS(linear_act, ((struct ga_linear_act){ .bias = true, .act = G_ACT_SILU }),
+		    G_OF_BIAS, 0, 2);
+	CHECK_ATTRS(norm, ((struct ga_norm){ .eps = 1e-5, .affine = true, .stats = true,
+					     .group = 7, .width = 64 }),
+		    G_OF_AFFINE | G_OF_STATS, 1e-5, 7, 64);
+	CHECK_ATTRS(norm_stats, ((struct ga_norm_stats){ .width = 64, .stat = G_NS_CENTRED }), 0,
+		    0, 64, 1);
+	CHECK_ATTRS(gelu, ((struct ga_gelu){ .tanh = true }), G_OF_TANH, 0, 0);
+	CHECK_ATTRS(bcast, ((struct ga_bcast){ .bh = true }), G_OF_BH, 0, 0);
+	CHECK_ATTRS(slice, ((struct ga_slice){ .dim = 1, .start = 2, .length = 3 }), 0, 0, 1, 2,
+		    3);
+	CHECK_ATTRS(pad, ((struct ga_pad){ .dim = 1, .before = 2, .after = 3, .value = -0.5 }), 0,
+		    -0.5, 1, 2, 3);
+	CHECK_ATTRS(dim, ((struct ga_dim){ .dim = 2 }), 0, 0, 2);
+	CHECK_ATTRS(rope, ((struct ga_rope){ .head_dim = 64 }), 0, 0, 64);
+	CHECK_ATTRS(attention, ((struct ga_attention){ .head_dim = 64, .head_dim_v = 32 }), 0, 0,
+		    64, 32);
+	CHECK_ATTRS(ulysses_a2a, ((struct ga_ulysses_a2a){ .direction = G_A2A_TO_SEQ,
+							   .head_dim = 64, .seq_dim = 1 }),
+		    0, 0, 1, 64, 1);
+	CHECK_ATTRS(ring_attention, ((struct ga_ring_attention){ .head_dim = 64, .head_dim_v = 32,
+								 .rotate = G_ROT_SENDRECV,
+								 .seq_dim = 1, .fp32 = true }),
+		    G_OF_FP32, 0, 64, 32, 1, 1);
+	CHECK_ATTRS(timestep_embedding,
+		    ((struct ga_timestep_embedding){ .dim = 256, .downscale_freq_shift = 1,
+						     .scale = 2, .max_period = 10000,
+						     .input_scale = 1000, .flip = true }),
+		    G_OF_FLIP, 0, 256, one, two, ten_k, thousand);
+	CHECK_ATTRS(grid_ids, ((struct ga_grid_ids){ .frames = 3, .height = 4, .width = 5,
+						     .center = true }),
+		    G_OF_CENTER, 0, 3, 4, 5);
+	CHECK_ATTRS(text_ids, ((struct ga_text_ids){ .length = 8, .first = -2, .axes = 3 }), 0, 0,
+		    8, -2, 3);
+	CHECK_ATTRS(rope_freqs, ((struct ga_rope_freqs){ .axes_dim = { 16, 24, 24, 8, 4, 2 },
+							 .theta = 10000, .sin = true, .f64 = true }),
+		    G_OF_SIN | G_OF_F64, 10000, 16, 24, 24, 8, 4, 2);
+	CHECK_ATTRS(rope_freqs, ((struct ga_rope_freqs){ .axes_dim = { 16, 24, 24 }, .theta = 256,
+							 .grid = true, .frames = 2, .height = 3,
+							 .width = 4, .center = true }),
+		    G_OF_GRID | G_OF_CENTER, 256, 16, 24, 24, 2, 3, 4);
+	CHECK_ATTRS(rope_freqs, ((struct ga_rope_freqs){ .axes_dim = { 16, 24, 24 }, .theta = 256,
+							 .text = true, .first = 9 }),
+		    G_OF_TEXT, 256, 16, 24, 24, 0, 0, 9);
+	CHECK_ATTRS(ltx_rope_freqs,
+		    ((struct ga_ltx_rope_freqs){ .dim = 128, .patch_t = 1, .patch = 2,
+						 .scale = { 2, 1, 1 }, .theta = 10000, .sin = true }),
+		    G_OF_SIN, 10000, 128, 1, 2, two, one, one);
+	CHECK_ATTRS(patch, ((struct ga_patch){ .patch = { 1, 2, 2 }, .bias = true }), G_OF_BIAS, 0,
+		    1, 2, 2);
+}
+#undef CHECK_ATTRS
+
 int main(void)
 {
 	test_round_trip();
@@ -1167,6 +1250,7 @@ int main(void)
 	test_sections();
 	test_tables();
 	test_op_kinds();
+	test_op_attrs();
 	test_meta_types();
 	test_requires();
 	test_weights();

@@ -25,6 +25,7 @@
 #include "compiler/driver.h"
 #include "runtime/device.h"
 #include "graph/graph.h"
+#include "graph/op_attrs.h"
 #include "runtime/dtpc.h"
 #include "graph/graph.h"
 #include "runtime/safetensors.h"
@@ -290,21 +291,40 @@ static void binding(const dtpc_graph *g1, const dtpc_graph *g4)
 /* A graph whose embedding op was forged (an attribute that no longer fits
  * its tensors, the checksum made right) is refused when the session is made,
  * naming the op and what is wrong, before any kernel runs. */
+#define FORGE_ATTR(fn, family, field, v)                 \
+	static void fn(struct g_op *o)                  \
+	{                                               \
+		struct ga_##family a = ga_##family##_get(o); \
+		a.field = v;                            \
+		ga_##family##_set(o, a);                \
+	}
+FORGE_ATTR(forge_axis1, rope_freqs, axes_dim[1], 7)
+FORGE_ATTR(forge_axis0, rope_freqs, axes_dim[0], 18)
+FORGE_ATTR(forge_tdim, timestep_embedding, dim, 255)
+FORGE_ATTR(forge_height, grid_ids, height, 5)
+FORGE_ATTR(forge_axes, text_ids, axes, 2)
+FORGE_ATTR(forge_patch_h, patch, patch[1], 4)
+FORGE_ATTR(forge_patch_w, patch, patch[2], 3)
+#undef FORGE_ATTR
+
 static void forged_embeddings(void)
 {
 	static const struct {
 		enum op_kind kind;
-		int attr;
-		int64_t value;
+		void (*forge)(struct g_op *o);
+		const char *what;
 		const char *want;
 	} f[] = {
-		{ OP_rope_freqs, 1, 7, "(rope_freqs): axes_dim[1] = 7" },
-		{ OP_rope_freqs, 0, 18, "(rope_freqs): axes_dim sums to" },
-		{ OP_timestep_embedding, 0, 255, "(timestep_embedding): the output must be" },
-		{ OP_grid_ids, 1, 5, "(grid_ids): the output must be" },
-		{ OP_text_ids, 2, 2, "(text_ids): the output must be" },
-		{ OP_patch_embed, 1, 4, "(patch_embed): the patch does not divide the grid" },
-		{ OP_unpatchify, 2, 3, "(unpatchify): the patch does not divide the grid" },
+		{ OP_rope_freqs, forge_axis1, "axes_dim[1] = 7", "(rope_freqs): axes_dim[1] = 7" },
+		{ OP_rope_freqs, forge_axis0, "axes_dim[0] = 18", "(rope_freqs): axes_dim sums to" },
+		{ OP_timestep_embedding, forge_tdim, "dim = 255",
+		  "(timestep_embedding): the output must be" },
+		{ OP_grid_ids, forge_height, "height = 5", "(grid_ids): the output must be" },
+		{ OP_text_ids, forge_axes, "axes = 2", "(text_ids): the output must be" },
+		{ OP_patch_embed, forge_patch_h, "patch h = 4",
+		  "(patch_embed): the patch does not divide the grid" },
+		{ OP_unpatchify, forge_patch_w, "patch w = 3",
+		  "(unpatchify): the patch does not divide the grid" },
 	};
 	size_t len = 0;
 	void *buf = driver_graph_buffer("tests/fixtures/embed.plan", "embed_fixture", NULL, NULL,
@@ -320,7 +340,7 @@ static void forged_embeddings(void)
 		if (graph_parse(copy, len, &g, err, sizeof err))
 			for (uint32_t i = 0; i < g.nops && !found; i++)
 				if (g.ops[i].kind == f[k].kind) {
-					((struct g_op *)&g.ops[i])->attr[f[k].attr] = f[k].value;
+					f[k].forge((struct g_op *)&g.ops[i]);
 					found = true;
 				}
 		uint64_t sum = graph_checksum(copy, len);
@@ -333,8 +353,8 @@ static void forged_embeddings(void)
 			refused = job.st == DTPC_ERR_FORMAT && strstr(job.error, f[k].want);
 			free_jobs(&job, 1);
 		}
-		UNIT_CHECK(refused, "a forged %s attr[%d] = %lld is refused: \"%s\"",
-			   op_table[f[k].kind].name, f[k].attr, (long long)f[k].value,
+		UNIT_CHECK(refused, "a forged %s %s is refused: \"%s\"",
+			   op_table[f[k].kind].name, f[k].what,
 			   found && dg ? job.error : "(not loaded)");
 		dtpc_graph_free(dg);
 		free(copy);
@@ -453,7 +473,9 @@ static void forged_masks(void)
 		       "a 3-d tensor as the ring's mask is refused");
 	memcpy(f, orig, len);
 	struct g_op *po = (struct g_op *)((char *)f + pad);
-	po->attr[2] += 1; /* one more row after than the output holds */
+	struct ga_pad pa = ga_pad_get(po);
+	pa.after += 1; /* one more row after than the output holds */
+	ga_pad_set(po, pa);
 	forged_session(f, len, "(pad)", "pads that do not add up are refused");
 	free(f);
 	free(orig);
@@ -666,8 +688,9 @@ static void folded_positions(void)
 			op = (size_t)((const char *)&g.ops[i] - (const char *)buf);
 	}
 	const struct g_op *rf = (const struct g_op *)((char *)buf + op);
-	UNIT_CHECK(op && !text_ids && rf->nin == 0 && rf->flags == G_OF_TEXT && rf->attr[5] == 8 &&
-			   rf->attr[3] == 0 && (g.need.caps & G_CAP_POSITIONS),
+	struct ga_rope_freqs ra = ga_rope_freqs_get(rf);
+	UNIT_CHECK(op && !text_ids && rf->nin == 0 && rf->flags == G_OF_TEXT && ra.first == 8 &&
+			   ra.axes_dim[3] == 0 && (g.need.caps & G_CAP_POSITIONS),
 		   "text_ids folded into rope_freqs: no ids, text flag, first position 8, "
 		   "requires bit 3");
 	const struct g_file_header *h = buf;
@@ -701,7 +724,10 @@ static void folded_positions(void)
 			   strstr(err, "requires does not set their capability bit"),
 		   "without requires bit 3 it is refused: %s", err);
 	memcpy(forged, buf, len);
-	((struct g_op *)((char *)forged + op))->flags &= ~(uint32_t)G_OF_TEXT;
+	struct g_op *fo = (struct g_op *)((char *)forged + op);
+	ra = ga_rope_freqs_get(fo);
+	ra.text = false;
+	ga_rope_freqs_set(fo, ra);
 	((struct g_file_header *)forged)->checksum = graph_checksum(forged, len);
 	UNIT_CHECK(!graph_parse(forged, len, &g, err, sizeof err) &&
 			   strstr(err, "0 operands with position flags 0x0"),
