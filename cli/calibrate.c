@@ -34,7 +34,7 @@
 #include "args.h"
 #include "compiler/diag.h"
 #include "median.h"
-#include "profile.h"
+#include "cost/profile.h"
 #include "runtime/comm.h"
 #include "runtime/device.h"
 #include "runtime/dtpc.h"
