@@ -95,15 +95,16 @@ NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall -lineinfo
 NVCCFLAGS += $(if $(CUDNN_LIB),-DDTPC_HAVE_CUDNN)
 endif
 
-# Four parts: the graph format (graph/: the op table, the records, the
+# Five parts: the graph format (graph/: the op table, the records, the
 # loader, the writer, the stats, the version), which the compiler library
 # libdtpcc (compiler/: plan -> graph) and the runtime library libdtpc
 # (runtime/, kernels/) both use and which uses neither (compiler -> graph <-
-# runtime; tests/install.sh checks the arrows), and the program (cli/: the
-# command line and the commands that run, read or measure graphs), which
-# links everything. The writer goes into libdtpcc only: a deployment never
-# writes a graph. The rest of the format goes into libdtpc, and a link of
-# libdtpcc takes it from there.
+# runtime; tests/install.sh checks the arrows), the cost model (cost/:
+# libdtpcost, over the compiler and the format, never the runtime), and the
+# program (cli/: the command line and the commands that run, read or
+# measure graphs), which links everything. The writer goes into libdtpcc
+# only: a deployment never writes a graph. The rest of the format goes into
+# libdtpc, and a link of libdtpcc takes it from there.
 GRAPH_SRC    = $(wildcard graph/*.c)
 GRAPH_WRITER_OBJ = $(BUILD)/obj/graph/graph_write.o
 GRAPH_OBJ    = $(filter-out $(GRAPH_WRITER_OBJ),$(GRAPH_SRC:%.c=$(BUILD)/obj/%.o))
