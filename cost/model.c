@@ -400,7 +400,7 @@ static bool spans_nodes(const struct g_graph *g, uint32_t gi, uint32_t r, uint32
  * latest clock. COST_NO_INTER: a group crosses nodes and the profile has no
  * inter-node link to time it on. */
 int cost_predict(const struct g_graph *g, const struct hw *h, int dtype,
-		    struct cost_prediction *p)
+		 struct cost_prediction *p)
 {
 	uint32_t W = g->world;
 	memset(p, 0, sizeof *p);
