@@ -95,15 +95,16 @@ NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall -lineinfo
 NVCCFLAGS += $(if $(CUDNN_LIB),-DDTPC_HAVE_CUDNN)
 endif
 
-# Four parts: the graph format (graph/: the op table, the records, the
+# Five parts: the graph format (graph/: the op table, the records, the
 # loader, the writer, the stats, the version), which the compiler library
 # libdtpcc (compiler/: plan -> graph) and the runtime library libdtpc
 # (runtime/, kernels/) both use and which uses neither (compiler -> graph <-
-# runtime; tests/install.sh checks the arrows), and the program (cli/: the
-# command line and the commands that run, read or measure graphs), which
-# links everything. The writer goes into libdtpcc only: a deployment never
-# writes a graph. The rest of the format goes into libdtpc, and a link of
-# libdtpcc takes it from there.
+# runtime; tests/install.sh checks the arrows), the cost model (cost/:
+# libdtpcost, over the compiler and the format, never the runtime), and the
+# program (cli/: the command line and the commands that run, read or
+# measure graphs), which links everything. The writer goes into libdtpcc
+# only: a deployment never writes a graph. The rest of the format goes into
+# libdtpc, and a link of libdtpcc takes it from there.
 GRAPH_SRC    = $(wildcard graph/*.c)
 GRAPH_WRITER_OBJ = $(BUILD)/obj/graph/graph_write.o
 GRAPH_OBJ    = $(filter-out $(GRAPH_WRITER_OBJ),$(GRAPH_SRC:%.c=$(BUILD)/obj/%.o))
@@ -112,6 +113,9 @@ COMPILER_OBJ = $(COMPILER_SRC:%.c=$(BUILD)/obj/%.o) \
                $(BUILD)/obj/gen/plan.tab.o $(BUILD)/obj/gen/lex.yy.o
 RUNTIME_SRC  = $(wildcard runtime/*.c runtime/ops/*.c kernels/cpu/*.c)
 RUNTIME_OBJ  = $(RUNTIME_SRC:%.c=$(BUILD)/obj/%.o) $(GRAPH_OBJ)
+# libdtpcost (cost/): the cost model over the compiler and the format
+COST_SRC     = $(wildcard cost/*.c)
+COST_OBJ     = $(COST_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_SRC      = $(wildcard cli/*.c)
 CLI_OBJ      = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_SRC     = $(wildcard tests/unit/test_*.c)
@@ -182,7 +186,12 @@ $(BUILD)/libdtpc.a: $(RUNTIME_OBJ)
 
 LIBS = $(BUILD)/libdtpcc.a $(BUILD)/libdtpc.a
 
-$(BUILD)/dtpc: $(CLI_OBJ) $(LIBS)
+# libdtpcost: the cost model (dtpc cost, suggest; calibrate's profile format)
+$(BUILD)/libdtpcost.a: $(COST_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/dtpc: $(CLI_OBJ) $(BUILD)/libdtpcost.a $(LIBS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBS)
@@ -236,11 +245,11 @@ $(BUILD)/examples/embed: $(BUILD)/obj/examples/embed.o $(BUILD)/obj/examples/emb
 # libFuzzer targets (clang only): the parser, the graph loader, safetensors,
 # the config reader, the checkpoint index and per-rank folders (fuzz_index,
 # fuzz_rankdir), the whole pipeline (fuzz_pipeline: parse to a prepared
-# session), the hardware profile loader of dtpc cost (fuzz_profile: the one
-# file of cli/ in the archive). The compiler and runtime are built once with
+# session), the hardware profile loader of the cost model (fuzz_profile:
+# the one file of cost/ in the archive). The compiler and runtime are built once with
 # the fuzzer's instrumentation (fuzzer-no-link: coverage without libFuzzer's
 # main) into an archive each target links; `make fuzz` runs each for a minute.
-FUZZ_SRC = $(GRAPH_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) cli/profile.c $(BUILD)/gen/plan.tab.c \
+FUZZ_SRC = $(GRAPH_SRC) $(COMPILER_SRC) $(RUNTIME_SRC) cost/profile.c $(BUILD)/gen/plan.tab.c \
 	$(BUILD)/gen/lex.yy.c
 FUZZ_OBJ = $(patsubst %.c,$(BUILD)/fuzz/obj/%.o,$(FUZZ_SRC))
 FUZZ_BIN = $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
@@ -339,7 +348,7 @@ ifneq ($(file < $(BUILD)/obj/.config),$(BUILD_CONFIG))
 $(shell mkdir -p $(BUILD)/obj)
 $(file > $(BUILD)/obj/.config,$(BUILD_CONFIG))
 endif
-$(RUNTIME_OBJ) $(CUDA_OBJ) $(COMPILER_OBJ) $(GRAPH_WRITER_OBJ) $(CLI_OBJ): $(BUILD)/obj/.config
+$(RUNTIME_OBJ) $(CUDA_OBJ) $(COMPILER_OBJ) $(GRAPH_WRITER_OBJ) $(COST_OBJ) $(CLI_OBJ): $(BUILD)/obj/.config
 
 $(BUILD)/libdtpc.map:
 	@mkdir -p $(@D)

@@ -34,11 +34,10 @@
 #include "args.h"
 #include "compiler/diag.h"
 #include "median.h"
-#include "profile.h"
+#include "cost/profile.h"
 #include "runtime/comm.h"
 #include "runtime/device.h"
 #include "runtime/dtpc.h"
-#include "runtime/session.h"
 
 static const char *const coll_names[CO_N] = { "all-gather", "all-reduce", "all-to-all",
 					      "ring shift" };
@@ -294,7 +293,7 @@ static int run_mop(void *p, uint32_t op)
 }
 
 /* The bytes the cost model charges each memory-bound kernel: its result
- * and its operands (cli/cost.c's op_cost). */
+ * and its operands (cost/model.c's op_cost). */
 static double mop_bytes(int op, int64_t rows, int64_t cols)
 {
 	double n = (double)rows * (double)cols, f = 4;
@@ -690,7 +689,7 @@ static void add_compute(cJSON *f32, const struct compute *cp, int ranks, int cor
 	while (!cp->row[n1].measured)
 		n1++;
 	const struct ranks_row *one = &cp->row[n1];
-	/* the cores a rank of n1 computed on (cli/cost.c's rank_cores) */
+	/* the cores a rank of n1 computed on (cost/model.c's rank_cores) */
 	double t1 = n1 >= cores ? (double)cores / n1 : (double)(cores / n1);
 	cJSON *lin_o = cJSON_AddObjectToObject(f32, "linear");
 	snprintf(src, sizeof src,
@@ -841,7 +840,6 @@ int calibrate_main(int argc, char **argv)
 	struct coll_times *ct = calloc(1, sizeof *ct);
 	struct compute *cp = calloc(1, sizeof *cp);
 	struct comm *mc = NULL;
-	dtpc_comm *dc = NULL;
 	char err[600] = "";
 	int cores = (int)sysconf(_SC_NPROCESSORS_ONLN), rank = 0;
 	double load_start = -1; /* -1: not known (getloadavg failed) */
@@ -853,15 +851,16 @@ int calibrate_main(int argc, char **argv)
 	/* the memory-bound kernels: 4 MiB of floats, rows of 256 (quick: 16 KiB) */
 	cp->mop_rows = o.quick ? 16 : 4096, cp->mop_cols = 256;
 	if (o.mpi) {
-		if (dtpc_comm_mpi(120000, &dc)) {
-			fprintf(stderr, "dtpc calibrate: %s\n", dtpc_last_error());
+		/* the backend itself, not a dtpc_comm: the measurements call its
+		 * collectives (comm.h), which the public API keeps inside sessions */
+		if (!(mc = comm_mpi_create(120000, err, sizeof err))) {
+			fprintf(stderr, "dtpc calibrate: MPI: %s\n", err);
 			return free(ct), free(cp), 2;
 		}
-		mc = dc->impl;
 		rank = mc->rank, o.ranks = mc->world;
 		if (o.ranks < 2 || o.ranks > MAX_RANKS) {
 			fprintf(stderr, "dtpc calibrate: run it under mpirun -np 2..16\n");
-			return dtpc_comm_free(dc), free(ct), free(cp), 2;
+			return mc->ops->free(mc), free(ct), free(cp), 2;
 		}
 	}
 	bool ok = o.mpi ? mpi_measure(mc, o.ranks, cores, &sz, ct, cp) == COMM_OK
@@ -870,8 +869,8 @@ int calibrate_main(int argc, char **argv)
 		snprintf(err, sizeof err, "%s", mc->error[0] ? mc->error : "out of memory");
 	if (!ok) {
 		fprintf(stderr, "dtpc calibrate: %s\n", err);
-		if (dc)
-			dtpc_comm_free(dc);
+		if (mc)
+			mc->ops->free(mc);
 		return free(ct), free(cp), 1;
 	}
 
@@ -932,8 +931,8 @@ int calibrate_main(int argc, char **argv)
 		free(out);
 		cJSON_Delete(j);
 	}
-	if (dc)
-		dtpc_comm_free(dc);
+	if (mc)
+		mc->ops->free(mc);
 	free(ct), free(cp);
 	return rc;
 }

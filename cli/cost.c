@@ -1,607 +1,34 @@
-/* cost.c — `dtpc cost` and `dtpc suggest`: a plan's per-rank work, bytes,
- * memory and predicted step time on a hardware profile, from
- * the graph the compiler would write; profiles are JSON files in hw/. The model and where it is wrong:
- * docs/cost-model.md. */
+/* cost.c — `dtpc cost` and `dtpc suggest`: the command lines and the
+ * printing of the cost model (cost/cost.h, libdtpcost; the model and
+ * where it is wrong: docs/cost-model.md). */
 #include "cost.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "args.h"
-#include "profile.h"
 #include "compiler/arena.h"
 #include "compiler/config.h"
 #include "compiler/driver.h"
-#include "compiler/expr.h"
 #include "compiler/parse.h"
+#include "cost/cost.h"
 #include "graph/graph.h"
-#include "graph/graph_stats.h"
-
-/* ---- hardware profiles ------------------------------------------------------ */
-
-static const double dt_bytes[DT_N] = { 4, 2 };
-
-/* ---- the prediction ------------------------------------------------------------ */
-
-/* Where a rank's time goes; the largest share of the slowest rank bounds
- * the step. */
-enum res { R_LINEAR, R_ATTN, R_MEM, R_LAUNCH, R_INTRA, R_INTER, R_WAIT, R_N };
-static const char *const res_names[R_N] = {
-	"linear compute", "attention compute", "memory bandwidth", "launch overhead",
-	"intra-node communication", "inter-node communication", "waiting for slower ranks",
-};
-static const char *const res_keys[R_N] = { "linear", "attention", "memory", "launch",
-					   "intra_comm", "inter_comm", "wait" };
-
-enum { F_LINEAR, F_ATTN, F_POINTWISE, F_N };
-static const char *const flop_keys[F_N] = { "linear", "attention", "pointwise" };
-
-enum { MAX_ROWS = 32 };
-struct comm_row {
-	int kind, group, count;
-	bool inter;
-	double bytes, time, hidden;
-};
-
-struct rank_cost {
-	double flops[F_N];
-	int nops[F_N];
-	double t[R_N];
-	double hidden; /* communication under the ring's attention */
-	double act, weights;
-	double end;
-	struct comm_row rows[MAX_ROWS];
-	int nrows;
-};
-
-struct prediction {
-	int world, dtype, slowest;
-	double step, memory_limit;
-	struct rank_cost *ranks;
-	int bound; /* enum res */
-};
-
-static double tensor_bytes(const struct g_graph *g, uint32_t t, uint32_t rank, double es)
-{
-	return (double)graph_local_numel(g, t, rank) * es;
-}
-
-struct sim {
-	const struct g_graph *g;
-	const struct hw *h;
-	const struct dt_profile *dp;
-	double es;            /* bytes per element of the dtype */
-	struct rates *rates;  /* per rank */
-	double *share;        /* per rank: its part of a CPU node's cores (1 on a GPU) */
-	uint32_t *on_node;    /* per rank: the ranks on its node */
-	uint8_t *inter;       /* [group * world + rank]: does the group span nodes */
-};
-
-/* The cores a rank of n computes on, of a node's C: its pool's threads
- * (dtpc run gives each rank C / n of them, at least one), or its part of
- * the cores where the ranks outnumber them. */
-static double rank_cores(int C, uint32_t n)
-{
-	return n >= (uint32_t)C ? (double)C / n : (double)((uint32_t)C / n);
-}
-
-/* A table row (by_ranks, by_group) for n: its own, else the nearest below,
- * else the smallest; -1 when the table is empty. */
-static int nearest(const int *sizes, int count, int n)
-{
-	int best = -1;
-	for (int k = 0; k < count; k++) {
-		int m = sizes[k], b = best < 0 ? 0 : sizes[best];
-		if (best < 0 || (m <= n && (b > n || m > b)) || (m > n && b > n && m < b))
-			best = k;
-	}
-	return best;
-}
-
-/* The rates of a rank with n ranks on its node: the by_ranks row for n
- * (measured so), or the nearest row scaled by the cores each rank gets;
- * without a table the profile's own rates times the rank's share. */
-static void rank_rates(const struct dt_profile *dp, int C, uint32_t n, double share,
-		       struct rates *out)
-{
-	int k = nearest(dp->row_ranks, dp->nrows, (int)n);
-	double f = share;
-	*out = dp->base;
-	if (k >= 0) {
-		*out = dp->rows[k];
-		f = rank_cores(C, n) / rank_cores(C, (uint32_t)dp->row_ranks[k]);
-	}
-	out->linear.peak *= f;
-	out->attention.peak *= f;
-	out->attention.score /= f;
-	for (int m = 0; m < M_N; m++)
-		out->op_bw[m] *= f;
-	out->mem_bw *= f;
-}
-
-/* Time of one collective, or of one ring step (p2p), of a group of gsize
- * over a link: the link's by_group row for the size (or the nearest), as
- * measured with ranks_at_work ranks busy on the node, slowed where the run
- * has more ranks per core than that (a CPU node's copies share its cores);
- * without a row, the link's figures times the rank's share of the cores. */
-static double link_time(const struct sim *s, const struct link *l, int c, double bytes,
-			uint32_t r, uint32_t gsize)
-{
-	int k = nearest(l->group_size, l->ngroups, (int)gsize);
-	if (k < 0)
-		return l->alpha[c] + bytes / (l->busbw[c] * s->share[r]);
-	const struct group_row *g = &l->groups[k];
-	double C = s->h->threads_per_node, f = 1;
-	if (C > 0)
-		f = fmin(1, C / s->on_node[r]) / fmin(1, C / g->at_work);
-	return g->alpha[c] + bytes / (g->busbw[c] * f);
-}
-
-static double kernel_time(const struct rate *r, double flops, double scores)
-{
-	return r->fixed + flops / r->peak + scores * r->score;
-}
-
-/* A memory-bound move of `bytes` (read and written) by kernel kind m. */
-static double move_time(const struct sim *s, uint32_t r, int m, double bytes)
-{
-	return bytes / s->rates[r].op_bw[m];
-}
-
-/* The bytes op o moves on rank r: its result and every operand. */
-static double op_bytes(const struct sim *s, const struct g_op *o, uint32_t r)
-{
-	double b = tensor_bytes(s->g, o->out, r, s->es);
-	for (uint32_t k = 0; k < o->nin; k++)
-		b += tensor_bytes(s->g, s->g->operands[o->in0 + k], r, s->es);
-	return b;
-}
-
-/* A memory-bound kernel that computes each element of its result (a
- * norm, an activation, a table): the elements count as pointwise work,
- * its bytes move at bw. */
-static double pointwise(const struct sim *s, const struct g_op *o, uint32_t r,
-			struct rank_cost *rc, double bw)
-{
-	rc->flops[F_POINTWISE] += (double)graph_local_numel(s->g, o->out, r);
-	rc->nops[F_POINTWISE]++;
-	return op_bytes(s, o, r) / bw;
-}
-
-static void add_row(struct rank_cost *rc, int kind, int group, bool inter, double bytes,
-		    double time, double hidden)
-{
-	int k = 0;
-	while (k < rc->nrows && !(rc->rows[k].kind == kind && rc->rows[k].group == group))
-		k++;
-	if (k == MAX_ROWS)
-		return;
-	if (k == rc->nrows) {
-		rc->rows[k] = (struct comm_row){ .kind = kind, .group = group, .inter = inter };
-		rc->nrows++;
-	}
-	rc->rows[k].count++;
-	rc->rows[k].bytes += bytes;
-	rc->rows[k].time += time;
-	rc->rows[k].hidden += hidden;
-}
-
-/* The channels (one CTA each) NCCL gives one send/recv of `bytes` in a
- * communicator of P ranks (src/enqueue.cc: scheduleP2pTasksToPlan and
- * addP2pToPlan, the same rule since NCCL 2.21 at least): the per-peer
- * channels halved until P peers fit in the communicator's p2p channels
- * (taken equal to the per-peer channels, as NCCL's log on 8 x H100 reads:
- * 32 and 32), no more than one per 64 KiB part, then doubled while a part
- * exceeds 16 MiB (32 chunks of NCCL_P2P_NVL_CHUNKSIZE, 512 KiB), at most
- * the per-peer channels. Across nodes the parts are 256 to 512 KiB. */
-static double p2p_channels(double per_peer, uint32_t P, double bytes, bool inter)
-{
-	double n = per_peer, lo = inter ? 262144 : 65536, hi = inter ? 524288 : 16777216;
-	while (n * P > per_peer && n > 1)
-		n /= 2;
-	n = fmax(1, fmin(n, ceil(bytes / lo)));
-	while (bytes / n > hi && n * 2 <= per_peer)
-		n *= 2;
-	return n;
-}
-
-/* Adds op i's cost on rank r to rc (by resource) and returns its duration
- * on r alone, before any wait for the group. Besides each kernel, the
- * executor's own copies (runtime/exec.c) are charged: the packing and
- * unpacking around an all-to-all, the unpacking after an all-gather, the
- * copy an all-reduce sums in place, the ring's first K/V chunk. */
-static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct rank_cost *rc)
-{
-	const struct g_graph *g = s->g;
-	const struct g_op *o = &g->ops[i];
-	const struct rates *rt = &s->rates[r];
-	const double es = s->es;
-	uint32_t out = o->out, x = o->nin ? g->operands[o->in0] : out;
-	double t = 0;
-	int res = R_MEM;
-	switch ((enum op_kind)o->kind) {
-	/* linear_act: the linear's FLOPs and time; its activation runs on the
-	 * GEMM's result before it is stored (the epilogue), free beside it */
-	case OP_linear:
-	case OP_linear_act: {
-		const struct g_tensor *xt = &g->tensors[x];
-		double k = (double)graph_local_dim(g, x, xt->ndim - 1, r);
-		double nn = (double)graph_local_dim(g, out, g->tensors[out].ndim - 1, r);
-		double m = nn > 0 ? (double)graph_local_numel(g, out, r) / nn : 0;
-		double f = 2 * m * k * nn;
-		rc->flops[F_LINEAR] += f;
-		rc->nops[F_LINEAR]++;
-		t = f > 0 ? kernel_time(&rt->linear, f, 0) : 0;
-		res = R_LINEAR;
-		break;
-	}
-	case OP_patch_embed: {
-		/* a GEMM of the patches [tokens, C t h w] by the weight (the
-		 * patchify copy is small beside it) */
-		const struct g_tensor *wt = &g->tensors[g->operands[o->in0 + 1]];
-		double nn = (double)wt->dims[0];
-		double k = (double)graph_local_numel(g, g->operands[o->in0 + 1], r) / nn;
-		double f = 2 * (double)graph_local_numel(g, out, r) * k;
-		rc->flops[F_LINEAR] += f;
-		rc->nops[F_LINEAR]++;
-		t = f > 0 ? kernel_time(&rt->linear, f, 0) : 0;
-		res = R_LINEAR;
-		break;
-	}
-	case OP_attention: {
-		uint32_t k = g->operands[o->in0 + 1];
-		double B = (double)graph_local_dim(g, x, 0, r), Sq = (double)graph_local_dim(g, x, 1, r);
-		double Skv = (double)graph_local_dim(g, k, 1, r);
-		double H = (double)graph_local_dim(g, x, 2, r) / (double)o->attr[0];
-		double f = 2 * B * H * Sq * Skv * (double)(o->attr[0] + o->attr[1]);
-		rc->flops[F_ATTN] += f;
-		rc->nops[F_ATTN]++;
-		t = f > 0 ? kernel_time(&rt->attention, f, B * H * Sq * Skv) : 0;
-		res = R_ATTN;
-		break;
-	}
-	case OP_ring_attention: {
-		/* one attention kernel and one log-sum-exp merge per KV chunk; with
-		 * rotation (attr[2] = 1) each step's send/recv runs under the
-		 * attention on the chunk held (where the link overlaps: not the CPU
-		 * backends, which copy when a rank waits), with the all-gather (one
-		 * for K, one for V) it comes first */
-		uint32_t P = g->groups[o->group].size, k = g->operands[o->in0 + 1];
-		uint32_t v = g->operands[o->in0 + 2];
-		bool inter = s->inter[(size_t)o->group * g->world + r];
-		const struct link *l = inter ? &s->h->inter : &s->h->intra;
-		double B = (double)graph_local_dim(g, x, 0, r), Sq = (double)graph_local_dim(g, x, 1, r);
-		double H = (double)graph_local_dim(g, x, 2, r) / (double)o->attr[0];
-		/* the merge reads the block and the accumulator and writes it back,
-		 * in the storage dtype (the float32 log-sum-exp rows beside them
-		 * are 1 / Dv of that, left out as dtpc calibrate leaves them) */
-		double merge = move_time(s, r, M_LSE_MERGE, 3 * B * Sq * H * (double)o->attr[1] * es);
-		double bytes = (double)graph_comm_bytes(g, i, r) * es / graph_comm_elem_size(g, i);
-		/* while a step's send/recv runs, its kernel holds one SM per
-		 * channel NCCL gives it, and the attention under it runs on the
-		 * others */
-		double chans = l->p2p_ctas > 0 && P > 1
-				       ? p2p_channels(l->p2p_ctas, P, bytes / (P - 1), inter) : 0;
-		double lost = s->h->sms > 0 ? chans / s->h->sms : 0;
-		double compute = 0, comm = 0, exposed = 0, first = 0;
-		for (uint32_t m = 0; m < P; m++) {
-			uint32_t peer = graph_group_member(g, (uint32_t)o->group, r, m);
-			double rows = (double)graph_local_dim(g, k, 1, peer);
-			double f = 2 * B * H * Sq * rows * (double)(o->attr[0] + o->attr[1]);
-			rc->flops[F_ATTN] += f;
-			double a = f > 0 ? kernel_time(&rt->attention, f, B * H * Sq * rows) : 0;
-			double c = a + (m ? merge : 0);
-			if (o->attr[2] == 1 && m + 1 < P) {
-				double step = link_time(s, l, CO_P2P, bytes / (P - 1), r, P);
-				/* a lone send/recv moves no more than its channels
-				 * do (where the profile says what one moves) */
-				if (l->channel_bw > 0)
-					step = fmax(step, l->alpha[CO_P2P] +
-								  bytes / (P - 1) / (chans * l->channel_bw));
-				/* attention of a seconds on the whole GPU, at (1 - lost)
-				 * of its rate while the transfer runs: slowed by
-				 * lost x the time both run */
-				if (l->overlap && lost > 0)
-					c += fmin(step, a / (1 - lost)) * lost;
-				comm += step;
-				/* the next chunk's attention waits for the transfer
-				 * on the GPU (an event), the host having launched it
-				 * already */
-				exposed += !l->overlap ? step : step > c ? step - c : 0;
-			}
-			compute += c;
-		}
-		rc->nops[F_ATTN]++;
-		if (o->attr[2] != 1)
-			exposed = comm = link_time(s, l, CO_AG, bytes / 2, r, P) * 2;
-		else /* the own chunk's K and V copied to the rotation's buffer */
-			first = move_time(s, r, M_COPY,
-					  2 * (tensor_bytes(g, k, r, es) + tensor_bytes(g, v, r, es)));
-		rc->t[R_ATTN] += compute - (P - 1) * merge;
-		rc->t[R_MEM] += (P - 1) * merge + first;
-		rc->t[inter ? R_INTER : R_INTRA] += exposed;
-		rc->hidden += comm - exposed;
-		add_row(rc, o->kind, o->group, inter, bytes, comm, comm - exposed);
-		return compute + exposed + first;
-	}
-	case OP_all_gather:
-	case OP_all_reduce:
-	case OP_reduce_scatter:
-	case OP_ulysses_a2a: {
-		bool inter = s->inter[(size_t)o->group * g->world + r];
-		const struct link *l = inter ? &s->h->inter : &s->h->intra;
-		/* a reduce-scatter is the backend's (ring: the first half of
-		 * an all-reduce), timed at the all-reduce's bandwidth over its
-		 * own bytes */
-		bool sum = o->kind == OP_all_reduce || o->kind == OP_reduce_scatter;
-		int c = o->kind == OP_all_gather ? CO_AG : sum ? CO_AR : CO_A2A;
-		uint32_t P = g->groups[o->group].size;
-		/* an all-reduce or reduce-scatter sums in float32 whatever the
-		 * dtype (runtime/ops/collective.c): a narrower one is converted
-		 * in and out, and travels as float32 */
-		bool wide = sum && es < 4;
-		double bytes = (double)graph_comm_bytes(g, i, r) / graph_comm_elem_size(g, i) *
-			       (wide ? 4 : es);
-		double moved = o->kind == OP_all_gather ? tensor_bytes(g, out, r, es) * 2
-			       : o->kind == OP_all_reduce
-				       ? tensor_bytes(g, x, r, es) * (wide ? 2 * (1 + 4 / es) : 2)
-			       : o->kind == OP_reduce_scatter
-				       /* the pieces packed; where narrower, widened
-					* and the rank's sum rounded back */
-				       ? tensor_bytes(g, x, r, es) * 2 +
-						 (wide ? (tensor_bytes(g, x, r, es) +
-							  tensor_bytes(g, out, r, es)) * (1 + 4 / es)
-						       : 0)
-				       : (tensor_bytes(g, x, r, es) + tensor_bytes(g, out, r, es)) * 2;
-		/* the nccl backend's all-to-all copies the rank's own piece
-		 * itself (comm_nccl.c; a CPU profile's measured bandwidth holds
-		 * its backend's) */
-		if (o->kind == OP_ulysses_a2a && s->h->sms > 0)
-			moved += 2 * tensor_bytes(g, x, r, es) / P;
-		double copies = move_time(s, r, M_COPY, moved);
-		t = link_time(s, l, c, bytes, r, P);
-		rc->t[inter ? R_INTER : R_INTRA] += t;
-		rc->t[R_MEM] += copies;
-		add_row(rc, o->kind, o->group, inter, bytes, t, 0);
-		return t + copies;
-	}
-	case OP_layer_norm:
-		t = pointwise(s, o, r, rc, rt->op_bw[M_LAYER_NORM]);
-		break;
-	case OP_rms_norm:
-		t = pointwise(s, o, r, rc, rt->op_bw[M_RMS_NORM]);
-		break;
-	case OP_gelu:
-		t = pointwise(s, o, r, rc, rt->op_bw[M_GELU]);
-		break;
-	case OP_silu:
-		t = pointwise(s, o, r, rc, rt->op_bw[M_SILU]);
-		break;
-	case OP_add:
-		t = pointwise(s, o, r, rc, rt->op_bw[M_ADD]);
-		break;
-	case OP_mul:
-		t = pointwise(s, o, r, rc, rt->op_bw[M_MUL]);
-		break;
-	case OP_modulate:
-		t = pointwise(s, o, r, rc, rt->op_bw[M_MODULATE]);
-		break;
-	case OP_rope:
-		t = pointwise(s, o, r, rc, rt->op_bw[M_ROPE]);
-		break;
-	/* The timestep and RoPE tables and the position grids write their
-	 * result from a few operands (or none): kernels a profile has no rate
-	 * of their own for (op_bytes_per_s), at memory_bytes_per_s. */
-	case OP_timestep_embedding:
-	case OP_rope_freqs:
-	case OP_ltx_rope_freqs:
-	case OP_grid_ids:
-	case OP_text_ids:
-		t = pointwise(s, o, r, rc, rt->mem_bw);
-		break;
-	case OP_concat:
-	case OP_pad:
-	case OP_reshape:
-	case OP_norm_stats:
-	case OP_unpatchify:
-		t = move_time(s, r, M_COPY, op_bytes(s, o, r));
-		break;
-	case OP_slice:
-	case OP_shard: /* the part kept, read and written */
-		t = move_time(s, r, M_COPY, 2 * tensor_bytes(g, out, r, es));
-		break;
-	case OP_param:
-	case OP_COUNT:
-		return 0;
-	}
-	/* a kernel shorter than its launch waits for the launch */
-	if (t < rt->launch) {
-		rc->t[R_LAUNCH] += rt->launch;
-		return rt->launch;
-	}
-	rc->t[res] += t;
-	return t;
-}
-
-/* Does group gi, as rank r sees it, have members on other nodes than r's
- * (rank q on node q / rpn)? */
-static bool spans_nodes(const struct g_graph *g, uint32_t gi, uint32_t r, uint32_t rpn)
-{
-	for (uint32_t m = 0; m < g->groups[gi].size; m++)
-		if (graph_group_member(g, gi, r, m) / rpn != r / rpn)
-			return true;
-	return false;
-}
-
-/* Replays the graph's op order on every rank at once: local ops advance a
- * rank's clock; a collective starts when its last member arrives and ends
- * after its slowest member's time (the early ones wait). The step is the
- * latest clock. P_NO_INTER: a group crosses nodes and the profile has no
- * inter-node link to time it on. */
-enum { P_OK, P_MEMORY, P_NO_INTER };
-static int predict(const struct g_graph *g, const struct hw *h, int dtype,
-		    struct prediction *p)
-{
-	uint32_t W = g->world;
-	memset(p, 0, sizeof *p);
-	p->world = (int)W;
-	p->dtype = dtype;
-	struct sim s = { .g = g, .h = h, .dp = &h->dt[dtype], .es = dt_bytes[dtype] };
-	p->ranks = calloc(W, sizeof *p->ranks);
-	double *dur = calloc(W, sizeof *dur), *next = calloc(W, sizeof *next);
-	s.share = calloc(W, sizeof *s.share);
-	s.rates = calloc(W, sizeof *s.rates);
-	s.on_node = calloc(W, sizeof *s.on_node);
-	s.inter = calloc((size_t)g->ngroups * W + 1, 1);
-	if (!p->ranks || !dur || !next || !s.share || !s.rates || !s.on_node || !s.inter) {
-		free(dur), free(next), free(s.share), free(s.rates), free(s.on_node), free(s.inter);
-		free(p->ranks);
-		p->ranks = NULL;
-		return P_MEMORY;
-	}
-	/* placement: ranks fill nodes in order (rank r on node r / ranks_per_node) */
-	uint32_t rpn = (uint32_t)h->ranks_per_node;
-	for (uint32_t r = 0; r < W; r++) {
-		uint32_t on_node = W - r / rpn * rpn < rpn ? W - r / rpn * rpn : rpn;
-		s.on_node[r] = on_node;
-		s.share[r] = h->threads_per_node ? (double)h->threads_per_node / on_node : 1;
-		rank_rates(s.dp, h->threads_per_node, on_node, s.share[r], &s.rates[r]);
-		for (uint32_t gi = 0; gi < g->ngroups; gi++)
-			s.inter[(size_t)gi * W + r] = spans_nodes(g, gi, r, rpn);
-	}
-	if (!h->inter.present && memchr(s.inter, 1, (size_t)g->ngroups * W)) {
-		free(dur), free(next), free(s.share), free(s.rates), free(s.on_node);
-		free(s.inter), free(p->ranks);
-		p->ranks = NULL;
-		return P_NO_INTER;
-	}
-	p->memory_limit = h->memory;
-	if (h->threads_per_node)
-		p->memory_limit = h->memory / (W < rpn ? W : rpn);
-	for (uint32_t i = 0; i < g->nops; i++) {
-		const struct g_op *o = &g->ops[i];
-		for (uint32_t r = 0; r < W; r++)
-			dur[r] = op_cost(&s, i, r, &p->ranks[r]);
-		if (o->group < 0) {
-			for (uint32_t r = 0; r < W; r++)
-				p->ranks[r].end += dur[r];
-			continue;
-		}
-		for (uint32_t r = 0; r < W; r++) {
-			double start = 0, longest = 0;
-			for (uint32_t m = 0; m < g->groups[o->group].size; m++) {
-				uint32_t q = graph_group_member(g, (uint32_t)o->group, r, m);
-				start = fmax(start, p->ranks[q].end);
-				longest = fmax(longest, dur[q]);
-			}
-			next[r] = start + longest;
-			/* rounding leaves crumbs where nobody waited */
-			double wait = next[r] - p->ranks[r].end - dur[r];
-			p->ranks[r].t[R_WAIT] += wait > 1e-12 * next[r] ? wait : 0;
-		}
-		for (uint32_t r = 0; r < W; r++)
-			p->ranks[r].end = next[r];
-	}
-	for (uint32_t r = 0; r < W; r++) {
-		struct rank_cost *rc = &p->ranks[r];
-		/* the graph's bytes are in the plan's dtype; the model's in its own */
-		double gs = g->ntensors ? graph_dtype_size(graph_tensor_dtype(g, 0)) : 4;
-		rc->act = (double)g->arena_bytes * s.es / gs;
-		rc->weights = (double)graph_weight_bytes(g, r) * s.es / gs;
-		if (rc->end > p->step) {
-			p->step = rc->end;
-			p->slowest = (int)r;
-		}
-	}
-	const struct rank_cost *sl = &p->ranks[p->slowest];
-	for (int k = 1; k < R_N; k++)
-		if (sl->t[k] > sl->t[p->bound])
-			p->bound = k;
-	free(dur), free(next), free(s.share), free(s.rates), free(s.on_node), free(s.inter);
-	return P_OK;
-}
-
-static double peak_memory(const struct prediction *p)
-{
-	double m = 0;
-	for (int r = 0; r < p->world; r++)
-		m = fmax(m, p->ranks[r].act + p->ranks[r].weights);
-	return m;
-}
-
-/* ---- printing ------------------------------------------------------------------------- */
-
-static void group_axes(const struct g_graph *g, int group, char *buf, size_t n)
-{
-	const struct g_group *gr = &g->groups[group];
-	size_t l = 0;
-	buf[0] = 0;
-	for (uint32_t a = 0; a < gr->naxes && l < n; a++)
-		l += (size_t)snprintf(buf + l, n - l, "%s%s", a ? "x" : "",
-				      graph_str(g, g->axes[gr->axes[a]].name));
-}
-
-static const char *coll_name(int kind)
-{
-	return kind == OP_all_gather ? "all_gather" : kind == OP_all_reduce ? "all_reduce"
-		: kind == OP_ulysses_a2a ? "all_to_all" : kind == OP_reduce_scatter ? "reduce_scatter"
-		: "ring_kv";
-}
-
-static cJSON *rank_json(const struct g_graph *g, const struct hw *h, int r,
-			const struct rank_cost *rc)
-{
-	cJSON *j = cJSON_CreateObject();
-	cJSON_AddNumberToObject(j, "rank", r);
-	cJSON_AddNumberToObject(j, "time_s", rc->end);
-	cJSON *t = cJSON_AddObjectToObject(j, "time_by_resource_s");
-	for (int k = 0; k < R_N; k++)
-		cJSON_AddNumberToObject(t, res_keys[k], rc->t[k]);
-	cJSON_AddNumberToObject(j, "comm_hidden_s", rc->hidden);
-	cJSON *f = cJSON_AddObjectToObject(j, "flops");
-	for (int k = 0; k < F_N; k++)
-		cJSON_AddNumberToObject(f, flop_keys[k], rc->flops[k]);
-	cJSON *c = cJSON_AddArrayToObject(j, "communication");
-	for (int k = 0; k < rc->nrows; k++) {
-		const struct comm_row *w = &rc->rows[k];
-		char axes[64];
-		group_axes(g, w->group, axes, sizeof axes);
-		cJSON *x = cJSON_CreateObject();
-		cJSON_AddStringToObject(x, "collective", coll_name(w->kind));
-		cJSON_AddStringToObject(x, "op", op_table[w->kind].name);
-		cJSON_AddStringToObject(x, "axes", axes);
-		cJSON_AddStringToObject(x, "link", w->inter ? h->inter.name : h->intra.name);
-		cJSON_AddNumberToObject(x, "ops", w->count);
-		cJSON_AddNumberToObject(x, "bytes", w->bytes);
-		cJSON_AddNumberToObject(x, "time_s", w->time);
-		cJSON_AddNumberToObject(x, "hidden_s", w->hidden);
-		cJSON_AddItemToArray(c, x);
-	}
-	cJSON *m = cJSON_AddObjectToObject(j, "memory_bytes");
-	cJSON_AddNumberToObject(m, "activations", rc->act);
-	cJSON_AddNumberToObject(m, "weights", rc->weights);
-	cJSON_AddNumberToObject(m, "total", rc->act + rc->weights);
-	return j;
-}
 
 static void print_rank_text(FILE *out, const struct g_graph *g, const struct hw *h, int r,
-			    const struct rank_cost *rc)
+			    const struct cost_rank *rc)
 {
-	static const char *const fl[F_N] = { "linear", "attention", "pointwise" };
 	fprintf(out, "rank %d, per forward pass: %.3f ms\n", r, rc->end * 1e3);
-	for (int k = 0; k < F_N; k++)
-		fprintf(out, "  %-10s %6d ops %14.4g %s\n", fl[k], rc->nops[k], rc->flops[k],
-			k == F_POINTWISE ? "elements" : "FLOP");
+	for (int k = 0; k < COST_F_N; k++)
+		fprintf(out, "  %-10s %6d ops %14.4g %s\n", cost_flop_keys[k], rc->nops[k], rc->flops[k],
+			k == COST_F_POINTWISE ? "elements" : "FLOP");
 	for (int k = 0; k < rc->nrows; k++) {
-		const struct comm_row *w = &rc->rows[k];
+		const struct cost_comm_row *w = &rc->rows[k];
 		char axes[64];
-		group_axes(g, w->group, axes, sizeof axes);
+		cost_group_axes(g, w->group, axes, sizeof axes);
 		fprintf(out, "  %-14s over %-14s %5d ops %14.0f bytes %9.3f ms (%s)%s", op_table[w->kind].name,
 			axes, w->count, w->bytes, w->time * 1e3, w->inter ? h->inter.name : h->intra.name,
 			w->hidden > 0 ? "" : "\n");
@@ -609,15 +36,14 @@ static void print_rank_text(FILE *out, const struct g_graph *g, const struct hw 
 			fprintf(out, ", %.3f ms under attention\n", w->hidden * 1e3);
 	}
 	fprintf(out, "  time:");
-	for (int k = 0; k < R_N; k++)
+	for (int k = 0; k < COST_R_N; k++)
 		if (rc->t[k] >= 5e-7) /* what rounds to 0.000 ms says nothing */
-			fprintf(out, " %s %.3f ms;", res_names[k], rc->t[k] * 1e3);
+			fprintf(out, " %s %.3f ms;", cost_res_names[k], rc->t[k] * 1e3);
 	fprintf(out, "\n  memory: activations %.0f, weights %.0f, total %.0f bytes\n", rc->act,
 		rc->weights, rc->act + rc->weights);
 }
 
 /* ---- the commands ----------------------------------------------------------------------------- */
-
 
 struct cost_args {
 	const char *file, *hw;
@@ -634,10 +60,11 @@ static void cost_usage(void)
 	     "                 [--config PATH] [-D N=V] [--dtype f32|bf16] [--format text|json]\n"
 	     "       dtpc suggest FILE.plan --world N --hw PROFILE [--plan P] [--max-mem BYTES]\n"
 	     "                 [--top K] [--config PATH] [-D N=V] [--dtype f32|bf16]\n"
+	     "                 [--format text|json]\n"
 	     "(docs/cost-model.md)");
 }
 
-/* Options of cost and suggest; those of one only are refused by the other.
+/* Options of cost and suggest; those of suggest only are refused by cost.
  * -1: go on; else the exit status. */
 static int parse_args(struct arena *a, int argc, char **argv, bool suggest, struct cost_args *c)
 {
@@ -654,8 +81,8 @@ static int parse_args(struct arena *a, int argc, char **argv, bool suggest, stru
 		OPT_PLAN_OPTIONS(&po),
 		OPT_STR("--hw", &c->hw),
 		OPT_WORD("--dtype", &c->dtype, dtypes),
+		OPT_WORD("--format", &format, formats),
 	};
-	const struct cli_opt cost_only[] = { OPT_WORD("--format", &format, formats) };
 	const struct cli_opt suggest_only[] = {
 		OPT_NUM("--world", CLI_I64, &c->world, "1 to 4096", 1, 4096),
 		OPT_NUM("--max-mem", CLI_REAL, &c->max_mem, "a number of bytes from 1 to 1e30", 1, 1e30),
@@ -666,9 +93,7 @@ static int parse_args(struct arena *a, int argc, char **argv, bool suggest, stru
 	memcpy(t, common, sizeof common);
 	if (suggest)
 		memcpy(t + NC, suggest_only, sizeof suggest_only);
-	else
-		memcpy(t + NC, cost_only, sizeof cost_only);
-	t[NC + (suggest ? NS : 1)] = (struct cli_opt)OPT_END;
+	t[NC + (suggest ? NS : 0)] = (struct cli_opt)OPT_END;
 	char missing[64];
 	snprintf(missing, sizeof missing, "%s needs a plan file", argv[1]);
 	int rc = cli_parse(argc, argv, 2, t,
@@ -707,40 +132,6 @@ static const char *choose_plan(struct arena *a, const struct cost_args *c)
 	return n == 1 && !d.nerrors ? name : NULL;
 }
 
-/* Compiles in memory (the driver's pipeline) and predicts. 0: done; 1: the
- * plan does not compile for this mesh (diagnostics on err); 2: the profile
- * cannot cost it (a group across nodes and no links.inter; on stderr). */
-static int cost_of(const struct cost_args *c, const char *plan, const char *mesh,
-		    const char *context, const struct hw *h, int dtype, FILE *err,
-		    void **buf, struct g_graph *g, struct prediction *p)
-{
-	size_t len = 0;
-	*buf = driver_graph_buffer(c->file, plan, mesh, context, c->co.defines, c->co.ndefines,
-				   c->co.config, false, &len, NULL, err);
-	char why[256];
-	if (!*buf)
-		return 1;
-	int rc = 0;
-	if (!graph_parse(*buf, len, g, why, sizeof why)) {
-		fprintf(stderr, "dtpc: internal error: the graph does not load: %s\n", why);
-		rc = 1;
-	}
-	int pr = rc ? 0 : predict(g, h, dtype, p);
-	if (pr == P_MEMORY) {
-		fprintf(stderr, "dtpc: out of memory\n");
-		rc = 1;
-	} else if (pr == P_NO_INTER) {
-		fprintf(stderr, "dtpc: %s: links.inter: missing, and a group of the %u ranks crosses "
-			"nodes of %d (ranks_per_node)\n", h->path, g->world, h->ranks_per_node);
-		rc = 2;
-	}
-	if (rc) {
-		free(*buf);
-		*buf = NULL;
-	}
-	return rc;
-}
-
 static int load_profile(struct arena *a, const struct cost_args *c, struct hw *h, int *dtype)
 {
 	char why[256];
@@ -750,7 +141,7 @@ static int load_profile(struct arena *a, const struct cost_args *c, struct hw *h
 	}
 	if (!driver_readable(c->hw, stderr) || !driver_readable(c->file, stderr))
 		return 2;
-	if (!hw_load(a, c->hw, h, why, sizeof why)) {
+	if (!cost_hw_load(a, c->hw, h, why, sizeof why)) {
 		fprintf(stderr, "dtpc: %s: %s\n", c->hw, why);
 		return 2;
 	}
@@ -773,6 +164,22 @@ static int start(struct arena *a, int argc, char **argv, bool suggest, struct co
 	return (*plan = choose_plan(a, c)) ? -1 : 2;
 }
 
+/* The compiler's input of c for plan. */
+static struct cost_source source(const struct cost_args *c, const char *plan)
+{
+	return (struct cost_source){ c->file, plan, c->co.config, c->co.defines, c->co.ndefines };
+}
+
+/* a report as JSON on standard output, and freed */
+static void print_json(cJSON *j)
+{
+	char *s = cJSON_Print(j);
+	if (s)
+		printf("%s\n", s);
+	free(s);
+	cJSON_Delete(j);
+}
+
 int cost_main(int argc, char **argv)
 {
 	struct arena *a = arena_create();
@@ -782,36 +189,17 @@ int cost_main(int argc, char **argv)
 	int dtype = 0, rc = start(a, argc, argv, false, &c, &h, &dtype, &plan);
 	void *buf = NULL;
 	struct g_graph g;
-	struct prediction p = { 0 };
+	struct cost_prediction p = { 0 };
 	if (rc >= 0) /* --help, or an error */
 		goto out;
-	rc = cost_of(&c, plan, c.co.mesh, c.co.context, &h, dtype, stderr, &buf, &g, &p);
+	struct cost_source src = source(&c, plan);
+	rc = cost_of(&src, c.co.mesh, c.co.context, &h, dtype, stderr, &buf, &g, &p);
 	if (rc)
 		goto out;
-	const struct rank_cost *sl = &p.ranks[p.slowest];
-	double mem = peak_memory(&p);
+	const struct cost_rank *sl = &p.ranks[p.slowest];
+	double mem = cost_peak_memory(&p);
 	if (c.json) {
-		cJSON *j = cJSON_CreateObject();
-		cJSON_AddStringToObject(j, "file", c.file);
-		cJSON_AddStringToObject(j, "plan", plan);
-		cJSON_AddStringToObject(j, "hw", h.name);
-		cJSON_AddStringToObject(j, "hw_file", h.path);
-		cJSON_AddStringToObject(j, "dtype", dt_names[dtype]);
-		cJSON_AddNumberToObject(j, "world", p.world);
-		cJSON_AddNumberToObject(j, "step_s", p.step);
-		cJSON_AddNumberToObject(j, "slowest_rank", p.slowest);
-		cJSON_AddStringToObject(j, "bound_by", res_keys[p.bound]);
-		cJSON_AddNumberToObject(j, "memory_bytes", mem);
-		cJSON_AddNumberToObject(j, "memory_limit_bytes", p.memory_limit);
-		cJSON_AddBoolToObject(j, "fits", mem <= p.memory_limit);
-		cJSON *rs = cJSON_AddArrayToObject(j, "ranks");
-		for (int r = 0; r < p.world; r++)
-			cJSON_AddItemToArray(rs, rank_json(&g, &h, r, &p.ranks[r]));
-		char *s = cJSON_Print(j);
-		if (s)
-			printf("%s\n", s);
-		free(s);
-		cJSON_Delete(j);
+		print_json(cost_report_json(&src, &g, &h, &p));
 	} else {
 		printf("cost: %s, plan %s, world %d, %s, on %s (%s)\n", c.file, plan, p.world,
 		       dt_names[dtype], h.name, h.path);
@@ -819,7 +207,7 @@ int cost_main(int argc, char **argv)
 			print_rank_text(stdout, &g, &h, 0, &p.ranks[0]);
 		print_rank_text(stdout, &g, &h, p.slowest, sl);
 		printf("predicted step: %.3f ms (slowest rank %d), bound by %s\n", p.step * 1e3,
-		       p.slowest, res_names[p.bound]);
+		       p.slowest, cost_res_names[p.bound]);
 		printf("memory: %.3f GiB per rank of %.3f GiB%s\n", mem / (1 << 30),
 		       p.memory_limit / (1 << 30), mem <= p.memory_limit ? "" : ": does not fit");
 	}
@@ -829,96 +217,6 @@ out:
 	arena_free(a);
 	return rc;
 }
-
-/* ---- suggest -------------------------------------------------------------------------------------- */
-
-struct candidate {
-	const char *mesh, *context;
-	double step, mem;
-	bool fits;
-	char reason[160];
-};
-
-/* What fits first, then by predicted time; ties by memory, then by name,
- * so that the order is the same on every run. */
-static int by_time(const void *x, const void *y)
-{
-	const struct candidate *a = x, *b = y;
-	if (a->fits != b->fits)
-		return a->fits ? -1 : 1;
-	if (a->step != b->step)
-		return (a->step > b->step) - (a->step < b->step);
-	if (a->mem != b->mem)
-		return (a->mem > b->mem) - (a->mem < b->mem);
-	int m = strcmp(a->mesh, b->mesh);
-	return m ? m : strcmp(a->context, b->context);
-}
-
-/* Why a mesh takes the time it does: its bounding resource, and the
- * conditions a user chooses a mesh by. */
-static void explain(const struct prediction *p, double mem, double limit, char *buf, size_t n)
-{
-	const struct rank_cost *sl = &p->ranks[p->slowest];
-	double comm = sl->t[R_INTRA] + sl->t[R_INTER];
-	size_t l = (size_t)snprintf(buf, n, "%s-bound",
-				    p->bound == R_INTRA || p->bound == R_INTER ? "communication"
-				    : p->bound == R_MEM ? "memory-bandwidth"
-				    : p->bound == R_LAUNCH ? "launch"
-				    : p->bound == R_WAIT ? "imbalance" : "compute");
-	if (p->bound != R_INTRA && p->bound != R_INTER && comm > 0)
-		l += (size_t)snprintf(buf + l, n - l, ", comm %.0f%%", 100 * comm / p->step);
-	if (sl->hidden > 0 && l < n)
-		l += (size_t)snprintf(buf + l, n - l, ", %.0f%% of comm hidden",
-				      100 * sl->hidden / (sl->hidden + comm));
-	if (sl->t[R_WAIT] > 0.02 * p->step && l < n)
-		l += (size_t)snprintf(buf + l, n - l, ", uneven split (waits %.0f%%)",
-				      100 * sl->t[R_WAIT] / p->step);
-	if (mem > limit && l < n)
-		snprintf(buf + l, n - l, ", memory-bound: needs %.4g MiB", mem / (1 << 20));
-}
-
-/* The mesh axes suggest tries, in its order. */
-static const char *const mesh_axes[] = { "ring", "ulysses", "tp" };
-enum { NMESH_AXES = sizeof mesh_axes / sizeof *mesh_axes };
-
-/* The axes of mesh_axes that g splits nothing over (bit k: mesh_axes[k]):
- * an axis of size 2 or more that no op's group and no tensor's split
- * lists only repeats the same work on more ranks. */
-static unsigned unused_axes(const struct g_graph *g)
-{
-	bool used[G_MAX_AXES] = { false };
-	for (uint32_t i = 0; i < g->nops; i++)
-		if (g->ops[i].group >= 0)
-			for (uint32_t k = 0; k < g->groups[g->ops[i].group].naxes; k++)
-				used[g->groups[g->ops[i].group].axes[k]] = true;
-	for (uint32_t p = 0; p < g->npatterns; p++)
-		for (uint32_t k = 0; k < g->groups[g->patterns[p].group].naxes; k++)
-			used[g->groups[g->patterns[p].group].axes[k]] = true;
-	unsigned mask = 0;
-	for (uint32_t a = 0; a < g->naxes; a++)
-		for (int k = 0; k < NMESH_AXES; k++)
-			if (g->axes[a].size > 1 && !used[a] && !strcmp(graph_str(g, g->axes[a].name),
-								       mesh_axes[k]))
-				mask |= 1u << k;
-	return mask;
-}
-
-/* The first error of a compiler's diagnostics (text), or their first line. */
-static const char *first_error(struct arena *a, const char *text)
-{
-	const char *line = strstr(text, ": error: ");
-	if (!line)
-		line = text;
-	while (line > text && line[-1] != '\n')
-		line--;
-	size_t n = strcspn(line, "\n");
-	return n ? arena_printf(a, "%.*s", (int)n, line) : "(no diagnostic)";
-}
-
-/* A mesh the compiler refused: the mesh and its context, and why. */
-struct refusal {
-	const char *mesh, *context, *why;
-};
 
 int suggest_main(int argc, char **argv)
 {
@@ -936,117 +234,38 @@ int suggest_main(int argc, char **argv)
 		arena_free(a);
 		return rc;
 	}
-	int cap = 64, n = 0, nref = 0, refcap = 16, dropped = 0;
-	unsigned unused = 0;
-	struct candidate *cand = ARENA_ARRAY(a, struct candidate, cap);
-	struct refusal *ref = ARENA_ARRAY(a, struct refusal, refcap);
-	/* every ring x ulysses x tp of the world; with a ring both rotate
-	 * methods; an anything mode only where the plain mesh is refused (where
-	 * it divides, it gives the same graph) */
-	static const char *const anything[] = { NULL, "ulysses_anything = true",
-						"ring_anything = true",
-						"ulysses_anything = true, ring_anything = true" };
-	for (long long r = 1; r <= c.world; r++)
-		for (long long u = 1; r * u <= c.world; u++) {
-			if (c.world % (r * u))
-				continue;
-			long long t = c.world / (r * u);
-			const char *mesh = arena_printf(a, "ring = %lld, ulysses = %lld, tp = %lld", r, u, t);
-			const char *name = arena_printf(a, "ring %lld x ulysses %lld x tp %lld", r, u, t);
-			for (int rot = 0; rot < (r > 1 ? 2 : 1); rot++) {
-				const char *rm = r > 1 ? (rot ? "rotate_method = \"alltoall\""
-							      : "rotate_method = \"allgather\"")
-						       : NULL;
-				bool done = false;
-				const char *why = NULL;
-				for (int k = 0; k < 4 && !done; k++) {
-					const char *parts[3] = { c.co.context, rm, anything[k] };
-					const char *ctx = NULL;
-					for (int q = 0; q < 3; q++)
-						if (parts[q])
-							ctx = ctx ? arena_printf(a, "%s, %s", ctx, parts[q])
-								  : parts[q];
-					void *buf = NULL;
-					struct g_graph g;
-					struct prediction p = { 0 };
-					/* the diagnostics, for the plain mesh's refusal */
-					char *diag = NULL;
-					size_t dlen = 0;
-					FILE *err = open_memstream(&diag, &dlen);
-					int crc = cost_of(&c, plan, mesh, ctx, &h, dtype, err ? err : stderr,
-							  &buf, &g, &p);
-					if (err)
-						fclose(err);
-					if (!why && crc == 1)
-						why = first_error(a, diag ? diag : "");
-					free(diag);
-					if (crc == 2) { /* no mesh of the world can be costed */
-						rc = 2;
-						goto unusable;
-					}
-					if (crc)
-						continue;
-					done = true;
-					unsigned idle = unused_axes(&g);
-					if (idle) {
-						unused |= idle;
-						dropped++;
-					} else {
-						if (n == cap) {
-							struct candidate *m = ARENA_ARRAY(a, struct candidate,
-											  2 * cap);
-							memcpy(m, cand, sizeof *cand * (size_t)cap);
-							cand = m;
-							cap *= 2;
-						}
-						struct candidate *x = &cand[n++];
-						double limit = c.max_mem > 0 ? c.max_mem : p.memory_limit;
-						x->mesh = name;
-						x->context = ctx ? ctx : "";
-						x->step = p.step;
-						x->mem = peak_memory(&p);
-						x->fits = x->mem <= limit;
-						explain(&p, x->mem, limit, x->reason, sizeof x->reason);
-					}
-					free(p.ranks);
-					free(buf);
-				}
-				if (done)
-					continue;
-				if (nref == refcap) {
-					struct refusal *m = ARENA_ARRAY(a, struct refusal, 2 * refcap);
-					memcpy(m, ref, sizeof *ref * (size_t)refcap);
-					ref = m;
-					refcap *= 2;
-				}
-				ref[nref++] = (struct refusal){ name, rm ? rm : "", why };
-			}
-		}
-unusable:
-	if (rc == 2) {
+	struct cost_suggestion s;
+	struct cost_source src = source(&c, plan);
+	if ((rc = cost_suggest(a, &src, c.co.context, &h, dtype, c.world, c.max_mem, &s))) {
 		arena_free(a);
 		return rc;
 	}
-	qsort(cand, (size_t)n, sizeof *cand, by_time);
+	if (c.json) {
+		print_json(cost_suggest_json(&src, &h, dtype, c.world, c.top, &s));
+		arena_free(a);
+		return s.n ? 0 : 1;
+	}
 	printf("suggest: %s, plan %s, world %" PRId64 ", %s, on %s (%s): %d meshes pass check, "
-	       "%d refused\n", c.file, plan, c.world, dt_names[dtype], h.name, h.path, n + dropped,
-	       nref);
-	for (int i = 0; i < n && i < c.top; i++)
-		printf("%2d. %-30s %10.3f ms %9.3f GiB%s  %s%s%s\n", i + 1, cand[i].mesh,
-		       cand[i].step * 1e3, cand[i].mem / (1 << 30), cand[i].fits ? "" : " (does not fit)",
-		       cand[i].reason, cand[i].context[0] ? "; context: " : "", cand[i].context);
-	if (unused) {
-		for (int k = 0, first = 1; k < NMESH_AXES; k++)
-			if (unused >> k & 1) {
-				printf("%s%s", first ? "" : ", ", mesh_axes[k]);
+	       "%d refused\n", c.file, plan, c.world, dt_names[dtype], h.name, h.path,
+	       s.n + s.dropped, s.nref);
+	for (int i = 0; i < s.n && i < c.top; i++) {
+		const struct cost_candidate *x = &s.cand[i];
+		printf("%2d. %-30s %10.3f ms %9.3f GiB%s  %s%s%s\n", i + 1, x->mesh, x->step * 1e3,
+		       x->mem / (1 << 30), x->fits ? "" : " (does not fit)", x->reason,
+		       x->context[0] ? "; context: " : "", x->context);
+	}
+	if (s.unused) {
+		for (int k = 0, first = 1; k < COST_NMESH_AXES; k++)
+			if (s.unused >> k & 1) {
+				printf("%s%s", first ? "" : ", ", cost_mesh_axes[k]);
 				first = 0;
 			}
-		printf(": not used by plan %s (%d %s with them left out)\n", plan, dropped,
-		       dropped == 1 ? "mesh" : "meshes");
+		printf(": not used by plan %s (%d %s with them left out)\n", plan, s.dropped,
+		       s.dropped == 1 ? "mesh" : "meshes");
 	}
-	for (int i = 0; i < nref; i++)
-		printf("refused: %s%s%s: %s\n", ref[i].mesh, ref[i].context[0] ? "; context: " : "",
-		       ref[i].context, ref[i].why);
+	for (int i = 0; i < s.nref; i++)
+		printf("refused: %s%s%s: %s\n", s.ref[i].mesh, s.ref[i].context[0] ? "; context: " : "",
+		       s.ref[i].context, s.ref[i].why);
 	arena_free(a);
-	return n ? 0 : 1;
+	return s.n ? 0 : 1;
 }

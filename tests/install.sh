@@ -7,8 +7,8 @@
 # statically, through Libs.private). The installed .so exports only dtpc_*
 # symbols (_init and _fini, if a toolchain exports them, are allowed); its
 # soname is libdtpc.so.MAJOR; DESTDIR stages; `make uninstall` removes
-# every file; the compiler library uses of the runtime only the graph format
-# (its includes and the objects it links). Ends with "install: N passed, N
+# every file; the compiler library and the cost library use of the runtime
+# only the graph format (their includes and the objects they link). Ends with "install: N passed, N
 # failed, N skipped".
 set -u
 BUILD=${1:-build}
@@ -177,16 +177,18 @@ if [ -x "$stage/opt/dtpc/bin/dtpc" ] &&
 	bad "install/destdir: not staged under DESTDIR with prefix /opt/dtpc"
 fi
 
-# ---- the layers: compiler -> graph <- runtime ------------------------------------------
+# ---- the layers: cost -> compiler -> graph <- runtime ------------------------------------
 # The graph format (graph/) is a layer of its own that includes nothing
 # outside graph/; libdtpcc (compiler/, compiler/ops/) includes of the others
 # only graph/; the runtime (runtime/, runtime/ops/, runtime/cuda/) nothing
-# of compiler/ or cli/. A link of libdtpcc takes from libdtpc only graph/'s
-# objects (the loader, the op table, the stats, the file), which need nothing
-# else of it, and libdtpc holds no writer: a deployment never writes a graph
-# (docs/architecture.md). Negative controls: copies of compiler/ and
-# graph/ with a forbidden include, and a copy of the archive with an object
-# calling the session API, are caught.
+# of compiler/ or cli/; the cost model (cost/, libdtpcost) only cost/,
+# compiler/ and graph/. A link of libdtpcc, or of libdtpcost, takes from
+# libdtpc only graph/'s objects (the loader, the op table, the stats, the
+# file), which need nothing else of it, and libdtpc holds no writer: a
+# deployment never writes a graph (docs/architecture.md). Negative
+# controls: copies of compiler/, graph/ and cost/ with a forbidden include,
+# and copies of the archives with an object calling the session API, are
+# caught.
 
 # layer_includes ALLOWED DIR...: prints the quoted includes with a folder of
 # each DIR/*.[ch] whose folder is not in ALLOWED (an extended regular
@@ -252,6 +254,7 @@ layer_allowed=$(for f in graph/*.c; do basename "$f" .c; done | grep -vx graph_w
 layer_rule graph 'graph' graph
 layer_rule compiler 'compiler|graph' compiler compiler/ops
 layer_rule runtime 'runtime|graph|kernels' runtime runtime/ops runtime/cuda
+layer_rule cost 'cost|compiler|graph' cost
 mkdir -p "$tmp/compiler-bad/ops" "$tmp/graph-bad"
 cp compiler/*.c compiler/*.h "$tmp/compiler-bad/"
 cp compiler/ops/*.c "$tmp/compiler-bad/ops/"
@@ -261,6 +264,13 @@ layer_includes 'compiler|graph' "$tmp/compiler-bad" "$tmp/compiler-bad/ops" >"$t
 if grep -q 'driver\.c:.*runtime/session\.h' "$tmp/layer.bad" &&
 	grep -q 'ops/linear\.c:.*runtime/op_runtime\.h' "$tmp/layer.bad"; then ok; else
 	bad "install/layer-includes-control: a runtime include in compiler/ or compiler/ops/ went unnoticed"
+fi
+mkdir -p "$tmp/cost-bad"
+cp cost/*.c cost/*.h "$tmp/cost-bad/"
+printf '#include "runtime/session.h"\n' >>"$tmp/cost-bad/model.c"
+layer_includes 'cost|compiler|graph' "$tmp/cost-bad" >"$tmp/layer.bad"
+if grep -q 'model\.c:.*runtime/session\.h' "$tmp/layer.bad"; then ok; else
+	bad "install/layer-includes-cost-control: a runtime include in cost/ went unnoticed"
 fi
 cp graph/*.c graph/*.h "$tmp/graph-bad/"
 printf '#include "compiler/ir.h"\n' >>"$tmp/graph-bad/graph_load.c"
@@ -282,12 +292,23 @@ if grep -qx 'graph_load\.o' "$tmp/layer.objs" &&
 	[ -z "$(comm -23 "$tmp/layer.objs" "$tmp/layer.allowed")" ]; then ok; else
 	bad "install/layer-objects: libdtpcc pulls in of libdtpc: $(tr '\n' ' ' <"$tmp/layer.objs")"
 fi
+layer_objects "$BUILD/libdtpcost.a" "$BUILD/libdtpc.a" >"$tmp/layer.objs"
+# the loader at least (the model loads the graphs it compiles)
+if grep -qx 'graph_load\.o' "$tmp/layer.objs" &&
+	[ -z "$(comm -23 "$tmp/layer.objs" "$tmp/layer.allowed")" ]; then ok; else
+	bad "install/layer-objects-cost: libdtpcost pulls in of libdtpc: $(tr '\n' ' ' <"$tmp/layer.objs")"
+fi
 printf '#include "runtime/dtpc.h"\nint layer_bad(dtpc_session *s);\nint layer_bad(dtpc_session *s) { return dtpc_session_run(s); }\n' \
 	>"$tmp/layer_bad.c"
 cp "$BUILD/libdtpcc.a" "$tmp/libbad.a"
 if ${CC:-cc} -I. -c -o "$tmp/layer_bad.o" "$tmp/layer_bad.c" && ar rcs "$tmp/libbad.a" "$tmp/layer_bad.o" &&
 	layer_objects "$tmp/libbad.a" "$BUILD/libdtpc.a" | grep -qx 'session\.o'; then ok; else
 	bad "install/layer-objects-control: a call of dtpc_session_run in libdtpcc went unnoticed"
+fi
+cp "$BUILD/libdtpcost.a" "$tmp/libbad.a"
+if ar rcs "$tmp/libbad.a" "$tmp/layer_bad.o" &&
+	layer_objects "$tmp/libbad.a" "$BUILD/libdtpc.a" | grep -qx 'session\.o'; then ok; else
+	bad "install/layer-objects-cost-control: a call of dtpc_session_run in libdtpcost went unnoticed"
 fi
 
 summary install

@@ -1,10 +1,11 @@
 #!/bin/sh
 # python.sh BUILD — the Python package (python/dtpc): tests/python/ranks.py
 # (Ranks against Graph.run and `dtpc run`, persistence counted, the compile
-# cache, failures, an interrupt, refusals, MPI ranks) with the system Python
-# and Debian's numpy; tests/python/torch_tensors.py (torch tensors as weights
-# and inputs) with the project's environment (`make deps`), skipped without
-# it; and `pip install ./python` into a scratch venv finding a `make install`
+# cache, failures, an interrupt, refusals, MPI ranks) and tests/python/cost.py
+# (dtpc.cost and dtpc.suggest against the program, their refusals) with the
+# system Python and Debian's numpy; tests/python/torch_tensors.py (torch
+# tensors as weights and inputs) with the project's environment (`make
+# deps`), skipped without it; and `pip install ./python` into a scratch venv finding a `make install`
 # by pkg-config or by PATH and the loader's path. Ends with "python: N
 # passed, N failed, N skipped".
 set -u
@@ -49,6 +50,7 @@ if nm -D "$BUILD/libdtpc.so" 2>/dev/null | grep -q '__[at]san_init'; then
 fi
 export PYTHONPATH=python DTPC_BUILD="$BUILD"
 checks "$PY" tests/python/ranks.py ranks
+checks "$PY" tests/python/cost.py cost
 
 vpy=$(dtpc_venv_python)
 if [ -n "$vpy" ]; then

@@ -23,9 +23,10 @@ Only numpy is needed; torch tensors are taken when torch is there.
 """
 from ._lib import DtpcError, models_dir
 from .cache import CheckResult, check, compile, compile_cached
+from .cost import cost, suggest
 from .diffusers import ContextParallelInput, ContextParallelOutput, plan_rules, print_plan_rules
 from .runtime import Graph, Ranks, reset_stats, stats
 
 __all__ = ["check", "compile", "compile_cached", "Graph", "Ranks", "DtpcError", "CheckResult",
            "stats", "reset_stats", "models_dir", "plan_rules", "print_plan_rules",
-           "ContextParallelInput", "ContextParallelOutput"]
+           "ContextParallelInput", "ContextParallelOutput", "cost", "suggest"]

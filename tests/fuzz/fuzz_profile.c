@@ -1,5 +1,5 @@
 /* fuzz_profile.c — libFuzzer target: the hardware profile loader of
- * `dtpc cost` and `dtpc suggest` (hw_parse, cli/profile.c).
+ * `dtpc cost` and `dtpc suggest` (cost_hw_parse, cost/profile.c).
  *
  * Any crash, sanitizer report, leak or hang is a bug; so is an error that
  * is empty or not one line, or a profile accepted with a number outside
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/profile.h"
+#include "cost/profile.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -60,7 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct hw h; /* 100 kB: not on the stack */
 	char err[512];
-	if (!hw_parse((const char *)data, size, "fuzz.json", &h, err, sizeof err)) {
+	if (!cost_hw_parse((const char *)data, size, "fuzz.json", &h, err, sizeof err)) {
 		if (!err[0] || !memchr(err, '\0', sizeof err) || strchr(err, '\n'))
 			abort();
 		return 0;

@@ -1,6 +1,6 @@
 /* profile.c — the hardware profile loader (profile.h; the format and its
  * refusals: docs/cost-model.md, "Profiles"). */
-#include "profile.h"
+#include "cost/profile.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -407,7 +407,7 @@ static void json_error(const char *text, const char *stop, char *err, size_t n)
  * file is not read. */
 enum { HW_MAX_BYTES = 1 << 20 };
 
-bool hw_load(struct arena *a, const char *path, struct hw *h, char *err, size_t n)
+bool cost_hw_load(struct arena *a, const char *path, struct hw *h, char *err, size_t n)
 {
 	struct stat st;
 	size_t len = 0;
@@ -421,10 +421,11 @@ bool hw_load(struct arena *a, const char *path, struct hw *h, char *err, size_t 
 		snprintf(err, n, "%s", why ? why : "larger than 1 MiB (a profile is a few kilobytes)");
 		return false;
 	}
-	return hw_parse(text, len, path, h, err, n);
+	return cost_hw_parse(text, len, path, h, err, n);
 }
 
-bool hw_parse(const char *text, size_t len, const char *path, struct hw *h, char *err, size_t n)
+bool cost_hw_parse(const char *text, size_t len, const char *path, struct hw *h, char *err,
+		   size_t n)
 {
 	memset(h, 0, sizeof *h);
 	h->path = path;

@@ -1,9 +1,10 @@
-/* profile.h — hardware profiles (the JSON files of hw/) as `dtpc cost` and
- * `dtpc suggest` read them: the format and what the loader refuses are in
- * docs/cost-model.md, "Profiles". Apart from cost.c so that a fuzz target
- * (tests/fuzz/fuzz_profile.c) can feed the loader without the commands. */
-#ifndef DTPC_PROFILE_H
-#define DTPC_PROFILE_H
+/* profile.h — hardware profiles (the JSON files of hw/) as the cost model
+ * (cost.h, libdtpcost) reads them and `dtpc calibrate` writes them: the
+ * format and what the loader refuses are in docs/cost-model.md, "Profiles".
+ * Apart from the model so that a fuzz target (tests/fuzz/fuzz_profile.c)
+ * can feed the loader without the compiler. */
+#ifndef DTPC_COST_PROFILE_H
+#define DTPC_COST_PROFILE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -89,8 +90,8 @@ struct hw {
  * refused, with the field's JSON path and why on err. Every number of an
  * accepted profile is within its kind's range (docs/cost-model.md), so
  * that no prediction from it is infinite or NaN. */
-bool hw_parse(const char *text, size_t len, const char *path, struct hw *h, char *err,
-	      size_t n);
-/* hw_parse of a file (at most 1 MiB), read into a. */
-bool hw_load(struct arena *a, const char *path, struct hw *h, char *err, size_t n);
+bool cost_hw_parse(const char *text, size_t len, const char *path, struct hw *h, char *err,
+		   size_t n);
+/* cost_hw_parse of a file (at most 1 MiB), read into a. */
+bool cost_hw_load(struct arena *a, const char *path, struct hw *h, char *err, size_t n);
 #endif
