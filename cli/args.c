@@ -187,3 +187,11 @@ int cli_opt_define(void *ctx, const char *name, const char *v)
 	d->from_cli = true;
 	return 0;
 }
+
+int cli_opt_expose(void *ctx, const char *name, const char *v)
+{
+	struct cli_plan_opts *p = ctx;
+	(void)name;
+	p->co->expose[p->co->nexpose++] = v;
+	return 0;
+}

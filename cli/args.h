@@ -76,6 +76,8 @@ int cli_opt_mesh(void *ctx, const char *name, const char *value);
 int cli_opt_context(void *ctx, const char *name, const char *value);
 int cli_opt_config(void *ctx, const char *name, const char *value);
 int cli_opt_define(void *ctx, const char *name, const char *value);
+/* --expose GLOB, repeatable, into co->expose (room for argc) */
+int cli_opt_expose(void *ctx, const char *name, const char *value);
 #define OPT_PLAN_OPTIONS(p)                                                                       \
 	OPT_STR("--plan", &(p)->co->plan), OPT_CALL("--mesh", cli_opt_mesh, (p)),                    \
 		OPT_CALL("--context", cli_opt_context, (p)),                                        \

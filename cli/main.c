@@ -63,6 +63,8 @@ static const char usage[] =
 	"                         lowered graph, rank 0); f and g: compile only\n"
 	"  --no-fuse              (compile) keep each linear and the gelu / silu that\n"
 	"                         reads it as two ops (default: one linear_act)\n"
+	"  --expose GLOB          the tensors of the modules GLOB matches become outputs\n"
+	"                         too, named as the modules (one rank; repeatable)\n"
 	"  -q                     quiet: no summary and no standalone notes (errors stay)\n"
 	"  -o FILE.graph          (compile) where to write the graph\n"
 	"  -v                     (compile) print the compile report: the communication\n"
@@ -165,6 +167,7 @@ static int cmd_check(int argc, char **argv, int first, bool compile)
 				      .dump_graph = dump_graph } };
 	struct check_opts *o = &c.o;
 	o->co.defines = ARENA_ARRAY(c.a, struct override, argc);
+	o->co.expose = ARENA_ARRAY(c.a, const char *, argc);
 	struct cli_plan_opts plan_opts = { c.a, &o->co };
 	static const char *const formats[] = { "text", "json", "sarif", NULL };
 	static const char *const compile_formats[] = { "text", "json", NULL };
@@ -180,6 +183,7 @@ static int cmd_check(int argc, char **argv, int first, bool compile)
 		OPT_CLEAR("--no-color", &o->color),
 		OPT_SET("-q", &o->quiet),
 		OPT_CALL_ATTACHED("-d", opt_dumps, &c),
+		OPT_CALL("--expose", cli_opt_expose, &plan_opts),
 		OPT_STR("-o", &out_path),
 		OPT_SET("-v", &verbose),
 		OPT_SET("--no-fuse", &o->co.no_fuse),

@@ -1190,6 +1190,130 @@ static const struct pstmt *cli_statements(struct resolver *R, const struct compi
 	return head;
 }
 
+/* --expose GLOB: where the option's glob is, as a line of its own in a
+ * pseudo-file, so that its errors are located like a plan's. */
+static dtpc_loc expose_loc(struct resolver *R, const char *glob)
+{
+	const char *text = arena_printf(R->a, "--expose %s", glob);
+	size_t len = strlen(text);
+	dtpc_loc l = { .file = diag_add_file(R->d, "<command line>", text, len),
+		       .line = 1, .col = 10, .end_line = 1 };
+	l.end_col = len > 9 ? (int)len : l.col;
+	return l;
+}
+
+/* Appends tensor t to the model's outputs under name, unless that name is an
+ * output already: the same tensor (two globs, or `output x;` and an exposed
+ * x) is one output, another tensor under that name is an error. */
+static void expose_tensor(struct resolver *R, int t, const char *name, dtpc_loc loc)
+{
+	struct ir_model *m = R->c->model;
+	for (int i = 0; i < m->noutputs; i++) {
+		if (strcmp(m->output_names[i], name))
+			continue;
+		if (m->outputs[i] != t) {
+			diag_error(R->d, loc, "--expose: '%s' is an output of the model already, "
+				   "another tensor", name);
+			diag_note(R->d, m->output_loc[i], "the output is here");
+		}
+		return;
+	}
+	int n = m->noutputs + 1;
+	int *no = ARENA_ARRAY(R->a, int, n);
+	dtpc_loc *nl = ARENA_ARRAY(R->a, dtpc_loc, n);
+	const char **nn = ARENA_ARRAY(R->a, const char *, n);
+	memcpy(no, m->outputs, sizeof *no * (size_t)m->noutputs);
+	memcpy(nl, m->output_loc, sizeof *nl * (size_t)m->noutputs);
+	memcpy(nn, m->output_names, sizeof *nn * (size_t)m->noutputs);
+	no[m->noutputs] = t;
+	nl[m->noutputs] = loc;
+	nn[m->noutputs] = name;
+	m->outputs = no;
+	m->output_loc = nl;
+	m->output_names = nn;
+	m->noutputs = n;
+	/* the root module's outputs are the model's (layout and lowering read both) */
+	m->modules[0].outputs = no;
+	m->modules[0].noutputs = n;
+}
+
+/* --expose: every module a glob matches gives its tensors as outputs of the
+ * graph, named as the module (an op's result), or NAME.K for the K-th of
+ * a tuple's elements or of the variables a repeat instance carries out, in
+ * the order the instance first updates them (one of them: NAME). Glob by
+ * glob, each in module order, after the model's own outputs. One rank only: a tensor inside a
+ * parallel region is a shard, and gathering each would change the graph
+ * being debugged. */
+static void expose_outputs(struct resolver *R, const struct compile_opts *o)
+{
+	struct plan_cfg *c = R->c;
+	struct ir_model *m = c->model;
+	for (int gi = 0; gi < o->nexpose; gi++) {
+		const char *glob = o->expose[gi];
+		dtpc_loc loc = expose_loc(R, glob);
+		char msg[160];
+		int errcol = 0;
+		if (!glob_check(glob, msg, sizeof msg, &errcol)) {
+			loc.col += errcol;
+			loc.end_col = loc.col;
+			diag_error(R->d, loc, "%s", msg);
+			continue;
+		}
+		if (c->world > 1) {
+			diag_error(R->d, loc, "--expose needs a graph of one rank (a tensor inside a "
+				   "parallel region is a shard): the mesh has %" PRId64 " ranks",
+				   c->world);
+			if (c->mesh_loc.file >= 0)
+				diag_note(R->d, c->mesh_loc, "the mesh is set here");
+			diag_hint(R->d, "compile the plan on one rank: --mesh \"%s = 1\"",
+				  c->naxes ? c->axes[0].name : "tp");
+			continue;
+		}
+		int matched = 0, tensors = 0;
+		for (int mi = 0; mi < m->nmodules; mi++) {
+			const struct ir_module *mod = &m->modules[mi];
+			if (!glob_match(glob, mod->name))
+				continue;
+			matched++;
+			if (mod->kind == MOD_ROOT)
+				continue; /* its outputs are the model's own */
+			for (int k = 0; k < mod->noutputs; k++, tensors++)
+				expose_tensor(R, mod->outputs[k],
+					      mod->noutputs == 1 ? mod->name
+					      : arena_printf(R->a, "%s.%d", mod->name, k), loc);
+		}
+		if (tensors)
+			continue;
+		if (matched) {
+			diag_error(R->d, loc, "--expose \"%s\" matches %s, with no tensor of its "
+				   "own to expose", glob, *glob ? "only modules that pass no tensor out"
+				   : "the model itself (the root)");
+			diag_hint(R->d, "the model's own outputs are outputs already");
+			continue;
+		}
+		int w = 0;
+		while (w < m->nweights && !glob_match(glob, m->weights[w].name))
+			w++;
+		if (w < m->nweights) {
+			const struct ir_op *op = &m->ops[m->weights[w].op];
+			diag_error(R->d, loc, "--expose \"%s\" matches the weight '%s', not a tensor "
+				   "the model computes", glob, m->weights[w].name);
+			diag_note(R->d, op->name_loc, "its module '%s' is here", op->module);
+			diag_hint(R->d, "expose the module: --expose %s", op->module);
+			continue;
+		}
+		diag_error(R->d, loc, "--expose \"%s\" matches no module of model '%s'", glob,
+			   m->name);
+		const char *best = closest_glob(R, glob);
+		if (best)
+			diag_hint(R->d, "did you mean \"%s\"?", best);
+		else
+			diag_hint(R->d, "module names are dotted paths such as \"%s\"; '*' matches "
+				  "one segment, '**' any number",
+				  m->nmodules > 1 ? m->modules[m->nmodules > 2 ? 2 : 1].name : "blocks.0");
+	}
+}
+
 struct plan_cfg *plan_resolve(struct arena *a, struct diag_ctx *d,
 			      const struct program *prog, const struct plan *p,
 			      const struct compile_opts *o)
@@ -1327,5 +1451,6 @@ struct plan_cfg *plan_resolve(struct arena *a, struct diag_ctx *d,
 	for (int i = 0; i < c->nrules; i++)
 		apply_rule(&R, i);
 	check_cp_styles(&R);
+	expose_outputs(&R, o);
 	return c;
 }

@@ -88,6 +88,10 @@ struct compile_opts {
 	const char *context; /* --context "rotate_method=\"alltoall\"": overrides */
 	const char *dtype;   /* --dtype bf16: replaces the plan's dtype setting */
 	bool no_fuse;        /* --no-fuse: graphs keep linear + activation apart */
+	/* --expose GLOB: the tensors of the modules each glob matches become
+	 * outputs too (one rank only; docs/language.md, "Exposed tensors") */
+	const char **expose;
+	int nexpose;
 };
 
 struct program;

@@ -4,10 +4,12 @@
 # cache, failures, an interrupt, refusals, MPI ranks) and tests/python/cost.py
 # (dtpc.cost and dtpc.suggest against the program, their refusals) with the
 # system Python and Debian's numpy; tests/python/torch_tensors.py (torch
-# tensors as weights and inputs) with the project's environment (`make
-# deps`), skipped without it; and `pip install ./python` into a scratch venv finding a `make install`
-# by pkg-config or by PATH and the loader's path. Ends with "python: N
-# passed, N failed, N skipped".
+# tensors as weights and inputs) and tests/python/porting.py (dtpc.porting.compare
+# on the SD3 and Flux.2 ports, correct and broken) with the project's
+# environment (`make deps`), each skipped without it; and `pip install
+# ./python` into a scratch venv finding a `make install` by pkg-config or by
+# PATH and the loader's path. Ends with "python: N passed, N failed, N
+# skipped".
 set -u
 BUILD=${1:-build}
 . tests/lib.sh
@@ -55,8 +57,10 @@ checks "$PY" tests/python/cost.py cost
 vpy=$(dtpc_venv_python)
 if [ -n "$vpy" ]; then
 	checks "$vpy" tests/python/torch_tensors.py torch
+	checks "$vpy" tests/python/porting.py porting
 else
 	skipped python/torch "no project Python environment (make deps makes it)"
+	skipped python/porting "no project Python environment (make deps makes it)"
 fi
 
 # ---- installed: make install, pip install ./python, import dtpc from elsewhere ---------------

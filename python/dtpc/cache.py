@@ -51,7 +51,7 @@ def _config_json(config):
         raise DtpcError(f"config: not a JSON object: {e}") from None
 
 
-def _plan_args(plan, mesh, context, defines, world, config, dtype):
+def _plan_args(plan, mesh, context, defines, world, config, dtype, expose=()):
     args = []
     if config is not None:
         args += ["--config", config]
@@ -67,6 +67,8 @@ def _plan_args(plan, mesh, context, defines, world, config, dtype):
         args += ["--dtype", dtype]
     for k, v in (defines or {}).items():
         args += ["-D", f"{k}={v}"]
+    for glob in expose or ():
+        args += ["--expose", glob]
     return args
 
 
@@ -108,13 +110,15 @@ def _compile_to(prog, path, out, args):
 
 
 def compile(path, out, plan=None, mesh=None, context=None, defines=None, config=None,
-            dtype=None):
+            dtype=None, expose=None):
     """Compiles one plan of a .plan file to the graph file ``out`` and
-    returns it loaded (a Graph). Diagnostics raise DtpcError with the
-    compiler's text (and ``.diagnostics``, the JSON list)."""
+    returns it loaded (a Graph). ``expose``: globs whose modules' tensors
+    become outputs too (``--expose``, one rank only). Diagnostics raise
+    DtpcError with the compiler's text (and ``.diagnostics``, the JSON
+    list)."""
     with _config_path(config) as cfg:
         _compile_to(program(), path, out,
-                    _plan_args(plan, mesh, context, defines, None, cfg, dtype))
+                    _plan_args(plan, mesh, context, defines, None, cfg, dtype, expose))
     return Graph.open(out)
 
 
@@ -182,7 +186,7 @@ def _config_bytes(config):
         return b"(unreadable)"  # the compiler says why
 
 
-def _cache_key(prog, path, plan, mesh, context, config, defines, dtype):
+def _cache_key(prog, path, plan, mesh, context, config, defines, dtype, expose):
     h = hashlib.sha256()
 
     def part(tag, data):
@@ -199,6 +203,9 @@ def _cache_key(prog, path, plan, mesh, context, config, defines, dtype):
     part("config", _config_bytes(config))
     for k, v in sorted((str(k), str(v)) for k, v in (defines or {}).items()):
         part("define", f"{k}={v}")
+    # in order: the exposed outputs follow the globs' order
+    for glob in expose or ():
+        part("expose", glob)
     return h.hexdigest()
 
 
@@ -214,7 +221,7 @@ _memory_lock = threading.Lock()
 
 
 def compile_cached(path, plan=None, mesh=None, context=None, config=None, defines=None,
-                   dtype=None, cache_dir=None):
+                   dtype=None, cache_dir=None, expose=None):
     """A Graph of ``path``'s plan, compiled once: from this process's memory,
     else from the disk cache (``cache_dir``, ``$DTPC_CACHE`` or
     ``~/.cache/dtpc/graphs``), else compiled and written there atomically.
@@ -223,7 +230,7 @@ def compile_cached(path, plan=None, mesh=None, context=None, config=None, define
     mapping or file by its JSON content). Arguments as ``compile``'s."""
     folder = cache_folder(cache_dir)
     prog = program()
-    key = _cache_key(prog, path, plan, mesh, context, config, defines, dtype)
+    key = _cache_key(prog, path, plan, mesh, context, config, defines, dtype, expose)
     with _memory_lock:
         g = _memory.get((folder, key))
     if g is not None:
@@ -244,7 +251,7 @@ def compile_cached(path, plan=None, mesh=None, context=None, config=None, define
         try:
             with _config_path(config) as cfg:
                 _compile_to(prog, path, tmp,
-                            _plan_args(plan, mesh, context, defines, None, cfg, dtype))
+                            _plan_args(plan, mesh, context, defines, None, cfg, dtype, expose))
             os.replace(tmp, file)
         finally:
             if os.path.exists(tmp):

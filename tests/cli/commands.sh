@@ -284,4 +284,24 @@ for k in kinds:
 PY
 compare clicmd/inspect-why tests/cli/inspect-why.expected "$tmp/why.txt"
 
+# --expose: a repeat's tensors as outputs equal those of the same model with
+# its blocks written out (flat_one's explicit outputs), bit for bit on the
+# same seeded weights; the control, another seed, must differ. An empty
+# glob names the root (a golden case cannot pass one).
+E=tests/cli/expose.plan
+if "$DTPC" $E --plan one -o "$tmp/e.graph" --expose 'transformer_blocks.*.ff' \
+	--expose transformer_blocks.1 --expose transformer_blocks.0.attn.to_out.0 >/dev/null 2>&1 &&
+	"$DTPC" $E --plan flat_one -o "$tmp/f.graph" >/dev/null 2>&1 &&
+	"$DTPC" run "$tmp/e.graph" --allow-seeded --save-outputs "$tmp/e.st" >/dev/null 2>&1 &&
+	"$DTPC" run "$tmp/f.graph" --allow-seeded --save-outputs "$tmp/f.st" >/dev/null 2>&1 &&
+	python3 tests/compare_st.py "$tmp/e.st" "$tmp/f.st" 0 >"$tmp/out" 2>&1; then ok; else
+	bad clicmd/expose-equals-explicit-outputs
+	cat "$tmp/out"
+fi
+"$DTPC" run "$tmp/e.graph" --seed 2 --allow-seeded --save-outputs "$tmp/e2.st" >/dev/null 2>&1
+if python3 tests/compare_st.py "$tmp/e2.st" "$tmp/f.st" 1e-3 >/dev/null 2>&1; then
+	bad clicmd/control-expose-other-seed
+else ok; fi
+expect expose-root 1 'error: --expose "" matches the model itself' "$DTPC" check $E --plan one --expose ''
+
 summary clicmd
