@@ -409,6 +409,74 @@ CASES.update({
 })
 
 
+
+# --- Wan 2.2 TI2V, Wan 2.1 I2V / FLF2V (WanTransformer3DModel at its other configs) ---
+
+
+def wan22_inputs(cfg, gen, batch, frames, height, width, txt_seq, per_token=False, img_seq=None,
+                 images=1):
+    """per_token: a [B, S] timestep as WanPipeline's expand_timesteps (Wan
+    2.2 TI2V) makes it: 0 on the first latent frame's tokens (the
+    conditioning image), the sample's t elsewhere. img_seq: CLIP image
+    tokens, `images` of them a sample (FLF2V: 2, the first and last frame)."""
+    x, shape, extra = wan_inputs(cfg, gen, batch, frames, height, width, txt_seq)
+    p_t, p_h, p_w = cfg["patch_size"]
+    if per_token:
+        grid = (frames // p_t, height // p_h, width // p_w)
+        t = x["timestep"][:, None, None, None].expand(batch, *grid).clone()
+        t[:, 0] = 0
+        x["timestep"] = t.reshape(batch, -1)
+        shape["ts_seq_len"] = grid[0] * grid[1] * grid[2]
+    if img_seq:
+        x["encoder_hidden_states_image"] = torch.randn(images * batch, img_seq, cfg["image_dim"],
+                                                       generator=gen)
+        shape["img_seq"] = img_seq
+    return x, shape, extra
+
+
+CASES.update({
+    # Wan 2.2 TI2V: per-token timesteps [1, 45], 3 heads x 12, in/out 6 (the
+    # 5B's 48-channel latents, scaled down), latent 3 x 6 x 10 -> 45 tokens
+    "wan22_ti2v": dict(
+        cls=WanTransformer3DModel, model="wan",
+        cfg=dict(patch_size=[1, 2, 2], num_attention_heads=3, attention_head_dim=12, in_channels=6,
+                 out_channels=6, text_dim=16, freq_dim=32, ffn_dim=40, num_layers=2,
+                 cross_attn_norm=True, rope_max_seq_len=32),
+        inputs=lambda cfg, gen: wan22_inputs(cfg, gen, batch=1, frames=3, height=6, width=10,
+                                             txt_seq=7, per_token=True)),
+    # TI2V in bf16, batch 2: 2 heads x 16, 2 x 4 x 8 -> 16 tokens
+    "wan22_ti2v_bf16": dict(
+        cls=WanTransformer3DModel, model="wan", dtype=torch.bfloat16,
+        cfg=dict(patch_size=[1, 2, 2], num_attention_heads=2, attention_head_dim=16, in_channels=4,
+                 out_channels=4, text_dim=12, freq_dim=16, ffn_dim=48, num_layers=2,
+                 cross_attn_norm=True, rope_max_seq_len=16),
+        inputs=lambda cfg, gen: wan22_inputs(cfg, gen, batch=2, frames=2, height=4, width=8,
+                                             txt_seq=6, per_token=True)),
+    # Wan 2.1 I2V: the image embedder (image_dim 10) and attn2's add_k_proj /
+    # add_v_proj over 5 image tokens; diffusers' processor takes the last 512
+    # context tokens as text, so the text is 512 tokens (text_dim 4); 2 heads
+    # x 8, in_channels 9 (the 36 of I2V, scaled), batch 2, 2 x 4 x 6 -> 12 tokens
+    "wan_i2v": dict(
+        cls=WanTransformer3DModel, model="wan",
+        cfg=dict(patch_size=[1, 2, 2], num_attention_heads=2, attention_head_dim=8, in_channels=9,
+                 out_channels=4, text_dim=4, freq_dim=16, ffn_dim=24, num_layers=2,
+                 cross_attn_norm=True, rope_max_seq_len=16, image_dim=10, added_kv_proj_dim=16),
+        inputs=lambda cfg, gen: wan22_inputs(cfg, gen, batch=2, frames=2, height=4, width=6,
+                                             txt_seq=512, img_seq=5)),
+    # Wan 2.1 FLF2V: two images a sample with pos_embed (pos_embed_seq_len
+    # 2 x 3), 509 text tokens: the processor's last 512 of the 515 context
+    # tokens hold 3 image tokens, as diffusers splits them; 3 heads x 6 (axes 2, 2, 2),
+    # 3 x 4 x 4 -> 12 tokens
+    "wan_flf2v": dict(
+        cls=WanTransformer3DModel, model="wan",
+        cfg=dict(patch_size=[1, 2, 2], num_attention_heads=3, attention_head_dim=6, in_channels=5,
+                 out_channels=3, text_dim=4, freq_dim=8, ffn_dim=16, num_layers=1,
+                 cross_attn_norm=False, rope_max_seq_len=8, image_dim=6, added_kv_proj_dim=18,
+                 pos_embed_seq_len=6),
+        inputs=lambda cfg, gen: wan22_inputs(cfg, gen, batch=1, frames=3, height=4, width=4,
+                                             txt_seq=509, img_seq=3, images=2)),
+})
+
 def parallel_plans(cls):
     """The class's _cp_plan and _tp_plan as JSON (tests/models_plans.py checks
     that models/*.plan writes them): a _cp_plan entry's inputs by port (a
