@@ -201,8 +201,8 @@ for f in wan wan_bf16 wan_patch221; do takes "$f" wan - -; done
 for f in qwenimage qwenimage_frames2; do takes "$f" qwenimage - -; done
 refuses flux_dev flux axes_dims_rope '[2, 2, 2]' 'sum\(axes_dims_rope\) must be attention_head_dim'
 refuses flux_dev flux axes_dims_rope '[2, 2, 2, 2]' 'axes_dims_rope must have 3 entries'
-refuses wan wan image_dim 1280 'image-to-video Wan \(image_dim\) is not modelled'
-refuses wan wan added_kv_proj_dim 16 'image-to-video Wan \(added_kv_proj_dim'
+refuses wan wan added_kv_proj_dim 16 'added_kv_proj_dim needs image tokens'
+takes wan wan image_dim 12
 refuses wan wan patch_size '[2, 2]' 'patch_size must have 3 entries'
 refuses wan wan rope_max_seq_len 4 'the patch grid is longer than rope_max_seq_len'
 takes wan wan qk_norm '"rms_norm"'
@@ -227,5 +227,10 @@ refuses sd3 sd3 caption_projection_dim 16 'caption_projection_dim must be num_at
 refuses sd3 sd3 pos_embed_max_size null 'PatchEmbed without pos_embed_max_size'
 refuses sd3 sd3 pos_embed_max_size 3 'the latent is larger than pos_embed_max_size patches'
 takes sd3 sd3 sample_size 64
+
+# Wan 2.2 TI2V, Wan 2.1 I2V / FLF2V (models/wan.plan at its other configs)
+for f in wan22_ti2v wan22_ti2v_bf16 wan_i2v wan_flf2v; do takes "$f" wan - -; done
+refuses wan_i2v wan added_kv_proj_dim 12 'added_kv_proj_dim must be num_attention_heads \* attention_head_dim'
+refuses wan_flf2v wan pos_embed_seq_len 4 'pos_embed_seq_len must be 2 \* img_seq'
 
 summary config

@@ -473,6 +473,9 @@ CASES.update({
                  out_channels=3, text_dim=4, freq_dim=8, ffn_dim=16, num_layers=1,
                  cross_attn_norm=False, rope_max_seq_len=8, image_dim=6, added_kv_proj_dim=18,
                  pos_embed_seq_len=6),
+        # WanImageEmbedding's pos_embed starts at zeros: drawn N(0, 1) so that it shows
+        init=lambda model, gen: model.condition_embedder.image_embedder.pos_embed.data.copy_(
+            torch.randn(model.condition_embedder.image_embedder.pos_embed.shape, generator=gen)),
         inputs=lambda cfg, gen: wan22_inputs(cfg, gen, batch=1, frames=3, height=4, width=4,
                                              txt_seq=509, img_seq=3, images=2)),
 })
@@ -523,6 +526,8 @@ def gen(name):
     `_keep_in_fp32_modules`, e.g. Wan's time embedder, in float32)."""
     case = CASES[name]
     model, g = build(case["cls"], case["cfg"])
+    if "init" in case:  # parameters `randomize` leaves at diffusers' init (zeros)
+        case["init"](model, g)
     x, shape, extra_args = case["inputs"](case["cfg"], g)
     dtype = case.get("dtype", torch.float32)
     d = os.path.join(OUTDIR, name)
