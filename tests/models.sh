@@ -398,7 +398,7 @@ else
 	sed 's/, split(txt_ids, dim = 0);/;/' models/flux.plan >"$tmp/mutated/flux.plan"
 	sed 's/split(out\.\([01]\), dim = 1)/split(out.\1, dim = 0)/g' models/wan.plan \
 		>"$tmp/mutated/wan.plan"
-	cp models/qwenimage.plan models/sd3.plan "$tmp/mutated/"
+	cp models/qwenimage.plan models/sd3.plan models/chronoedit.plan "$tmp/mutated/"
 	sed 's/split(img_ids, dim = 1)/split(img_ids, dim = 0)/' models/flux2.plan >"$tmp/mutated/flux2.plan"
 	sed 's/split(encoder_attention_mask, dim = 1)/split(encoder_attention_mask, dim = 0)/' \
 		models/ltx.plan >"$tmp/mutated/ltx.plan"
@@ -741,6 +741,63 @@ PY
 		control control-wan22-ti2v-one-timestep wan22_ti2v wan wan_ti2v_usp "ring = 1, ulysses = 3" \
 			"$FIX/wan22_ti2v/transformer" "$tmp/wan22_ti2v_flat.safetensors"
 	fi
+fi
+
+# --- ChronoEdit (models/chronoedit.plan: wan.plan's model with rope_temporal_skip_len) ---
+for f in chronoedit chronoedit_frames3 chronoedit_bf16; do
+	for x in fixture.json inputs.safetensors expected.safetensors transformer/config.json; do
+		if [ ! -f "$FIX/$f/$x" ]; then
+			echo "FAIL  $FIX/$f/$x is missing (tools/gen_models.py makes it)"
+			fail=$((fail + 1))
+		fi
+	done
+done
+if [ "$MODE" = mpi ]; then
+	case_ mpi-chronoedit-usp chronoedit chronoedit chronoedit_usp "ring = 2, ulysses = 2" "$AG"
+else
+	# two frames at temporal positions 0 and 4, image conditioning; 2 heads, 12 tokens
+	full case_ chronoedit-1rank chronoedit chronoedit chronoedit_single "tp = 1" ""
+	case_ chronoedit-ulysses2 chronoedit chronoedit chronoedit_ulysses "ulysses = 2" ""
+	full case_ chronoedit-ring3-allgather chronoedit chronoedit chronoedit_ring "ring = 3" "$AG"
+	full case_ chronoedit-ring4-alltoall chronoedit chronoedit chronoedit_ring_alltoall "ring = 4" "$AA"
+	full case_ chronoedit-usp chronoedit chronoedit chronoedit_usp "ring = 2, ulysses = 2" "$AA"
+	full case_ chronoedit-ffn-tp2xulysses2 chronoedit chronoedit chronoedit_ffn_tp_ulysses \
+		"ulysses = 2, tp = 2" ""
+	full case_ chronoedit-ring-any5 chronoedit chronoedit chronoedit_ring_anything "ring = 5" \
+		"ring_anything = true, $AG"
+	# temporal reasoning (3 frames: Wan's positions); 3 heads, 18 tokens, batch 2
+	full case_ chronoedit-frames3-1rank chronoedit_frames3 chronoedit chronoedit_single "tp = 1" ""
+	case_ chronoedit-frames3-ulysses3 chronoedit_frames3 chronoedit chronoedit_ulysses "ulysses = 3" ""
+	full case_ chronoedit-frames3-ulysses-any2 chronoedit_frames3 chronoedit \
+		chronoedit_ulysses_anything "ulysses = 2" "ulysses_anything = true"
+	full case_ chronoedit-frames3-ring-any4 chronoedit_frames3 chronoedit chronoedit_ring_anything \
+		"ring = 4" "ring_anything = true, $AA"
+	# bf16, the second frame's position clamped to rope_max_seq_len - 1
+	full case_ chronoedit-bf16-1rank chronoedit_bf16 chronoedit chronoedit_single "tp = 1" ""
+	case_ chronoedit-bf16-ring2-allgather chronoedit_bf16 chronoedit chronoedit_ring "ring = 2" "$AG"
+	full case_ chronoedit-bf16-ulysses2 chronoedit_bf16 chronoedit chronoedit_ulysses "ulysses = 2" ""
+
+	for f in chronoedit chronoedit_frames3 chronoedit_bf16; do
+		bound "bound-$f" ok $f chronoedit chronoedit_single
+	done
+	# negative controls: Wan's RoPE for the two frames (positions 0, 1: the
+	# class's difference from WanTransformer3DModel), on 1 rank and under
+	# ring; the second frame one position early (3 for 4: freqs[:skip][-1]
+	# read as freqs[skip - 2]). Read without the clamp to rope_max_seq_len,
+	# chronoedit_bf16's position 11 is past the 7 positions: a compile error
+	mkdir -p "$tmp/chronoedit_wan_rope" "$tmp/chronoedit_early"
+	sed 's/if rope_temporal_skip_len != none and num_frames == 2 {/if false {/' models/wan.plan \
+		>"$tmp/chronoedit_wan_rope/wan.plan"
+	sed 's/else rope_max_seq_len) - 1)/else rope_max_seq_len) - 2)/' \
+		models/wan.plan >"$tmp/chronoedit_early/wan.plan"
+	cp models/chronoedit.plan "$tmp/chronoedit_wan_rope/"
+	cp models/chronoedit.plan "$tmp/chronoedit_early/"
+	control control-chronoedit-wan-rope chronoedit "$tmp/chronoedit_wan_rope/chronoedit.plan" \
+		chronoedit_single "tp = 1" "$FIX/chronoedit/transformer" "$FIX/chronoedit/inputs.safetensors"
+	control control-chronoedit-wan-rope-ring2 chronoedit "$tmp/chronoedit_wan_rope/chronoedit.plan" \
+		chronoedit_ring "ring = 2" "$FIX/chronoedit/transformer" "$FIX/chronoedit/inputs.safetensors"
+	control control-chronoedit-frame-early chronoedit "$tmp/chronoedit_early/chronoedit.plan" \
+		chronoedit_single "tp = 1" "$FIX/chronoedit/transformer" "$FIX/chronoedit/inputs.safetensors"
 fi
 
 summary models

@@ -480,6 +480,45 @@ CASES.update({
                                              txt_seq=509, img_seq=3, images=2)),
 })
 
+
+# --- ChronoEdit (ChronoEditTransformer3DModel: models/chronoedit.plan over wan.plan) ---
+from diffusers import ChronoEditTransformer3DModel  # noqa: E402  (this section's class)
+
+CASES.update({
+    # the edit without temporal reasoning: two latent frames at temporal
+    # positions 0 and rope_temporal_skip_len - 1 = 4; image conditioning (3
+    # image + 512 text tokens), 2 heads x 8 (axes 4, 2, 2), 2 x 6 x 4 -> 12 tokens
+    "chronoedit": dict(
+        cls=ChronoEditTransformer3DModel, model="chronoedit",
+        cfg=dict(patch_size=[1, 2, 2], num_attention_heads=2, attention_head_dim=8, in_channels=7,
+                 out_channels=4, text_dim=4, freq_dim=16, ffn_dim=24, num_layers=2,
+                 cross_attn_norm=True, rope_max_seq_len=16, image_dim=6, added_kv_proj_dim=16,
+                 rope_temporal_skip_len=5),
+        inputs=lambda cfg, gen: wan22_inputs(cfg, gen, batch=1, frames=2, height=6, width=4,
+                                             txt_seq=512, img_seq=3)),
+    # temporal reasoning: 3 frames take Wan's positions 0, 1, 2; 3 heads x 6
+    # (axes 2, 2, 2), batch 2, 3 x 4 x 6 -> 18 tokens, no cross_attn_norm
+    "chronoedit_frames3": dict(
+        cls=ChronoEditTransformer3DModel, model="chronoedit",
+        cfg=dict(patch_size=[1, 2, 2], num_attention_heads=3, attention_head_dim=6, in_channels=5,
+                 out_channels=3, text_dim=4, freq_dim=8, ffn_dim=16, num_layers=1,
+                 cross_attn_norm=False, rope_max_seq_len=8, image_dim=4, added_kv_proj_dim=18,
+                 rope_temporal_skip_len=8),
+        inputs=lambda cfg, gen: wan22_inputs(cfg, gen, batch=2, frames=3, height=4, width=6,
+                                             txt_seq=512, img_seq=2)),
+    # bf16, two frames with rope_temporal_skip_len 12 past rope_max_seq_len 7
+    # (the second frame at position 6); 2 heads x 12 (axes 4, 4, 4), 2 x 4 x 8
+    # -> 16 tokens
+    "chronoedit_bf16": dict(
+        cls=ChronoEditTransformer3DModel, model="chronoedit", dtype=torch.bfloat16,
+        cfg=dict(patch_size=[1, 2, 2], num_attention_heads=2, attention_head_dim=12, in_channels=4,
+                 out_channels=4, text_dim=4, freq_dim=16, ffn_dim=32, num_layers=2,
+                 cross_attn_norm=True, rope_max_seq_len=7, image_dim=6, added_kv_proj_dim=24,
+                 rope_temporal_skip_len=12),
+        inputs=lambda cfg, gen: wan22_inputs(cfg, gen, batch=1, frames=2, height=4, width=8,
+                                             txt_seq=512, img_seq=3)),
+})
+
 def parallel_plans(cls):
     """The class's _cp_plan and _tp_plan as JSON (tests/models_plans.py checks
     that models/*.plan writes them): a _cp_plan entry's inputs by port (a
