@@ -12,7 +12,8 @@ Run by hand (CI has no torch; the outputs are committed):
 
 Each case is a tiny random-weight configuration of a diffusers transformer
 (FluxTransformer2DModel as Flux.1-dev and Flux.1-schnell,
-Flux2Transformer2DModel, WanTransformer3DModel text-to-video,
+Flux2Transformer2DModel, WanTransformer3DModel (text-to-video; Wan 2.2 TI2V, Wan 2.1
+I2V / FLF2V), ChronoEditTransformer3DModel,
 QwenImageTransformer2DModel, LTXVideoTransformer3DModel,
 SD3Transformer2DModel as SD3 and SD3.5), built with
 a seeded init that makes every op show in the output (`randomize` of
