@@ -252,6 +252,15 @@ chrono_refuses() {
 		head -12 "$tmp/out"
 	fi
 }
+# ts_seq_len is a shape (-D), not a key: the error's note is at the -D
+model_config wan22_ti2v - -
+defines="$defines -D ts_seq_len=44"
+model_check wan
+if [ $? = 1 ] && grep -qE '^models/wan\.plan:[0-9]+:3: error: ts_seq_len \(a \[batch, ts_seq_len\] timestep, Wan 2\.2 TI2V\) must be the number of patch tokens' "$tmp/out" &&
+	grep -q 'note: ts_seq_len = 44 comes from -D' "$tmp/out" && grep -qx '1 error generated.' "$tmp/out"; then ok; else
+	bad "config/refuse/wan22_ti2v/-D ts_seq_len=44"
+	head -12 "$tmp/out"
+fi
 chrono_refuses rope_temporal_skip_len 0 'rope_temporal_skip_len must be at least 1'
 chrono_refuses patch_size '[2, 2, 2]' "ChronoEdit's two-frame RoPE needs patch_size\[0\] == 1"
 # head_dim 10 (added_kv_proj_dim following it by -D): 10 // 3 = 3 is not

@@ -674,6 +674,9 @@ else
 		"ulysses_anything = true"
 	case_ wan22-ti2v-ring-any4 wan22_ti2v wan wan_ti2v_ring_anything "ring = 4" \
 		"ring_anything = true, $AG"
+	# a text-to-video plan (no timestep split): the replicated per-token
+	# modulation is sliced to each rank's tokens, the same sample
+	full case_ wan22-ti2v-t2v-plan-ring3 wan22_ti2v wan wan_ring "ring = 3" "$AG"
 	full case_ wan22-ti2v-ffn-tp2xulysses3 wan22_ti2v wan wan_ti2v_ffn_tp_ulysses \
 		"ulysses = 3, tp = 2" ""
 	# TI2V in bf16: batch 2, 2 heads, 16 tokens
