@@ -652,7 +652,7 @@ else
 		"$FIX/sd3/transformer" "$FIX/sd3/inputs.safetensors"
 fi
 # --- Wan 2.2 TI2V, Wan 2.1 I2V / FLF2V (models/wan.plan at its other configs) ---
-for f in wan22_ti2v wan22_ti2v_bf16 wan_i2v wan_flf2v; do
+for f in wan22_ti2v wan22_ti2v_bf16 wan_i2v wan_flf2v wan22_a14b_low; do
 	for x in fixture.json inputs.safetensors expected.safetensors transformer/config.json; do
 		if [ ! -f "$FIX/$f/$x" ]; then
 			echo "FAIL  $FIX/$f/$x is missing (tools/gen_models.py makes it)"
@@ -703,6 +703,38 @@ else
 	full case_ wan-flf2v-ring-any5 wan_flf2v wan wan_ring_anything "ring = 5" \
 		"ring_anything = true, $AG"
 
+	# A14B's two experts: one graph, compiled from the high-noise expert's
+	# config (`wan`), run with each expert's weights (`wan22_a14b_low`: the
+	# same config, other weights) against each one's diffusers sample; the
+	# control: the low-noise inputs on the high-noise weights must differ
+	if wanted wan22-a14b-two-experts; then
+		# shellcheck disable=SC2046 # the -D options split into words
+		if compile_mesh models/wan.plan wan_usp "ring = 1, ulysses = 3" "" "$tmp/a14b.graph" \
+			--config "$FIX/wan/transformer" $(fixture defines wan) >"$tmp/out" 2>&1; then
+			a_res=""
+			for a_pair in wan:wan wan22_a14b_low:wan22_a14b_low wan:wan22_a14b_low; do
+				a_w=${a_pair%%:*} a_in=${a_pair#*:}
+				replay "$MODE" "$tmp/a14b.graph" --timeout 60 --weights "$FIX/$a_w/transformer" \
+					--inputs "$FIX/$a_in/inputs.safetensors" --save-outputs "$tmp/a14b.out.safetensors" \
+					>>"$tmp/out" 2>&1 &&
+					python3 tests/compare_st.py "$tmp/a14b.out.safetensors" \
+						"$FIX/$a_in/expected.safetensors" 1e-5 >>"$tmp/out" 2>&1
+				a_res="$a_res $?"
+			done
+		else
+			a_res="not compiled"
+		fi
+		# the crossed run fails at the comparison, not before it
+		if [ "$a_res" = " 0 0 1" ] && [ "$(grep -c 'max relative error' "$tmp/out")" = 3 ]; then
+			pass=$((pass + 1))
+			printf "ok    %-28s %s\n" wan22-a14b-two-experts \
+				"one graph, both experts' weights within 1e-5; crossed: fails, as it must"
+		else
+			fail=$((fail + 1))
+			echo "FAIL  wan22-a14b-two-experts: statuses$a_res (want 0 0 1)"
+			sed 's/^/      /' "$tmp/out" | head -20
+		fi
+	fi
 	for f in wan22_ti2v wan22_ti2v_bf16 wan_i2v wan_flf2v; do bound "bound-$f" ok $f wan wan_single; done
 	# control: I2V compiled without added_kv_proj_dim leaves add_k_proj,
 	# add_v_proj and norm_added_k out

@@ -445,6 +445,14 @@ CASES.update({
                  cross_attn_norm=True, rope_max_seq_len=32),
         inputs=lambda cfg, gen: wan22_inputs(cfg, gen, batch=1, frames=3, height=6, width=10,
                                              txt_seq=7, per_token=True)),
+    # A14B's low-noise expert (transformer_2): the `wan` case's config,
+    # weights drawn again, its own inputs; tests/models.sh binds this and
+    # `wan`'s weights to one graph
+    "wan22_a14b_low": dict(
+        cls=WanTransformer3DModel, model="wan", cfg=CASES["wan"]["cfg"],
+        init=lambda model, gen: (randomize(model, gen), perturb_norms(model, gen)),
+        inputs=lambda cfg, gen: wan_inputs(cfg, gen, batch=1, frames=3, height=6, width=10,
+                                           txt_seq=7)),
     # TI2V in bf16, batch 2: 2 heads x 16, 2 x 4 x 8 -> 16 tokens
     "wan22_ti2v_bf16": dict(
         cls=WanTransformer3DModel, model="wan", dtype=torch.bfloat16,
