@@ -201,8 +201,8 @@ for f in wan wan_bf16 wan_patch221; do takes "$f" wan - -; done
 for f in qwenimage qwenimage_frames2; do takes "$f" qwenimage - -; done
 refuses flux_dev flux axes_dims_rope '[2, 2, 2]' 'sum\(axes_dims_rope\) must be attention_head_dim'
 refuses flux_dev flux axes_dims_rope '[2, 2, 2, 2]' 'axes_dims_rope must have 3 entries'
-refuses wan wan image_dim 1280 'image-to-video Wan \(image_dim\) is not modelled'
-refuses wan wan added_kv_proj_dim 16 'image-to-video Wan \(added_kv_proj_dim'
+refuses wan wan added_kv_proj_dim 16 'added_kv_proj_dim needs image tokens'
+takes wan wan image_dim 12
 refuses wan wan patch_size '[2, 2]' 'patch_size must have 3 entries'
 refuses wan wan rope_max_seq_len 4 'the patch grid is longer than rope_max_seq_len'
 takes wan wan qk_norm '"rms_norm"'
@@ -242,5 +242,45 @@ takes helios helios zero_history_timestep false
 takes helios helios is_amplify_history true
 takes helios helios history_scale_mode '"scalar"'
 takes helios helios has_multi_term_memory_patch true
+# Wan 2.2 TI2V, Wan 2.1 I2V / FLF2V (models/wan.plan at its other configs)
+for f in wan22_ti2v wan22_ti2v_bf16 wan_i2v wan_flf2v; do takes "$f" wan - -; done
+refuses wan_i2v wan added_kv_proj_dim 12 'added_kv_proj_dim must be num_attention_heads \* attention_head_dim'
+refuses wan_flf2v wan pos_embed_seq_len 4 'pos_embed_seq_len must be 2 \* img_seq'
+
+# ChronoEdit (models/chronoedit.plan over wan.plan's model)
+for f in chronoedit chronoedit_frames3 chronoedit_bf16; do takes "$f" chronoedit - -; done
+# chrono_refuses KEY JSON MESSAGE [-D ...]: refuses, for chronoedit.plan's
+# plans, whose asserts are those of the model they instantiate (wan.plan's)
+chrono_refuses() {
+	c_key=$1 c_val=$2 c_msg=$3
+	shift 3
+	model_config chronoedit "$c_key" "$c_val"
+	defines="$defines $*"
+	model_check chronoedit
+	c_got=$?
+	if [ "$c_got" = 1 ] && grep -qE "^models/wan\.plan:[0-9]+:3: error: $c_msg" "$tmp/out" &&
+		grep -qE "/config\.json:[0-9]+:3: note: $c_key = .* comes from the config here" "$tmp/out" &&
+		grep -qx '1 error generated.' "$tmp/out"; then ok; else
+		bad "config/refuse/chronoedit/$c_key=$c_val"
+		echo "  expected one error /$c_msg/ with a note at '$c_key', got exit $c_got:"
+		head -12 "$tmp/out"
+	fi
+}
+# ts_seq_len is a shape (-D), not a key: the error's note is at the -D
+model_config wan22_ti2v - -
+defines="$defines -D ts_seq_len=44"
+model_check wan
+if [ $? = 1 ] && grep -qE '^models/wan\.plan:[0-9]+:3: error: ts_seq_len \(a \[batch, ts_seq_len\] timestep, Wan 2\.2 TI2V\) must be the number of patch tokens' "$tmp/out" &&
+	grep -q 'note: ts_seq_len = 44 comes from -D' "$tmp/out" && grep -qx '1 error generated.' "$tmp/out"; then ok; else
+	bad "config/refuse/wan22_ti2v/-D ts_seq_len=44"
+	head -12 "$tmp/out"
+fi
+chrono_refuses rope_temporal_skip_len 0 'rope_temporal_skip_len must be at least 1'
+chrono_refuses patch_size '[2, 2, 2]' "ChronoEdit's two-frame RoPE needs patch_size\[0\] == 1"
+# head_dim 10 (added_kv_proj_dim following it by -D): 10 // 3 = 3 is not
+# Wan's 2 · (10 // 6) = 2
+chrono_refuses attention_head_dim 10 \
+	'ChronoEdit \(rope_temporal_skip_len\) with attention_head_dim % 6 >= 3 is not modelled' \
+	-D added_kv_proj_dim=20
 
 summary config

@@ -753,4 +753,189 @@ else
 		fi
 	fi
 fi
+
+# --- Wan 2.2 TI2V, Wan 2.1 I2V / FLF2V (models/wan.plan at its other configs) ---
+for f in wan22_ti2v wan22_ti2v_bf16 wan_i2v wan_flf2v wan22_a14b_low; do
+	for x in fixture.json inputs.safetensors expected.safetensors transformer/config.json; do
+		if [ ! -f "$FIX/$f/$x" ]; then
+			echo "FAIL  $FIX/$f/$x is missing (tools/gen_models.py makes it)"
+			fail=$((fail + 1))
+		fi
+	done
+done
+if [ "$MODE" = mpi ]; then
+	case_ mpi-wan22-ti2v-ulysses3 wan22_ti2v wan wan_ti2v_usp "ring = 1, ulysses = 3" ""
+	case_ mpi-wan-i2v-usp wan_i2v wan wan_usp "ring = 2, ulysses = 2" "$AA"
+else
+	# TI2V: per-token timesteps [1, 45] split with the tokens; 3 heads, 45 tokens
+	full case_ wan22-ti2v-1rank wan22_ti2v wan wan_single "tp = 1" ""
+	full case_ wan22-ti2v-ulysses3 wan22_ti2v wan wan_ti2v_usp "ring = 1, ulysses = 3" ""
+	full case_ wan22-ti2v-ring3-allgather wan22_ti2v wan wan_ti2v_usp "ring = 3, ulysses = 1" "$AG"
+	case_ wan22-ti2v-ring5-alltoall wan22_ti2v wan wan_ti2v_usp "ring = 5, ulysses = 1" "$AA"
+	full case_ wan22-ti2v-usp3x3 wan22_ti2v wan wan_ti2v_usp "ring = 3, ulysses = 3" "$AA"
+	full case_ wan22-ti2v-ulysses-any2 wan22_ti2v wan wan_ti2v_ulysses_anything "ulysses = 2" \
+		"ulysses_anything = true"
+	case_ wan22-ti2v-ring-any4 wan22_ti2v wan wan_ti2v_ring_anything "ring = 4" \
+		"ring_anything = true, $AG"
+	# a text-to-video plan (no timestep split): the replicated per-token
+	# modulation is sliced to each rank's tokens, the same sample
+	full case_ wan22-ti2v-t2v-plan-ring3 wan22_ti2v wan wan_ring "ring = 3" "$AG"
+	full case_ wan22-ti2v-ffn-tp2xulysses3 wan22_ti2v wan wan_ti2v_ffn_tp_ulysses \
+		"ulysses = 3, tp = 2" ""
+	# TI2V in bf16: batch 2, 2 heads, 16 tokens
+	full case_ wan22-ti2v-bf16-1rank wan22_ti2v_bf16 wan wan_single "tp = 1" ""
+	case_ wan22-ti2v-bf16-ulysses2 wan22_ti2v_bf16 wan wan_ti2v_usp "ring = 1, ulysses = 2" ""
+	full case_ wan22-ti2v-bf16-usp wan22_ti2v_bf16 wan wan_ti2v_usp "ring = 2, ulysses = 2" "$AA"
+	# I2V: image embedder, attn2's image keys (5 image + 512 text tokens), 2
+	# heads, 12 tokens, batch 2
+	full case_ wan-i2v-1rank wan_i2v wan wan_single "tp = 1" ""
+	case_ wan-i2v-ulysses2 wan_i2v wan wan_ulysses "ulysses = 2" ""
+	full case_ wan-i2v-ring2-allgather wan_i2v wan wan_ring "ring = 2" "$AG"
+	full case_ wan-i2v-ring4-alltoall wan_i2v wan wan_ring_alltoall "ring = 4" "$AA"
+	full case_ wan-i2v-usp wan_i2v wan wan_usp "ring = 2, ulysses = 2" "$AG"
+	full case_ wan-i2v-ffn-tp2xulysses2 wan_i2v wan wan_ffn_tp_ulysses "ulysses = 2, tp = 2" ""
+	case_ wan-i2v-ring-any5 wan_i2v wan wan_ring_anything "ring = 5" "ring_anything = true, $AA"
+	full case_ wan-i2v-ring2-presharded wan_i2v wan wan_ring "ring = 2" "$AG" shard
+	# FLF2V: two images a sample with pos_embed, 6 image + 509 text tokens of
+	# which diffusers' attn2 takes the last 512 as text; 3 heads, 12 tokens
+	full case_ wan-flf2v-1rank wan_flf2v wan wan_single "tp = 1" ""
+	case_ wan-flf2v-ulysses3 wan_flf2v wan wan_ulysses "ulysses = 3" ""
+	full case_ wan-flf2v-ring3-allgather wan_flf2v wan wan_ring "ring = 3" "$AG"
+	full case_ wan-flf2v-ulysses-any2 wan_flf2v wan wan_ulysses_anything "ulysses = 2" \
+		"ulysses_anything = true"
+	full case_ wan-flf2v-ring-any5 wan_flf2v wan wan_ring_anything "ring = 5" \
+		"ring_anything = true, $AG"
+
+	# A14B's two experts: one graph, compiled from the high-noise expert's
+	# config (`wan`), run with each expert's weights (`wan22_a14b_low`: the
+	# same config, other weights) against each one's diffusers sample; the
+	# control: the low-noise inputs on the high-noise weights must differ
+	if wanted wan22-a14b-two-experts; then
+		# shellcheck disable=SC2046 # the -D options split into words
+		if compile_mesh models/wan.plan wan_usp "ring = 1, ulysses = 3" "" "$tmp/a14b.graph" \
+			--config "$FIX/wan/transformer" $(fixture defines wan) >"$tmp/out" 2>&1; then
+			a_res=""
+			for a_pair in wan:wan wan22_a14b_low:wan22_a14b_low wan:wan22_a14b_low; do
+				a_w=${a_pair%%:*} a_in=${a_pair#*:}
+				replay "$MODE" "$tmp/a14b.graph" --timeout 60 --weights "$FIX/$a_w/transformer" \
+					--inputs "$FIX/$a_in/inputs.safetensors" --save-outputs "$tmp/a14b.out.safetensors" \
+					>>"$tmp/out" 2>&1 &&
+					python3 tests/compare_st.py "$tmp/a14b.out.safetensors" \
+						"$FIX/$a_in/expected.safetensors" 1e-5 >>"$tmp/out" 2>&1
+				a_res="$a_res $?"
+			done
+		else
+			a_res="not compiled"
+		fi
+		# the crossed run fails at the comparison, not before it
+		if [ "$a_res" = " 0 0 1" ] && [ "$(grep -c 'max relative error' "$tmp/out")" = 3 ]; then
+			pass=$((pass + 1))
+			printf "ok    %-28s %s\n" wan22-a14b-two-experts \
+				"one graph, both experts' weights within 1e-5; crossed: fails, as it must"
+		else
+			fail=$((fail + 1))
+			echo "FAIL  wan22-a14b-two-experts: statuses$a_res (want 0 0 1)"
+			sed 's/^/      /' "$tmp/out" | head -20
+		fi
+	fi
+	for f in wan22_ti2v wan22_ti2v_bf16 wan_i2v wan_flf2v; do bound "bound-$f" ok $f wan wan_single; done
+	# control: I2V compiled without added_kv_proj_dim leaves add_k_proj,
+	# add_v_proj and norm_added_k out
+	bound control-bound-wan-i2v-no-added-kv fail wan_i2v wan wan_single -D added_kv_proj_dim=none
+
+	# negative controls: one element of attn2.add_k_proj's weight off by
+	# 0.25; FLF2V's pos_embed zeroed; the context concatenated text first
+	# (the processor's split then takes text rows as the image's); TI2V's
+	# first frame at the sample's t (the timestep input as one per sample)
+	mkdir -p "$tmp/perturbed_wan_i2v" "$tmp/perturbed_wan_flf2v"
+	cp "$FIX/wan_i2v/transformer/config.json" "$tmp/perturbed_wan_i2v/"
+	safetensors_edit "$FIX/wan_i2v/transformer/diffusion_pytorch_model.safetensors" \
+		"$tmp/perturbed_wan_i2v/diffusion_pytorch_model.safetensors" \
+		blocks.1.attn2.add_k_proj.weight 0.25
+	control control-wan-i2v-perturbed-add-k wan_i2v wan wan_ulysses "ulysses = 2" \
+		"$tmp/perturbed_wan_i2v" "$FIX/wan_i2v/inputs.safetensors"
+	cp "$FIX/wan_flf2v/transformer/config.json" "$tmp/perturbed_wan_flf2v/"
+	safetensors_edit "$FIX/wan_flf2v/transformer/diffusion_pytorch_model.safetensors" \
+		"$tmp/perturbed_wan_flf2v/diffusion_pytorch_model.safetensors" \
+		condition_embedder.image_embedder.pos_embed =0
+	control control-wan-flf2v-no-pos-embed wan_flf2v wan wan_single "tp = 1" \
+		"$tmp/perturbed_wan_flf2v" "$FIX/wan_flf2v/inputs.safetensors"
+	sed 's/concat(condition_embedder\.image_embedder\.norm2, condition_embedder\.text_embedder\.linear_2,/concat(condition_embedder.text_embedder.linear_2, condition_embedder.image_embedder.norm2,/' \
+		models/wan.plan >"$tmp/wan_text_first.plan"
+	control control-wan-i2v-text-first wan_i2v "$tmp/wan_text_first.plan" wan_single "tp = 1" \
+		"$FIX/wan_i2v/transformer" "$FIX/wan_i2v/inputs.safetensors"
+	if wanted control-wan22-ti2v-one-timestep; then
+		python3 - "$FIX/wan22_ti2v/inputs.safetensors" "$tmp/wan22_ti2v_flat.safetensors" <<'PY'
+import json, struct, sys
+# every token's timestep set to the last token's (the sample's t): the first
+# frame's zeros, which the per-token path must carry, are lost
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+t = json.loads(b[8:8 + n])["timestep"]
+s, e = (8 + n + o for o in t["data_offsets"])
+b[s:e] = b[e - 4:e] * ((e - s) // 4)
+open(sys.argv[2], "wb").write(bytes(b))
+PY
+		control control-wan22-ti2v-one-timestep wan22_ti2v wan wan_ti2v_usp "ring = 1, ulysses = 3" \
+			"$FIX/wan22_ti2v/transformer" "$tmp/wan22_ti2v_flat.safetensors"
+	fi
+fi
+
+# --- ChronoEdit (models/chronoedit.plan: wan.plan's model with rope_temporal_skip_len) ---
+for f in chronoedit chronoedit_frames3 chronoedit_bf16; do
+	for x in fixture.json inputs.safetensors expected.safetensors transformer/config.json; do
+		if [ ! -f "$FIX/$f/$x" ]; then
+			echo "FAIL  $FIX/$f/$x is missing (tools/gen_models.py makes it)"
+			fail=$((fail + 1))
+		fi
+	done
+done
+if [ "$MODE" = mpi ]; then
+	case_ mpi-chronoedit-usp chronoedit chronoedit chronoedit_usp "ring = 2, ulysses = 2" "$AG"
+else
+	# two frames at temporal positions 0 and 4, image conditioning; 2 heads, 12 tokens
+	full case_ chronoedit-1rank chronoedit chronoedit chronoedit_single "tp = 1" ""
+	case_ chronoedit-ulysses2 chronoedit chronoedit chronoedit_ulysses "ulysses = 2" ""
+	full case_ chronoedit-ring3-allgather chronoedit chronoedit chronoedit_ring "ring = 3" "$AG"
+	full case_ chronoedit-ring4-alltoall chronoedit chronoedit chronoedit_ring_alltoall "ring = 4" "$AA"
+	full case_ chronoedit-usp chronoedit chronoedit chronoedit_usp "ring = 2, ulysses = 2" "$AA"
+	full case_ chronoedit-ffn-tp2xulysses2 chronoedit chronoedit chronoedit_ffn_tp_ulysses \
+		"ulysses = 2, tp = 2" ""
+	full case_ chronoedit-ring-any5 chronoedit chronoedit chronoedit_ring_anything "ring = 5" \
+		"ring_anything = true, $AG"
+	# temporal reasoning (3 frames: Wan's positions); 3 heads, 18 tokens, batch 2
+	full case_ chronoedit-frames3-1rank chronoedit_frames3 chronoedit chronoedit_single "tp = 1" ""
+	case_ chronoedit-frames3-ulysses3 chronoedit_frames3 chronoedit chronoedit_ulysses "ulysses = 3" ""
+	full case_ chronoedit-frames3-ulysses-any2 chronoedit_frames3 chronoedit \
+		chronoedit_ulysses_anything "ulysses = 2" "ulysses_anything = true"
+	full case_ chronoedit-frames3-ring-any4 chronoedit_frames3 chronoedit chronoedit_ring_anything \
+		"ring = 4" "ring_anything = true, $AA"
+	# bf16, the second frame's position clamped to rope_max_seq_len - 1
+	full case_ chronoedit-bf16-1rank chronoedit_bf16 chronoedit chronoedit_single "tp = 1" ""
+	case_ chronoedit-bf16-ring2-allgather chronoedit_bf16 chronoedit chronoedit_ring "ring = 2" "$AG"
+	full case_ chronoedit-bf16-ulysses2 chronoedit_bf16 chronoedit chronoedit_ulysses "ulysses = 2" ""
+
+	for f in chronoedit chronoedit_frames3 chronoedit_bf16; do
+		bound "bound-$f" ok $f chronoedit chronoedit_single
+	done
+	# negative controls: Wan's RoPE for the two frames (positions 0, 1: the
+	# class's difference from WanTransformer3DModel), on 1 rank and under
+	# ring; the second frame one position early (3 for 4: freqs[:skip][-1]
+	# read as freqs[skip - 2]). Read without the clamp to rope_max_seq_len,
+	# chronoedit_bf16's position 11 is past the 7 positions: a compile error
+	mkdir -p "$tmp/chronoedit_wan_rope" "$tmp/chronoedit_early"
+	sed 's/if rope_temporal_skip_len != none and num_frames == 2 {/if false {/' models/wan.plan \
+		>"$tmp/chronoedit_wan_rope/wan.plan"
+	sed 's/else rope_max_seq_len) - 1)/else rope_max_seq_len) - 2)/' \
+		models/wan.plan >"$tmp/chronoedit_early/wan.plan"
+	cp models/chronoedit.plan "$tmp/chronoedit_wan_rope/"
+	cp models/chronoedit.plan "$tmp/chronoedit_early/"
+	control control-chronoedit-wan-rope chronoedit "$tmp/chronoedit_wan_rope/chronoedit.plan" \
+		chronoedit_single "tp = 1" "$FIX/chronoedit/transformer" "$FIX/chronoedit/inputs.safetensors"
+	control control-chronoedit-wan-rope-ring2 chronoedit "$tmp/chronoedit_wan_rope/chronoedit.plan" \
+		chronoedit_ring "ring = 2" "$FIX/chronoedit/transformer" "$FIX/chronoedit/inputs.safetensors"
+	control control-chronoedit-frame-early chronoedit "$tmp/chronoedit_early/chronoedit.plan" \
+		chronoedit_single "tp = 1" "$FIX/chronoedit/transformer" "$FIX/chronoedit/inputs.safetensors"
+fi
+
 summary models

@@ -37,8 +37,8 @@ ContextParallelInput, ContextParallelOutput, plan_rules = (
 # (class, module, port): why the model's plans do not write it
 EXEMPT = {
     ("WanTransformer3DModel", "", "timestep"):
-        "Wan 2.2 TI2V's per-token [B, S] timesteps (expected_dims 2); the model takes "
-        "a [B] timestep, which diffusers does not split either",
+        "Wan 2.2 TI2V's per-token [B, S] timesteps (expected_dims 2): the wan_ti2v_* "
+        "plans write it; the others take a [B] timestep, which diffusers does not split",
     ("QwenImageTransformer2DModel", "transformer_blocks.*", "modulate_index"):
         "zero_cond_t's modulate_index, not modelled (zero_cond_t must stay false)",
 }

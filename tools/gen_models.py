@@ -12,7 +12,8 @@ Run by hand (CI has no torch; the outputs are committed):
 
 Each case is a tiny random-weight configuration of a diffusers transformer
 (FluxTransformer2DModel as Flux.1-dev and Flux.1-schnell,
-Flux2Transformer2DModel, WanTransformer3DModel text-to-video,
+Flux2Transformer2DModel, WanTransformer3DModel (text-to-video; Wan 2.2 TI2V, Wan 2.1
+I2V / FLF2V), ChronoEditTransformer3DModel,
 QwenImageTransformer2DModel, LTXVideoTransformer3DModel,
 SD3Transformer2DModel as SD3 and SD3.5), built with
 a seeded init that makes every op show in the output (`randomize` of
@@ -461,6 +462,123 @@ CASES.update({
                                               txt_seq=6)),
 })
 
+# --- Wan 2.2 TI2V, Wan 2.1 I2V / FLF2V (WanTransformer3DModel at its other configs) ---
+
+
+def wan22_inputs(cfg, gen, batch, frames, height, width, txt_seq, per_token=False, img_seq=None,
+                 images=1):
+    """per_token: a [B, S] timestep as WanPipeline's expand_timesteps (Wan
+    2.2 TI2V) makes it: 0 on the first latent frame's tokens (the
+    conditioning image), the sample's t elsewhere. img_seq: CLIP image
+    tokens, `images` of them a sample (FLF2V: 2, the first and last frame)."""
+    x, shape, extra = wan_inputs(cfg, gen, batch, frames, height, width, txt_seq)
+    p_t, p_h, p_w = cfg["patch_size"]
+    if per_token:
+        grid = (frames // p_t, height // p_h, width // p_w)
+        t = x["timestep"][:, None, None, None].expand(batch, *grid).clone()
+        t[:, 0] = 0
+        x["timestep"] = t.reshape(batch, -1)
+        shape["ts_seq_len"] = grid[0] * grid[1] * grid[2]
+    if img_seq:
+        x["encoder_hidden_states_image"] = torch.randn(images * batch, img_seq, cfg["image_dim"],
+                                                       generator=gen)
+        shape["img_seq"] = img_seq
+    return x, shape, extra
+
+
+CASES.update({
+    # Wan 2.2 TI2V: per-token timesteps [1, 45], 3 heads x 12, in/out 6 (the
+    # 5B's 48-channel latents, scaled down), latent 3 x 6 x 10 -> 45 tokens
+    "wan22_ti2v": dict(
+        cls=WanTransformer3DModel, model="wan",
+        cfg=dict(patch_size=[1, 2, 2], num_attention_heads=3, attention_head_dim=12, in_channels=6,
+                 out_channels=6, text_dim=16, freq_dim=32, ffn_dim=40, num_layers=2,
+                 cross_attn_norm=True, rope_max_seq_len=32),
+        inputs=lambda cfg, gen: wan22_inputs(cfg, gen, batch=1, frames=3, height=6, width=10,
+                                             txt_seq=7, per_token=True)),
+    # A14B's low-noise expert (transformer_2): the `wan` case's config,
+    # weights drawn again, its own inputs; tests/models.sh binds this and
+    # `wan`'s weights to one graph
+    "wan22_a14b_low": dict(
+        cls=WanTransformer3DModel, model="wan", cfg=CASES["wan"]["cfg"],
+        init=lambda model, gen: (randomize(model, gen), perturb_norms(model, gen)),
+        inputs=lambda cfg, gen: wan_inputs(cfg, gen, batch=1, frames=3, height=6, width=10,
+                                           txt_seq=7)),
+    # TI2V in bf16, batch 2: 2 heads x 16, 2 x 4 x 8 -> 16 tokens
+    "wan22_ti2v_bf16": dict(
+        cls=WanTransformer3DModel, model="wan", dtype=torch.bfloat16,
+        cfg=dict(patch_size=[1, 2, 2], num_attention_heads=2, attention_head_dim=16, in_channels=4,
+                 out_channels=4, text_dim=12, freq_dim=16, ffn_dim=48, num_layers=2,
+                 cross_attn_norm=True, rope_max_seq_len=16),
+        inputs=lambda cfg, gen: wan22_inputs(cfg, gen, batch=2, frames=2, height=4, width=8,
+                                             txt_seq=6, per_token=True)),
+    # Wan 2.1 I2V: the image embedder (image_dim 10) and attn2's add_k_proj /
+    # add_v_proj over 5 image tokens; diffusers' processor takes the last 512
+    # context tokens as text, so the text is 512 tokens (text_dim 4); 2 heads
+    # x 8, in_channels 9 (the 36 of I2V, scaled), batch 2, 2 x 4 x 6 -> 12 tokens
+    "wan_i2v": dict(
+        cls=WanTransformer3DModel, model="wan",
+        cfg=dict(patch_size=[1, 2, 2], num_attention_heads=2, attention_head_dim=8, in_channels=9,
+                 out_channels=4, text_dim=4, freq_dim=16, ffn_dim=24, num_layers=2,
+                 cross_attn_norm=True, rope_max_seq_len=16, image_dim=10, added_kv_proj_dim=16),
+        inputs=lambda cfg, gen: wan22_inputs(cfg, gen, batch=2, frames=2, height=4, width=6,
+                                             txt_seq=512, img_seq=5)),
+    # Wan 2.1 FLF2V: two images a sample with pos_embed (pos_embed_seq_len
+    # 2 x 3), 509 text tokens: the processor's last 512 of the 515 context
+    # tokens hold 3 image tokens, as diffusers splits them; 3 heads x 6 (axes 2, 2, 2),
+    # 3 x 4 x 4 -> 12 tokens
+    "wan_flf2v": dict(
+        cls=WanTransformer3DModel, model="wan",
+        cfg=dict(patch_size=[1, 2, 2], num_attention_heads=3, attention_head_dim=6, in_channels=5,
+                 out_channels=3, text_dim=4, freq_dim=8, ffn_dim=16, num_layers=1,
+                 cross_attn_norm=False, rope_max_seq_len=8, image_dim=6, added_kv_proj_dim=18,
+                 pos_embed_seq_len=6),
+        # WanImageEmbedding's pos_embed starts at zeros: drawn N(0, 1) so that it shows
+        init=lambda model, gen: model.condition_embedder.image_embedder.pos_embed.data.copy_(
+            torch.randn(model.condition_embedder.image_embedder.pos_embed.shape, generator=gen)),
+        inputs=lambda cfg, gen: wan22_inputs(cfg, gen, batch=1, frames=3, height=4, width=4,
+                                             txt_seq=509, img_seq=3, images=2)),
+})
+
+
+# --- ChronoEdit (ChronoEditTransformer3DModel: models/chronoedit.plan over wan.plan) ---
+from diffusers import ChronoEditTransformer3DModel  # noqa: E402  (this section's class)
+
+CASES.update({
+    # the edit without temporal reasoning: two latent frames at temporal
+    # positions 0 and rope_temporal_skip_len - 1 = 4; image conditioning (3
+    # image + 512 text tokens), 2 heads x 8 (axes 4, 2, 2), 2 x 6 x 4 -> 12 tokens
+    "chronoedit": dict(
+        cls=ChronoEditTransformer3DModel, model="chronoedit",
+        cfg=dict(patch_size=[1, 2, 2], num_attention_heads=2, attention_head_dim=8, in_channels=7,
+                 out_channels=4, text_dim=4, freq_dim=16, ffn_dim=24, num_layers=2,
+                 cross_attn_norm=True, rope_max_seq_len=16, image_dim=6, added_kv_proj_dim=16,
+                 rope_temporal_skip_len=5),
+        inputs=lambda cfg, gen: wan22_inputs(cfg, gen, batch=1, frames=2, height=6, width=4,
+                                             txt_seq=512, img_seq=3)),
+    # temporal reasoning: 3 frames take Wan's positions 0, 1, 2; 3 heads x 6
+    # (axes 2, 2, 2), batch 2, 3 x 4 x 6 -> 18 tokens, no cross_attn_norm
+    "chronoedit_frames3": dict(
+        cls=ChronoEditTransformer3DModel, model="chronoedit",
+        cfg=dict(patch_size=[1, 2, 2], num_attention_heads=3, attention_head_dim=6, in_channels=5,
+                 out_channels=3, text_dim=4, freq_dim=8, ffn_dim=16, num_layers=1,
+                 cross_attn_norm=False, rope_max_seq_len=8, image_dim=4, added_kv_proj_dim=18,
+                 rope_temporal_skip_len=8),
+        inputs=lambda cfg, gen: wan22_inputs(cfg, gen, batch=2, frames=3, height=4, width=6,
+                                             txt_seq=512, img_seq=2)),
+    # bf16, two frames with rope_temporal_skip_len 12 past rope_max_seq_len 7
+    # (the second frame at position 6); 2 heads x 12 (axes 4, 4, 4), 2 x 4 x 8
+    # -> 16 tokens
+    "chronoedit_bf16": dict(
+        cls=ChronoEditTransformer3DModel, model="chronoedit", dtype=torch.bfloat16,
+        cfg=dict(patch_size=[1, 2, 2], num_attention_heads=2, attention_head_dim=12, in_channels=4,
+                 out_channels=4, text_dim=4, freq_dim=16, ffn_dim=32, num_layers=2,
+                 cross_attn_norm=True, rope_max_seq_len=7, image_dim=6, added_kv_proj_dim=24,
+                 rope_temporal_skip_len=12),
+        inputs=lambda cfg, gen: wan22_inputs(cfg, gen, batch=1, frames=2, height=4, width=8,
+                                             txt_seq=512, img_seq=3)),
+})
+
 def parallel_plans(cls):
     """The class's _cp_plan and _tp_plan as JSON (tests/models_plans.py checks
     that models/*.plan writes them): a _cp_plan entry's inputs by port (a
@@ -507,6 +625,8 @@ def gen(name):
     `_keep_in_fp32_modules`, e.g. Wan's time embedder, in float32)."""
     case = CASES[name]
     model, g = build(case["cls"], case["cfg"])
+    if "init" in case:  # parameters `randomize` leaves at diffusers' init (zeros)
+        case["init"](model, g)
     x, shape, extra_args = case["inputs"](case["cfg"], g)
     dtype = case.get("dtype", torch.float32)
     d = os.path.join(OUTDIR, name)
