@@ -100,6 +100,7 @@ static const char *why(const struct g_graph *g, const struct g_op *o)
 	case OP_rms_norm:
 	case OP_gelu:
 	case OP_silu:
+	case OP_tanh:
 	case OP_add:
 	case OP_mul:
 	case OP_modulate:

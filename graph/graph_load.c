@@ -627,6 +627,7 @@ static uint32_t op_flags_defined(enum op_kind k)
 	case OP_grid_ids:
 		return G_OF_CENTER;
 	case OP_silu:
+	case OP_tanh:
 	case OP_slice:
 	case OP_concat:
 	case OP_rope:
@@ -740,6 +741,7 @@ static bool check_op(struct loader *l, uint32_t i)
 	case OP_rms_norm:
 	case OP_gelu:
 	case OP_silu:
+	case OP_tanh:
 	case OP_add:
 	case OP_mul:
 	case OP_modulate:

@@ -88,6 +88,7 @@ uint64_t graph_comm_bytes(const struct g_graph *g, uint32_t op, uint32_t rank)
 	case OP_rms_norm:
 	case OP_gelu:
 	case OP_silu:
+	case OP_tanh:
 	case OP_add:
 	case OP_mul:
 	case OP_modulate:

@@ -88,6 +88,7 @@ struct dev_ops {
 			  const float *b);
 	int (*gelu)(struct dev *d, const float *x, float *y, int64_t n, bool tanh_approx);
 	int (*silu)(struct dev *d, const float *x, float *y, int64_t n);
+	int (*tanh)(struct dev *d, const float *x, float *y, int64_t n);
 	int (*binary)(struct dev *d, enum k_binop op, const float *a, const int64_t *ashape,
 		      const float *b, const int64_t *bshape, float *out, const int64_t *oshape,
 		      int nd);

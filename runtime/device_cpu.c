@@ -500,6 +500,18 @@ static int cpu_silu(struct dev *d, const float *x, float *y, int64_t n)
 	return activation(cpu(d), x, y, n, false, silu_range);
 }
 
+static void tanh_range(const void *a, int64_t lo, int64_t hi)
+{
+	const struct act_args *r = a;
+
+	k_tanh(r->x + lo, r->y + lo, hi - lo);
+}
+
+static int cpu_tanh(struct dev *d, const float *x, float *y, int64_t n)
+{
+	return activation(cpu(d), x, y, n, false, tanh_range);
+}
+
 static int cpu_binary(struct dev *d, enum k_binop op, const float *a, const int64_t *ashape,
 		      const float *b, const int64_t *bshape, float *out, const int64_t *oshape,
 		      int nd)
@@ -973,6 +985,7 @@ static const struct dev_ops cpu_ops = {
 	.norm_apply = cpu_norm_apply,
 	.gelu = cpu_gelu,
 	.silu = cpu_silu,
+	.tanh = cpu_tanh,
 	.binary = cpu_binary,
 	.modulate = cpu_modulate,
 	.copy2d = cpu_copy2d,

@@ -87,6 +87,7 @@ int kc_norm_apply(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t ro
 		  const void *b);
 int kc_gelu(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t n, bool tanh_approx);
 int kc_silu(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t n);
+int kc_tanh(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t n);
 int kc_binary(kc_ctx *c, enum kc_dtype t, enum kc_binop op, const void *a,
 	      const int64_t *ashape, const void *b, const int64_t *bshape, void *out,
 	      const int64_t *oshape, int nd);

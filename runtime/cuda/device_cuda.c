@@ -151,6 +151,11 @@ static int cuda_silu(struct dev *d, const float *x, float *y, int64_t n)
 	return fail(d, kc_silu(cd(d)->kc, cd(d)->t, x, y, n), "silu");
 }
 
+static int cuda_tanh(struct dev *d, const float *x, float *y, int64_t n)
+{
+	return fail(d, kc_tanh(cd(d)->kc, cd(d)->t, x, y, n), "tanh");
+}
+
 static int cuda_binary(struct dev *d, enum k_binop op, const float *a, const int64_t *ashape,
 		       const float *b, const int64_t *bshape, float *out, const int64_t *oshape,
 		       int nd)
@@ -322,6 +327,7 @@ static const struct dev_ops cuda_ops = {
 	.norm_apply = cuda_norm_apply,
 	.gelu = cuda_gelu,
 	.silu = cuda_silu,
+	.tanh = cuda_tanh,
 	.binary = cuda_binary,
 	.modulate = cuda_modulate,
 	.copy2d = cuda_copy2d,
