@@ -47,9 +47,10 @@ struct ir_op {
 	int nin;
 	int out;
 	/* Attributes, by op: linear out/in, norm group, slice dim/start/len,
-	 * concat dim, heads, timestep_embedding dim, rope_freqs precision (1:
-	 * f64), grid_ids frames/height/width, text_ids length/first
-	 * position/axes, patch_embed out, pad dim/before/after (eps: pad's value). */
+	 * concat dim, heads, timestep_embedding dim and input_scale_f32,
+	 * rope_freqs precision (1: f64), grid_ids frames/height/width, text_ids
+	 * length/first position/axes, patch_embed out, pad dim/before/after
+	 * (eps: pad's value). */
 	int64_t attr[4];
 	double eps;         /* norms: eps; rope_freqs: theta; pad: the value */
 	/* timestep_embedding: downscale_freq_shift, scale, max_period, input_scale */

@@ -619,7 +619,7 @@ static uint32_t op_flags_defined(enum op_kind k)
 	case OP_ring_attention:
 		return G_OF_FP32;
 	case OP_timestep_embedding:
-		return G_OF_FLIP;
+		return G_OF_FLIP | G_OF_SCALE_F32;
 	case OP_rope_freqs:
 		return G_OF_SIN | G_OF_F64 | G_OF_GRID | G_OF_TEXT | G_OF_CENTER;
 	case OP_ltx_rope_freqs:

@@ -121,7 +121,7 @@ struct dev_ops {
 	 * storage dtype, computed as kernels.h says whatever it is */
 	int (*timestep_embedding)(struct dev *d, const float *t, float *y, int64_t n, int64_t dim,
 				  bool flip, double shift, double scale, double max_period,
-				  double input_scale);
+				  double input_scale, bool input_scale_f32);
 	/* ids NULL: the positions of pos instead, computed in float32 and
 	 * never stored (a rope_freqs op the compiler folded a generator into) */
 	int (*rope_freqs)(struct dev *d, const float *ids, const struct dev_positions *pos,

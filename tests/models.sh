@@ -724,7 +724,8 @@ else
 	# negative controls: one element of a block's gate_layer weight off by
 	# 0.25; the cached keys taken from the next block's columns; the gates
 	# without their tanh; one text token's mask flipped to 0 (the
-	# key-padding mask must reach the cached keys)
+	# key-padding mask must reach the cached keys); bf16 with 1000 · t
+	# rounded to bf16
 	mkdir -p "$tmp/perturbed_qwen21"
 	cp "$FIX/qwen21/transformer/config.json" "$tmp/perturbed_qwen21/"
 	safetensors_edit "$FIX/qwen21/transformer/diffusion_pytorch_model.safetensors" \
@@ -744,5 +745,9 @@ else
 		encoder_hidden_states_mask -1
 	control control-qwen21-mask-ignored qwen21 qwenimage21 qwenimage21_ring "ring = 2" \
 		"$FIX/qwen21/transformer" "$tmp/qwen21_unmasked.safetensors"
+	sed 's/input_scale_f32 = true/input_scale_f32 = false/' models/qwenimage21.plan \
+		>"$tmp/qwen21_rounded_t.plan"
+	control control-qwen21-bf16-rounded-timestep qwen21_bf16 "$tmp/qwen21_rounded_t.plan" \
+		qwenimage21_tp "tp = 1" "$FIX/qwen21_bf16/transformer" "$FIX/qwen21_bf16/inputs.safetensors"
 fi
 summary models

@@ -35,6 +35,7 @@ static bool shape_timestep_embedding(struct op_ctx *I, struct ir_op *o, const st
 	out->d[out->nd++] = v[1].i;
 	o->attr[0] = v[1].i;
 	o->flag = v[2].i;
+	o->attr[1] = v[7].i; /* input_scale_f32 */
 	o->fattr[0] = v[3].f;
 	o->fattr[1] = v[4].f;
 	o->fattr[2] = v[5].f;
@@ -189,7 +190,7 @@ static void lower_timestep_embedding(const struct op_lowered *X, const struct ir
 	g->attr[0] = o->attr[0];
 	/* attr[1..4]: the float64 bits of the four numbers */
 	memcpy(&g->attr[1], o->fattr, sizeof o->fattr);
-	g->flags |= o->flag ? G_OF_FLIP : 0;
+	g->flags |= (o->flag ? G_OF_FLIP : 0) | (o->attr[1] ? G_OF_SCALE_F32 : 0);
 }
 
 static void lower_ids(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)

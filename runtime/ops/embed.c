@@ -117,7 +117,7 @@ static dtpc_status run_timestep_embedding(struct dtpc_session *s, const struct g
 	double f[4];
 	memcpy(f, &o->attr[1], sizeof f);
 	DEV(s, o, timestep_embedding, rt_data(s, x), y, s->numel[x], o->attr[0],
-	    o->flags & G_OF_FLIP, f[0], f[1], f[2], f[3]);
+	    o->flags & G_OF_FLIP, f[0], f[1], f[2], f[3], o->flags & G_OF_SCALE_F32);
 	return DTPC_OK;
 }
 

@@ -927,7 +927,7 @@ static void test_timestep_case(int di, int64_t n, int64_t dim, bool flip, double
 		sc[i] = round_to(t, ts[i] * (float)input_scale);
 	k_timestep_embedding(sc, ref, n, dim, flip, shift, scale, max_period, 1);
 	if (launched(name, kc_timestep_embedding(ctx, t, dt, dy, n, dim, flip, shift, scale,
-						 max_period, input_scale)))
+						 max_period, input_scale, false)))
 		check_close(name, t, ddownload(t, dy, (size_t)(n * dim)), ref, (size_t)(n * dim));
 	end_case();
 }
