@@ -47,11 +47,11 @@ struct ir_op {
 	int nin;
 	int out;
 	/* Attributes, by op: linear out/in, norm group, slice dim/start/len,
-	 * concat dim, timestep_embedding dim, rope_freqs precision (1:
-	 * f64), grid_ids frames/height/width, text_ids length/first
-	 * position/axes, patch_embed out, pad dim/before/after (eps: pad's value).
-	 * The graph's op of the same kind keeps its own (graph/op_attrs.h),
-	 * not these slots. */
+	 * concat dim, heads, timestep_embedding dim and input_scale_f32,
+	 * rope_freqs precision (1: f64), grid_ids frames/height/width, text_ids
+	 * length/first position/axes, patch_embed out, pad dim/before/after
+	 * (eps: pad's value). The graph's op of the same kind keeps its own
+	 * (graph/op_attrs.h), not these slots. */
 	int64_t attr[4];
 	/* rope, attention: the plan's heads (their graph ops hold the head
 	 * dim instead, ga_rope / ga_attention) */

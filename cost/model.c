@@ -336,6 +336,8 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct cost_r
 		t = pointwise(s, o, r, rc, rt->op_bw[M_GELU]);
 		break;
 	case OP_silu:
+	/* no calibration key of its own: one transcendental per element, as silu */
+	case OP_tanh:
 		t = pointwise(s, o, r, rc, rt->op_bw[M_SILU]);
 		break;
 	case OP_add:

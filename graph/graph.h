@@ -198,7 +198,8 @@ struct g_requires {
  *                travel with k's
  *   timestep_embedding attr[0] dim; attr[1..4] the float64 bits of
  *                downscale_freq_shift, scale, max_period, input_scale;
- *                flags G_OF_FLIP (flip_sin_to_cos)
+ *                flags G_OF_FLIP (flip_sin_to_cos), G_OF_SCALE_F32 (t ·
+ *                input_scale kept in float32 under a 16-bit storage dtype)
  *   rope_freqs   attr[0 .. n) axes_dim (n = the ids' columns, at most
  *                G_NATTR); eps theta; flags G_OF_SIN (the sine table, else
  *                the cosine), G_OF_F64 (freqs and angles in float64).
@@ -261,6 +262,7 @@ enum {
 	G_OF_STATS = 1 << 9,
 	G_OF_GRID = 1 << 10,
 	G_OF_TEXT = 1 << 11,
+	G_OF_SCALE_F32 = 1 << 12,
 };
 
 /* norm_stats' attr[1]: which per-row sums (kernels.h's k_norm_stat) */
@@ -479,18 +481,19 @@ _Static_assert(offsetof(struct g_tensor, dims) == 40 && offsetof(struct g_op, at
  * op updates OP_COUNT here (and docs/graph-format.md's list); a new id of 64
  * or more needs a wider g_requires.ops, i.e. a new capability bit and
  * section in a minor version. */
-_Static_assert(OP_COUNT == 30, "a new op: update OP_COUNT here and the op list in "
+_Static_assert(OP_COUNT == 31, "a new op: update OP_COUNT here and the op list in "
 	       "docs/graph-format.md");
 _Static_assert(OP_linear == 0 && OP_gelu == 3 && OP_attention == 11 && OP_param == 12 &&
 	       OP_shard == 14 && OP_ring_attention == 18 &&
-	       OP_reduce_scatter == 27 && OP_linear_act == 28 && OP_ltx_rope_freqs == 29, "op ids are never renumbered");
+	       OP_reduce_scatter == 27 && OP_linear_act == 28 && OP_ltx_rope_freqs == 29 &&
+	       OP_tanh == 30, "op ids are never renumbered");
 _Static_assert(OP_COUNT <= 64, "g_requires.ops has 64 bits");
 /* Flags and capability bits are stored in graphs too: the values of
  * docs/graph-format.md's ops and requires tables. */
 _Static_assert(G_OF_BIAS == 1 && G_OF_AFFINE == 2 && G_OF_TANH == 4 && G_OF_BH == 8 &&
 	       G_OF_FP32 == 16 && G_OF_FLIP == 32 && G_OF_SIN == 64 && G_OF_F64 == 128 &&
 	       G_OF_CENTER == 256 && G_OF_STATS == 512 && G_OF_GRID == 1024 &&
-	       G_OF_TEXT == 2048, "op flags are never renumbered");
+	       G_OF_TEXT == 2048 && G_OF_SCALE_F32 == 4096, "op flags are never renumbered");
 _Static_assert(G_CAP_F32 == 1 && G_CAP_BF16 == 2 && G_CAP_F16 == 4 && G_CAP_POSITIONS == 8 &&
 	       G_CAP_CUDA == 1 << 16, "capability bits are never renumbered");
 #endif

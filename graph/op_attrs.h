@@ -325,7 +325,8 @@ static inline void ga_ring_attention_set(struct g_op *o, struct ga_ring_attentio
 struct ga_timestep_embedding {
 	int64_t dim;
 	double downscale_freq_shift, scale, max_period, input_scale;
-	bool flip; /* flip_sin_to_cos */
+	bool flip;            /* flip_sin_to_cos */
+	bool input_scale_f32; /* t * input_scale in float32 whatever the dtype */
 };
 
 static inline struct ga_timestep_embedding ga_timestep_embedding_get(const struct g_op *o)
@@ -335,7 +336,8 @@ static inline struct ga_timestep_embedding ga_timestep_embedding_get(const struc
 					       .scale = ga_double(o->attr[2]),
 					       .max_period = ga_double(o->attr[3]),
 					       .input_scale = ga_double(o->attr[4]),
-					       .flip = ga_flag(o, G_OF_FLIP) };
+					       .flip = ga_flag(o, G_OF_FLIP),
+					       .input_scale_f32 = ga_flag(o, G_OF_SCALE_F32) };
 }
 
 static inline void ga_timestep_embedding_set(struct g_op *o, struct ga_timestep_embedding a)
@@ -346,7 +348,7 @@ static inline void ga_timestep_embedding_set(struct g_op *o, struct ga_timestep_
 	o->attr[2] = ga_bits(a.scale);
 	o->attr[3] = ga_bits(a.max_period);
 	o->attr[4] = ga_bits(a.input_scale);
-	o->flags = ga_bit(a.flip, G_OF_FLIP);
+	o->flags = ga_bit(a.flip, G_OF_FLIP) | ga_bit(a.input_scale_f32, G_OF_SCALE_F32);
 }
 
 /* grid_ids: frames x height x width positions; center: rows and columns

@@ -78,6 +78,7 @@ const struct op_graph op_graph_norm_stats = { .why = why_norm_stats };
 
 const struct op_graph op_graph_gelu = { .flags = G_OF_TANH };
 const struct op_graph op_graph_silu = { 0 };
+const struct op_graph op_graph_tanh = { 0 };
 const struct op_graph op_graph_add = { .flags = G_OF_BH };
 const struct op_graph op_graph_mul = { .flags = G_OF_BH };
 const struct op_graph op_graph_modulate = { .flags = G_OF_BH };
@@ -305,7 +306,7 @@ const struct op_graph op_graph_ltx_rope_freqs = { .flags = G_OF_SIN };
 
 /* ---- embeddings and positions ----------------------------------------------------------- */
 
-const struct op_graph op_graph_timestep_embedding = { .flags = G_OF_FLIP };
+const struct op_graph op_graph_timestep_embedding = { .flags = G_OF_FLIP | G_OF_SCALE_F32 };
 const struct op_graph op_graph_grid_ids = { .flags = G_OF_CENTER };
 const struct op_graph op_graph_text_ids = { 0 };
 const struct op_graph op_graph_patch_embed = { .flags = G_OF_BIAS };

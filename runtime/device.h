@@ -88,6 +88,7 @@ struct dev_ops {
 			  const float *b);
 	int (*gelu)(struct dev *d, const float *x, float *y, int64_t n, bool tanh_approx);
 	int (*silu)(struct dev *d, const float *x, float *y, int64_t n);
+	int (*tanh)(struct dev *d, const float *x, float *y, int64_t n);
 	int (*binary)(struct dev *d, enum k_binop op, const float *a, const int64_t *ashape,
 		      const float *b, const int64_t *bshape, float *out, const int64_t *oshape,
 		      int nd);
@@ -120,7 +121,7 @@ struct dev_ops {
 	 * storage dtype, computed as kernels.h says whatever it is */
 	int (*timestep_embedding)(struct dev *d, const float *t, float *y, int64_t n, int64_t dim,
 				  bool flip, double shift, double scale, double max_period,
-				  double input_scale);
+				  double input_scale, bool input_scale_f32);
 	/* ids NULL: the positions of pos instead, computed in float32 and
 	 * never stored (a rope_freqs op the compiler folded a generator into) */
 	int (*rope_freqs)(struct dev *d, const float *ids, const struct dev_positions *pos,

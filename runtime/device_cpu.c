@@ -500,6 +500,18 @@ static int cpu_silu(struct dev *d, const float *x, float *y, int64_t n)
 	return activation(cpu(d), x, y, n, false, silu_range);
 }
 
+static void tanh_range(const void *a, int64_t lo, int64_t hi)
+{
+	const struct act_args *r = a;
+
+	k_tanh(r->x + lo, r->y + lo, hi - lo);
+}
+
+static int cpu_tanh(struct dev *d, const float *x, float *y, int64_t n)
+{
+	return activation(cpu(d), x, y, n, false, tanh_range);
+}
+
 static int cpu_binary(struct dev *d, enum k_binop op, const float *a, const int64_t *ashape,
 		      const float *b, const int64_t *bshape, float *out, const int64_t *oshape,
 		      int nd)
@@ -752,7 +764,7 @@ static void timestep_range(const void *a, int64_t lo, int64_t hi)
  * (un)patchify permutations widen and round exactly. */
 static int cpu_timestep_embedding(struct dev *d, const float *t, float *y, int64_t n,
 				  int64_t dim, bool flip, double shift, double scale,
-				  double max_period, double input_scale)
+				  double max_period, double input_scale, bool input_scale_f32)
 {
 	struct cpu_dev *c = cpu(d);
 	struct rows_args a = { .in = t, .y = y, .dim = dim, .flag = flip, .shift = shift,
@@ -768,8 +780,10 @@ static int cpu_timestep_embedding(struct dev *d, const float *t, float *y, int64
 		/* diffusers' `timestep.to(dtype) * 1000` multiplies in the
 		 * storage dtype (torch rounds the float product once): so does
 		 * input_scale here, through y (n * dim >= n elements, written
-		 * after) */
-		if (input_scale != 1) {
+		 * after); input_scale_f32 keeps the float32 product
+		 * (QwenImage21's `time_factor * timestep.float()`), which the
+		 * kernel forms */
+		if (input_scale != 1 && !input_scale_f32) {
 			for (int64_t i = 0; i < n; i++)
 				tw[i] *= (float)input_scale;
 			narrow_to(c, y, tw, n);
@@ -973,6 +987,7 @@ static const struct dev_ops cpu_ops = {
 	.norm_apply = cpu_norm_apply,
 	.gelu = cpu_gelu,
 	.silu = cpu_silu,
+	.tanh = cpu_tanh,
 	.binary = cpu_binary,
 	.modulate = cpu_modulate,
 	.copy2d = cpu_copy2d,

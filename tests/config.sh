@@ -283,4 +283,13 @@ chrono_refuses attention_head_dim 10 \
 	'ChronoEdit \(rope_temporal_skip_len\) with attention_head_dim % 6 >= 3 is not modelled' \
 	-D added_kv_proj_dim=20
 
+# Qwen-Image 2.1 (models/qwenimage21.plan; context_in_dim sizes txt_in,
+# which the cached step runs and drops: taken without effect)
+for f in qwen21 qwen21_odd qwen21_bf16; do takes "$f" qwenimage21 - -; done
+refuses qwen21 qwenimage21 causal_condition false 'causal_condition = false has no KV cache'
+refuses qwen21 qwenimage21 patch_size 2 'patch_size other than 1 is not modelled'
+refuses qwen21 qwenimage21 axes_dims_rope '[2, 2, 2]' 'sum\(axes_dims_rope\) must be attention_head_dim'
+refuses qwen21 qwenimage21 axes_dims_rope '[2, 2, 2, 2]' 'axes_dims_rope must have 3 entries'
+takes qwen21 qwenimage21 context_in_dim 99
+
 summary config

@@ -249,6 +249,16 @@ else
 	RUN_OPTS="--dtype bf16"
 	case_ qknorm-tp2-bf16 $Q tp "tp = 2" ""
 	RUN_OPTS=
+	# tanh (tests/plans/tanh.plan): the activation between a colwise and a
+	# rowwise linear (sharded), and a replicated gate, with context
+	# parallelism, 3 heads and an odd ffn (21) under tp 3, and bf16 storage
+	TH=tests/plans/tanh.plan
+	case_ tanh-tp2 $TH tp "tp = 2" ""
+	case_ tanh-tp3 $TH tp "tp = 3" "" -D ffn=21 -D hidden=30 -D heads=3
+	case_ tanh-ring2xulysses2xtp2 $TH usp_tp "ring = 2, ulysses = 2, tp = 2" ""
+	RUN_OPTS="--dtype bf16"
+	case_ tanh-tp2-bf16 $TH tp "tp = 2" ""
+	RUN_OPTS=
 	# sequence-parallel TP (tests/plans/sp.plan): reduce-scatters and
 	# all-gathers over tp; an uneven sequence (50 over 3), with cfg, with
 	# distributed q/k norms

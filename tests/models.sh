@@ -189,6 +189,14 @@ for f in glob.glob(os.path.join(sys.argv[2], "*.safetensors")):
         h = json.loads(fh.read(n))
     h.pop("__metadata__", None)
     ckpt.update({k: v["shape"] for k, v in h.items()})
+# the checkpoint's tensors a model leaves unbound on purpose (the prefixes
+# after the two paths: modules diffusers runs and then drops the output of)
+unused = [k for k in ckpt if any(k.startswith(p) for p in sys.argv[3:])]
+if sys.argv[3:] and not unused:
+    print(f"no tensor of {', '.join(sys.argv[3:])} in the checkpoint")
+    sys.exit(1)
+for k in unused:
+    del ckpt[k]
 missing = sorted(set(ckpt) - set(graph))
 extra = sorted(set(graph) - set(ckpt))
 shape = sorted(k for k in set(ckpt) & set(graph) if ckpt[k] != graph[k])
@@ -214,7 +222,9 @@ bound() {
 		sed 's/^/      /' "$tmp/out" | head -10
 		return
 	fi
-	python3 "$tmp/bound.py" "$tmp/inspect.json" "$FIX/$b_fix/transformer" >"$tmp/out" 2>&1
+	# shellcheck disable=SC2086 # BOUND_UNUSED: prefixes, one word each
+	python3 "$tmp/bound.py" "$tmp/inspect.json" "$FIX/$b_fix/transformer" ${BOUND_UNUSED:-} \
+		>"$tmp/out" 2>&1
 	b_rc=$?
 	if [ "$b_want" = fail ] && [ $b_rc = 1 ]; then
 		pass=$((pass + 1))
@@ -403,11 +413,15 @@ else
 	sed 's/split(img_ids, dim = 1)/split(img_ids, dim = 0)/' models/flux2.plan >"$tmp/mutated/flux2.plan"
 	sed 's/split(encoder_attention_mask, dim = 1)/split(encoder_attention_mask, dim = 0)/' \
 		models/ltx.plan >"$tmp/mutated/ltx.plan"
+	# Qwen-Image 2.1's _tp_plan without its SwiGLU gate_layer
+	sed '/"transformer_blocks.\*.img_mlp.gate_layer" *: colwise;/d' models/qwenimage21.plan \
+		>"$tmp/mutated/qwenimage21.plan"
 	python3 tests/models_plans.py --models "$tmp/mutated" "$FIX"/*/fixture.json >"$tmp/out" 2>&1
 	if [ $? = 1 ] && grep -q 'flux.plan plan flux_usp: missing "" : split(txt_ids, dim = 0)' \
 		"$tmp/out" && grep -q 'wan.plan plan wan_ring: missing "rope" : split(out.0, dim = 1)' \
 		"$tmp/out" && grep -q 'ltx.plan plan ltx_usp: missing "" : split(encoder_attention_mask, dim = 1)' \
 		"$tmp/out" && grep -q 'flux2.plan plan flux2_ring: missing "" : split(img_ids, dim = 1)' \
+		"$tmp/out" && grep -q 'qwenimage21.plan plan qwenimage21_tp: missing "transformer_blocks.\*.img_mlp.gate_layer" : colwise' \
 		"$tmp/out"; then
 		pass=$((pass + 1))
 		printf "ok    %-28s %s plans missing a rule (fail, as they must)\n" \
@@ -936,6 +950,92 @@ else
 		chronoedit_ring "ring = 2" "$FIX/chronoedit/transformer" "$FIX/chronoedit/inputs.safetensors"
 	control control-chronoedit-frame-early chronoedit "$tmp/chronoedit_early/chronoedit.plan" \
 		chronoedit_single "tp = 1" "$FIX/chronoedit/transformer" "$FIX/chronoedit/inputs.safetensors"
+fi
+
+# --- Qwen-Image 2.1 (models/qwenimage21.plan: the cached decode step; the
+# _tp_plan is the class's, the context plans are dtpc's own) ------------------
+for f in qwen21 qwen21_odd qwen21_bf16; do
+	for x in fixture.json inputs.safetensors expected.safetensors transformer/config.json; do
+		if [ ! -f "$FIX/$f/$x" ]; then
+			echo "FAIL  $FIX/$f/$x is missing (tools/gen_models.py makes it)"
+			fail=$((fail + 1))
+		fi
+	done
+done
+if [ "$MODE" = mpi ]; then
+	case_ mpi-qwen21-usp qwen21 qwenimage21 qwenimage21_usp "ring = 2, ulysses = 2" "$AA"
+	case_ mpi-qwen21-ulysses2xtp2 qwen21 qwenimage21 qwenimage21_tp_usp \
+		"ring = 1, ulysses = 2, tp = 2" ""
+	case_ mpi-qwen21-odd-ring-any3-presharded qwen21_odd qwenimage21 qwenimage21_ring_anything \
+		"ring = 3" "ring_anything = true, $AG" shard
+else
+	# 4 heads x 8, 2 blocks, batch 2 (sample 1 pads 3 of its 8 text
+	# tokens), a 3 x 4 target: 12 queries, 8 cached + 12 keys
+	full case_ qwen21-1rank qwen21 qwenimage21 qwenimage21_tp "tp = 1" ""
+	full case_ qwen21-tp2 qwen21 qwenimage21 qwenimage21_tp "tp = 2" ""
+	case_ qwen21-tp4 qwen21 qwenimage21 qwenimage21_tp "tp = 4" ""
+	full case_ qwen21-ulysses2 qwen21 qwenimage21 qwenimage21_ulysses "ulysses = 2" ""
+	full case_ qwen21-ulysses4 qwen21 qwenimage21 qwenimage21_ulysses "ulysses = 4" ""
+	full case_ qwen21-ring2-allgather qwen21 qwenimage21 qwenimage21_ring "ring = 2" "$AG"
+	full case_ qwen21-ring4-alltoall qwen21 qwenimage21 qwenimage21_ring_alltoall "ring = 4" "$AA"
+	case_ qwen21-usp qwen21 qwenimage21 qwenimage21_usp "ring = 2, ulysses = 2" "$AG"
+	full case_ qwen21-ulysses2xtp2 qwen21 qwenimage21 qwenimage21_tp_usp \
+		"ring = 1, ulysses = 2, tp = 2" ""
+	case_ qwen21-ring2xtp2-presharded qwen21 qwenimage21 qwenimage21_tp_usp \
+		"ring = 2, ulysses = 1, tp = 2" "$AA" shard
+	# the corners: 3 heads, 3 blocks, mlp_ratio 2, out_channels null, 20
+	# queries and 7 cached text tokens (tp 3 and the anything modes)
+	full case_ qwen21-odd-1rank qwen21_odd qwenimage21 qwenimage21_tp "tp = 1" ""
+	full case_ qwen21-odd-tp3 qwen21_odd qwenimage21 qwenimage21_tp "tp = 3" ""
+	full case_ qwen21-odd-ulysses-any2 qwen21_odd qwenimage21 qwenimage21_ulysses_anything \
+		"ulysses = 2" "ulysses_anything = true"
+	case_ qwen21-odd-ring-any3 qwen21_odd qwenimage21 qwenimage21_ring_anything "ring = 3" \
+		"ring_anything = true, $AG"
+	full case_ qwen21-odd-ring-any4 qwen21_odd qwenimage21 qwenimage21_ring_anything "ring = 4" \
+		"ring_anything = true, $AA"
+	# bf16 (--dtype bf16): 2 heads x 16, a 4 x 4 target, 8 text tokens
+	full case_ qwen21-bf16-1rank qwen21_bf16 qwenimage21 qwenimage21_tp "tp = 1" ""
+	full case_ qwen21-bf16-tp2 qwen21_bf16 qwenimage21 qwenimage21_tp "tp = 2" ""
+	case_ qwen21-bf16-ulysses2 qwen21_bf16 qwenimage21 qwenimage21_ulysses "ulysses = 2" ""
+	full case_ qwen21-bf16-ring2-alltoall qwen21_bf16 qwenimage21 qwenimage21_ring_alltoall \
+		"ring = 2" "$AA"
+
+	# every tensor but txt_in's (the cached step computes txt_in and drops
+	# it: the text is in the cache); the control: with nothing left out on
+	# purpose, txt_in is reported unbound
+	for f in qwen21 qwen21_odd qwen21_bf16; do
+		BOUND_UNUSED=txt_in. bound "bound-$f" ok $f qwenimage21 qwenimage21_tp
+	done
+	bound control-bound-qwen21-txt-in fail qwen21 qwenimage21 qwenimage21_tp
+
+	# negative controls: one element of a block's gate_layer weight off by
+	# 0.25; the cached keys taken from the next block's columns; the gates
+	# without their tanh; one text token's mask flipped to 0 (the
+	# key-padding mask must reach the cached keys); bf16 with 1000 · t
+	# rounded to bf16
+	mkdir -p "$tmp/perturbed_qwen21"
+	cp "$FIX/qwen21/transformer/config.json" "$tmp/perturbed_qwen21/"
+	safetensors_edit "$FIX/qwen21/transformer/diffusion_pytorch_model.safetensors" \
+		"$tmp/perturbed_qwen21/diffusion_pytorch_model.safetensors" \
+		transformer_blocks.1.img_mlp.gate_layer.weight 0.25
+	control control-qwen21-perturbed-weight qwen21 qwenimage21 qwenimage21_ulysses "ulysses = 2" \
+		"$tmp/perturbed_qwen21" "$FIX/qwen21/inputs.safetensors"
+	sed 's/start = i \* num_attention_heads/start = ((i + 1) % num_layers) * num_attention_heads/' \
+		models/qwenimage21.plan >"$tmp/qwen21_layer_off.plan"
+	control control-qwen21-cache-layer-off qwen21 "$tmp/qwen21_layer_off.plan" qwenimage21_tp \
+		"tp = 1" "$FIX/qwen21/transformer" "$FIX/qwen21/inputs.safetensors"
+	sed 's/gate\([12]\)_tanh *= tanh(gate[12]);/gate\1_tanh = gate\1;/' \
+		models/qwenimage21.plan >"$tmp/qwen21_no_tanh.plan"
+	control control-qwen21-no-tanh qwen21 "$tmp/qwen21_no_tanh.plan" qwenimage21_tp "tp = 1" \
+		"$FIX/qwen21/transformer" "$FIX/qwen21/inputs.safetensors"
+	safetensors_edit "$FIX/qwen21/inputs.safetensors" "$tmp/qwen21_unmasked.safetensors" \
+		encoder_hidden_states_mask -1
+	control control-qwen21-mask-ignored qwen21 qwenimage21 qwenimage21_ring "ring = 2" \
+		"$FIX/qwen21/transformer" "$tmp/qwen21_unmasked.safetensors"
+	sed 's/input_scale_f32 = true/input_scale_f32 = false/' models/qwenimage21.plan \
+		>"$tmp/qwen21_rounded_t.plan"
+	control control-qwen21-bf16-rounded-timestep qwen21_bf16 "$tmp/qwen21_rounded_t.plan" \
+		qwenimage21_tp "tp = 1" "$FIX/qwen21_bf16/transformer" "$FIX/qwen21_bf16/inputs.safetensors"
 fi
 
 summary models

@@ -579,6 +579,87 @@ CASES.update({
                                              txt_seq=512, img_seq=3)),
 })
 
+
+# --- Qwen-Image 2.1 (QwenImage21Transformer2DModel) ------------------------------
+from diffusers.models.transformers.transformer_qwenimage21 import (  # noqa: E402  (this section's)
+    QwenImage21KVCache, QwenImage21Transformer2DModel)
+
+
+def qwen21_inputs(cfg, gen, batch, height, width, txt_seq, pad):
+    """Text to image (no condition images): a txt_seq-token prompt (sample b
+    pads its last pad[b]), a height x width target in latent tokens. The
+    cache inputs are filled by qwen21_forward: diffusers' own first step."""
+    x = {
+        "hidden_states": torch.randn(batch, height * width, cfg["in_channels"], generator=gen),
+        "encoder_hidden_states": torch.randn(batch, txt_seq, cfg["context_in_dim"], generator=gen),
+        "encoder_hidden_states_mask": padded_mask(batch, txt_seq, pad),
+        "timestep": torch.rand(batch, generator=gen),
+        # the first step's latents and timestep: the cache must not depend on them
+        "prefill_hidden_states": torch.randn(batch, height * width, cfg["in_channels"], generator=gen),
+    }
+    shape = {"batch": batch, "height": height, "width": width, "txt_seq": txt_seq}
+    return x, shape, {"img_shapes": [[[1, height, width]]] * batch, "kv_cache_mode": "cached"}
+
+
+def qwen21_forward(m, args, x):
+    """QwenImage21Pipeline's steps with its default use_kv_cache: step 0 with
+    kv_cache_mode "extract" fills the cache, a later step decodes from it
+    ("cached"; what models/qwenimage21.plan is). The cache goes into the
+    fixture's inputs x as kv_cache_k / _v [B, txt_seq, num_layers * inner]
+    (block i's K at columns i * inner ...), from the first run (the case's
+    dtype; the bf16 case's float32 rerun keeps it). The decode is checked against the
+    same step run without a cache (the full block-causal prefill)."""
+    batch, txt_seq = args["encoder_hidden_states"].shape[:2]
+    tokens = args["hidden_states"].shape[1]
+    # the pipeline's image_pad_mask of text to image: no image slot in the
+    # prompt, then one per 2 x 2 group of target latents (append_target_slots)
+    img_mask = torch.cat([torch.zeros(batch, txt_seq, dtype=torch.bool),
+                          torch.ones(batch, tokens // 4, dtype=torch.bool)], dim=1)
+    common = dict(encoder_hidden_states=args["encoder_hidden_states"],
+                  encoder_hidden_states_mask=args["encoder_hidden_states_mask"].bool(),
+                  img_shapes=args["img_shapes"], img_mask=img_mask, return_dict=False)
+    cache = QwenImage21KVCache(len(m.transformer_blocks))
+    m(hidden_states=args["prefill_hidden_states"], timestep=torch.ones_like(args["timestep"]),
+      kv_cache=cache, kv_cache_mode="extract", **common)
+    sample = m(hidden_states=args["hidden_states"], timestep=args["timestep"], kv_cache=cache,
+               kv_cache_mode="cached", **common)[0]
+    full = m(hidden_states=args["hidden_states"], timestep=args["timestep"], **common)[0][:, txt_seq:]
+    err = rel_error(sample, full)
+    assert err < (2e-2 if sample.dtype == torch.bfloat16 else 1e-5), f"cached vs full step: {err}"
+    x.setdefault("kv_cache_k", torch.cat([c.k.flatten(2) for c in cache.layer_caches], dim=2))
+    x.setdefault("kv_cache_v", torch.cat([c.v.flatten(2) for c in cache.layer_caches], dim=2))
+    return sample
+
+
+CASES.update({
+    # 4 heads x 8 (axes 2, 2, 4), 2 blocks, a 3 x 4 target (an odd height:
+    # centred rows -2..0; frame position 8), 8 text tokens of which sample 1
+    # pads the last 3, in_channels 12, out_channels 8
+    "qwen21": dict(
+        cls=QwenImage21Transformer2DModel, model="qwenimage21", forward=qwen21_forward,
+        cfg=dict(in_channels=12, out_channels=8, num_layers=2, attention_head_dim=8,
+                 num_attention_heads=4, context_in_dim=10, axes_dims_rope=[2, 2, 4]),
+        inputs=lambda cfg, gen: qwen21_inputs(cfg, gen, batch=2, height=3, width=4, txt_seq=8,
+                                              pad=[0, 3])),
+    # the odd corners: 3 heads x 8, 3 blocks, mlp_ratio 2, a 5 x 4 target ->
+    # 20 tokens, 7 text tokens (only the anything modes and tp 3 split them)
+    "qwen21_odd": dict(
+        cls=QwenImage21Transformer2DModel, model="qwenimage21", forward=qwen21_forward,
+        cfg=dict(in_channels=8, out_channels=None, num_layers=3, attention_head_dim=8,
+                 num_attention_heads=3, context_in_dim=6, mlp_ratio=2, axes_dims_rope=[4, 2, 2]),
+        inputs=lambda cfg, gen: qwen21_inputs(cfg, gen, batch=1, height=5, width=4, txt_seq=7,
+                                              pad=[2])),
+    # bf16: 2 heads x 16, 2 blocks, a 4 x 4 target, 8 text tokens
+    "qwen21_bf16": dict(
+        cls=QwenImage21Transformer2DModel, model="qwenimage21", forward=qwen21_forward,
+        dtype=torch.bfloat16,
+        cfg=dict(in_channels=8, out_channels=8, num_layers=2, attention_head_dim=16,
+                 num_attention_heads=2, context_in_dim=8, axes_dims_rope=[4, 4, 8]),
+        inputs=lambda cfg, gen: qwen21_inputs(cfg, gen, batch=1, height=4, width=4, txt_seq=8,
+                                              pad=[1])),
+})
+
+
 def parallel_plans(cls):
     """The class's _cp_plan and _tp_plan as JSON (tests/models_plans.py checks
     that models/*.plan writes them): a _cp_plan entry's inputs by port (a
@@ -646,6 +727,8 @@ def gen(name):
         if "rope_interpolation_scale" in extra_args:
             args["rope_interpolation_scale"] = tuple(extra_args["rope_interpolation_scale"])
         with torch.no_grad():
+            if "forward" in case:  # a case whose forward is more than one call
+                return case["forward"](m, args, x)
             return m(**args, return_dict=False)[0]
 
     sample = run(dtype)

@@ -35,6 +35,7 @@ static bool shape_timestep_embedding(struct op_ctx *I, struct ir_op *o, const st
 	out->d[out->nd++] = v[1].i;
 	o->attr[0] = v[1].i;
 	o->flag = v[2].i;
+	o->attr[1] = v[7].i; /* input_scale_f32 */
 	o->fattr[0] = v[3].f;
 	o->fattr[1] = v[4].f;
 	o->fattr[2] = v[5].f;
@@ -192,7 +193,8 @@ static void lower_timestep_embedding(const struct op_lowered *X, const struct ir
 		.scale = o->fattr[1],
 		.max_period = o->fattr[2],
 		.input_scale = o->fattr[3],
-		.flip = o->flag });
+		.flip = o->flag,
+		.input_scale_f32 = o->attr[1] });
 }
 
 static void lower_ids(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)

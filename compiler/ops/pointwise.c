@@ -1,4 +1,4 @@
-/* pointwise.c — the shape rules of gelu, silu, add, mul and modulate. */
+/* pointwise.c — the shape rules of gelu, silu, tanh, add, mul and modulate. */
 #include <inttypes.h>
 #include <stdint.h>
 #include <string.h>
@@ -21,7 +21,7 @@ static bool shape_gelu(struct op_ctx *I, struct ir_op *o, const struct value *v,
 	return true;
 }
 
-static bool shape_silu(struct op_ctx *I, struct ir_op *o, const struct value *v,
+static bool shape_unary(struct op_ctx *I, struct ir_op *o, const struct value *v,
 		       struct ir_shape *out, int opi)
 {
 	const struct ir_shape *x = o->nin ? in_shape(I, o->in[0]) : NULL;
@@ -119,7 +119,8 @@ static void rule_pointwise(struct opctx *X)
 
 const struct op_compile op_compile_gelu = { .shape = shape_gelu, .layout = rule_pointwise,
 					    .lower = lower_gelu };
-const struct op_compile op_compile_silu = { .shape = shape_silu, .layout = rule_pointwise };
+const struct op_compile op_compile_silu = { .shape = shape_unary, .layout = rule_pointwise };
+const struct op_compile op_compile_tanh = { .shape = shape_unary, .layout = rule_pointwise };
 const struct op_compile op_compile_add = { .shape = shape_broadcast, .layout = rule_pointwise };
 const struct op_compile op_compile_mul = { .shape = shape_broadcast, .layout = rule_pointwise };
 const struct op_compile op_compile_modulate = { .shape = shape_broadcast,

@@ -31,6 +31,14 @@ void k_silu(const float *x, float *y, int64_t n)
 	k_vec_silu(x, y, n);
 }
 
+void k_tanh(const float *x, float *y, int64_t n)
+{
+	/* in double, rounded once: the correctly rounded float32 tanh, which
+	 * the CUDA kernel computes the same way (embed.c's rule) */
+	for (int64_t i = 0; i < n; i++)
+		y[i] = (float)tanh((double)x[i]);
+}
+
 void k_activation(enum k_act act, const float *x, float *y, int64_t n)
 {
 	switch (act) {

@@ -155,6 +155,10 @@ void k_gelu(const float *x, float *y, int64_t n, bool tanh_approx);
  * buffers. */
 void k_silu(const float *x, float *y, int64_t n);
 
+/* tanh of n floats, correctly rounded (computed in double). y may equal x.
+ * Callers own all buffers. */
+void k_tanh(const float *x, float *y, int64_t n);
+
 /* out = a op b with numpy broadcasting. The three shapes have nd dimensions
  * (0 <= nd <= K_MAX_DIMS), right-aligned with the caller padding with 1s;
  * every ashape[i] and bshape[i] is 1 or oshape[i]. out may equal an operand

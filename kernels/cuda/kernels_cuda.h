@@ -87,6 +87,7 @@ int kc_norm_apply(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t ro
 		  const void *b);
 int kc_gelu(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t n, bool tanh_approx);
 int kc_silu(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t n);
+int kc_tanh(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t n);
 int kc_binary(kc_ctx *c, enum kc_dtype t, enum kc_binop op, const void *a,
 	      const int64_t *ashape, const void *b, const int64_t *bshape, void *out,
 	      const int64_t *oshape, int nd);
@@ -130,7 +131,7 @@ int kc_lse_merge_acc(kc_ctx *c, enum kc_dtype acc, enum kc_dtype t, void *out, f
  * the CPU's bit for bit; axes_dim is a host array of at most 8. */
 int kc_timestep_embedding(kc_ctx *c, enum kc_dtype t, const void *ts, void *y, int64_t n,
 			  int64_t dim, bool flip, double shift, double scale, double max_period,
-			  double input_scale);
+			  double input_scale, bool input_scale_f32);
 /* rope_freqs' positions: ids (KC_POS_IDS), or computed in float32 in the
  * kernel as k_grid_ids (F, H, W, center) or k_text_ids (first) write them,
  * ids then unused (NULL). */

@@ -63,6 +63,15 @@ struct Silu {
 	}
 };
 
+/* in double, rounded once: the correctly rounded float32 tanh, as the CPU
+ * kernel (k_tanh) computes it, so the two devices agree bit for bit */
+struct Tanh {
+	__device__ float operator()(float x) const
+	{
+		return (float)tanh((double)x);
+	}
+};
+
 /* n elements as n / W chunks, then the n % W left over one by one. */
 template <typename T, int W, typename F>
 __global__ void unary_kernel(const T *x, T *y, int64_t n, F f)
@@ -664,6 +673,11 @@ extern "C" int kc_gelu(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64
 extern "C" int kc_silu(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t n)
 {
 	return unary(c, t, x, y, n, Silu{});
+}
+
+extern "C" int kc_tanh(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t n)
+{
+	return unary(c, t, x, y, n, Tanh{});
 }
 
 extern "C" int kc_binary(kc_ctx *c, enum kc_dtype t, enum kc_binop op, const void *a,

@@ -151,6 +151,11 @@ static int cuda_silu(struct dev *d, const float *x, float *y, int64_t n)
 	return fail(d, kc_silu(cd(d)->kc, cd(d)->t, x, y, n), "silu");
 }
 
+static int cuda_tanh(struct dev *d, const float *x, float *y, int64_t n)
+{
+	return fail(d, kc_tanh(cd(d)->kc, cd(d)->t, x, y, n), "tanh");
+}
+
 static int cuda_binary(struct dev *d, enum k_binop op, const float *a, const int64_t *ashape,
 		       const float *b, const int64_t *bshape, float *out, const int64_t *oshape,
 		       int nd)
@@ -214,10 +219,11 @@ static int cuda_lse_merge(struct dev *d, float *out, dtpc_dtype acc, float *lse,
 
 static int cuda_timestep_embedding(struct dev *d, const float *t, float *y, int64_t n,
 				   int64_t dim, bool flip, double shift, double scale,
-				   double max_period, double input_scale)
+				   double max_period, double input_scale, bool input_scale_f32)
 {
 	return fail(d, kc_timestep_embedding(cd(d)->kc, cd(d)->t, t, y, n, dim, flip, shift, scale,
-					     max_period, input_scale), "timestep_embedding");
+					     max_period, input_scale, input_scale_f32),
+		    "timestep_embedding");
 }
 
 static int cuda_rope_freqs(struct dev *d, const float *ids, const struct dev_positions *pos,
@@ -322,6 +328,7 @@ static const struct dev_ops cuda_ops = {
 	.norm_apply = cuda_norm_apply,
 	.gelu = cuda_gelu,
 	.silu = cuda_silu,
+	.tanh = cuda_tanh,
 	.binary = cuda_binary,
 	.modulate = cuda_modulate,
 	.copy2d = cuda_copy2d,

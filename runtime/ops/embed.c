@@ -120,7 +120,7 @@ static dtpc_status run_timestep_embedding(struct dtpc_session *s, const struct g
 	float *y = rt_data(s, out);
 	struct ga_timestep_embedding a = ga_timestep_embedding_get(o);
 	DEV(s, o, timestep_embedding, rt_data(s, x), y, s->numel[x], a.dim, a.flip,
-	    a.downscale_freq_shift, a.scale, a.max_period, a.input_scale);
+	    a.downscale_freq_shift, a.scale, a.max_period, a.input_scale, a.input_scale_f32);
 	return DTPC_OK;
 }
 

@@ -1,4 +1,4 @@
-/* pointwise.c — gelu, silu, add, mul and modulate on one rank. */
+/* pointwise.c — gelu, silu, tanh, add, mul and modulate on one rank. */
 #include <stdbool.h>
 
 #include "runtime/op_runtime.h"
@@ -40,6 +40,14 @@ static dtpc_status run_silu(struct dtpc_session *s, const struct g_op *o)
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
 	float *y = rt_data(s, out);
 	DEV(s, o, silu, rt_data(s, x), y, s->numel[x]);
+	return DTPC_OK;
+}
+
+static dtpc_status run_tanh(struct dtpc_session *s, const struct g_op *o)
+{
+	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
+	float *y = rt_data(s, out);
+	DEV(s, o, tanh, rt_data(s, x), y, s->numel[x]);
 	return DTPC_OK;
 }
 
@@ -87,6 +95,7 @@ static dtpc_status exec_modulate(struct dtpc_session *s, const struct g_op *o)
 
 const struct op_runtime op_runtime_gelu = { check_numel_kept, run_gelu };
 const struct op_runtime op_runtime_silu = { check_numel_kept, run_silu };
+const struct op_runtime op_runtime_tanh = { check_numel_kept, run_tanh };
 const struct op_runtime op_runtime_add = { check_binary, exec_binary };
 const struct op_runtime op_runtime_mul = { check_binary, exec_binary };
 const struct op_runtime op_runtime_modulate = { check_modulate, exec_modulate };

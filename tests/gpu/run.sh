@@ -18,6 +18,8 @@
 #            Ulysses, ring, USP, the anything modes) with --verify (against
 #            the one-rank CPU run, 1e-5) and against diffusers' sample (1e-5);
 #            its control (the mask replaced by ones) must fail
+#  qwen21    the same for Qwen-Image 2.1's cached step (tests/models.sh's
+#            qwen21 cases, f32 and bf16, and its 5 controls)
 #  bf16      the matrix and the fixtures again with every rank storing bf16
 #            (--dtype bf16; against the float32 references, 2e-2)
 #  graphs    CUDA graph replay on and off give the same outputs
@@ -115,6 +117,13 @@ DTPC_RUN_ARGS="--device cuda --verify" MODELS_ONLY="qwenimage-* control-mask-ign
 absorb models "$LOG/models-qwenimage.log"
 # a filter that matched nothing would pass: the 12 cases and the control ran
 if [ "$(grep -cE '^ok +(qwenimage-|control-mask-ignored)' "$LOG/models-qwenimage.log")" = 13 ]; then ok; else bad qwenimage-cases-ran; fi
+
+echo "== Qwen-Image 2.1 (tanh, the cached keys, masked attention) on the CUDA device ($(($(date +%s) - T0)) s)"
+DTPC_RUN_ARGS="--device cuda --verify" MODELS_ONLY="qwen21* control-qwen21*" \
+	timeout 240 sh tests/models.sh "$BUILD" >"$LOG/models-qwen21.log" 2>&1
+absorb models "$LOG/models-qwen21.log"
+# the 19 cases (f32 and bf16) and the 5 controls ran
+if [ "$(grep -cE '^ok +(qwen21|control-qwen21)' "$LOG/models-qwen21.log")" = 24 ]; then ok; else bad qwen21-cases-ran; fi
 
 echo "== the same in bf16 ($(($(date +%s) - T0)) s)"
 DTPC_RUN_ARGS="--device cuda --dtype bf16" timeout 240 sh tests/equiv.sh "$BUILD" \

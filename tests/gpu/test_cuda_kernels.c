@@ -468,11 +468,12 @@ static void test_norms(void)
 
 /* ---- activations --------------------------------------------------------------------------- */
 
-enum act { GELU, GELU_TANH, SILU };
+/* TANH: the tanh op (not a linear's fused activation) */
+enum act { GELU, GELU_TANH, SILU, TANH };
 
 static void test_act_case(int di, enum act a, int64_t n, int inplace, size_t off)
 {
-	static const char *const anames[] = {"gelu", "gelu_tanh", "silu"};
+	static const char *const anames[] = {"gelu", "gelu_tanh", "silu", "tanh"};
 	enum kc_dtype t = DTYPES[di];
 	char name[200];
 	float *x = hmalloc((size_t)n * sizeof *x), *ref = hmalloc((size_t)n * sizeof *ref);
@@ -490,6 +491,9 @@ static void test_act_case(int di, enum act a, int64_t n, int inplace, size_t off
 	if (a == SILU) {
 		k_silu(x, ref, n);
 		st = kc_silu(ctx, t, dx, dy, n);
+	} else if (a == TANH) {
+		k_tanh(x, ref, n);
+		st = kc_tanh(ctx, t, dx, dy, n);
 	} else {
 		k_gelu(x, ref, n, a == GELU_TANH);
 		st = kc_gelu(ctx, t, dx, dy, n, a == GELU_TANH);
@@ -504,7 +508,7 @@ static void test_activations(void)
 	static const int64_t sizes[] = {1, 7, 3077, 257 * 1000 + 3};
 
 	for (int di = 0; di < 3; di++) {
-		for (int a = GELU; a <= SILU; a++) {
+		for (int a = GELU; a <= TANH; a++) {
 			for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
 				test_act_case(di, (enum act)a, sizes[s], 0, 0);
 			test_act_case(di, (enum act)a, 3077, 1, 0);
@@ -907,7 +911,7 @@ static void test_rope(void)
  * double-precision sin/cos/exp/pow of the two libraries, i.e. nearly
  * always bit for bit). */
 static void test_timestep_case(int di, int64_t n, int64_t dim, bool flip, double shift,
-			       double scale, double max_period, double input_scale)
+			       double scale, double max_period, double input_scale, bool f32)
 {
 	enum kc_dtype t = DTYPES[di];
 	float *ts = hmalloc((size_t)n * sizeof *ts), *ref = hmalloc((size_t)(n * dim) * sizeof *ref);
@@ -918,16 +922,17 @@ static void test_timestep_case(int di, int64_t n, int64_t dim, bool flip, double
 	void *dt = dupload(t, ts, (size_t)n, 1), *dy = dpoison(t, (size_t)(n * dim), 0);
 
 	snprintf(name, sizeof name, "timestep_embedding %s n=%lld dim=%lld flip=%d shift=%g scale=%g "
-		 "max_period=%g input_scale=%g", DNAME[di], (long long)n, (long long)dim, flip, shift,
-		 scale, max_period, input_scale);
+		 "max_period=%g input_scale=%g%s", DNAME[di], (long long)n, (long long)dim, flip, shift,
+		 scale, max_period, input_scale, f32 ? " input_scale_f32" : "");
 	/* input_scale's product rounded to the storage dtype first, as the CPU
-	 * device does (diffusers' `timestep.to(dtype) * 1000`; float32: as is) */
+	 * device does (diffusers' `timestep.to(dtype) * 1000`; float32: as is),
+	 * or kept in float32 (f32: Qwen-Image 2.1's `time_factor * t.float()`) */
 	float *sc = hmalloc((size_t)n * sizeof *sc);
 	for (int64_t i = 0; i < n; i++)
-		sc[i] = round_to(t, ts[i] * (float)input_scale);
+		sc[i] = f32 ? ts[i] * (float)input_scale : round_to(t, ts[i] * (float)input_scale);
 	k_timestep_embedding(sc, ref, n, dim, flip, shift, scale, max_period, 1);
 	if (launched(name, kc_timestep_embedding(ctx, t, dt, dy, n, dim, flip, shift, scale,
-						 max_period, input_scale)))
+						 max_period, input_scale, f32)))
 		check_close(name, t, ddownload(t, dy, (size_t)(n * dim)), ref, (size_t)(n * dim));
 	end_case();
 }
@@ -1078,10 +1083,11 @@ static void test_embed(void)
 	static const int64_t flux[3] = {16, 56, 56}, odd[3] = {2, 10, 6};
 
 	for (int di = 0; di < 3; di++) {
-		test_timestep_case(di, 5, 256, true, 0, 1, 10000, 1000);
-		test_timestep_case(di, 5, 256, true, 0, 1000, 10000, 1);
-		test_timestep_case(di, 3, 33, false, 1, 1, 10000, 1);
-		test_timestep_case(di, 1000, 10, true, 0.5, 2.5, 77, 3);
+		test_timestep_case(di, 5, 256, true, 0, 1, 10000, 1000, false);
+		test_timestep_case(di, 5, 256, true, 0, 1, 10000, 1000, true);
+		test_timestep_case(di, 5, 256, true, 0, 1000, 10000, 1, false);
+		test_timestep_case(di, 3, 33, false, 1, 1, 10000, 1, false);
+		test_timestep_case(di, 1000, 10, true, 0.5, 2.5, 77, 3, false);
 		for (int f64 = 0; f64 < 2; f64++)
 			for (int sine = 0; sine < 2; sine++) {
 				test_rope_freqs_case(di, 37, 3, flux, sine, f64);

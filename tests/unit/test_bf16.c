@@ -642,7 +642,8 @@ static void test_timestep(struct dev *d, enum k_dtype dt)
 	uint16_t *t = rand_in(dt, n, tf, 4), *y = malloc((size_t)(n * dim) * 2);
 	double *ref = malloc((size_t)(n * dim) * sizeof *ref);
 
-	d->ops->timestep_embedding(d, (float *)t, (float *)y, n, dim, true, shift, 1, max_period, 1);
+	d->ops->timestep_embedding(d, (float *)t, (float *)y, n, dim, true, shift, 1, max_period, 1,
+				   false);
 	for (int64_t i = 0; i < n; i++) {
 		for (int64_t k = 0; k < half; k++) {
 			double a = tf[i] * exp(-log(max_period) * (double)k / ((double)half - shift));
@@ -657,35 +658,44 @@ static void test_timestep(struct dev *d, enum k_dtype dt)
 		control_truncation("bf16 timestep_embedding", ref, n * dim);
 
 	/* input_scale 1000 (Flux): t * 1000 rounded to dt first, as diffusers'
-	 * `timestep.to(dtype) * 1000`; control: the unrounded product's table
-	 * is not what the device gives */
-	for (int rounded = 1; rounded >= 0; rounded--) {
+	 * `timestep.to(dtype) * 1000`; with input_scale_f32 (Qwen-Image 2.1's
+	 * `time_factor * timestep.float()`) the float32 product. Controls: each
+	 * is not the other's table */
+	for (int f32 = 0; f32 <= 1; f32++) {
 		d->ops->timestep_embedding(d, (float *)t, (float *)y, n, dim, true, shift, 1,
-					   max_period, 1000);
-		for (int64_t i = 0; i < n; i++) {
-			float ts = tf[i] * 1000.0f;
-			uint16_t r;
+					   max_period, 1000, f32);
+		for (int rounded = 1; rounded >= 0; rounded--) {
+			for (int64_t i = 0; i < n; i++) {
+				float ts = tf[i] * 1000.0f;
+				uint16_t r;
 
-			k_convert(&r, dt, &ts, K_F32, 1);
-			if (rounded)
-				k_convert(&ts, K_F32, &r, dt, 1);
-			for (int64_t k = 0; k < half; k++) {
-				/* angles up to 4000 rad: the op's float32 steps
-				 * (docs/language.md), then sin and cos in float64 */
-				float ex = (float)-log(max_period) * (float)k / (float)((double)half - shift);
-				double a = (float)(ts * (float)exp((double)ex));
+				k_convert(&r, dt, &ts, K_F32, 1);
+				if (rounded)
+					k_convert(&ts, K_F32, &r, dt, 1);
+				for (int64_t k = 0; k < half; k++) {
+					/* angles up to 4000 rad: the op's float32
+					 * steps (docs/language.md), then sin and cos
+					 * in float64 */
+					float ex = (float)-log(max_period) * (float)k /
+						   (float)((double)half - shift);
+					double a = (float)(ts * (float)exp((double)ex));
 
-				ref[i * dim + k] = cos(a);
-				ref[i * dim + half + k] = sin(a);
+					ref[i * dim + k] = cos(a);
+					ref[i * dim + half + k] = sin(a);
+				}
 			}
+			double h = dt_half_ulps(dt, y, ref, n * dim);
+			if (rounded != f32)
+				UNIT_CHECK(h <= 1.02, "%s timestep_embedding, input_scale 1000%s: t * 1000 "
+					   "%s, then float64 (worst %.3f half-ulps)", dt_name(dt),
+					   f32 ? ", input_scale_f32" : "",
+					   f32 ? "in float32" : "rounded to the storage dtype", h);
+			else
+				UNIT_CHECK(h > 100, "%s timestep_embedding%s: control: t * 1000 %s gives "
+					   "another table (worst %.0f half-ulps)", dt_name(dt),
+					   f32 ? ", input_scale_f32" : "",
+					   rounded ? "rounded" : "unrounded", h);
 		}
-		double h = dt_half_ulps(dt, y, ref, n * dim);
-		if (rounded)
-			UNIT_CHECK(h <= 1.02, "%s timestep_embedding, input_scale 1000: t * 1000 rounded "
-				   "to %s, then float64 (worst %.3f half-ulps)", dt_name(dt), dt_name(dt), h);
-		else
-			UNIT_CHECK(h > 100, "%s timestep_embedding: control: the unrounded t * 1000 "
-				   "gives another table (worst %.0f half-ulps)", dt_name(dt), h);
 	}
 	free(t);
 	free(y);

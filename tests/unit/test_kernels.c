@@ -393,6 +393,17 @@ static void test_activations(void)
 	k_silu(x, y, n);
 	e = err_elem(y, ref, n);
 	UNIT_CHECK(e <= TOL_ELEM, "silu: elementwise %.2e <= %.0e", e, TOL_ELEM);
+
+	for (int64_t i = 0; i < n; i++)
+		ref[i] = tanh((double)x[i]);
+	k_tanh(x, y, n);
+	e = err_elem(y, ref, n);
+	UNIT_CHECK(e <= TOL_ELEM, "tanh: elementwise %.2e <= %.0e", e, TOL_ELEM);
+	/* saturated, and odd: exactly +-1 far out, -0 kept */
+	float far[3] = { 40.0f, -40.0f, -0.0f }, fy[3];
+	k_tanh(far, fy, 3);
+	UNIT_CHECK(fy[0] == 1.0f && fy[1] == -1.0f && fy[2] == 0.0f && signbit(fy[2]),
+		   "tanh: saturates to +-1 and keeps -0");
 	free(x);
 	free(y);
 	free(ref);
