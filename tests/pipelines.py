@@ -74,6 +74,13 @@ CASES = {
         ("ulysses-any2", "wan_ulysses_anything", "ulysses = 2", None),
         ("ffn-tp2xulysses3", "wan_ffn_tp_ulysses", "ulysses = 3, tp = 2", None),
     ],
+    # Wan 2.2 TI2V's per-token timesteps (WanPipeline(expand_timesteps=True)): the
+    # same tiny Wan, 18 tokens, the timesteps split with them (wan_ti2v_* plans)
+    "wan_ti2v": [
+        ("usp-ring2xulysses3", "wan_ti2v_usp", "ring = 2, ulysses = 3", None),
+        ("ulysses-any2", "wan_ti2v_ulysses_anything", "ulysses = 2", None),
+        ("ring-any4", "wan_ti2v_ring_anything", "ring = 4", "ring_anything = true, " + AG),
+    ],
     # 4 heads, 3 x 8 x 8 = 192 video tokens, 8 text tokens (2 masked), batch 2 (CFG)
     "ltx": [
         ("tp2", "ltx_tp", "tp = 2", None),
@@ -106,12 +113,14 @@ PERTURB = {"flux_dev": "single_transformer_blocks.1.attn.norm_k.weight",
            "flux_schnell": "transformer_blocks.0.attn.to_k.weight",
            "qwenimage": "transformer_blocks.1.img_mlp.net.2.weight",
            "wan": "blocks.1.attn1.to_out.0.weight",
+           "wan_ti2v": "blocks.1.attn1.to_out.0.weight",
            "ltx": "transformer_blocks.0.attn2.to_v.weight",
            "sd3": "transformer_blocks.0.attn.to_add_out.weight",
            "flux2": "single_transformer_blocks.1.attn.to_qkv_mlp_proj.weight"}
 # the cache_context names of a run's calls (2 steps): which CFG branch each call is
 CACHE_NAMES = {"flux_dev": ["cond"] * 2, "flux_schnell": ["cond", "uncond"] * 2,
                "qwenimage": ["cond", "uncond"] * 2, "wan": ["cond", "uncond"] * 2,
+               "wan_ti2v": ["cond", "uncond"] * 2,
                "ltx": ["cond_uncond"] * 2, "sd3": [None] * 2,
                "flux2": [None] * 2}
 # the bf16 comparison's control where the perturbed weight moves the image past 2e-2
@@ -187,7 +196,7 @@ def build(fam, dtype=None):
                   negative_prompt_embeds=torch.randn(1, 5, 16),
                   negative_prompt_embeds_mask=torch.ones(1, 5, dtype=torch.long),
                   true_cfg_scale=3.0, height=24, width=40)
-    elif fam in ("wan", "wan22"):
+    elif fam in ("wan", "wan22", "wan_ti2v"):
         vae = d.AutoencoderKLWan(base_dim=3, z_dim=16, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
                                  temperal_downsample=[False, True, True])
         tr = d.WanTransformer3DModel(
@@ -198,7 +207,8 @@ def build(fam, dtype=None):
         tr2 = d.WanTransformer3DModel(**tr.config) if fam == "wan22" else None
         pipe = d.WanPipeline(tokenizer=None, text_encoder=None, vae=vae, transformer=tr,
                              transformer_2=tr2, boundary_ratio=0.5 if tr2 else None,
-                             scheduler=d.FlowMatchEulerDiscreteScheduler(shift=7.0))
+                             scheduler=d.FlowMatchEulerDiscreteScheduler(shift=7.0),
+                             expand_timesteps=fam == "wan_ti2v")
         # 9 frames of 32 x 48: latent 3 x 4 x 6, 3 x 2 x 3 = 18 tokens; CFG (two calls)
         kw = dict(prompt_embeds=torch.randn(1, 7, 32), negative_prompt_embeds=torch.randn(1, 7, 32),
                   guidance_scale=4.0, height=32, width=48, num_frames=9)

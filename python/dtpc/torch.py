@@ -104,16 +104,30 @@ def _flux(config, a):
 
 
 def _wan(config, a):
-    _must_be_none(a, "encoder_hidden_states_image")
     _attention_kwargs(a, "attention_kwargs")
-    hs, ehs = a["hidden_states"], a["encoder_hidden_states"]
-    if torch.is_tensor(a["timestep"]) and a["timestep"].ndim == 2:
-        raise DtpcError("timestep: per-token timesteps [B, S] (Wan 2.2 TI2V, "
-                        "expand_timesteps) are not modelled; one per sample [B] is")
+    hs, ehs, img = a["hidden_states"], a["encoder_hidden_states"], a.get("encoder_hidden_states_image")
     b, _, f, h, w = hs.shape
-    return ({"batch": b, "num_frames": f, "height": h, "width": w, "txt_seq": ehs.shape[1]},
-            {"hidden_states": _tensor(hs), "encoder_hidden_states": _tensor(ehs),
-             "timestep": _batch_vector(a, "timestep", b)})
+    defines = {"batch": b, "num_frames": f, "height": h, "width": w, "txt_seq": ehs.shape[1]}
+    inputs = {"hidden_states": _tensor(hs), "encoder_hidden_states": _tensor(ehs)}
+    t = a["timestep"]
+    if torch.is_tensor(t) and t.ndim == 2:
+        # Wan 2.2 TI2V (expand_timesteps): a timestep per patch token, [B, S]; the
+        # plans that split it with the tokens are wan_ti2v_* (models/wan.plan)
+        defines["ts_seq_len"] = t.shape[1]
+        inputs["timestep"] = _tensor(t)
+    else:
+        inputs["timestep"] = _batch_vector(a, "timestep", b)
+    if img is not None:
+        # image-to-video: the image encoder's tokens (FLF2V: two frames', [2B, S, D])
+        if config.get("image_dim") is None:
+            raise DtpcError("encoder_hidden_states_image: given, but this transformer has no "
+                            "image embedder (image_dim is None)")
+        defines["img_seq"] = img.shape[1]
+        inputs["encoder_hidden_states_image"] = _tensor(img)
+    elif config.get("image_dim") is not None:
+        raise DtpcError("encoder_hidden_states_image: required by an image-to-video Wan "
+                        "(image_dim is set)")
+    return defines, inputs
 
 
 def _qwenimage(config, a):
@@ -201,6 +215,8 @@ _FAMILIES = {
     "FluxTransformer2DModel": ("flux.plan", _flux),
     "Flux2Transformer2DModel": ("flux2.plan", _flux2),
     "WanTransformer3DModel": ("wan.plan", _wan),
+    # ChronoEdit is Wan's forward with another RoPE: plans over wan.plan's model
+    "ChronoEditTransformer3DModel": ("chronoedit.plan", _wan),
     "QwenImageTransformer2DModel": ("qwenimage.plan", _qwenimage),
     "LTXVideoTransformer3DModel": ("ltx.plan", _ltx),
     "SD3Transformer2DModel": ("sd3.plan", _sd3),
