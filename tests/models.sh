@@ -159,15 +159,19 @@ open(dst, "wb").write(bytes(b))
 PY
 }
 
-for f in flux_dev flux_schnell flux_bf16 flux_bf16_t flux_patch2 wan wan_bf16 wan_patch221 qwenimage \
-	qwenimage_frames2 ltx ltx_odd ltx_bf16; do
-	for x in fixture.json inputs.safetensors expected.safetensors transformer/config.json; do
-		if [ ! -f "$FIX/$f/$x" ]; then
-			echo "FAIL  $FIX/$f/$x is missing (tools/gen_models.py makes it)"
-			fail=$((fail + 1))
-		fi
+# fixtures_present CASE...: every file tools/gen_models.py makes for each case is there
+fixtures_present() {
+	for f; do
+		for x in fixture.json inputs.safetensors expected.safetensors transformer/config.json; do
+			if [ ! -f "$FIX/$f/$x" ]; then
+				echo "FAIL  $FIX/$f/$x is missing (tools/gen_models.py makes it)"
+				fail=$((fail + 1))
+			fi
+		done
 	done
-done
+}
+fixtures_present flux_dev flux_schnell flux_bf16 flux_bf16_t flux_patch2 wan wan_bf16 wan_patch221 qwenimage \
+	qwenimage_frames2 ltx ltx_odd ltx_bf16
 
 # full CMD...: a case of the plain pass only; the sanitizer pass (DTPC_SAN,
 # from run.sh) runs the others, one or two per fixture, at a third of the time
@@ -474,14 +478,7 @@ else
 fi
 
 # ---- Flux.2: models/flux2.plan (Flux2Transformer2DModel) -----------------------------------
-for f in flux2_dev flux2_odd flux2_bf16; do
-	for x in fixture.json inputs.safetensors expected.safetensors transformer/config.json; do
-		if [ ! -f "$FIX/$f/$x" ]; then
-			echo "FAIL  $FIX/$f/$x is missing (tools/gen_models.py makes it)"
-			fail=$((fail + 1))
-		fi
-	done
-done
+fixtures_present flux2_dev flux2_odd flux2_bf16
 if [ "$MODE" = mpi ]; then
 	case_ mpi-flux2-dev-ulysses2xtp2 flux2_dev flux2 flux2_tp_usp "ring = 1, ulysses = 2, tp = 2" "$AA"
 	case_ mpi-flux2-odd-ring-any3-presharded flux2_odd flux2 flux2_ring_anything "ring = 3" \
@@ -587,14 +584,7 @@ fi
 
 # --- SD3 / SD3.5 (models/sd3.plan; the plans are dtpc's own: the class has no
 # _cp_plan or _tp_plan) ----------------------------------------------------------
-for f in sd3 sd3_odd sd35_medium sd35_bf16; do
-	for x in fixture.json inputs.safetensors expected.safetensors transformer/config.json; do
-		if [ ! -f "$FIX/$f/$x" ]; then
-			echo "FAIL  $FIX/$f/$x is missing (tools/gen_models.py makes it)"
-			fail=$((fail + 1))
-		fi
-	done
-done
+fixtures_present sd3 sd3_odd sd35_medium sd35_bf16
 if [ "$MODE" = mpi ]; then
 	case_ mpi-sd3-usp sd3 sd3 sd3_usp "ring = 2, ulysses = 2" "$AA"
 	case_ mpi-sd35-medium-ulysses2xtp2 sd35_medium sd3 sd3_tp_usp "ring = 1, ulysses = 2, tp = 2" ""
@@ -669,14 +659,7 @@ fi
 # --- Helios (models/helios.plan: HeliosTransformer3DModel's forward without
 # the history latents; the plans are its _cp_plan, split at attn1 / attn2 /
 # ffn and gathered at each) -------------------------------------------------------
-for f in helios helios_odd helios_bf16; do
-	for x in fixture.json inputs.safetensors expected.safetensors transformer/config.json; do
-		if [ ! -f "$FIX/$f/$x" ]; then
-			echo "FAIL  $FIX/$f/$x is missing (tools/gen_models.py makes it)"
-			fail=$((fail + 1))
-		fi
-	done
-done
+fixtures_present helios helios_odd helios_bf16
 if [ "$MODE" = mpi ]; then
 	case_ mpi-helios-usp helios helios helios_usp "ring = 2, ulysses = 2" "$AA"
 	case_ mpi-helios-odd-ring3-presharded helios_odd helios helios_ring "ring = 3" "$AG" shard
@@ -769,14 +752,7 @@ else
 fi
 
 # --- Wan 2.2 TI2V, Wan 2.1 I2V / FLF2V (models/wan.plan at its other configs) ---
-for f in wan22_ti2v wan22_ti2v_bf16 wan_i2v wan_flf2v wan22_a14b_low; do
-	for x in fixture.json inputs.safetensors expected.safetensors transformer/config.json; do
-		if [ ! -f "$FIX/$f/$x" ]; then
-			echo "FAIL  $FIX/$f/$x is missing (tools/gen_models.py makes it)"
-			fail=$((fail + 1))
-		fi
-	done
-done
+fixtures_present wan22_ti2v wan22_ti2v_bf16 wan_i2v wan_flf2v wan22_a14b_low
 if [ "$MODE" = mpi ]; then
 	case_ mpi-wan22-ti2v-ulysses3 wan22_ti2v wan wan_ti2v_usp "ring = 1, ulysses = 3" ""
 	case_ mpi-wan-i2v-usp wan_i2v wan wan_usp "ring = 2, ulysses = 2" "$AA"
@@ -896,14 +872,7 @@ PY
 fi
 
 # --- ChronoEdit (models/chronoedit.plan: wan.plan's model with rope_temporal_skip_len) ---
-for f in chronoedit chronoedit_frames3 chronoedit_bf16; do
-	for x in fixture.json inputs.safetensors expected.safetensors transformer/config.json; do
-		if [ ! -f "$FIX/$f/$x" ]; then
-			echo "FAIL  $FIX/$f/$x is missing (tools/gen_models.py makes it)"
-			fail=$((fail + 1))
-		fi
-	done
-done
+fixtures_present chronoedit chronoedit_frames3 chronoedit_bf16
 if [ "$MODE" = mpi ]; then
 	case_ mpi-chronoedit-usp chronoedit chronoedit chronoedit_usp "ring = 2, ulysses = 2" "$AG"
 else
@@ -954,14 +923,7 @@ fi
 
 # --- Qwen-Image 2.1 (models/qwenimage21.plan: the cached decode step; the
 # _tp_plan is the class's, the context plans are dtpc's own) ------------------
-for f in qwen21 qwen21_odd qwen21_bf16; do
-	for x in fixture.json inputs.safetensors expected.safetensors transformer/config.json; do
-		if [ ! -f "$FIX/$f/$x" ]; then
-			echo "FAIL  $FIX/$f/$x is missing (tools/gen_models.py makes it)"
-			fail=$((fail + 1))
-		fi
-	done
-done
+fixtures_present qwen21 qwen21_odd qwen21_bf16
 if [ "$MODE" = mpi ]; then
 	case_ mpi-qwen21-usp qwen21 qwenimage21 qwenimage21_usp "ring = 2, ulysses = 2" "$AA"
 	case_ mpi-qwen21-ulysses2xtp2 qwen21 qwenimage21 qwenimage21_tp_usp \

@@ -81,6 +81,19 @@ def _batch_vector(args, name, batch):
     return v
 
 
+def _guidance(config, a, b, inputs, model):
+    """A guidance-distilled model's `guidance` input: required where the config
+    has the embedder, refused where it has none."""
+    if config["guidance_embeds"]:
+        if a["guidance"] is None:
+            raise DtpcError(f"guidance: required by a guidance-distilled {model} "
+                            "(guidance_embeds = true)")
+        inputs["guidance"] = _batch_vector(a, "guidance", b)
+    elif a["guidance"] is not None:
+        raise DtpcError(f"guidance: given, but this {model} has no guidance embedder "
+                        "(guidance_embeds = false)")
+
+
 def _flux(config, a):
     _must_be_none(a, "controlnet_block_samples", "controlnet_single_block_samples")
     _attention_kwargs(a, "joint_attention_kwargs")
@@ -92,14 +105,7 @@ def _flux(config, a):
               "pooled_projections": _tensor(a["pooled_projections"]),
               "timestep": _batch_vector(a, "timestep", b),
               "img_ids": _tensor(img_ids), "txt_ids": _tensor(txt_ids)}
-    if config["guidance_embeds"]:
-        if a["guidance"] is None:
-            raise DtpcError("guidance: required by a guidance-distilled Flux "
-                            "(guidance_embeds = true)")
-        inputs["guidance"] = _batch_vector(a, "guidance", b)
-    elif a["guidance"] is not None:
-        raise DtpcError("guidance: given, but this Flux has no guidance embedder "
-                        "(guidance_embeds = false)")
+    _guidance(config, a, b, inputs, "Flux")
     return {"batch": b, "img_seq": hs.shape[1], "txt_seq": ehs.shape[1]}, inputs
 
 
@@ -188,14 +194,7 @@ def _flux2(config, a):
     inputs = {"hidden_states": _tensor(hs), "encoder_hidden_states": _tensor(ehs),
               "timestep": _batch_vector(a, "timestep", b),
               "img_ids": _tensor(ids["img_ids"]), "txt_ids": _tensor(ids["txt_ids"])}
-    if config["guidance_embeds"]:
-        if a["guidance"] is None:
-            raise DtpcError("guidance: required by a guidance-distilled Flux.2 "
-                            "(guidance_embeds = true)")
-        inputs["guidance"] = _batch_vector(a, "guidance", b)
-    elif a["guidance"] is not None:
-        raise DtpcError("guidance: given, but this Flux.2 has no guidance embedder "
-                        "(guidance_embeds = false)")
+    _guidance(config, a, b, inputs, "Flux.2")
     return {"batch": b, "img_seq": hs.shape[1], "txt_seq": ehs.shape[1]}, inputs
 
 

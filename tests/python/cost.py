@@ -12,37 +12,15 @@ import os
 import re
 import subprocess
 import sys
-import time
-import traceback
 
 import dtpc
+from harness import case, raises
 from dtpc._lib import program
 
 tmp = sys.argv[1]
 TINY = "examples/tiny_dit.plan"
 CPU = "hw/cpu-local.json"
 H100 = "hw/h100-sxm.json"
-
-
-def case(fn):
-    start = time.monotonic()
-    try:
-        fn()
-        print(f"ok {fn.__name__} ({time.monotonic() - start:.1f} s)")
-    except Exception:
-        print(f"FAIL {fn.__name__}: {traceback.format_exc(limit=4)}")
-    sys.stdout.flush()
-    return fn
-
-
-def raises(fn, *words):
-    """fn() raises DtpcError whose message holds every word; returns it."""
-    try:
-        fn()
-    except dtpc.DtpcError as e:
-        assert all(w in str(e) for w in words), (words, str(e))
-        return e
-    raise AssertionError(f"no DtpcError (wanted {words})")
 
 
 def program_json(*args):

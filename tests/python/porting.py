@@ -12,33 +12,15 @@ check. Run with PYTHONPATH=python and DTPC_BUILD=BUILD."""
 import json
 import os
 import sys
-import time
-import traceback
 
 import numpy as np
 
 import dtpc
+from harness import Skip, case
 from dtpc import porting
 
 tmp = sys.argv[1]
 CACHE = os.path.join(tmp, "porting-cache")
-
-
-class Skip(Exception):
-    pass
-
-
-def case(fn):
-    start = time.monotonic()
-    try:
-        fn()
-        print(f"ok {fn.__name__} ({time.monotonic() - start:.1f} s)")
-    except Skip as e:
-        print(f"skip {fn.__name__}: {e}")
-    except Exception:
-        print(f"FAIL {fn.__name__}: {traceback.format_exc(limit=6)}")
-    sys.stdout.flush()
-    return fn
 
 
 try:

@@ -13,12 +13,12 @@ import subprocess
 import sys
 import threading
 import time
-import traceback
 import _thread
 
 import numpy as np
 
 import dtpc
+from harness import Skip, case, raises
 
 tmp = sys.argv[1]
 PLAN = "examples/tiny_dit.plan"
@@ -26,36 +26,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ERR_BIND, ERR_STATE, ERR_MISMATCH = 7, 9, 5
 
 
-class Skip(Exception):
-    pass
-
-
-def case(fn):
-    start = time.monotonic()
-    try:
-        fn()
-        print(f"ok {fn.__name__} ({time.monotonic() - start:.1f} s)")
-    except Skip as e:
-        print(f"skip {fn.__name__}: {e}")
-    except Exception:
-        print(f"FAIL {fn.__name__}: {traceback.format_exc(limit=4)}")
-    sys.stdout.flush()
-    return fn
-
-
 def normwise(a, b):
     return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
-
-
-def raises(fn, *words, status=None):
-    """fn() raises DtpcError whose message holds every word; returns it."""
-    try:
-        fn()
-    except dtpc.DtpcError as e:
-        assert all(w in str(e) for w in words), (words, str(e))
-        assert status is None or e.status == status, (status, e.status, str(e))
-        return e
-    raise AssertionError(f"no DtpcError (wanted {words})")
 
 
 def read_safetensors(path):

@@ -5,30 +5,14 @@ their float32 numpy values give. Prints "ok NAME", "FAIL NAME: why" or "skip
 NAME: why" per check. Run with PYTHONPATH=python and DTPC_BUILD=BUILD."""
 import os
 import sys
-import traceback
 
 import numpy as np
 import torch
 
 import dtpc
+from harness import Skip, case
 
 tmp = sys.argv[1]
-
-
-class Skip(Exception):
-    pass
-
-
-def case(fn):
-    try:
-        fn()
-        print(f"ok {fn.__name__}")
-    except Skip as e:
-        print(f"skip {fn.__name__}: {e}")
-    except Exception:
-        print(f"FAIL {fn.__name__}: {traceback.format_exc(limit=4)}")
-    sys.stdout.flush()
-    return fn
 
 
 G = dtpc.compile_cached("examples/tiny_dit.plan", plan="tiny_dit_tp", mesh="tp = 2",
