@@ -257,7 +257,8 @@ expect define-float-for-integer 1 "D seq = 4\.0: 'seq' is an integer" \
 for pp in "examples/flux.plan flux_ring2_ulysses2_fsdp" "examples/flux.plan flux_tiny_tp" \
 	"tests/config/tiny.plan tiny_tp" "examples/ltx.plan ltx_tiny_tp" \
 	"examples/qwenimage.plan qwenimage_ring2_ulysses2_tp2" "examples/wan.plan wan_tiny_usp_ffn_tp" \
-	"tests/plans/sp.plan qknorm_sp" "tests/fixtures/embed.plan embed_fixture"; do
+	"tests/plans/sp.plan qknorm_sp" "tests/fixtures/embed.plan embed_fixture" \
+	"tests/plans/tanh.plan tp"; do
 	# shellcheck disable=SC2086 # file and plan
 	set -- $pp
 	if "$DTPC" "$1" --plan "$2" -o "$tmp/why.graph" >"$tmp/why.out" 2>&1 &&
