@@ -218,7 +218,7 @@ static void test_linear(void)
 	/* On a pool: split by rows (the last block short), and a single row
 	 * split by columns (blocks of 16s, the last short); each block must
 	 * take its own slice of the bias. */
-	test_linear_case(3 * 64 + 5, 37, 45, true, 3);
+	test_linear_case(3 * 128 + 5, 37, 45, true, 3);
 	test_linear_case(1, 37, 3 * 64 + 9, true, 3);
 	test_linear_case(2, 37, 300, false, 2);
 }
