@@ -4,37 +4,24 @@
  * One job at a time: the caller publishes (fn, arg, ntasks), wakes the
  * workers, takes tasks itself from the same atomic counter, then waits until
  * every worker has left the job. Tasks are claimed one by one so uneven
- * tasks (a short last query block) balance themselves.
- *
- * Between jobs a worker polls for the next one for SPIN_NS, and the caller
- * polls for the end of its job as long, before either sleeps on a condition
- * variable. A step is hundreds of jobs a few microseconds apart, and on a
- * virtual machine waking a sleeping thread costs tens of microseconds (the
- * idle vCPU has halted: the host must run it again), paid twice a job (the
- * workers' wake-up, then the caller's when the last worker finishes after
- * it): a 2-task job of 12 us each took 31 us on two threads against 23 us
- * on one (docs/performance.md). The poll is bounded so a rank waiting in a
- * collective, or between steps, still leaves the core to others after it. */
+ * tasks (a short last query block) balance themselves. Workers sleep on a
+ * condition variable between jobs: the ops a pool runs take tens of
+ * microseconds or more, so a wake-up costs little and idle ranks leave the
+ * cores to the ones that work. */
 #include "kernels/cpu/kernels.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <time.h>
-
-/* How long a thread polls before it sleeps: about one wake-up's cost. */
-#define SPIN_NS 100000
 
 struct k_pool {
 	int n; /* threads that run a job, the caller included */
 	pthread_t *th;
 	pthread_mutex_t mu;
 	pthread_cond_t go, done;
-	/* Written under mu (so a worker that checks them under mu before it
-	 * sleeps cannot miss a change), read without it while polling. */
-	atomic_ulong gen; /* bumped per job; workers wait for a new one */
-	atomic_int busy;  /* workers not yet finished with the current job */
-	atomic_bool stop;
+	unsigned long gen; /* bumped per job; workers wait for a new one */
+	int busy;          /* workers not yet finished with the current job */
+	bool stop;
 	void (*fn)(void *arg, int64_t task, int worker);
 	void *arg;
 	int64_t ntasks;
@@ -57,55 +44,6 @@ static void take_tasks(struct k_pool *p, int worker)
 	}
 }
 
-static bool job_posted(struct k_pool *p, unsigned long seen)
-{
-	return atomic_load_explicit(&p->stop, memory_order_acquire) ||
-	       atomic_load_explicit(&p->gen, memory_order_acquire) != seen;
-}
-
-static bool job_done(struct k_pool *p, unsigned long unused)
-{
-	return atomic_load_explicit(&p->busy, memory_order_acquire) == 0;
-}
-
-static void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#endif
-}
-
-/* Polls ready(p, arg) for up to SPIN_NS; false if it did not turn true. */
-static bool poll_for(bool (*ready)(struct k_pool *, unsigned long), struct k_pool *p,
-		     unsigned long arg)
-{
-	struct timespec t0, t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (unsigned i = 1;; i++) {
-		if (ready(p, arg))
-			return true;
-		cpu_relax();
-		if (i % 64 == 0) {
-			clock_gettime(CLOCK_MONOTONIC, &t);
-			if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) >= SPIN_NS)
-				return false;
-		}
-	}
-}
-
-/* Polls, then sleeps on cond until ready(p, arg). */
-static void wait_for(bool (*ready)(struct k_pool *, unsigned long), struct k_pool *p,
-		     unsigned long arg, pthread_cond_t *cond)
-{
-	if (poll_for(ready, p, arg))
-		return;
-	pthread_mutex_lock(&p->mu);
-	while (!ready(p, arg))
-		pthread_cond_wait(cond, &p->mu);
-	pthread_mutex_unlock(&p->mu);
-}
-
 static void *worker_main(void *v)
 {
 	struct worker_arg wa = *(struct worker_arg *)v;
@@ -113,19 +51,20 @@ static void *worker_main(void *v)
 	unsigned long seen = 0;
 
 	free(v);
+	pthread_mutex_lock(&p->mu);
 	for (;;) {
-		wait_for(job_posted, p, seen, &p->go);
-		if (atomic_load_explicit(&p->stop, memory_order_acquire))
+		while (!p->stop && p->gen == seen)
+			pthread_cond_wait(&p->go, &p->mu);
+		if (p->stop)
 			break;
-		seen = atomic_load_explicit(&p->gen, memory_order_acquire);
+		seen = p->gen;
+		pthread_mutex_unlock(&p->mu);
 		take_tasks(p, wa.id);
-		if (atomic_fetch_sub_explicit(&p->busy, 1, memory_order_acq_rel) == 1) {
-			/* under mu: the caller may be between its check and its sleep */
-			pthread_mutex_lock(&p->mu);
+		pthread_mutex_lock(&p->mu);
+		if (--p->busy == 0)
 			pthread_cond_signal(&p->done);
-			pthread_mutex_unlock(&p->mu);
-		}
 	}
+	pthread_mutex_unlock(&p->mu);
 	return NULL;
 }
 
@@ -144,9 +83,6 @@ struct k_pool *k_pool_create(int n)
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->go, NULL);
 	pthread_cond_init(&p->done, NULL);
-	atomic_init(&p->gen, 0);
-	atomic_init(&p->busy, 0);
-	atomic_init(&p->stop, false);
 	atomic_init(&p->next, 0);
 	/* Worker 0 is the calling thread; a worker that cannot start only
 	 * makes the pool smaller. */
@@ -169,7 +105,7 @@ void k_pool_free(struct k_pool *p)
 	if (!p)
 		return;
 	pthread_mutex_lock(&p->mu);
-	atomic_store_explicit(&p->stop, true, memory_order_release);
+	p->stop = true;
 	pthread_cond_broadcast(&p->go);
 	pthread_mutex_unlock(&p->mu);
 	for (int i = 1; i < p->n; i++)
@@ -199,11 +135,13 @@ void k_pool_run(struct k_pool *p, int64_t ntasks, void (*fn)(void *arg, int64_t 
 	p->arg = arg;
 	p->ntasks = ntasks;
 	atomic_store_explicit(&p->next, 0, memory_order_relaxed);
-	atomic_store_explicit(&p->busy, p->n - 1, memory_order_relaxed);
-	/* release: a polling worker that sees the new gen sees the job too */
-	atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+	p->busy = p->n - 1;
+	p->gen++;
 	pthread_cond_broadcast(&p->go);
 	pthread_mutex_unlock(&p->mu);
 	take_tasks(p, 0);
-	wait_for(job_done, p, 0, &p->done);
+	pthread_mutex_lock(&p->mu);
+	while (p->busy)
+		pthread_cond_wait(&p->done, &p->mu);
+	pthread_mutex_unlock(&p->mu);
 }

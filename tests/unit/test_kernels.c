@@ -122,9 +122,9 @@ static double err_abs(const float *x, const double *ref, int64_t n)
 
 /* ---- the pool ------------------------------------------------------- */
 
-/* Each task of each job is counted once: jobs back to back (the workers
- * still polling for the next), and jobs after pauses longer than the poll
- * (the workers asleep, woken by the condition variable). */
+/* Each task of each job is counted once: jobs back to back (a worker may
+ * still be leaving the last one when the next is posted), and jobs after
+ * pauses (every worker asleep on the condition variable). */
 struct pool_count {
 	atomic_int runs[8];
 	atomic_int bad_worker;
@@ -157,7 +157,7 @@ static void test_pool(void)
 
 			for (int t = 0; t < 8; t++)
 				atomic_store(&c.runs[t], 0);
-			if (job % 500 == 499) /* 2 ms: past the poll, the workers sleep */
+			if (job % 500 == 499) /* 2 ms: the workers are asleep */
 				nanosleep(&(struct timespec){ 0, 2000000 }, NULL);
 			k_pool_run(pool, tasks, pool_count_task, &c);
 			for (int t = 0; t < 8; t++)
