@@ -59,8 +59,8 @@ static void linear_task(void *arg, int64_t t, int worker)
 
 /* Rows of a task when a layer is split by rows: fewer and each sgemm's
  * packing of w is amortised over too few rows. Flux's text stream (128
- * rows) on two threads cost 17-20% more CPU time split into 64-row blocks
- * than in one call, and -9% to +7% split by columns (docs/performance.md). */
+ * rows) on two threads cost 14-21% more CPU time split into 64-row blocks
+ * than in one call, and -13% to +7% split by columns (docs/performance.md). */
 #define LINEAR_MIN_ROWS 128
 
 static void linear_pool(struct k_pool *pool, const float *x, const float *w, const float *b,
