@@ -157,7 +157,6 @@ def main():
     os.environ["DTPC_BUILD"] = build
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # diffusers' import: no torchvision
     import diffusers
-    import dtpc
 
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                 if l.startswith("model name")), platform.processor())
