@@ -137,8 +137,9 @@ def program_step(dtpc_bin, dt, inputs, threads, steps, tmp):
                      w_path, {})
     gf.save_file({n: torch.from_numpy(a) for n, a in inputs.items()}, i_path, {})
     r = subprocess.run([dtpc_bin, "run", ranks.graph.path, "--ranks", str(ranks.world),
-                        "--threads", str(threads), "--steps", str(max(steps, 5)), "--weights", w_path,
-                        "--inputs", i_path], capture_output=True, text=True, cwd=ROOT)
+                        "--threads", str(threads), "--steps", str(max(steps, 5)),
+                        "--weights", w_path, "--inputs", i_path],
+                       capture_output=True, text=True, cwd=ROOT)
     m = re.search(r"time: ([0-9.]+) ms per step", r.stdout)
     if r.returncode or not m:
         raise SystemExit(f"dtpc run failed ({r.returncode}): {(r.stderr or r.stdout)[-300:]}")
@@ -160,7 +161,8 @@ def main():
 
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                 if l.startswith("model name")), platform.processor())
-    print(f"machine: {os.cpu_count()} cores, {cpu}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
+    print(f"machine: {os.cpu_count()} cores, {cpu}; "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
           f"load average {os.getloadavg()[0]:.1f}")
     print(f"torch {torch.__version__}, diffusers {diffusers.__version__}; dtpc: {build}; "
           f"FluxPipeline, mid-size Flux, {PIXELS}x{PIXELS} ({(PIXELS // 16) ** 2} image + {TXT} "
