@@ -13,3 +13,12 @@ echo
 python3 bench/runtime_bench.py "$BUILD"
 echo
 python3 bench/cost_accuracy.py "$BUILD"
+echo
+# the pipeline through dtpc.torch beside stock diffusers: the project venv's
+# torch and diffusers (make deps)
+VENV_PY=$HOME/.cache/dtpc/venv/bin/python
+if "$VENV_PY" -c 'import torch, diffusers' 2>/dev/null; then
+	"$VENV_PY" bench/pipeline/pipeline_bench.py --build "$BUILD"
+else
+	echo "pipeline benchmark skipped: no torch and diffusers in $VENV_PY (make deps makes it)"
+fi

@@ -11,10 +11,12 @@
  * lse is compared by absolute error: it is a logarithm, so an absolute error
  * e is a relative error e of the softmax denominator. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/cpu/kernels.h"
 #include "tests/rand.h"
@@ -118,6 +120,56 @@ static double err_abs(const float *x, const double *ref, int64_t n)
 	return worst;
 }
 
+/* ---- the pool ------------------------------------------------------- */
+
+/* Each task of each job is counted once: jobs back to back (a worker may
+ * still be leaving the last one when the next is posted), and jobs after
+ * pauses (every worker asleep on the condition variable). */
+struct pool_count {
+	atomic_int runs[8];
+	atomic_int bad_worker;
+	int threads;
+};
+
+static void pool_count_task(void *arg, int64_t t, int worker)
+{
+	struct pool_count *c = arg;
+	/* a few microseconds of work, so that the workers take some of the
+	 * tasks and a caller that did not wait for them would count too few */
+	volatile float v = 1.0f;
+
+	for (int i = 0; i < 5000; i++)
+		v = v * 0.999f + 0.5f;
+	atomic_fetch_add(&c->runs[t], 1);
+	if (worker < 0 || worker >= c->threads)
+		atomic_fetch_add(&c->bad_worker, 1);
+}
+
+static void test_pool(void)
+{
+	for (int n = 2; n <= 3; n++) {
+		struct k_pool *pool = k_pool_create(n);
+		struct pool_count c = { .threads = k_pool_threads(pool) };
+		int wrong = 0;
+
+		for (int job = 0; job < 3000; job++) {
+			int64_t tasks = job % 9; /* 0 to 8: fewer tasks than threads too */
+
+			for (int t = 0; t < 8; t++)
+				atomic_store(&c.runs[t], 0);
+			if (job % 500 == 499) /* 2 ms: the workers are asleep */
+				nanosleep(&(struct timespec){ 0, 2000000 }, NULL);
+			k_pool_run(pool, tasks, pool_count_task, &c);
+			for (int t = 0; t < 8; t++)
+				wrong += atomic_load(&c.runs[t]) != (t < tasks);
+		}
+		UNIT_CHECK(c.threads == n && wrong == 0 && atomic_load(&c.bad_worker) == 0,
+			   "pool of %d: 3000 jobs, every task run once (%d wrong), workers in range",
+			   n, wrong);
+		k_pool_free(pool);
+	}
+}
+
 /* ---- linear ---------------------------------------------------------- */
 
 /* threads: 1 for k_linear, more for k_linear_pool on a pool that size. */
@@ -166,7 +218,7 @@ static void test_linear(void)
 	/* On a pool: split by rows (the last block short), and a single row
 	 * split by columns (blocks of 16s, the last short); each block must
 	 * take its own slice of the bias. */
-	test_linear_case(3 * 64 + 5, 37, 45, true, 3);
+	test_linear_case(3 * 128 + 5, 37, 45, true, 3);
 	test_linear_case(1, 37, 3 * 64 + 9, true, 3);
 	test_linear_case(2, 37, 300, false, 2);
 }
@@ -1430,6 +1482,7 @@ static void test_unpatchify(void)
 
 int main(void)
 {
+	test_pool();
 	test_linear();
 	test_layer_norm();
 	test_rms_norm();
