@@ -891,6 +891,21 @@ static const char *closest_glob(struct resolver *R, const char *glob)
 	return out;
 }
 
+/* The hint after "glob ... matches no module": the closest glob, else what
+ * module names look like (a rule's glob and --expose's alike). */
+static void hint_unmatched(struct resolver *R, const char *glob)
+{
+	const struct ir_model *m = R->c->model;
+	const char *best = closest_glob(R, glob);
+
+	if (best)
+		diag_hint(R->d, "did you mean \"%s\"?", best);
+	else
+		diag_hint(R->d, "module names are dotted paths such as \"%s\"; "
+			  "'*' matches one segment, '**' any number",
+			  m->nmodules > 1 ? m->modules[m->nmodules > 2 ? 2 : 1].name : "blocks.0.attn");
+}
+
 static void apply_rule(struct resolver *R, int ri)
 {
 	struct plan_cfg *c = R->c;
@@ -948,13 +963,7 @@ static void apply_rule(struct resolver *R, int ri)
 		 * be shown, and thousands of such rules made check quadratic. */
 		if (R->d->max_errors && R->d->nerrors > R->d->max_errors)
 			return;
-		const char *best = closest_glob(R, r->glob);
-		if (best)
-			diag_hint(R->d, "did you mean \"%s\"?", best);
-		else
-			diag_hint(R->d, "module names are dotted paths such as \"%s\"; "
-				  "'*' matches one segment, '**' any number",
-				  m->nmodules > 1 ? m->modules[m->nmodules > 2 ? 2 : 1].name : "blocks.0.attn");
+		hint_unmatched(R, r->glob);
 		return;
 	}
 	for (const struct style *st = ps->styles; st; st = st->next) {
@@ -1304,13 +1313,7 @@ static void expose_outputs(struct resolver *R, const struct compile_opts *o)
 		}
 		diag_error(R->d, loc, "--expose \"%s\" matches no module of model '%s'", glob,
 			   m->name);
-		const char *best = closest_glob(R, glob);
-		if (best)
-			diag_hint(R->d, "did you mean \"%s\"?", best);
-		else
-			diag_hint(R->d, "module names are dotted paths such as \"%s\"; '*' matches "
-				  "one segment, '**' any number",
-				  m->nmodules > 1 ? m->modules[m->nmodules > 2 ? 2 : 1].name : "blocks.0");
+		hint_unmatched(R, glob);
 	}
 }
 
