@@ -551,14 +551,15 @@ chmod 640 "$tmp/target.plan"
 ln -s "$tmp/target.plan" "$tmp/link.plan"
 check fmt-through-link sh -c "'$DTPC' fmt '$tmp/link.plan' && test -L '$tmp/link.plan' &&
 	cmp '$tmp/target.plan' '$tmp/clean.plan' && test \"\$(stat -c %a '$tmp/target.plan')\" = 640"
-# every plan under examples/ and models/ (the full diffusers models, when
-# the folder exists) is in its layout; a folder missing is not a failure
+# every plan under examples/, models/ (the full diffusers models, when
+# the folder exists) and tests/plans/ is in its layout; a folder missing is
+# not a failure
 plan_dirs=""
-for d in examples models; do
+for d in examples models tests/plans; do
 	[ -d "$d" ] && plan_dirs="$plan_dirs $d/"
 done
 # shellcheck disable=SC2086
-check fmt-check-examples-models "$DTPC" fmt --check $plan_dirs
+check fmt-check-plan-folders "$DTPC" fmt --check $plan_dirs
 for f in tests/diag/*.plan tests/lower/*.plan tests/fixtures/*.plan; do
 	[ -f "$f" ] || continue
 	"$DTPC" fmt - <"$f" >"$tmp/f1" 2>/dev/null || continue
