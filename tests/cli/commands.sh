@@ -203,7 +203,32 @@ expect run-rank-file-fifo 2 "rank-00000-of-00002.safetensors: not a regular file
 mkfifo "$tmp/ff/out"
 expect run-trace-fifo-no-reader 2 "cannot write '$tmp/ff/out': a FIFO that no process reads" \
 	timeout 20 "$DTPC" run "$g" --trace "$tmp/ff/out"
-expect run-save-fifo-reader 0 "^time:" sh -c "timeout 20 cat '$tmp/ff/out' >'$tmp/ff/got' &
+# The reader opens the FIFO without waiting for a writer and says so (the file
+# ready) before the run starts: a `cat` started in the background may not
+# have reached its open() when the run checks for a reader, and the run is
+# then right to refuse. Until the run's writer arrives, a read finds no
+# writer and returns nothing: the reader waits for the first bytes, then for
+# the end.
+cat >"$tmp/ff/reader.py" <<'PY'
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK)
+open(sys.argv[3], "w").close()
+got, end = b"", time.monotonic() + 20
+while time.monotonic() < end:
+    try:
+        b = os.read(fd, 1 << 16)
+    except BlockingIOError:
+        b = None
+    if b:
+        got += b
+    elif b == b"" and got:
+        break
+    else:
+        time.sleep(0.01)
+open(sys.argv[2], "wb").write(got)
+PY
+expect run-save-fifo-reader 0 "^time:" sh -c "python3 '$tmp/ff/reader.py' '$tmp/ff/out' '$tmp/ff/got' '$tmp/ff/ready' &
+	i=0; while [ ! -e '$tmp/ff/ready' ] && [ \$i -lt 2000 ]; do sleep 0.01; i=\$((i+1)); done
 	timeout 20 '$DTPC' run '$g' --allow-seeded --save-outputs '$tmp/ff/out'; s=\$?; wait; exit \$s"
 # what came through the FIFO is what a file gets
 "$DTPC" run "$g" --allow-seeded --save-outputs "$tmp/ff/plain.st" >/dev/null 2>&1
