@@ -358,6 +358,7 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct cost_r
 	case OP_timestep_embedding:
 	case OP_rope_freqs:
 	case OP_ltx_rope_freqs:
+	case OP_ltx2_rope_freqs:
 	case OP_grid_ids:
 	case OP_text_ids:
 		t = pointwise(s, o, r, rc, rt->mem_bw);

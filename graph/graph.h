@@ -215,6 +215,10 @@ struct g_requires {
  *                scales (rope_interpolation_scale); eps theta; flags
  *                G_OF_SIN. Operand: the positions [rows, 3]; the output
  *                [rows, dim] (k_ltx_rope_freqs)
+ *   ltx2_rope_freqs the parameters of ga_ltx2_rope_freqs, packed into
+ *                attr[0..5] (graph/op_attrs.h); eps theta; flags G_OF_SIN,
+ *                G_OF_F64 (float64 frequencies). No operand: the output
+ *                [rows, dim] (k_ltx2_rope_freqs)
  *   grid_ids     attr[0..2] frames, height, width; flags G_OF_CENTER
  *   text_ids     attr[0] length, attr[1] the first position, attr[2] axes
  *   patch_embed  attr[0..2] the patch (t, h, w); operands x [B, C, F, H, W],
@@ -481,12 +485,12 @@ _Static_assert(offsetof(struct g_tensor, dims) == 40 && offsetof(struct g_op, at
  * op updates OP_COUNT here (and docs/graph-format.md's list); a new id of 64
  * or more needs a wider g_requires.ops, i.e. a new capability bit and
  * section in a minor version. */
-_Static_assert(OP_COUNT == 31, "a new op: update OP_COUNT here and the op list in "
+_Static_assert(OP_COUNT == 32, "a new op: update OP_COUNT here and the op list in "
 	       "docs/graph-format.md");
 _Static_assert(OP_linear == 0 && OP_gelu == 3 && OP_attention == 11 && OP_param == 12 &&
 	       OP_shard == 14 && OP_ring_attention == 18 &&
 	       OP_reduce_scatter == 27 && OP_linear_act == 28 && OP_ltx_rope_freqs == 29 &&
-	       OP_tanh == 30, "op ids are never renumbered");
+	       OP_tanh == 30 && OP_ltx2_rope_freqs == 31, "op ids are never renumbered");
 _Static_assert(OP_COUNT <= 64, "g_requires.ops has 64 bits");
 /* Flags and capability bits are stored in graphs too: the values of
  * docs/graph-format.md's ops and requires tables. */

@@ -483,6 +483,54 @@ static inline void ga_ltx_rope_freqs_set(struct g_op *o, struct ga_ltx_rope_freq
 	o->flags = ga_bit(a.sin, G_OF_SIN);
 }
 
+/* ltx2_rope_freqs: LTX-2's rope table (LTX2AudioVideoRotaryPosEmbed over
+ * the coordinates prepare_video_coords / prepare_audio_coords make): the
+ * width dim, the axes (3: frame, row, column; 1: the frame only), the grid
+ * (frames, height, width; audio: frames only), the patch (patch_t on
+ * frames, patch on rows and columns), the VAE scales (scale_t, scale_s),
+ * causal_offset, the time divisor (video: fps; audio: sampling_rate, after
+ * the hop_length product), the bases (base_t, base_s), theta, float64
+ * frequencies, the sine table. Packed: attr[0] dim | axes << 32 | audio <<
+ * 40; attr[1] frames | height << 21 | width << 42; attr[2] patch_t | patch
+ * << 16 | scale_t << 32 | scale_s << 48; attr[3] causal_offset | hop << 16;
+ * attr[4] the float64 bits of the time divisor; attr[5] base_t | base_s <<
+ * 32; eps theta; flags G_OF_SIN, G_OF_F64. */
+struct ga_ltx2_rope_freqs {
+	int64_t dim, axes, frames, height, width, patch_t, patch, scale_t, scale_s;
+	int64_t causal_offset, hop_length, base_t, base_s;
+	double time_div, theta;
+	bool audio, sin, f64;
+};
+
+static inline struct ga_ltx2_rope_freqs ga_ltx2_rope_freqs_get(const struct g_op *o)
+{
+	const int64_t m16 = 0xffff, m21 = (1 << 21) - 1;
+	return (struct ga_ltx2_rope_freqs){
+		.dim = o->attr[0] & 0xffffffff, .axes = (o->attr[0] >> 32) & 0xff,
+		.audio = (o->attr[0] >> 40) & 1,
+		.frames = o->attr[1] & m21, .height = (o->attr[1] >> 21) & m21,
+		.width = (o->attr[1] >> 42) & m21,
+		.patch_t = o->attr[2] & m16, .patch = (o->attr[2] >> 16) & m16,
+		.scale_t = (o->attr[2] >> 32) & m16, .scale_s = (o->attr[2] >> 48) & m16,
+		.causal_offset = o->attr[3] & m16, .hop_length = (o->attr[3] >> 16) & 0xffffffff,
+		.time_div = ga_double(o->attr[4]),
+		.base_t = o->attr[5] & 0xffffffff, .base_s = (o->attr[5] >> 32) & 0xffffffff,
+		.theta = o->eps, .sin = ga_flag(o, G_OF_SIN), .f64 = ga_flag(o, G_OF_F64) };
+}
+
+static inline void ga_ltx2_rope_freqs_set(struct g_op *o, struct ga_ltx2_rope_freqs a)
+{
+	ga_clear(o);
+	o->attr[0] = a.dim | a.axes << 32 | (int64_t)a.audio << 40;
+	o->attr[1] = a.frames | a.height << 21 | a.width << 42;
+	o->attr[2] = a.patch_t | a.patch << 16 | a.scale_t << 32 | a.scale_s << 48;
+	o->attr[3] = a.causal_offset | a.hop_length << 16;
+	o->attr[4] = ga_bits(a.time_div);
+	o->attr[5] = a.base_t | a.base_s << 32;
+	o->eps = a.theta;
+	o->flags = ga_bit(a.sin, G_OF_SIN) | ga_bit(a.f64, G_OF_F64);
+}
+
 /* patch_embed and unpatchify: the patch (t, h, w; t = 1 for a Conv2d's);
  * patch_embed's bias (G_OF_BIAS), operand 2 */
 struct ga_patch {

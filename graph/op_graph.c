@@ -303,6 +303,7 @@ const struct op_graph op_graph_rope_freqs = {
 	.check = check_rope_freqs
 };
 const struct op_graph op_graph_ltx_rope_freqs = { .flags = G_OF_SIN };
+const struct op_graph op_graph_ltx2_rope_freqs = { .flags = G_OF_SIN | G_OF_F64 };
 
 /* ---- embeddings and positions ----------------------------------------------------------- */
 

@@ -132,6 +132,10 @@ struct dev_ops {
 	int (*ltx_rope_freqs)(struct dev *d, const float *ids, float *y, int64_t rows,
 			      int64_t dim, const double scale[3], int64_t patch_t, int64_t patch,
 			      double theta, bool sine);
+	/* k_ltx2_rope_freqs: the table [rows, dim] of grid rows lo ..
+	 * lo + rows written, in the storage dtype */
+	int (*ltx2_rope_freqs)(struct dev *d, const struct k_ltx2_rope *p, float *y, int64_t lo,
+			       int64_t rows, bool sine);
 	int (*grid_ids)(struct dev *d, float *y, int64_t F, int64_t H, int64_t W, bool center);
 	int (*text_ids)(struct dev *d, float *y, int64_t length, int64_t first, int64_t axes);
 	int (*patchify)(struct dev *d, const float *x, float *y, int64_t B, int64_t C, int64_t F,

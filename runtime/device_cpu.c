@@ -875,6 +875,39 @@ static int cpu_ltx_rope_freqs(struct dev *d, const float *ids, float *y, int64_t
 	return 0;
 }
 
+struct ltx2_rope_args {
+	const struct k_ltx2_rope *p;
+	float *y;
+	int64_t lo;
+	bool sine;
+};
+
+static void ltx2_rope_range(const void *a, int64_t lo, int64_t hi)
+{
+	const struct ltx2_rope_args *r = a;
+
+	k_ltx2_rope_freqs(r->p, r->y + lo * r->p->dim, r->lo + lo, hi - lo, r->sine);
+}
+
+static int cpu_ltx2_rope_freqs(struct dev *d, const struct k_ltx2_rope *p, float *y, int64_t lo,
+			       int64_t rows, bool sine)
+{
+	struct cpu_dev *c = cpu(d);
+	struct ltx2_rope_args a = { p, y, lo, sine };
+	float *t = NULL;
+
+	if (narrow(c)) {
+		/* a float32 table, narrowed once */
+		if (!(t = twins(c, (size_t)(rows * p->dim))))
+			return -1;
+		a.y = t;
+	}
+	par_range(c, rows, 1 + GRAIN / 64 / (p->dim > 0 ? p->dim : 1), ltx2_rope_range, &a);
+	if (narrow(c))
+		narrow_to(c, y, a.y, rows * p->dim);
+	return 0;
+}
+
 /* Positions are integers; the compiler and exec_check keep them within the
  * storage dtype's exact ones, so the rounding below changes none. */
 static int cpu_grid_ids(struct dev *d, float *y, int64_t F, int64_t H, int64_t W, bool center)
@@ -999,6 +1032,7 @@ static const struct dev_ops cpu_ops = {
 	.timestep_embedding = cpu_timestep_embedding,
 	.rope_freqs = cpu_rope_freqs,
 	.ltx_rope_freqs = cpu_ltx_rope_freqs,
+	.ltx2_rope_freqs = cpu_ltx2_rope_freqs,
 	.grid_ids = cpu_grid_ids,
 	.text_ids = cpu_text_ids,
 	.patchify = cpu_patchify,

@@ -251,6 +251,7 @@ if [ "$MODE" = mpi ]; then
 	case_ mpi-qwenimage-ulysses2xtp2 qwenimage qwenimage qwenimage_tp_usp "ulysses = 2, tp = 2" ""
 	case_ mpi-wan-ring3-presharded wan wan wan_ring "ring = 3" "$AG" shard
 	case_ mpi-ltx-ulysses2xtp2 ltx ltx ltx_tp_usp "ring = 1, ulysses = 2, tp = 2" "$AG"
+	case_ mpi-ltx2-usp ltx2 ltx2 ltx2_usp "ring = 2, ulysses = 2" "$AA"
 else
 	# Flux.1-dev (guidance): 4 heads, 12 image + 8 text tokens
 	full case_ flux-dev-1rank flux_dev flux flux_tp "tp = 1" ""
@@ -998,6 +999,45 @@ else
 		>"$tmp/qwen21_rounded_t.plan"
 	control control-qwen21-bf16-rounded-timestep qwen21_bf16 "$tmp/qwen21_rounded_t.plan" \
 		qwenimage21_tp "tp = 1" "$FIX/qwen21_bf16/transformer" "$FIX/qwen21_bf16/inputs.safetensors"
+
+	# ---- LTX-2 (models/ltx2.plan): video and audio streams, both outputs
+	# (sample, audio_sample) compared. ltx2: video 4 heads x 6 (24 tokens),
+	# audio 2 heads x 6 (10 latents), 8 text tokens; the _cp_plan splits the
+	# video and its text, every rank computes the audio whole
+	fixtures_present ltx2 ltx2_odd ltx2_bf16
+	case_ ltx2-1rank ltx2 ltx2 ltx2_single "tp = 1" ""
+	full case_ ltx2-ulysses2 ltx2 ltx2 ltx2_ulysses "ulysses = 2" ""
+	case_ ltx2-ulysses4 ltx2 ltx2 ltx2_ulysses "ulysses = 4" ""
+	case_ ltx2-ring2-allgather ltx2 ltx2 ltx2_ring "ring = 2" "$AG"
+	full case_ ltx2-ring4-alltoall ltx2 ltx2 ltx2_ring_alltoall "ring = 4" "$AA"
+	case_ ltx2-usp ltx2 ltx2 ltx2_usp "ring = 2, ulysses = 2" "$AG"
+	# the corners (3 heads x 6, patch 2, audio patch_t 2, norm weights, no
+	# biases, float32 frequencies, 25 fps; sharded): 12 + 7 tokens, the
+	# anything modes
+	case_ ltx2-odd-1rank ltx2_odd ltx2 ltx2_single "tp = 1" ""
+	case_ ltx2-odd-ulysses-any2 ltx2_odd ltx2 ltx2_ulysses_anything "ulysses = 2" \
+		"ulysses_anything = true"
+	case_ ltx2-odd-ring-any5 ltx2_odd ltx2 ltx2_ring_anything "ring = 5" "ring_anything = true, $AG"
+	case_ ltx2-bf16-1rank ltx2_bf16 ltx2 ltx2_single "tp = 1" ""
+	full case_ ltx2-bf16-ring2-alltoall ltx2_bf16 ltx2 ltx2_ring_alltoall "ring = 2" "$AA"
+	for f in ltx2 ltx2_odd ltx2_bf16; do bound "bound-$f" ok $f ltx2 ltx2_single; done
+	# control: the corners compiled without their norm weights leave them out
+	bound control-bound-ltx2-no-norm-weights fail ltx2_odd ltx2 ltx2_single \
+		-D norm_elementwise_affine=false
+	# negative controls: one element of a block's audio_to_video_attn.norm_k
+	# weight off by 0.25; the video RoPE's frame coordinates with the
+	# audio's VAE scale 4 instead of vae_scale_factors[0] (8)
+	mkdir -p "$tmp/perturbed_ltx2"
+	cp "$FIX/ltx2/transformer/config.json" "$tmp/perturbed_ltx2/"
+	safetensors_edit "$FIX/ltx2/transformer/diffusion_pytorch_model.safetensors" \
+		"$tmp/perturbed_ltx2/diffusion_pytorch_model.safetensors" \
+		transformer_blocks.1.audio_to_video_attn.norm_k.weight 0.25
+	control control-ltx2-perturbed-weight ltx2 ltx2 ltx2_ulysses "ulysses = 2" \
+		"$tmp/perturbed_ltx2" "$FIX/ltx2/inputs.safetensors"
+	sed 's/scale_t = vae_scale_factors\[0\], scale_s/scale_t = 4, scale_s/' models/ltx2.plan \
+		>"$tmp/ltx2_scale_t.plan"
+	control control-ltx2-vae-scale-t ltx2 "$tmp/ltx2_scale_t.plan" ltx2_single "tp = 1" \
+		"$FIX/ltx2/transformer" "$FIX/ltx2/inputs.safetensors"
 fi
 
 summary models

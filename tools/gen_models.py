@@ -660,6 +660,84 @@ CASES.update({
 })
 
 
+# ---- LTX-2 (LTX2VideoTransformer3DModel) ---------------------------------------------------
+from diffusers import LTX2VideoTransformer3DModel  # noqa: E402  (this section's class)
+
+
+def ltx2_inputs(cfg, gen, batch, frames, height, width, audio_frames, txt_seq, pad, fps=24.0):
+    """frames, height, width: the latent grid (forward's num_frames, height,
+    width); audio_frames: forward's audio_num_frames; pad[b]: padded text
+    tokens of sample b (at the end; the same mask for both streams, as
+    LTX2Pipeline passes it); fps: forward's."""
+    pt, p, apt = cfg.get("patch_size_t", 1), cfg.get("patch_size", 1), cfg.get("audio_patch_size_t", 1)
+    tokens = (frames // pt) * (height // p) * (width // p)
+    mask = padded_mask(batch, txt_seq, pad)
+    cc = cfg.get("caption_channels", 3840)
+    x = {
+        "hidden_states": torch.randn(batch, tokens, cfg["in_channels"], generator=gen),
+        "audio_hidden_states": torch.randn(batch, -(-audio_frames // apt), cfg["audio_in_channels"],
+                                           generator=gen),
+        "encoder_hidden_states": torch.randn(batch, txt_seq, cc, generator=gen),
+        "audio_encoder_hidden_states": torch.randn(batch, txt_seq, cc, generator=gen),
+        "timestep": torch.randint(0, 1000, (batch,), generator=gen).float(),
+        "encoder_attention_mask": mask,
+        "audio_encoder_attention_mask": mask.clone(),
+    }
+    shape = {"batch": batch, "num_frames": frames, "height": height, "width": width,
+             "audio_num_frames": audio_frames, "txt_seq": txt_seq}
+    if fps != 24.0:
+        shape["fps"] = fps
+    return x, shape, {"num_frames": frames, "height": height, "width": width,
+                      "audio_num_frames": audio_frames, "fps": fps}
+
+
+def ltx2_forward(m, args, x):
+    sample, audio = m(**args, return_dict=False)
+    return {"sample": sample, "audio_sample": audio}
+
+
+CASES.update({
+    # video 4 heads x 6 (inner 24: 4 frequencies per axis), audio 2 heads x
+    # 6 (inner 12, the cross-attention width: 6 frequencies of one axis), 2
+    # blocks, 3 x 2 x 4 latents -> 24 video tokens (frame 0's clamped time), 10
+    # audio latents, 8 text tokens of which sample 1 pads the last 3, batch 2
+    "ltx2": dict(
+        cls=LTX2VideoTransformer3DModel, model="ltx2", forward=ltx2_forward,
+        cfg=dict(in_channels=8, out_channels=6, num_attention_heads=4, attention_head_dim=6,
+                 cross_attention_dim=24, audio_in_channels=6, audio_out_channels=5,
+                 audio_num_attention_heads=2, audio_attention_head_dim=6,
+                 audio_cross_attention_dim=12, num_layers=2, caption_channels=8),
+        inputs=lambda cfg, gen: ltx2_inputs(cfg, gen, batch=2, frames=3, height=2, width=4,
+                                            audio_frames=10, txt_seq=8, pad=[0, 3])),
+    # the odd corners: video 3 heads x 6 (inner 18), audio 3 heads x 4
+    # (12), patch 2 on the video (the coordinates' patch bounds), audio
+    # patch_t 2 over 7 audio frames (4 latents), norms with weights, no q/k/v
+    # biases, feed-forwards without biases, float32 RoPE frequencies, 25 fps,
+    # 4 x 6 x 4 latents -> 12 video tokens, 7 text tokens (2 padded), sharded
+    "ltx2_odd": dict(
+        cls=LTX2VideoTransformer3DModel, model="ltx2", forward=ltx2_forward, shard="60KB",
+        cfg=dict(in_channels=4, out_channels=None, patch_size=2, patch_size_t=2,
+                 num_attention_heads=3, attention_head_dim=6, cross_attention_dim=18,
+                 audio_in_channels=5, audio_out_channels=3, audio_patch_size_t=2,
+                 audio_num_attention_heads=3, audio_attention_head_dim=4,
+                 audio_cross_attention_dim=12, num_layers=2, caption_channels=6,
+                 norm_elementwise_affine=True, attention_bias=False, ff_bias=False,
+                 audio_ff_bias=False, rope_double_precision=False),
+        inputs=lambda cfg, gen: ltx2_inputs(cfg, gen, batch=1, frames=4, height=6, width=4,
+                                            audio_frames=7, txt_seq=7, pad=[2], fps=25.0)),
+    # bf16: video 2 heads x 16, audio 2 heads x 8, 2 x 2 x 4 latents, 6
+    # audio latents, 6 text tokens (the last 2 padded)
+    "ltx2_bf16": dict(
+        cls=LTX2VideoTransformer3DModel, model="ltx2", forward=ltx2_forward, dtype=torch.bfloat16,
+        cfg=dict(in_channels=6, out_channels=6, num_attention_heads=2, attention_head_dim=16,
+                 cross_attention_dim=32, audio_in_channels=4, audio_out_channels=4,
+                 audio_num_attention_heads=2, audio_attention_head_dim=8,
+                 audio_cross_attention_dim=16, num_layers=2, caption_channels=8),
+        inputs=lambda cfg, gen: ltx2_inputs(cfg, gen, batch=1, frames=2, height=2, width=4,
+                                            audio_frames=6, txt_seq=6, pad=[2])),
+})
+
+
 def parallel_plans(cls):
     """The class's _cp_plan and _tp_plan as JSON (tests/models_plans.py checks
     that models/*.plan writes them): a _cp_plan entry's inputs by port (a
@@ -721,7 +799,7 @@ def gen(name):
         args = {k: (v.to(dt) if v.is_floating_point() else v) for k, v in x.items()}
         if "img_shapes" in extra_args:
             args["img_shapes"] = [tuple(s) for s in extra_args["img_shapes"]]
-        for k in ("num_frames", "height", "width"):
+        for k in ("num_frames", "height", "width", "audio_num_frames", "fps"):
             if k in extra_args:
                 args[k] = extra_args[k]
         if "rope_interpolation_scale" in extra_args:
@@ -732,17 +810,22 @@ def gen(name):
             return m(**args, return_dict=False)[0]
 
     sample = run(dtype)
+    # a model of two outputs (LTX-2: video and audio) returns a dict of them
+    outs = sample if isinstance(sample, dict) else {"sample": sample}
+    sample = outs["sample"]
     m = meta(name, case, shape, extra_args)
     if dtype != torch.float32:
         # the bf16 inputs it ran on are what the fixture stores (exact in f32);
         # how far bf16 is from float32 on the same (bf16-rounded) weights
         x = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in x.items()}
-        m["bf16_vs_f32_max_rel_error"] = round(rel_error(sample, run(torch.float32)), 6)
+        ref = run(torch.float32)
+        ref = ref if isinstance(ref, dict) else {"sample": ref}
+        m["bf16_vs_f32_max_rel_error"] = round(max(rel_error(outs[k], ref[k]) for k in outs), 6)
     # the safetensors' metadata: the case without its plans (fixture.json has them)
     flat = {k: v if isinstance(v, str) else json.dumps(v) for k, v in m.items()
             if k != "parallel_plans"}
     save_file({k: v.float() for k, v in x.items()}, os.path.join(d, "inputs.safetensors"), flat)
-    save_file({"sample": sample.float()}, os.path.join(d, "expected.safetensors"), flat)
+    save_file({k: v.float() for k, v in outs.items()}, os.path.join(d, "expected.safetensors"), flat)
     with open(os.path.join(d, "fixture.json"), "w") as f:
         json.dump(m, f, indent=2, sort_keys=True)
         f.write("\n")

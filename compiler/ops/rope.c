@@ -209,6 +209,122 @@ static void lower_ltx_rope_freqs(const struct op_lowered *X, const struct ir_op 
 		.sin = o->flag });
 }
 
+/* ltx2_rope_freqs(dim, frames, height, width, axes, modality, patch_t,
+ * patch, scale_t, scale_s, causal_offset, fps, hop_length, sampling_rate,
+ * base_t, base_s, theta, precision, part): a generator, its rows the grid's
+ * patches. The IR keeps the integers in shape_attr (frames, height, width,
+ * patch_t, patch, scale_t, scale_s, causal_offset) and attr (dim, axes,
+ * audio, f64), the numbers in fattr (time divisor, base_t, base_s,
+ * hop_length) and eps (theta). */
+static bool shape_ltx2_rope_freqs(struct op_ctx *I, struct ir_op *o, const struct value *v,
+				  struct ir_shape *out, int opi)
+{
+	const struct sig *sg = op_sig(o->kind);
+	bool audio = !strcmp(v[5].s, "audio");
+	if (!audio && strcmp(v[5].s, "video")) {
+		diag_error(I->d, v[5].loc, "modality must be \"video\" or \"audio\", not \"%s\"",
+			   v[5].s);
+		return false;
+	}
+	if (v[0].i < 2 || v[0].i % 2 || v[0].i > 0xffffffff) {
+		diag_error(I->d, v[0].loc, "ltx2_rope_freqs' dim must be even and at least 2 "
+			   "(rotation pairs), not %" PRId64, v[0].i);
+		return false;
+	}
+	if (v[4].i != 3 && v[4].i != 1) {
+		diag_error(I->d, v[4].loc, "axes must be 3 (frame, row, column) or 1 (the frame), "
+			   "not %" PRId64, v[4].i);
+		return false;
+	}
+	if (audio && v[4].i != 1) {
+		diag_error(I->d, v[4].loc, "audio positions have one axis (the frame): axes = 1");
+		return false;
+	}
+	static const int pos[] = { 1, 2, 3, 6, 7, 8, 9, 14, 15 };
+	for (size_t k = 0; k < sizeof pos / sizeof *pos; k++)
+		if (!positive(I, &v[pos[k]], sg->p[pos[k]].name))
+			return false;
+	static const int lim[] = { 1, 2, 3 };
+	for (size_t k = 0; k < 3; k++)
+		if (v[lim[k]].i >= (1 << 21)) {
+			diag_error(I->d, v[lim[k]].loc, "%s %" PRId64 " is past 2^21",
+				   sg->p[lim[k]].name, v[lim[k]].i);
+			return false;
+		}
+	for (int k = 6; k <= 10; k++)
+		if (v[k].i < 0 || v[k].i > 0xffff) {
+			diag_error(I->d, v[k].loc, "%s must be 0 to 65535, not %" PRId64,
+				   sg->p[k].name, v[k].i);
+			return false;
+		}
+	if (v[12].i < 1 || v[12].i > 0xffffffff || v[14].i > 0xffffffff || v[15].i > 0xffffffff) {
+		diag_error(I->d, o->loc, "hop_length, base_t and base_s must be 1 to 2^32 - 1");
+		return false;
+	}
+	double div = audio ? v[13].f : v[11].f;
+	if (!(div > 0) || !isfinite(div)) {
+		diag_error(I->d, audio ? v[13].loc : v[11].loc, "%s must be positive and finite, "
+			   "not %g", audio ? "sampling_rate" : "fps", div);
+		return false;
+	}
+	if (!(v[16].f > 0) || v[16].f > 1e300) {
+		diag_error(I->d, v[16].loc.file >= 0 ? v[16].loc : o->loc,
+			   "theta must be positive and finite, not %g", v[16].f);
+		return false;
+	}
+	if (strcmp(v[17].s, "f64") && strcmp(v[17].s, "f32")) {
+		diag_error(I->d, v[17].loc, "precision must be \"f64\" or \"f32\", not \"%s\"",
+			   v[17].s);
+		return false;
+	}
+	if (strcmp(v[18].s, "cos") && strcmp(v[18].s, "sin")) {
+		diag_error(I->d, v[18].loc, "part must be \"cos\" or \"sin\", not \"%s\"", v[18].s);
+		return false;
+	}
+	int64_t rows = (v[1].i + v[6].i - 1) / v[6].i;
+	if (!audio) {
+		for (int k = 2; k <= 3; k++)
+			if (v[k].i % v[7].i) {
+				diag_error(I->d, v[k].loc, "the patch %" PRId64 " must divide %s %"
+					   PRId64, v[7].i, sg->p[k].name, v[k].i);
+				return false;
+			}
+		if (v[1].i % v[6].i) {
+			diag_error(I->d, v[1].loc, "patch_t %" PRId64 " must divide frames %" PRId64,
+				   v[6].i, v[1].i);
+			return false;
+		}
+		rows = v[1].i / v[6].i * (v[2].i / v[7].i) * (v[3].i / v[7].i);
+	}
+	*out = (struct ir_shape){ 2, { rows, v[0].i } };
+	o->attr[0] = v[0].i;
+	o->attr[1] = v[4].i;
+	o->attr[2] = audio;
+	o->attr[3] = !strcmp(v[17].s, "f64");
+	o->shape_attr = (struct ir_shape){ 8, { v[1].i, audio ? 1 : v[2].i, audio ? 1 : v[3].i,
+					       v[6].i, v[7].i, v[8].i, v[9].i, v[10].i } };
+	o->fattr[0] = div;
+	o->fattr[1] = (double)v[14].i;
+	o->fattr[2] = (double)v[15].i;
+	o->fattr[3] = (double)v[12].i;
+	o->eps = v[16].f;
+	o->flag = !strcmp(v[18].s, "sin");
+	return true;
+}
+
+static void lower_ltx2_rope_freqs(const struct op_lowered *X, const struct ir_op *o,
+				  struct g_op *g)
+{
+	const int64_t *d = o->shape_attr.d;
+	ga_ltx2_rope_freqs_set(g, (struct ga_ltx2_rope_freqs){
+		.dim = o->attr[0], .axes = o->attr[1], .audio = o->attr[2], .f64 = o->attr[3],
+		.frames = d[0], .height = d[1], .width = d[2], .patch_t = d[3], .patch = d[4],
+		.scale_t = d[5], .scale_s = d[6], .causal_offset = d[7],
+		.time_div = o->fattr[0], .base_t = (int64_t)o->fattr[1],
+		.base_s = (int64_t)o->fattr[2], .hop_length = (int64_t)o->fattr[3],
+		.theta = o->eps, .sin = o->flag });
+}
+
 static void rule_rope(struct opctx *X)
 {
 	for (int g = 0; g < LG_COUNT; g++) {
@@ -241,3 +357,5 @@ const struct op_compile op_compile_rope_freqs = { .shape = shape_rope_freqs,
 const struct op_compile op_compile_ltx_rope_freqs = { .shape = shape_ltx_rope_freqs,
 						      .layout = rule_rope_freqs,
 						      .lower = lower_ltx_rope_freqs };
+const struct op_compile op_compile_ltx2_rope_freqs = { .shape = shape_ltx2_rope_freqs,
+						       .lower = lower_ltx2_rope_freqs };

@@ -258,6 +258,26 @@ void k_ltx_rope_freqs(const float *ids, float *y, int64_t rows, int64_t dim,
 		      const double scale[3], int64_t patch_t, int64_t patch, double theta,
 		      bool sine);
 
+/* LTX-2's rope table (diffusers' LTX2AudioVideoRotaryPosEmbed, interleaved)
+ * over the coordinates its prepare_video_coords / prepare_audio_coords make,
+ * rows lo .. lo + rows of the grid (frames x height x width, row-major; the
+ * audio's frames): per axis the patch bounds [x, x + patch) of x = index *
+ * patch, in pixels (x * scale; the frame axis shifted by causal_offset -
+ * scale_t, clamped at 0, then divided by fps (video) or multiplied by
+ * hop_length and divided by sampling_rate (audio)), their midpoint over the
+ * base, dim / (2 * axes) frequencies theta ** linspace(0, 1) * pi / 2 (in
+ * float64 with f64, else float32), angle freq[k] * (2 * c[a] - 1) at
+ * columns 2 * (axes * k + a) and the next, after dim % (2 * axes) columns of
+ * cos 1 / sin 0 at the front. Every float32 step as torch rounds it. */
+struct k_ltx2_rope {
+	int64_t dim, axes, height, width, patch_t, patch, scale_t, scale_s, causal_offset;
+	int64_t hop_length, base_t, base_s;
+	double time_div, theta;
+	bool audio, f64;
+};
+void k_ltx2_rope_freqs(const struct k_ltx2_rope *p, float *y, int64_t lo, int64_t rows,
+		       bool sine);
+
 /* RoPE on interleaved pairs (Flux's convention), for every head h and pair i
  * of a head of D floats (D even):
  *   y[2i]   = x[2i] cos[2i]     - x[2i+1] sin[2i]

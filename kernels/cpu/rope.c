@@ -11,6 +11,7 @@
  * bit). */
 #include <assert.h>
 #include <math.h>
+#include <stdlib.h>
 
 #include "kernels/cpu/kernels.h"
 
@@ -99,6 +100,88 @@ void k_ltx_rope_freqs(const float *ids, float *y, int64_t rows, int64_t dim,
 				o[0] = o[1] = t;
 			}
 	}
+}
+
+/* torch.linspace(0, 1, n) in float64: the CPU kernel's two halves */
+static double ltx2_linspace64(int64_t n, int64_t k)
+{
+	if (n == 1)
+		return 0.0;
+	double step = 1.0 / (double)(n - 1);
+	return k < n / 2 ? step * (double)k : 1.0 - step * (double)(n - 1 - k);
+}
+
+/* the frequency k of n: (theta ** linspace(0, 1, n)[k]) * pi / 2 in the
+ * frequencies' dtype, then float32 */
+static float ltx2_freq(const struct k_ltx2_rope *p, int64_t n, int64_t k)
+{
+	if (p->f64)
+		return (float)(pow(p->theta, ltx2_linspace64(n, k)) * M_PI / 2.0);
+	float v = ltx_linspace(0.0f, 1.0f, n, k);
+	float f = (float)pow((double)(float)p->theta, (double)v);
+	return f * (float)M_PI / 2.0f;
+}
+
+/* the coordinate of axis a at patch index g, as a fraction of the base */
+static float ltx2_coord(const struct k_ltx2_rope *p, int a, int64_t g)
+{
+	float b[2];
+	if (a == 0) {
+		float pt = (float)p->patch_t, sc = (float)p->scale_t;
+		for (int e = 0; e < 2; e++) {
+			float x = (float)g * pt;
+			if (e)
+				x = x + pt;
+			float t = x * sc;
+			t = t + (float)p->causal_offset;
+			t = t - sc;
+			t = t < 0.0f ? 0.0f : t;
+			if (p->audio)
+				t = t * (float)p->hop_length;
+			b[e] = t / (float)p->time_div;
+		}
+		return (b[0] + b[1]) / 2.0f / (float)p->base_t;
+	}
+	float ps = (float)p->patch, sc = (float)p->scale_s;
+	b[0] = ((float)g * ps) * sc;
+	b[1] = ((float)g * ps + ps) * sc;
+	return (b[0] + b[1]) / 2.0f / (float)p->base_s;
+}
+
+void k_ltx2_rope_freqs(const struct k_ltx2_rope *p, float *y, int64_t lo, int64_t rows,
+		       bool sine)
+{
+	int64_t P = p->axes, n = p->dim / (2 * P), pad = p->dim % (2 * P);
+	int64_t nh = p->height / p->patch, nw = p->width / p->patch;
+	/* one pow per frequency, whatever the rows (recomputed per entry if
+	 * there is no room for them) */
+	float *fr = n ? malloc((size_t)n * sizeof *fr) : NULL;
+	for (int64_t k = 0; fr && k < n; k++)
+		fr[k] = ltx2_freq(p, n, k);
+
+	for (int64_t r = 0; r < rows; r++) {
+		int64_t row = lo + r, g[3];
+		float *o = y + r * p->dim;
+		if (p->audio) {
+			g[0] = row;
+		} else {
+			g[0] = row / (nh * nw);
+			g[1] = row / nw % nh;
+			g[2] = row % nw;
+		}
+		for (int64_t j = 0; j < pad; j++)
+			o[j] = sine ? 0.0f : 1.0f;
+		for (int a = 0; a < P; a++) {
+			float c = ltx2_coord(p, a, g[a]);
+			float ex = c * 2.0f - 1.0f;
+			for (int64_t k = 0; k < n; k++) {
+				float ang = (fr ? fr[k] : ltx2_freq(p, n, k)) * ex;
+				float t = (float)(sine ? sin((double)ang) : cos((double)ang));
+				o[pad + 2 * (P * k + a)] = o[pad + 2 * (P * k + a) + 1] = t;
+			}
+		}
+	}
+	free(fr);
 }
 
 void k_rope(const float *x, int64_t x_stride, const float *cos, const float *sin,

@@ -149,6 +149,16 @@ int kc_rope_freqs(kc_ctx *c, enum kc_dtype t, const void *ids, const struct kc_p
 int kc_ltx_rope_freqs(kc_ctx *c, enum kc_dtype t, const void *ids, void *y, int64_t rows,
 		      int64_t dim, const double *scale, int64_t patch_t, int64_t patch,
 		      double theta, bool sine);
+/* k_ltx2_rope_freqs (kernels/cpu/kernels.h), the table [rows, dim] of grid
+ * rows lo .. lo + rows in dtype t; the frequencies computed on the host */
+struct kc_ltx2_rope {
+	int64_t dim, axes, height, width, patch_t, patch, scale_t, scale_s, causal_offset;
+	int64_t hop_length, base_t, base_s;
+	double time_div, theta;
+	bool audio, f64;
+};
+int kc_ltx2_rope_freqs(kc_ctx *c, enum kc_dtype t, const struct kc_ltx2_rope *p, void *y,
+		       int64_t lo, int64_t rows, bool sine);
 int kc_grid_ids(kc_ctx *c, enum kc_dtype t, void *y, int64_t F, int64_t H, int64_t W,
 		bool center);
 int kc_text_ids(kc_ctx *c, enum kc_dtype t, void *y, int64_t length, int64_t first,

@@ -136,6 +136,90 @@ int ltx_rope_freqs_t(kc_ctx *c, const void *ids, void *y, int64_t rows, int64_t 
 	return kc_launched();
 }
 
+/* k_ltx2_rope_freqs' steps, each rounded as the CPU kernel rounds it */
+__device__ float ltx2_coord_dev(const kc_ltx2_rope &p, int a, int64_t g)
+{
+	float b[2];
+	if (a == 0) {
+		float pt = (float)p.patch_t, sc = (float)p.scale_t;
+		for (int e = 0; e < 2; e++) {
+			float x = __fmul_rn((float)g, pt);
+			if (e)
+				x = __fadd_rn(x, pt);
+			float t = __fmul_rn(x, sc);
+			t = __fadd_rn(t, (float)p.causal_offset);
+			t = __fsub_rn(t, sc);
+			t = t < 0.0f ? 0.0f : t;
+			if (p.audio)
+				t = __fmul_rn(t, (float)p.hop_length);
+			b[e] = __fdiv_rn(t, (float)p.time_div);
+		}
+		return __fdiv_rn(__fdiv_rn(__fadd_rn(b[0], b[1]), 2.0f), (float)p.base_t);
+	}
+	float ps = (float)p.patch, sc = (float)p.scale_s;
+	b[0] = __fmul_rn(__fmul_rn((float)g, ps), sc);
+	b[1] = __fmul_rn(__fadd_rn(__fmul_rn((float)g, ps), ps), sc);
+	return __fdiv_rn(__fdiv_rn(__fadd_rn(b[0], b[1]), 2.0f), (float)p.base_s);
+}
+
+__device__ float ltx2_freq_dev(const kc_ltx2_rope &p, int64_t n, int64_t k)
+{
+	if (p.f64) {
+		double v = 0.0;
+		if (n > 1) {
+			double step = __ddiv_rn(1.0, (double)(n - 1));
+			v = k < n / 2 ? __dmul_rn(step, (double)k)
+				      : __dsub_rn(1.0, __dmul_rn(step, (double)(n - 1 - k)));
+		}
+		return __double2float_rn(__ddiv_rn(__dmul_rn(pow(p.theta, v), M_PI), 2.0));
+	}
+	float v = 0.0f;
+	if (n > 1) {
+		float step = __fdiv_rn(1.0f, (float)(n - 1));
+		v = k < n / 2 ? __fmaf_rn(step, (float)k, 0.0f)
+			      : __fmaf_rn(-step, (float)(n - 1 - k), 1.0f);
+	}
+	float f = __double2float_rn(pow((double)(float)p.theta, (double)v));
+	return __fdiv_rn(__fmul_rn(f, (float)M_PI), 2.0f);
+}
+
+template <typename T>
+__global__ void ltx2_rope_freqs_kernel(kc_ltx2_rope p, T *y, int64_t lo, int64_t rows, bool sine)
+{
+	int64_t P = p.axes, n = p.dim / (2 * P), pad = p.dim % (2 * P);
+	int64_t nh = p.height / p.patch, nw = p.width / p.patch;
+
+	for (int64_t e = kc_thread(); e < rows * (p.dim / 2); e += kc_threads()) {
+		int64_t r = e / (p.dim / 2), j = 2 * (e % (p.dim / 2)), row = lo + r;
+		float t;
+
+		if (j < pad) {
+			t = sine ? 0.0f : 1.0f;
+		} else {
+			int64_t k = (j - pad) / (2 * P);
+			int a = (int)((j - pad) / 2 % P);
+			int64_t g = p.audio ? row : a == 0 ? row / (nh * nw) : a == 1 ? row / nw % nh
+											: row % nw;
+			float c = ltx2_coord_dev(p, a, g);
+			float ex = __fsub_rn(__fmul_rn(c, 2.0f), 1.0f);
+			float ang = __fmul_rn(ltx2_freq_dev(p, n, k), ex);
+			t = __double2float_rn(sine ? sin((double)ang) : cos((double)ang));
+		}
+		T o = kc_from_f32<T>(t);
+		y[r * p.dim + j] = o;
+		y[r * p.dim + j + 1] = o;
+	}
+}
+
+template <typename T>
+int ltx2_rope_freqs_t(kc_ctx *c, const kc_ltx2_rope &p, void *y, int64_t lo, int64_t rows,
+		      bool sine)
+{
+	ltx2_rope_freqs_kernel<T><<<kc_blocks_for(c, THREADS, rows * (p.dim / 2)), THREADS, 0,
+				    c->stream>>>(p, (T *)y, lo, rows, sine);
+	return kc_launched();
+}
+
 /* ---- rope ------------------------------------------------------------------------------ */
 
 /* One warp per position (b, s); its lanes walk the pairs of one head at a
@@ -251,6 +335,20 @@ extern "C" int kc_ltx_rope_freqs(kc_ctx *c, enum kc_dtype t, const void *ids, vo
 	if (rows == 0)
 		return 0;
 	return KC_DISPATCH(t, ltx_rope_freqs_t, c, ids, y, rows, dim, p, sine);
+}
+
+extern "C" int kc_ltx2_rope_freqs(kc_ctx *c, enum kc_dtype t, const struct kc_ltx2_rope *p,
+				  void *y, int64_t lo, int64_t rows, bool sine)
+{
+	int st = kc_use_device(c);
+
+	if (st)
+		return st;
+	if (p->dim < 2 || p->dim % 2 || p->axes < 1 || p->patch_t < 1 || p->patch < 1)
+		return (int)cudaErrorInvalidValue;
+	if (rows == 0)
+		return 0;
+	return KC_DISPATCH(t, ltx2_rope_freqs_t, c, *p, y, lo, rows, sine);
 }
 
 extern "C" int kc_rope(kc_ctx *c, enum kc_dtype t, const void *x, int64_t x_stride,

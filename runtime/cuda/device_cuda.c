@@ -247,6 +247,17 @@ static int cuda_ltx_rope_freqs(struct dev *d, const float *ids, float *y, int64_
 					 patch, theta, sine), "ltx_rope_freqs");
 }
 
+static int cuda_ltx2_rope_freqs(struct dev *d, const struct k_ltx2_rope *p, float *y, int64_t lo,
+				int64_t rows, bool sine)
+{
+	const struct kc_ltx2_rope k = { p->dim, p->axes, p->height, p->width, p->patch_t, p->patch,
+					p->scale_t, p->scale_s, p->causal_offset, p->hop_length,
+					p->base_t, p->base_s, p->time_div, p->theta, p->audio,
+					p->f64 };
+	return fail(d, kc_ltx2_rope_freqs(cd(d)->kc, cd(d)->t, &k, y, lo, rows, sine),
+		    "ltx2_rope_freqs");
+}
+
 static int cuda_grid_ids(struct dev *d, float *y, int64_t F, int64_t H, int64_t W, bool center)
 {
 	return fail(d, kc_grid_ids(cd(d)->kc, cd(d)->t, y, F, H, W, center), "grid_ids");
@@ -340,6 +351,7 @@ static const struct dev_ops cuda_ops = {
 	.timestep_embedding = cuda_timestep_embedding,
 	.rope_freqs = cuda_rope_freqs,
 	.ltx_rope_freqs = cuda_ltx_rope_freqs,
+	.ltx2_rope_freqs = cuda_ltx2_rope_freqs,
 	.grid_ids = cuda_grid_ids,
 	.text_ids = cuda_text_ids,
 	.patchify = cuda_patchify,

@@ -113,6 +113,47 @@ static dtpc_status run_ltx_rope_freqs(struct dtpc_session *s, const struct g_op 
 	return DTPC_OK;
 }
 
+/* the generator's parameters as its kernel takes them */
+static struct k_ltx2_rope ltx2_params(const struct ga_ltx2_rope_freqs *a)
+{
+	return (struct k_ltx2_rope){ a->dim, a->axes, a->height, a->width, a->patch_t, a->patch,
+				     a->scale_t, a->scale_s, a->causal_offset, a->hop_length,
+				     a->base_t, a->base_s, a->time_div, a->theta, a->audio,
+				     a->f64 };
+}
+
+static dtpc_status check_ltx2_rope_freqs(struct dtpc_session *s, uint32_t i, const struct g_op *o)
+{
+	const char *name = op_table[o->kind].name;
+	uint32_t out = o->out;
+	struct ga_ltx2_rope_freqs a = ga_ltx2_rope_freqs_get(o);
+	const struct g_tensor *t = &s->g->tensors[out];
+	REQUIRE(a.dim >= 2 && a.dim % 2 == 0 && (a.axes == 1 || a.axes == 3) &&
+			(!a.audio || a.axes == 1), i, name, "dim %lld (even), axes %lld",
+		(long long)a.dim, (long long)a.axes);
+	REQUIRE(a.frames >= 1 && a.height >= 1 && a.width >= 1 && a.patch_t >= 1 &&
+			a.patch >= 1 && a.scale_t >= 1 && a.scale_s >= 1 && a.base_t >= 1 &&
+			a.base_s >= 1 && a.hop_length >= 1 && a.time_div > 0 &&
+			isfinite(a.time_div) && a.theta > 0 && isfinite(a.theta), i, name,
+		"grid, patch, scales, bases or theta");
+	int64_t rows = a.audio ? (a.frames + a.patch_t - 1) / a.patch_t
+			       : a.frames / a.patch_t * (a.height / a.patch) * (a.width / a.patch);
+	REQUIRE(nd(s, out) == 2 && t->pattern[0] == -1 && t->pattern[1] == -1 &&
+			dims(s, out)[0] == rows && dims(s, out)[1] == a.dim, i, name,
+		"the output must be the whole [%lld, %lld]", (long long)rows, (long long)a.dim);
+	return DTPC_OK;
+}
+
+static dtpc_status run_ltx2_rope_freqs(struct dtpc_session *s, const struct g_op *o)
+{
+	struct ga_ltx2_rope_freqs a = ga_ltx2_rope_freqs_get(o);
+	struct k_ltx2_rope p = ltx2_params(&a);
+	DEV(s, o, ltx2_rope_freqs, &p, rt_data(s, o->out), 0, dims(s, o->out)[0], a.sin);
+	return DTPC_OK;
+}
+
+const struct op_runtime op_runtime_ltx2_rope_freqs = { check_ltx2_rope_freqs,
+						       run_ltx2_rope_freqs };
 const struct op_runtime op_runtime_rope = { check_rope, run_rope };
 const struct op_runtime op_runtime_ltx_rope_freqs = { check_ltx_rope_freqs, run_ltx_rope_freqs };
 const struct op_runtime op_runtime_rope_freqs = { check_rope_freqs, run_rope_freqs };
