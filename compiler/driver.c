@@ -17,6 +17,7 @@
 #include "layout.h"
 #include "lower.h"
 #include "parse.h"
+#include "graph/error.h"
 #include "graph/graph_stats.h"
 #include "summary.h"
 
@@ -541,9 +542,9 @@ int driver_compile(const struct check_opts *opts, const char *out_path, bool ver
 	}
 	/* read back what was written: the loader's checks cover the compiler */
 	struct g_graph back;
-	char why[256];
-	if (!graph_parse(buf, len, &back, why, sizeof why)) {
-		fprintf(err, "dtpc: internal error: the graph does not load: %s\n", why);
+	if (!graph_parse(buf, len, &back)) {
+		fprintf(err, "dtpc: internal error: the graph does not load: %s\n",
+			g_error()->msg);
 		free(buf);
 		status = 2;
 		goto done;

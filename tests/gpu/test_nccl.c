@@ -112,7 +112,7 @@ static long poisoned_wrong(const uint8_t *p, size_t len)
 /* Says why a call failed (TAP diagnostics). */
 static long call_failed(int st)
 {
-	printf("# rank %d: status %d: %s\n", rank, st, C->error);
+	printf("# rank %d: status %d: %s\n", rank, st, g_error()->msg);
 	return -1;
 }
 
@@ -426,18 +426,18 @@ static void t_invalid(struct comm_group *gs)
 	int st = C->ops->allreduce_f32(C, &bad, tag(90, "all_reduce ghost"), buf, 64);
 	CHECK(st == COMM_INVALID && now() - t0 < 0.1,
 	      "a group naming rank %d of a world of %d is COMM_INVALID at once (%d: %s)", ghost,
-	      world, st, C->error);
+	      world, st, g_error()->msg);
 
 	float host[64] = { 0 };
 	st = C->ops->allreduce_f32(C, &gs[ALL], tag(91, "all_reduce host"), host, 64);
-	CHECK(st == COMM_INVALID && strstr(C->error, "host memory"),
-	      "host memory is COMM_INVALID (%s)", C->error);
+	CHECK(st == COMM_INVALID && strstr(g_error()->msg, "host memory"),
+	      "host memory is COMM_INVALID (%s)", g_error()->msg);
 
 	struct comm_group unprepared = gs[SELF];
 	unprepared.id = 99;
 	st = C->ops->allreduce_f32(C, &unprepared, tag(92, "all_reduce unprepared"), buf, 64);
-	CHECK(st == COMM_INVALID && strstr(C->error, "was not prepared"),
-	      "a group id never prepared is COMM_INVALID (%s)", C->error);
+	CHECK(st == COMM_INVALID && strstr(g_error()->msg, "was not prepared"),
+	      "a group id never prepared is COMM_INVALID (%s)", g_error()->msg);
 
 	int off[MAXR];
 	for (int i = 0; i < world; i++)
@@ -445,15 +445,15 @@ static void t_invalid(struct comm_group *gs)
 	struct comm_group wrong_world = { .id = -1, .n = world, .me = world - 1 - rank, .ranks = off };
 	st = C->ops->allreduce_f32(C, &wrong_world, tag(93, "all_reduce reversed"), buf, 64);
 	CHECK(world == 1 || st == COMM_INVALID,
-	      "group id -1 must be the world in rank order (%d: %s)", st, world > 1 ? C->error : "");
+	      "group id -1 must be the world in rank order (%d: %s)", st, world > 1 ? g_error()->msg : "");
 	struct comm_p2p out = { world, buf, 16 }, hostbuf = { 0, host, 16 }, self = { 0, buf, 16 };
 	struct comm_request *req;
 	st = C->ops->exchange_start(C, &gs[ALL], tag(96, "exchange ghost"), &out, 1, NULL, 0, &req);
-	CHECK(st == COMM_INVALID && strstr(C->error, "names member"),
-	      "an exchange with a member that does not exist is COMM_INVALID (%s)", C->error);
+	CHECK(st == COMM_INVALID && strstr(g_error()->msg, "names member"),
+	      "an exchange with a member that does not exist is COMM_INVALID (%s)", g_error()->msg);
 	st = C->ops->exchange_start(C, &gs[SELF], tag(97, "exchange host"), &self, 1, &hostbuf, 1, &req);
-	CHECK(st == COMM_INVALID && strstr(C->error, "host memory"),
-	      "an exchange into host memory is COMM_INVALID (%s)", C->error);
+	CHECK(st == COMM_INVALID && strstr(g_error()->msg, "host memory"),
+	      "an exchange into host memory is COMM_INVALID (%s)", g_error()->msg);
 	cudaFree(buf);
 	CHECK(t_allreduce(&gs[ALL], 94, 77, 4096) == 0, "the backend works after bad arguments");
 }
@@ -462,10 +462,9 @@ static void t_invalid(struct comm_group *gs)
  * than it: the collective on the group of one must time out. */
 static void t_stall(void)
 {
-	char err[512];
-	struct comm *c2 = nccl_comm_create(STALL_TIMEOUT_MS, err, sizeof err);
+	struct comm *c2 = nccl_comm_create(STALL_TIMEOUT_MS);
 	CHECK(c2 != NULL, "a second communicator with a %d ms deadline (%s)", STALL_TIMEOUT_MS,
-	      c2 ? "ok" : err);
+	      c2 ? "ok" : g_error()->msg);
 	if (!c2)
 		return;
 	int self = rank;
@@ -580,10 +579,9 @@ static void t_peer_stops(void)
 			printf("# a stopped peer: needs 2 ranks or more (mpirun -np 2)\n");
 		return;
 	}
-	char err[512];
-	struct comm *c2 = nccl_comm_create(STALL_TIMEOUT_MS, err, sizeof err);
+	struct comm *c2 = nccl_comm_create(STALL_TIMEOUT_MS);
 	CHECK(c2 != NULL, "a second communicator of %d ranks with a %d ms deadline (%s)", world,
-	      STALL_TIMEOUT_MS, c2 ? "ok" : err);
+	      STALL_TIMEOUT_MS, c2 ? "ok" : g_error()->msg);
 	if (!c2)
 		return;
 	int all[MAXR];
@@ -638,8 +636,8 @@ static void t_fail(struct comm_group *gs)
 	snprintf(want, sizeof want, "rank %d failed: kernel error: NaN in blocks.3", rank);
 	double t0 = now();
 	int st = C->ops->allreduce_f32(C, &gs[ALL], tag(95, "all_reduce after fail"), buf, 64);
-	CHECK(st == COMM_FAILED && strstr(C->error, want) && now() - t0 < 0.05,
-	      "after fail() every call fails at once with its reason (%s)", C->error);
+	CHECK(st == COMM_FAILED && strstr(g_error()->msg, want) && now() - t0 < 0.05,
+	      "after fail() every call fails at once with its reason (%s)", g_error()->msg);
 	cudaFree(buf);
 }
 
@@ -689,10 +687,10 @@ int main(void)
 	if (world > MAXR)
 		return skip("more ranks than the test's layouts hold");
 
-	char err[512];
 	double t0 = now();
-	C = nccl_comm_create(TIMEOUT_MS, err, sizeof err);
-	CHECK(C != NULL, "comm_nccl_create: world %d in %.2f s (%s)", world, now() - t0, C ? "ok" : err);
+	C = nccl_comm_create(TIMEOUT_MS);
+	CHECK(C != NULL, "comm_nccl_create: world %d in %.2f s (%s)", world, now() - t0,
+	      C ? "ok" : g_error()->msg);
 	if (!C)
 		return finish(1);
 	CHECK(C->rank == rank && C->world == world && C->device >= 0 && C->device < ndev &&
@@ -705,9 +703,9 @@ int main(void)
 	int ng = make_groups(gs, all, &self, pair);
 	t0 = now();
 	int st = C->ops->prepare(C, gs, ng);
-	CHECK(st == COMM_OK, "prepare %d groups in %.2f s (%s)", ng, now() - t0, st ? C->error : "ok");
+	CHECK(st == COMM_OK, "prepare %d groups in %.2f s (%s)", ng, now() - t0, st ? g_error()->msg : "ok");
 	st = C->ops->prepare(C, gs, ng);
-	CHECK(st == COMM_OK, "prepare again with the same groups (%s)", st ? C->error : "ok");
+	CHECK(st == COMM_OK, "prepare again with the same groups (%s)", st ? g_error()->msg : "ok");
 
 	int wranks[MAXR];
 	struct comm_group wg = comm_world_group(C, wranks);

@@ -49,8 +49,10 @@ static int rank_main(int rank, int world, int id_in, const int *id_out, char *wh
 	}
 	unsigned char id[DTPC_NCCL_UNIQUE_ID_BYTES];
 	if (rank == 0) {
-		if (nccl_unique_id(id, why, len))
+		if (nccl_unique_id(id)) {
+			snprintf(why, len, "%s", g_error()->msg);
 			return 1;
+		}
 		for (int r = 1; r < world; r++)
 			if (write(id_out[r], id, sizeof id) != (ssize_t)sizeof id) {
 				snprintf(why, len, "writing the id to rank %d", r);
@@ -60,9 +62,11 @@ static int rank_main(int rank, int world, int id_in, const int *id_out, char *wh
 		snprintf(why, len, "rank 0 sent no id");
 		return SKIP;
 	}
-	struct comm *c = nccl_comm_init(id, rank, world, TIMEOUT_MS, why, len);
-	if (!c)
+	struct comm *c = nccl_comm_init(id, rank, world, TIMEOUT_MS);
+	if (!c) {
+		snprintf(why, len, "%s", g_error()->msg);
 		return 1;
+	}
 	int status = 1;
 	float *h = malloc(COUNT * sizeof *h), *d = NULL;
 	if (c->rank != rank || c->world != world || c->device != rank % ndev) {
@@ -83,7 +87,7 @@ static int rank_main(int rank, int world, int id_in, const int *id_out, char *wh
 	if (!st)
 		st = comm_complete(c);
 	if (st || cudaMemcpy(h, d, COUNT * sizeof *h, cudaMemcpyDeviceToHost) != cudaSuccess) {
-		snprintf(why, len, "all-reduce: %s", st ? c->error : "download failed");
+		snprintf(why, len, "all-reduce: %s", st ? g_error()->msg : "download failed");
 		goto out;
 	}
 	long wrong = 0, control = 0;
