@@ -470,7 +470,7 @@ static void t_stall(void)
 	int self = rank;
 	struct comm_group one = { .id = 0, .n = 1, .me = 0, .ranks = &self };
 	int st = c2->ops->prepare(c2, &one, 1);
-	CHECK(st == COMM_OK, "prepare a group of one (%s)", st ? c2->error : "ok");
+	CHECK(st == COMM_OK, "prepare a group of one (%s)", st ? g_error()->msg : "ok");
 	cudaStream_t s;
 	cuda_or_die(cudaStreamCreate(&s), "cudaStreamCreate");
 	c2->stream = s; /* as a session sets its compute stream */
@@ -486,15 +486,15 @@ static void t_stall(void)
 	double t = now() - t0;
 	char want[64];
 	snprintf(want, sizeof want, "timed out after %d ms", STALL_TIMEOUT_MS);
-	CHECK(st == COMM_FAILED && strstr(c2->error, want) && strstr(c2->error, "op 42 (all_reduce stall)") &&
+	CHECK(st == COMM_FAILED && strstr(g_error()->msg, want) && strstr(g_error()->msg, "op 42 (all_reduce stall)") &&
 		      t >= STALL_TIMEOUT_MS * 1e-3 && t < STALL_MS * 1e-3,
-	      "complete() on a stalled stream times out after %.2f s: %s", t, c2->error);
-	char first[512];
-	snprintf(first, sizeof first, "%s", c2->error);
+	      "complete() on a stalled stream times out after %.2f s: %s", t, g_error()->msg);
+	char first[G_ERROR_MSG];
+	snprintf(first, sizeof first, "%s", g_error()->msg);
 	t0 = now();
 	st = c2->ops->allreduce_f32(c2, &one, tag(43, "all_reduce after"), buf, 256);
 	t = now() - t0;
-	CHECK(st == COMM_FAILED && !strcmp(c2->error, first) && t < 0.05,
+	CHECK(st == COMM_FAILED && !strcmp(g_error()->msg, first) && t < 0.05,
 	      "the next call fails at once (%.3f s) with the first message", t);
 	cuda_or_die(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 	t0 = now();
@@ -597,7 +597,7 @@ static void t_peer_stops(void)
 		st = c2->ops->allreduce_f32(c2, &g, tag(43, "all_reduce warm-up"), buf, 4096);
 	if (!st)
 		st = comm_complete(c2);
-	CHECK(st == COMM_OK, "prepare and a first allreduce on it (%s)", st ? c2->error : "ok");
+	CHECK(st == COMM_OK, "prepare and a first allreduce on it (%s)", st ? g_error()->msg : "ok");
 	bool stops = rank == world - 1, good = true;
 	double issue = 0, waited = 0;
 	if (!st && !stops) {
@@ -610,11 +610,11 @@ static void t_peer_stops(void)
 		snprintf(want, sizeof want, "timed out after %d ms in op 44 (all_reduce peer stops)",
 			 STALL_TIMEOUT_MS);
 		snprintf(who, sizeof who, " %d]", world - 1);
-		good = st == COMM_OK && issue < 0.1 && st2 == COMM_FAILED && strstr(c2->error, want) &&
-		       strstr(c2->error, "waiting for ranks") && strstr(c2->error, who) &&
+		good = st == COMM_OK && issue < 0.1 && st2 == COMM_FAILED && strstr(g_error()->msg, want) &&
+		       strstr(g_error()->msg, "waiting for ranks") && strstr(g_error()->msg, who) &&
 		       waited >= STALL_TIMEOUT_MS * 1e-3 && waited < STALL_TIMEOUT_MS * 1e-3 + 2;
 		if (!good)
-			printf("# rank %d: %d then %d after %.3f s: %s\n", rank, st, st2, waited, c2->error);
+			printf("# rank %d: %d then %d after %.3f s: %s\n", rank, st, st2, waited, g_error()->msg);
 	}
 	CHECK(good, "rank %d stops: the others' allreduce returns in %.3f s and complete() fails after %.3f s naming the op and rank %d",
 	      world - 1, issue, waited, world - 1);

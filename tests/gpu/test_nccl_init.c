@@ -141,7 +141,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		if (pid[r] == 0) { /* no CUDA before here: the parent never touches it */
-			char why[768] = "";
+			char why[G_ERROR_MSG + 64] = "";
 			for (int k = 0; k < world; k++)
 				if (k != r)
 					close(pipes[k][0]);
@@ -158,7 +158,7 @@ int main(int argc, char **argv)
 		close(pipes[r][1]), close(pipes[r][0]), close(results[r][1]);
 	int skipped = 0;
 	for (int r = 0; r < world; r++) {
-		char why[768] = "";
+		char why[G_ERROR_MSG + 64] = "";
 		ssize_t n = read(results[r][0], why, sizeof why - 1);
 		why[n > 0 ? n : 0] = 0;
 		int ws = 0;
