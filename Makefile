@@ -223,7 +223,7 @@ $(BUILD)/bench/gpu/%: $(BUILD)/obj/bench/gpu/%.o $(BUILD)/obj/cli/median.o $(BUI
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 
 # Exports one symbol, the table of cuda_api.h.
-$(CUDA_SO): $(CUDA_OBJ) $(BUILD)/obj/runtime/comm.o
+$(CUDA_SO): $(CUDA_OBJ) $(BUILD)/obj/runtime/comm.o $(BUILD)/obj/graph/error.o
 	printf '{ global: dtpc_cuda_api; local: *; };\n' >$(BUILD)/libdtpc_cuda.map
 	$(CC) $(LDFLAGS) -shared -Wl,-soname,libdtpc_cuda.so -Wl,--version-script,$(BUILD)/libdtpc_cuda.map \
 		-Wl,--no-undefined -o $@ $^ $(MPI_LIBS) $(CUDA_LIBS) -lpthread -lm

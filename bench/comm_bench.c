@@ -458,10 +458,9 @@ static void mpi_max_times(struct team *t, double *v, int n)
 
 static int run_mpi(cJSON *arr)
 {
-	char err[256];
-	struct impl mine = { .c = comm_mpi_create(600000, err, sizeof err) }, plain = { 0 };
+	struct impl mine = { .c = comm_mpi_create(600000) }, plain = { 0 };
 	if (!mine.c) {
-		fprintf(stderr, "comm_bench: %s\n", err);
+		fprintf(stderr, "comm_bench: %s\n", g_error()->msg);
 		return 2;
 	}
 	if (mine.c->world > MAXR) {

@@ -501,7 +501,7 @@ struct local_arg {
 	struct coll_times *ct;
 	struct compute *cp;
 	int rc;
-	char err[512];
+	char err[G_ERROR_MSG];
 };
 
 static void *local_rank(void *p)
@@ -519,7 +519,7 @@ static void *local_rank(void *p)
 	if (!a->rc && a->n >= 2)
 		a->rc = measure_colls(&T, a->n, a->n, a->sz, a->ct);
 	if (a->rc)
-		snprintf(a->err, sizeof a->err, "%s", c->error[0] ? c->error : "out of memory");
+		snprintf(a->err, sizeof a->err, "%s", g_error()->msg[0] ? g_error()->msg : "out of memory");
 	c->ops->free(c);
 	return NULL;
 }
@@ -840,7 +840,7 @@ int calibrate_main(int argc, char **argv)
 	struct coll_times *ct = calloc(1, sizeof *ct);
 	struct compute *cp = calloc(1, sizeof *cp);
 	struct comm *mc = NULL;
-	char err[600] = "";
+	char err[G_ERROR_MSG + 80] = "";
 	int cores = (int)sysconf(_SC_NPROCESSORS_ONLN), rank = 0;
 	double load_start = -1; /* -1: not known (getloadavg failed) */
 	getloadavg(&load_start, 1);
@@ -853,8 +853,8 @@ int calibrate_main(int argc, char **argv)
 	if (o.mpi) {
 		/* the backend itself, not a dtpc_comm: the measurements call its
 		 * collectives (comm.h), which the public API keeps inside sessions */
-		if (!(mc = comm_mpi_create(120000, err, sizeof err))) {
-			fprintf(stderr, "dtpc calibrate: MPI: %s\n", err);
+		if (!(mc = comm_mpi_create(120000))) {
+			fprintf(stderr, "dtpc calibrate: MPI: %s\n", g_error()->msg);
 			return free(ct), free(cp), 2;
 		}
 		rank = mc->rank, o.ranks = mc->world;
@@ -866,7 +866,7 @@ int calibrate_main(int argc, char **argv)
 	bool ok = o.mpi ? mpi_measure(mc, o.ranks, cores, &sz, ct, cp) == COMM_OK
 			: local_measure(o.ranks, cores, &sz, ct, cp, err, sizeof err);
 	if (o.mpi && !ok)
-		snprintf(err, sizeof err, "%s", mc->error[0] ? mc->error : "out of memory");
+		snprintf(err, sizeof err, "%s", g_error()->msg[0] ? g_error()->msg : "out of memory");
 	if (!ok) {
 		fprintf(stderr, "dtpc calibrate: %s\n", err);
 		if (mc)

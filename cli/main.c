@@ -16,6 +16,7 @@
 #include "embed.h"
 #include "inspect.h"
 #include "run.h"
+#include "graph/error.h"
 #include "graph/graph_file.h"
 #include "shard.h"
 #include "timeline.h"
@@ -229,11 +230,10 @@ static int cmd_inspect(int argc, char **argv)
 	if ((block || axis) && f != INSPECT_DOT)
 		return diag_usage_error("%s", "--block and --axis shape the picture: they go with --format dot");
 	struct graph_file gf;
-	char err[256];
 	if (!driver_readable(file, stderr))
 		return 2;
-	if (!graph_file_open(&gf, file, err, sizeof err)) {
-		fprintf(stderr, "dtpc: %s: %s\n", file, err);
+	if (!graph_file_open(&gf, file)) {
+		fprintf(stderr, "dtpc: %s: %s\n", file, g_error()->msg);
 		return 2;
 	}
 	rc = f == INSPECT_DOT ? inspect_dot(&gf.g, rank, block, axis, stdout)

@@ -36,25 +36,24 @@ struct rank_job {
 		      * stand for every rank's */
 };
 
+/* The runtime's messages do not name the rank (dtpc_last_error_rank() is
+ * it): the report names the ranks itself, and identical failures of
+ * several ranks then read as one. */
 static void job_fail(struct rank_job *j, dtpc_status st)
 {
 	j->st = st;
 	snprintf(j->error, sizeof j->error, "%s", dtpc_last_error());
-	/* the runtime ends some messages with the rank they come from; the
-	 * report names the ranks itself, and identical failures then read as one */
-	char own[32];
-	int n = snprintf(own, sizeof own, " (rank %d)", j->rank);
-	size_t len = strlen(j->error);
-	if (len >= (size_t)n && !strcmp(j->error + len - (size_t)n, own))
-		j->error[len - (size_t)n] = 0;
-	/* or begin with it ("rank 3, op 55 (...): rank 2 failed: ...") */
-	for (int k = 0; k < 2; k++) {
-		n = snprintf(own, sizeof own, "rank %d%c ", j->rank, ",:"[k]);
-		if (!strncmp(j->error, own, (size_t)n)) {
-			memmove(j->error, j->error + n, strlen(j->error + n) + 1);
-			break;
-		}
-	}
+}
+
+/* A failure outside the ranks' jobs (the graph, the world, a trace), at the
+ * rank it is about where it has one. */
+static void say_failure(void)
+{
+	int rank = dtpc_last_error_rank();
+	if (rank >= 0)
+		fprintf(stderr, "dtpc: rank %d: %s\n", rank, dtpc_last_error());
+	else
+		say_failure();
 }
 
 /* --threads, or under MPI the cores divided by the ranks on this node (Open
@@ -651,7 +650,7 @@ int run_local(const struct run_opts *o)
 		return 2;
 	dtpc_graph *g = NULL;
 	if (dtpc_graph_open_file(o->graph, &g)) {
-		fprintf(stderr, "dtpc: %s\n", dtpc_last_error());
+		say_failure();
 		return 2;
 	}
 	char why[512];
@@ -663,7 +662,7 @@ int run_local(const struct run_opts *o)
 	int n = o->ranks ? o->ranks : dtpc_graph_world(g);
 	dtpc_local_world *w = NULL;
 	if (dtpc_local_world_create(n, o->timeout_ms, &w)) {
-		fprintf(stderr, "dtpc: %s\n", dtpc_last_error());
+		say_failure();
 		dtpc_graph_free(g);
 		return 2;
 	}
@@ -702,7 +701,7 @@ int run_local(const struct run_opts *o)
 			for (int r = 0; ss && r < n; r++)
 				ss[r] = jobs[r].s;
 			if (!ss || dtpc_trace_write(o->trace, ss, n)) {
-				fprintf(stderr, "dtpc: %s\n", dtpc_last_error());
+				say_failure();
 				rc = 2;
 			}
 			free(ss);
@@ -769,7 +768,7 @@ int run_mpi(const struct run_opts *o)
 	dtpc_comm *c = NULL;
 	bool nccl = o->backend == RUN_NCCL;
 	if (nccl ? dtpc_comm_nccl(o->timeout_ms, &c) : dtpc_comm_mpi(o->timeout_ms, &c)) {
-		fprintf(stderr, "dtpc: %s\n", dtpc_last_error());
+		say_failure();
 		return 2;
 	}
 	int rank = dtpc_comm_rank(c), rc = 0;
@@ -811,7 +810,7 @@ int run_mpi(const struct run_opts *o)
 	rc = end_job(c->impl, &j, !j.st ? 0 : j.st == DTPC_ERR_IO || gst || !seeds ? 2 : 1);
 	if (!rc && o->trace) {
 		if (nccl ? dtpc_trace_write(trace, &j.s, 1) : dtpc_trace_write_gathered(o->trace, j.s)) {
-			fprintf(stderr, "dtpc: %s\n", dtpc_last_error());
+			say_failure();
 			rc = 2;
 		}
 	}

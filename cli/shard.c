@@ -16,6 +16,7 @@
 #include "args.h"
 #include "compiler/diag.h"
 #include "compiler/driver.h"
+#include "graph/error.h"
 #include "graph/graph_file.h"
 #include "runtime/weights.h"
 
@@ -181,11 +182,11 @@ int shard_main(int argc, char **argv)
 	if (!driver_readable(graph, stderr))
 		return 2;
 	struct graph_file gf;
-	char why[1024];
-	if (!graph_file_open(&gf, graph, why, sizeof why)) {
-		fprintf(stderr, "dtpc: %s: %s\n", graph, why);
+	if (!graph_file_open(&gf, graph)) {
+		fprintf(stderr, "dtpc: %s: %s\n", graph, g_error()->msg);
 		return 2;
 	}
+	char why[1024];
 	const struct g_graph *g = &gf.g;
 	struct ckpt *c = NULL;
 	enum st_fault fault;

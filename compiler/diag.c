@@ -151,13 +151,28 @@ void diag_note(struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
 	va_end(ap);
 }
 
-void diag_hint(struct diag_ctx *d, const char *fmt, ...)
+static void hint(struct diag_ctx *d, const char *option, const char *fmt, va_list ap)
 {
 	if (over_limit(d))
 		return;
+	struct diag *h = add(d, DIAG_HINT, loc_none(), fmt, ap);
+	h->context = option;
+	attach(d, h);
+}
+
+void diag_hint(struct diag_ctx *d, const char *fmt, ...)
+{
 	va_list ap;
 	va_start(ap, fmt);
-	attach(d, add(d, DIAG_HINT, loc_none(), fmt, ap));
+	hint(d, NULL, fmt, ap);
+	va_end(ap);
+}
+
+void diag_hint_context(struct diag_ctx *d, const char *option, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	hint(d, option, fmt, ap);
 	va_end(ap);
 }
 

@@ -28,6 +28,11 @@ struct diag {
 	enum diag_level level;
 	dtpc_loc loc;
 	const char *msg;
+	/* A hint that an option of the plan's context would fix the error:
+	 * the option as --context takes it ("ulysses_anything = true"), which
+	 * the driver tries before the hint is offered (driver.c). NULL for
+	 * every other diagnostic. */
+	const char *context;
 	/* the compiler source file that reported it (__FILE__): names the
 	 * family of checks, a rule of `check --format sarif` */
 	const char *origin;
@@ -81,6 +86,9 @@ void diag_note_to(struct diag_ctx *d, struct diag *e, dtpc_loc loc, const char *
 	__attribute__((format(printf, 4, 5)));
 void diag_hint(struct diag_ctx *d, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* A hint proposing the context option `option` (kept, not copied). */
+void diag_hint_context(struct diag_ctx *d, const char *option, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 /* A note that stands alone (compiler-inserted collectives): not an error. */
 void diag_remark_at(const char *origin, struct diag_ctx *d, dtpc_loc loc, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));

@@ -17,6 +17,7 @@
 #include "layout.h"
 #include "lower.h"
 #include "parse.h"
+#include "graph/error.h"
 #include "graph/graph_stats.h"
 #include "summary.h"
 
@@ -194,20 +195,19 @@ static bool same_error(const struct diag *x, const struct diag *y)
 	       x->loc.col == y->loc.col && !strcmp(x->msg, y->msg);
 }
 
-/* A hint that proposes a context option ("set OPT = VALUE in the context
- * ...") is tried before it is offered: the plan is checked again with the
- * option added to --context. It stays only if that removes an error and
- * adds none; otherwise it says why the option would not help. from: the
- * first diagnostic of this plan's checks. */
+/* A hint that proposes a context option (diag.context) is tried before it
+ * is offered: the plan is checked again with the option added to
+ * --context. It stays only if that removes an error and adds none;
+ * otherwise it says why the option would not help. from: the first
+ * diagnostic of this plan's checks. */
 static void try_context_hints(struct arena *a, struct diag *from, const struct program *prog,
 			      const struct plan *p, const struct compile_opts *co, bool one_rank)
 {
 	for (struct diag *e = from; e; e = e->next)
 		for (struct diag *h = e->children; h; h = h->next) {
-			const char *end = strstr(h->msg, " in the context");
-			if (h->level != DIAG_HINT || strncmp(h->msg, "set ", 4) || !end)
+			const char *opt = h->context;
+			if (!opt)
 				continue;
-			const char *opt = arena_strndup(a, h->msg + 4, (size_t)(end - h->msg - 4));
 			struct compile_opts with = *co;
 			with.context = co->context ? arena_printf(a, "%s, %s", co->context, opt) : opt;
 			struct diag_ctx d2;
@@ -541,9 +541,9 @@ int driver_compile(const struct check_opts *opts, const char *out_path, bool ver
 	}
 	/* read back what was written: the loader's checks cover the compiler */
 	struct g_graph back;
-	char why[256];
-	if (!graph_parse(buf, len, &back, why, sizeof why)) {
-		fprintf(err, "dtpc: internal error: the graph does not load: %s\n", why);
+	if (!graph_parse(buf, len, &back)) {
+		fprintf(err, "dtpc: internal error: the graph does not load: %s\n",
+			g_error()->msg);
 		free(buf);
 		status = 2;
 		goto done;

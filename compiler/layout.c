@@ -292,7 +292,7 @@ static void emit(struct lp *P)
 			if (f->nloc[i].file >= 0)
 				diag_note(P->d, f->nloc[i], "%s", f->ntext[i]);
 		if (f->hint)
-			diag_hint(P->d, "%s", f->hint);
+			diag_hint_context(P->d, f->hint_context, "%s", f->hint);
 	}
 }
 

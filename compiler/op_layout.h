@@ -15,6 +15,7 @@ struct finding {
 	int op, count;
 	dtpc_loc loc;
 	const char *msg, *hint;
+	const char *hint_context; /* the context option the hint proposes, or NULL */
 	dtpc_loc nloc[3];
 	const char *ntext[3];
 	int nn;

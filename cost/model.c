@@ -553,12 +553,12 @@ int cost_of(const struct cost_source *src, const char *mesh, const char *context
 	size_t len = 0;
 	*buf = driver_graph_buffer(src->file, src->plan, mesh, context, src->defines,
 				   src->ndefines, src->config, false, &len, NULL, err);
-	char why[256];
 	if (!*buf)
 		return 1;
 	int rc = 0;
-	if (!graph_parse(*buf, len, g, why, sizeof why)) {
-		fprintf(stderr, "dtpc: internal error: the graph does not load: %s\n", why);
+	if (!graph_parse(*buf, len, g)) {
+		fprintf(stderr, "dtpc: internal error: the graph does not load: %s\n",
+			g_error()->msg);
 		rc = 1;
 	}
 	int pr = rc ? 0 : cost_predict(g, h, dtype, p);

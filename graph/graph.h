@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "graph/error.h" /* graph_parse raises into its record */
 #include "graph/op_table.h"
 
 #define GRAPH_MAGIC "DTPCGRPH"
@@ -389,19 +390,12 @@ void *graph_serialize(const struct g_graph *g, size_t *len);
 
 /* Validates a serialized graph and fills g with pointers into buf (which must
  * stay alive and unchanged, and be 8-byte aligned). Every count, index,
- * offset and size is checked before use; on failure returns false and writes
- * a one-line reason ("truncated: section 'ops' ends at 4096 but the file has
- * 4000 bytes") into err. */
-bool graph_parse(const void *buf, size_t len, struct g_graph *g, char *err,
-		 size_t errlen);
-
-/* Why a graph was refused: damage (or forgery), or a graph this runtime is
- * too old for (a newer major version, a capability or op it lacks) — the
- * latter is DTPC_ERR_VERSION to a caller of libdtpc. */
-enum graph_fault { GRAPH_FAULT_NONE, GRAPH_FAULT_FORMAT, GRAPH_FAULT_VERSION, GRAPH_FAULT_IO };
-/* graph_parse, also saying why it failed (GRAPH_FAULT_NONE on success). */
-bool graph_parse_fault(const void *buf, size_t len, struct g_graph *g, char *err,
-		       size_t errlen, enum graph_fault *fault);
+ * offset and size is checked before use; on failure returns false and raises
+ * (graph/error.h) a one-line reason ("truncated: section 'ops' ends at 4096
+ * but the file has 4000 bytes") with why it was refused: G_ERR_FORMAT for
+ * damage (or forgery), G_ERR_VERSION for a graph this runtime is too old for
+ * (a newer major version, a capability or op it lacks). */
+bool graph_parse(const void *buf, size_t len, struct g_graph *g);
 /* The capabilities this build of the runtime has (G_CAP_*). */
 uint64_t graph_runtime_caps(void);
 

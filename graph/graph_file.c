@@ -3,30 +3,29 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-bool graph_file_open(struct graph_file *f, const char *path, char *err, size_t errlen)
+#include "graph/error.h"
+
+bool graph_file_open(struct graph_file *f, const char *path)
 {
 	memset(f, 0, sizeof *f);
-	f->fault = GRAPH_FAULT_IO;
 	int fd = open(path, O_RDONLY);
 	if (fd < 0) {
-		snprintf(err, errlen, "cannot open: %s", strerror(errno));
+		g_raise(G_ERR_IO, "cannot open: %s", strerror(errno));
 		return false;
 	}
 	struct stat st;
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		snprintf(err, errlen, "not a regular file");
+		g_raise(G_ERR_IO, "not a regular file");
 		close(fd);
 		return false;
 	}
 	if (st.st_size == 0) {
-		snprintf(err, errlen, "empty file: not a graph");
-		f->fault = GRAPH_FAULT_FORMAT;
+		g_raise(G_ERR_FORMAT, "empty file: not a graph");
 		close(fd);
 		return false;
 	}
@@ -34,10 +33,10 @@ bool graph_file_open(struct graph_file *f, const char *path, char *err, size_t e
 	void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
 	if (map == MAP_FAILED) {
-		snprintf(err, errlen, "cannot map: %s", strerror(errno));
+		g_raise(G_ERR_IO, "cannot map: %s", strerror(errno));
 		return false;
 	}
-	if (!graph_parse_fault(map, (size_t)st.st_size, &f->g, err, errlen, &f->fault)) {
+	if (!graph_parse(map, (size_t)st.st_size, &f->g)) {
 		munmap(map, (size_t)st.st_size);
 		return false;
 	}

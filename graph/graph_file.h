@@ -7,11 +7,10 @@ struct graph_file {
 	struct g_graph g;
 	void *map;
 	size_t len;
-	enum graph_fault fault; /* after a failure: I/O, damage, or too new */
 };
 
 /* Maps path read-only and validates it with graph_parse; on failure returns
- * false with the reason in err and its kind in f->fault. */
-bool graph_file_open(struct graph_file *f, const char *path, char *err, size_t errlen);
+ * false with the reason raised (graph/error.h): G_ERR_IO, or graph_parse's. */
+bool graph_file_open(struct graph_file *f, const char *path);
 void graph_file_close(struct graph_file *f);
 #endif

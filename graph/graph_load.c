@@ -8,6 +8,7 @@
  * arena. The checks are linear in the file's size (patterns own disjoint chunk
  * ranges, the string blob ends in a NUL), so a hostile file cannot make
  * loading slow either. */
+#include "graph/error.h"
 #include "graph/graph.h"
 #include "graph/op_attrs.h"
 #include "graph/op_graph.h"
@@ -24,11 +25,8 @@ struct loader {
 	const uint8_t *buf;
 	size_t len;
 	struct g_graph *g;
-	char *err;
-	size_t errlen;
 	uint64_t table_end; /* where the section table ends */
 	uint16_t minor;     /* the file's minor version */
-	enum graph_fault fault;
 };
 
 /* What this version knows of each section: for the messages, the element
@@ -84,36 +82,28 @@ struct pattern_sum {
 	int64_t max;   /* the largest local size: max over i of sum over b */
 };
 
-static bool fail(struct loader *l, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+/* Damage: raises G_ERR_FORMAT (graph/error.h); false, for `return fail(...)`. */
+static bool fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-static bool fail(struct loader *l, const char *fmt, ...)
+static bool fail(const char *fmt, ...)
 {
 	va_list ap;
-
-	if (l->err && l->errlen) {
-		va_start(ap, fmt);
-		vsnprintf(l->err, l->errlen, fmt, ap);
-		va_end(ap);
-	}
+	va_start(ap, fmt);
+	g_vraise(G_ERR_FORMAT, -1, fmt, ap);
+	va_end(ap);
 	return false;
 }
 
-/* A graph this runtime is too old for: the caller reports
- * DTPC_ERR_VERSION, and the message says what to update. */
-static bool too_new(struct loader *l, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+/* A graph this runtime is too old for: G_ERR_VERSION, and the message says
+ * what to update. */
+static bool too_new(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-static bool too_new(struct loader *l, const char *fmt, ...)
+static bool too_new(const char *fmt, ...)
 {
 	va_list ap;
-
-	if (l->err && l->errlen) {
-		va_start(ap, fmt);
-		vsnprintf(l->err, l->errlen, fmt, ap);
-		va_end(ap);
-	}
-	l->fault = GRAPH_FAULT_VERSION;
+	va_start(ap, fmt);
+	g_vraise(G_ERR_VERSION, -1, fmt, ap);
+	va_end(ap);
 	return false;
 }
 
@@ -125,7 +115,7 @@ static bool in_range(struct loader *l, const char *where, uint64_t at,
 {
 	if (idx >= 0 && (uint64_t)idx < n)
 		return true;
-	return fail(l, "%s %" PRIu64 ": %s %" PRId64 " out of range (%" PRIu64 " %s)",
+	return fail("%s %" PRIu64 ": %s %" PRId64 " out of range (%" PRIu64 " %s)",
 		    where, at, field, idx, n, what);
 }
 
@@ -142,46 +132,46 @@ static bool check_header(struct loader *l)
 	const struct g_file_header *h = (const void *)l->buf;
 
 	if (l->len < sizeof *h)
-		return fail(l, "truncated: %zu bytes, but the header alone has %zu",
+		return fail("truncated: %zu bytes, but the header alone has %zu",
 			    l->len, sizeof *h);
 	if (memcmp(h->magic, GRAPH_MAGIC, sizeof h->magic))
-		return fail(l, "not a graph file (bad magic)");
+		return fail("not a graph file (bad magic)");
 	if (h->probe != G_PROBE)
-		return fail(l, "byte order: the probe reads 0x%08" PRIx32
+		return fail("byte order: the probe reads 0x%08" PRIx32
 			    " instead of 0x%08x (written on a host of the other byte order?)",
 			    h->probe, G_PROBE);
 	if (h->major > GRAPH_MAJOR)
-		return too_new(l, "graph format %u.%u is newer than this runtime (%d.x); "
+		return too_new("graph format %u.%u is newer than this runtime (%d.x); "
 			       "recompile the plan or update dtpc",
 			       h->major, h->minor, GRAPH_MAJOR);
 	if (h->major < GRAPH_MAJOR)
-		return fail(l, "graph format %u.%u is older than this runtime (%d.x); "
+		return fail("graph format %u.%u is older than this runtime (%d.x); "
 			    "recompile the plan", h->major, h->minor, GRAPH_MAJOR);
 	l->minor = h->minor;
 	if (h->file_size > l->len)
-		return fail(l, "truncated: the header says %" PRIu64
+		return fail("truncated: the header says %" PRIu64
 			    " bytes but the file has %zu", h->file_size, l->len);
 	if (h->file_size < l->len)
-		return fail(l, "trailing data: the header says %" PRIu64
+		return fail("trailing data: the header says %" PRIu64
 			    " bytes but the file has %zu", h->file_size, l->len);
 
 	uint64_t sum = graph_checksum(l->buf, l->len);
 
 	if (sum != h->checksum)
-		return fail(l, "checksum mismatch: the header says 0x%016" PRIx64
+		return fail("checksum mismatch: the header says 0x%016" PRIx64
 			    ", the contents hash to 0x%016" PRIx64 " (corrupted file)",
 			    h->checksum, sum);
 	/* A later minor may grow the header; the section table follows it, so
 	 * keep it 8-byte aligned. */
 	if (h->header_size < sizeof *h || h->header_size % 8)
-		return fail(l, "header size %" PRIu32 " is invalid (a multiple of 8, "
+		return fail("header size %" PRIu32 " is invalid (a multiple of 8, "
 			    "at least %zu)", h->header_size, sizeof *h);
 	if (h->nsections > G_MAX_SECTIONS)
-		return fail(l, "section count %" PRIu32 " out of range (at most %d)",
+		return fail("section count %" PRIu32 " out of range (at most %d)",
 			    h->nsections, G_MAX_SECTIONS);
 	l->table_end = h->header_size + (uint64_t)h->nsections * sizeof(struct g_section);
 	if (l->table_end > l->len)
-		return fail(l, "truncated: the section table ends at %" PRIu64
+		return fail("truncated: the section table ends at %" PRIu64
 			    " but the file has %zu bytes", l->table_end, l->len);
 	return true;
 }
@@ -199,44 +189,44 @@ static bool check_sections(struct loader *l, const void **data, uint64_t *count)
 		uint64_t end, size;
 
 		if (s->offset % G_ALIGN)
-			return fail(l, "section '%s': offset %" PRIu64
+			return fail("section '%s': offset %" PRIu64
 				    " is not %d-byte aligned", name, s->offset, G_ALIGN);
 		if (__builtin_add_overflow(s->offset, s->size, &end) || end > l->len)
-			return fail(l, "section '%s' (offset %" PRIu64 ", %" PRIu64
+			return fail("section '%s' (offset %" PRIu64 ", %" PRIu64
 				    " bytes) ends past the end of the file (%zu bytes)",
 				    name, s->offset, s->size, l->len);
 		if (s->size && s->offset < l->table_end)
-			return fail(l, "section '%s' overlaps the header or the section table",
+			return fail("section '%s' overlaps the header or the section table",
 				    name);
 		if (__builtin_mul_overflow(s->count, (uint64_t)s->elem, &size) ||
 		    size != s->size)
-			return fail(l, "section '%s': size %" PRIu64 " is not count %" PRIu64
+			return fail("section '%s': size %" PRIu64 " is not count %" PRIu64
 				    " x element size %" PRIu32, name, s->size, s->count, s->elem);
 		for (uint32_t j = 0; j < i; j++) {
 			const struct g_section *o = &tab[j];
 
 			if (s->size && o->size && s->offset < o->offset + o->size &&
 			    o->offset < end)
-				return fail(l, "section '%s' overlaps section '%s'", name,
+				return fail("section '%s' overlaps section '%s'", name,
 					    section_name(o->id, b2, sizeof b2));
 		}
 		if (!s->id || s->id >= GS_COUNT)
 			continue; /* from a newer minor version */
 		if (data[s->id])
-			return fail(l, "section '%s' appears twice", name);
+			return fail("section '%s' appears twice", name);
 		if (s->elem != known[s->id].elem)
-			return fail(l, "section '%s': element size %" PRIu32
+			return fail("section '%s': element size %" PRIu32
 				    ", expected %" PRIu32 " (format %d.%d)", name, s->elem,
 				    known[s->id].elem, GRAPH_MAJOR, GRAPH_MINOR);
 		if (s->count > known[s->id].max)
-			return fail(l, "section '%s': %" PRIu64 " entries, at most %" PRIu64,
+			return fail("section '%s': %" PRIu64 " entries, at most %" PRIu64,
 				    name, s->count, known[s->id].max);
 		data[s->id] = l->buf + s->offset;
 		count[s->id] = s->count;
 	}
 	for (uint32_t id = 1; id < GS_COUNT; id++)
 		if (!data[id] && l->minor >= known[id].since)
-			return fail(l, "missing section '%s' (format %d.%u has it)",
+			return fail("missing section '%s' (format %d.%u has it)",
 				    known[id].name, GRAPH_MAJOR, l->minor);
 	return true;
 }
@@ -252,18 +242,18 @@ static bool check_requires(struct loader *l)
 
 	graph_compiler_str(r->compiler, by, sizeof by);
 	if (lack & ~(uint64_t)G_CAP_KNOWN)
-		return too_new(l, "the graph needs capabilities unknown to this runtime "
+		return too_new("the graph needs capabilities unknown to this runtime "
 			       "(bits 0x%" PRIx64 "); it was compiled by %s: use a newer "
 			       "dtpc runtime (this is dtpc " DTPC_VERSION ")",
 			       lack & ~(uint64_t)G_CAP_KNOWN, by);
 	for (size_t i = 0; i < sizeof cap_names / sizeof cap_names[0]; i++)
 		if (lack & cap_names[i].bit)
-			return too_new(l, "the graph needs %s, which this runtime (dtpc "
+			return too_new("the graph needs %s, which this runtime (dtpc "
 				       DTPC_VERSION ") does not support; it was compiled by %s: "
 				       "use a newer dtpc runtime built with it",
 				       cap_names[i].name, by);
 	if (OP_COUNT < 64 && r->ops >> OP_COUNT)
-		return too_new(l, "the graph uses op id %d, unknown to this runtime (dtpc "
+		return too_new("the graph uses op id %d, unknown to this runtime (dtpc "
 			       DTPC_VERSION ", %d ops); it was compiled by %s: use a newer "
 			       "dtpc runtime", __builtin_ctzll(r->ops >> OP_COUNT) + OP_COUNT,
 			       OP_COUNT, by);
@@ -277,11 +267,11 @@ static bool check_strings(struct loader *l)
 	/* With a NUL at the end of the blob, every offset inside it starts a
 	 * terminated string: no scan per string. */
 	if (g->strtab_size && g->strtab[g->strtab_size - 1])
-		return fail(l, "strings: the blob does not end in a NUL, so its last "
+		return fail("strings: the blob does not end in a NUL, so its last "
 			    "string is not terminated");
 	for (uint32_t i = 0; i < g->nstrings; i++)
 		if (g->stroff[i] >= g->strtab_size)
-			return fail(l, "string %" PRIu32 ": offset %" PRIu32
+			return fail("string %" PRIu32 ": offset %" PRIu32
 				    " out of range (%" PRIu64 " bytes of strings)",
 				    i, g->stroff[i], g->strtab_size);
 	return true;
@@ -299,11 +289,11 @@ static bool check_list(struct loader *l, uint32_t i, uint64_t *prev_end)
 	if (m->value >= g->nmeta_items ||
 	    __builtin_add_overflow(m->value + 1, g->meta_items[m->value], &end) ||
 	    end > g->nmeta_items)
-		return fail(l, "meta %" PRIu32 " ('%s'): list at item %" PRIu64
+		return fail("meta %" PRIu32 " ('%s'): list at item %" PRIu64
 			    " is past the meta_items table (%" PRIu64 " items)", i,
 			    graph_str(g, m->key), m->value, g->nmeta_items);
 	if (m->value < *prev_end)
-		return fail(l, "meta %" PRIu32 " ('%s'): list at item %" PRIu64
+		return fail("meta %" PRIu32 " ('%s'): list at item %" PRIu64
 			    " overlaps an earlier one (which ends at %" PRIu64 ")", i,
 			    graph_str(g, m->key), m->value, *prev_end);
 	*prev_end = end;
@@ -330,7 +320,7 @@ static bool check_meta(struct loader *l)
 		/* A type of a later minor than this reader's means nothing to
 		 * it and is skipped; in a version it knows, it is damage. */
 		if (!m->type || (m->type > last && l->minor <= GRAPH_MINOR))
-			return fail(l, "meta %" PRIu32 " ('%s'): unknown type %" PRIu32
+			return fail("meta %" PRIu32 " ('%s'): unknown type %" PRIu32
 				    " (format %d.%u has types 1 to %" PRIu32 ")", i,
 				    graph_str(g, m->key), m->type, GRAPH_MAJOR, l->minor,
 				    l->minor > GRAPH_MINOR ? (uint32_t)GM_TYPES - 1 : last);
@@ -342,7 +332,7 @@ static bool check_meta(struct loader *l)
 			break;
 		case GM_BOOL:
 			if (m->value > 1)
-				return fail(l, "meta %" PRIu32 " ('%s'): bool %" PRIu64
+				return fail("meta %" PRIu32 " ('%s'): bool %" PRIu64
 					    " (0 or 1)", i, graph_str(g, m->key), m->value);
 			break;
 		case GM_I64_ARRAY:
@@ -363,22 +353,22 @@ static bool check_axes(struct loader *l, const struct g_program *prog)
 	uint64_t world = 1;
 
 	if (g->naxes < 1 || g->naxes > G_MAX_AXES)
-		return fail(l, "axes: %" PRIu32 " axes, expected 1 to %d", g->naxes,
+		return fail("axes: %" PRIu32 " axes, expected 1 to %d", g->naxes,
 			    G_MAX_AXES);
 	for (uint32_t a = 0; a < g->naxes; a++) {
 		if (!in_range(l, "axis", a, "name string", g->axes[a].name, g->nstrings,
 			      "strings"))
 			return false;
 		if (g->axes[a].size < 1)
-			return fail(l, "axis %" PRIu32 " ('%s'): size 0", a,
+			return fail("axis %" PRIu32 " ('%s'): size 0", a,
 				    graph_str(g, g->axes[a].name));
 		/* At most 2^24 * 2^32 before this check: no overflow. */
 		world *= g->axes[a].size;
 		if (world > G_MAX_WORLD)
-			return fail(l, "axes: the world size exceeds %d ranks", G_MAX_WORLD);
+			return fail("axes: the world size exceeds %d ranks", G_MAX_WORLD);
 	}
 	if (prog->world != world)
-		return fail(l, "program: world %" PRIu64 ", but the axes make %" PRIu64
+		return fail("program: world %" PRIu64 ", but the axes make %" PRIu64
 			    " ranks", prog->world, world);
 	g->world = (uint32_t)world;
 	return true;
@@ -394,7 +384,7 @@ static bool check_groups(struct loader *l)
 		uint64_t size = 1;
 
 		if (gr->naxes > g->naxes)
-			return fail(l, "group %" PRIu32 ": %" PRIu32
+			return fail("group %" PRIu32 ": %" PRIu32
 				    " axes, but the mesh has %" PRIu32, i, gr->naxes,
 				    g->naxes);
 		for (uint32_t k = 0; k < gr->naxes; k++) {
@@ -403,17 +393,17 @@ static bool check_groups(struct loader *l)
 			if (!in_range(l, "group", i, "axis", a, g->naxes, "axes"))
 				return false;
 			if (seen & 1u << a)
-				return fail(l, "group %" PRIu32 ": axis %" PRIu32
+				return fail("group %" PRIu32 ": axis %" PRIu32
 					    " listed twice", i, a);
 			seen |= 1u << a;
 			if (g->axes[a].size == 1)
-				return fail(l, "group %" PRIu32 ": axis %" PRIu32
+				return fail("group %" PRIu32 ": axis %" PRIu32
 					    " ('%s') has size 1 and must not be listed",
 					    i, a, graph_str(g, g->axes[a].name));
 			size *= g->axes[a].size; /* <= world: checked above */
 		}
 		if (gr->size != size)
-			return fail(l, "group %" PRIu32 ": size %" PRIu32
+			return fail("group %" PRIu32 ": size %" PRIu32
 				    ", but its axes make %" PRIu64, i, gr->size, size);
 	}
 	return true;
@@ -428,19 +418,19 @@ static bool check_pattern(struct loader *l, uint32_t p, uint64_t *prev_end,
 	if (!in_range(l, "pattern", p, "group", pt->group, g->ngroups, "groups"))
 		return false;
 	if (pt->nblk < 1)
-		return fail(l, "pattern %" PRIu32 ": no blocks", p);
+		return fail("pattern %" PRIu32 ": no blocks", p);
 
 	uint32_t n = g->groups[pt->group].size;
 	uint64_t end; /* nblk * n < 2^56: no overflow */
 
 	if (__builtin_add_overflow(pt->chunk0, (uint64_t)pt->nblk * n, &end) ||
 	    end > g->nchunks)
-		return fail(l, "pattern %" PRIu32 ": chunks %" PRIu64 " + %" PRIu32
+		return fail("pattern %" PRIu32 ": chunks %" PRIu64 " + %" PRIu32
 			    " blocks x %" PRIu32 " are past the chunk table (%" PRIu64
 			    " chunks)", p, pt->chunk0, pt->nblk, n, g->nchunks);
 	/* Keeps validation linear in the number of chunks. */
 	if (pt->chunk0 < *prev_end)
-		return fail(l, "pattern %" PRIu32 ": chunks from %" PRIu64
+		return fail("pattern %" PRIu32 ": chunks from %" PRIu64
 			    " overlap those of an earlier pattern (which end at %" PRIu64
 			    ")", p, pt->chunk0, *prev_end);
 	*prev_end = end;
@@ -453,18 +443,18 @@ static bool check_pattern(struct loader *l, uint32_t p, uint64_t *prev_end,
 			const struct g_chunk *c = graph_chunk(g, p, b, i);
 
 			if (c->len < 0)
-				return fail(l, "pattern %" PRIu32 ": block %" PRIu32
+				return fail("pattern %" PRIu32 ": block %" PRIu32
 					    " chunk %" PRIu32 ": length %" PRId64, p, b,
 					    i, c->len);
 			if (c->start != start)
-				return fail(l, "pattern %" PRIu32 ": block %" PRIu32
+				return fail("pattern %" PRIu32 ": block %" PRIu32
 					    " chunk %" PRIu32 " starts at %" PRId64
 					    ", expected %" PRId64
 					    " (chunks must tile the block)", p, b, i,
 					    c->start, start);
 			if (__builtin_add_overflow(start, c->len, &start) ||
 			    __builtin_add_overflow(sum->total, c->len, &sum->total))
-				return fail(l, "pattern %" PRIu32 ": length overflows", p);
+				return fail("pattern %" PRIu32 ": length overflows", p);
 		}
 	}
 	/* Every partial sum is at most total: no overflow. */
@@ -490,23 +480,23 @@ static bool check_tensor(struct loader *l, uint32_t i, const struct pattern_sum 
 	if (!in_range(l, "tensor", i, "name string", t->name, g->nstrings, "strings"))
 		return false;
 	if (t->kind < GT_INPUT || t->kind > GT_SCRATCH)
-		return fail(l, "tensor %" PRIu32 " ('%s'): unknown kind %u", i,
+		return fail("tensor %" PRIu32 " ('%s'): unknown kind %u", i,
 			    graph_str(g, t->name), t->kind);
 	if (t->ndim > G_MAX_DIMS)
-		return fail(l, "tensor %" PRIu32 " ('%s'): %u dimensions (at most %d)",
+		return fail("tensor %" PRIu32 " ('%s'): %u dimensions (at most %d)",
 			    i, graph_str(g, t->name), t->ndim, G_MAX_DIMS);
 	for (int d = 0; d < t->ndim; d++) {
 		int32_t p = t->pattern[d];
 		int64_t ld = t->dims[d];
 
 		if (t->dims[d] < 0)
-			return fail(l, "tensor %" PRIu32 " ('%s'): dimension %d is %" PRId64,
+			return fail("tensor %" PRIu32 " ('%s'): dimension %d is %" PRId64,
 				    i, graph_str(g, t->name), d, t->dims[d]);
 		if (p != -1) {
 			if (!in_range(l, "tensor", i, "pattern", p, g->npatterns, "patterns"))
 				return false;
 			if (sums[p].total != t->dims[d])
-				return fail(l, "tensor %" PRIu32 " ('%s'): dimension %d is %"
+				return fail("tensor %" PRIu32 " ('%s'): dimension %d is %"
 					    PRId64 ", but pattern %" PRId32 " splits %" PRId64,
 					    i, graph_str(g, t->name), d, t->dims[d], p,
 					    sums[p].total);
@@ -515,28 +505,28 @@ static bool check_tensor(struct loader *l, uint32_t i, const struct pattern_sum 
 		/* A local dim is at most its global one: only the global
 		 * product can overflow. */
 		if (__builtin_mul_overflow(numel, t->dims[d], &numel))
-			return fail(l, "tensor %" PRIu32 " ('%s'): element count overflows",
+			return fail("tensor %" PRIu32 " ('%s'): element count overflows",
 				    i, graph_str(g, t->name));
 		local *= ld;
 	}
 	/* its dtype was checked (check_dtypes) */
 	enum g_dtype dt = graph_tensor_dtype(g, i);
 	if (__builtin_mul_overflow((uint64_t)local, graph_dtype_size(dt), &need) || t->bytes < need)
-		return fail(l, "tensor %" PRIu32 " ('%s'): %" PRIu64
+		return fail("tensor %" PRIu32 " ('%s'): %" PRIu64
 			    " bytes, but its largest local piece has %" PRId64 " %s elements",
 			    i, graph_str(g, t->name), t->bytes, local, graph_dtype_name(dt));
 	if (t->kind == GT_WEIGHT) {
 		if (t->offset)
-			return fail(l, "tensor %" PRIu32 " ('%s'): a weight with arena "
+			return fail("tensor %" PRIu32 " ('%s'): a weight with arena "
 				    "offset %" PRIu64, i, graph_str(g, t->name), t->offset);
 		return true;
 	}
 	if (t->offset % G_ALIGN)
-		return fail(l, "tensor %" PRIu32 " ('%s'): arena offset %" PRIu64
+		return fail("tensor %" PRIu32 " ('%s'): arena offset %" PRIu64
 			    " is not %d-byte aligned", i, graph_str(g, t->name),
 			    t->offset, G_ALIGN);
 	if (__builtin_add_overflow(t->offset, t->bytes, &end) || end > g->arena_bytes)
-		return fail(l, "tensor %" PRIu32 " ('%s'): %" PRIu64 " bytes at arena "
+		return fail("tensor %" PRIu32 " ('%s'): %" PRIu64 " bytes at arena "
 			    "offset %" PRIu64 " are past the arena (%" PRIu64 " bytes)",
 			    i, graph_str(g, t->name), t->bytes, t->offset,
 			    g->arena_bytes);
@@ -556,10 +546,10 @@ static bool check_dtypes(struct loader *l)
 		uint8_t dt = g->dtypes[t];
 
 		if (!dt || dt >= G_DT_COUNT)
-			return fail(l, "tensor %" PRIu32 " ('%s'): unknown dtype %u", t,
+			return fail("tensor %" PRIu32 " ('%s'): unknown dtype %u", t,
 				    graph_str(g, g->tensors[t].name), dt);
 		if (!(g->need.caps & cap[dt]))
-			return fail(l, "tensor %" PRIu32 " ('%s') is %s, but the graph's "
+			return fail("tensor %" PRIu32 " ('%s') is %s, but the graph's "
 				    "requirements do not say so", t,
 				    graph_str(g, g->tensors[t].name), graph_dtype_name(dt));
 	}
@@ -574,7 +564,7 @@ static bool check_patterns_and_tensors(struct loader *l)
 	bool ok = true;
 
 	if (g->npatterns && !(sums = malloc(g->npatterns * sizeof *sums)))
-		return fail(l, "out of memory checking %" PRIu32 " patterns",
+		return fail("out of memory checking %" PRIu32 " patterns",
 			    g->npatterns);
 	for (uint32_t p = 0; ok && p < g->npatterns; p++)
 		ok = check_pattern(l, p, &prev_end, &sums[p]);
@@ -593,7 +583,7 @@ static bool check_ref(struct loader *l, const char *where, uint64_t at,
 	if (!in_range(l, where, at, field, t, g->ntensors, "tensors"))
 		return false;
 	if (kind && g->tensors[t].kind != kind)
-		return fail(l, "%s %" PRIu64 ": %s %" PRId64 " ('%s') is of kind %s, "
+		return fail("%s %" PRIu64 ": %s %" PRId64 " ('%s') is of kind %s, "
 			    "expected %s", where, at, field, t,
 			    graph_str(g, g->tensors[t].name),
 			    tensor_kind[g->tensors[t].kind], tensor_kind[kind]);
@@ -606,22 +596,22 @@ static bool check_op(struct loader *l, uint32_t i)
 	const struct g_op *op = &g->ops[i];
 
 	if (op->kind >= OP_COUNT)
-		return fail(l, "op %" PRIu32 ": unknown kind %u (this runtime knows %d ops)",
+		return fail("op %" PRIu32 ": unknown kind %u (this runtime knows %d ops)",
 			    i, op->kind, OP_COUNT);
 
 	const struct op_info *info = &op_table[op->kind];
 
 	if (!(l->g->need.ops >> op->kind & 1))
-		return fail(l, "op %" PRIu32 " (%s): not among the ops the graph says it uses",
+		return fail("op %" PRIu32 " (%s): not among the ops the graph says it uses",
 			    i, info->name);
 	if (info->graph_min >= 0 && op->nin < info->graph_min)
-		return fail(l, "op %" PRIu32 " (%s): %u operands, expected at least %d",
+		return fail("op %" PRIu32 " (%s): %u operands, expected at least %d",
 			    i, info->name, op->nin, info->graph_min);
 	if (info->graph_max >= 0 && op->nin > info->graph_max)
-		return fail(l, "op %" PRIu32 " (%s): %u operands, expected at most %d",
+		return fail("op %" PRIu32 " (%s): %u operands, expected at most %d",
 			    i, info->name, op->nin, info->graph_max);
 	if ((uint64_t)op->in0 + op->nin > g->noperands)
-		return fail(l, "op %" PRIu32 " (%s): operands %" PRIu32 " + %u are past "
+		return fail("op %" PRIu32 " (%s): operands %" PRIu32 " + %u are past "
 			    "the operand table (%" PRIu32 ")", i, info->name, op->in0,
 			    op->nin, g->noperands);
 	if (!check_ref(l, "op", i, "output", op->out, GT_ACTIVATION))
@@ -630,19 +620,18 @@ static bool check_op(struct loader *l, uint32_t i)
 	    !in_range(l, "op", i, "group", op->group, g->ngroups, "groups"))
 		return false;
 	if ((info->flags & OPF_COMM) && op->group == -1)
-		return fail(l, "op %" PRIu32 " (%s) communicates but has no group", i,
+		return fail("op %" PRIu32 " (%s) communicates but has no group", i,
 			    info->name);
 	if (op->scratch != -1 && !check_ref(l, "op", i, "scratch", op->scratch, GT_SCRATCH))
 		return false;
 	/* the op's own: its flags, and its attributes the graph alone can
 	 * refute (graph/op_graph.c) */
 	const struct op_graph *d = op_graph[op->kind];
-	char why[192];
 	if (op->flags & ~d->flags)
-		return fail(l, "op %" PRIu32 " (%s): flags 0x%x, but %s has only 0x%x",
+		return fail("op %" PRIu32 " (%s): flags 0x%x, but %s has only 0x%x",
 			    i, info->name, op->flags, info->name, d->flags);
-	if (d->check && !d->check(g, op, why, sizeof why))
-		return fail(l, "op %" PRIu32 " (%s): %s", i, info->name, why);
+	if (d->check && !d->check(g, op))
+		return g_wrap(G_ERR_FORMAT, -1, "op %" PRIu32 " (%s)", i, info->name), false;
 	return true;
 }
 
@@ -657,7 +646,7 @@ static bool check_weights(struct loader *l)
 	for (uint32_t t = 0; t < g->ntensors; t++)
 		nweight_tensors += g->tensors[t].kind == GT_WEIGHT;
 	if (l->minor >= 1 && g->nweights != nweight_tensors)
-		return fail(l, "weights: %" PRIu32 " entries for %" PRIu32 " weight tensors",
+		return fail("weights: %" PRIu32 " entries for %" PRIu32 " weight tensors",
 			    g->nweights, nweight_tensors);
 	for (uint32_t i = 0; i < g->nweights; i++) {
 		const struct g_weight *w = &g->weights[i];
@@ -670,22 +659,22 @@ static bool check_weights(struct loader *l)
 		const char *name = graph_str(g, w->name);
 
 		if (strcmp(name, graph_str(g, t->name)))
-			return fail(l, "weight %" PRIu32 " ('%s'): tensor %" PRIu32
+			return fail("weight %" PRIu32 " ('%s'): tensor %" PRIu32
 				    " is named '%s'", i, name, w->tensor, graph_str(g, t->name));
 		if (i && strcmp(graph_str(g, g->weights[i - 1].name), name) >= 0)
-			return fail(l, "weight %" PRIu32 " ('%s'): not after '%s' (the manifest "
+			return fail("weight %" PRIu32 " ('%s'): not after '%s' (the manifest "
 				    "is sorted by name, names unique)", i, name,
 				    graph_str(g, g->weights[i - 1].name));
 		if (w->dtype != graph_tensor_dtype(g, w->tensor))
-			return fail(l, "weight %" PRIu32 " ('%s'): dtype %" PRIu32
+			return fail("weight %" PRIu32 " ('%s'): dtype %" PRIu32
 				    ", but its tensor holds %s", i, name, w->dtype,
 				    graph_dtype_name(graph_tensor_dtype(g, w->tensor)));
 		if (w->ndim != t->ndim)
-			return fail(l, "weight %" PRIu32 " ('%s'): %" PRIu32
+			return fail("weight %" PRIu32 " ('%s'): %" PRIu32
 				    " dimensions, its tensor has %u", i, name, w->ndim, t->ndim);
 		for (int d = 0; d < G_MAX_DIMS; d++)
 			if (w->shape[d] != (d < t->ndim ? t->dims[d] : 0))
-				return fail(l, "weight %" PRIu32 " ('%s'): dimension %d is %"
+				return fail("weight %" PRIu32 " ('%s'): dimension %d is %"
 					    PRId64 ", its tensor's %" PRId64, i, name, d,
 					    w->shape[d], d < t->ndim ? t->dims[d] : 0);
 	}
@@ -721,12 +710,12 @@ static bool load(struct loader *l)
 
 	memset(g, 0, sizeof *g);
 	if ((uintptr_t)l->buf % 8)
-		return fail(l, "misaligned buffer: a graph must be loaded at an "
+		return fail("misaligned buffer: a graph must be loaded at an "
 			    "8-byte aligned address");
 	if (!check_header(l) || !check_sections(l, data, count))
 		return false;
 	if (count[GS_PROGRAM] != 1)
-		return fail(l, "section 'program': %" PRIu64 " entries, expected 1",
+		return fail("section 'program': %" PRIu64 " entries, expected 1",
 			    count[GS_PROGRAM]);
 
 	const struct g_program *prog = data[GS_PROGRAM];
@@ -765,7 +754,7 @@ static bool load(struct loader *l)
 	g->minor = l->minor;
 	g->dtypes = data[GS_DTYPES];
 	if (g->dtypes && count[GS_DTYPES] != count[GS_TENSORS])
-		return fail(l, "section 'dtypes': %" PRIu64 " entries for %" PRIu64 " tensors",
+		return fail("section 'dtypes': %" PRIu64 " entries for %" PRIu64 " tensors",
 			    count[GS_DTYPES], count[GS_TENSORS]);
 	if (data[GS_REQUIRES]) {
 		g->need = *(const struct g_requires *)data[GS_REQUIRES];
@@ -789,15 +778,11 @@ static bool load(struct loader *l)
 	       check_program(l);
 }
 
-bool graph_parse_fault(const void *buf, size_t len, struct g_graph *g, char *err,
-		       size_t errlen, enum graph_fault *fault)
+bool graph_parse(const void *buf, size_t len, struct g_graph *g)
 {
-	struct loader l = { .buf = buf, .len = len, .g = g, .err = err, .errlen = errlen,
-			    .fault = GRAPH_FAULT_FORMAT };
+	struct loader l = { .buf = buf, .len = len, .g = g };
 	bool ok = load(&l);
 
-	if (fault)
-		*fault = ok ? GRAPH_FAULT_NONE : l.fault;
 	if (!ok)
 		/* Leave nothing half-checked behind for a caller that
 		 * ignores the result. */
@@ -805,11 +790,6 @@ bool graph_parse_fault(const void *buf, size_t len, struct g_graph *g, char *err
 	return ok;
 }
 
-bool graph_parse(const void *buf, size_t len, struct g_graph *g, char *err,
-		 size_t errlen)
-{
-	return graph_parse_fault(buf, len, g, err, errlen, NULL);
-}
 
 uint64_t graph_runtime_caps(void)
 {

@@ -6,18 +6,17 @@
 #include "graph/op_graph.h"
 
 #include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
 
+#include "graph/error.h"
 #include "graph/op_attrs.h"
 
 /* The dim an op cuts, joins or sums along: within the output's dims. */
-static bool dim_in_range(const struct g_graph *g, const struct g_op *o, int64_t d, char *err,
-			 size_t n)
+static bool dim_in_range(const struct g_graph *g, const struct g_op *o, int64_t d)
 {
 	if (d >= 0 && d < g->tensors[o->out].ndim)
 		return true;
-	snprintf(err, n, "dimension %" PRId64 " out of range (the output has %u)", d,
+	g_raise(G_ERR_FORMAT, "dimension %" PRId64 " out of range (the output has %u)", d,
 		 g->tensors[o->out].ndim);
 	return false;
 }
@@ -26,12 +25,12 @@ static bool dim_in_range(const struct g_graph *g, const struct g_op *o, int64_t 
 
 const struct op_graph op_graph_linear = { .flags = G_OF_BIAS };
 
-static bool check_linear_act(const struct g_graph *g, const struct g_op *o, char *err, size_t n)
+static bool check_linear_act(const struct g_graph *g, const struct g_op *o)
 {
 	int64_t act = ga_linear_act_get(o).act;
 	if (act >= 0 && act < G_ACT_COUNT)
 		return true;
-	snprintf(err, n, "activation %" PRId64 " (0 gelu, 1 gelu tanh, 2 silu)", act);
+	g_raise(G_ERR_FORMAT, "activation %" PRId64 " (0 gelu, 1 gelu tanh, 2 silu)", act);
 	return false;
 }
 
@@ -48,9 +47,9 @@ const struct op_graph op_graph_linear_act = {
 	.flags = G_OF_BIAS, .check = check_linear_act, .why = why_linear_act
 };
 
-static bool check_param(const struct g_graph *g, const struct g_op *o, char *err, size_t n)
+static bool check_param(const struct g_graph *g, const struct g_op *o)
 {
-	snprintf(err, n, "a plan's parameter is a weight tensor in a graph, never an op");
+	g_raise(G_ERR_FORMAT, "a plan's parameter is a weight tensor in a graph, never an op");
 	return false;
 }
 
@@ -85,20 +84,20 @@ const struct op_graph op_graph_modulate = { .flags = G_OF_BH };
 
 /* ---- shape ------------------------------------------------------------------------------ */
 
-static bool check_slice(const struct g_graph *g, const struct g_op *o, char *err, size_t n)
+static bool check_slice(const struct g_graph *g, const struct g_op *o)
 {
-	return dim_in_range(g, o, ga_slice_get(o).dim, err, n);
+	return dim_in_range(g, o, ga_slice_get(o).dim);
 }
 
-static bool check_pad(const struct g_graph *g, const struct g_op *o, char *err, size_t n)
+static bool check_pad(const struct g_graph *g, const struct g_op *o)
 {
-	return dim_in_range(g, o, ga_pad_get(o).dim, err, n);
+	return dim_in_range(g, o, ga_pad_get(o).dim);
 }
 
 /* concat, shard, all_gather, reduce_scatter */
-static bool check_dim(const struct g_graph *g, const struct g_op *o, char *err, size_t n)
+static bool check_dim(const struct g_graph *g, const struct g_op *o)
 {
-	return dim_in_range(g, o, ga_dim_get(o).dim, err, n);
+	return dim_in_range(g, o, ga_dim_get(o).dim);
 }
 
 const struct op_graph op_graph_slice = { .check = check_slice };
@@ -175,12 +174,12 @@ const struct op_graph op_graph_reduce_scatter = {
 	.check = check_dim, .comm_bytes = bytes_reduce_scatter, .why = why_reduce_scatter
 };
 
-static bool check_ulysses_a2a(const struct g_graph *g, const struct g_op *o, char *err, size_t n)
+static bool check_ulysses_a2a(const struct g_graph *g, const struct g_op *o)
 {
 	int64_t dir = ga_ulysses_a2a_get(o).direction;
 	if (dir == G_A2A_TO_HEADS || dir == G_A2A_TO_SEQ)
 		return true;
-	snprintf(err, n, "direction %" PRId64 " (0 sequence to heads, 1 back)", dir);
+	g_raise(G_ERR_FORMAT, "direction %" PRId64 " (0 sequence to heads, 1 back)", dir);
 	return false;
 }
 
@@ -222,13 +221,12 @@ const struct op_graph op_graph_ulysses_a2a = {
 const struct op_graph op_graph_rope = { 0 };
 const struct op_graph op_graph_attention = { 0 };
 
-static bool check_ring_attention(const struct g_graph *g, const struct g_op *o, char *err,
-				 size_t n)
+static bool check_ring_attention(const struct g_graph *g, const struct g_op *o)
 {
 	int64_t rot = ga_ring_attention_get(o).rotate;
 	if (rot == G_ROT_GATHER || rot == G_ROT_SENDRECV)
 		return true;
-	snprintf(err, n, "rotate method %" PRId64 " (0 all-gather, 1 send/recv rotation)", rot);
+	g_raise(G_ERR_FORMAT, "rotate method %" PRId64 " (0 all-gather, 1 send/recv rotation)", rot);
 	return false;
 }
 
@@ -275,23 +273,23 @@ const struct op_graph op_graph_ring_attention = { .flags = G_OF_FP32,
 
 /* ---- rope tables ------------------------------------------------------------------------ */
 
-static bool check_rope_freqs(const struct g_graph *g, const struct g_op *o, char *err, size_t n)
+static bool check_rope_freqs(const struct g_graph *g, const struct g_op *o)
 {
 	/* ids, or (G_CAP_POSITIONS) one generator's flag instead */
 	struct ga_rope_freqs a = ga_rope_freqs_get(o);
 	uint32_t gen = ga_bit(a.grid, G_OF_GRID) | ga_bit(a.text, G_OF_TEXT);
 	if (o->nin ? gen != 0 : gen != G_OF_GRID && gen != G_OF_TEXT) {
-		snprintf(err, n, "%u operands with position flags 0x%x (ids, or exactly one of "
+		g_raise(G_ERR_FORMAT, "%u operands with position flags 0x%x (ids, or exactly one of "
 			 "grid 0x%x and text 0x%x)", o->nin, gen, G_OF_GRID, G_OF_TEXT);
 		return false;
 	}
 	if (gen && !(g->need.caps & G_CAP_POSITIONS)) {
-		snprintf(err, n, "computes its positions, but requires does not set their "
+		g_raise(G_ERR_FORMAT, "computes its positions, but requires does not set their "
 			 "capability bit");
 		return false;
 	}
 	if (a.center && gen != G_OF_GRID) {
-		snprintf(err, n, "centred (0x%x) without grid positions (0x%x)", G_OF_CENTER,
+		g_raise(G_ERR_FORMAT, "centred (0x%x) without grid positions (0x%x)", G_OF_CENTER,
 			 G_OF_GRID);
 		return false;
 	}

@@ -23,9 +23,9 @@ struct op_graph {
 	 * counts and references, group, flags): the attributes that can be
 	 * held against the graph alone; the others are held against the
 	 * tensors' shapes by the session's op checks (runtime/ops/). False
-	 * with the reason in err (the loader puts "op i (name): " before it).
-	 * NULL: nothing to check here. */
-	bool (*check)(const struct g_graph *g, const struct g_op *o, char *err, size_t n);
+	 * with the reason raised (G_ERR_FORMAT, graph/error.h; the loader
+	 * puts "op i (name): " before it). NULL: nothing to check here. */
+	bool (*check)(const struct g_graph *g, const struct g_op *o);
 	/* graph_comm_bytes (graph_stats.h): the bytes op o moves for rank in
 	 * one forward pass, o->group being a group. NULL: a local op, 0. */
 	uint64_t (*comm_bytes)(const struct g_graph *g, const struct g_op *o, uint32_t rank);

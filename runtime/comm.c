@@ -17,7 +17,7 @@ int comm_errorf(struct comm *c, int status, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(c->error, sizeof c->error, fmt, ap);
+	g_vraise(status, c->rank, fmt, ap);
 	va_end(ap);
 	return status;
 }

@@ -19,10 +19,14 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "graph/error.h"
+
+/* What a backend's calls return: statuses of graph/error.h, with the
+ * message raised into the calling thread's error record (comm_errorf). */
 enum comm_status {
-	COMM_OK = 0,
-	COMM_FAILED = 1,  /* timeout, peer failure, diverged rank: see comm_error() */
-	COMM_INVALID = 2, /* bad arguments (a bug in the caller) */
+	COMM_OK = G_OK,
+	COMM_FAILED = G_ERR_COMM,     /* timeout, peer failure, diverged rank */
+	COMM_INVALID = G_ERR_INVALID, /* bad arguments (a bug in the caller) */
 };
 
 /* A group as one rank sees it: the world ranks of its members in group-index
@@ -162,7 +166,6 @@ struct comm {
 	int device;   /* the GPU a device-memory backend is bound to; -1 for host backends */
 	void *stream; /* device_memory backends: the compute stream to order after
 		       * (cudaStream_t), set by the session before the first collective */
-	char error[512]; /* the last COMM_FAILED's message */
 };
 
 /* The world group of c (id -1): for the startup handshake. */
@@ -170,11 +173,12 @@ struct comm_group comm_world_group(struct comm *c, int *ranks_buf);
 
 /* ---- for the backends (comm.c) ------------------------------------------------ */
 
-/* Sets c->error; returns status, for `return comm_errorf(c, COMM_INVALID, ...)`. */
+/* Raises status about c's rank (graph/error.h); returns it, for
+ * `return comm_errorf(c, COMM_INVALID, ...)`. */
 int comm_errorf(struct comm *c, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* The checks a collective makes on its arguments before it waits for anyone:
- * COMM_OK, or COMM_INVALID with c->error set (g must place c's rank at g->me
+ * COMM_OK, or COMM_INVALID raised (g must place c's rank at g->me
  * and name only ranks of c's world; the buffers a member reads and writes
  * must not overlap, except allgatherv's send == recv + displs[me]). */
 int comm_check_group(struct comm *c, const struct comm_group *g, const char *fn);
@@ -217,28 +221,27 @@ void comm_local_world_free(struct comm_local_world *w);
 
 /* ---- mpi: one rank per process ----------------------------------------------- */
 
-/* NULL when MPI is not available (then err says why). Calls MPI_Init if
+/* NULL when MPI is not available (raised: why). Calls MPI_Init if
  * needed; MPI_Finalize at free. A failure (fail(), a timeout) is sent to
  * rank 0, which passes it on to every rank waiting in a collective, so the
  * ranks stop within the timeout and report through end(). MPI cannot
  * cancel a collective: a job that left one pending (or a rank unheard)
  * ends at free with MPI_Abort from rank 0, after end() has reported. */
-struct comm *comm_mpi_create(int timeout_ms, char *err, size_t errlen);
+struct comm *comm_mpi_create(int timeout_ms);
 
 /* ---- nccl: one rank per GPU --------------------------------------------------- */
 
-/* NULL when NCCL or CUDA is not available (then err says why). Under mpirun
+/* NULL when NCCL or CUDA is not available (raised: why). Under mpirun
  * the rank, the world and the NCCL unique id come from MPI (the id is
  * broadcast from rank 0); without MPI the world is one rank. The rank's GPU
  * is its node-local rank modulo the GPUs it sees. A collective that does not
  * finish within timeout_ms aborts the communicator (ncclCommAbort) and fails
  * with the op and the group named. */
-struct comm *comm_nccl_create(int timeout_ms, char *err, size_t errlen);
+struct comm *comm_nccl_create(int timeout_ms);
 /* dtpc_nccl_unique_id and dtpc_comm_nccl_init (dtpc.h): an id made here
  * (DTPC_NCCL_UNIQUE_ID_BYTES written to out), and a communicator from such
  * an id and the rank and world the caller gives, without MPI (the caller
- * checked them). 0 / a comm on success; -1 / NULL with err set. */
-int comm_nccl_unique_id(void *out, char *err, size_t errlen);
-struct comm *comm_nccl_init(const void *id, int rank, int world, int timeout_ms, char *err,
-			    size_t errlen);
+ * checked them). 0 / a comm on success; -1 / NULL with the failure raised. */
+int comm_nccl_unique_id(void *out);
+struct comm *comm_nccl_init(const void *id, int rank, int world, int timeout_ms);
 #endif

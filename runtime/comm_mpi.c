@@ -215,7 +215,7 @@ static int wait_all(struct mpi *m, int n, MPI_Request *req, MPI_Status *st, stru
 			m->pending = true;
 			comm_errorf(&m->c, COMM_FAILED, "rank %d: timed out after %g s in op %u (%s) of group %s",
 				    m->c.rank, m->timeout_ms / 1000.0, t.op, comm_what(t), group);
-			tell(m, m->c.error);
+			tell(m, g_error()->msg);
 			return COMM_FAILED;
 		}
 		/* MPI progresses only in our polls: poll hard while a collective
@@ -741,23 +741,23 @@ static const struct comm_ops mpi_ops = {
 	.free = mpi_free,
 };
 
-struct comm *comm_mpi_create(int timeout_ms, char *err, size_t errlen)
+struct comm *comm_mpi_create(int timeout_ms)
 {
 	int inited = 0, finalized = 0, provided;
 	MPI_Initialized(&inited);
 	MPI_Finalized(&finalized);
 	if (finalized) {
-		snprintf(err, errlen, "MPI was finalized already");
+		g_raise(COMM_FAILED, "MPI was finalized already");
 		return NULL;
 	}
 	/* the runtime calls MPI from one thread at a time, not always the main one */
 	if (!inited && MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
-		snprintf(err, errlen, "MPI_Init_thread failed");
+		g_raise(COMM_FAILED, "MPI_Init_thread failed");
 		return NULL;
 	}
 	struct mpi *m = calloc(1, sizeof *m);
 	if (!m) {
-		snprintf(err, errlen, "out of memory");
+		g_raise(COMM_FAILED, "out of memory");
 		return NULL;
 	}
 	m->c = (struct comm){ .ops = &mpi_ops, .device = -1 };
@@ -771,7 +771,7 @@ struct comm *comm_mpi_create(int timeout_ms, char *err, size_t errlen)
 	m->stop_req = malloc((size_t)m->c.world * sizeof *m->stop_req);
 	m->heard_from = calloc((size_t)m->c.world, sizeof *m->heard_from);
 	if (!m->stop_req || !m->heard_from) {
-		snprintf(err, errlen, "out of memory");
+		g_raise(COMM_FAILED, "out of memory");
 		free(m->stop_req), free(m->heard_from), free(m);
 		return NULL;
 	}
@@ -785,11 +785,10 @@ struct comm *comm_mpi_create(int timeout_ms, char *err, size_t errlen)
 	MPI_Comm_idup(MPI_COMM_WORLD, &m->rep, &req[1]);
 	if (wait_all(m, 2, req, st, (struct comm_tag){ 0, "startup" }, "[world]")) {
 		if (m->pending) { /* a duplication left pending: the job cannot finalize */
-			fprintf(stderr, "dtpc: %s\n", m->c.error);
+			fprintf(stderr, "dtpc: %s\n", g_error()->msg);
 			fflush(stderr);
 			MPI_Abort(MPI_COMM_WORLD, 1);
 		}
-		snprintf(err, errlen, "%s", m->c.error);
 		if (m->we_init)
 			MPI_Finalize();
 		free(m->stop_req), free(m->heard_from), free(m);
@@ -808,11 +807,9 @@ struct comm *comm_mpi_create(int timeout_ms, char *err, size_t errlen)
 	return &m->c;
 }
 #else
-#include <stdio.h>
-
-struct comm *comm_mpi_create(int timeout_ms, char *err, size_t errlen)
+struct comm *comm_mpi_create(int timeout_ms)
 {
-	snprintf(err, errlen, "this build has no MPI backend (dtpc was built without mpicc)");
+	g_raise(COMM_FAILED, "this build has no MPI backend (dtpc was built without mpicc)");
 	return NULL;
 }
 #endif

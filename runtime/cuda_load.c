@@ -47,6 +47,7 @@ static bool try_open(const char *dir, const char *rel)
 		dlclose(h);
 		return false;
 	}
+	t->share_errors(g_error_record);
 	api = t;
 	return true;
 }
@@ -83,13 +84,13 @@ static const struct dtpc_cuda_api *cuda(void)
 	return api;
 }
 
-struct dev *dev_cuda_create(int ordinal, char *err, size_t errlen)
+struct dev *dev_cuda_create(int ordinal)
 {
 	if (!cuda()) {
-		snprintf(err, errlen, "cannot load dtpc's CUDA library: %s", why);
+		g_raise(G_ERR_DEVICE, "cannot load dtpc's CUDA library: %s", why);
 		return NULL;
 	}
-	return api->dev_create(ordinal, err, errlen);
+	return api->dev_create(ordinal);
 }
 
 int dev_cuda_count(void)
@@ -107,47 +108,38 @@ const char *dev_cuda_unavailable(void)
 	return api->dev_count() > 0 ? NULL : "no GPU is visible to this process";
 }
 
-struct comm *comm_nccl_create(int timeout_ms, char *err, size_t errlen)
+/* The nccl backend's table entries, or NULL with why there are none raised. */
+static const struct dtpc_cuda_api *nccl_api(void)
 {
 	if (!cuda()) {
-		snprintf(err, errlen, "cannot load dtpc's CUDA library: %s", why);
+		g_raise(COMM_FAILED, "cannot load dtpc's CUDA library: %s", why);
 		return NULL;
 	}
 	if (!api->nccl_create) {
-		snprintf(err, errlen, "this build of dtpc has no nccl backend (built without NCCL)");
-		return NULL;
-	}
-	return api->nccl_create(timeout_ms, err, errlen);
-}
-
-/* The nccl backend's table entries, or NULL with err saying why there are none. */
-static const struct dtpc_cuda_api *nccl_api(char *err, size_t errlen)
-{
-	if (!cuda()) {
-		snprintf(err, errlen, "cannot load dtpc's CUDA library: %s", why);
-		return NULL;
-	}
-	if (!api->nccl_unique_id) {
-		snprintf(err, errlen, "this build of dtpc has no nccl backend (built without NCCL)");
+		g_raise(COMM_FAILED, "this build of dtpc has no nccl backend (built without NCCL)");
 		return NULL;
 	}
 	return api;
 }
 
-int comm_nccl_unique_id(void *out, char *err, size_t errlen)
+struct comm *comm_nccl_create(int timeout_ms)
 {
-	return nccl_api(err, errlen) ? api->nccl_unique_id(out, err, errlen) : -1;
+	return nccl_api() ? api->nccl_create(timeout_ms) : NULL;
 }
 
-struct comm *comm_nccl_init(const void *id, int rank, int world, int timeout_ms, char *err,
-			    size_t errlen)
+int comm_nccl_unique_id(void *out)
 {
-	return nccl_api(err, errlen) ? api->nccl_init(id, rank, world, timeout_ms, err, errlen) : NULL;
+	return nccl_api() ? api->nccl_unique_id(out) : -1;
+}
+
+struct comm *comm_nccl_init(const void *id, int rank, int world, int timeout_ms)
+{
+	return nccl_api() ? api->nccl_init(id, rank, world, timeout_ms) : NULL;
 }
 #else
-struct dev *dev_cuda_create(int ordinal, char *err, size_t errlen)
+struct dev *dev_cuda_create(int ordinal)
 {
-	snprintf(err, errlen, "this build of dtpc has no CUDA device (built without nvcc)");
+	g_raise(G_ERR_DEVICE, "this build of dtpc has no CUDA device (built without nvcc)");
 	return NULL;
 }
 
@@ -161,27 +153,26 @@ const char *dev_cuda_unavailable(void)
 	return "this build of dtpc has no CUDA device (built without nvcc)";
 }
 
-static void no_nccl(char *err, size_t errlen)
+static void no_nccl(void)
 {
-	snprintf(err, errlen, "this build of dtpc has no nccl backend (built without CUDA)");
+	g_raise(COMM_FAILED, "this build of dtpc has no nccl backend (built without CUDA)");
 }
 
-struct comm *comm_nccl_create(int timeout_ms, char *err, size_t errlen)
+struct comm *comm_nccl_create(int timeout_ms)
 {
-	no_nccl(err, errlen);
+	no_nccl();
 	return NULL;
 }
 
-int comm_nccl_unique_id(void *out, char *err, size_t errlen)
+int comm_nccl_unique_id(void *out)
 {
-	no_nccl(err, errlen);
+	no_nccl();
 	return -1;
 }
 
-struct comm *comm_nccl_init(const void *id, int rank, int world, int timeout_ms, char *err,
-			    size_t errlen)
+struct comm *comm_nccl_init(const void *id, int rank, int world, int timeout_ms)
 {
-	no_nccl(err, errlen);
+	no_nccl();
 	return NULL;
 }
 #endif

@@ -9,7 +9,8 @@
  * pointers stay typed float * as carriers) and float32 accumulation; the
  * log-sum-exp vectors are float32 always. A device may run kernels asynchronously:
  * a kernel returns 0 when it was accepted, and failures of running kernels
- * surface at sync(); the text of any failure is error().
+ * surface at sync(). A failing entry raises why (graph/error.h: a status
+ * and its text) before it returns nonzero or NULL.
  *
  * Memory: the session's arena, its weights and the attention workspace come
  * from alloc(). Where host_memory is false the host cannot address them:
@@ -21,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "graph/error.h"
 #include "kernels/cpu/kernels.h"
 #include "runtime/dtpc.h"
 
@@ -43,9 +45,8 @@ struct dev_ops {
 	 * device without (exec_check) */
 	bool masked_attention;
 	void (*destroy)(struct dev *d);
-	const char *(*error)(struct dev *d); /* the last failure's text */
 
-	/* memory: alloc returns NULL on failure (error() says why) */
+	/* memory: alloc returns NULL on failure (raised: why) */
 	void *(*alloc)(struct dev *d, size_t bytes);
 	void (*free)(struct dev *d, void *p);
 	int (*upload)(struct dev *d, void *dst, const void *src, size_t bytes);
@@ -157,9 +158,9 @@ struct dev {
 /* The CPU device: never fails to create. */
 struct dev *dev_cpu_create(void);
 
-/* A CUDA device on GPU `ordinal` (NULL with err set when CUDA is absent from
- * this build, there is no such GPU, or its context cannot be made). */
-struct dev *dev_cuda_create(int ordinal, char *err, size_t errlen);
+/* A CUDA device on GPU `ordinal` (NULL with why raised when CUDA is absent
+ * from this build, there is no such GPU, or its context cannot be made). */
+struct dev *dev_cuda_create(int ordinal);
 /* GPUs this build can use (0 without CUDA). */
 int dev_cuda_count(void);
 /* Why no GPU can be used (no CUDA in this build, dtpc's CUDA library not

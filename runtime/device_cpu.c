@@ -31,6 +31,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "graph/error.h"
 #include "runtime/device.h"
 
 struct cpu_dev {
@@ -149,16 +150,18 @@ static void cpu_destroy(struct dev *d)
 	free(c);
 }
 
-static const char *cpu_error(struct dev *d)
+/* The CPU device's one failure: memory. */
+static void *no_memory(void)
 {
-	return "out of memory";
+	g_raise(DTPC_ERR_NOMEM, "out of memory");
+	return NULL;
 }
 
 static void *cpu_alloc(struct dev *d, size_t bytes)
 {
 	void *p = NULL;
 	/* the arena's offsets are 64-byte aligned: keep the base so too */
-	return posix_memalign(&p, 64, bytes ? bytes : 64) ? NULL : p;
+	return posix_memalign(&p, 64, bytes ? bytes : 64) ? no_memory() : p;
 }
 
 static void cpu_free(struct dev *d, void *p)
@@ -197,7 +200,7 @@ static bool narrow(const struct cpu_dev *c)
 }
 
 /* The device's float32 twin buffer with room for n floats, or NULL when
- * out of memory (the kernel then fails; error() says so). */
+ * out of memory (raised; the kernel then fails). */
 static float *twins(struct cpu_dev *c, size_t n)
 {
 	size_t need = (n ? n : 1) * sizeof(float);
@@ -209,7 +212,7 @@ static float *twins(struct cpu_dev *c, size_t n)
 		c->tmp = posix_memalign(&p, 64, need) ? NULL : p;
 		c->tmp_bytes = c->tmp ? need : 0;
 	}
-	return c->tmp;
+	return c->tmp ? c->tmp : no_memory();
 }
 
 /* rows x cols elements between strided views, dtype st to dt, in parallel. */
@@ -1001,7 +1004,6 @@ static const struct dev_ops cpu_ops = {
 	.host_memory = true,
 	.masked_attention = true,
 	.destroy = cpu_destroy,
-	.error = cpu_error,
 	.alloc = cpu_alloc,
 	.free = cpu_free,
 	.upload = cpu_copy,

@@ -5,7 +5,8 @@
  * communicator; sessions check at creation that all ranks loaded the same
  * graph for the same world (a collective: every rank must create its
  * session). Errors return a status; dtpc_last_error() holds the message of
- * the calling thread's last failure.
+ * the calling thread's last failure and dtpc_last_error_rank() the rank it
+ * is about (docs/architecture.md, "Errors").
  *
  * Ownership: objects are created by the ..._create and ..._open calls and
  * freed by the matching ..._free; data passed in is copied (the caller keeps ownership);
@@ -43,9 +44,15 @@ typedef enum dtpc_status {
 
 /* A static string naming the status ("communication failed"). */
 DTPC_API const char *dtpc_status_str(dtpc_status s);
-/* The calling thread's last error message ("" if none). Valid until the
- * thread's next dtpc call. */
+/* The calling thread's last error message ("" if none), located by the
+ * file, tensor, op or peer it concerns. Valid until the thread's next dtpc
+ * call. */
 DTPC_API const char *dtpc_last_error(void);
+/* The rank that failure is about — the rank of the session or communicator
+ * that raised it — or -1 where none is (a graph file, a bad argument, a
+ * backend that did not start). The message does not repeat it: a program
+ * that runs several ranks names it, as `dtpc run` does ("rank 2: ..."). */
+DTPC_API int dtpc_last_error_rank(void);
 
 /* ---- graphs --------------------------------------------------------------- */
 

@@ -35,7 +35,7 @@ dtpc_status exec_check(struct dtpc_session *s, uint32_t i)
 	/* the loader refused kinds past OP_COUNT */
 	const struct op_runtime *d = op_runtime[o->kind];
 	if (!d->check)
-		return rt_error(DTPC_ERR_FORMAT, "graph op %u: %s cannot run in a graph", i, name);
+		return g_raise(DTPC_ERR_FORMAT, "graph op %u: %s cannot run in a graph", i, name);
 	return d->check(s, i, o);
 }
 
@@ -45,6 +45,6 @@ dtpc_status exec_op(struct dtpc_session *s, uint32_t i)
 	const struct op_runtime *d = op_runtime[o->kind];
 	/* exec_check refused an op without a run at session creation */
 	if (!d->run)
-		return rt_error(DTPC_ERR_FORMAT, "graph op %u cannot run", i);
+		return g_raise(DTPC_ERR_FORMAT, "graph op %u cannot run", i);
 	return d->run(s, o);
 }

@@ -132,9 +132,8 @@ static inline float *at_byte(const float *p, size_t b)
 static inline dtpc_status dev_fail(const struct dtpc_session *s, const struct g_op *o)
 {
 	uint32_t i = op_index(s, o);
-	return rt_error(DTPC_ERR_DEVICE, "rank %u, op %u (%s %s): %s", s->rank, i,
-			op_table[o->kind].name, graph_str(s->g, s->g->tensors[o->out].name),
-			s->dv->ops->error(s->dv));
+	return g_wrap(DTPC_ERR_DEVICE, s->rank, "op %u (%s %s)", i, op_table[o->kind].name,
+		      graph_str(s->g, s->g->tensors[o->out].name));
 }
 
 /* Runs a device call of op o; a failure returns from the calling function. */
@@ -180,20 +179,18 @@ static inline dtpc_status to_dev(const struct dtpc_session *s, const struct g_op
 
 static inline dtpc_status comm_fail(const struct dtpc_session *s, uint32_t i)
 {
-	return rt_error(DTPC_ERR_COMM, "rank %u, op %u (%s %s): %s", s->rank, i,
-			op_table[s->g->ops[i].kind].name,
-			graph_str(s->g, s->g->tensors[s->g->ops[i].out].name), s->c->error);
+	return g_wrap(DTPC_ERR_COMM, s->rank, "op %u (%s %s)", i, op_table[s->g->ops[i].kind].name,
+		      graph_str(s->g, s->g->tensors[s->g->ops[i].out].name));
 }
 
 __attribute__((format(printf, 3, 4)))
 static inline dtpc_status op_error(uint32_t i, const char *name, const char *fmt, ...)
 {
-	char msg[512];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	g_vraise(DTPC_ERR_FORMAT, -1, fmt, ap);
 	va_end(ap);
-	return rt_error(DTPC_ERR_FORMAT, "graph op %u (%s): %s", i, name, msg);
+	return g_wrap(DTPC_ERR_FORMAT, -1, "graph op %u (%s)", i, name);
 }
 
 #define REQUIRE(cond, i_, name_, ...)                          \
@@ -248,7 +245,7 @@ static inline dtpc_status device_can(const struct dtpc_session *s, uint32_t i, b
 	if (!lacks)
 		return DTPC_OK;
 	const struct g_op *o = &s->g->ops[i];
-	return rt_error(DTPC_ERR_INVALID, "graph op %u (%s '%s'): the %s device has no %s yet; "
+	return g_raise(DTPC_ERR_INVALID, "graph op %u (%s '%s'): the %s device has no %s yet; "
 			"run this graph on the cpu device", i, op_table[o->kind].name,
 			graph_str(s->g, s->g->tensors[o->out].name), s->dv->ops->name, what);
 }

@@ -6,25 +6,35 @@
 #include <string.h>
 #include <time.h>
 
+#include "graph/error.h"
 #include "graph/graph_file.h"
 #include "runtime/safetensors.h"
 #include "runtime/session.h"
 #include "runtime/weights.h"
 
-static _Thread_local char last_error[1024];
-
-dtpc_status rt_error(dtpc_status st, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(last_error, sizeof last_error, fmt, ap);
-	va_end(ap);
-	return st;
-}
+/* dtpc_status is graph/error.h's status, value for value */
+#define SAME(x) _Static_assert((int)DTPC_##x == (int)G_##x, "dtpc_status DTPC_" #x)
+SAME(OK);
+SAME(ERR_INVALID);
+SAME(ERR_IO);
+SAME(ERR_FORMAT);
+SAME(ERR_VERSION);
+SAME(ERR_MISMATCH);
+SAME(ERR_COMM);
+SAME(ERR_BIND);
+SAME(ERR_NOMEM);
+SAME(ERR_STATE);
+SAME(ERR_DEVICE);
+#undef SAME
 
 const char *dtpc_last_error(void)
 {
-	return last_error;
+	return g_error()->msg;
+}
+
+int dtpc_last_error_rank(void)
+{
+	return g_error()->rank;
 }
 
 const char *dtpc_status_str(dtpc_status s)
@@ -54,31 +64,16 @@ double rt_now(void)
 
 /* ---- graphs ----------------------------------------------------------------- */
 
-static dtpc_status graph_status(enum graph_fault f)
-{
-	switch (f) {
-	case GRAPH_FAULT_IO:
-		return DTPC_ERR_IO;
-	case GRAPH_FAULT_VERSION:
-		return DTPC_ERR_VERSION;
-	case GRAPH_FAULT_NONE:
-	case GRAPH_FAULT_FORMAT:
-		break;
-	}
-	return DTPC_ERR_FORMAT;
-}
-
 dtpc_status dtpc_graph_open_file(const char *path, dtpc_graph **out)
 {
 	*out = NULL;
 	struct graph_file f;
-	char why[512];
-	if (!graph_file_open(&f, path, why, sizeof why))
-		return rt_error(graph_status(f.fault), "%s: %s", path, why);
+	if (!graph_file_open(&f, path))
+		return g_wrap(g_error()->status, -1, "%s", path);
 	dtpc_graph *g = calloc(1, sizeof *g);
 	if (!g) {
 		graph_file_close(&f);
-		return rt_error(DTPC_ERR_NOMEM, "out of memory");
+		return g_raise(DTPC_ERR_NOMEM, "out of memory");
 	}
 	g->g = f.g;
 	g->mem = f.map;
@@ -92,22 +87,20 @@ dtpc_status dtpc_graph_open_buffer(const void *buf, size_t len, dtpc_graph **out
 {
 	*out = NULL;
 	if (!buf && len)
-		return rt_error(DTPC_ERR_INVALID, "NULL graph buffer");
+		return g_raise(DTPC_ERR_INVALID, "NULL graph buffer");
 	dtpc_graph *g = calloc(1, sizeof *g);
 	/* a private, aligned copy: the caller's buffer may be anywhere */
 	void *mem = NULL;
 	if (!g || posix_memalign(&mem, 64, len ? len : 1)) {
 		free(g);
-		return rt_error(DTPC_ERR_NOMEM, "out of memory");
+		return g_raise(DTPC_ERR_NOMEM, "out of memory");
 	}
 	if (len)
 		memcpy(mem, buf, len);
-	char why[512];
-	enum graph_fault fault;
-	if (!graph_parse_fault(mem, len, &g->g, why, sizeof why, &fault)) {
+	if (!graph_parse(mem, len, &g->g)) {
 		free(mem);
 		free(g);
-		return rt_error(graph_status(fault), "graph buffer: %s", why);
+		return g_wrap(g_error()->status, -1, "graph buffer");
 	}
 	g->mem = mem;
 	g->len = len;
@@ -172,12 +165,12 @@ dtpc_status dtpc_local_world_create(int nranks, int timeout_ms, dtpc_local_world
 {
 	*out = NULL;
 	if (nranks < 1 || nranks > 4096)
-		return rt_error(DTPC_ERR_INVALID, "a local world has 1 to 4096 ranks, not %d", nranks);
+		return g_raise(DTPC_ERR_INVALID, "a local world has 1 to 4096 ranks, not %d", nranks);
 	dtpc_local_world *w = calloc(1, sizeof *w);
 	if (!w || !(w->w = comm_local_world_create(nranks, timeout_ms > 0 ? timeout_ms
 									   : DEFAULT_TIMEOUT_MS))) {
 		free(w);
-		return rt_error(DTPC_ERR_NOMEM, "out of memory");
+		return g_raise(DTPC_ERR_NOMEM, "out of memory");
 	}
 	*out = w;
 	return DTPC_OK;
@@ -189,7 +182,7 @@ dtpc_status dtpc_comm_local(dtpc_local_world *w, int rank, dtpc_comm **out)
 	dtpc_comm *c = calloc(1, sizeof *c);
 	if (!c || !(c->impl = comm_local_create(w->w, rank))) {
 		free(c);
-		return rt_error(DTPC_ERR_INVALID, "rank %d is not in the local world", rank);
+		return g_raise(DTPC_ERR_INVALID, "rank %d is not in the local world", rank);
 	}
 	*out = c;
 	return DTPC_OK;
@@ -203,16 +196,15 @@ void dtpc_local_world_free(dtpc_local_world *w)
 	free(w);
 }
 
-/* A backend's comm as the API hands it out; impl NULL: it failed, why says why. */
-static dtpc_status comm_out(struct comm *impl, const char *backend, const char *why,
-			    dtpc_comm **out)
+/* A backend's comm as the API hands it out; impl NULL: it failed, as raised. */
+static dtpc_status comm_out(struct comm *impl, const char *backend, dtpc_comm **out)
 {
 	if (!impl)
-		return rt_error(DTPC_ERR_COMM, "%s: %s", backend, why);
+		return g_wrap(DTPC_ERR_COMM, -1, "%s", backend);
 	dtpc_comm *c = calloc(1, sizeof *c);
 	if (!c) {
 		impl->ops->free(impl);
-		return rt_error(DTPC_ERR_NOMEM, "out of memory");
+		return g_raise(DTPC_ERR_NOMEM, "out of memory");
 	}
 	c->impl = impl;
 	*out = c;
@@ -222,30 +214,25 @@ static dtpc_status comm_out(struct comm *impl, const char *backend, const char *
 dtpc_status dtpc_comm_mpi(int timeout_ms, dtpc_comm **out)
 {
 	*out = NULL;
-	char why[256];
-	struct comm *impl = comm_mpi_create(timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS, why,
-					    sizeof why);
-	return comm_out(impl, "MPI", why, out);
+	struct comm *impl = comm_mpi_create(timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS);
+	return comm_out(impl, "MPI", out);
 }
 
 /* cuda_load.c says why when this build or machine has no nccl backend */
 dtpc_status dtpc_comm_nccl(int timeout_ms, dtpc_comm **out)
 {
 	*out = NULL;
-	char why[768];
-	struct comm *impl = comm_nccl_create(timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS, why,
-					     sizeof why);
-	return comm_out(impl, "NCCL", why, out);
+	struct comm *impl = comm_nccl_create(timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS);
+	return comm_out(impl, "NCCL", out);
 }
 
 dtpc_status dtpc_nccl_unique_id(void *out, size_t len)
 {
-	char why[768];
 	if (!out || len < DTPC_NCCL_UNIQUE_ID_BYTES)
-		return rt_error(DTPC_ERR_INVALID, "an NCCL unique id takes %d bytes; the buffer has %zu",
+		return g_raise(DTPC_ERR_INVALID, "an NCCL unique id takes %d bytes; the buffer has %zu",
 				DTPC_NCCL_UNIQUE_ID_BYTES, out ? len : 0);
-	if (comm_nccl_unique_id(out, why, sizeof why))
-		return rt_error(DTPC_ERR_COMM, "NCCL: %s", why);
+	if (comm_nccl_unique_id(out))
+		return g_wrap(DTPC_ERR_COMM, -1, "NCCL");
 	return DTPC_OK;
 }
 
@@ -253,16 +240,14 @@ dtpc_status dtpc_comm_nccl_init(const void *id, size_t len, int rank, int world,
 				dtpc_comm **out)
 {
 	*out = NULL;
-	char why[768];
 	if (!id || len != DTPC_NCCL_UNIQUE_ID_BYTES)
-		return rt_error(DTPC_ERR_INVALID, "an NCCL unique id has %d bytes, not %zu",
+		return g_raise(DTPC_ERR_INVALID, "an NCCL unique id has %d bytes, not %zu",
 				DTPC_NCCL_UNIQUE_ID_BYTES, id ? len : 0);
 	if (world < 1 || rank < 0 || rank >= world)
-		return rt_error(DTPC_ERR_INVALID, "rank %d of a world of %d ranks", rank, world);
+		return g_raise(DTPC_ERR_INVALID, "rank %d of a world of %d ranks", rank, world);
 	struct comm *impl = comm_nccl_init(id, rank, world,
-					   timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS, why,
-					   sizeof why);
-	return comm_out(impl, "NCCL", why, out);
+					   timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS);
+	return comm_out(impl, "NCCL", out);
 }
 
 int dtpc_device_count(dtpc_device dev)
@@ -341,27 +326,24 @@ static dtpc_status exchange_hello(struct dtpc_session *s, const struct hello *mi
 	size_t world = (size_t)c->world, bytes = world * sizeof *mine;
 	int *ranks = malloc(world * sizeof *ranks);
 	if (!ranks)
-		return rt_error(DTPC_ERR_NOMEM, "out of memory");
+		return g_raise(DTPC_ERR_NOMEM, "out of memory");
 	struct comm_group wg = comm_world_group(c, ranks);
 	struct comm_tag t = { UINT32_MAX, "startup handshake" };
 	dtpc_status st = DTPC_OK;
 	if (!c->ops->device_memory || s->dv->ops->host_memory) {
 		if (c->ops->allgatherv(c, &wg, t, mine, all, counts, displs))
-			st = rt_error(DTPC_ERR_COMM, "rank %u: startup handshake: %s", s->rank,
-				      c->error);
+			st = g_wrap(DTPC_ERR_COMM, s->rank, "startup handshake");
 		free(ranks);
 		return st;
 	}
 	char *d = s->dv->ops->alloc(s->dv, bytes);
 	if (!d || s->dv->ops->upload(s->dv, d + displs[s->rank], mine, sizeof *mine))
-		st = rt_error(DTPC_ERR_DEVICE, "rank %u: startup handshake: %s", s->rank,
-			      s->dv->ops->error(s->dv));
+		st = g_wrap(DTPC_ERR_DEVICE, s->rank, "startup handshake");
 	else if (c->ops->allgatherv(c, &wg, t, d + displs[s->rank], d, counts, displs) ||
 		 comm_complete(c))
-		st = rt_error(DTPC_ERR_COMM, "rank %u: startup handshake: %s", s->rank, c->error);
+		st = g_wrap(DTPC_ERR_COMM, s->rank, "startup handshake");
 	else if (s->dv->ops->download(s->dv, all, d, bytes))
-		st = rt_error(DTPC_ERR_DEVICE, "rank %u: startup handshake: %s", s->rank,
-			      s->dv->ops->error(s->dv));
+		st = g_wrap(DTPC_ERR_DEVICE, s->rank, "startup handshake");
 	if (d)
 		s->dv->ops->free(s->dv, d);
 	free(ranks);
@@ -378,7 +360,7 @@ static dtpc_status handshake(struct dtpc_session *s)
 	if (!all || !counts) {
 		free(all);
 		free(counts);
-		return rt_error(DTPC_ERR_NOMEM, "out of memory");
+		return g_raise(DTPC_ERR_NOMEM, "out of memory");
 	}
 	for (size_t i = 0; i < world; i++) {
 		counts[i] = sizeof mine;
@@ -392,14 +374,14 @@ static dtpc_status handshake(struct dtpc_session *s)
 	}
 	for (int i = 0; i < c->world && !st; i++) {
 		if (all[i].magic != mine.magic)
-			st = rt_error(DTPC_ERR_MISMATCH, "rank %d is not a dtpc session", i);
+			st = g_raise(DTPC_ERR_MISMATCH, "rank %d is not a dtpc session", i);
 		else if (all[i].checksum != mine.checksum)
-			st = rt_error(DTPC_ERR_MISMATCH,
+			st = g_raise(DTPC_ERR_MISMATCH,
 				      "rank %d loaded a different graph (checksum %016llx; rank %u "
 				      "has %016llx)", i, (unsigned long long)all[i].checksum, s->rank,
 				      (unsigned long long)mine.checksum);
 		else if (all[i].world != mine.world || all[i].rank != (uint32_t)i)
-			st = rt_error(DTPC_ERR_MISMATCH, "rank %d says it is rank %u of %u", i,
+			st = g_raise(DTPC_ERR_MISMATCH, "rank %d says it is rank %u of %u", i,
 				      all[i].rank, all[i].world);
 	}
 	free(all);
@@ -413,7 +395,7 @@ static dtpc_status graph_dtype(const struct g_graph *g, dtpc_dtype *out)
 	enum g_dtype first = g->ntensors ? graph_tensor_dtype(g, 0) : G_DT_F32;
 	for (uint32_t t = 1; t < g->ntensors; t++)
 		if (graph_tensor_dtype(g, t) != first)
-			return rt_error(DTPC_ERR_VERSION, "tensor '%s' is %s but tensor '%s' is %s: "
+			return g_raise(DTPC_ERR_VERSION, "tensor '%s' is %s but tensor '%s' is %s: "
 					"this runtime stores all of a graph's tensors in one dtype",
 					graph_str(g, g->tensors[t].name),
 					graph_dtype_name(graph_tensor_dtype(g, t)),
@@ -447,7 +429,7 @@ dtpc_status session_prepare(struct dtpc_session *s)
 		nmem += g->groups[i].size;
 	s->members = calloc(nmem ? nmem : 1, sizeof *s->members);
 	if (!s->dims || !s->numel || !s->weights || !s->bound || !s->groups || !s->members)
-		return rt_error(DTPC_ERR_NOMEM, "out of memory");
+		return g_raise(DTPC_ERR_NOMEM, "out of memory");
 	for (uint32_t t = 0; t < n; t++) {
 		int64_t e = 1;
 		for (int d = 0; d < g->tensors[t].ndim; d++) {
@@ -480,21 +462,20 @@ dtpc_status session_prepare(struct dtpc_session *s)
 
 static dtpc_status make_device(struct dtpc_session *s, dtpc_device dev)
 {
-	char why[512];
 	if (dev == DTPC_DEVICE_CPU) {
 		if (s->c->ops->device_memory)
-			return rt_error(DTPC_ERR_INVALID, "rank %u: the %s backend needs the CUDA "
-					"device", s->rank, s->c->ops->name);
+			return g_raise_rank(DTPC_ERR_INVALID, s->rank, "the %s backend needs the "
+					    "CUDA device", s->c->ops->name);
 		s->dv = dev_cpu_create();
-		return s->dv ? DTPC_OK : rt_error(DTPC_ERR_NOMEM, "out of memory");
+		return s->dv ? DTPC_OK : g_raise(DTPC_ERR_NOMEM, "out of memory");
 	}
 	const char *no = dev_cuda_unavailable();
 	if (no)
-		return rt_error(DTPC_ERR_INVALID, "rank %u: no CUDA device: %s", s->rank, no);
+		return g_raise_rank(DTPC_ERR_INVALID, s->rank, "no CUDA device: %s", no);
 	int n = dev_cuda_count();
 	int ordinal = s->c->device >= 0 ? s->c->device : (int)(s->rank % (uint32_t)n);
-	if (!(s->dv = dev_cuda_create(ordinal, why, sizeof why)))
-		return rt_error(DTPC_ERR_DEVICE, "rank %u: GPU %d: %s", s->rank, ordinal, why);
+	if (!(s->dv = dev_cuda_create(ordinal)))
+		return g_wrap(DTPC_ERR_DEVICE, s->rank, "GPU %d", ordinal);
 	return DTPC_OK;
 }
 
@@ -516,18 +497,18 @@ static dtpc_status narrow_storage(struct dtpc_session *s, dtpc_dtype t)
 {
 	const struct dev_ops *d = s->dv->ops;
 	if (!d->set_dtype || !d->convert)
-		return rt_error(DTPC_ERR_INVALID, "the %s device stores float32 only", d->name);
+		return g_raise(DTPC_ERR_INVALID, "the %s device stores float32 only", d->name);
 	int64_t most = 1;
 	for (uint32_t i = 0; i < s->g->ntensors; i++)
 		if (s->g->tensors[i].kind != GT_SCRATCH && s->numel[i] > most)
 			most = s->numel[i];
 	if (!s->widen && !(s->widen = d->alloc(s->dv, (size_t)most * 4)))
-		return rt_error(DTPC_ERR_NOMEM, "rank %u: no device memory for a %lld-element "
-				"float32 buffer: %s", s->rank, (long long)most, d->error(s->dv));
+		return g_wrap(DTPC_ERR_NOMEM, s->rank, "no device memory for a %lld-element "
+			      "float32 buffer", (long long)most);
 	if (s->staged && !s->widen_host && !(s->widen_host = malloc((size_t)most * 4)))
-		return rt_error(DTPC_ERR_NOMEM, "out of memory");
+		return g_raise(DTPC_ERR_NOMEM, "out of memory");
 	if (d->set_dtype(s->dv, t))
-		return rt_error(DTPC_ERR_DEVICE, "rank %u: %s", s->rank, d->error(s->dv));
+		return g_reraise(DTPC_ERR_DEVICE, s->rank);
 	return DTPC_OK;
 }
 
@@ -541,31 +522,29 @@ static dtpc_status setup(struct dtpc_session *s, dtpc_device dev)
 	const struct dev_ops *d = s->dv->ops;
 	size_t arena = s->g->arena_bytes ? s->g->arena_bytes : 64;
 	if (!(s->arena = d->alloc(s->dv, arena)))
-		return rt_error(DTPC_ERR_NOMEM, "rank %u: cannot allocate the %llu-byte arena on "
-				"the %s device: %s", s->rank, (unsigned long long)arena, d->name,
-				d->error(s->dv));
+		return g_wrap(DTPC_ERR_NOMEM, s->rank, "cannot allocate the %llu-byte arena on "
+			      "the %s device", (unsigned long long)arena, d->name);
 	s->host = s->arena;
 	if (!d->host_memory && !(s->host = malloc(arena)))
-		return rt_error(DTPC_ERR_NOMEM, "cannot allocate the %llu-byte host mirror",
+		return g_raise(DTPC_ERR_NOMEM, "cannot allocate the %llu-byte host mirror",
 				(unsigned long long)arena);
 	s->staged = !d->host_memory && !s->c->ops->device_memory;
 	if (s->dtype != DTPC_F32 && (st = narrow_storage(s, s->dtype)))
 		return st;
 	if (s->workspace_bytes && !(s->workspace = d->alloc(s->dv, s->workspace_bytes)))
-		return rt_error(DTPC_ERR_NOMEM, "rank %u: cannot allocate the attention workspace: "
-				"%s", s->rank, d->error(s->dv));
+		return g_wrap(DTPC_ERR_NOMEM, s->rank, "cannot allocate the attention workspace");
 	s->cbufs = malloc(4 * s->max_group * sizeof *s->cbufs);
 	s->rowbuf = malloc(s->max_group * sizeof *s->rowbuf);
 	if (!s->cbufs || !s->rowbuf)
-		return rt_error(DTPC_ERR_NOMEM, "out of memory");
+		return g_raise(DTPC_ERR_NOMEM, "out of memory");
 	s->outputs = calloc(s->g->noutputs ? s->g->noutputs : 1, sizeof *s->outputs);
 	if (!s->outputs)
-		return rt_error(DTPC_ERR_NOMEM, "out of memory");
+		return g_raise(DTPC_ERR_NOMEM, "out of memory");
 	s->graphs = d->graphs && graphable(s->g);
 	if (s->c->ops->device_memory)
 		s->c->stream = d->stream(s->dv);
 	if (s->c->ops->prepare && s->c->ops->prepare(s->c, s->groups, (int)s->g->ngroups))
-		return rt_error(DTPC_ERR_COMM, "rank %u: %s", s->rank, s->c->error);
+		return g_reraise(DTPC_ERR_COMM, s->rank);
 	return DTPC_OK;
 }
 
@@ -574,34 +553,34 @@ dtpc_status dtpc_session_create(const dtpc_graph *G, dtpc_comm *c, dtpc_device d
 {
 	*out = NULL;
 	if (!G || !c)
-		return rt_error(DTPC_ERR_INVALID, "NULL graph or communicator");
+		return g_raise(DTPC_ERR_INVALID, "NULL graph or communicator");
 	if (dev != DTPC_DEVICE_CPU && dev != DTPC_DEVICE_CUDA)
-		return rt_error(DTPC_ERR_INVALID, "unknown device %d", (int)dev);
+		return g_raise(DTPC_ERR_INVALID, "unknown device %d", (int)dev);
 	if ((uint32_t)c->impl->world != G->g.world) {
-		dtpc_status st = rt_error(DTPC_ERR_MISMATCH,
-					  "the graph is for %u ranks, but the job has %d (rank %d)",
-					  G->g.world, c->impl->world, c->impl->rank);
+		dtpc_status st = g_raise_rank(DTPC_ERR_MISMATCH, c->impl->rank,
+					      "the graph is for %u ranks, but the job has %d",
+					      G->g.world, c->impl->world);
 		/* tell the others, so they fail now rather than at a timeout */
-		c->impl->ops->fail(c->impl, dtpc_last_error());
+		c->impl->ops->fail(c->impl, g_error()->msg);
 		return st;
 	}
 	struct dtpc_session *s = calloc(1, sizeof *s);
 	if (!s)
-		return rt_error(DTPC_ERR_NOMEM, "out of memory");
+		return g_raise(DTPC_ERR_NOMEM, "out of memory");
 	s->g = &G->g;
 	s->c = c->impl;
 	s->rank = (uint32_t)c->impl->rank;
 	s->epoch = rt_now();
 	dtpc_status st = setup(s, dev);
 	if (st)
-		c->impl->ops->fail(c->impl, dtpc_last_error());
+		c->impl->ops->fail(c->impl, g_error()->msg);
 	else
 		st = handshake(s);
 	if (st) {
-		char keep[sizeof last_error];
-		memcpy(keep, last_error, sizeof keep);
+		/* the failure, not what freeing a half-made session may raise */
+		struct g_error keep = *g_error();
 		dtpc_session_free(s);
-		memcpy(last_error, keep, sizeof keep);
+		*g_error_record() = keep;
 		return st;
 	}
 	*out = s;
@@ -692,7 +671,7 @@ static dtpc_status each_element(const struct dtpc_session *s, uint32_t t,
 	dtpc_status st = DTPC_OK;
 	for (int d = 0; d < x->ndim; d++)
 		if (!(map[d] = global_index(s, t, d)))
-			st = rt_error(DTPC_ERR_NOMEM, "out of memory");
+			st = g_raise(DTPC_ERR_NOMEM, "out of memory");
 	int64_t idx[G_MAX_DIMS] = { 0 };
 	for (int64_t l = 0; !st && l < s->numel[t]; l++) {
 		int64_t gl = 0;
@@ -777,11 +756,11 @@ static dtpc_status bind_target(struct dtpc_session *s, uint32_t t, float **host)
 	size_t n = (size_t)(s->numel[t] ? s->numel[t] : 1);
 	if (x->kind == GT_WEIGHT && !s->weights[t] &&
 	    !(s->weights[t] = s->dv->ops->alloc(s->dv, n * s->esize)))
-		return rt_error(DTPC_ERR_NOMEM, "no memory for weight '%s' on the %s device: %s",
-				graph_str(s->g, x->name), s->dv->ops->name, s->dv->ops->error(s->dv));
+		return g_wrap(DTPC_ERR_NOMEM, -1, "no memory for weight '%s' on the %s device",
+			      graph_str(s->g, x->name), s->dv->ops->name);
 	*host = bind_direct(s) ? rt_data(s, t) : malloc(n * 4);
 	if (!*host)
-		return rt_error(DTPC_ERR_NOMEM, "out of memory for %s '%s'",
+		return g_raise(DTPC_ERR_NOMEM, "out of memory for %s '%s'",
 				x->kind == GT_WEIGHT ? "weight" : "input", graph_str(s->g, x->name));
 	return DTPC_OK;
 }
@@ -808,8 +787,7 @@ static dtpc_status bind_finish(struct dtpc_session *s, uint32_t t, float *host, 
 		       (up != to && d->convert(s->dv, to, s->dtype, up, DTPC_F32, n));
 	}
 	if (fail)
-		st = rt_error(DTPC_ERR_DEVICE, "binding '%s': %s",
-			      graph_str(s->g, s->g->tensors[t].name), d->error(s->dv));
+		st = g_wrap(DTPC_ERR_DEVICE, -1, "binding '%s'", graph_str(s->g, s->g->tensors[t].name));
 	free(host);
 	s->bound[t] = !st;
 	return st;
@@ -887,7 +865,7 @@ static dtpc_status check_shape(const struct dtpc_session *s, uint32_t t, const i
 	if (ok)
 		return DTPC_OK;
 	char got[128], want[128];
-	return rt_error(DTPC_ERR_BIND, "%s '%s' has shape [%s], but the graph expects [%s]", what,
+	return g_raise(DTPC_ERR_BIND, "%s '%s' has shape [%s], but the graph expects [%s]", what,
 			graph_str(s->g, x->name), dims_str(got, sizeof got, shape, ndim),
 			dims_str(want, sizeof want, x->dims, x->ndim));
 }
@@ -897,7 +875,7 @@ dtpc_status dtpc_session_bind_weight(dtpc_session *s, const char *name, const fl
 {
 	int64_t t = find_tensor(s, name, GT_WEIGHT);
 	if (t < 0)
-		return rt_error(DTPC_ERR_BIND, "the graph has no weight '%s'", name);
+		return g_raise(DTPC_ERR_BIND, "the graph has no weight '%s'", name);
 	dtpc_status st = check_shape(s, (uint32_t)t, shape, ndim, "weight");
 	if (st)
 		return st;
@@ -913,7 +891,7 @@ dtpc_status dtpc_session_set_input(dtpc_session *s, const char *name, const floa
 {
 	int64_t t = find_tensor(s, name, GT_INPUT);
 	if (t < 0)
-		return rt_error(DTPC_ERR_BIND, "the graph has no input '%s'", name);
+		return g_raise(DTPC_ERR_BIND, "the graph has no input '%s'", name);
 	dtpc_status st = check_shape(s, (uint32_t)t, shape, ndim, "input");
 	if (st)
 		return st;
@@ -931,7 +909,7 @@ static dtpc_status check_manifest(const dtpc_session *s, const struct ckpt *c)
 	char why[1024];
 	if (ckpt_check_manifest(s->g, c, why, sizeof why))
 		return DTPC_OK;
-	return rt_error(DTPC_ERR_BIND, "%s", why);
+	return g_raise(DTPC_ERR_BIND, "%s", why);
 }
 
 static dtpc_status fault_status(enum st_fault f)
@@ -948,16 +926,16 @@ static dtpc_status open_rank_file(const dtpc_session *s, struct ckpt *c)
 	if (ckpt_nshards(c) != s->g->world) {
 		char name[64];
 		ckpt_rank_name(0, ckpt_nshards(c), name, sizeof name);
-		return rt_error(DTPC_ERR_BIND, "%s: sharded for %u ranks (%s, ...), but this graph "
+		return g_raise(DTPC_ERR_BIND, "%s: sharded for %u ranks (%s, ...), but this graph "
 				"runs on %u; shard the weights for this graph with dtpc shard",
 				ckpt_path(c), ckpt_nshards(c), name, s->g->world);
 	}
 	if (!ckpt_open_rank(c, s->rank, why, sizeof why, &fault))
-		return rt_error(fault_status(fault), "%s", why);
+		return g_raise(fault_status(fault), "%s", why);
 	struct ckpt_expect e;
 	ckpt_expect_of(s->g, s->rank, &e);
 	if (!ckpt_check_rank_file(ckpt_rank_file(c), ckpt_path(c), &e, why, sizeof why))
-		return rt_error(DTPC_ERR_BIND, "%s", why);
+		return g_raise(DTPC_ERR_BIND, "%s", why);
 	return DTPC_OK;
 }
 
@@ -982,7 +960,7 @@ static dtpc_status keep_unused(struct dtpc_session *s, const struct ckpt *c, int
 	const struct g_graph *g = s->g;
 	const char **mine = malloc(sizeof *mine * (g->ntensors + 1));
 	if (!mine)
-		return rt_error(DTPC_ERR_NOMEM, "out of memory");
+		return g_raise(DTPC_ERR_NOMEM, "out of memory");
 	size_t n = 0;
 	for (uint32_t t = 0; t < g->ntensors; t++)
 		if (g->tensors[t].kind == kind)
@@ -998,7 +976,7 @@ static dtpc_status keep_unused(struct dtpc_session *s, const struct ckpt *c, int
 	char **names = count ? malloc(count * sizeof *names + bytes) : NULL;
 	if (count && !names) {
 		free(mine);
-		return rt_error(DTPC_ERR_NOMEM, "out of memory");
+		return g_raise(DTPC_ERR_NOMEM, "out of memory");
 	}
 	char *at = (char *)(names + count);
 	size_t k = 0;
@@ -1028,12 +1006,12 @@ static dtpc_status bind_file(dtpc_session *s, const char *path, int kind)
 	s->unused = NULL;
 	s->nunused = 0;
 	if (!ckpt_open(&c, path, why, sizeof why, &fault))
-		return rt_error(fault_status(fault), "%s", why);
+		return g_raise(fault_status(fault), "%s", why);
 	const char *what = kind == GT_WEIGHT ? "weight" : "input";
 	bool ranked = ckpt_kind(c) == CKPT_RANKS;
 	dtpc_status st = DTPC_OK;
 	if (ranked && kind != GT_WEIGHT)
-		st = rt_error(DTPC_ERR_BIND, "%s: a folder of per-rank weights (dtpc shard) holds no "
+		st = g_raise(DTPC_ERR_BIND, "%s: a folder of per-rank weights (dtpc shard) holds no "
 			      "inputs", path);
 	else if (ranked)
 		st = open_rank_file(s, c);
@@ -1047,35 +1025,35 @@ static dtpc_status bind_file(dtpc_session *s, const char *path, int kind)
 		const struct st_file *f = NULL;
 		const struct st_tensor *e = ckpt_find(c, name, &f, &fpath);
 		if (!e) {
-			st = rt_error(DTPC_ERR_BIND, "%s: %s '%s' is missing", fpath, what, name);
+			st = g_raise(DTPC_ERR_BIND, "%s: %s '%s' is missing", fpath, what, name);
 			break;
 		}
 		/* a rank's file holds its slice; a checkpoint the whole tensor */
 		const int64_t *want = ranked ? s->dims[t] : x->dims;
 		if (e->ndim != x->ndim || memcmp(e->shape, want, (size_t)x->ndim * sizeof *want)) {
 			char got[128], exp[128];
-			st = rt_error(DTPC_ERR_BIND, "%s: %s '%s' has shape [%s], but %s [%s]", fpath,
+			st = g_raise(DTPC_ERR_BIND, "%s: %s '%s' has shape [%s], but %s [%s]", fpath,
 				      what, name, dims_str(got, sizeof got, e->shape, e->ndim),
 				      ranked ? "this rank's slice is" : "the graph expects",
 				      dims_str(exp, sizeof exp, want, x->ndim));
 			break;
 		}
 		if (!ckpt_float_dtype(e->dtype)) {
-			st = rt_error(DTPC_ERR_BIND, "%s: %s '%s' is %s; F32, F16, BF16 or F64 "
+			st = g_raise(DTPC_ERR_BIND, "%s: %s '%s' is %s; F32, F16, BF16 or F64 "
 				      "(converted to float32) are accepted", fpath, what, name,
 				      st_dtype_name(e->dtype));
 			break;
 		}
 		struct ckpt_slice sl = { .dim = -1 };
 		if (!ranked && !ckpt_slice(s->g, t, s->rank, &sl)) {
-			st = rt_error(DTPC_ERR_BIND, "%s '%s' is split along several dims", what, name);
+			st = g_raise(DTPC_ERR_BIND, "%s '%s' is split along several dims", what, name);
 			break;
 		}
 		float *h;
 		if ((st = bind_target(s, t, &h)))
 			break;
 		if (!st_read_f32(f, e, sl.dim, sl.start, sl.len, sl.n, h, why, sizeof why, &fault))
-			st = rt_error(fault == ST_FAULT_IO ? DTPC_ERR_IO : DTPC_ERR_BIND, "%s: %s",
+			st = g_raise(fault == ST_FAULT_IO ? DTPC_ERR_IO : DTPC_ERR_BIND, "%s: %s",
 				      fpath, why);
 		st = bind_finish(s, t, h, st);
 	}
@@ -1093,7 +1071,7 @@ static dtpc_status bind_file_or_fail(dtpc_session *s, const char *path, int kind
 {
 	dtpc_status st = bind_file(s, path, kind);
 	if (st)
-		s->c->ops->fail(s->c, dtpc_last_error());
+		s->c->ops->fail(s->c, g_error()->msg);
 	return st;
 }
 
@@ -1138,11 +1116,11 @@ static dtpc_status run_ops(dtpc_session *s)
 		double t0 = s->tracing ? rt_now() : 0;
 		dtpc_status st = exec_op(s, i);
 		if (!st && wait && comm_complete(s->c))
-			st = rt_error(DTPC_ERR_COMM, "rank %u, op %u (%s): %s", s->rank, i,
-				      op_table[s->g->ops[i].kind].name, s->c->error);
+			st = g_wrap(DTPC_ERR_COMM, s->rank, "op %u (%s)", i,
+				    op_table[s->g->ops[i].kind].name);
 		if (!st && wait && s->dv->ops->sync(s->dv))
-			st = rt_error(DTPC_ERR_DEVICE, "rank %u, op %u (%s): %s", s->rank, i,
-				      op_table[s->g->ops[i].kind].name, s->dv->ops->error(s->dv));
+			st = g_wrap(DTPC_ERR_DEVICE, s->rank, "op %u (%s)", i,
+				    op_table[s->g->ops[i].kind].name);
 		if (st)
 			return st;
 		if (s->tracing)
@@ -1159,17 +1137,17 @@ static dtpc_status run_graph(dtpc_session *s)
 	const struct dev_ops *d = s->dv->ops;
 	if (!s->graph_ready) {
 		if (d->capture_begin(s->dv))
-			return rt_error(DTPC_ERR_DEVICE, "rank %u: %s", s->rank, d->error(s->dv));
+			return g_reraise(DTPC_ERR_DEVICE, s->rank);
 		dtpc_status st = run_ops(s);
 		/* end the capture whatever happened, so the stream is usable */
 		if (d->capture_end(s->dv) && !st)
-			st = rt_error(DTPC_ERR_DEVICE, "rank %u: %s", s->rank, d->error(s->dv));
+			st = g_reraise(DTPC_ERR_DEVICE, s->rank);
 		if (st)
 			return st;
 		s->graph_ready = true;
 	}
 	if (d->replay(s->dv))
-		return rt_error(DTPC_ERR_DEVICE, "rank %u: %s", s->rank, d->error(s->dv));
+		return g_reraise(DTPC_ERR_DEVICE, s->rank);
 	return DTPC_OK;
 }
 
@@ -1184,16 +1162,16 @@ static dtpc_status fetch_outputs(dtpc_session *s)
 	 * waited for first, bounded by the timeout — a stream sync would wait
 	 * for ever on a peer that stopped. This ends the step's communication. */
 	if (comm_complete(s->c))
-		return rt_error(DTPC_ERR_COMM, "rank %u: %s", s->rank, s->c->error);
+		return g_reraise(DTPC_ERR_COMM, s->rank);
 	if (d->sync(s->dv))
-		return rt_error(DTPC_ERR_DEVICE, "rank %u: %s", s->rank, d->error(s->dv));
+		return g_reraise(DTPC_ERR_DEVICE, s->rank);
 	for (uint32_t i = 0; !bind_direct(s) && i < s->g->noutputs; i++) {
 		uint32_t t = s->g->outputs[i];
 		size_t n = (size_t)s->numel[t];
 		float *from = rt_data(s, t), *to = (float *)((char *)s->host + s->g->tensors[t].offset);
 		if (s->dtype != DTPC_F32) {
 			if (!s->outputs[i] && !(s->outputs[i] = malloc((n ? n : 1) * 4)))
-				return rt_error(DTPC_ERR_NOMEM, "out of memory");
+				return g_raise(DTPC_ERR_NOMEM, "out of memory");
 			to = s->outputs[i];
 		}
 		int fail;
@@ -1205,8 +1183,8 @@ static dtpc_status fetch_outputs(dtpc_session *s)
 			fail = d->convert(s->dv, s->widen, DTPC_F32, from, s->dtype, (int64_t)n) ||
 			       d->download(s->dv, to, s->widen, n * 4);
 		if (fail)
-			return rt_error(DTPC_ERR_DEVICE, "rank %u: output '%s': %s", s->rank,
-					graph_str(s->g, s->g->tensors[t].name), d->error(s->dv));
+			return g_wrap(DTPC_ERR_DEVICE, s->rank, "output '%s'",
+				      graph_str(s->g, s->g->tensors[t].name));
 	}
 	return DTPC_OK;
 }
@@ -1216,10 +1194,10 @@ dtpc_status dtpc_session_run(dtpc_session *s)
 	for (uint32_t t = 0; t < s->g->ntensors; t++) {
 		int k = s->g->tensors[t].kind;
 		if ((k == GT_WEIGHT || k == GT_INPUT) && !s->bound[t]) {
-			dtpc_status st = rt_error(DTPC_ERR_STATE, "%s '%s' is not bound",
+			dtpc_status st = g_raise(DTPC_ERR_STATE, "%s '%s' is not bound",
 						  k == GT_WEIGHT ? "weight" : "input",
 						  graph_str(s->g, s->g->tensors[t].name));
-			s->c->ops->fail(s->c, dtpc_last_error());
+			s->c->ops->fail(s->c, g_error()->msg);
 			return st;
 		}
 	}
@@ -1229,7 +1207,7 @@ dtpc_status dtpc_session_run(dtpc_session *s)
 		st = fetch_outputs(s);
 	if (st) {
 		if (st != DTPC_ERR_COMM)
-			s->c->ops->fail(s->c, dtpc_last_error());
+			s->c->ops->fail(s->c, g_error()->msg);
 		return st;
 	}
 	s->runs++;
@@ -1260,22 +1238,21 @@ dtpc_status dtpc_session_dtype(dtpc_session *s, dtpc_dtype t)
 	if (t == s->dtype)
 		return DTPC_OK;
 	if (t != DTPC_F32 && t != DTPC_BF16 && t != DTPC_F16)
-		return rt_error(DTPC_ERR_INVALID, "unknown dtype %d", (int)t);
+		return g_raise(DTPC_ERR_INVALID, "unknown dtype %d", (int)t);
 	for (uint32_t i = 0; i < s->g->ntensors; i++)
 		if (s->bound[i])
-			return rt_error(DTPC_ERR_STATE, "the dtype is set before any weight or input "
+			return g_raise(DTPC_ERR_STATE, "the dtype is set before any weight or input "
 					"is bound");
 	/* the memory plan is sized for the graph's dtype: narrower fits */
 	if (dtype_size(t) > dtype_size(s->graph_dtype))
-		return rt_error(DTPC_ERR_INVALID, "the graph was compiled for %s storage; its "
+		return g_raise(DTPC_ERR_INVALID, "the graph was compiled for %s storage; its "
 				"memory plan has no room for %s: compile the plan with dtype = "
 				"\"%s\" (or dtpc compile --dtype %s)", dtype_name(s->graph_dtype),
 				dtype_name(t), dtype_name(t), dtype_name(t));
 	/* back to float32 (from a narrower dtype set before) needs no buffers */
-	dtpc_status st = t != DTPC_F32 ? narrow_storage(s, t)
-			 : d->set_dtype(s->dv, t) ? rt_error(DTPC_ERR_DEVICE, "rank %u: %s", s->rank,
-							     d->error(s->dv))
-						  : DTPC_OK;
+	dtpc_status st = t != DTPC_F32 ? narrow_storage(s, t) : DTPC_OK;
+	if (!st && t == DTPC_F32 && d->set_dtype(s->dv, t))
+		st = g_reraise(DTPC_ERR_DEVICE, s->rank);
 	if (st)
 		return st;
 	dtpc_dtype was = s->dtype;
@@ -1292,7 +1269,7 @@ dtpc_status dtpc_session_dtype(dtpc_session *s, dtpc_dtype t)
 dtpc_status dtpc_session_threads(dtpc_session *s, int n)
 {
 	if (n < 1 || n > 4096)
-		return rt_error(DTPC_ERR_INVALID, "threads per rank: 1 to 4096, not %d", n);
+		return g_raise(DTPC_ERR_INVALID, "threads per rank: 1 to 4096, not %d", n);
 	if (s->dv->ops->threads)
 		s->dv->ops->threads(s->dv, n);
 	return DTPC_OK;
@@ -1317,9 +1294,9 @@ dtpc_status dtpc_session_output(const dtpc_session *s, int i, const char **name,
 				const float **data, const int64_t **shape, int *ndim)
 {
 	if (i < 0 || (uint32_t)i >= s->g->noutputs)
-		return rt_error(DTPC_ERR_INVALID, "output %d of %u", i, s->g->noutputs);
+		return g_raise(DTPC_ERR_INVALID, "output %d of %u", i, s->g->noutputs);
 	if (!s->ran)
-		return rt_error(DTPC_ERR_STATE, "no run yet");
+		return g_raise(DTPC_ERR_STATE, "no run yet");
 	uint32_t t = s->g->outputs[i];
 	if (name)
 		*name = graph_str(s->g, s->g->tensors[t].name);

@@ -84,8 +84,6 @@ struct dtpc_session {
 	size_t nevents, capevents;
 };
 
-/* Sets the calling thread's last error; returns st. */
-dtpc_status rt_error(dtpc_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 double rt_now(void);
 /* Tracing: records a part of op (t0, t1 from rt_now()). */
 void rt_trace_part(struct dtpc_session *s, uint32_t op, enum trace_part part, uint32_t step,

@@ -131,7 +131,7 @@ dtpc_status dtpc_trace_write(const char *path, dtpc_session *const *ss, int n)
 {
 	FILE *f = fopen(path, "w");
 	if (!f)
-		return rt_error(DTPC_ERR_IO, "cannot write trace '%s'", path);
+		return g_raise(DTPC_ERR_IO, "cannot write trace '%s'", path);
 	uint64_t *live = n ? arena_live(ss[0]->g) : NULL;
 	fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
 	for (int k = 0; k < n; k++)
@@ -140,7 +140,7 @@ dtpc_status dtpc_trace_write(const char *path, dtpc_session *const *ss, int n)
 	fprintf(f, "\n]}\n");
 	free(live);
 	if (fclose(f))
-		return rt_error(DTPC_ERR_IO, "cannot write trace '%s'", path);
+		return g_raise(DTPC_ERR_IO, "cannot write trace '%s'", path);
 	return DTPC_OK;
 }
 
@@ -154,7 +154,7 @@ dtpc_status dtpc_trace_write_gathered(const char *path, dtpc_session *s)
 {
 	struct comm *c = s->c;
 	if (c->ops->device_memory && !s->dv->ops->host_memory)
-		return rt_error(DTPC_ERR_INVALID, "a merged trace gathers through host memory: "
+		return g_raise(DTPC_ERR_INVALID, "a merged trace gathers through host memory: "
 				"not over %s (write one trace per rank)", c->ops->name);
 	size_t world = (size_t)c->world;
 	int *ranks = malloc(world * sizeof *ranks);
@@ -163,7 +163,7 @@ dtpc_status dtpc_trace_write_gathered(const char *path, dtpc_session *s)
 	struct wire_span *mine = malloc(sizeof *mine * (s->nevents ? s->nevents : 1)), *all = NULL;
 	dtpc_status st = DTPC_OK;
 	if (!ranks || !counts || !displs || !nspans || !mine) {
-		st = rt_error(DTPC_ERR_NOMEM, "out of memory");
+		st = g_raise(DTPC_ERR_NOMEM, "out of memory");
 		goto out;
 	}
 	struct comm_group wg = comm_world_group(c, ranks);
@@ -172,7 +172,7 @@ dtpc_status dtpc_trace_write_gathered(const char *path, dtpc_session *s)
 	 * the same moment, so times counted from it line up. */
 	float one = 1;
 	if (c->ops->allreduce_f32(c, &wg, (struct comm_tag){ UINT32_MAX - 1, "trace: barrier" }, &one, 1)) {
-		st = rt_error(DTPC_ERR_COMM, "rank %u: trace: %s", s->rank, c->error);
+		st = g_wrap(DTPC_ERR_COMM, s->rank, "trace");
 		goto out;
 	}
 	double zero = rt_now() - s->epoch;
@@ -187,7 +187,7 @@ dtpc_status dtpc_trace_write_gathered(const char *path, dtpc_session *s)
 	nspans[s->rank] = s->nevents;
 	if (c->ops->allgatherv(c, &wg, (struct comm_tag){ UINT32_MAX - 2, "trace: span counts" },
 			       &nspans[s->rank], nspans, counts, displs)) {
-		st = rt_error(DTPC_ERR_COMM, "rank %u: trace: %s", s->rank, c->error);
+		st = g_wrap(DTPC_ERR_COMM, s->rank, "trace");
 		goto out;
 	}
 	size_t total = 0;
@@ -198,12 +198,12 @@ dtpc_status dtpc_trace_write_gathered(const char *path, dtpc_session *s)
 	}
 	all = malloc(total ? total : 1);
 	if (!all) {
-		st = rt_error(DTPC_ERR_NOMEM, "out of memory");
+		st = g_raise(DTPC_ERR_NOMEM, "out of memory");
 		goto out;
 	}
 	if (c->ops->allgatherv(c, &wg, (struct comm_tag){ UINT32_MAX - 3, "trace: spans" }, mine, all,
 			       counts, displs)) {
-		st = rt_error(DTPC_ERR_COMM, "rank %u: trace: %s", s->rank, c->error);
+		st = g_wrap(DTPC_ERR_COMM, s->rank, "trace");
 		goto out;
 	}
 	if (s->rank != 0)
@@ -217,8 +217,8 @@ dtpc_status dtpc_trace_write_gathered(const char *path, dtpc_session *s)
 	uint64_t *live = arena_live(s->g);
 	FILE *f = spans ? fopen(path, "w") : NULL;
 	if (!f) {
-		st = spans ? rt_error(DTPC_ERR_IO, "cannot write trace '%s'", path)
-			   : rt_error(DTPC_ERR_NOMEM, "out of memory");
+		st = spans ? g_raise(DTPC_ERR_IO, "cannot write trace '%s'", path)
+			   : g_raise(DTPC_ERR_NOMEM, "out of memory");
 		free(spans), free(live);
 		goto out;
 	}
@@ -234,7 +234,7 @@ dtpc_status dtpc_trace_write_gathered(const char *path, dtpc_session *s)
 	fprintf(f, "\n]}\n");
 	free(spans), free(live);
 	if (fclose(f))
-		st = rt_error(DTPC_ERR_IO, "cannot write trace '%s'", path);
+		st = g_raise(DTPC_ERR_IO, "cannot write trace '%s'", path);
 out:
 	free(ranks), free(counts), free(displs), free(nspans), free(mine), free(all);
 	return st;

@@ -239,8 +239,9 @@ static void attention_heads(struct opctx *X, bool cp_style)
 		if (c->tp > 1)
 			f->msg = arena_printf(P->a, "%s (%" PRId64 " heads / tp = %" PRId64 ")",
 					      f->msg, heads, c->tp);
-		f->hint = "set ulysses_anything = true in the context to pad heads, "
-			  "or change the mesh";
+		f->hint_context = "ulysses_anything = true";
+		f->hint = arena_printf(P->a, "set %s in the context to pad heads, or change the "
+				       "mesh", f->hint_context);
 		lay_fnote(f, X->o->loc, "the attention is defined here");
 		lay_fnote(f, c->axes[c->ax_ulysses].loc, "ulysses is set here");
 		return;

@@ -135,6 +135,7 @@ f32p = ctypes.POINTER(ctypes.c_float)
 _SIGNATURES = {
     "dtpc_status_str": (ctypes.c_char_p, [ctypes.c_int]),
     "dtpc_last_error": (ctypes.c_char_p, []),
+    "dtpc_last_error_rank": (ctypes.c_int, []),
     "dtpc_graph_open_file": (ctypes.c_int, [ctypes.c_char_p, _pp]),
     "dtpc_graph_open_buffer": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t, _pp]),
     "dtpc_graph_free": (None, [_p]),
@@ -210,5 +211,9 @@ def call(fn, *args, rank=None):
     if st:
         why = lib.dtpc_last_error().decode()
         name = lib.dtpc_status_str(st).decode()
+        # the rank the failure is about, as libdtpc records it, where the
+        # caller did not say (the message never names it)
+        if rank is None and lib.dtpc_last_error_rank() >= 0:
+            rank = lib.dtpc_last_error_rank()
         where = f"rank {rank}: " if rank is not None else ""
         raise DtpcError(f"{where}{fn}: {name}: {why}", status=st, rank=rank)

@@ -150,7 +150,7 @@ static void abort_comm(ncclComm_t *slot)
 /* Records msg as the backend's failure (the first one wins), aborts *slot
  * and then every other communicator — work of any of them may be queued
  * on the stream behind the failed one, and an abort ends its kernels — and
- * returns COMM_FAILED with c->error = msg. The pending list is dropped:
+ * raises msg as COMM_FAILED. The pending list is dropped:
  * nothing will wait for it. */
 static int failed_with(struct nccl *n, ncclComm_t *slot, const char *msg)
 {
@@ -1015,13 +1015,13 @@ static int mpi_wait(MPI_Request *req, int ms)
 	}
 }
 
-/* This rank's GPU, streams and events: false with err set on failure. */
-static bool local_setup(struct nccl *n, char *err, size_t errlen)
+/* This rank's GPU, streams and events: false with the failure raised. */
+static bool local_setup(struct nccl *n)
 {
 	int ndev = 0, rank = n->c.rank;
 	cudaError_t e = cudaGetDeviceCount(&ndev);
 	if (e != cudaSuccess || ndev < 1) {
-		snprintf(err, errlen, "rank %d: no CUDA device (%s)", rank,
+		g_raise(COMM_FAILED, "rank %d: no CUDA device (%s)", rank,
 			 e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount found none");
 		return false;
 	}
@@ -1049,7 +1049,7 @@ static bool local_setup(struct nccl *n, char *err, size_t errlen)
 	for (int i = 0; i < PENDING && e == cudaSuccess; i++)
 		e = cudaEventCreateWithFlags(&n->pend[i].ev, cudaEventDisableTiming);
 	if (e != cudaSuccess) {
-		snprintf(err, errlen, "rank %d: GPU %d of %d: %s: %s", rank, n->c.device, ndev, step,
+		g_raise(COMM_FAILED, "rank %d: GPU %d of %d: %s: %s", rank, n->c.device, ndev, step,
 			 cudaGetErrorString(e));
 		return false;
 	}
@@ -1058,11 +1058,11 @@ static bool local_setup(struct nccl *n, char *err, size_t errlen)
 }
 
 /* The job's unique id, made on rank 0. */
-static bool make_id(ncclUniqueId *id, char *err, size_t errlen)
+static bool make_id(ncclUniqueId *id)
 {
 	ncclResult_t r = ncclGetUniqueId(id);
 	if (r != ncclSuccess) {
-		snprintf(err, errlen, "rank 0: ncclGetUniqueId: %s (%s)", ncclGetErrorString(r),
+		g_raise(COMM_FAILED, "rank 0: ncclGetUniqueId: %s (%s)", ncclGetErrorString(r),
 			 ncclGetLastError(NULL));
 		return false;
 	}
@@ -1071,8 +1071,7 @@ static bool make_id(ncclUniqueId *id, char *err, size_t errlen)
 
 /* Every rank learns whether all set up, then the unique id from rank 0.
  * *pending: an MPI operation is still under way (it timed out). */
-static bool share_id(struct nccl *n, bool ok, ncclUniqueId *id, bool *pending, char *err,
-		     size_t errlen)
+static bool share_id(struct nccl *n, bool ok, ncclUniqueId *id, bool *pending)
 {
 	int ms = setup_ms(n), first_bad = ok ? n->c.world : n->c.rank, w;
 	MPI_Request req;
@@ -1080,26 +1079,24 @@ static bool share_id(struct nccl *n, bool ok, ncclUniqueId *id, bool *pending, c
 	if ((w = mpi_wait(&req, ms))) {
 		*pending = w == 1;
 		if (w == 1)
-			snprintf(err, errlen,
-				 "rank %d: timed out after %d ms waiting for every rank of %d to start the nccl backend",
+			g_raise(COMM_FAILED, "rank %d: timed out after %d ms waiting for every rank of %d to start the nccl backend",
 				 n->c.rank, ms, n->c.world);
 		else
-			snprintf(err, errlen,
-				 "rank %d: MPI error waiting for every rank of %d to start the nccl backend",
+			g_raise(COMM_FAILED, "rank %d: MPI error waiting for every rank of %d to start the nccl backend",
 				 n->c.rank, n->c.world);
 		return false;
 	}
 	if (!ok)
-		return false; /* err says why already */
+		return false; /* raised already */
 	if (first_bad < n->c.world) {
-		snprintf(err, errlen, "rank %d: rank %d could not start the nccl backend (its own message says why)",
+		g_raise(COMM_FAILED, "rank %d: rank %d could not start the nccl backend (its own message says why)",
 			 n->c.rank, first_bad);
 		return false;
 	}
 	MPI_Ibcast(id, (int)sizeof *id, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
 	if ((w = mpi_wait(&req, ms))) {
 		*pending = w == 1;
-		snprintf(err, errlen, "rank %d: %s the NCCL unique id from rank 0", n->c.rank,
+		g_raise(COMM_FAILED, "rank %d: %s the NCCL unique id from rank 0", n->c.rank,
 			 w == 1 ? "timed out waiting for" : "MPI error receiving");
 		return false;
 	}
@@ -1107,7 +1104,7 @@ static bool share_id(struct nccl *n, bool ok, ncclUniqueId *id, bool *pending, c
 }
 
 /* ncclCommInitRankConfig, non-blocking, polled against the setup deadline. */
-static bool init_world(struct nccl *n, ncclUniqueId id, char *err, size_t errlen)
+static bool init_world(struct nccl *n, ncclUniqueId id)
 {
 	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
 	cfg.blocking = 0;
@@ -1122,8 +1119,7 @@ static bool init_world(struct nccl *n, ncclUniqueId id, char *err, size_t errlen
 		if (r == ncclSuccess)
 			return true;
 		if (r == ncclInProgress && comm_past(&deadline)) {
-			snprintf(err, errlen,
-				 "rank %d: timed out after %d ms making the NCCL communicator of %d ranks on GPU %d "
+			g_raise(COMM_FAILED, "rank %d: timed out after %d ms making the NCCL communicator of %d ranks on GPU %d "
 				 "(a rank did not arrive, or NCCL could not connect); aborted it",
 				 n->c.rank, ms, n->c.world, n->c.device);
 			ncclCommAbort(n->world);
@@ -1133,7 +1129,7 @@ static bool init_world(struct nccl *n, ncclUniqueId id, char *err, size_t errlen
 		pause_poll(&b);
 	}
 	const char *detail = ncclGetLastError(n->world);
-	snprintf(err, errlen, "rank %d: ncclCommInitRankConfig (%d ranks, GPU %d): %s%s%s%s",
+	g_raise(COMM_FAILED, "rank %d: ncclCommInitRankConfig (%d ranks, GPU %d): %s%s%s%s",
 		 n->c.rank, n->c.world, n->c.device, ncclGetErrorString(nccl_error(r) ? r : ncclInternalError),
 		 detail && *detail ? " (" : "", detail ? detail : "", detail && *detail ? ")" : "");
 	if (n->world)
@@ -1172,20 +1168,20 @@ static void nccl_discard(struct nccl *n)
 	free(n);
 }
 
-struct comm *nccl_comm_create(int timeout_ms, char *err, size_t errlen)
+struct comm *nccl_comm_create(int timeout_ms)
 {
 	int inited = 0, finalized = 0, provided;
 	MPI_Initialized(&inited);
 	MPI_Finalized(&finalized);
 	bool use_mpi = inited || getenv("OMPI_COMM_WORLD_SIZE");
 	if (use_mpi && finalized) {
-		snprintf(err, errlen, "MPI was finalized already");
+		g_raise(COMM_FAILED, "MPI was finalized already");
 		return NULL;
 	}
 	/* the runtime calls the backend from one thread at a time, not always the main one */
 	if (use_mpi && !inited &&
 	    MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
-		snprintf(err, errlen, "MPI_Init_thread failed");
+		g_raise(COMM_FAILED, "MPI_Init_thread failed");
 		return NULL;
 	}
 	int rank = 0, world = 1;
@@ -1195,7 +1191,7 @@ struct comm *nccl_comm_create(int timeout_ms, char *err, size_t errlen)
 	}
 	struct nccl *n = nccl_new(rank, world, timeout_ms);
 	if (!n) {
-		snprintf(err, errlen, "out of memory");
+		g_raise(COMM_FAILED, "out of memory");
 		if (use_mpi && !inited)
 			MPI_Finalize();
 		return NULL;
@@ -1204,10 +1200,10 @@ struct comm *nccl_comm_create(int timeout_ms, char *err, size_t errlen)
 	ncclUniqueId id;
 	memset(&id, 0, sizeof id);
 	bool pending = false;
-	bool ok = local_setup(n, err, errlen) && (rank != 0 || make_id(&id, err, errlen));
+	bool ok = local_setup(n) && (rank != 0 || make_id(&id));
 	if (use_mpi && world > 1)
-		ok = share_id(n, ok, &id, &pending, err, errlen);
-	if (ok && init_world(n, id, err, errlen))
+		ok = share_id(n, ok, &id, &pending);
+	if (ok && init_world(n, id))
 		return &n->c;
 	/* MPI_Finalize would wait for a collective that never completes */
 	bool finalize = n->mpi_init && !pending;
@@ -1219,27 +1215,26 @@ struct comm *nccl_comm_create(int timeout_ms, char *err, size_t errlen)
 
 _Static_assert(sizeof(ncclUniqueId) == DTPC_NCCL_UNIQUE_ID_BYTES, "dtpc.h's size of the id");
 
-int nccl_unique_id(void *out, char *err, size_t errlen)
+int nccl_unique_id(void *out)
 {
 	ncclUniqueId id;
-	if (!make_id(&id, err, errlen))
+	if (!make_id(&id))
 		return -1;
 	memcpy(out, &id, sizeof id);
 	return 0;
 }
 
 /* Without MPI: the caller carried the id to every rank (torchrun). */
-struct comm *nccl_comm_init(const void *id, int rank, int world, int timeout_ms, char *err,
-			    size_t errlen)
+struct comm *nccl_comm_init(const void *id, int rank, int world, int timeout_ms)
 {
 	struct nccl *n = nccl_new(rank, world, timeout_ms);
 	if (!n) {
-		snprintf(err, errlen, "out of memory");
+		g_raise(COMM_FAILED, "out of memory");
 		return NULL;
 	}
 	ncclUniqueId uid;
 	memcpy(&uid, id, sizeof uid);
-	if (local_setup(n, err, errlen) && init_world(n, uid, err, errlen))
+	if (local_setup(n) && init_world(n, uid))
 		return &n->c;
 	nccl_discard(n);
 	return NULL;

@@ -24,7 +24,6 @@ struct cuda_dev {
 	enum kc_dtype t; /* every kernel's storage dtype */
 	cudaGraph_t graph;
 	cudaGraphExec_t exec;
-	char error[256];
 };
 
 static struct cuda_dev *cd(struct dev *d)
@@ -32,11 +31,11 @@ static struct cuda_dev *cd(struct dev *d)
 	return (struct cuda_dev *)d;
 }
 
-/* Records a nonzero status's text; returns the status. */
+/* Raises a nonzero status's text (graph/error.h); returns the status. */
 static int fail(struct dev *d, int st, const char *what)
 {
 	if (st)
-		snprintf(cd(d)->error, sizeof cd(d)->error, "CUDA %s: %s", what, kc_error_string(st));
+		g_raise(G_ERR_DEVICE, "CUDA %s: %s", what, kc_error_string(st));
 	return st;
 }
 
@@ -48,11 +47,6 @@ static void cuda_destroy(struct dev *d)
 		cudaGraphDestroy(cd(d)->graph);
 	kc_destroy(cd(d)->kc);
 	free(d);
-}
-
-static const char *cuda_error(struct dev *d)
-{
-	return cd(d)->error;
 }
 
 static void *cuda_alloc(struct dev *d, size_t bytes)
@@ -323,7 +317,6 @@ static const struct dev_ops cuda_ops = {
 	.graphs = true,
 	.masked_attention = true,
 	.destroy = cuda_destroy,
-	.error = cuda_error,
 	.alloc = cuda_alloc,
 	.free = cuda_free,
 	.upload = cuda_upload,
@@ -363,14 +356,17 @@ static const struct dev_ops cuda_ops = {
 	.replay = cuda_replay,
 };
 
-struct dev *cuda_dev_create(int ordinal, char *err, size_t errlen)
+struct dev *cuda_dev_create(int ordinal)
 {
 	struct cuda_dev *c = calloc(1, sizeof *c);
 	if (!c) {
-		snprintf(err, errlen, "out of memory");
+		g_raise(G_ERR_NOMEM, "out of memory");
 		return NULL;
 	}
-	if (kc_create(&c->kc, ordinal, err, errlen)) {
+	/* the kernels' layer (kernels/cuda) says why in a buffer of its own */
+	char why[256];
+	if (kc_create(&c->kc, ordinal, why, sizeof why)) {
+		g_raise(G_ERR_DEVICE, "%s", why);
 		free(c);
 		return NULL;
 	}

@@ -65,10 +65,8 @@ static void query(const struct g_graph *g, uint32_t rank)
 static void parse_and_query(const uint8_t *buf, size_t size, uint32_t seed)
 {
 	struct g_graph g;
-	char err[256];
-
-	if (!graph_parse(buf, size, &g, err, sizeof err)) {
-		if (!err[0])
+	if (!graph_parse(buf, size, &g)) {
+		if (!g_error()->msg[0])
 			abort(); /* every rejection says why */
 		return;
 	}

@@ -66,9 +66,8 @@ static void compile(struct arena *a, struct diag_ctx *d, struct plan_cfg *c,
 	if (!buf)
 		return; /* out of memory */
 	struct g_graph back;
-	char why[256];
-	if (!graph_parse(buf, len, &back, why, sizeof why)) {
-		fprintf(stderr, "a graph dtpc wrote does not load: %s\n", why);
+	if (!graph_parse(buf, len, &back)) {
+		fprintf(stderr, "a graph dtpc wrote does not load: %s\n", g_error()->msg);
 		abort();
 	}
 	prepare(&back, 0);

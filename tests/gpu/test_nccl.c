@@ -112,7 +112,7 @@ static long poisoned_wrong(const uint8_t *p, size_t len)
 /* Says why a call failed (TAP diagnostics). */
 static long call_failed(int st)
 {
-	printf("# rank %d: status %d: %s\n", rank, st, C->error);
+	printf("# rank %d: status %d: %s\n", rank, st, g_error()->msg);
 	return -1;
 }
 
@@ -426,18 +426,18 @@ static void t_invalid(struct comm_group *gs)
 	int st = C->ops->allreduce_f32(C, &bad, tag(90, "all_reduce ghost"), buf, 64);
 	CHECK(st == COMM_INVALID && now() - t0 < 0.1,
 	      "a group naming rank %d of a world of %d is COMM_INVALID at once (%d: %s)", ghost,
-	      world, st, C->error);
+	      world, st, g_error()->msg);
 
 	float host[64] = { 0 };
 	st = C->ops->allreduce_f32(C, &gs[ALL], tag(91, "all_reduce host"), host, 64);
-	CHECK(st == COMM_INVALID && strstr(C->error, "host memory"),
-	      "host memory is COMM_INVALID (%s)", C->error);
+	CHECK(st == COMM_INVALID && strstr(g_error()->msg, "host memory"),
+	      "host memory is COMM_INVALID (%s)", g_error()->msg);
 
 	struct comm_group unprepared = gs[SELF];
 	unprepared.id = 99;
 	st = C->ops->allreduce_f32(C, &unprepared, tag(92, "all_reduce unprepared"), buf, 64);
-	CHECK(st == COMM_INVALID && strstr(C->error, "was not prepared"),
-	      "a group id never prepared is COMM_INVALID (%s)", C->error);
+	CHECK(st == COMM_INVALID && strstr(g_error()->msg, "was not prepared"),
+	      "a group id never prepared is COMM_INVALID (%s)", g_error()->msg);
 
 	int off[MAXR];
 	for (int i = 0; i < world; i++)
@@ -445,15 +445,15 @@ static void t_invalid(struct comm_group *gs)
 	struct comm_group wrong_world = { .id = -1, .n = world, .me = world - 1 - rank, .ranks = off };
 	st = C->ops->allreduce_f32(C, &wrong_world, tag(93, "all_reduce reversed"), buf, 64);
 	CHECK(world == 1 || st == COMM_INVALID,
-	      "group id -1 must be the world in rank order (%d: %s)", st, world > 1 ? C->error : "");
+	      "group id -1 must be the world in rank order (%d: %s)", st, world > 1 ? g_error()->msg : "");
 	struct comm_p2p out = { world, buf, 16 }, hostbuf = { 0, host, 16 }, self = { 0, buf, 16 };
 	struct comm_request *req;
 	st = C->ops->exchange_start(C, &gs[ALL], tag(96, "exchange ghost"), &out, 1, NULL, 0, &req);
-	CHECK(st == COMM_INVALID && strstr(C->error, "names member"),
-	      "an exchange with a member that does not exist is COMM_INVALID (%s)", C->error);
+	CHECK(st == COMM_INVALID && strstr(g_error()->msg, "names member"),
+	      "an exchange with a member that does not exist is COMM_INVALID (%s)", g_error()->msg);
 	st = C->ops->exchange_start(C, &gs[SELF], tag(97, "exchange host"), &self, 1, &hostbuf, 1, &req);
-	CHECK(st == COMM_INVALID && strstr(C->error, "host memory"),
-	      "an exchange into host memory is COMM_INVALID (%s)", C->error);
+	CHECK(st == COMM_INVALID && strstr(g_error()->msg, "host memory"),
+	      "an exchange into host memory is COMM_INVALID (%s)", g_error()->msg);
 	cudaFree(buf);
 	CHECK(t_allreduce(&gs[ALL], 94, 77, 4096) == 0, "the backend works after bad arguments");
 }
@@ -462,16 +462,15 @@ static void t_invalid(struct comm_group *gs)
  * than it: the collective on the group of one must time out. */
 static void t_stall(void)
 {
-	char err[512];
-	struct comm *c2 = nccl_comm_create(STALL_TIMEOUT_MS, err, sizeof err);
+	struct comm *c2 = nccl_comm_create(STALL_TIMEOUT_MS);
 	CHECK(c2 != NULL, "a second communicator with a %d ms deadline (%s)", STALL_TIMEOUT_MS,
-	      c2 ? "ok" : err);
+	      c2 ? "ok" : g_error()->msg);
 	if (!c2)
 		return;
 	int self = rank;
 	struct comm_group one = { .id = 0, .n = 1, .me = 0, .ranks = &self };
 	int st = c2->ops->prepare(c2, &one, 1);
-	CHECK(st == COMM_OK, "prepare a group of one (%s)", st ? c2->error : "ok");
+	CHECK(st == COMM_OK, "prepare a group of one (%s)", st ? g_error()->msg : "ok");
 	cudaStream_t s;
 	cuda_or_die(cudaStreamCreate(&s), "cudaStreamCreate");
 	c2->stream = s; /* as a session sets its compute stream */
@@ -487,15 +486,15 @@ static void t_stall(void)
 	double t = now() - t0;
 	char want[64];
 	snprintf(want, sizeof want, "timed out after %d ms", STALL_TIMEOUT_MS);
-	CHECK(st == COMM_FAILED && strstr(c2->error, want) && strstr(c2->error, "op 42 (all_reduce stall)") &&
+	CHECK(st == COMM_FAILED && strstr(g_error()->msg, want) && strstr(g_error()->msg, "op 42 (all_reduce stall)") &&
 		      t >= STALL_TIMEOUT_MS * 1e-3 && t < STALL_MS * 1e-3,
-	      "complete() on a stalled stream times out after %.2f s: %s", t, c2->error);
-	char first[512];
-	snprintf(first, sizeof first, "%s", c2->error);
+	      "complete() on a stalled stream times out after %.2f s: %s", t, g_error()->msg);
+	char first[G_ERROR_MSG];
+	snprintf(first, sizeof first, "%s", g_error()->msg);
 	t0 = now();
 	st = c2->ops->allreduce_f32(c2, &one, tag(43, "all_reduce after"), buf, 256);
 	t = now() - t0;
-	CHECK(st == COMM_FAILED && !strcmp(c2->error, first) && t < 0.05,
+	CHECK(st == COMM_FAILED && !strcmp(g_error()->msg, first) && t < 0.05,
 	      "the next call fails at once (%.3f s) with the first message", t);
 	cuda_or_die(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 	t0 = now();
@@ -580,10 +579,9 @@ static void t_peer_stops(void)
 			printf("# a stopped peer: needs 2 ranks or more (mpirun -np 2)\n");
 		return;
 	}
-	char err[512];
-	struct comm *c2 = nccl_comm_create(STALL_TIMEOUT_MS, err, sizeof err);
+	struct comm *c2 = nccl_comm_create(STALL_TIMEOUT_MS);
 	CHECK(c2 != NULL, "a second communicator of %d ranks with a %d ms deadline (%s)", world,
-	      STALL_TIMEOUT_MS, c2 ? "ok" : err);
+	      STALL_TIMEOUT_MS, c2 ? "ok" : g_error()->msg);
 	if (!c2)
 		return;
 	int all[MAXR];
@@ -599,7 +597,7 @@ static void t_peer_stops(void)
 		st = c2->ops->allreduce_f32(c2, &g, tag(43, "all_reduce warm-up"), buf, 4096);
 	if (!st)
 		st = comm_complete(c2);
-	CHECK(st == COMM_OK, "prepare and a first allreduce on it (%s)", st ? c2->error : "ok");
+	CHECK(st == COMM_OK, "prepare and a first allreduce on it (%s)", st ? g_error()->msg : "ok");
 	bool stops = rank == world - 1, good = true;
 	double issue = 0, waited = 0;
 	if (!st && !stops) {
@@ -612,11 +610,11 @@ static void t_peer_stops(void)
 		snprintf(want, sizeof want, "timed out after %d ms in op 44 (all_reduce peer stops)",
 			 STALL_TIMEOUT_MS);
 		snprintf(who, sizeof who, " %d]", world - 1);
-		good = st == COMM_OK && issue < 0.1 && st2 == COMM_FAILED && strstr(c2->error, want) &&
-		       strstr(c2->error, "waiting for ranks") && strstr(c2->error, who) &&
+		good = st == COMM_OK && issue < 0.1 && st2 == COMM_FAILED && strstr(g_error()->msg, want) &&
+		       strstr(g_error()->msg, "waiting for ranks") && strstr(g_error()->msg, who) &&
 		       waited >= STALL_TIMEOUT_MS * 1e-3 && waited < STALL_TIMEOUT_MS * 1e-3 + 2;
 		if (!good)
-			printf("# rank %d: %d then %d after %.3f s: %s\n", rank, st, st2, waited, c2->error);
+			printf("# rank %d: %d then %d after %.3f s: %s\n", rank, st, st2, waited, g_error()->msg);
 	}
 	CHECK(good, "rank %d stops: the others' allreduce returns in %.3f s and complete() fails after %.3f s naming the op and rank %d",
 	      world - 1, issue, waited, world - 1);
@@ -638,8 +636,8 @@ static void t_fail(struct comm_group *gs)
 	snprintf(want, sizeof want, "rank %d failed: kernel error: NaN in blocks.3", rank);
 	double t0 = now();
 	int st = C->ops->allreduce_f32(C, &gs[ALL], tag(95, "all_reduce after fail"), buf, 64);
-	CHECK(st == COMM_FAILED && strstr(C->error, want) && now() - t0 < 0.05,
-	      "after fail() every call fails at once with its reason (%s)", C->error);
+	CHECK(st == COMM_FAILED && strstr(g_error()->msg, want) && now() - t0 < 0.05,
+	      "after fail() every call fails at once with its reason (%s)", g_error()->msg);
 	cudaFree(buf);
 }
 
@@ -689,10 +687,10 @@ int main(void)
 	if (world > MAXR)
 		return skip("more ranks than the test's layouts hold");
 
-	char err[512];
 	double t0 = now();
-	C = nccl_comm_create(TIMEOUT_MS, err, sizeof err);
-	CHECK(C != NULL, "comm_nccl_create: world %d in %.2f s (%s)", world, now() - t0, C ? "ok" : err);
+	C = nccl_comm_create(TIMEOUT_MS);
+	CHECK(C != NULL, "comm_nccl_create: world %d in %.2f s (%s)", world, now() - t0,
+	      C ? "ok" : g_error()->msg);
 	if (!C)
 		return finish(1);
 	CHECK(C->rank == rank && C->world == world && C->device >= 0 && C->device < ndev &&
@@ -705,9 +703,9 @@ int main(void)
 	int ng = make_groups(gs, all, &self, pair);
 	t0 = now();
 	int st = C->ops->prepare(C, gs, ng);
-	CHECK(st == COMM_OK, "prepare %d groups in %.2f s (%s)", ng, now() - t0, st ? C->error : "ok");
+	CHECK(st == COMM_OK, "prepare %d groups in %.2f s (%s)", ng, now() - t0, st ? g_error()->msg : "ok");
 	st = C->ops->prepare(C, gs, ng);
-	CHECK(st == COMM_OK, "prepare again with the same groups (%s)", st ? C->error : "ok");
+	CHECK(st == COMM_OK, "prepare again with the same groups (%s)", st ? g_error()->msg : "ok");
 
 	int wranks[MAXR];
 	struct comm_group wg = comm_world_group(C, wranks);

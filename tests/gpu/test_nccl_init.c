@@ -49,8 +49,10 @@ static int rank_main(int rank, int world, int id_in, const int *id_out, char *wh
 	}
 	unsigned char id[DTPC_NCCL_UNIQUE_ID_BYTES];
 	if (rank == 0) {
-		if (nccl_unique_id(id, why, len))
+		if (nccl_unique_id(id)) {
+			snprintf(why, len, "%s", g_error()->msg);
 			return 1;
+		}
 		for (int r = 1; r < world; r++)
 			if (write(id_out[r], id, sizeof id) != (ssize_t)sizeof id) {
 				snprintf(why, len, "writing the id to rank %d", r);
@@ -60,9 +62,11 @@ static int rank_main(int rank, int world, int id_in, const int *id_out, char *wh
 		snprintf(why, len, "rank 0 sent no id");
 		return SKIP;
 	}
-	struct comm *c = nccl_comm_init(id, rank, world, TIMEOUT_MS, why, len);
-	if (!c)
+	struct comm *c = nccl_comm_init(id, rank, world, TIMEOUT_MS);
+	if (!c) {
+		snprintf(why, len, "%s", g_error()->msg);
 		return 1;
+	}
 	int status = 1;
 	float *h = malloc(COUNT * sizeof *h), *d = NULL;
 	if (c->rank != rank || c->world != world || c->device != rank % ndev) {
@@ -83,7 +87,7 @@ static int rank_main(int rank, int world, int id_in, const int *id_out, char *wh
 	if (!st)
 		st = comm_complete(c);
 	if (st || cudaMemcpy(h, d, COUNT * sizeof *h, cudaMemcpyDeviceToHost) != cudaSuccess) {
-		snprintf(why, len, "all-reduce: %s", st ? c->error : "download failed");
+		snprintf(why, len, "all-reduce: %s", st ? g_error()->msg : "download failed");
 		goto out;
 	}
 	long wrong = 0, control = 0;
@@ -137,7 +141,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		if (pid[r] == 0) { /* no CUDA before here: the parent never touches it */
-			char why[768] = "";
+			char why[G_ERROR_MSG + 64] = "";
 			for (int k = 0; k < world; k++)
 				if (k != r)
 					close(pipes[k][0]);
@@ -154,7 +158,7 @@ int main(int argc, char **argv)
 		close(pipes[r][1]), close(pipes[r][0]), close(results[r][1]);
 	int skipped = 0;
 	for (int r = 0; r < world; r++) {
-		char why[768] = "";
+		char why[G_ERROR_MSG + 64] = "";
 		ssize_t n = read(results[r][0], why, sizeof why - 1);
 		why[n > 0 ? n : 0] = 0;
 		int ws = 0;

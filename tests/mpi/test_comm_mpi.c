@@ -331,7 +331,7 @@ static int ending(const char *mode)
 		C->ops->allreduce_f32(C, &g, tag(17, "all_reduce blocks.3.attn"), &x, 1);
 	}
 	struct comm_end ends[NR];
-	int code = C->ops->end(C, 1, 1, C->error, rank == 0 ? ends : NULL);
+	int code = C->ops->end(C, 1, 1, g_error()->msg, rank == 0 ? ends : NULL);
 	for (int r = 0; rank == 0 && r < NR; r++)
 		fprintf(stderr, "rank %d: %s\n", r, ends[r].reported ? ends[r].why : "(no report)");
 	return code;
@@ -339,13 +339,12 @@ static int ending(const char *mode)
 
 int main(int argc, char **argv)
 {
-	char err[256];
 	bool ends = argc > 1;
 	/* --fail must not time out while the failure travels: the usual timeout */
 	C = comm_mpi_create(ends && (!strcmp(argv[1], "--timeout") || !strcmp(argv[1], "--exchange-absent"))
-				    ? 300 : TIMEOUT_MS, err, sizeof err);
+				    ? 300 : TIMEOUT_MS);
 	if (!C) {
-		fprintf(stderr, "comm_mpi_create: %s\n", err);
+		fprintf(stderr, "comm_mpi_create: %s\n", g_error()->msg);
 		return 2;
 	}
 	rank = C->rank;
@@ -430,10 +429,10 @@ int main(int argc, char **argv)
 	struct comm_p2p big = { (rank + 1) % NR, xa, (size_t)INT_MAX + 1 };
 	struct comm_request *xreq;
 	st = C->ops->exchange_start(C, g[WORLD], tag(op, "x"), NULL, 0, twice, 2, &xreq);
-	bool refused = st == COMM_INVALID && strstr(C->error, "both name member");
+	bool refused = st == COMM_INVALID && strstr(g_error()->msg, "both name member");
 	st = C->ops->exchange_start(C, g[WORLD], tag(op, "x"), &big, 1, NULL, 0, &xreq);
-	refused = refused && st == COMM_INVALID && strstr(C->error, "exceed MPI's int count");
-	CHECK(refused, "exchange: a peer twice, a message over INT_MAX bytes: COMM_INVALID (%s)", C->error);
+	refused = refused && st == COMM_INVALID && strstr(g_error()->msg, "exceed MPI's int count");
+	CHECK(refused, "exchange: a peer twice, a message over INT_MAX bytes: COMM_INVALID (%s)", g_error()->msg);
 
 	bad = 0;
 	for (int it = 0; it < 60 && bad >= 0; it++) {
@@ -467,11 +466,11 @@ int main(int argc, char **argv)
 	char recv[32] = { 1 };
 	st = C->ops->allgatherv(C, g[WORLD], tag(op, "all_gather huge"), recv + displs[rank],
 				    recv, huge, displs);
-	refused = st == COMM_INVALID && strstr(C->error, "exceed MPI's int count");
+	refused = st == COMM_INVALID && strstr(g_error()->msg, "exceed MPI's int count");
 	float x = 1;
 	st = C->ops->allreduce_f32(C, g[WORLD], tag(op, "all_reduce huge"), &x, (size_t)INT_MAX + 1);
-	refused = refused && st == COMM_INVALID && strstr(C->error, "exceed MPI's int count");
-	CHECK(refused, "a piece over INT_MAX bytes or floats: COMM_INVALID (%s)", C->error);
+	refused = refused && st == COMM_INVALID && strstr(g_error()->msg, "exceed MPI's int count");
+	CHECK(refused, "a piece over INT_MAX bytes or floats: COMM_INVALID (%s)", g_error()->msg);
 	bad = t_allreduce(g[WORLD], op + 1, 41, 100);
 	CHECK(bad == 0, "and the next collective works");
 

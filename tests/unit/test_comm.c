@@ -46,13 +46,13 @@ struct job {
 	/* what the rank saw: its first status other than COMM_OK, with the
 	 * message and the time from its start; wrong bytes or elements */
 	int st;
-	char error[512];
+	char error[G_ERROR_MSG];
 	double t_fail;
 	long wrong;
 	/* the time its call after the failure took and what that returned */
 	int st_after;
 	double t_after;
-	char error_after[512];
+	char error_after[G_ERROR_MSG];
 	float *out;
 };
 
@@ -96,7 +96,7 @@ static bool ok(struct job *j, int st)
 {
 	if (st != COMM_OK && j->st == COMM_OK) {
 		j->st = st;
-		snprintf(j->error, sizeof j->error, "%s", j->c->error);
+		snprintf(j->error, sizeof j->error, "%s", g_error()->msg);
 		j->t_fail = now() - j->t0;
 	}
 	return st == COMM_OK;
@@ -589,7 +589,7 @@ static void after(struct job *j, const struct comm_group *g)
 	double t = now();
 	j->st_after = j->c->ops->allreduce_f32(j->c, g, tag(7, "all_reduce after"), &x, 1);
 	j->t_after = now() - t;
-	snprintf(j->error_after, sizeof j->error_after, "%s", j->c->error);
+	snprintf(j->error_after, sizeof j->error_after, "%s", g_error()->msg);
 }
 
 static void body_fault(struct job *j)
@@ -884,20 +884,20 @@ static void body_invalid(struct job *j)
 	const char *const want[] = { "names member 4", "both name member", "overlap" };
 	for (int k = 0; k < 3; k++) {
 		int st = j->c->ops->exchange_start(j->c, &g, tag(3, "x"), NULL, 0, bad_x[k], 2, &req);
-		if (st != COMM_INVALID || !strstr(j->c->error, want[k])) {
-			printf("# rank %d: bad exchange %d: %d (%s)\n", j->rank, k, st, j->c->error);
+		if (st != COMM_INVALID || !strstr(g_error()->msg, want[k])) {
+			printf("# rank %d: bad exchange %d: %d (%s)\n", j->rank, k, st, g_error()->msg);
 			j->wrong++;
 		}
 	}
 	struct comm_p2p s1 = { other, a, 16 }, r1 = { (me + 3) % g.n, a + 4, 4 };
 	struct comm_p2p self_s = { me, a, 8 }, self_r = { me, b, 4 };
 	if (j->c->ops->exchange_start(j->c, &g, tag(3, "x"), &s1, 1, &r1, 1, &req) != COMM_INVALID ||
-	    !strstr(j->c->error, "overlaps the send") ||
+	    !strstr(g_error()->msg, "overlaps the send") ||
 	    j->c->ops->exchange_start(j->c, &g, tag(3, "x"), &self_s, 1, NULL, 0, &req) != COMM_INVALID ||
-	    !strstr(j->c->error, "without receiving from itself") ||
+	    !strstr(g_error()->msg, "without receiving from itself") ||
 	    j->c->ops->exchange_start(j->c, &g, tag(3, "x"), &self_s, 1, &self_r, 1, &req) != COMM_INVALID ||
-	    !strstr(j->c->error, "sends itself 8 bytes but expects 4")) {
-		printf("# rank %d: %s\n", j->rank, j->c->error);
+	    !strstr(g_error()->msg, "sends itself 8 bytes but expects 4")) {
+		printf("# rank %d: %s\n", j->rank, g_error()->msg);
 		j->wrong++;
 	}
 	/* reduce_scatter_f32 into its own send */
@@ -905,8 +905,8 @@ static void body_invalid(struct job *j)
 	size_t rc4[4] = { 2, 2, 2, 2 };
 	if (j->c->ops->reduce_scatter_f32(j->c, &g, tag(1, "x"), rs, rs + 2 * g.me, rc4) !=
 		    COMM_INVALID ||
-	    !strstr(j->c->error, "reduce_scatter_f32: rank") || !strstr(j->c->error, "send overlaps recv")) {
-		printf("# rank %d: %s\n", j->rank, j->c->error);
+	    !strstr(g_error()->msg, "reduce_scatter_f32: rank") || !strstr(g_error()->msg, "send overlaps recv")) {
+		printf("# rank %d: %s\n", j->rank, g_error()->msg);
 		j->wrong++;
 	}
 	check_allreduce(j, &g, 2, 3, 8);

@@ -333,11 +333,10 @@ static void forged_embeddings(void)
 	for (size_t k = 0; buf && k < sizeof f / sizeof f[0]; k++) {
 		uint64_t *copy = malloc(len);
 		struct g_graph g;
-		char err[256];
 		dtpc_graph *dg = NULL;
 		memcpy(copy, buf, len);
 		bool found = false;
-		if (graph_parse(copy, len, &g, err, sizeof err))
+		if (graph_parse(copy, len, &g))
 			for (uint32_t i = 0; i < g.nops && !found; i++)
 				if (g.ops[i].kind == f[k].kind) {
 					f[k].forge((struct g_op *)&g.ops[i]);
@@ -445,8 +444,7 @@ static void forged_masks(void)
 	void *orig = driver_graph_buffer("tests/plans/mask.plan", "joint", "ring = 2", NULL, NULL,
 					 0, NULL, false, &len, NULL, stderr);
 	struct g_graph g;
-	char err[256];
-	UNIT_CHECK(orig && graph_parse(orig, len, &g, err, sizeof err),
+	UNIT_CHECK(orig && graph_parse(orig, len, &g),
 		   "compile and parse a masked ring graph");
 	if (!orig)
 		return;
@@ -676,8 +674,7 @@ static void folded_positions(void)
 	size_t len = 0;
 	void *buf = compile_text(text, &len);
 	struct g_graph g;
-	char err[256];
-	UNIT_CHECK(buf && graph_parse(buf, len, &g, err, sizeof err), "compile the folded graph");
+	UNIT_CHECK(buf && graph_parse(buf, len, &g), "compile the folded graph");
 	if (!buf)
 		return;
 	size_t op = 0, caps = 0;
@@ -720,18 +717,19 @@ static void folded_positions(void)
 	memcpy(forged, buf, len);
 	*(uint64_t *)((char *)forged + caps) &= ~(uint64_t)G_CAP_POSITIONS;
 	((struct g_file_header *)forged)->checksum = graph_checksum(forged, len);
-	UNIT_CHECK(caps && !graph_parse(forged, len, &g, err, sizeof err) &&
-			   strstr(err, "requires does not set their capability bit"),
-		   "without requires bit 3 it is refused: %s", err);
+	UNIT_CHECK(caps && !graph_parse(forged, len, &g) &&
+			   strstr(g_error()->msg, "requires does not set their capability bit"),
+		   "without requires bit 3 it is refused: %s", g_error()->msg);
 	memcpy(forged, buf, len);
 	struct g_op *fo = (struct g_op *)((char *)forged + op);
 	ra = ga_rope_freqs_get(fo);
 	ra.text = false;
 	ga_rope_freqs_set(fo, ra);
 	((struct g_file_header *)forged)->checksum = graph_checksum(forged, len);
-	UNIT_CHECK(!graph_parse(forged, len, &g, err, sizeof err) &&
-			   strstr(err, "0 operands with position flags 0x0"),
-		   "a rope_freqs with neither ids nor a position flag is refused: %s", err);
+	UNIT_CHECK(!graph_parse(forged, len, &g) &&
+			   strstr(g_error()->msg, "0 operands with position flags 0x0"),
+		   "a rope_freqs with neither ids nor a position flag is refused: %s",
+		   g_error()->msg);
 	free(forged);
 	free(buf);
 }

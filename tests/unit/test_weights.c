@@ -212,7 +212,7 @@ static void test_rank_bytes(void)
 	struct g_graph g;
 	char err[512];
 
-	UNIT_CHECK(buf && graph_parse(buf, len, &g, err, sizeof err), "compile Flux for tp = 2");
+	UNIT_CHECK(buf && graph_parse(buf, len, &g), "compile Flux for tp = 2");
 	if (!buf)
 		return;
 	uint64_t file_data = 0, reads[2] = { 0, 0 }, want[2] = { 0, 0 };
@@ -258,7 +258,7 @@ static void test_rank_bytes(void)
 	void *buf2 = driver_graph_buffer("tests/fixtures/flux.plan", "flux_fixture_cp", "ulysses = 2",
 					 NULL, &none, 0, NULL, false, &len, NULL, stderr);
 	struct g_graph g2;
-	if (buf2 && graph_parse(buf2, len, &g2, err, sizeof err))
+	if (buf2 && graph_parse(buf2, len, &g2))
 		UNIT_CHECK(ckpt_weights_hash(&g) == ckpt_weights_hash(&g2) &&
 			   ckpt_slices_hash(&g, 0) != ckpt_slices_hash(&g, 1) &&
 			   ckpt_slices_hash(&g, 0) != ckpt_slices_hash(&g2, 0),
