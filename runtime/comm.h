@@ -144,7 +144,9 @@ struct comm_ops {
 	 * over; comm_complete() calls it where present. */
 	int (*complete)(struct comm *c);
 	/* Marks this rank failed (the executor hit an error): every other rank's
-	 * pending or next collective fails with a message naming this rank. */
+	 * pending or next collective fails with a message naming this rank. The
+	 * calling thread's error record is left as it is: the failure it holds
+	 * is the one this rank reports. */
 	void (*fail)(struct comm *c, const char *why);
 	/* Optional (one process per rank): the end of a job, so that rank 0
 	 * reports every rank's failure once. Every rank calls it once after its

@@ -855,7 +855,6 @@ static void local_fail(struct comm *c, const char *why)
 	struct local *l = to_local(c);
 	pthread_mutex_lock(&l->w->mu);
 	abort_world(l->w, "rank %d failed: %s", c->rank, why);
-	failed(l);
 	pthread_mutex_unlock(&l->w->mu);
 }
 

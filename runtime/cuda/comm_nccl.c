@@ -147,12 +147,11 @@ static void abort_comm(ncclComm_t *slot)
 	}
 }
 
-/* Records msg as the backend's failure (the first one wins), aborts *slot
- * and then every other communicator — work of any of them may be queued
- * on the stream behind the failed one, and an abort ends its kernels — and
- * raises msg as COMM_FAILED. The pending list is dropped:
- * nothing will wait for it. */
-static int failed_with(struct nccl *n, ncclComm_t *slot, const char *msg)
+/* Records msg as the backend's failure (the first one wins) and aborts
+ * *slot and then every other communicator — work of any of them may be
+ * queued on the stream behind the failed one, and an abort ends its
+ * kernels. The pending list is dropped: nothing will wait for it. */
+static void mark_failed(struct nccl *n, ncclComm_t *slot, const char *msg)
 {
 	if (!n->failed) {
 		n->failed = true;
@@ -163,6 +162,12 @@ static int failed_with(struct nccl *n, ncclComm_t *slot, const char *msg)
 	for (int i = 0; i < n->ngroups; i++)
 		abort_comm(&n->groups[i].comm);
 	n->npend = 0;
+}
+
+/* mark_failed, then raises msg as COMM_FAILED. */
+static int failed_with(struct nccl *n, ncclComm_t *slot, const char *msg)
+{
+	mark_failed(n, slot, msg);
 	return comm_errorf(&n->c, COMM_FAILED, "%s", msg);
 }
 
@@ -958,9 +963,7 @@ static void nccl_fail(struct comm *c, const char *why)
 	snprintf(msg, sizeof msg, "rank %d failed: %s", c->rank, why);
 	/* NCCL cannot tell the peers: aborting ends whatever of ours they
 	 * wait on, so they see an error or their deadline */
-	failed_with(n, &n->world, msg);
-	for (int i = 0; i < n->ngroups; i++)
-		failed_with(n, &n->groups[i].comm, msg);
+	mark_failed(n, &n->world, msg);
 	fprintf(stderr, "dtpc: %s\n", n->why);
 	fflush(stderr);
 }
