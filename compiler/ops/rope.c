@@ -90,7 +90,7 @@ static bool shape_rope_freqs(struct op_ctx *I, struct ir_op *o, const struct val
 	*out = (struct ir_shape){ 2, { x->d[0], width } };
 	o->eps = v[2].f;
 	o->flag = !strcmp(v[3].s, "sin");
-	o->attr[0] = !strcmp(v[4].s, "f64");
+	o->rope_freqs.f64 = !strcmp(v[4].s, "f64");
 	return true;
 }
 
@@ -132,12 +132,12 @@ static bool shape_ltx_rope_freqs(struct op_ctx *I, struct ir_op *o, const struct
 		return false;
 	}
 	*out = (struct ir_shape){ 2, { x->d[0], v[1].i } };
-	o->attr[0] = v[1].i;
-	o->attr[1] = v[5].i;
-	o->attr[2] = v[6].i;
-	o->fattr[0] = v[2].f;
-	o->fattr[1] = v[3].f;
-	o->fattr[2] = v[4].f;
+	o->ltx_rope_freqs.dim = v[1].i;
+	o->ltx_rope_freqs.patch_t = v[5].i;
+	o->ltx_rope_freqs.patch = v[6].i;
+	o->ltx_rope_freqs.scale[0] = v[2].f;
+	o->ltx_rope_freqs.scale[1] = v[3].f;
+	o->ltx_rope_freqs.scale[2] = v[4].f;
 	o->eps = v[7].f;
 	o->flag = !strcmp(v[8].s, "sin");
 	return true;
@@ -154,7 +154,7 @@ static void lower_rope(const struct op_lowered *X, const struct ir_op *o, struct
 
 static void lower_rope_freqs(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
 {
-	struct ga_rope_freqs a = { .theta = o->eps, .sin = o->flag, .f64 = o->attr[0] };
+	struct ga_rope_freqs a = { .theta = o->eps, .sin = o->flag, .f64 = o->rope_freqs.f64 };
 	for (int k = 0; k < o->shape_attr.nd; k++)
 		a.axes_dim[k] = o->shape_attr.d[k];
 	ga_rope_freqs_set(g, a);
@@ -201,10 +201,11 @@ static void lower_ltx_rope_freqs(const struct op_lowered *X, const struct ir_op 
 				 struct g_op *g)
 {
 	ga_ltx_rope_freqs_set(g, (struct ga_ltx_rope_freqs){
-		.dim = o->attr[0],
-		.patch_t = o->attr[1],
-		.patch = o->attr[2],
-		.scale = { o->fattr[0], o->fattr[1], o->fattr[2] },
+		.dim = o->ltx_rope_freqs.dim,
+		.patch_t = o->ltx_rope_freqs.patch_t,
+		.patch = o->ltx_rope_freqs.patch,
+		.scale = { o->ltx_rope_freqs.scale[0], o->ltx_rope_freqs.scale[1],
+			   o->ltx_rope_freqs.scale[2] },
 		.theta = o->eps,
 		.sin = o->flag });
 }
