@@ -154,6 +154,7 @@ static struct op_work work_as_silu(const struct g_graph *g, const struct g_op *o
 const struct op_graph op_graph_gelu = { .flags = G_OF_TANH, .work = work_kernel };
 const struct op_graph op_graph_silu = { .work = work_kernel };
 const struct op_graph op_graph_tanh = { .work = work_as_silu };
+const struct op_graph op_graph_sigmoid = { .work = work_as_silu };
 const struct op_graph op_graph_add = { .flags = G_OF_BH, .work = work_kernel };
 const struct op_graph op_graph_mul = { .flags = G_OF_BH, .work = work_kernel };
 const struct op_graph op_graph_modulate = { .flags = G_OF_BH, .work = work_kernel };
@@ -444,6 +445,15 @@ const struct op_graph op_graph_patch_embed = { .flags = G_OF_BIAS, .work = work_
 const struct op_graph op_graph_unpatchify = { .work = work_copy };
 
 /* ---- the table -------------------------------------------------------------------------- */
+
+/* Op ids are stored in graphs: ops.def may only grow at its end. Adding an
+ * op updates OP_COUNT here and docs/graph-format.md's list. */
+_Static_assert(OP_COUNT == 32, "a new op: update OP_COUNT here and the op list in "
+	       "docs/graph-format.md");
+_Static_assert(OP_linear == 0 && OP_gelu == 3 && OP_attention == 11 && OP_param == 12 &&
+	       OP_shard == 14 && OP_ring_attention == 18 &&
+	       OP_reduce_scatter == 27 && OP_linear_act == 28 && OP_ltx_rope_freqs == 29 &&
+	       OP_tanh == 30 && OP_sigmoid == 31, "op ids are never renumbered");
 
 const struct op_graph *const op_graph[OP_COUNT] = {
 #define OP(id, glo, ghi, fl, sig) [OP_##id] = &op_graph_##id,
