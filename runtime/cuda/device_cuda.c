@@ -146,11 +146,14 @@ static int cuda_gelu(struct dev *d, const float *x, float *y, int64_t n, bool ta
 	return fail(d, kc_gelu(cd(d)->kc, cd(d)->t, x, y, n, tanh_approx), "gelu");
 }
 
-/* ops.def's UNARY ops, by op: their kernels (kernels_cuda.h) */
-static int (*const unary_kernels[OP_COUNT])(kc_ctx *c, enum kc_dtype t, const void *x, void *y,
-					    int64_t n) = {
+/* ops.def's UNARY ops, by op: their kernels (kernels_cuda.h) and names
+ * for the error's text (this library links without the op table) */
+static const struct {
+	int (*kernel)(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t n);
+	const char *name;
+} unary_kernels[OP_COUNT] = {
 #define OP(id, glo, ghi, fl, sig)
-#define UNARY(id, sig) [OP_##id] = kc_##id,
+#define UNARY(id, sig) [OP_##id] = { kc_##id, #id },
 #include "graph/ops.def"
 #undef UNARY
 #undef OP
@@ -158,9 +161,10 @@ static int (*const unary_kernels[OP_COUNT])(kc_ctx *c, enum kc_dtype t, const vo
 
 static int cuda_unary(struct dev *d, enum op_kind op, const float *x, float *y, int64_t n)
 {
-	if ((unsigned)op >= OP_COUNT || !unary_kernels[op])
+	if ((unsigned)op >= OP_COUNT || !unary_kernels[op].kernel)
 		return fail(d, (int)cudaErrorInvalidValue, "unary");
-	return fail(d, unary_kernels[op](cd(d)->kc, cd(d)->t, x, y, n), op_table[op].name);
+	return fail(d, unary_kernels[op].kernel(cd(d)->kc, cd(d)->t, x, y, n),
+		    unary_kernels[op].name);
 }
 
 static int cuda_binary(struct dev *d, enum k_binop op, const float *a, const int64_t *ashape,
