@@ -274,7 +274,7 @@ static int run_mop(void *p, uint32_t op)
 	case M_GELU:
 		return d->ops->gelu(d, k->a, k->c, n, true);
 	case M_SILU:
-		return d->ops->silu(d, k->a, k->c, n);
+		return d->ops->unary(d, OP_silu, k->a, k->c, n);
 	case M_ADD:
 	case M_MUL:
 		return d->ops->binary(d, k->op == M_ADD ? K_ADD : K_MUL, k->a, s, k->b, s, k->c, s, 1);

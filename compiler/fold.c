@@ -25,7 +25,8 @@
 #include "arena.h"
 #include "graph/op_attrs.h"
 
-/* The text's axes fit beside its first position in attr[0..4]. */
+/* The text's axes fit beside its first position in the attributes of the
+ * rope_freqs it folds into (graph/graph.h: fewer than G_NATTR axes). */
 static bool axes_fit(bool grid, int64_t naxes)
 {
 	return grid || naxes < G_NATTR;
@@ -58,7 +59,7 @@ static bool stays(const struct plan_cfg *c, const struct layout_result *lay, int
 				if (in->g[lg].kind != LAY_REPL)
 					return true;
 		}
-	return read && !axes_fit(o->kind == OP_grid_ids, o->kind == OP_grid_ids ? 3 : o->attr[2]);
+	return read && !axes_fit(o->kind == OP_grid_ids, o->kind == OP_grid_ids ? 3 : o->text_ids.axes);
 }
 
 void fold_check_positions(struct diag_ctx *d, const struct plan_cfg *c,
@@ -70,7 +71,14 @@ void fold_check_positions(struct diag_ctx *d, const struct plan_cfg *c,
 		const struct ir_op *o = &c->model->ops[i];
 		if (o->kind != OP_grid_ids && o->kind != OP_text_ids)
 			continue;
-		int64_t ext = graph_ids_extent(o->kind == OP_grid_ids, o->attr, o->flag);
+		bool grid = o->kind == OP_grid_ids;
+		/* graph_ids_extent's order: frames, height, width or length, first, axes */
+		const int64_t pos[3] = {
+			grid ? o->grid_ids.frames : o->text_ids.length,
+			grid ? o->grid_ids.height : o->text_ids.first,
+			grid ? o->grid_ids.width : o->text_ids.axes,
+		};
+		int64_t ext = graph_ids_extent(grid, pos, o->flag);
 		if (ext <= exact || !stays(c, lay, i))
 			continue;
 		diag_error(d, o->loc, "%s: position %" PRId64 " is not exact in %s storage "

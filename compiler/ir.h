@@ -46,19 +46,40 @@ struct ir_op {
 	dtpc_loc *in_loc;   /* where each input was written */
 	int nin;
 	int out;
-	/* Attributes, by op: linear out/in, norm group, slice dim/start/len,
-	 * concat dim, heads, timestep_embedding dim and input_scale_f32,
-	 * rope_freqs precision (1: f64), grid_ids frames/height/width, text_ids
-	 * length/first position/axes, patch_embed out, pad dim/before/after
-	 * (eps: pad's value). The graph's op of the same kind keeps its own
-	 * (graph/op_attrs.h), not these slots. */
-	int64_t attr[4];
+	/* The op's own parameters, one view per op that has them, named as
+	 * the op (an op reads and writes only its own). The graph's op of
+	 * the same kind keeps its own (graph/op_attrs.h): the plan's view
+	 * may differ. */
+	union {
+		struct { int64_t out, in; } linear;       /* features */
+		struct { int64_t group; } norm;           /* layer_norm, rms_norm: elements per group */
+		struct { int64_t dim, start, length; } slice;
+		struct { int64_t dim; } concat;
+		struct { int64_t dim, before, after; } pad; /* eps: the value */
+		struct {
+			int64_t dim;
+			bool input_scale_f32;
+			double downscale_freq_shift, scale, max_period, input_scale;
+		} timestep_embedding;                     /* flag: flip_sin_to_cos */
+		struct { bool f64; } rope_freqs;          /* precision; eps: theta; flag: sin */
+		struct {
+			int64_t dim, patch_t, patch;
+			double scale[3];                  /* t, h, w */
+		} ltx_rope_freqs;                         /* eps: theta; flag: sin */
+		struct {
+			int64_t dim, axes;
+			bool audio, f64;
+			double time_div;                  /* the frame rate's divisor */
+			int64_t base_t, base_s, hop_length;
+		} ltx2_rope_freqs; /* shape_attr: frames, height, width, patch_t, patch,
+				    * scale_t, scale_s, causal_offset; eps: theta; flag: sin */
+		struct { int64_t frames, height, width; } grid_ids; /* flag: center */
+		struct { int64_t length, first, axes; } text_ids;   /* first: the first position */
+	};
 	/* rope, attention: the plan's heads (their graph ops hold the head
 	 * dim instead, ga_rope / ga_attention) */
 	int64_t heads;
-	double eps;         /* norms: eps; rope_freqs: theta; pad: the value */
-	/* timestep_embedding: downscale_freq_shift, scale, max_period, input_scale */
-	double fattr[4];
+	double eps;         /* norms: eps; rope_freqs, ltx_rope_freqs: theta; pad: the value */
 	bool flag;          /* bias / affine / gelu tanh / flip_sin_to_cos / sin / center */
 	/* param / reshape target; rope_freqs: axes_dim; patch_embed, unpatchify: patch */
 	struct ir_shape shape_attr;

@@ -720,7 +720,7 @@ static const char *tp_misfit(struct resolver *R, int mi, const struct style_use 
 		return NULL;
 	int64_t tp = R->c->tp;
 	bool col = u->kind == ST_COLWISE;
-	int64_t dim = col ? o->attr[0] : o->attr[1];
+	int64_t dim = col ? o->linear.out : o->linear.in;
 	const char *what = col ? "out_features" : "in_features";
 	if (u->nblocks) {
 		int64_t sum = 0;

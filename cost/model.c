@@ -11,6 +11,8 @@
 
 #include "compiler/driver.h"
 #include "graph/graph_stats.h"
+#include "graph/op_attrs.h"
+#include "graph/op_graph.h"
 
 static const double dt_bytes[DT_N] = { 4, 2 };
 
@@ -36,6 +38,9 @@ struct sim {
 	double *share;        /* per rank: its part of a CPU node's cores (1 on a GPU) */
 	uint32_t *on_node;    /* per rank: the ranks on its node */
 	uint8_t *inter;       /* [group * world + rank]: does the group span nodes */
+	/* per op (OP_COUNT: none): its rate in the profile's op_bw, the kernel
+	 * of the op's name (mop_keys), or -1: memory bandwidth */
+	int rate[OP_COUNT + 1];
 };
 
 /* The cores a rank of n computes on, of a node's C: its pool's threads
@@ -109,26 +114,6 @@ static double move_time(const struct sim *s, uint32_t r, int m, double bytes)
 	return bytes / s->rates[r].op_bw[m];
 }
 
-/* The bytes op o moves on rank r: its result and every operand. */
-static double op_bytes(const struct sim *s, const struct g_op *o, uint32_t r)
-{
-	double b = tensor_bytes(s->g, o->out, r, s->es);
-	for (uint32_t k = 0; k < o->nin; k++)
-		b += tensor_bytes(s->g, s->g->operands[o->in0 + k], r, s->es);
-	return b;
-}
-
-/* A memory-bound kernel that computes each element of its result (a
- * norm, an activation, a table): the elements count as pointwise work,
- * its bytes move at bw. */
-static double pointwise(const struct sim *s, const struct g_op *o, uint32_t r,
-			struct cost_rank *rc, double bw)
-{
-	rc->flops[COST_F_POINTWISE] += (double)graph_local_numel(s->g, o->out, r);
-	rc->nops[COST_F_POINTWISE]++;
-	return op_bytes(s, o, r) / bw;
-}
-
 static void add_row(struct cost_rank *rc, int kind, int group, bool inter, double bytes,
 		    double time, double hidden)
 {
@@ -166,217 +151,162 @@ static double p2p_channels(double per_peer, uint32_t P, double bytes, bool inter
 	return n;
 }
 
-/* Adds op i's cost on rank r to rc (by resource) and returns its duration
- * on r alone, before any wait for the group. Besides each kernel, the
- * executor's own copies (runtime/exec.c) are charged: the packing and
- * unpacking around an all-to-all, the unpacking after an all-gather, the
- * copy an all-reduce sums in place, the ring's first K/V chunk. */
-static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct cost_rank *rc)
+/* Ring attention on rank r: one attention kernel and one log-sum-exp merge
+ * per KV chunk; with rotation each step's send/recv runs under the
+ * attention on the chunk held (where the link overlaps: not the CPU
+ * backends, which copy when a rank waits), with the all-gather (one for K,
+ * one for V) it comes first. */
+static double ring_cost(const struct sim *s, uint32_t i, uint32_t r, const struct op_work *w,
+			struct cost_rank *rc)
 {
 	const struct g_graph *g = s->g;
 	const struct g_op *o = &g->ops[i];
 	const struct rates *rt = &s->rates[r];
 	const double es = s->es;
-	uint32_t out = o->out, x = o->nin ? g->operands[o->in0] : out;
+	bool rotate = ga_ring_attention_get(o).rotate == G_ROT_SENDRECV;
+	uint32_t P = g->groups[o->group].size, k = g->operands[o->in0 + 1];
+	uint32_t v = g->operands[o->in0 + 2];
+	bool inter = s->inter[(size_t)o->group * g->world + r];
+	const struct link *l = inter ? &s->h->inter : &s->h->intra;
+	/* the merge reads the block and the accumulator and writes it back,
+	 * in the storage dtype (the float32 log-sum-exp rows beside them
+	 * are 1 / Dv of that, left out as dtpc calibrate leaves them) */
+	double merge = move_time(s, r, M_LSE_MERGE, 3 * w->queries * w->head_dim_v * es);
+	double bytes = (double)graph_comm_bytes(g, i, r) * es / graph_comm_elem_size(g, i);
+	/* while a step's send/recv runs, its kernel holds one SM per
+	 * channel NCCL gives it, and the attention under it runs on the
+	 * others */
+	double chans = l->p2p_ctas > 0 && P > 1
+			       ? p2p_channels(l->p2p_ctas, P, bytes / (P - 1), inter) : 0;
+	double lost = s->h->sms > 0 ? chans / s->h->sms : 0;
+	double compute = 0, comm = 0, exposed = 0, first = 0;
+	for (uint32_t m = 0; m < P; m++) {
+		uint32_t peer = graph_group_member(g, (uint32_t)o->group, r, m);
+		double rows = (double)graph_local_dim(g, k, 1, peer);
+		double f = 2 * w->queries * rows * w->head_dims;
+		rc->flops[COST_F_ATTN] += f;
+		double a = f > 0 ? kernel_time(&rt->attention, f, w->queries * rows) : 0;
+		double c = a + (m ? merge : 0);
+		if (rotate && m + 1 < P) {
+			double step = link_time(s, l, CO_P2P, bytes / (P - 1), r, P);
+			/* a lone send/recv moves no more than its channels
+			 * do (where the profile says what one moves) */
+			if (l->channel_bw > 0)
+				step = fmax(step, l->alpha[CO_P2P] +
+							  bytes / (P - 1) / (chans * l->channel_bw));
+			/* attention of a seconds on the whole GPU, at (1 - lost)
+			 * of its rate while the transfer runs: slowed by
+			 * lost x the time both run */
+			if (l->overlap && lost > 0)
+				c += fmin(step, a / (1 - lost)) * lost;
+			comm += step;
+			/* the next chunk's attention waits for the transfer
+			 * on the GPU (an event), the host having launched it
+			 * already */
+			exposed += !l->overlap ? step : step > c ? step - c : 0;
+		}
+		compute += c;
+	}
+	rc->nops[COST_F_ATTN]++;
+	if (!rotate)
+		exposed = comm = link_time(s, l, CO_AG, bytes / 2, r, P) * 2;
+	else /* the own chunk's K and V copied to the rotation's buffer */
+		first = move_time(s, r, M_COPY,
+				  2 * (tensor_bytes(g, k, r, es) + tensor_bytes(g, v, r, es)));
+	rc->t[COST_R_ATTN] += compute - (P - 1) * merge;
+	rc->t[COST_R_MEM] += (P - 1) * merge + first;
+	rc->t[inter ? COST_R_INTER : COST_R_INTRA] += exposed;
+	rc->hidden += comm - exposed;
+	add_row(rc, o->kind, o->group, inter, bytes, comm, comm - exposed);
+	return compute + exposed + first;
+}
+
+/* An all-gather, all-reduce, reduce-scatter or all-to-all on rank r: its
+ * transfer and the executor's copies around it (runtime/exec.c): the
+ * packing and unpacking around an all-to-all, the unpacking after an
+ * all-gather, the copy an all-reduce sums in place. */
+static double collective_cost(const struct sim *s, uint32_t i, uint32_t r, struct cost_rank *rc)
+{
+	const struct g_graph *g = s->g;
+	const struct g_op *o = &g->ops[i];
+	const double es = s->es;
+	uint32_t out = o->out, x = g->operands[o->in0];
+	bool inter = s->inter[(size_t)o->group * g->world + r];
+	const struct link *l = inter ? &s->h->inter : &s->h->intra;
+	/* a reduce-scatter is the backend's (ring: the first half of
+	 * an all-reduce), timed at the all-reduce's bandwidth over its
+	 * own bytes */
+	bool sum = o->kind == OP_all_reduce || o->kind == OP_reduce_scatter;
+	int c = o->kind == OP_all_gather ? CO_AG : sum ? CO_AR : CO_A2A;
+	uint32_t P = g->groups[o->group].size;
+	/* an all-reduce or reduce-scatter sums in float32 whatever the
+	 * dtype (runtime/ops/collective.c): a narrower one is converted
+	 * in and out, and travels as float32 */
+	bool wide = sum && es < 4;
+	double bytes = (double)graph_comm_bytes(g, i, r) / graph_comm_elem_size(g, i) *
+		       (wide ? 4 : es);
+	double moved = o->kind == OP_all_gather ? tensor_bytes(g, out, r, es) * 2
+		       : o->kind == OP_all_reduce
+			       ? tensor_bytes(g, x, r, es) * (wide ? 2 * (1 + 4 / es) : 2)
+		       : o->kind == OP_reduce_scatter
+			       /* the pieces packed; where narrower, widened
+				* and the rank's sum rounded back */
+			       ? tensor_bytes(g, x, r, es) * 2 +
+					 (wide ? (tensor_bytes(g, x, r, es) +
+						  tensor_bytes(g, out, r, es)) * (1 + 4 / es)
+					       : 0)
+			       : (tensor_bytes(g, x, r, es) + tensor_bytes(g, out, r, es)) * 2;
+	/* the nccl backend's all-to-all copies the rank's own piece
+	 * itself (comm_nccl.c; a CPU profile's measured bandwidth holds
+	 * its backend's) */
+	if (o->kind == OP_ulysses_a2a && s->h->sms > 0)
+		moved += 2 * tensor_bytes(g, x, r, es) / P;
+	double copies = move_time(s, r, M_COPY, moved);
+	double t = link_time(s, l, c, bytes, r, P);
+	rc->t[inter ? COST_R_INTER : COST_R_INTRA] += t;
+	rc->t[COST_R_MEM] += copies;
+	add_row(rc, o->kind, o->group, inter, bytes, t, 0);
+	return t + copies;
+}
+
+/* Adds op i's cost on rank r to rc (by resource) and returns its duration
+ * on r alone, before any wait for the group: its work (op_graph's) timed
+ * at the rank's rates, a collective's transfers on its link. */
+static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct cost_rank *rc)
+{
+	const struct g_op *o = &s->g->ops[i];
+	const struct rates *rt = &s->rates[r];
+	struct op_work w = op_graph[o->kind]->work(s->g, o, r);
 	double t = 0;
 	int res = COST_R_MEM;
-	switch ((enum op_kind)o->kind) {
-	/* linear_act: the linear's FLOPs and time; its activation runs on the
-	 * GEMM's result before it is stored (the epilogue), free beside it */
-	case OP_linear:
-	case OP_linear_act: {
-		const struct g_tensor *xt = &g->tensors[x];
-		double k = (double)graph_local_dim(g, x, xt->ndim - 1, r);
-		double nn = (double)graph_local_dim(g, out, g->tensors[out].ndim - 1, r);
-		double m = nn > 0 ? (double)graph_local_numel(g, out, r) / nn : 0;
-		double f = 2 * m * k * nn;
-		rc->flops[COST_F_LINEAR] += f;
+	switch (w.kind) {
+	case OW_NONE:
+		return 0;
+	case OW_GEMM:
+		rc->flops[COST_F_LINEAR] += w.flops;
 		rc->nops[COST_F_LINEAR]++;
-		t = f > 0 ? kernel_time(&rt->linear, f, 0) : 0;
+		t = w.flops > 0 ? kernel_time(&rt->linear, w.flops, 0) : 0;
 		res = COST_R_LINEAR;
 		break;
-	}
-	case OP_patch_embed: {
-		/* a GEMM of the patches [tokens, C t h w] by the weight (the
-		 * patchify copy is small beside it) */
-		const struct g_tensor *wt = &g->tensors[g->operands[o->in0 + 1]];
-		double nn = (double)wt->dims[0];
-		double k = (double)graph_local_numel(g, g->operands[o->in0 + 1], r) / nn;
-		double f = 2 * (double)graph_local_numel(g, out, r) * k;
-		rc->flops[COST_F_LINEAR] += f;
-		rc->nops[COST_F_LINEAR]++;
-		t = f > 0 ? kernel_time(&rt->linear, f, 0) : 0;
-		res = COST_R_LINEAR;
-		break;
-	}
-	case OP_attention: {
-		uint32_t k = g->operands[o->in0 + 1];
-		double B = (double)graph_local_dim(g, x, 0, r), Sq = (double)graph_local_dim(g, x, 1, r);
-		double Skv = (double)graph_local_dim(g, k, 1, r);
-		double H = (double)graph_local_dim(g, x, 2, r) / (double)o->attr[0];
-		double f = 2 * B * H * Sq * Skv * (double)(o->attr[0] + o->attr[1]);
-		rc->flops[COST_F_ATTN] += f;
+	case OW_ATTENTION:
+		rc->flops[COST_F_ATTN] += w.flops;
 		rc->nops[COST_F_ATTN]++;
-		t = f > 0 ? kernel_time(&rt->attention, f, B * H * Sq * Skv) : 0;
+		t = w.flops > 0 ? kernel_time(&rt->attention, w.flops, w.scores) : 0;
 		res = COST_R_ATTN;
 		break;
-	}
-	case OP_ring_attention: {
-		/* one attention kernel and one log-sum-exp merge per KV chunk; with
-		 * rotation (attr[2] = 1) each step's send/recv runs under the
-		 * attention on the chunk held (where the link overlaps: not the CPU
-		 * backends, which copy when a rank waits), with the all-gather (one
-		 * for K, one for V) it comes first */
-		uint32_t P = g->groups[o->group].size, k = g->operands[o->in0 + 1];
-		uint32_t v = g->operands[o->in0 + 2];
-		bool inter = s->inter[(size_t)o->group * g->world + r];
-		const struct link *l = inter ? &s->h->inter : &s->h->intra;
-		double B = (double)graph_local_dim(g, x, 0, r), Sq = (double)graph_local_dim(g, x, 1, r);
-		double H = (double)graph_local_dim(g, x, 2, r) / (double)o->attr[0];
-		/* the merge reads the block and the accumulator and writes it back,
-		 * in the storage dtype (the float32 log-sum-exp rows beside them
-		 * are 1 / Dv of that, left out as dtpc calibrate leaves them) */
-		double merge = move_time(s, r, M_LSE_MERGE, 3 * B * Sq * H * (double)o->attr[1] * es);
-		double bytes = (double)graph_comm_bytes(g, i, r) * es / graph_comm_elem_size(g, i);
-		/* while a step's send/recv runs, its kernel holds one SM per
-		 * channel NCCL gives it, and the attention under it runs on the
-		 * others */
-		double chans = l->p2p_ctas > 0 && P > 1
-				       ? p2p_channels(l->p2p_ctas, P, bytes / (P - 1), inter) : 0;
-		double lost = s->h->sms > 0 ? chans / s->h->sms : 0;
-		double compute = 0, comm = 0, exposed = 0, first = 0;
-		for (uint32_t m = 0; m < P; m++) {
-			uint32_t peer = graph_group_member(g, (uint32_t)o->group, r, m);
-			double rows = (double)graph_local_dim(g, k, 1, peer);
-			double f = 2 * B * H * Sq * rows * (double)(o->attr[0] + o->attr[1]);
-			rc->flops[COST_F_ATTN] += f;
-			double a = f > 0 ? kernel_time(&rt->attention, f, B * H * Sq * rows) : 0;
-			double c = a + (m ? merge : 0);
-			if (o->attr[2] == 1 && m + 1 < P) {
-				double step = link_time(s, l, CO_P2P, bytes / (P - 1), r, P);
-				/* a lone send/recv moves no more than its channels
-				 * do (where the profile says what one moves) */
-				if (l->channel_bw > 0)
-					step = fmax(step, l->alpha[CO_P2P] +
-								  bytes / (P - 1) / (chans * l->channel_bw));
-				/* attention of a seconds on the whole GPU, at (1 - lost)
-				 * of its rate while the transfer runs: slowed by
-				 * lost x the time both run */
-				if (l->overlap && lost > 0)
-					c += fmin(step, a / (1 - lost)) * lost;
-				comm += step;
-				/* the next chunk's attention waits for the transfer
-				 * on the GPU (an event), the host having launched it
-				 * already */
-				exposed += !l->overlap ? step : step > c ? step - c : 0;
-			}
-			compute += c;
-		}
-		rc->nops[COST_F_ATTN]++;
-		if (o->attr[2] != 1)
-			exposed = comm = link_time(s, l, CO_AG, bytes / 2, r, P) * 2;
-		else /* the own chunk's K and V copied to the rotation's buffer */
-			first = move_time(s, r, M_COPY,
-					  2 * (tensor_bytes(g, k, r, es) + tensor_bytes(g, v, r, es)));
-		rc->t[COST_R_ATTN] += compute - (P - 1) * merge;
-		rc->t[COST_R_MEM] += (P - 1) * merge + first;
-		rc->t[inter ? COST_R_INTER : COST_R_INTRA] += exposed;
-		rc->hidden += comm - exposed;
-		add_row(rc, o->kind, o->group, inter, bytes, comm, comm - exposed);
-		return compute + exposed + first;
-	}
-	case OP_all_gather:
-	case OP_all_reduce:
-	case OP_reduce_scatter:
-	case OP_ulysses_a2a: {
-		bool inter = s->inter[(size_t)o->group * g->world + r];
-		const struct link *l = inter ? &s->h->inter : &s->h->intra;
-		/* a reduce-scatter is the backend's (ring: the first half of
-		 * an all-reduce), timed at the all-reduce's bandwidth over its
-		 * own bytes */
-		bool sum = o->kind == OP_all_reduce || o->kind == OP_reduce_scatter;
-		int c = o->kind == OP_all_gather ? CO_AG : sum ? CO_AR : CO_A2A;
-		uint32_t P = g->groups[o->group].size;
-		/* an all-reduce or reduce-scatter sums in float32 whatever the
-		 * dtype (runtime/ops/collective.c): a narrower one is converted
-		 * in and out, and travels as float32 */
-		bool wide = sum && es < 4;
-		double bytes = (double)graph_comm_bytes(g, i, r) / graph_comm_elem_size(g, i) *
-			       (wide ? 4 : es);
-		double moved = o->kind == OP_all_gather ? tensor_bytes(g, out, r, es) * 2
-			       : o->kind == OP_all_reduce
-				       ? tensor_bytes(g, x, r, es) * (wide ? 2 * (1 + 4 / es) : 2)
-			       : o->kind == OP_reduce_scatter
-				       /* the pieces packed; where narrower, widened
-					* and the rank's sum rounded back */
-				       ? tensor_bytes(g, x, r, es) * 2 +
-						 (wide ? (tensor_bytes(g, x, r, es) +
-							  tensor_bytes(g, out, r, es)) * (1 + 4 / es)
-						       : 0)
-				       : (tensor_bytes(g, x, r, es) + tensor_bytes(g, out, r, es)) * 2;
-		/* the nccl backend's all-to-all copies the rank's own piece
-		 * itself (comm_nccl.c; a CPU profile's measured bandwidth holds
-		 * its backend's) */
-		if (o->kind == OP_ulysses_a2a && s->h->sms > 0)
-			moved += 2 * tensor_bytes(g, x, r, es) / P;
-		double copies = move_time(s, r, M_COPY, moved);
-		t = link_time(s, l, c, bytes, r, P);
-		rc->t[inter ? COST_R_INTER : COST_R_INTRA] += t;
-		rc->t[COST_R_MEM] += copies;
-		add_row(rc, o->kind, o->group, inter, bytes, t, 0);
-		return t + copies;
-	}
-	case OP_layer_norm:
-		t = pointwise(s, o, r, rc, rt->op_bw[M_LAYER_NORM]);
+	case OW_KERNEL:
+		/* the elements count as pointwise work, its bytes move at the
+		 * rate of its kind of kernel */
+		rc->flops[COST_F_POINTWISE] += w.elems;
+		rc->nops[COST_F_POINTWISE]++;
+		t = w.moved * s->es / (s->rate[w.rate] < 0 ? rt->mem_bw : rt->op_bw[s->rate[w.rate]]);
 		break;
-	case OP_rms_norm:
-		t = pointwise(s, o, r, rc, rt->op_bw[M_RMS_NORM]);
+	case OW_COPY:
+		t = move_time(s, r, M_COPY, w.moved * s->es);
 		break;
-	case OP_gelu:
-		t = pointwise(s, o, r, rc, rt->op_bw[M_GELU]);
-		break;
-	case OP_silu:
-	/* no calibration key of its own: one transcendental per element, as silu */
-	case OP_tanh:
-		t = pointwise(s, o, r, rc, rt->op_bw[M_SILU]);
-		break;
-	case OP_add:
-		t = pointwise(s, o, r, rc, rt->op_bw[M_ADD]);
-		break;
-	case OP_mul:
-		t = pointwise(s, o, r, rc, rt->op_bw[M_MUL]);
-		break;
-	case OP_modulate:
-		t = pointwise(s, o, r, rc, rt->op_bw[M_MODULATE]);
-		break;
-	case OP_rope:
-		t = pointwise(s, o, r, rc, rt->op_bw[M_ROPE]);
-		break;
-	/* The timestep and RoPE tables and the position grids write their
-	 * result from a few operands (or none): kernels a profile has no rate
-	 * of their own for (op_bytes_per_s), at memory_bytes_per_s. */
-	case OP_timestep_embedding:
-	case OP_rope_freqs:
-	case OP_ltx_rope_freqs:
-	case OP_ltx2_rope_freqs:
-	case OP_grid_ids:
-	case OP_text_ids:
-		t = pointwise(s, o, r, rc, rt->mem_bw);
-		break;
-	case OP_concat:
-	case OP_pad:
-	case OP_reshape:
-	case OP_norm_stats:
-	case OP_unpatchify:
-		t = move_time(s, r, M_COPY, op_bytes(s, o, r));
-		break;
-	case OP_slice:
-	case OP_shard: /* the part kept, read and written */
-		t = move_time(s, r, M_COPY, 2 * tensor_bytes(g, out, r, es));
-		break;
-	case OP_param:
-	case OP_COUNT:
-		return 0;
+	case OW_COMM:
+		return o->kind == OP_ring_attention ? ring_cost(s, i, r, &w, rc)
+						    : collective_cost(s, i, r, rc);
 	}
 	/* a kernel shorter than its launch waits for the launch */
 	if (t < rt->launch) {
@@ -410,6 +340,12 @@ int cost_predict(const struct g_graph *g, const struct hw *h, int dtype,
 	p->world = (int)W;
 	p->dtype = dtype;
 	struct sim s = { .g = g, .h = h, .dp = &h->dt[dtype], .es = dt_bytes[dtype] };
+	for (int op = 0; op <= OP_COUNT; op++) {
+		s.rate[op] = -1;
+		for (int m = 0; m < M_N && op < OP_COUNT; m++)
+			if (!strcmp(mop_keys[m], op_table[op].name))
+				s.rate[op] = m;
+	}
 	p->ranks = calloc(W, sizeof *p->ranks);
 	double *dur = calloc(W, sizeof *dur), *next = calloc(W, sizeof *next);
 	s.share = calloc(W, sizeof *s.share);

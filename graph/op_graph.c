@@ -21,9 +21,70 @@ static bool dim_in_range(const struct g_graph *g, const struct g_op *o, int64_t 
 	return false;
 }
 
+/* ---- work: what the ops of several families share --------------------------------------- */
+
+static double local_numel(const struct g_graph *g, uint32_t t, uint32_t rank)
+{
+	return (double)graph_local_numel(g, t, rank);
+}
+
+/* The elements op o reads and writes: its result and every operand. */
+static double moved_all(const struct g_graph *g, const struct g_op *o, uint32_t rank)
+{
+	double n = local_numel(g, o->out, rank);
+	for (uint32_t k = 0; k < o->nin; k++)
+		n += local_numel(g, g->operands[o->in0 + k], rank);
+	return n;
+}
+
+/* A memory-bound kernel that computes each element of its result (a norm,
+ * an activation, a table), reading every operand once, at rate's rate. */
+static struct op_work kernel_work(const struct g_graph *g, const struct g_op *o, uint32_t rank,
+				  enum op_kind rate)
+{
+	return (struct op_work){ .kind = OW_KERNEL, .elems = local_numel(g, o->out, rank),
+				 .moved = moved_all(g, o, rank), .rate = rate };
+}
+
+/* a kernel dtpc calibrate measures: at its own rate */
+static struct op_work work_kernel(const struct g_graph *g, const struct g_op *o, uint32_t rank)
+{
+	return kernel_work(g, o, rank, (enum op_kind)o->kind);
+}
+
+/* every operand and the result moved, nothing computed */
+static struct op_work work_copy(const struct g_graph *g, const struct g_op *o, uint32_t rank)
+{
+	return (struct op_work){ .kind = OW_COPY, .moved = moved_all(g, o, rank) };
+}
+
+/* the part kept (slice, shard), read and written */
+static struct op_work work_part(const struct g_graph *g, const struct g_op *o, uint32_t rank)
+{
+	return (struct op_work){ .kind = OW_COPY, .moved = 2 * local_numel(g, o->out, rank) };
+}
+
+/* the collectives: their time is the cost model's */
+static struct op_work work_comm(const struct g_graph *g, const struct g_op *o, uint32_t rank)
+{
+	return (struct op_work){ .kind = OW_COMM };
+}
+
 /* ---- linear, linear_act, param --------------------------------------------------------- */
 
-const struct op_graph op_graph_linear = { .flags = G_OF_BIAS };
+/* x [.., K] by W [N, K]: 2 M K N, M the rows of the result. linear_act's
+ * activation runs on the GEMM's result before it is stored (the
+ * epilogue), free beside it. */
+static struct op_work work_linear(const struct g_graph *g, const struct g_op *o, uint32_t rank)
+{
+	uint32_t x = g->operands[o->in0], out = o->out;
+	double k = (double)graph_local_dim(g, x, g->tensors[x].ndim - 1, rank);
+	double nn = (double)graph_local_dim(g, out, g->tensors[out].ndim - 1, rank);
+	double m = nn > 0 ? local_numel(g, out, rank) / nn : 0;
+	return (struct op_work){ .kind = OW_GEMM, .flops = 2 * m * k * nn };
+}
+
+const struct op_graph op_graph_linear = { .flags = G_OF_BIAS, .work = work_linear };
 
 static bool check_linear_act(const struct g_graph *g, const struct g_op *o)
 {
@@ -44,7 +105,7 @@ static const char *why_linear_act(const struct g_graph *g, const struct g_op *o)
 }
 
 const struct op_graph op_graph_linear_act = {
-	.flags = G_OF_BIAS, .check = check_linear_act, .why = why_linear_act
+	.flags = G_OF_BIAS, .check = check_linear_act, .work = work_linear, .why = why_linear_act
 };
 
 static bool check_param(const struct g_graph *g, const struct g_op *o)
@@ -58,12 +119,20 @@ static const char *why_param(const struct g_graph *g, const struct g_op *o)
 	return "not an op of a graph";
 }
 
-const struct op_graph op_graph_param = { .check = check_param, .why = why_param };
+static struct op_work work_param(const struct g_graph *g, const struct g_op *o, uint32_t rank)
+{
+	return (struct op_work){ .kind = OW_NONE };
+}
+
+const struct op_graph op_graph_param = { .check = check_param, .work = work_param,
+					 .why = why_param };
 
 /* ---- norms ------------------------------------------------------------------------------ */
 
-const struct op_graph op_graph_layer_norm = { .flags = G_OF_AFFINE | G_OF_STATS };
-const struct op_graph op_graph_rms_norm = { .flags = G_OF_AFFINE | G_OF_STATS };
+const struct op_graph op_graph_layer_norm = { .flags = G_OF_AFFINE | G_OF_STATS,
+					      .work = work_kernel };
+const struct op_graph op_graph_rms_norm = { .flags = G_OF_AFFINE | G_OF_STATS,
+					    .work = work_kernel };
 
 static const char *why_norm_stats(const struct g_graph *g, const struct g_op *o)
 {
@@ -71,16 +140,23 @@ static const char *why_norm_stats(const struct g_graph *g, const struct g_op *o)
 	       "for the all-reduce after it";
 }
 
-const struct op_graph op_graph_norm_stats = { .why = why_norm_stats };
+const struct op_graph op_graph_norm_stats = { .work = work_copy, .why = why_norm_stats };
 
 /* ---- pointwise -------------------------------------------------------------------------- */
 
-const struct op_graph op_graph_gelu = { .flags = G_OF_TANH };
-const struct op_graph op_graph_silu = { 0 };
-const struct op_graph op_graph_tanh = { 0 };
-const struct op_graph op_graph_add = { .flags = G_OF_BH };
-const struct op_graph op_graph_mul = { .flags = G_OF_BH };
-const struct op_graph op_graph_modulate = { .flags = G_OF_BH };
+/* no calibration key of its own: one transcendental per element, as silu */
+static struct op_work work_as_silu(const struct g_graph *g, const struct g_op *o, uint32_t rank)
+{
+	return kernel_work(g, o, rank, OP_silu);
+}
+
+const struct op_graph op_graph_gelu = { .flags = G_OF_TANH, .work = work_kernel };
+const struct op_graph op_graph_silu = { .work = work_kernel };
+const struct op_graph op_graph_tanh = { .work = work_as_silu };
+const struct op_graph op_graph_sigmoid = { .work = work_as_silu };
+const struct op_graph op_graph_add = { .flags = G_OF_BH, .work = work_kernel };
+const struct op_graph op_graph_mul = { .flags = G_OF_BH, .work = work_kernel };
+const struct op_graph op_graph_modulate = { .flags = G_OF_BH, .work = work_kernel };
 
 /* ---- shape ------------------------------------------------------------------------------ */
 
@@ -100,10 +176,10 @@ static bool check_dim(const struct g_graph *g, const struct g_op *o)
 	return dim_in_range(g, o, ga_dim_get(o).dim);
 }
 
-const struct op_graph op_graph_slice = { .check = check_slice };
-const struct op_graph op_graph_concat = { .check = check_dim };
-const struct op_graph op_graph_reshape = { 0 };
-const struct op_graph op_graph_pad = { .check = check_pad };
+const struct op_graph op_graph_slice = { .check = check_slice, .work = work_part };
+const struct op_graph op_graph_concat = { .check = check_dim, .work = work_copy };
+const struct op_graph op_graph_reshape = { .work = work_copy };
+const struct op_graph op_graph_pad = { .check = check_pad, .work = work_copy };
 
 /* ---- collectives ------------------------------------------------------------------------ */
 
@@ -112,7 +188,7 @@ static const char *why_shard(const struct g_graph *g, const struct g_op *o)
 	return "local slice: a consumer wants this tensor split";
 }
 
-const struct op_graph op_graph_shard = { .check = check_dim, .why = why_shard };
+const struct op_graph op_graph_shard = { .check = check_dim, .work = work_part, .why = why_shard };
 
 static uint64_t bytes_all_gather(const struct g_graph *g, const struct g_op *o, uint32_t rank)
 {
@@ -127,7 +203,8 @@ static const char *why_all_gather(const struct g_graph *g, const struct g_op *o)
 }
 
 const struct op_graph op_graph_all_gather = {
-	.check = check_dim, .comm_bytes = bytes_all_gather, .why = why_all_gather
+	.check = check_dim, .comm_bytes = bytes_all_gather, .work = work_comm,
+	.why = why_all_gather
 };
 
 static uint64_t bytes_all_reduce(const struct g_graph *g, const struct g_op *o, uint32_t rank)
@@ -151,7 +228,7 @@ static const char *why_all_reduce(const struct g_graph *g, const struct g_op *o)
 }
 
 const struct op_graph op_graph_all_reduce = { .comm_bytes = bytes_all_reduce,
-					      .why = why_all_reduce };
+					      .work = work_comm, .why = why_all_reduce };
 
 static uint64_t bytes_reduce_scatter(const struct g_graph *g, const struct g_op *o, uint32_t rank)
 {
@@ -171,7 +248,8 @@ static const char *why_reduce_scatter(const struct g_graph *g, const struct g_op
 }
 
 const struct op_graph op_graph_reduce_scatter = {
-	.check = check_dim, .comm_bytes = bytes_reduce_scatter, .why = why_reduce_scatter
+	.check = check_dim, .comm_bytes = bytes_reduce_scatter, .work = work_comm,
+	.why = why_reduce_scatter
 };
 
 static bool check_ulysses_a2a(const struct g_graph *g, const struct g_op *o)
@@ -213,13 +291,37 @@ static const char *why_ulysses_a2a(const struct g_graph *g, const struct g_op *o
 }
 
 const struct op_graph op_graph_ulysses_a2a = {
-	.check = check_ulysses_a2a, .comm_bytes = bytes_ulysses_a2a, .why = why_ulysses_a2a
+	.check = check_ulysses_a2a, .comm_bytes = bytes_ulysses_a2a, .work = work_comm,
+	.why = why_ulysses_a2a
 };
 
 /* ---- attention -------------------------------------------------------------------------- */
 
-const struct op_graph op_graph_rope = { 0 };
-const struct op_graph op_graph_attention = { 0 };
+const struct op_graph op_graph_rope = { .work = work_kernel };
+
+/* batch x heads x query rows of q [B, Sq, H Dk] (the head count from
+ * the head dim; the same for ring attention's every chunk) */
+static double queries(const struct g_graph *g, const struct g_op *o, int64_t head_dim,
+		      uint32_t rank)
+{
+	uint32_t x = g->operands[o->in0];
+	double B = (double)graph_local_dim(g, x, 0, rank), Sq = (double)graph_local_dim(g, x, 1, rank);
+	double H = (double)graph_local_dim(g, x, 2, rank) / (double)head_dim;
+	return B * H * Sq;
+}
+
+/* q k^T and p v: 2 (Dk + Dv) per score, one score per query and key row */
+static struct op_work work_attention(const struct g_graph *g, const struct g_op *o, uint32_t rank)
+{
+	struct ga_attention a = ga_attention_get(o);
+	double q = queries(g, o, a.head_dim, rank);
+	double skv = (double)graph_local_dim(g, g->operands[o->in0 + 1], 1, rank);
+	return (struct op_work){ .kind = OW_ATTENTION,
+				 .flops = 2 * q * skv * (double)(a.head_dim + a.head_dim_v),
+				 .scores = q * skv };
+}
+
+const struct op_graph op_graph_attention = { .work = work_attention };
 
 static bool check_ring_attention(const struct g_graph *g, const struct g_op *o)
 {
@@ -266,12 +368,30 @@ static const char *why_ring_attention(const struct g_graph *g, const struct g_op
 		      : "ring attention: KV rotated with send/recv, LSE merge";
 }
 
+static struct op_work work_ring_attention(const struct g_graph *g, const struct g_op *o,
+					  uint32_t rank)
+{
+	struct ga_ring_attention a = ga_ring_attention_get(o);
+	return (struct op_work){ .kind = OW_COMM, .queries = queries(g, o, a.head_dim, rank),
+				 .head_dims = (double)(a.head_dim + a.head_dim_v),
+				 .head_dim_v = (double)a.head_dim_v };
+}
+
 const struct op_graph op_graph_ring_attention = { .flags = G_OF_FP32,
 						  .check = check_ring_attention,
 						  .comm_bytes = bytes_ring_attention,
+						  .work = work_ring_attention,
 						  .why = why_ring_attention };
 
 /* ---- rope tables ------------------------------------------------------------------------ */
+
+/* The timestep and RoPE tables and the position grids write their result
+ * from a few operands (or none): kernels a profile has no rate of their
+ * own for (op_bytes_per_s), at memory_bytes_per_s. */
+static struct op_work work_table(const struct g_graph *g, const struct g_op *o, uint32_t rank)
+{
+	return kernel_work(g, o, rank, OP_COUNT);
+}
 
 static bool check_rope_freqs(const struct g_graph *g, const struct g_op *o)
 {
@@ -298,20 +418,43 @@ static bool check_rope_freqs(const struct g_graph *g, const struct g_op *o)
 
 const struct op_graph op_graph_rope_freqs = {
 	.flags = G_OF_SIN | G_OF_F64 | G_OF_GRID | G_OF_TEXT | G_OF_CENTER,
-	.check = check_rope_freqs
+	.check = check_rope_freqs, .work = work_table
 };
-const struct op_graph op_graph_ltx_rope_freqs = { .flags = G_OF_SIN };
-const struct op_graph op_graph_ltx2_rope_freqs = { .flags = G_OF_SIN | G_OF_F64 };
+const struct op_graph op_graph_ltx_rope_freqs = { .flags = G_OF_SIN, .work = work_table };
+const struct op_graph op_graph_ltx2_rope_freqs = { .flags = G_OF_SIN | G_OF_F64,
+						   .work = work_table };
 
 /* ---- embeddings and positions ----------------------------------------------------------- */
 
-const struct op_graph op_graph_timestep_embedding = { .flags = G_OF_FLIP | G_OF_SCALE_F32 };
-const struct op_graph op_graph_grid_ids = { .flags = G_OF_CENTER };
-const struct op_graph op_graph_text_ids = { 0 };
-const struct op_graph op_graph_patch_embed = { .flags = G_OF_BIAS };
-const struct op_graph op_graph_unpatchify = { 0 };
+/* a GEMM of the patches [tokens, C t h w] by the weight [N, C t h w] (the
+ * patchify copy is small beside it) */
+static struct op_work work_patch_embed(const struct g_graph *g, const struct g_op *o,
+				       uint32_t rank)
+{
+	uint32_t w = g->operands[o->in0 + 1];
+	double nn = (double)g->tensors[w].dims[0];
+	double k = local_numel(g, w, rank) / nn;
+	return (struct op_work){ .kind = OW_GEMM, .flops = 2 * local_numel(g, o->out, rank) * k };
+}
+
+const struct op_graph op_graph_timestep_embedding = { .flags = G_OF_FLIP | G_OF_SCALE_F32,
+						      .work = work_table };
+const struct op_graph op_graph_grid_ids = { .flags = G_OF_CENTER, .work = work_table };
+const struct op_graph op_graph_text_ids = { .work = work_table };
+const struct op_graph op_graph_patch_embed = { .flags = G_OF_BIAS, .work = work_patch_embed };
+const struct op_graph op_graph_unpatchify = { .work = work_copy };
 
 /* ---- the table -------------------------------------------------------------------------- */
+
+/* Op ids are stored in graphs: ops.def may only grow at its end. Adding an
+ * op updates OP_COUNT here and docs/graph-format.md's list. */
+_Static_assert(OP_COUNT == 33, "a new op: update OP_COUNT here and the op list in "
+	       "docs/graph-format.md");
+_Static_assert(OP_linear == 0 && OP_gelu == 3 && OP_attention == 11 && OP_param == 12 &&
+	       OP_shard == 14 && OP_ring_attention == 18 &&
+	       OP_reduce_scatter == 27 && OP_linear_act == 28 && OP_ltx_rope_freqs == 29 &&
+	       OP_tanh == 30 && OP_ltx2_rope_freqs == 31 && OP_sigmoid == 32,
+	       "op ids are never renumbered");
 
 const struct op_graph *const op_graph[OP_COUNT] = {
 #define OP(id, glo, ghi, fl, sig) [OP_##id] = &op_graph_##id,

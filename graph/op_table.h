@@ -7,6 +7,7 @@
 enum op_flags {
 	OPF_LOWERED = 1 << 0, /* graph-only: inserted by the compiler */
 	OPF_COMM = 1 << 1,    /* communicates over its group */
+	OPF_UNARY = 1 << 2,   /* unary pointwise, no parameters (ops.def's UNARY) */
 };
 
 enum op_kind {

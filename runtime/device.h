@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "graph/error.h"
+#include "graph/op_table.h"
 #include "kernels/cpu/kernels.h"
 #include "runtime/dtpc.h"
 
@@ -88,8 +89,10 @@ struct dev_ops {
 			  int64_t N, float eps, const float *s1, const float *s2, const float *w,
 			  const float *b);
 	int (*gelu)(struct dev *d, const float *x, float *y, int64_t n, bool tanh_approx);
-	int (*silu)(struct dev *d, const float *x, float *y, int64_t n);
-	int (*tanh)(struct dev *d, const float *x, float *y, int64_t n);
+	/* ops.def's UNARY ops (silu, tanh, ...): y = op(x) for n
+	 * elements, by the device's kernel of op (k_<op>, kc_<op>: a table
+	 * generated from ops.def); nonzero for an op that is not one. */
+	int (*unary)(struct dev *d, enum op_kind op, const float *x, float *y, int64_t n);
 	int (*binary)(struct dev *d, enum k_binop op, const float *a, const int64_t *ashape,
 		      const float *b, const int64_t *bshape, float *out, const int64_t *oshape,
 		      int nd);

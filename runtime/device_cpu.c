@@ -459,6 +459,7 @@ struct act_args {
 	const float *x;
 	float *y;
 	bool tanh_approx;
+	void (*kernel)(const float *x, float *y, int64_t n); /* unary_range's */
 };
 
 static void gelu_range(const void *a, int64_t lo, int64_t hi)
@@ -468,17 +469,17 @@ static void gelu_range(const void *a, int64_t lo, int64_t hi)
 	k_gelu(r->x + lo, r->y + lo, hi - lo, r->tanh_approx);
 }
 
-/* An activation of n elements: in place on a twin under narrow storage. */
-static int activation(struct cpu_dev *c, const float *x, float *y, int64_t n, bool tanh_approx,
+/* An activation of n elements, a.x to a.y: in place on a twin under narrow
+ * storage. */
+static int activation(struct cpu_dev *c, struct act_args a, int64_t n,
 		      void (*fn)(const void *a, int64_t lo, int64_t hi))
 {
-	struct act_args a = { x, y, tanh_approx };
-	float *t = NULL;
+	float *y = a.y, *t = NULL;
 
 	if (narrow(c)) {
 		if (!(t = twins(c, (size_t)n)))
 			return -1;
-		a.x = a.y = widen(c, t, x, n);
+		a.x = a.y = widen(c, t, a.x, n);
 	}
 	par_range(c, n, GRAIN, fn, &a);
 	if (t)
@@ -488,31 +489,33 @@ static int activation(struct cpu_dev *c, const float *x, float *y, int64_t n, bo
 
 static int cpu_gelu(struct dev *d, const float *x, float *y, int64_t n, bool tanh_approx)
 {
-	return activation(cpu(d), x, y, n, tanh_approx, gelu_range);
+	return activation(cpu(d), (struct act_args){ .x = x, .y = y, .tanh_approx = tanh_approx },
+			  n, gelu_range);
 }
 
-static void silu_range(const void *a, int64_t lo, int64_t hi)
+/* ops.def's UNARY ops, by op: their kernels (kernels.h) */
+static void (*const unary_kernels[OP_COUNT])(const float *x, float *y, int64_t n) = {
+#define OP(id, glo, ghi, fl, sig)
+#define UNARY(id, sig) [OP_##id] = k_##id,
+#include "graph/ops.def"
+#undef UNARY
+#undef OP
+};
+
+/* one call of the op's kernel per range of the pool's split */
+static void unary_range(const void *a, int64_t lo, int64_t hi)
 {
 	const struct act_args *r = a;
 
-	k_silu(r->x + lo, r->y + lo, hi - lo);
+	r->kernel(r->x + lo, r->y + lo, hi - lo);
 }
 
-static int cpu_silu(struct dev *d, const float *x, float *y, int64_t n)
+static int cpu_unary(struct dev *d, enum op_kind op, const float *x, float *y, int64_t n)
 {
-	return activation(cpu(d), x, y, n, false, silu_range);
-}
-
-static void tanh_range(const void *a, int64_t lo, int64_t hi)
-{
-	const struct act_args *r = a;
-
-	k_tanh(r->x + lo, r->y + lo, hi - lo);
-}
-
-static int cpu_tanh(struct dev *d, const float *x, float *y, int64_t n)
-{
-	return activation(cpu(d), x, y, n, false, tanh_range);
+	if ((unsigned)op >= OP_COUNT || !unary_kernels[op])
+		return -1;
+	return activation(cpu(d), (struct act_args){ .x = x, .y = y, .kernel = unary_kernels[op] },
+			  n, unary_range);
 }
 
 static int cpu_binary(struct dev *d, enum k_binop op, const float *a, const int64_t *ashape,
@@ -1021,8 +1024,7 @@ static const struct dev_ops cpu_ops = {
 	.norm_stats = cpu_norm_stats,
 	.norm_apply = cpu_norm_apply,
 	.gelu = cpu_gelu,
-	.silu = cpu_silu,
-	.tanh = cpu_tanh,
+	.unary = cpu_unary,
 	.binary = cpu_binary,
 	.modulate = cpu_modulate,
 	.copy2d = cpu_copy2d,

@@ -4,7 +4,7 @@
 # `-v max=1`, only SIG_MAX, the length of the longest signature (op_compile.h
 # sizes the table's rows with it).
 #
-# An OP line ends with its signature, "name:kind[=default], ..."; `*:t` is a
+# An OP (or UNARY) line ends with its signature, "name:kind[=default], ..."; `*:t` is a
 # variadic list of tensors, named "inputs" in messages.
 BEGIN {
 	if (max)
@@ -15,9 +15,9 @@ BEGIN {
 	}
 	longest = 0
 }
-/^OP\(/ {
+/^(OP|UNARY)\(/ {
 	name = $0
-	sub(/^OP\( */, "", name)
+	sub(/^(OP|UNARY)\( */, "", name)
 	sub(/ *,.*/, "", name)
 	sig = $0
 	sub(/^[^"]*"/, "", sig)

@@ -259,6 +259,15 @@ else
 	RUN_OPTS="--dtype bf16"
 	case_ tanh-tp2-bf16 $TH tp "tp = 2" ""
 	RUN_OPTS=
+	# sigmoid (tests/plans/sigmoid.plan): gated attention's gate, sharded
+	# as the heads are, and a replicated per-batch gate, likewise
+	SG=tests/plans/sigmoid.plan
+	case_ sigmoid-tp2 $SG sigmoid_tp "tp = 2" ""
+	case_ sigmoid-tp3 $SG sigmoid_tp "tp = 3" "" -D ffn=21 -D hidden=30 -D heads=3
+	case_ sigmoid-ring2xulysses2xtp2 $SG sigmoid_usp_tp "ring = 2, ulysses = 2, tp = 2" ""
+	RUN_OPTS="--dtype bf16"
+	case_ sigmoid-tp2-bf16 $SG sigmoid_tp "tp = 2" ""
+	RUN_OPTS=
 	# sequence-parallel TP (tests/plans/sp.plan): reduce-scatters and
 	# all-gathers over tp; an uneven sequence (50 over 3), with cfg, with
 	# distributed q/k norms

@@ -33,13 +33,13 @@ static bool shape_timestep_embedding(struct op_ctx *I, struct ir_op *o, const st
 	}
 	*out = *x;
 	out->d[out->nd++] = v[1].i;
-	o->attr[0] = v[1].i;
 	o->flag = v[2].i;
-	o->attr[1] = v[7].i; /* input_scale_f32 */
-	o->fattr[0] = v[3].f;
-	o->fattr[1] = v[4].f;
-	o->fattr[2] = v[5].f;
-	o->fattr[3] = v[6].f;
+	o->timestep_embedding.dim = v[1].i;
+	o->timestep_embedding.downscale_freq_shift = v[3].f;
+	o->timestep_embedding.scale = v[4].f;
+	o->timestep_embedding.max_period = v[5].f;
+	o->timestep_embedding.input_scale = v[6].f;
+	o->timestep_embedding.input_scale_f32 = v[7].i;
 	return true;
 }
 
@@ -56,12 +56,14 @@ static bool shape_grid_ids(struct op_ctx *I, struct ir_op *o, const struct value
 				   "would not be exact in float32", s->p[k].name, v[k].i);
 			return false;
 		}
-		o->attr[k] = v[k].i;
 		if (__builtin_mul_overflow(n, v[k].i, &n)) {
 			diag_error(I->d, o->loc, "grid_ids: frames * height * width overflows");
 			return false;
 		}
 	}
+	o->grid_ids.frames = v[0].i;
+	o->grid_ids.height = v[1].i;
+	o->grid_ids.width = v[2].i;
 	o->flag = v[3].i;
 	*out = (struct ir_shape){ 2, { n, 3 } };
 	return true;
@@ -91,9 +93,9 @@ static bool shape_text_ids(struct op_ctx *I, struct ir_op *o, const struct value
 			   "in float32");
 		return false;
 	}
-	o->attr[0] = v[0].i;
-	o->attr[1] = first;
-	o->attr[2] = v[2].i;
+	o->text_ids.length = v[0].i;
+	o->text_ids.first = first;
+	o->text_ids.axes = v[2].i;
 	*out = (struct ir_shape){ 2, { v[0].i, v[2].i } };
 	return true;
 }
@@ -162,7 +164,6 @@ static bool shape_patches(struct op_ctx *I, struct ir_op *o, const struct value 
 		if (!positive(I, &v[1], "out channels"))
 			return false;
 		*out = (struct ir_shape){ 3, { x->d[0], tokens, v[1].i } };
-		o->attr[0] = v[1].i;
 		o->flag = v[3].i;
 		/* the weight as the checkpoint stores it: Conv2d's [out, C, h, w],
 		 * Conv3d's [out, C, t, h, w] */
@@ -188,23 +189,25 @@ static void lower_timestep_embedding(const struct op_lowered *X, const struct ir
 				     struct g_op *g)
 {
 	ga_timestep_embedding_set(g, (struct ga_timestep_embedding){
-		.dim = o->attr[0],
-		.downscale_freq_shift = o->fattr[0],
-		.scale = o->fattr[1],
-		.max_period = o->fattr[2],
-		.input_scale = o->fattr[3],
+		.dim = o->timestep_embedding.dim,
+		.downscale_freq_shift = o->timestep_embedding.downscale_freq_shift,
+		.scale = o->timestep_embedding.scale,
+		.max_period = o->timestep_embedding.max_period,
+		.input_scale = o->timestep_embedding.input_scale,
 		.flip = o->flag,
-		.input_scale_f32 = o->attr[1] });
+		.input_scale_f32 = o->timestep_embedding.input_scale_f32 });
 }
 
 static void lower_ids(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
 {
 	if (o->kind == OP_grid_ids)
-		ga_grid_ids_set(g, (struct ga_grid_ids){ .frames = o->attr[0], .height = o->attr[1],
-							 .width = o->attr[2], .center = o->flag });
+		ga_grid_ids_set(g, (struct ga_grid_ids){ .frames = o->grid_ids.frames,
+							 .height = o->grid_ids.height,
+							 .width = o->grid_ids.width, .center = o->flag });
 	else
-		ga_text_ids_set(g, (struct ga_text_ids){ .length = o->attr[0], .first = o->attr[1],
-							 .axes = o->attr[2] });
+		ga_text_ids_set(g, (struct ga_text_ids){ .length = o->text_ids.length,
+							 .first = o->text_ids.first,
+							 .axes = o->text_ids.axes });
 }
 
 static void lower_unpatchify(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)

@@ -17,8 +17,8 @@ static bool shape_linear(struct op_ctx *I, struct ir_op *o, const struct value *
 	*out = *x;
 	int64_t in = x->d[x->nd - 1];
 	out->d[x->nd - 1] = v[1].i;
-	o->attr[0] = v[1].i;
-	o->attr[1] = in;
+	o->linear.out = v[1].i;
+	o->linear.in = in;
 	o->flag = v[2].i;
 	ir_add_weight(I, opi, "weight", (struct ir_shape){ 2, { v[1].i, in } });
 	if (o->flag)

@@ -33,7 +33,7 @@ static bool shape_norm(struct op_ctx *I, struct ir_op *o, const struct value *v,
 	}
 	*out = *x;
 	o->eps = v[1].f;
-	o->attr[0] = g;
+	o->norm.group = g;
 	o->flag = affine;
 	if (affine) {
 		ir_add_weight(I, opi, "weight", shape1(g));
@@ -50,7 +50,7 @@ static void lower_layer_norm(const struct op_lowered *X, const struct ir_op *o, 
 
 static void lower_rms_norm(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
 {
-	ga_norm_set(g, (struct ga_norm){ .eps = o->eps, .affine = o->flag, .group = o->attr[0] });
+	ga_norm_set(g, (struct ga_norm){ .eps = o->eps, .affine = o->flag, .group = o->norm.group });
 }
 
 /* A norm over the whole last axis (LTX-Video's and Wan's q/k norm after a
@@ -62,7 +62,7 @@ static bool distribute_norm(struct opctx *X, const struct lay_axis *x, int last)
 {
 	struct lp *P = X->P;
 	int64_t width = dim_size(X, 0, last);
-	if (x->nblk || (X->o->kind == OP_rms_norm && X->o->attr[0] != width) ||
+	if (x->nblk || (X->o->kind == OP_rms_norm && X->o->norm.group != width) ||
 	    P->no_dist[X->opi])
 		return false;
 	P->res->dist_norm[X->opi] = true;
@@ -87,7 +87,7 @@ static void rule_norm(struct opctx *X)
 {
 	struct lp *P = X->P;
 	int last = last_dim(X, 0);
-	int64_t size = X->o->attr[0]; /* elements per normalised group */
+	int64_t size = X->o->norm.group;
 	for (int g = 0; g < LG_COUNT; g++) {
 		struct lay_axis *x = &X->in[0].g[g];
 		int64_t n = lay_group_size(P->c, g);

@@ -1,4 +1,5 @@
-/* pointwise.c — the shape rules of gelu, silu, tanh, add, mul and modulate. */
+/* pointwise.c — the shape rules of gelu, the unary ops (silu, tanh,
+ * sigmoid), add, mul and modulate. */
 #include <inttypes.h>
 #include <stdint.h>
 #include <string.h>
@@ -121,6 +122,7 @@ const struct op_compile op_compile_gelu = { .shape = shape_gelu, .layout = rule_
 					    .lower = lower_gelu };
 const struct op_compile op_compile_silu = { .shape = shape_unary, .layout = rule_pointwise };
 const struct op_compile op_compile_tanh = { .shape = shape_unary, .layout = rule_pointwise };
+const struct op_compile op_compile_sigmoid = { .shape = shape_unary, .layout = rule_pointwise };
 const struct op_compile op_compile_add = { .shape = shape_broadcast, .layout = rule_pointwise };
 const struct op_compile op_compile_mul = { .shape = shape_broadcast, .layout = rule_pointwise };
 const struct op_compile op_compile_modulate = { .shape = shape_broadcast,

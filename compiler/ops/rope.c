@@ -90,7 +90,7 @@ static bool shape_rope_freqs(struct op_ctx *I, struct ir_op *o, const struct val
 	*out = (struct ir_shape){ 2, { x->d[0], width } };
 	o->eps = v[2].f;
 	o->flag = !strcmp(v[3].s, "sin");
-	o->attr[0] = !strcmp(v[4].s, "f64");
+	o->rope_freqs.f64 = !strcmp(v[4].s, "f64");
 	return true;
 }
 
@@ -132,12 +132,12 @@ static bool shape_ltx_rope_freqs(struct op_ctx *I, struct ir_op *o, const struct
 		return false;
 	}
 	*out = (struct ir_shape){ 2, { x->d[0], v[1].i } };
-	o->attr[0] = v[1].i;
-	o->attr[1] = v[5].i;
-	o->attr[2] = v[6].i;
-	o->fattr[0] = v[2].f;
-	o->fattr[1] = v[3].f;
-	o->fattr[2] = v[4].f;
+	o->ltx_rope_freqs.dim = v[1].i;
+	o->ltx_rope_freqs.patch_t = v[5].i;
+	o->ltx_rope_freqs.patch = v[6].i;
+	o->ltx_rope_freqs.scale[0] = v[2].f;
+	o->ltx_rope_freqs.scale[1] = v[3].f;
+	o->ltx_rope_freqs.scale[2] = v[4].f;
 	o->eps = v[7].f;
 	o->flag = !strcmp(v[8].s, "sin");
 	return true;
@@ -154,7 +154,7 @@ static void lower_rope(const struct op_lowered *X, const struct ir_op *o, struct
 
 static void lower_rope_freqs(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
 {
-	struct ga_rope_freqs a = { .theta = o->eps, .sin = o->flag, .f64 = o->attr[0] };
+	struct ga_rope_freqs a = { .theta = o->eps, .sin = o->flag, .f64 = o->rope_freqs.f64 };
 	for (int k = 0; k < o->shape_attr.nd; k++)
 		a.axes_dim[k] = o->shape_attr.d[k];
 	ga_rope_freqs_set(g, a);
@@ -201,10 +201,11 @@ static void lower_ltx_rope_freqs(const struct op_lowered *X, const struct ir_op 
 				 struct g_op *g)
 {
 	ga_ltx_rope_freqs_set(g, (struct ga_ltx_rope_freqs){
-		.dim = o->attr[0],
-		.patch_t = o->attr[1],
-		.patch = o->attr[2],
-		.scale = { o->fattr[0], o->fattr[1], o->fattr[2] },
+		.dim = o->ltx_rope_freqs.dim,
+		.patch_t = o->ltx_rope_freqs.patch_t,
+		.patch = o->ltx_rope_freqs.patch,
+		.scale = { o->ltx_rope_freqs.scale[0], o->ltx_rope_freqs.scale[1],
+			   o->ltx_rope_freqs.scale[2] },
 		.theta = o->eps,
 		.sin = o->flag });
 }
@@ -297,16 +298,16 @@ static bool shape_ltx2_rope_freqs(struct op_ctx *I, struct ir_op *o, const struc
 		rows = v[1].i / v[6].i * (v[2].i / v[7].i) * (v[3].i / v[7].i);
 	}
 	*out = (struct ir_shape){ 2, { rows, v[0].i } };
-	o->attr[0] = v[0].i;
-	o->attr[1] = v[4].i;
-	o->attr[2] = audio;
-	o->attr[3] = !strcmp(v[17].s, "f64");
+	o->ltx2_rope_freqs.dim = v[0].i;
+	o->ltx2_rope_freqs.axes = v[4].i;
+	o->ltx2_rope_freqs.audio = audio;
+	o->ltx2_rope_freqs.f64 = !strcmp(v[17].s, "f64");
 	o->shape_attr = (struct ir_shape){ 8, { v[1].i, audio ? 1 : v[2].i, audio ? 1 : v[3].i,
 					       v[6].i, v[7].i, v[8].i, v[9].i, v[10].i } };
-	o->fattr[0] = div;
-	o->fattr[1] = (double)v[14].i;
-	o->fattr[2] = (double)v[15].i;
-	o->fattr[3] = (double)v[12].i;
+	o->ltx2_rope_freqs.time_div = div;
+	o->ltx2_rope_freqs.base_t = v[14].i;
+	o->ltx2_rope_freqs.base_s = v[15].i;
+	o->ltx2_rope_freqs.hop_length = v[12].i;
 	o->eps = v[16].f;
 	o->flag = !strcmp(v[18].s, "sin");
 	return true;
@@ -317,11 +318,12 @@ static void lower_ltx2_rope_freqs(const struct op_lowered *X, const struct ir_op
 {
 	const int64_t *d = o->shape_attr.d;
 	ga_ltx2_rope_freqs_set(g, (struct ga_ltx2_rope_freqs){
-		.dim = o->attr[0], .axes = o->attr[1], .audio = o->attr[2], .f64 = o->attr[3],
+		.dim = o->ltx2_rope_freqs.dim, .axes = o->ltx2_rope_freqs.axes,
+		.audio = o->ltx2_rope_freqs.audio, .f64 = o->ltx2_rope_freqs.f64,
 		.frames = d[0], .height = d[1], .width = d[2], .patch_t = d[3], .patch = d[4],
 		.scale_t = d[5], .scale_s = d[6], .causal_offset = d[7],
-		.time_div = o->fattr[0], .base_t = (int64_t)o->fattr[1],
-		.base_s = (int64_t)o->fattr[2], .hop_length = (int64_t)o->fattr[3],
+		.time_div = o->ltx2_rope_freqs.time_div, .base_t = o->ltx2_rope_freqs.base_t,
+		.base_s = o->ltx2_rope_freqs.base_s, .hop_length = o->ltx2_rope_freqs.hop_length,
 		.theta = o->eps, .sin = o->flag });
 }
 

@@ -27,9 +27,9 @@ static bool shape_slice(struct op_ctx *I, struct ir_op *o, const struct value *v
 	}
 	*out = *x;
 	out->d[d] = v[3].i;
-	o->attr[0] = d;
-	o->attr[1] = v[2].i;
-	o->attr[2] = v[3].i;
+	o->slice.dim = d;
+	o->slice.start = v[2].i;
+	o->slice.length = v[3].i;
 	return true;
 }
 
@@ -65,7 +65,7 @@ static bool shape_concat(struct op_ctx *I, struct ir_op *o, const struct value *
 			return false;
 		}
 	}
-	o->attr[0] = d;
+	o->concat.dim = d;
 	return true;
 }
 
@@ -121,34 +121,34 @@ static bool shape_pad(struct op_ctx *I, struct ir_op *o, const struct value *v,
 		diag_error(I->d, o->loc, "pad along dim %d: the size overflows", d);
 		return false;
 	}
-	o->attr[0] = d;
-	o->attr[1] = v[2].i;
-	o->attr[2] = v[3].i;
+	o->pad.dim = d;
+	o->pad.before = v[2].i;
+	o->pad.after = v[3].i;
 	o->eps = v[4].f;
 	return true;
 }
 static void lower_slice(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
 {
-	ga_slice_set(g, (struct ga_slice){ .dim = o->attr[0], .start = o->attr[1],
-					   .length = o->attr[2] });
+	ga_slice_set(g, (struct ga_slice){ .dim = o->slice.dim, .start = o->slice.start,
+					   .length = o->slice.length });
 }
 
 static void lower_concat(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
 {
-	ga_dim_set(g, (struct ga_dim){ .dim = o->attr[0] });
+	ga_dim_set(g, (struct ga_dim){ .dim = o->concat.dim });
 }
 
 static void lower_pad(const struct op_lowered *X, const struct ir_op *o, struct g_op *g)
 {
-	ga_pad_set(g, (struct ga_pad){ .dim = o->attr[0], .before = o->attr[1],
-				       .after = o->attr[2], .value = o->eps });
+	ga_pad_set(g, (struct ga_pad){ .dim = o->pad.dim, .before = o->pad.before,
+				       .after = o->pad.after, .value = o->eps });
 }
 
 static void rule_slice(struct opctx *X)
 {
 	struct lp *P = X->P;
-	int d = (int)X->o->attr[0];
-	int64_t start = X->o->attr[1], len = X->o->attr[2];
+	int d = (int)X->o->slice.dim;
+	int64_t start = X->o->slice.start, len = X->o->slice.length;
 	X->out = X->in[0];
 	for (int g = 0; g < LG_COUNT; g++) {
 		struct lay_axis *x = &X->in[0].g[g];
@@ -183,7 +183,7 @@ static void rule_slice(struct opctx *X)
 static void rule_concat(struct opctx *X)
 {
 	struct lp *P = X->P;
-	int d = (int)X->o->attr[0];
+	int d = (int)X->o->concat.dim;
 	for (int g = 0; g < LG_COUNT; g++) {
 		int64_t n = lay_group_size(P->c, g);
 		bool any_d = false;
@@ -268,8 +268,8 @@ static void rule_concat(struct opctx *X)
 static void rule_pad(struct opctx *X)
 {
 	struct lp *P = X->P;
-	int d = (int)X->o->attr[0];
-	int64_t pads[2] = { X->o->attr[1], X->o->attr[2] };
+	int d = (int)X->o->pad.dim;
+	int64_t pads[2] = { X->o->pad.before, X->o->pad.after };
 	X->out = X->in[0];
 	for (int g = 0; g < LG_COUNT; g++) {
 		struct lay_axis *x = &X->in[0].g[g];

@@ -24,6 +24,7 @@ void k_gelu(const float *x, float *y, int64_t n, bool tanh_approx)
 	}
 }
 
+/* SiLU: y = x / (1 + exp(-x)) */
 void k_silu(const float *x, float *y, int64_t n)
 {
 	/* For very negative x, exp overflows to inf and x / inf gives the
@@ -31,12 +32,24 @@ void k_silu(const float *x, float *y, int64_t n)
 	k_vec_silu(x, y, n);
 }
 
+/* tanh, correctly rounded */
 void k_tanh(const float *x, float *y, int64_t n)
 {
 	/* in double, rounded once: the correctly rounded float32 tanh, which
 	 * the CUDA kernel computes the same way (embed.c's rule) */
 	for (int64_t i = 0; i < n; i++)
 		y[i] = (float)tanh((double)x[i]);
+}
+
+/* sigmoid, 1 / (1 + exp(-x)) (torch.sigmoid) */
+void k_sigmoid(const float *x, float *y, int64_t n)
+{
+	/* in double, rounded once, as k_tanh: the float32 result within half
+	 * an ulp but where double's own last bits decide a tie, and the CUDA
+	 * kernel computes the same expression; exp(-x) overflows to inf for
+	 * very negative x, and 1 / inf is the limit 0 */
+	for (int64_t i = 0; i < n; i++)
+		y[i] = (float)(1.0 / (1.0 + exp(-(double)x[i])));
 }
 
 void k_activation(enum k_act act, const float *x, float *y, int64_t n)

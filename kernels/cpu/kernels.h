@@ -151,13 +151,14 @@ void k_norm_apply(const float *x, float *y, int64_t rows, int64_t n, int64_t N, 
  * y may equal x. Callers own all buffers. */
 void k_gelu(const float *x, float *y, int64_t n, bool tanh_approx);
 
-/* SiLU of n floats: y = x / (1 + exp(-x)). y may equal x. Callers own all
- * buffers. */
-void k_silu(const float *x, float *y, int64_t n);
-
-/* tanh of n floats, correctly rounded (computed in double). y may equal x.
- * Callers own all buffers. */
-void k_tanh(const float *x, float *y, int64_t n);
+/* The unary pointwise ops of graph/ops.def's UNARY lines: y = op(x) for n
+ * floats (k_silu, k_tanh, ...; each defined in elementwise.c with
+ * what it computes). y may equal x. Callers own all buffers. */
+#define OP(id, glo, ghi, fl, sig)
+#define UNARY(id, sig) void k_##id(const float *x, float *y, int64_t n);
+#include "graph/ops.def"
+#undef UNARY
+#undef OP
 
 /* out = a op b with numpy broadcasting. The three shapes have nd dimensions
  * (0 <= nd <= K_MAX_DIMS), right-aligned with the caller padding with 1s;

@@ -86,8 +86,13 @@ int kc_norm_apply(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t ro
 		  int64_t N, float eps, const void *s1, const void *s2, const void *w,
 		  const void *b);
 int kc_gelu(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t n, bool tanh_approx);
-int kc_silu(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t n);
-int kc_tanh(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t n);
+/* graph/ops.def's UNARY ops: y = op(x) for n elements, as k_<op> computes
+ * it (kc_silu, kc_tanh, ...; pointwise.cu). */
+#define OP(id, glo, ghi, fl, sig)
+#define UNARY(id, sig) int kc_##id(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t n);
+#include "graph/ops.def"
+#undef UNARY
+#undef OP
 int kc_binary(kc_ctx *c, enum kc_dtype t, enum kc_binop op, const void *a,
 	      const int64_t *ashape, const void *b, const int64_t *bshape, void *out,
 	      const int64_t *oshape, int nd);

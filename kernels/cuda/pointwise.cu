@@ -72,6 +72,14 @@ struct Tanh {
 	}
 };
 
+/* 1 / (1 + exp(-x)) in double, rounded once, as k_sigmoid computes it */
+struct Sigmoid {
+	__device__ float operator()(float x) const
+	{
+		return (float)(1.0 / (1.0 + exp(-(double)x)));
+	}
+};
+
 /* n elements as n / W chunks, then the n % W left over one by one. */
 template <typename T, int W, typename F>
 __global__ void unary_kernel(const T *x, T *y, int64_t n, F f)
@@ -678,6 +686,11 @@ extern "C" int kc_silu(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64
 extern "C" int kc_tanh(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t n)
 {
 	return unary(c, t, x, y, n, Tanh{});
+}
+
+extern "C" int kc_sigmoid(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t n)
+{
+	return unary(c, t, x, y, n, Sigmoid{});
 }
 
 extern "C" int kc_binary(kc_ctx *c, enum kc_dtype t, enum kc_binop op, const void *a,

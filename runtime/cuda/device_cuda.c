@@ -140,14 +140,25 @@ static int cuda_gelu(struct dev *d, const float *x, float *y, int64_t n, bool ta
 	return fail(d, kc_gelu(cd(d)->kc, cd(d)->t, x, y, n, tanh_approx), "gelu");
 }
 
-static int cuda_silu(struct dev *d, const float *x, float *y, int64_t n)
-{
-	return fail(d, kc_silu(cd(d)->kc, cd(d)->t, x, y, n), "silu");
-}
+/* ops.def's UNARY ops, by op: their kernels (kernels_cuda.h) and names
+ * for the error's text (this library links without the op table) */
+static const struct {
+	int (*kernel)(kc_ctx *c, enum kc_dtype t, const void *x, void *y, int64_t n);
+	const char *name;
+} unary_kernels[OP_COUNT] = {
+#define OP(id, glo, ghi, fl, sig)
+#define UNARY(id, sig) [OP_##id] = { kc_##id, #id },
+#include "graph/ops.def"
+#undef UNARY
+#undef OP
+};
 
-static int cuda_tanh(struct dev *d, const float *x, float *y, int64_t n)
+static int cuda_unary(struct dev *d, enum op_kind op, const float *x, float *y, int64_t n)
 {
-	return fail(d, kc_tanh(cd(d)->kc, cd(d)->t, x, y, n), "tanh");
+	if ((unsigned)op >= OP_COUNT || !unary_kernels[op].kernel)
+		return fail(d, (int)cudaErrorInvalidValue, "unary");
+	return fail(d, unary_kernels[op].kernel(cd(d)->kc, cd(d)->t, x, y, n),
+		    unary_kernels[op].name);
 }
 
 static int cuda_binary(struct dev *d, enum k_binop op, const float *a, const int64_t *ashape,
@@ -331,8 +342,7 @@ static const struct dev_ops cuda_ops = {
 	.norm_stats = cuda_norm_stats,
 	.norm_apply = cuda_norm_apply,
 	.gelu = cuda_gelu,
-	.silu = cuda_silu,
-	.tanh = cuda_tanh,
+	.unary = cuda_unary,
 	.binary = cuda_binary,
 	.modulate = cuda_modulate,
 	.copy2d = cuda_copy2d,

@@ -61,7 +61,7 @@ static dtpc_status run_linear_act(struct dtpc_session *s, const struct g_op *o)
 	DEV(s, o, linear, rt_data(s, x), rt_data(s, opnd(s, o, 1)), b, y, K ? s->numel[x] / K : 0,
 	    K, N);
 	if (a.act == G_ACT_SILU)
-		DEV(s, o, silu, y, y, s->numel[out]);
+		DEV(s, o, unary, OP_silu, y, y, s->numel[out]);
 	else
 		DEV(s, o, gelu, y, y, s->numel[out], a.act == G_ACT_GELU_TANH);
 	return DTPC_OK;

@@ -1,4 +1,5 @@
-/* pointwise.c — gelu, silu, tanh, add, mul and modulate on one rank. */
+/* pointwise.c — gelu, the unary ops (silu, tanh, sigmoid), add, mul and
+ * modulate on one rank. */
 #include <stdbool.h>
 
 #include "runtime/op_runtime.h"
@@ -35,19 +36,12 @@ static dtpc_status run_gelu(struct dtpc_session *s, const struct g_op *o)
 	return DTPC_OK;
 }
 
-static dtpc_status run_silu(struct dtpc_session *s, const struct g_op *o)
+/* ops.def's UNARY ops: the device's kernel of the op */
+static dtpc_status run_unary(struct dtpc_session *s, const struct g_op *o)
 {
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
 	float *y = rt_data(s, out);
-	DEV(s, o, silu, rt_data(s, x), y, s->numel[x]);
-	return DTPC_OK;
-}
-
-static dtpc_status run_tanh(struct dtpc_session *s, const struct g_op *o)
-{
-	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
-	float *y = rt_data(s, out);
-	DEV(s, o, tanh, rt_data(s, x), y, s->numel[x]);
+	DEV(s, o, unary, (enum op_kind)o->kind, rt_data(s, x), y, s->numel[x]);
 	return DTPC_OK;
 }
 
@@ -94,8 +88,9 @@ static dtpc_status exec_modulate(struct dtpc_session *s, const struct g_op *o)
 }
 
 const struct op_runtime op_runtime_gelu = { check_numel_kept, run_gelu };
-const struct op_runtime op_runtime_silu = { check_numel_kept, run_silu };
-const struct op_runtime op_runtime_tanh = { check_numel_kept, run_tanh };
+const struct op_runtime op_runtime_silu = { check_numel_kept, run_unary };
+const struct op_runtime op_runtime_tanh = { check_numel_kept, run_unary };
+const struct op_runtime op_runtime_sigmoid = { check_numel_kept, run_unary };
 const struct op_runtime op_runtime_add = { check_binary, exec_binary };
 const struct op_runtime op_runtime_mul = { check_binary, exec_binary };
 const struct op_runtime op_runtime_modulate = { check_modulate, exec_modulate };

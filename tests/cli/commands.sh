@@ -283,7 +283,8 @@ for pp in "examples/flux.plan flux_ring2_ulysses2_fsdp" "examples/flux.plan flux
 	"tests/config/tiny.plan tiny_tp" "examples/ltx.plan ltx_tiny_tp" \
 	"examples/qwenimage.plan qwenimage_ring2_ulysses2_tp2" "examples/wan.plan wan_tiny_usp_ffn_tp" \
 	"tests/plans/sp.plan qknorm_sp" "tests/fixtures/embed.plan embed_fixture" \
-	"tests/plans/tanh.plan tp" "models/ltx2.plan ltx2_single"; do
+	"tests/plans/tanh.plan tp" "tests/plans/sigmoid.plan sigmoid_tp" \
+	"models/ltx2.plan ltx2_single"; do
 	# shellcheck disable=SC2086 # file and plan
 	set -- $pp
 	if "$DTPC" "$1" --plan "$2" -o "$tmp/why.graph" >"$tmp/why.out" 2>&1 &&
@@ -297,7 +298,7 @@ done
 # shellcheck disable=SC2046 # one JSON file a line, no spaces
 python3 - graph/ops.def $(cat "$tmp/why.list") >"$tmp/why.txt" 2>&1 <<'PY'
 import json, re, sys
-kinds = re.findall(r"^OP\((\w+),", open(sys.argv[1]).read(), re.M)
+kinds = re.findall(r"^(?:OP|UNARY)\((\w+),", open(sys.argv[1]).read(), re.M)
 seen = {}
 for f in sys.argv[2:]:
     for rank in json.load(open(f))["ranks"]:

@@ -468,12 +468,12 @@ static void test_norms(void)
 
 /* ---- activations --------------------------------------------------------------------------- */
 
-/* TANH: the tanh op (not a linear's fused activation) */
-enum act { GELU, GELU_TANH, SILU, TANH };
+/* TANH, SIGMOID: the unary ops (not a linear's fused activation) */
+enum act { GELU, GELU_TANH, SILU, TANH, SIGMOID };
 
 static void test_act_case(int di, enum act a, int64_t n, int inplace, size_t off)
 {
-	static const char *const anames[] = {"gelu", "gelu_tanh", "silu", "tanh"};
+	static const char *const anames[] = {"gelu", "gelu_tanh", "silu", "tanh", "sigmoid"};
 	enum kc_dtype t = DTYPES[di];
 	char name[200];
 	float *x = hmalloc((size_t)n * sizeof *x), *ref = hmalloc((size_t)n * sizeof *ref);
@@ -494,6 +494,9 @@ static void test_act_case(int di, enum act a, int64_t n, int inplace, size_t off
 	} else if (a == TANH) {
 		k_tanh(x, ref, n);
 		st = kc_tanh(ctx, t, dx, dy, n);
+	} else if (a == SIGMOID) {
+		k_sigmoid(x, ref, n);
+		st = kc_sigmoid(ctx, t, dx, dy, n);
 	} else {
 		k_gelu(x, ref, n, a == GELU_TANH);
 		st = kc_gelu(ctx, t, dx, dy, n, a == GELU_TANH);
@@ -508,7 +511,7 @@ static void test_activations(void)
 	static const int64_t sizes[] = {1, 7, 3077, 257 * 1000 + 3};
 
 	for (int di = 0; di < 3; di++) {
-		for (int a = GELU; a <= TANH; a++) {
+		for (int a = GELU; a <= SIGMOID; a++) {
 			for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
 				test_act_case(di, (enum act)a, sizes[s], 0, 0);
 			test_act_case(di, (enum act)a, 3077, 1, 0);

@@ -4,7 +4,7 @@
     python3 tests/prop/gen.py --dtpc BUILD/dtpc --out DIR [--seed S] [--count N]
                               [--only I] [--known-bugs] [--keep] [--jobs N]
 
-Each case is a random model (linear, layer/rms norms, gelu/silu, add/mul,
+Each case is a random model (linear, layer/rms norms, gelu/silu/tanh/sigmoid, add/mul,
 modulate, slice/concat, reshape, rope, attention: self, cross and joint
 text+image, fused QKV, per-head norms, key-padding masks (with pad for the
 joint one), repeat blocks) with odd sizes and head
@@ -275,7 +275,9 @@ class Case:
             if self.chance(0.5):
                 self.stmt(ind, "%s = gelu(%s%s);" % (act, f1, r.choice(["", ", approximate = \"tanh\""])))
             else:
-                self.stmt(ind, "%s = silu(%s);" % (act, f1))
+                # the unary ops (ops.def's UNARY): silu fuses with the
+                # linear before it, tanh and sigmoid do not
+                self.stmt(ind, "%s = %s(%s);" % (act, r.choice(["silu", "tanh", "sigmoid"]), f1))
             self.stmt(ind, "%s = linear(%s, hidden);" % (f2, act))
             self.role("rowwise", mod("ff.out"))
             self.update(ind, local, "res2", "add(%s, %s)" % (f2, self.cur))

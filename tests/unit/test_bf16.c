@@ -310,7 +310,7 @@ static void test_pointwise(struct dev *d)
 		ref[i] = 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
 	}
 	check_bf16("bf16 gelu (tanh) of 40009", y, ref, n);
-	d->ops->silu(d, (float *)x, (float *)y, n);
+	d->ops->unary(d, OP_silu, (float *)x, (float *)y, n);
 	for (int64_t i = 0; i < n; i++)
 		ref[i] = xf[i] / (1 + exp(-(double)xf[i]));
 	check_bf16("bf16 silu of 40009", y, ref, n);
@@ -577,7 +577,7 @@ static void test_f16(void)
 	double h = f16_half_ulps(y, ref, m * n);
 
 	UNIT_CHECK(h <= 1.02, "f16 linear 23x41x67 (tiles): within half an f16 ulp (%.3f)", h);
-	d->ops->silu(d, (float *)x, (float *)y, m * k);
+	d->ops->unary(d, OP_silu, (float *)x, (float *)y, m * k);
 	for (int64_t i = 0; i < m * k; i++)
 		ref[i] = xf[i] / (1 + exp(-(double)xf[i]));
 	h = f16_half_ulps(y, ref, m * k);

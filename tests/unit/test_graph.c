@@ -22,6 +22,7 @@
 #include "graph/error.h"
 #include "graph/graph.h"
 #include "graph/op_attrs.h"
+#include "graph/op_graph.h"
 #include "runtime/dtpc.h"
 #include "graph/graph_file.h"
 #include "tests/unit/unit.h"
@@ -797,6 +798,9 @@ static void test_op_kinds(void)
 	char want[128], what[128];
 
 	for (int k = 0; k < OP_COUNT; k++) {
+		/* the cost model calls every op's work (cost/model.c) */
+		UNIT_CHECK(op_graph[k]->work, "%s: its graph descriptor has its work",
+			   op_table[k].name);
 		/* a bit only rope_freqs has; for rope_freqs a norm's */
 		uint32_t bit = k == OP_rope_freqs ? G_OF_STATS : G_OF_GRID;
 

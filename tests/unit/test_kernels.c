@@ -456,6 +456,18 @@ static void test_activations(void)
 	k_tanh(far, fy, 3);
 	UNIT_CHECK(fy[0] == 1.0f && fy[1] == -1.0f && fy[2] == 0.0f && signbit(fy[2]),
 		   "tanh: saturates to +-1 and keeps -0");
+
+	for (int64_t i = 0; i < n; i++)
+		ref[i] = 1.0 / (1.0 + exp(-(double)x[i]));
+	k_sigmoid(x, y, n);
+	e = err_elem(y, ref, n);
+	UNIT_CHECK(e <= TOL_ELEM, "sigmoid: elementwise %.2e <= %.0e", e, TOL_ELEM);
+	/* the tails: 1 far right, 0 (not NaN: exp overflows to inf) far left,
+	 * a half at 0 */
+	float tails[3] = { 40.0f, -200.0f, 0.0f }, ty[3];
+	k_sigmoid(tails, ty, 3);
+	UNIT_CHECK(ty[0] == 1.0f && ty[1] == 0.0f && ty[2] == 0.5f,
+		   "sigmoid: 1 and 0 in the tails, 0.5 at 0");
 	free(x);
 	free(y);
 	free(ref);

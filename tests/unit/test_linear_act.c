@@ -92,7 +92,7 @@ static void device_act(struct dev *d, enum k_act act, void *y, int64_t n)
 		d->ops->gelu(d, y, y, n, true);
 		return;
 	case K_ACT_SILU:
-		d->ops->silu(d, y, y, n);
+		d->ops->unary(d, OP_silu, y, y, n);
 		return;
 	}
 }
