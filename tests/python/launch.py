@@ -18,6 +18,9 @@ or "skip NAME: why" per check (tests/python.sh counts them).
   (dtpc.runtime._LocalRanks.abort a no-op) has not reached the script by
   3 times that (at least 2 s; measured: 9.6 s, the rest of the pass), so
   the check fails without the abort.
+- SIGINT to the process group of `mpirun -np 2` (a terminal's Ctrl-C) while
+  rank 0 waits in a collective for rank 1: mpirun and both ranks end within
+  10 s (measured: 1.2 s; the ranks' timeout is 60 s).
 
 The GPU side of mode 3 (a torchrun of examples/python/flux_pipeline.py
 against mode 1's image) is in tests/gpu/run.sh."""
@@ -125,6 +128,20 @@ def interrupt_child(abort):
     print("not interrupted", flush=True)
 
 
+def mpi_child(cache):
+    """A rank of mpirun -np 2: rank 0 waits in its run's first collective for
+    rank 1, which sleeps instead (timeout 60 s)."""
+    r = dtpc.Ranks(graph(cache), backend="mpi", timeout=60)
+    r.bind_weights(1)
+    print(f"ready {os.getpid()}", flush=True)
+    if r.rank == 1:
+        time.sleep(60)
+    r.run(1)
+
+
+if sys.argv[1:2] == ["--mpi-child"]:
+    mpi_child(sys.argv[2])
+    sys.exit(0)
 if sys.argv[1:2] == ["--torchrun-child"]:
     torchrun_child(sys.argv[2])
     sys.exit(0)
@@ -286,6 +303,52 @@ def interrupt_pipeline_step():
     assert late is None, f"without the abort: interrupted {late:.2f} s after SIGINT " \
         f"(with it {took:.2f} s)"
     print(f"(interrupted {took:.2f} s after SIGINT; without the abort not within {wait:.1f} s)")
+
+
+@case
+def mpirun_sigint_ends_every_rank():
+    import shutil
+    if not shutil.which("mpirun"):
+        raise Skip("mpirun not found")
+    cmd = ["mpirun", "-np", "2", "--oversubscribe", "--allow-run-as-root", "--mca", "btl",
+           "self,vader", sys.executable, __file__, "--mpi-child",
+           os.path.join(sys.argv[1], "cache-mpi")]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    try:
+        pids = []
+        for line in p.stdout:
+            if line.startswith("ready "):
+                pids.append(int(line.split()[1]))
+            if len(pids) == 2:
+                break
+        assert len(pids) == 2, "the ranks did not start"
+        time.sleep(0.3)
+        t = time.monotonic()
+        # what Ctrl-C at a terminal does: SIGINT to mpirun's process group
+        # (Open MPI puts each rank in a process group of its own)
+        os.killpg(p.pid, signal.SIGINT)
+        p.wait(timeout=15)
+
+        def alive():
+            left = []
+            for pid in pids:
+                try:
+                    os.kill(pid, 0)
+                    left.append(pid)
+                except ProcessLookupError:
+                    pass
+            return left
+        while alive() and time.monotonic() < t + 15:
+            time.sleep(0.05)
+        took = time.monotonic() - t
+        assert not alive(), f"ranks {alive()} outlive mpirun by 15 s"
+        assert took < 10, took  # the ranks' timeout is 60 s
+        print(f"(mpirun and both ranks ended {took:.2f} s after SIGINT)")
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
 
 
 print("checks done")
