@@ -316,10 +316,11 @@ def mpirun_sigint_ends_every_rank():
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          start_new_session=True)
     try:
-        pids = []
-        for line in p.stdout:
-            if line.startswith("ready "):
-                pids.append(int(line.split()[1]))
+        import re
+        pids, seen = [], ""
+        for line in p.stdout:  # the two ranks' lines may interleave
+            seen += line
+            pids = [int(x) for x in re.findall(r"ready (\d+)", seen)]
             if len(pids) == 2:
                 break
         assert len(pids) == 2, "the ranks did not start"
