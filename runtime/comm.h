@@ -218,6 +218,10 @@ struct comm_local_world;
 struct comm_local_world *comm_local_world_create(int n, int timeout_ms);
 /* The comm of rank r (each thread takes its own; free each with ops->free). */
 struct comm *comm_local_create(struct comm_local_world *w, int rank);
+/* From any thread, while w lives: aborts the world as a timeout does (the
+ * first message wins): every member waiting in a collective or exchange
+ * wakes and fails with COMM_FAILED, and so does every later call. */
+void comm_local_world_abort(struct comm_local_world *w, const char *why);
 /* After every rank's comm is freed. */
 void comm_local_world_free(struct comm_local_world *w);
 

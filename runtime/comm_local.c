@@ -913,6 +913,13 @@ struct comm *comm_local_create(struct comm_local_world *w, int rank)
 	return &l->c;
 }
 
+void comm_local_world_abort(struct comm_local_world *w, const char *why)
+{
+	pthread_mutex_lock(&w->mu);
+	abort_world(w, "the local world was aborted: %s", why && *why ? why : "by its owner");
+	pthread_mutex_unlock(&w->mu);
+}
+
 void comm_local_world_free(struct comm_local_world *w)
 {
 	if (!w)

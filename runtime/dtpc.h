@@ -83,6 +83,20 @@ typedef struct dtpc_local_world dtpc_local_world;
  * (each used by one thread). timeout_ms bounds every wait (0: 120 s). */
 DTPC_API dtpc_status dtpc_local_world_create(int nranks, int timeout_ms, dtpc_local_world **out);
 DTPC_API dtpc_status dtpc_comm_local(dtpc_local_world *w, int rank, dtpc_comm **out);
+/* Fails the world from outside its ranks (Ctrl-C in the thread that owns
+ * them): every rank waiting in a collective of w — the handshake of
+ * dtpc_session_create, a collective of dtpc_session_run — returns
+ * DTPC_ERR_COMM at once, its dtpc_last_error() holding "the local world was
+ * aborted: " and `why` (NULL or "": "by its owner"), and every later
+ * collective on w fails the same way; a rank computing between two
+ * collectives fails at its next one. As a timeout does, it is for good: the
+ * ranks' sessions can be freed, not run again (a run returns DTPC_ERR_COMM).
+ * Thread-safe, from any thread (not from a signal handler: it takes a
+ * lock), any number of times (the first failure's message wins), from
+ * dtpc_local_world_create until dtpc_local_world_free; it frees nothing:
+ * each rank then frees its session and comm, and the world is freed last,
+ * as always. */
+DTPC_API void dtpc_local_world_abort(dtpc_local_world *w, const char *why);
 /* Free every rank's comm before the world. */
 DTPC_API void dtpc_local_world_free(dtpc_local_world *w);
 

@@ -188,6 +188,12 @@ dtpc_status dtpc_comm_local(dtpc_local_world *w, int rank, dtpc_comm **out)
 	return DTPC_OK;
 }
 
+void dtpc_local_world_abort(dtpc_local_world *w, const char *why)
+{
+	if (w)
+		comm_local_world_abort(w->w, why);
+}
+
 void dtpc_local_world_free(dtpc_local_world *w)
 {
 	if (!w)

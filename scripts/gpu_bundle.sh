@@ -13,6 +13,8 @@ B="$BUILD/bundle"
 rm -rf "$B"
 mkdir -p "$B/lib" "$B/tests/gpu" "$B/bench/gpu"
 cp "$BUILD/dtpc" "$BUILD/libdtpc_cuda.so" "$B/"
+# the Python package's library (tests/gpu/torchrun_flux.py), beside libdtpc_cuda.so
+cp -L "$BUILD/libdtpc.so" "$B/"
 for f in "$BUILD"/tests/gpu/test_* "$BUILD"/bench/gpu/*; do
 	[ -f "$f" ] && [ -x "$f" ] || continue
 	case $f in *.o|*.d) continue ;; esac

@@ -5,9 +5,11 @@
 # (dtpc.cost and dtpc.suggest against the program, their refusals) with the
 # system Python and Debian's numpy; tests/python/torch_tensors.py (torch
 # tensors as weights and inputs) and tests/python/porting.py (dtpc.porting.compare
-# on the SD3 and Flux.2 ports, correct and broken) with the project's
-# environment (`make deps`), each skipped without it; and `pip install
-# ./python` into a scratch venv finding a `make install` by pkg-config or by
+# on the SD3 and Flux.2 ports, correct and broken) and tests/python/launch.py
+# (torchrun's mode without a GPU: the NCCL id through torchrun's store, the
+# refusals on every rank; SIGINT through a dtpc.torch pipeline step) with
+# the project's environment (`make deps`), each skipped without it; and `pip
+# install ./python` into a scratch venv finding a `make install` by pkg-config or by
 # PATH and the loader's path. Ends with "python: N passed, N failed, N
 # skipped".
 set -u
@@ -58,9 +60,11 @@ vpy=$(dtpc_venv_python)
 if [ -n "$vpy" ]; then
 	checks "$vpy" tests/python/torch_tensors.py torch
 	checks "$vpy" tests/python/porting.py porting
+	checks "$vpy" tests/python/launch.py launch
 else
 	skipped python/torch "no project Python environment (make deps makes it)"
 	skipped python/porting "no project Python environment (make deps makes it)"
+	skipped python/launch "no project Python environment (make deps makes it)"
 fi
 
 # ---- installed: make install, pip install ./python, import dtpc from elsewhere ---------------

@@ -5,6 +5,8 @@
     # one rank per process (as root: mpirun --allow-run-as-root); every process runs the
     # pipeline, rank 0 saves
     mpirun -np 4 env PYTHONPATH=python python examples/python/flux_pipeline.py --mpi
+    # one rank per process and GPU (4 GPUs), over NCCL: every process runs the pipeline
+    PYTHONPATH=python torchrun --nproc-per-node 4 examples/python/flux_pipeline.py --torchrun
 
 As written it runs a tiny random-weight FluxPipeline (no download, a few seconds on a
 CPU): the picture is the noise such weights make. The lines marked "real model" are
@@ -37,6 +39,8 @@ def tiny_pipeline():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mpi", action="store_true", help="a rank of mpirun (backend mpi)")
+    ap.add_argument("--torchrun", action="store_true",
+                    help="a rank of torchrun, on its GPU (backend torchrun)")
     ap.add_argument("--out", default="flux.png")
     args = ap.parse_args()
 
@@ -47,7 +51,8 @@ def main():
 
     # the plan flux_usp of models/flux.plan, on 4 ranks; checked at the first shape
     dtpc.torch.parallelize(pipe, "flux_usp", mesh="ring = 2, ulysses = 2",
-                           backend="mpi" if args.mpi else "local")
+                           backend="mpi" if args.mpi else "torchrun" if args.torchrun
+                           else "local")
 
     # real model:
     # image = pipe("a tiny astronaut hatching from an egg on the moon", height=1024,

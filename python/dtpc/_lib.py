@@ -145,6 +145,7 @@ _SIGNATURES = {
                                           ctypes.POINTER(ctypes.c_char_p)]),
     "dtpc_local_world_create": (ctypes.c_int, [ctypes.c_int, ctypes.c_int, _pp]),
     "dtpc_comm_local": (ctypes.c_int, [_p, ctypes.c_int, _pp]),
+    "dtpc_local_world_abort": (None, [_p, ctypes.c_char_p]),
     "dtpc_local_world_free": (None, [_p]),
     "dtpc_comm_mpi": (ctypes.c_int, [ctypes.c_int, _pp]),
     "dtpc_nccl_unique_id": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t]),

@@ -248,7 +248,8 @@ class _LocalRanks:
             self.stop()  # the threads left have nothing to finish
             raise
         except KeyboardInterrupt:
-            self.stop(join=False)  # some may wait in the handshake, until its timeout
+            self.abort("interrupted (KeyboardInterrupt) while the sessions were created")
+            self.stop()
             raise
 
     def _serve(self, r, device, threads, dtype):
@@ -321,6 +322,14 @@ class _LocalRanks:
             raise _first_cause(errors)
         return values
 
+    def abort(self, why):
+        """Fails the world (dtpc_local_world_abort): every rank waiting in
+        a collective returns at once, one computing at its next collective.
+        Under the lock, while a rank is alive: the last one frees the world."""
+        with self.lock:
+            if self.alive:
+                library().dtpc_local_world_abort(self.world, why.encode())
+
     def stop(self, join=True):
         for q in self.queues:
             q.put(None)
@@ -381,6 +390,117 @@ class _MpiRank:
             self.sess = ctypes.c_void_p()
 
 
+# ---- torchrun: one rank per GPU, NCCL's id carried by torchrun's store ---------------
+
+_TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+_ON_CPU = ("on CPUs launch `mpirun -np N python script.py` with backend='mpi', or run "
+           "`python script.py` with backend='local' (the ranks as threads of one process)")
+_torchrun_made = 0  # Ranks made by this process: the same sequence on every rank
+_NCCL_ID_BYTES = 128
+
+
+def torchrun_env():
+    """(rank, world) of this process under torchrun (RANK, WORLD_SIZE,
+    MASTER_ADDR and MASTER_PORT set, as torchrun sets them), else None."""
+    if not all(os.environ.get(k) for k in _TORCHRUN_ENV):
+        return None
+    return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+
+
+def _torchrun_store(timeout):
+    """torchrun's store, as init_process_group("env://") reaches it: a
+    client of the TCPStore the agent serves at MASTER_ADDR:MASTER_PORT (no
+    process group is made or used), keys under dtpc/ and the restart."""
+    from datetime import timedelta
+    import torch.distributed as dist
+    store, _, _ = next(dist.rendezvous("env://", timeout=timedelta(seconds=timeout)))
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return dist.PrefixStore(f"dtpc/{restart}/", store)
+
+
+def _torchrun_meet(rank, world, why, timeout, make_id=True):
+    """Every rank posts whether it can take part (``why``: its problem, or
+    None) and rank 0 the job's NCCL unique id, through torchrun's store, all
+    waits bounded by ``timeout`` seconds. Returns the id's bytes on every
+    rank; raises DtpcError on every rank when any rank cannot take part (the
+    first such rank's problem) or one does not post within the timeout."""
+    global _torchrun_made
+    from datetime import timedelta
+    lib = library()
+    key = f"ranks{_torchrun_made}"
+    _torchrun_made += 1
+    try:
+        store = _torchrun_store(timeout)
+    except Exception as e:  # torch's own errors: its store cannot be reached
+        raise DtpcError(f"rank {rank}: torchrun's store at {os.environ['MASTER_ADDR']}:"
+                        f"{os.environ['MASTER_PORT']}: {type(e).__name__}: {e}",
+                        rank=rank, status=_ERR_COMM) from None
+    if rank == 0 and why is None and make_id:
+        buf = ctypes.create_string_buffer(_NCCL_ID_BYTES)
+        if lib.dtpc_nccl_unique_id(buf, _NCCL_ID_BYTES):
+            why = f"dtpc_nccl_unique_id: {lib.dtpc_last_error().decode()}"
+        else:
+            store.set(f"{key}/id", buf.raw)
+    store.set(f"{key}/status/{rank}", why or "")
+    keys = [f"{key}/status/{r}" for r in range(world)]
+    try:
+        store.wait(keys, timedelta(seconds=timeout))
+    except Exception:  # a timeout (torch's DistStoreError): name who did not come
+        missing = [r for r, k in enumerate(keys) if not store.check([k])]
+        raise DtpcError(f"rank {rank}: timed out after {timeout:g} s waiting for torchrun "
+                        f"ranks {missing} to start dtpc's ranks (each rank must create the "
+                        "same dtpc.Ranks, in the same order)", rank=rank,
+                        status=_ERR_COMM) from None
+    for r, k in enumerate(keys):
+        problem = store.get(k).decode()
+        if problem:
+            raise DtpcError(f"backend 'torchrun': rank {r}: {problem}", rank=r,
+                            status=_ERR_COMM)
+    return store.get(f"{key}/id") if make_id else None
+
+
+class _TorchrunRank:
+    """This process's one rank of a torchrun job on its GPU (LOCAL_RANK):
+    its NCCL communicator (dtpc_comm_nccl_init, the id from rank 0 through
+    torchrun's store) and its session, in the caller's thread."""
+
+    def __init__(self, graph, device, threads, dtype, timeout_ms):
+        self.graph = graph
+        self.rank, self.world = torchrun_env()
+        self.comm, self.sess = ctypes.c_void_p(), ctypes.c_void_p()
+        lib = library()
+        why = lib.dtpc_device_unavailable(_DEVICES["cuda"])
+        if why:
+            why = (f"device 'cuda': {why.decode()}: backend 'torchrun' runs one rank per GPU "
+                   f"over NCCL; {_ON_CPU}")
+        uid = _torchrun_meet(self.rank, self.world, why, timeout_ms / 1000)
+        call("dtpc_comm_nccl_init", uid, len(uid), self.rank, self.world, timeout_ms,
+             ctypes.byref(self.comm), rank=self.rank)
+        try:
+            call("dtpc_session_create", graph._h, self.comm, device, ctypes.byref(self.sess),
+                 rank=self.rank)
+            count("sessions")
+            _setup(self.sess, threads, dtype, self.rank)
+        except DtpcError:
+            self.stop()
+            raise
+
+    def each(self, job):
+        return [job(self.sess, self.rank)]
+
+    def stop(self, join=True):
+        lib = _lib.loaded()
+        if lib is not None:
+            if self.sess.value:
+                lib.dtpc_session_free(self.sess)
+            if self.comm.value:
+                lib.dtpc_comm_free(self.comm)
+        self.sess, self.comm = ctypes.c_void_p(), ctypes.c_void_p()
+
+
+_BACKENDS = ("local", "mpi", "torchrun")
+
+
 class Ranks:
     """Persistent sessions of one graph: create once, bind the weights once,
     run many times.
@@ -389,7 +509,11 @@ class Ranks:
     this process, each keeping one session until ``close()``; ``rank`` is
     None (every rank is here). ``backend="mpi"``: this process is one rank
     of an MPI job (``mpirun -np N python script.py``), its session in the
-    calling thread; ``rank`` is its MPI rank. ``device``: "cpu" or "cuda";
+    calling thread; ``rank`` is its MPI rank. ``backend="torchrun"``: this
+    process is one rank of a torchrun job (``torchrun --nproc-per-node N
+    script.py``), on its GPU over NCCL, the NCCL id carried by torchrun's
+    store; ``rank`` is torchrun's RANK. ``device``: "cpu" or "cuda" (default:
+    "cuda" for torchrun, which takes nothing else, else "cpu");
     ``threads``: CPU threads per rank (default: the cores shared among this
     process's ranks); ``timeout``: seconds, the bound on every wait for
     another rank; ``dtype``: the storage dtype ("f32", "bf16", "f16"; default
@@ -397,16 +521,42 @@ class Ranks:
     naming them, unless ``allow_nonfinite``; a checkpoint or inputs file with
     tensors the graph does not use warns (UserWarning) naming them."""
 
-    def __init__(self, graph, ranks=None, backend="local", device="cpu", threads=None,
+    def __init__(self, graph, ranks=None, backend="local", device=None, threads=None,
                  timeout=120.0, dtype=None, allow_nonfinite=False):
         self._impl, self._broken = None, None
         self._allow_nonfinite = allow_nonfinite
         self.graph = graph if isinstance(graph, Graph) else Graph.open(graph)
+        if backend not in _BACKENDS:
+            raise DtpcError(f"backend {backend!r}: dtpc's Python ranks are 'local', 'mpi' or "
+                            "'torchrun'")
+        if device is None:
+            device = "cuda" if backend == "torchrun" else "cpu"
         if device not in _DEVICES:
             raise DtpcError(f"device {device!r}: dtpc computes on 'cpu' or 'cuda'")
-        why = library().dtpc_device_unavailable(_DEVICES[device])
-        if why:
-            raise DtpcError(f"device {device!r}: {why.decode()}")
+        job = torchrun_env()
+        if backend == "torchrun":
+            # the same answer on every rank of the job, before any of them waits
+            if job is None:
+                raise DtpcError("backend 'torchrun': this process was not started by torchrun "
+                                f"({', '.join(_TORCHRUN_ENV)} are not all set): launch "
+                                "`torchrun --nproc-per-node N script.py`, or use "
+                                "backend='local' (one process) or 'mpi' (mpirun)")
+            if device != "cuda":
+                raise DtpcError(f"backend 'torchrun', device {device!r}: torchrun's mode runs "
+                                f"one rank per GPU over NCCL (device='cuda'); {_ON_CPU}",
+                                rank=job[0])
+            if ranks is not None:
+                raise DtpcError("ranks is for the local backend: torchrun's --nproc-per-node "
+                                "(and --nnodes) set the ranks")
+        elif job is not None and job[1] > 1:
+            raise DtpcError(f"backend {backend!r} under torchrun: this process is rank "
+                            f"{job[0]} of {job[1]} that torchrun started, and each would run "
+                            f"the whole {backend} job: use backend='torchrun' (one rank per "
+                            f"GPU); {_ON_CPU}", rank=job[0])
+        else:
+            why = library().dtpc_device_unavailable(_DEVICES[device])
+            if why:
+                raise DtpcError(f"device {device!r}: {why.decode()}")
         code = None if dtype is None else _dtype_code(dtype)
         timeout_ms = max(1, int(timeout * 1000))
         if backend == "local":
@@ -420,7 +570,8 @@ class Ranks:
             self._impl = _MpiRank(self.graph, _DEVICES[device], threads, code, timeout_ms)
             self.world, self.rank = self._impl.world, self._impl.rank
         else:
-            raise DtpcError(f"backend {backend!r}: dtpc's Python ranks are 'local' or 'mpi'")
+            self._impl = _TorchrunRank(self.graph, _DEVICES[device], threads, code, timeout_ms)
+            self.world, self.rank = self._impl.world, self._impl.rank
         self._backend = backend
 
     def _each(self, job, breaks=True):
@@ -434,14 +585,19 @@ class Ranks:
         try:
             return self._impl.each(job)
         except KeyboardInterrupt:
-            # the ranks finish (or time out of) what they were doing and
-            # free themselves; nobody waits for them
+            # the local world is failed from here: the ranks' collectives
+            # return at once, each rank ends its pass at its next one, frees
+            # its session, and is joined before the interrupt goes on (a
+            # second Ctrl-C while joining leaves them to end by themselves).
+            # One MPI rank runs in this thread: nothing of it is in flight.
             self._broken = "interrupted"
-            self._impl.stop(join=False)
-            self._impl = None
+            impl, self._impl = self._impl, None
+            if isinstance(impl, _LocalRanks):
+                impl.abort("interrupted (KeyboardInterrupt)")
+            impl.stop()
             raise
         except DtpcError as e:
-            if breaks or self._backend == "mpi":  # mpi: the other processes went on
+            if breaks or self._backend != "local":  # the other processes went on
                 self._broken = str(e)
             raise
 

@@ -1,6 +1,7 @@
 """dtpc.torch: a diffusers pipeline whose transformer runs on dtpc.
 
-A diffusers script gains two lines (and backend="mpi" under mpirun)::
+A diffusers script gains two lines (and backend="mpi" under mpirun,
+backend="torchrun" under torchrun)::
 
     import dtpc.torch
     pipe = FluxPipeline.from_pretrained("black-forest-labs/FLUX.1-dev", torch_dtype=torch.bfloat16)
@@ -253,8 +254,8 @@ class DtpcTransformer(torch.nn.Module):
         if name not in _FAMILIES:
             raise DtpcError(f"transformer: {name} is not one of dtpc's models "
                             f"({', '.join(_FAMILIES)})")
-        if backend not in (None, "local", "mpi"):
-            raise DtpcError(f"backend: {backend!r} is not one of 'local', 'mpi'")
+        if backend not in (None, "local", "mpi", "torchrun"):
+            raise DtpcError(f"backend: {backend!r} is not one of 'local', 'mpi', 'torchrun'")
         self._plan_path, self._plan = _plan_file(plan, name)
         self._adapter = _FAMILIES[name][1]
         self._signature = inspect.signature(type(transformer).forward)
@@ -262,7 +263,8 @@ class DtpcTransformer(torch.nn.Module):
         self._dtype, self._device = transformer.dtype, transformer.device
         self._options = dict(mesh=mesh, context=context, cache_dir=cache_dir,
                              dtype=dtype or _DTYPES.get(self._dtype))
-        self._run = dict(ranks=ranks, backend=backend or "local", device=device or "cpu",
+        # device None: the backend's (cuda for torchrun, else cpu)
+        self._run = dict(ranks=ranks, backend=backend or "local", device=device,
                          threads=threads)
         self._folder = tempfile.TemporaryDirectory(prefix="dtpc-config-")
         self._config = os.path.join(self._folder.name, "config.json")
@@ -296,7 +298,8 @@ class DtpcTransformer(torch.nn.Module):
 
     @property
     def rank(self):
-        """This process's rank once a shape has run (under mpirun, MPI's; local ranks: 0)."""
+        """This process's rank once a shape has run (under mpirun, MPI's; under
+        torchrun, its RANK; local ranks: 0)."""
         # dtpc.Ranks' rank is None for local ranks (all of them are here): the
         # process then acts as rank 0
         rank = next(iter(self._sessions.values())).rank if self._sessions else None
@@ -367,8 +370,11 @@ def parallelize(pipe_or_transformer, plan, mesh=None, context=None, backend=None
     DtpcTransformer is returned). ``plan``: a plan of the model file of the
     transformer's class (``"flux_usp"`` in models/flux.plan), a plan file or
     ``"FILE.plan:NAME"``; ``mesh`` / ``context`` replace the plan's. ``backend``:
-    ``"local"`` (default: the ranks are threads of this process) or ``"mpi"``
-    (under mpirun, one rank per process; every process runs the pipeline).
+    ``"local"`` (default: the ranks are threads of this process), ``"mpi"``
+    (under mpirun, one rank per process; every process runs the pipeline) or
+    ``"torchrun"`` (under torchrun, one rank per process and GPU over NCCL;
+    every process runs the pipeline). ``device``: "cpu" or "cuda" (default:
+    "cuda" for torchrun, else "cpu").
     ``ranks``, ``threads``: local ranks (default: the graph's world), CPU threads per
     rank. ``dtype``: dtpc's storage dtype ("f32", "bf16"; default: the
     transformer's). ``weights``: the folder the transformer was loaded from (each

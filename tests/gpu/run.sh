@@ -27,6 +27,9 @@
 #            world 2 where there are 2 GPUs (a peer that stops);
 #            tests/gpu/test_nccl_init (torchrun's entry: the NCCL id carried by
 #            the caller, no MPI) at world 1 with the kernels, at world 2 here
+#  torchrun  launch mode 3: `torchrun --nproc-per-node N` (N = the GPUs, at
+#            most 2) of a tiny FluxPipeline on dtpc.torch's backend "torchrun"
+#            against mode 1's image (tests/gpu/torchrun_flux.py)
 #  bench     the table: attention vs PyTorch SDPA, GEMM vs cuBLASLt, copies,
 #            launch overhead, a full-size Flux block vs PyTorch eager
 #
@@ -164,6 +167,23 @@ if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then
 	check nccl-init-world2 120 "$BUILD/tests/gpu/test_nccl_init" 2
 else
 	skipped nccl-init-world2 "needs 2 GPUs"
+fi
+
+# launch mode 3: torchrun of a tiny FluxPipeline (dtpc.torch, backend "torchrun",
+# tp = the GPUs, at most 2; NCCL takes one rank per GPU) against mode 1's image
+# (the same mesh as local ranks on the GPU): tests/gpu/torchrun_flux.py
+ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+[ "$ngpu" -gt 2 ] && ngpu=2
+if [ "$ngpu" -ge 1 ] && python3 -c 'import torch.distributed.run, diffusers' 2>/dev/null; then
+	set -- env PYTHONPATH=python DTPC="$DTPC" DTPC_LIB="$BUILD/libdtpc.so" \
+		DTPC_CACHE="$tmp/graphs" python3
+	check torchrun-mode1 180 "$@" tests/gpu/torchrun_flux.py "$tmp/tr" --world "$ngpu"
+	check torchrun-mode3 180 "$@" -m torch.distributed.run --standalone \
+		--nproc-per-node "$ngpu" tests/gpu/torchrun_flux.py "$tmp/tr"
+	check torchrun-same-image 60 "$@" tests/gpu/torchrun_flux.py "$tmp/tr" --compare "$ngpu"
+	tail -1 "$LOG/torchrun-same-image.log"
+else
+	skipped torchrun-mode3 "needs a GPU and python3 with torch and diffusers"
 fi
 
 echo "== benchmarks ($(($(date +%s) - T0)) s)"
