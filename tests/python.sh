@@ -5,7 +5,9 @@
 # (dtpc.cost and dtpc.suggest against the program, their refusals) with the
 # system Python and Debian's numpy; tests/python/torch_tensors.py (torch
 # tensors as weights and inputs) and tests/python/porting.py (dtpc.porting.compare
-# on the SD3 and Flux.2 ports, correct and broken) with the project's
+# on the SD3 and Flux.2 ports, correct and broken) and
+# tests/python/ltx2_transformer.py (dtpc.torch's LTX-2 adapter against the stock
+# transformer on 4 meshes, its refusals, a perturbed-weight control) with the project's
 # environment (`make deps`), each skipped without it; and `pip install
 # ./python` into a scratch venv finding a `make install` by pkg-config or by
 # PATH and the loader's path. Ends with "python: N passed, N failed, N
@@ -58,9 +60,11 @@ vpy=$(dtpc_venv_python)
 if [ -n "$vpy" ]; then
 	checks "$vpy" tests/python/torch_tensors.py torch
 	checks "$vpy" tests/python/porting.py porting
+	checks "$vpy" tests/python/ltx2_transformer.py ltx2
 else
 	skipped python/torch "no project Python environment (make deps makes it)"
 	skipped python/porting "no project Python environment (make deps makes it)"
+	skipped python/ltx2 "no project Python environment (make deps makes it)"
 fi
 
 # ---- installed: make install, pip install ./python, import dtpc from elsewhere ---------------
