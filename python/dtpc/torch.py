@@ -209,10 +209,15 @@ def _ltx2(config, a):
     _must_be_none(a, "video_self_attention_mask")
     if a["isolate_modalities"]:
         raise DtpcError("isolate_modalities: True (no audio-video cross-attention) is not "
-                        "modelled")
-    if a["spatio_temporal_guidance_blocks"]:
-        raise DtpcError("spatio_temporal_guidance_blocks: STG (the perturbed self-attention) "
-                        "is not modelled")
+                        "modelled (LTX2Pipeline: modality_scale=1, audio_modality_scale=1)")
+    # STG perturbs the self-attention of the listed blocks that exist (forward skips
+    # the other indices: LTX2Pipeline's default [28] on a smaller model is a no-op)
+    stg = [i for i in a["spatio_temporal_guidance_blocks"] or []
+           if 0 <= i < config["num_layers"]]
+    if stg:
+        raise DtpcError(f"spatio_temporal_guidance_blocks: {stg}: STG (the perturbed "
+                        "self-attention) is not modelled (LTX2Pipeline: stg_scale=0, "
+                        "audio_stg_scale=0)")
     hs, ahs = a["hidden_states"], a["audio_hidden_states"]
     ehs, aehs = a["encoder_hidden_states"], a["audio_encoder_hidden_states"]
     for n in ("num_frames", "height", "width", "audio_num_frames"):

@@ -131,8 +131,8 @@ def ltx2_refusals():
     try:
         vc = m.rope.prepare_video_coords(B, F, H, W, "cpu", fps=24.0)
         raises(lambda: m(**ARGS, isolate_modalities=True), "isolate_modalities")
-        raises(lambda: m(**ARGS, spatio_temporal_guidance_blocks=[0]),
-               "spatio_temporal_guidance_blocks")
+        raises(lambda: m(**ARGS, spatio_temporal_guidance_blocks=[5, 1]),
+               "spatio_temporal_guidance_blocks: [1]: STG")
         raises(lambda: m(**ARGS, audio_timestep=torch.tensor([10.0, 620.0])),
                "audio_timestep: differs from timestep")
         raises(lambda: m(**ARGS, use_cross_timestep=True), "sigma: required")
@@ -154,7 +154,7 @@ def ltx2_refusals():
                "attention_kwargs['scale'] = 0.5")
         # taken: what diffusers' forward does not read in this configuration
         same = dict(ARGS, audio_timestep=ARGS["timestep"], sigma=torch.tensor([0.1, 0.1]),
-                    perturbation_mask=torch.zeros(B))
+                    perturbation_mask=torch.zeros(B), spatio_temporal_guidance_blocks=[28])
         check(m(**same))
     finally:
         m.close()
