@@ -15,7 +15,8 @@ it returns, and which carries what the pipelines read from their transformer
 pipeline calls it with (Flux batch, img_seq, txt_seq; Wan batch, num_frames,
 height, width, txt_seq; Qwen-Image batch, frames, height, width from
 ``img_shapes``, txt_seq; LTX batch, num_frames, height, width, txt_seq,
-rope_interpolation_scale) is compiled once, when first seen: the compiler
+rope_interpolation_scale; LTX-2 batch, num_frames, height, width,
+audio_num_frames, txt_seq, fps) is compiled once, when first seen: the compiler
 checks the plan at that shape first, and a shape it cannot take is a
 DtpcError with its located diagnostic before any rank runs. The weights are
 bound once per compiled shape, into sessions that live across steps and
