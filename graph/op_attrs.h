@@ -521,12 +521,16 @@ static inline struct ga_ltx2_rope_freqs ga_ltx2_rope_freqs_get(const struct g_op
 static inline void ga_ltx2_rope_freqs_set(struct g_op *o, struct ga_ltx2_rope_freqs a)
 {
 	ga_clear(o);
-	o->attr[0] = a.dim | a.axes << 32 | (int64_t)a.audio << 40;
-	o->attr[1] = a.frames | a.height << 21 | a.width << 42;
-	o->attr[2] = a.patch_t | a.patch << 16 | a.scale_t << 32 | a.scale_s << 48;
-	o->attr[3] = a.causal_offset | a.hop_length << 16;
+	/* shifted unsigned: scale_s up to 2^16 - 1 and base_s up to 2^32 - 1
+	 * fill the top bits, past int64_t's range (the compiler's limits) */
+	o->attr[0] = (int64_t)((uint64_t)a.dim | (uint64_t)a.axes << 32 | (uint64_t)a.audio << 40);
+	o->attr[1] = (int64_t)((uint64_t)a.frames | (uint64_t)a.height << 21 |
+			       (uint64_t)a.width << 42);
+	o->attr[2] = (int64_t)((uint64_t)a.patch_t | (uint64_t)a.patch << 16 |
+			       (uint64_t)a.scale_t << 32 | (uint64_t)a.scale_s << 48);
+	o->attr[3] = (int64_t)((uint64_t)a.causal_offset | (uint64_t)a.hop_length << 16);
 	o->attr[4] = ga_bits(a.time_div);
-	o->attr[5] = a.base_t | a.base_s << 32;
+	o->attr[5] = (int64_t)((uint64_t)a.base_t | (uint64_t)a.base_s << 32);
 	o->eps = a.theta;
 	o->flags = ga_bit(a.sin, G_OF_SIN) | ga_bit(a.f64, G_OF_F64);
 }

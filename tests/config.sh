@@ -217,6 +217,60 @@ for f in ltx ltx_odd ltx_bf16; do takes "$f" ltx - -; done
 refuses ltx ltx activation_fn '"gelu"' 'only activation_fn = "gelu-approximate" is modelled'
 refuses ltx ltx qk_norm '"rms_norm"' 'LTXAttention supports only qk_norm = "rms_norm_across_heads"'
 refuses ltx ltx cross_attention_dim 16 'cross_attention_dim must be num_attention_heads \* attention_head_dim'
+# LTX-2: the exact diagnostic, at the line of its assert (found by the
+# assert's first line, ASSERT), for each key models/ltx2.plan refuses
+# refuses_exact FIXTURE MODEL KEY JSON ASSERT MESSAGE
+refuses_exact() {
+	model_config "$1" "$3" "$4"
+	model_check "$2"
+	r_got=$?
+	r_line=$(grep -nF "  $5" "models/$2.plan" | cut -d: -f1)
+	if [ "$r_got" = 1 ] && [ "$(echo "$r_line" | wc -w)" = 1 ] &&
+		[ "$(head -1 "$tmp/out")" = "models/$2.plan:$r_line:3: error: $6" ] &&
+		grep -qE "/config\.json:[0-9]+:3: note: $3 = .* comes from the config here" "$tmp/out" &&
+		grep -qx '1 error generated.' "$tmp/out"; then ok; else
+		bad "config/refuse/$1/$3=$4"
+		echo "  expected models/$2.plan:$r_line:3: error: $6, with a note at '$3', got exit $r_got:"
+		head -12 "$tmp/out"
+	fi
+}
+for f in ltx2 ltx2_odd ltx2_bf16; do takes "$f" ltx2 - -; done
+refuses_exact ltx2 ltx2 activation_fn '"gelu"' 'assert activation_fn ==' \
+	'only activation_fn = "gelu-approximate" is modelled (the feed-forwards'"'"' GELU tanh)'
+refuses_exact ltx2 ltx2 qk_norm '"rms_norm"' 'assert qk_norm ==' \
+	'LTX2Attention supports only qk_norm = "rms_norm_across_heads"'
+refuses_exact ltx2 ltx2 rope_type '"split"' 'assert rope_type ==' \
+	'only rope_type = "interleaved" is modelled ("split" rotates the halves of each head)'
+for k in gated_attn audio_gated_attn; do
+	refuses_exact ltx2 ltx2 $k true 'assert not gated_attn' \
+		'gated_attn / audio_gated_attn (per-head sigmoid gates) are not modelled'
+done
+for k in cross_attn_mod audio_cross_attn_mod; do
+	refuses_exact ltx2 ltx2 $k true 'assert not cross_attn_mod' \
+		'cross_attn_mod / audio_cross_attn_mod (the prompt modulation from sigma) are not modelled'
+done
+refuses_exact ltx2 ltx2 use_prompt_embeddings false 'assert use_prompt_embeddings' \
+	'use_prompt_embeddings = false (no caption projections) is not modelled'
+refuses_exact ltx2 ltx2 use_keyframes_abs_pos_embedding true \
+	'assert not use_keyframes_abs_pos_embedding' \
+	'use_keyframes_abs_pos_embedding (forward'"'"'s video_keyframes_mask) is not modelled'
+refuses_exact ltx2 ltx2 cross_attention_dim 16 'assert cross_attention_dim ==' \
+	'cross_attention_dim must be num_attention_heads * attention_head_dim: attn2'"'"'s keys are the caption projection'"'"'s output'
+refuses_exact ltx2 ltx2 audio_cross_attention_dim 8 'assert audio_cross_attention_dim ==' \
+	'audio_cross_attention_dim must be audio_num_attention_heads * audio_attention_head_dim: the audio cross-attentions'"'"' keys and the cross-attention RoPE are that wide'
+for v in '[8, 32, 16]' '[8, 32]'; do
+	refuses_exact ltx2 ltx2 vae_scale_factors "$v" 'assert len(vae_scale_factors)' \
+		'vae_scale_factors must be [frames, height, width] with one spatial scale'
+done
+refuses_exact ltx2_odd ltx2 base_height 1024 'assert base_height == base_width' \
+	'base_height != base_width is not modelled'
+refuses_exact ltx2 ltx2 inner_dim 48 'assert inner_dim ==' \
+	'inner_dim and audio_inner_dim are heads * head_dim (__init__'"'"'s locals), not keys to set'
+# taken: without STG blocks the perturbed processor computes the default
+# one's attention, and without prompt modulation nothing reads
+# use_prompt_adaln_single
+takes ltx2 ltx2 perturbed_attn true
+takes ltx2 ltx2 use_prompt_adaln_single false
 for f in flux2_dev flux2_odd flux2_bf16; do takes "$f" flux2 - -; done
 refuses flux2_dev flux2 axes_dims_rope '[2, 2, 2]' 'sum\(axes_dims_rope\) must be attention_head_dim'
 

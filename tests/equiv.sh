@@ -268,6 +268,42 @@ else
 	RUN_OPTS="--dtype bf16"
 	case_ sigmoid-tp2-bf16 $SG sigmoid_tp "tp = 2" ""
 	RUN_OPTS=
+	# ltx2_rope_freqs (tests/plans/ltx2_rope.plan): LTX-2's video, audio and
+	# cross-attention tables, made whole on every rank, on q and k split by
+	# columns (tp: 4 padding columns, heads of 10) and by rows (the video
+	# sequence under ulysses / ring, uneven under the anything modes; the
+	# audio-to-video queries split against whole audio keys), and bf16
+	L2=tests/plans/ltx2_rope.plan
+	case_ ltx2-rope-tp2 $L2 tp "tp = 2" ""
+	case_ ltx2-rope-tp4 $L2 tp "tp = 4" "" -D audio_heads=4 -D audio_head_dim=6
+	case_ ltx2-rope-ring2xulysses2 $L2 cp "ring = 2, ulysses = 2" ""
+	case_ ltx2-rope-ring4-alltoall $L2 cp "ring = 4" "rotate_method = \"alltoall\""
+	case_ ltx2-rope-ring-anything4 $L2 cp "ring = 4" "ring_anything = true" -D frames=3
+	case_ ltx2-rope-ulysses-anything3 $L2 cp "ulysses = 3" "ulysses_anything = true" \
+		-D frames=5 -D height=2 -D heads=5
+	RUN_OPTS="--dtype bf16"
+	case_ ltx2-rope-ring2xulysses2-bf16 $L2 cp "ring = 2, ulysses = 2" ""
+	RUN_OPTS=
+	# control: the tables reach the outputs: the same weights and inputs
+	# (seed 1) with the video tables at 24 fps instead of 25 change
+	# `sample` past 1e-5 and leave `audio_sample` (no video table) equal
+	if compile_mesh $L2 cp "ring = 2, ulysses = 2" "" "$tmp/l2a.graph" >"$tmp/out" 2>&1 &&
+		compile_mesh $L2 cp "ring = 2, ulysses = 2" "" "$tmp/l2b.graph" -D fps=24 \
+			>>"$tmp/out" 2>&1 &&
+		replay "$MODE" "$tmp/l2a.graph" --allow-seeded --save-outputs "$tmp/l2a.st" \
+			>>"$tmp/out" 2>&1 &&
+		replay "$MODE" "$tmp/l2b.graph" --allow-seeded --save-outputs "$tmp/l2b.st" \
+			>>"$tmp/out" 2>&1 &&
+		! python3 tests/compare_st.py "$tmp/l2b.st" "$tmp/l2a.st" 1e-5 audio_sample=0 \
+			>>"$tmp/out" 2>&1 &&
+		grep -qx 'audio_sample: max relative error 0' "$tmp/out"; then
+		pass=$((pass + 1))
+		echo "ok    ltx2-rope-control (24 fps tables fail the 25 fps outputs' 1e-5)"
+	else
+		fail=$((fail + 1))
+		echo "FAIL  ltx2-rope-control: the 24 fps tables matched, or a run failed"
+		sed 's/^/      /' "$tmp/out" | head -20
+	fi
 	# sequence-parallel TP (tests/plans/sp.plan): reduce-scatters and
 	# all-gathers over tp; an uneven sequence (50 over 3), with cfg, with
 	# distributed q/k norms

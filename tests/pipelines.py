@@ -2,7 +2,8 @@
 
 Tiny random-weight FluxPipeline (dev with guidance, schnell with true CFG),
 QwenImagePipeline (true CFG: two calls, text masks, the negative prompt of another
-length), WanPipeline (CFG: two calls) and LTXPipeline (batched CFG: batch 2),
+length), WanPipeline (CFG: two calls), LTXPipeline and LTX2Pipeline (batched CFG: batch
+2; LTX-2's frames and waveform both),
 components built from small configs under torch.manual_seed, no text encoders
 (prompt_embeds passed directly), 2 steps. Each family's stock pipeline makes the
 reference image (output_type="np", float32); each case replaces the transformer
@@ -90,6 +91,13 @@ CASES = {
         ("ring2xtp2", "ltx_tp_usp", "ring = 2, ulysses = 1, tp = 2", None),
         ("cfg2xulysses2", "ltx_usp", "cfg = 2, ulysses = 2", None),
     ],
+    # LTX2Pipeline (batched CFG: batch 2; video and audio): tests/fixtures/models/ltx2's
+    # transformer (4 heads, audio 2), 2 x 8 x 12 = 192 video tokens, 9 audio latents,
+    # 8 text tokens (2 padding); the frames and the waveform compared
+    "ltx2": [
+        ("ulysses2", "ltx2_ulysses", "ulysses = 2", None),
+        ("usp", "ltx2_usp", "ring = 2, ulysses = 2", None),
+    ],
     # Flux2Pipeline (guidance-distilled): 3 heads, 5 x 3 = 15 image tokens, 7 text
     # tokens: the anything modes and tp over the packed projections
     "flux2": [
@@ -115,13 +123,14 @@ PERTURB = {"flux_dev": "single_transformer_blocks.1.attn.norm_k.weight",
            "wan": "blocks.1.attn1.to_out.0.weight",
            "wan_ti2v": "blocks.1.attn1.to_out.0.weight",
            "ltx": "transformer_blocks.0.attn2.to_v.weight",
+           "ltx2": "transformer_blocks.0.audio_attn1.to_v.weight",
            "sd3": "transformer_blocks.0.attn.to_add_out.weight",
            "flux2": "single_transformer_blocks.1.attn.to_qkv_mlp_proj.weight"}
 # the cache_context names of a run's calls (2 steps): which CFG branch each call is
 CACHE_NAMES = {"flux_dev": ["cond"] * 2, "flux_schnell": ["cond", "uncond"] * 2,
                "qwenimage": ["cond", "uncond"] * 2, "wan": ["cond", "uncond"] * 2,
                "wan_ti2v": ["cond", "uncond"] * 2,
-               "ltx": ["cond_uncond"] * 2, "sd3": [None] * 2,
+               "ltx": ["cond_uncond"] * 2, "ltx2": ["cond_uncond"] * 2, "sd3": [None] * 2,
                "flux2": [None] * 2}
 # the bf16 comparison's control where the perturbed weight moves the image past 2e-2
 BF16_CONTROL = ("wan", "ltx")
@@ -235,6 +244,51 @@ def build(fam, dtype=None):
                   negative_prompt_embeds=torch.randn(1, 8, 32),
                   negative_prompt_attention_mask=torch.ones(1, 8), guidance_scale=3.0,
                   height=32, width=32, num_frames=9)
+    elif fam == "ltx2":
+        import json
+        from diffusers.pipelines.ltx2.connectors import LTX2TextConnectors
+        from diffusers.pipelines.ltx2.vocoder import LTX2Vocoder
+        here = os.path.dirname(os.path.abspath(__file__))
+        cfg = json.load(open(os.path.join(here, "fixtures", "models", "ltx2", "transformer",
+                                          "config.json")))
+        # the pipeline denoises what the transformer returns: out = in channels
+        cfg = dict({k: v for k, v in cfg.items() if not k.startswith("_")}, out_channels=8,
+                   audio_out_channels=6)
+        tr = d.LTX2VideoTransformer3DModel(**cfg)
+        vae = d.AutoencoderKLLTX2Video(
+            in_channels=3, out_channels=3, latent_channels=8, block_out_channels=(8, 8, 8, 8),
+            decoder_block_out_channels=(8, 8, 8), layers_per_block=(1, 1, 1, 1, 1),
+            decoder_layers_per_block=(1, 1, 1, 1), patch_size=1,
+            upsample_residual=(False, False, False), upsample_factor=(1, 1, 1))
+        # 2 latent channels x 12 / 4 mel bins = the transformer's 6 audio channels
+        avae = d.AutoencoderKLLTX2Audio(base_channels=6, output_channels=2, ch_mult=(1, 2),
+                                        num_res_blocks=1, in_channels=2, latent_channels=2,
+                                        mel_bins=12)
+        conn = LTX2TextConnectors(
+            caption_channels=8, text_proj_in_factor=2, video_connector_num_attention_heads=2,
+            video_connector_attention_head_dim=4, video_connector_num_layers=1,
+            video_connector_num_learnable_registers=None, audio_connector_num_attention_heads=2,
+            audio_connector_attention_head_dim=4, audio_connector_num_layers=1,
+            audio_connector_num_learnable_registers=None)
+        voc = LTX2Vocoder(in_channels=24, hidden_channels=8, out_channels=2,
+                          upsample_kernel_sizes=[4, 4], upsample_factors=[2, 2],
+                          resnet_kernel_sizes=[3], resnet_dilations=[[1]],
+                          output_sampling_rate=16000)
+        pipe = d.LTX2Pipeline(scheduler=d.FlowMatchEulerDiscreteScheduler(), vae=vae,
+                              audio_vae=avae, text_encoder=None, tokenizer=None,
+                              connectors=conn, transformer=tr, vocoder=voc)
+        mask = torch.ones(1, 8)
+        mask[0, :2] = 0  # Gemma pads on the left
+        # 9 frames of 64 x 96 at 24 fps: latent 2 x 8 x 12 = 192 tokens, 9 audio latents;
+        # prompt_embeds: 2 stacked layers of 8 channels (the connectors' input)
+        kw = dict(prompt_embeds=torch.randn(1, 8, 16), prompt_attention_mask=mask,
+                  negative_prompt_embeds=torch.randn(1, 8, 16),
+                  negative_prompt_attention_mask=torch.ones(1, 8), guidance_scale=3.0,
+                  height=64, width=96, num_frames=9, frame_rate=24.0,
+                  # plain CFG: STG and modality isolation guidance make calls dtpc
+                  # refuses (their perturbed / isolated forwards are not modelled)
+                  stg_scale=0.0, audio_stg_scale=0.0, modality_scale=1.0,
+                  audio_modality_scale=1.0)
     elif fam == "flux2":
         tr = d.Flux2Transformer2DModel(
             patch_size=1, in_channels=16, num_layers=1, num_single_layers=2, attention_head_dim=8,
@@ -291,7 +345,11 @@ def image(pipe, kw):
     import numpy as np
     import torch
     out = pipe(**kw, generator=torch.Generator().manual_seed(1))
-    return np.asarray(out.images if hasattr(out, "images") else out.frames, dtype=np.float32)
+    img = np.asarray(out.images if hasattr(out, "images") else out.frames, dtype=np.float32)
+    if getattr(out, "audio", None) is not None:
+        # LTX2Pipeline: the waveform too (in [-1, 1]), after the frames, one array to compare
+        return np.concatenate([img.ravel(), np.asarray(out.audio.float(), np.float32).ravel()])
+    return img
 
 
 def dtpc_image(pipe, kw, plan, mesh, context, **opts):

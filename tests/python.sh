@@ -5,11 +5,13 @@
 # (dtpc.cost and dtpc.suggest against the program, their refusals) with the
 # system Python and Debian's numpy; tests/python/torch_tensors.py (torch
 # tensors as weights and inputs) and tests/python/porting.py (dtpc.porting.compare
-# on the SD3 and Flux.2 ports, correct and broken) and tests/python/launch.py
+# on the SD3 and Flux.2 ports, correct and broken), tests/python/launch.py
 # (torchrun's mode without a GPU: the NCCL id through torchrun's store, the
-# refusals on every rank; SIGINT through a dtpc.torch pipeline step) with
-# the project's environment (`make deps`), each skipped without it; and `pip
-# install ./python` into a scratch venv finding a `make install` by pkg-config or by
+# refusals on every rank; SIGINT through a dtpc.torch pipeline step) and
+# tests/python/ltx2_transformer.py (dtpc.torch's LTX-2 adapter against the
+# stock transformer on 4 meshes, its refusals, a perturbed-weight control)
+# with the project's environment (`make deps`), each skipped without it; and
+# `pip install ./python` into a scratch venv finding a `make install` by pkg-config or by
 # PATH and the loader's path. Ends with "python: N passed, N failed, N
 # skipped".
 set -u
@@ -61,10 +63,12 @@ if [ -n "$vpy" ]; then
 	checks "$vpy" tests/python/torch_tensors.py torch
 	checks "$vpy" tests/python/porting.py porting
 	checks "$vpy" tests/python/launch.py launch
+	checks "$vpy" tests/python/ltx2_transformer.py ltx2
 else
 	skipped python/torch "no project Python environment (make deps makes it)"
 	skipped python/porting "no project Python environment (make deps makes it)"
 	skipped python/launch "no project Python environment (make deps makes it)"
+	skipped python/ltx2 "no project Python environment (make deps makes it)"
 fi
 
 # ---- installed: make install, pip install ./python, import dtpc from elsewhere ---------------

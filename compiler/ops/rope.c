@@ -258,10 +258,14 @@ static bool shape_ltx2_rope_freqs(struct op_ctx *I, struct ir_op *o, const struc
 				   sg->p[k].name, v[k].i);
 			return false;
 		}
-	if (v[12].i < 1 || v[12].i > 0xffffffff || v[14].i > 0xffffffff || v[15].i > 0xffffffff) {
-		diag_error(I->d, o->loc, "hop_length, base_t and base_s must be 1 to 2^32 - 1");
-		return false;
-	}
+	static const int wide[] = { 12, 14, 15 }; /* hop_length, base_t, base_s */
+	for (size_t k = 0; k < 3; k++)
+		if (v[wide[k]].i < 1 || v[wide[k]].i > 0xffffffff) {
+			diag_error(I->d, v[wide[k]].loc.file >= 0 ? v[wide[k]].loc : o->loc,
+				   "%s must be 1 to 2^32 - 1, not %" PRId64, sg->p[wide[k]].name,
+				   v[wide[k]].i);
+			return false;
+		}
 	double div = audio ? v[13].f : v[11].f;
 	if (!(div > 0) || !isfinite(div)) {
 		diag_error(I->d, audio ? v[13].loc : v[11].loc, "%s must be positive and finite, "

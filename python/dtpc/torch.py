@@ -16,7 +16,8 @@ it returns, and which carries what the pipelines read from their transformer
 pipeline calls it with (Flux batch, img_seq, txt_seq; Wan batch, num_frames,
 height, width, txt_seq; Qwen-Image batch, frames, height, width from
 ``img_shapes``, txt_seq; LTX batch, num_frames, height, width, txt_seq,
-rope_interpolation_scale) is compiled once, when first seen: the compiler
+rope_interpolation_scale; LTX-2 batch, num_frames, height, width,
+audio_num_frames, txt_seq, fps) is compiled once, when first seen: the compiler
 checks the plan at that shape first, and a shape it cannot take is a
 DtpcError with its located diagnostic before any rank runs. The weights are
 bound once per compiled shape, into sessions that live across steps and
@@ -181,6 +182,91 @@ def _ltx(config, a):
              "timestep": _batch_vector(a, "timestep", b)})
 
 
+def _same_values(a, name, ref, what):
+    """An argument the model takes as another one: None, or those values."""
+    if a[name] is None:
+        return
+    b = ref.shape[0]
+    if not np.array_equal(_batch_vector(a, name, b), ref):
+        raise DtpcError(f"{name}: differs from {what}; dtpc's LTX-2 model takes {name} as "
+                        f"{what} (docs/python.md, With diffusers)")
+
+
+def _coords(a, name, make):
+    """video_coords / audio_coords: None, or the ones forward itself would compute
+    (what LTX2Pipeline passes); the model makes those from the grid."""
+    if a[name] is None:
+        return
+    want = make()
+    got = a[name]
+    if tuple(got.shape) != tuple(want.shape) or not torch.equal(
+            got.detach().to("cpu", torch.float32), want.to("cpu", torch.float32)):
+        raise DtpcError(f"{name}: not the coordinates forward computes from num_frames, "
+                        "height, width, fps and audio_num_frames (prepare_video_coords / "
+                        "prepare_audio_coords); other coordinates are not modelled")
+
+
+def _ltx2(config, a):
+    _attention_kwargs(a, "attention_kwargs")
+    _must_be_none(a, "video_self_attention_mask")
+    if a["isolate_modalities"]:
+        raise DtpcError("isolate_modalities: True (no audio-video cross-attention) is not "
+                        "modelled (LTX2Pipeline: modality_scale=1, audio_modality_scale=1)")
+    # STG perturbs the self-attention of the listed blocks that exist (forward skips
+    # the other indices: LTX2Pipeline's default [28] on a smaller model is a no-op)
+    stg = [i for i in a["spatio_temporal_guidance_blocks"] or []
+           if 0 <= i < config["num_layers"]]
+    if stg:
+        raise DtpcError(f"spatio_temporal_guidance_blocks: {stg}: STG (the perturbed "
+                        "self-attention) is not modelled (LTX2Pipeline: stg_scale=0, "
+                        "audio_stg_scale=0)")
+    hs, ahs = a["hidden_states"], a["audio_hidden_states"]
+    ehs, aehs = a["encoder_hidden_states"], a["audio_encoder_hidden_states"]
+    for n in ("num_frames", "height", "width", "audio_num_frames"):
+        if a[n] is None:
+            raise DtpcError(f"{n}: required by dtpc's LTX-2 model (it makes the RoPE "
+                            "coordinates from the grid)")
+    if aehs.shape[1] != ehs.shape[1]:
+        raise DtpcError(f"audio_encoder_hidden_states: {aehs.shape[1]} text tokens, "
+                        f"encoder_hidden_states {ehs.shape[1]}: dtpc's model takes one txt_seq "
+                        "for both (as LTX2Pipeline passes them)")
+    b = hs.shape[0]
+    t = a["timestep"]
+    if torch.is_tensor(t) and t.ndim == 2 and t.shape[1] != 1:
+        raise DtpcError(f"timestep: shape {list(t.shape)}: a timestep per token is not "
+                        "modelled (one per sample, [B])")
+    ts = _batch_vector(a, "timestep", b)
+    # audio_timestep is timestep when None; with use_cross_timestep the cross-attention
+    # modulation reads sigma (video: audio_sigma, or sigma) where it reads the timesteps
+    _same_values(a, "audio_timestep", ts, "timestep")
+    if a["use_cross_timestep"]:
+        if a["sigma"] is None:
+            raise DtpcError("sigma: required with use_cross_timestep = True (diffusers reads "
+                            "it for the cross-attention modulation)")
+        _same_values(a, "sigma", ts, "timestep")
+        _same_values(a, "audio_sigma", ts, "timestep")
+    fps = float(a["fps"])
+    m = a["self"]
+    _coords(a, "video_coords", lambda: m.rope.prepare_video_coords(
+        b, int(a["num_frames"]), int(a["height"]), int(a["width"]), "cpu", fps=fps))
+    _coords(a, "audio_coords", lambda: m.audio_rope.prepare_audio_coords(
+        b, int(a["audio_num_frames"]), "cpu"))
+    inputs = {"hidden_states": _tensor(hs), "audio_hidden_states": _tensor(ahs),
+              "encoder_hidden_states": _tensor(ehs), "audio_encoder_hidden_states": _tensor(aehs),
+              "timestep": ts}
+    for n in ("encoder_attention_mask", "audio_encoder_attention_mask"):
+        if a[n] is None:
+            inputs[n] = np.ones((b, ehs.shape[1]), np.float32)
+        elif a[n].ndim != 2:
+            raise DtpcError(f"{n}: shape {list(a[n].shape)}: a [B, txt_seq] mask (1 keeps a "
+                            "token) is modelled, not an additive bias")
+        else:
+            inputs[n] = _tensor(a[n])
+    return ({"batch": b, "num_frames": int(a["num_frames"]), "height": int(a["height"]),
+             "width": int(a["width"]), "audio_num_frames": int(a["audio_num_frames"]),
+             "txt_seq": ehs.shape[1], "fps": repr(fps)}, inputs)
+
+
 def _flux2(config, a):
     _must_be_none(a, "kv_cache", "kv_cache_mode")
     if a.get("num_ref_tokens"):
@@ -219,9 +305,18 @@ _FAMILIES = {
     "ChronoEditTransformer3DModel": ("chronoedit.plan", _wan),
     "QwenImageTransformer2DModel": ("qwenimage.plan", _qwenimage),
     "LTXVideoTransformer3DModel": ("ltx.plan", _ltx),
+    "LTX2VideoTransformer3DModel": ("ltx2.plan", _ltx2),
     "SD3Transformer2DModel": ("sd3.plan", _sd3),
 }
 _DTYPES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}
+# what forward returns: (module, output class, the graph's outputs in its order); the
+# rest return Transformer2DModelOutput's sample
+_OUTPUTS = {"LTX2VideoTransformer3DModel": ("diffusers.models.transformers.transformer_ltx2",
+                                            "AudioVisualModelOutput", ("sample", "audio_sample"))}
+_SAMPLE = ("diffusers.models.modeling_outputs", "Transformer2DModelOutput", ("sample",))
+# the parameter-free modules a pipeline calls on its transformer, kept on the
+# DtpcTransformer (LTX2Pipeline: rope.prepare_video_coords, audio_rope.prepare_audio_coords)
+_KEEP = {"LTX2VideoTransformer3DModel": ("rope", "audio_rope")}
 
 
 def _plan_file(plan, class_name):
@@ -258,6 +353,9 @@ class DtpcTransformer(torch.nn.Module):
             raise DtpcError(f"backend: {backend!r} is not one of 'local', 'mpi', 'torchrun'")
         self._plan_path, self._plan = _plan_file(plan, name)
         self._adapter = _FAMILIES[name][1]
+        self._outputs = _OUTPUTS.get(name, _SAMPLE)
+        for n in _KEEP.get(name, ()):
+            setattr(self, n, getattr(transformer, n))
         self._signature = inspect.signature(type(transformer).forward)
         self.config = transformer.config
         self._dtype, self._device = transformer.dtype, transformer.device
@@ -341,12 +439,14 @@ class DtpcTransformer(torch.nn.Module):
         bound.apply_defaults()
         a = dict(bound.arguments)
         defines, inputs = self._adapter(self.config, a)
-        sample = self.session(defines).run(inputs)["sample"]
-        out = torch.from_numpy(sample).to(device=self._device, dtype=self._dtype)
+        res = self.session(defines).run(inputs)
+        module, cls, names = self._outputs
+        outs = tuple(torch.from_numpy(res[n]).to(device=self._device, dtype=self._dtype)
+                     for n in names)
         if not a["return_dict"]:
-            return (out,)
-        from diffusers.models.modeling_outputs import Transformer2DModelOutput
-        return Transformer2DModelOutput(sample=out)
+            return outs
+        import importlib
+        return getattr(importlib.import_module(module), cls)(**dict(zip(names, outs)))
 
     def extra_repr(self):
         shapes = "; ".join(", ".join(f"{k}={v}" for k, v in key) for key in self._sessions)

@@ -1021,6 +1021,86 @@ static void test_ltx_rope_case(int di, int64_t dim, bool sine)
 	end_case();
 }
 
+/* ltx2_rope_freqs against the CPU kernel: LTX-2's video table (width
+ * 4096 = 32 x 128, no padding) and the audio one (2048, patch_t 1) at the
+ * real grids' sizes, an odd video grid (patch 3 x 2, 4 padding columns,
+ * float32 frequencies, rows from 37: a slice of the grid), the frame axis
+ * alone (the cross-attention table) and audio with patch_t 2 over odd
+ * frames. */
+static void test_ltx2_rope_case(int di, const struct kc_ltx2_rope *p, int64_t frames,
+				int64_t lo, bool sine)
+{
+	enum kc_dtype t = DTYPES[di];
+	int64_t all = p->audio ? (frames + p->patch_t - 1) / p->patch_t
+			       : frames / p->patch_t * (p->height / p->patch) * (p->width / p->patch);
+	int64_t rows = all - lo;
+	size_t n = (size_t)(rows * p->dim);
+	float *ref = hmalloc(n * sizeof *ref);
+	void *dy = dpoison(t, n, 0);
+	struct k_ltx2_rope k = { p->dim, p->axes, p->height, p->width, p->patch_t, p->patch,
+				 p->scale_t, p->scale_s, p->causal_offset, p->hop_length,
+				 p->base_t, p->base_s, p->time_div, p->theta, p->audio, p->f64 };
+	char name[200];
+
+	snprintf(name, sizeof name, "ltx2_rope_freqs %s %s dim=%lld axes=%lld rows %lld.. of "
+		 "%lld %s %s", DNAME[di], p->audio ? "audio" : "video", (long long)p->dim,
+		 (long long)p->axes, (long long)lo, (long long)all, p->f64 ? "f64" : "f32",
+		 sine ? "sin" : "cos");
+	k_ltx2_rope_freqs(&k, ref, lo, rows, sine);
+	if (launched(name, kc_ltx2_rope_freqs(ctx, t, p, dy, lo, rows, sine)))
+		check_close(name, t, ddownload(t, dy, n), ref, n);
+	end_case();
+}
+
+static void test_ltx2_rope(int di)
+{
+	/* dim, axes, height, width, patch_t, patch, scale_t, scale_s,
+	 * causal_offset, hop_length, base_t, base_s, time_div, theta, audio, f64 */
+	static const struct kc_ltx2_rope video = { 4096, 3, 16, 24, 1, 1, 8, 32, 1, 160, 20,
+						   2048, 24, 10000, false, true };
+	static const struct kc_ltx2_rope audio = { 2048, 1, 1, 1, 1, 1, 4, 32, 1, 160, 20,
+						   2048, 16000, 10000, true, true };
+	static const struct kc_ltx2_rope odd = { 40, 3, 10, 14, 3, 2, 8, 32, 1, 160, 20, 2048,
+						 25, 10000, false, false };
+	static const struct kc_ltx2_rope frame = { 38, 1, 5, 7, 2, 1, 8, 32, 1, 160, 20, 2048,
+						   24, 10000, false, true };
+	static const struct kc_ltx2_rope audio_odd = { 26, 1, 1, 1, 2, 1, 4, 32, 0, 137, 20,
+						       2048, 22050, 500, true, false };
+
+	for (int sine = 0; sine < 2; sine++) {
+		test_ltx2_rope_case(di, &video, 16, 0, sine);
+		test_ltx2_rope_case(di, &audio, 126, 0, sine);
+		test_ltx2_rope_case(di, &odd, 9, 37, sine);
+		test_ltx2_rope_case(di, &frame, 6, 0, sine);
+		test_ltx2_rope_case(di, &audio_odd, 13, 2, sine);
+	}
+	/* control: the device table with causal_offset 0 is not the CPU's
+	 * with 1 (the comparison sees a parameter off by one) */
+	enum kc_dtype t = DTYPES[di];
+	struct kc_ltx2_rope off = odd;
+	struct k_ltx2_rope k = { odd.dim, odd.axes, odd.height, odd.width, odd.patch_t, odd.patch,
+				 odd.scale_t, odd.scale_s, odd.causal_offset, odd.hop_length,
+				 odd.base_t, odd.base_s, odd.time_div, odd.theta, odd.audio,
+				 odd.f64 };
+	int64_t rows = 9 / 3 * (10 / 2) * (14 / 2);
+	size_t n = (size_t)(rows * odd.dim);
+	float *ref = hmalloc(n * sizeof *ref);
+	void *dy = dpoison(t, n, 0);
+	char name[120], detail[512];
+
+	off.causal_offset = 0;
+	snprintf(name, sizeof name, "ltx2_rope_freqs %s control: causal_offset 0 differs from 1",
+		 DNAME[di]);
+	k_ltx2_rope_freqs(&k, ref, 0, rows, true);
+	if (launched(name, kc_ltx2_rope_freqs(ctx, t, &off, dy, 0, rows, true))) {
+		if (compare(ddownload(t, dy, n), ref, n, tol_of(t), detail, sizeof detail))
+			fail(name, "the tables agree");
+		else
+			pass(name);
+	}
+	end_case();
+}
+
 /* Positions and (un)patchified copies are exact in every dtype. */
 static void check_exact(const char *name, const float *got, const float *ref, size_t n)
 {
@@ -1104,6 +1184,7 @@ static void test_embed(void)
 			test_ltx_rope_case(di, 2048, sine);
 			test_ltx_rope_case(di, 38, sine);
 		}
+		test_ltx2_rope(di);
 		test_positions_case(di);
 		test_patch_case(di, 2, 3, 6, 10, 9, 2, 5, 3);
 		test_patch_case(di, 1, 16, 3, 30, 52, 1, 2, 2);

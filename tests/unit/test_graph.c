@@ -1240,6 +1240,18 @@ static void test_op_attrs(void)
 		    ((struct ga_ltx_rope_freqs){ .dim = 128, .patch_t = 1, .patch = 2,
 						 .scale = { 2, 1, 1 }, .theta = 10000, .sin = true }),
 		    G_OF_SIN, 10000, 128, 1, 2, two, one, one);
+	/* every field at the compiler's limit where it fills the top bits
+	 * (frames 2^21 - 1, scale_s 2^16 - 1, base_s 2^32 - 1) */
+	CHECK_ATTRS(ltx2_rope_freqs,
+		    ((struct ga_ltx2_rope_freqs){
+			    .dim = 4096, .axes = 3, .audio = true, .frames = (1 << 21) - 1,
+			    .height = 5, .width = 7, .patch_t = 2, .patch = 3, .scale_t = 8,
+			    .scale_s = 0xffff, .causal_offset = 1, .hop_length = 160,
+			    .time_div = 16000, .base_t = 20, .base_s = 0xffffffff, .theta = 10000,
+			    .sin = true, .f64 = true }),
+		    G_OF_SIN | G_OF_F64, 10000, 0x10300001000, 0x1c0000bfffff,
+		    (int64_t)0xffff000800030002, 0xa00001, 0x40cf400000000000,
+		    (int64_t)0xffffffff00000014);
 	CHECK_ATTRS(patch, ((struct ga_patch){ .patch = { 1, 2, 2 }, .bias = true }), G_OF_BIAS, 0,
 		    1, 2, 2);
 }

@@ -1374,6 +1374,164 @@ static void test_ltx_rope_freqs(void)
 	free(ids);
 }
 
+/* LTX-2's table (k_ltx2_rope_freqs) against diffusers'
+ * LTX2AudioVideoRotaryPosEmbed in float64, from its own definitions: the
+ * patch bounds of prepare_video_coords / prepare_audio_coords, their
+ * midpoint over the base, frequencies theta ** (k / (n - 1)) * pi / 2,
+ * freqs.transpose(-1, -2).flatten (column pair P * k + a), repeat_interleave
+ * and the padding at the front. The worst error in units of the float32
+ * steps' bound; the parameters of the reference are its own (a control
+ * passes a perturbed copy). */
+struct ltx2_ref {
+	int64_t dim, axes, frames, height, width, pt, ps, st, ss, co, hop, base_t, base_s;
+	double fps, sr, theta;
+	bool audio, f32;
+};
+
+static double ltx2_bound(const struct ltx2_ref *q, int a, int64_t g, bool end)
+{
+	if (a == 0) {
+		double x = (double)(g + end) * (double)q->pt * (double)q->st + (double)q->co -
+			   (double)q->st;
+		x = x < 0 ? 0 : x;
+		return q->audio ? x * (double)q->hop / q->sr : x / q->fps;
+	}
+	return (double)(g + end) * (double)q->ps * (double)q->ss;
+}
+
+static double ltx2_rope_err(const struct ltx2_ref *q, const float *y, int64_t lo, int64_t rows,
+			    bool sine)
+{
+	int64_t P = q->axes, n = q->dim / (2 * P), pad = q->dim % (2 * P);
+	int64_t nh = q->height / q->ps, nw = q->width / q->ps;
+	double worst = 0;
+
+	for (int64_t r = 0; r < rows; r++) {
+		int64_t row = lo + r;
+		int64_t g[3] = { q->audio ? row : row / (nh * nw), row / nw % nh, row % nw };
+		for (int64_t c = 0; c < q->dim; c++) {
+			double ref, tol;
+			if (c < pad) {
+				ref = sine ? 0 : 1;
+				tol = 1e-30; /* exact */
+			} else {
+				int64_t pair = (c - pad) / 2, k = pair / P;
+				int a = (int)(pair % P);
+				double mid = (ltx2_bound(q, a, g[a], false) +
+					      ltx2_bound(q, a, g[a], true)) / 2;
+				double pos = mid / (double)(a ? q->base_s : q->base_t);
+				double fr = pow(q->theta, n > 1 ? (double)k / (double)(n - 1) : 0) *
+					    M_PI / 2;
+				double ang = fr * (2 * pos - 1);
+				ref = sine ? sin(ang) : cos(ang);
+				/* the float32 steps: a few roundings of the
+				 * coordinate (relative, scaled by fr (2 pos + 1) in
+				 * the angle), the frequency's (float32 linspace:
+				 * scaled by ln(theta) ~ 9.2) and the angle's, and
+				 * sin / cos rounded once */
+				tol = 1e-7 + EPS32 * (4 * fr * (2 * pos + 1) +
+						      (q->f32 ? 8 : 1) * fabs(ang));
+			}
+			double e = fabs(y[r * q->dim + c] - ref) / tol;
+			worst = isnan(e) ? INFINITY : fmax(worst, e);
+		}
+	}
+	return worst;
+}
+
+static void ltx2_run(const struct ltx2_ref *q, float *y, int64_t lo, int64_t rows, bool sine)
+{
+	struct k_ltx2_rope p = { q->dim, q->axes, q->height, q->width, q->pt, q->ps, q->st, q->ss,
+				 q->co, q->hop, q->base_t, q->base_s, q->audio ? q->sr : q->fps,
+				 q->theta, q->audio, !q->f32 };
+	k_ltx2_rope_freqs(&p, y, lo, rows, sine);
+}
+
+static void test_ltx2_rope_freqs(void)
+{
+	/* video 3 axes over an odd grid, patch (3, 2) (5 frames in, 3 frame
+	 * patches: the clamp at 0 on the first), dims with padding 4 (40 % 6),
+	 * none (42), all padding (4: no frequency) and one frequency (8: n =
+	 * 1, linspace's single point); the cross-attention's frame axis only
+	 * (axes 1); audio with patch_t 2 over 9 frames (ceil: 5 rows),
+	 * causal_offset 0 and 1, float32 frequencies; a row range not from 0 */
+	static const struct ltx2_ref cases[] = {
+		{ 40, 3, 9, 10, 14, 3, 2, 8, 32, 1, 160, 20, 2048, 24, 16000, 10000, false, false },
+		{ 42, 3, 9, 10, 14, 3, 2, 8, 32, 1, 160, 20, 2048, 25, 16000, 10000, false, true },
+		{ 4, 3, 3, 5, 7, 1, 1, 8, 32, 1, 160, 20, 2048, 24, 16000, 10000, false, false },
+		{ 8, 3, 3, 5, 7, 1, 1, 8, 32, 1, 160, 20, 2048, 24, 16000, 10000, false, false },
+		{ 38, 1, 6, 5, 7, 2, 1, 8, 32, 1, 160, 20, 2048, 24, 16000, 10000, false, false },
+		{ 30, 1, 9, 1, 1, 2, 1, 4, 32, 1, 160, 20, 2048, 24, 16000, 10000, true, false },
+		{ 26, 1, 13, 1, 1, 1, 1, 4, 32, 0, 137, 20, 2048, 24, 22050, 500, true, true },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		const struct ltx2_ref *q = &cases[i];
+		int64_t rows = q->audio ? (q->frames + q->pt - 1) / q->pt
+					: q->frames / q->pt * (q->height / q->ps) * (q->width / q->ps);
+		int64_t lo = i == 1 ? rows / 3 : 0, n = rows - lo;
+		float *y = fill_value(n * q->dim, NAN);
+		for (int sine = 0; sine < 2; sine++) {
+			ltx2_run(q, y, lo, n, sine);
+			double e = ltx2_rope_err(q, y, lo, n, sine);
+			UNIT_CHECK(e <= 1, "ltx2_rope_freqs case %zu (%s, dim %lld, axes %lld, rows "
+				   "%lld from %lld) %s: error %.2f of the float32 bound <= 1", i,
+				   q->audio ? "audio" : "video", (long long)q->dim,
+				   (long long)q->axes, (long long)n, (long long)lo,
+				   sine ? "sin" : "cos", e);
+		}
+		/* y holds the sines: each perturbed reference must fail */
+		struct ltx2_ref b = *q;
+		if (i == 0) {
+			b.co = 0;
+			UNIT_CHECK(ltx2_rope_err(&b, y, lo, n, true) > 100,
+				   "ltx2_rope_freqs control: causal_offset 0 instead of 1 measures "
+				   "%.0f > 100", ltx2_rope_err(&b, y, lo, n, true));
+			b = *q;
+			b.ss = 16;
+			UNIT_CHECK(ltx2_rope_err(&b, y, lo, n, true) > 100,
+				   "ltx2_rope_freqs control: spatial scale 16 instead of 32 measures "
+				   "%.0f > 100", ltx2_rope_err(&b, y, lo, n, true));
+			b = *q;
+			b.fps = 25;
+			UNIT_CHECK(ltx2_rope_err(&b, y, lo, n, true) > 100,
+				   "ltx2_rope_freqs control: fps 25 instead of 24 measures %.0f > 100",
+				   ltx2_rope_err(&b, y, lo, n, true));
+		}
+		if (i == 1) {
+			b.axes = 1; /* the same width read as one axis: other columns */
+			UNIT_CHECK(ltx2_rope_err(&b, y, lo, n, true) > 100,
+				   "ltx2_rope_freqs control: one axis instead of three measures %.0f "
+				   "> 100", ltx2_rope_err(&b, y, lo, n, true));
+			b = *q;
+			b.base_t = 21;
+			UNIT_CHECK(ltx2_rope_err(&b, y, lo, n, true) > 100,
+				   "ltx2_rope_freqs control: base_t 21 instead of 20 measures %.0f "
+				   "> 100", ltx2_rope_err(&b, y, lo, n, true));
+			UNIT_CHECK(ltx2_rope_err(q, y, 0, n, true) > 100,
+				   "ltx2_rope_freqs control: rows from 0 instead of %lld measure %.0f "
+				   "> 100", (long long)lo, ltx2_rope_err(q, y, 0, n, true));
+		}
+		if (i == 5) {
+			b.hop = 161;
+			UNIT_CHECK(ltx2_rope_err(&b, y, lo, n, true) > 100,
+				   "ltx2_rope_freqs control: hop_length 161 instead of 160 measures "
+				   "%.0f > 100", ltx2_rope_err(&b, y, lo, n, true));
+			b = *q;
+			b.pt = 1;
+			UNIT_CHECK(ltx2_rope_err(&b, y, lo, n, true) > 100,
+				   "ltx2_rope_freqs control: audio patch_t 1 instead of 2 measures "
+				   "%.0f > 100", ltx2_rope_err(&b, y, lo, n, true));
+		}
+		if (i == 6) {
+			b.theta = 10000;
+			UNIT_CHECK(ltx2_rope_err(&b, y, lo, n, true) > 100,
+				   "ltx2_rope_freqs control: theta 10000 instead of 500 measures "
+				   "%.0f > 100", ltx2_rope_err(&b, y, lo, n, true));
+		}
+		free(y);
+	}
+}
+
 static void test_positions(void)
 {
 	const int64_t F = 3, H = 5, W = 7;
@@ -1524,6 +1682,7 @@ int main(void)
 	test_timestep_embedding();
 	test_rope_freqs();
 	test_ltx_rope_freqs();
+	test_ltx2_rope_freqs();
 	test_positions();
 	test_patch_embed();
 	test_unpatchify();
