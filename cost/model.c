@@ -363,12 +363,15 @@ static double op_cost(const struct sim *s, uint32_t i, uint32_t r, struct cost_r
 		t = pointwise(s, o, r, rc, rt->mem_bw);
 		break;
 	case OP_concat:
+	case OP_index_copy: /* x copied, src's rows written */
 	case OP_pad:
 	case OP_reshape:
 	case OP_norm_stats:
 	case OP_unpatchify:
 		t = move_time(s, r, M_COPY, op_bytes(s, o, r));
 		break;
+	/* the rows the index picks, read and written */
+	case OP_index_select:
 	case OP_slice:
 	case OP_shard: /* the part kept, read and written */
 		t = move_time(s, r, M_COPY, 2 * tensor_bytes(g, out, r, es));

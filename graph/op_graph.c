@@ -219,7 +219,7 @@ const struct op_graph op_graph_ulysses_a2a = {
 
 /* ---- attention -------------------------------------------------------------------------- */
 
-const struct op_graph op_graph_rope = { 0 };
+const struct op_graph op_graph_rope = { .flags = G_OF_HALF };
 const struct op_graph op_graph_attention = { 0 };
 
 static bool check_ring_attention(const struct g_graph *g, const struct g_op *o, char *err,
@@ -311,6 +311,25 @@ const struct op_graph op_graph_grid_ids = { .flags = G_OF_CENTER };
 const struct op_graph op_graph_text_ids = { 0 };
 const struct op_graph op_graph_patch_embed = { .flags = G_OF_BIAS };
 const struct op_graph op_graph_unpatchify = { 0 };
+
+/* ---- index ------------------------------------------------------------------------------ */
+
+/* index_select, index_copy: the dim within the output, x of the output's
+ * rank, the index a vector */
+static bool check_index(const struct g_graph *g, const struct g_op *o, char *err, size_t n)
+{
+	uint32_t x = g->operands[o->in0], idx = g->operands[o->in0 + 1];
+	if (!dim_in_range(g, o, ga_dim_get(o).dim, err, n))
+		return false;
+	if (g->tensors[x].ndim != g->tensors[o->out].ndim || g->tensors[idx].ndim != 1) {
+		snprintf(err, n, "x must have the output's rank and the index one dim");
+		return false;
+	}
+	return true;
+}
+
+const struct op_graph op_graph_index_select = { .check = check_index };
+const struct op_graph op_graph_index_copy = { .check = check_index };
 
 /* ---- the table -------------------------------------------------------------------------- */
 
