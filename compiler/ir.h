@@ -55,6 +55,7 @@ struct ir_op {
 		struct { int64_t group; } norm;           /* layer_norm, rms_norm: elements per group */
 		struct { int64_t dim, start, length; } slice;
 		struct { int64_t dim; } concat;
+		struct { int64_t dim; } index;            /* index_select, index_copy */
 		struct { int64_t dim, before, after; } pad; /* eps: the value */
 		struct {
 			int64_t dim;

@@ -287,7 +287,7 @@ mstmts:
 
 /* mstmt := 'input' IDENT ':' '[' expr { ',' expr } ']' ';'
  *        | path '=' IDENT '(' [ arg { ',' arg } ] ')' ';'
- *        | 'repeat' IDENT '[' expr ']' [ 'as' IDENT ] '{' { mstmt } '}'
+ *        | 'repeat' path '[' expr ']' [ 'as' IDENT ] '{' { mstmt } '}'
  *        | 'output' path { ',' path } ';'
  *        | 'assert' expr ',' STRING ';' */
 mstmt:
@@ -331,12 +331,12 @@ mstmt:
 		$$->dims = $5.head;
 		RESUME_IF(STARTS_MSTMT(yychar));
 	}
-|	REPEAT IDENT '[' expr ']' '{' mstmts '}' {
+|	REPEAT path '[' expr ']' '{' mstmts '}' {
 		$$ = mkmstmt(P, MS_REPEAT, @$, $2, @2);
 		$$->count = $4;
 		$$->body = $7.head;
 	}
-|	REPEAT IDENT '[' expr ']' AS IDENT '{' mstmts '}' {
+|	REPEAT path '[' expr ']' AS IDENT '{' mstmts '}' {
 		/* the iteration's index, a number in the body's expressions */
 		$$ = mkmstmt(P, MS_REPEAT, @$, $2, @2);
 		$$->count = $4;

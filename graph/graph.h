@@ -183,7 +183,10 @@ struct g_requires {
  *   slice        attr[0] dim, attr[1] start, attr[2] length: global
  *                coordinates; on a sharded dim the slice covers whole blocks
  *   concat       attr[0] dim
- *   rope         attr[0] head dim
+ *   rope         attr[0] head dim; flags G_OF_HALF: rotate_half over the
+ *                tables' R leading channels of each head (cos/sin [S, R],
+ *                R even, at most the head dim; the rest passed through),
+ *                else interleaved pairs over the whole head (R = head dim)
  *   attention    attr[0] head dim of q/k, attr[1] of v; an optional operand 3,
  *                the key-padding mask [B, Skv] (0: key masked), split like k
  *   reshape      (the output tensor has the shape)
@@ -237,7 +240,14 @@ struct g_requires {
  *                Accumulated in float64
  *   reduce_scatter attr[0] dim: sum over the group of the whole input, this
  *                rank keeping its chunk of dim (the output's pattern, one
- *                block); scratch: the pieces sent, then the pieces received */
+ *                block); scratch: the pieces sent, then the pieces received
+ *   index_select attr[0] dim: out[.., j, ..] = x[.., index[j], ..] over
+ *                dim (operands x, index [M]: integer values in the storage
+ *                dtype); x whole on dim, out split on dim as index is
+ *   index_copy   attr[0] dim: out = x, then out[.., index[j], ..] =
+ *                src[.., j, ..] (operands x, index [M], src); all whole.
+ *                An index outside [0, x's size on dim) or not an integer
+ *                selects zeros (index_select) or is skipped (index_copy) */
 /* linear_act's attr[0]: the activation after the linear (the values of the
  * kernels' enum k_act). */
 enum g_act { G_ACT_GELU, G_ACT_GELU_TANH, G_ACT_SILU, G_ACT_COUNT };
@@ -268,6 +278,7 @@ enum {
 	G_OF_GRID = 1 << 10,
 	G_OF_TEXT = 1 << 11,
 	G_OF_SCALE_F32 = 1 << 12,
+	G_OF_HALF = 1 << 13,
 };
 
 /* norm_stats' attr[1]: which per-row sums (kernels.h's k_norm_stat) */

@@ -216,7 +216,7 @@ static inline void ga_pad_set(struct g_op *o, struct ga_pad a)
 }
 
 /* concat, shard, all_gather, reduce_scatter: the dim they join, cut or sum
- * along */
+ * along; index_select, index_copy: the dim they index */
 struct ga_dim {
 	int64_t dim;
 };
@@ -234,20 +234,24 @@ static inline void ga_dim_set(struct g_op *o, struct ga_dim a)
 
 /* ---- attention ------------------------------------------------------------------ */
 
-/* rope: the head dim of x (the graph's; the plan's rope gives heads) */
+/* rope: the head dim of x (the graph's; the plan's rope gives heads);
+ * half: convention "half" (rotate_half over the tables' leading columns,
+ * the rest of each head passed through), else interleaved pairs */
 struct ga_rope {
 	int64_t head_dim;
+	bool half;
 };
 
 static inline struct ga_rope ga_rope_get(const struct g_op *o)
 {
-	return (struct ga_rope){ .head_dim = o->attr[0] };
+	return (struct ga_rope){ .head_dim = o->attr[0], .half = (o->flags & G_OF_HALF) != 0 };
 }
 
 static inline void ga_rope_set(struct g_op *o, struct ga_rope a)
 {
 	ga_clear(o);
 	o->attr[0] = a.head_dim;
+	o->flags = ga_bit(a.half, G_OF_HALF);
 }
 
 /* attention: the head dims of q/k and of v (the plan's attention gives

@@ -297,7 +297,7 @@ const struct op_graph op_graph_ulysses_a2a = {
 
 /* ---- attention -------------------------------------------------------------------------- */
 
-const struct op_graph op_graph_rope = { .work = work_kernel };
+const struct op_graph op_graph_rope = { .flags = G_OF_HALF, .work = work_kernel };
 
 /* batch x heads x query rows of q [B, Sq, H Dk] (the head count from
  * the head dim; the same for ring attention's every chunk) */
@@ -444,16 +444,38 @@ const struct op_graph op_graph_text_ids = { .work = work_table };
 const struct op_graph op_graph_patch_embed = { .flags = G_OF_BIAS, .work = work_patch_embed };
 const struct op_graph op_graph_unpatchify = { .work = work_copy };
 
+/* ---- index ------------------------------------------------------------------------------ */
+
+/* index_select, index_copy: the dim within the output, x of the output's
+ * rank, the index a vector */
+static bool check_index(const struct g_graph *g, const struct g_op *o)
+{
+	uint32_t x = g->operands[o->in0], idx = g->operands[o->in0 + 1];
+	if (!dim_in_range(g, o, ga_dim_get(o).dim))
+		return false;
+	if (g->tensors[x].ndim != g->tensors[o->out].ndim || g->tensors[idx].ndim != 1) {
+		g_raise(G_ERR_FORMAT, "x must have the output's rank and the index one dim");
+		return false;
+	}
+	return true;
+}
+
+/* a gather moves the rows it keeps, as a slice; a scatter its whole
+ * result and source, as a concat */
+const struct op_graph op_graph_index_select = { .check = check_index, .work = work_part };
+const struct op_graph op_graph_index_copy = { .check = check_index, .work = work_copy };
+
 /* ---- the table -------------------------------------------------------------------------- */
 
 /* Op ids are stored in graphs: ops.def may only grow at its end. Adding an
  * op updates OP_COUNT here and docs/graph-format.md's list. */
-_Static_assert(OP_COUNT == 33, "a new op: update OP_COUNT here and the op list in "
+_Static_assert(OP_COUNT == 35, "a new op: update OP_COUNT here and the op list in "
 	       "docs/graph-format.md");
 _Static_assert(OP_linear == 0 && OP_gelu == 3 && OP_attention == 11 && OP_param == 12 &&
 	       OP_shard == 14 && OP_ring_attention == 18 &&
 	       OP_reduce_scatter == 27 && OP_linear_act == 28 && OP_ltx_rope_freqs == 29 &&
-	       OP_tanh == 30 && OP_ltx2_rope_freqs == 31 && OP_sigmoid == 32,
+	       OP_tanh == 30 && OP_ltx2_rope_freqs == 31 && OP_sigmoid == 32 &&
+	       OP_index_select == 33 && OP_index_copy == 34,
 	       "op ids are never renumbered");
 
 const struct op_graph *const op_graph[OP_COUNT] = {

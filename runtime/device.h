@@ -109,6 +109,17 @@ struct dev_ops {
 	int (*rope)(struct dev *d, const float *x, int64_t x_stride, const float *cos,
 		    const float *sin, float *y, int64_t y_stride, int64_t B, int64_t S,
 		    int64_t heads, int64_t D);
+	/* Optional (rope's convention "half": k_rope_half, cos/sin [S, R]); a
+	 * session refuses such a rope on a device without it (exec_check). */
+	int (*rope_half)(struct dev *d, const float *x, int64_t x_stride, const float *cos,
+			 const float *sin, float *y, int64_t y_stride, int64_t B, int64_t S,
+			 int64_t heads, int64_t D, int64_t R);
+	/* Optional (index_select, index_copy: k_index_rows, the index's n
+	 * values in the storage dtype); a session refuses those ops on a
+	 * device without it. */
+	int (*index_rows)(struct dev *d, float *dst, int64_t dst_rows, const float *src,
+			  int64_t src_rows, const float *index, int64_t n, int64_t outer,
+			  int64_t inner, bool scatter);
 	size_t (*attention_workspace)(struct dev *d, int64_t B, int64_t Sq, int64_t Skv,
 				      int64_t H, int64_t D, int64_t Dv);
 	int (*attention)(struct dev *d, const float *q, int64_t q_stride, const float *k,

@@ -657,6 +657,109 @@ static int cpu_rope(struct dev *d, const float *x, int64_t x_stride, const float
 	return 0;
 }
 
+struct rope_half_args {
+	const float *x, *cos, *sin;
+	float *y;
+	int64_t S, x_stride, y_stride, heads, D, R;
+};
+
+static void rope_half_range(const void *a, int64_t lo, int64_t hi)
+{
+	const struct rope_half_args *r = a;
+
+	for (int64_t row = lo; row < hi;) {
+		int64_t s0 = row % r->S, ns = hi - row < r->S - s0 ? hi - row : r->S - s0;
+
+		k_rope_half(r->x + row * r->x_stride, r->x_stride, r->cos + s0 * r->R,
+			    r->sin + s0 * r->R, r->y + row * r->y_stride, r->y_stride, 1, ns,
+			    r->heads, r->D, r->R);
+		row += ns;
+	}
+}
+
+static int cpu_rope_half(struct dev *d, const float *x, int64_t x_stride, const float *cos,
+			 const float *sin, float *y, int64_t y_stride, int64_t B, int64_t S,
+			 int64_t heads, int64_t D, int64_t R)
+{
+	struct cpu_dev *c = cpu(d);
+	struct rope_half_args a = { x, cos, sin, y, S, x_stride, y_stride, heads, D, R };
+	int64_t W = heads * D, n = B * S * W;
+	float *t = NULL;
+
+	if (narrow(c)) {
+		/* x as a contiguous twin, rotated in place */
+		if (!(t = twins(c, (size_t)(n + 2 * S * R))))
+			return -1;
+		conv2d(c, t, K_F32, W, x, c->dt, x_stride, B * S, W);
+		a.x = a.y = t;
+		a.x_stride = a.y_stride = W;
+		a.cos = widen(c, t + n, cos, S * R);
+		a.sin = widen(c, t + n + S * R, sin, S * R);
+	}
+	par_range(c, B * S, rows_grain(W), rope_half_range, &a);
+	if (t)
+		conv2d(c, y, c->dt, y_stride, t, K_F32, W, B * S, W);
+	return 0;
+}
+
+/* index_select / index_copy: the index widened to float32 (under narrow
+ * storage), the rows moved as bytes; a gather in parallel over its slabs'
+ * rows, a scatter over its slabs (serially within one, so of duplicate
+ * indices the last one's row stays, as k_index_rows says). */
+struct index_args {
+	char *dst;
+	const char *src;
+	const float *index;
+	int64_t dst_rows, src_rows, n, inner;
+	size_t esize;
+	bool scatter;
+};
+
+static void index_range(const void *a, int64_t lo, int64_t hi)
+{
+	const struct index_args *r = a;
+	size_t row = (size_t)r->inner * r->esize;
+
+	if (r->scatter) {
+		k_index_rows(r->dst + (size_t)(lo * r->dst_rows) * row, r->dst_rows,
+			     r->src + (size_t)(lo * r->n) * row, r->n, r->index, r->n, hi - lo,
+			     r->inner, r->esize, true);
+		return;
+	}
+	for (int64_t i = lo; i < hi;) { /* i: slab i / n, its row i % n */
+		int64_t o = i / r->n, j = i % r->n, m = hi - i < r->n - j ? hi - i : r->n - j;
+
+		k_index_rows(r->dst + (size_t)(o * r->n + j) * row, m,
+			     r->src + (size_t)(o * r->src_rows) * row, r->src_rows, r->index + j,
+			     m, 1, r->inner, r->esize, false);
+		i += m;
+	}
+}
+
+static int cpu_index_rows(struct dev *d, float *dst, int64_t dst_rows, const float *src,
+			  int64_t src_rows, const float *index, int64_t n, int64_t outer,
+			  int64_t inner, bool scatter)
+{
+	struct cpu_dev *c = cpu(d);
+	struct index_args a = { (char *)dst, (const char *)src, index, dst_rows, src_rows, n,
+				inner, k_dtype_size(c->dt), scatter };
+
+	if (n <= 0 || outer <= 0 || inner <= 0)
+		return 0;
+	if (narrow(c)) {
+		float *t = twins(c, (size_t)n);
+
+		if (!t)
+			return -1;
+		a.index = widen(c, t, index, n);
+	}
+	if (scatter)
+		par_range(c, outer, 1, index_range, &a);
+	else
+		par_range(c, outer * n, rows_grain(inner) * 4, index_range, &a);
+	return 0;
+}
+
 /* The session sizes one thread's workspace; the other threads' shares are
  * the device's own, grown on demand. */
 static size_t cpu_attention_workspace(struct dev *d, int64_t B, int64_t Sq, int64_t Skv,
@@ -1030,6 +1133,8 @@ static const struct dev_ops cpu_ops = {
 	.copy2d = cpu_copy2d,
 	.fill2d = cpu_fill2d,
 	.rope = cpu_rope,
+	.rope_half = cpu_rope_half,
+	.index_rows = cpu_index_rows,
 	.attention_workspace = cpu_attention_workspace,
 	.attention = cpu_attention,
 	.lse_merge = cpu_lse_merge,

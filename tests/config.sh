@@ -346,4 +346,10 @@ refuses qwen21 qwenimage21 axes_dims_rope '[2, 2, 2]' 'sum\(axes_dims_rope\) mus
 refuses qwen21 qwenimage21 axes_dims_rope '[2, 2, 2, 2]' 'axes_dims_rope must have 3 entries'
 takes qwen21 qwenimage21 context_in_dim 99
 
+
+# MiniMax-H3 (models/minimax_h3.plan)
+for f in minimax_h3 minimax_h3_odd minimax_h3_bf16; do takes "$f" minimax_h3 - -; done
+refuses minimax_h3 minimax_h3 patch_size '[2, 2]' 'patch_size must have 3 entries'
+refuses minimax_h3 minimax_h3 rope_freq_dim 3 '6 \* rope_freq_dim must be at most attention_head_dim'
+
 summary config

@@ -156,6 +156,7 @@ if ! flux_inputs "$tmp/flux_in.st" || ! flux_inputs "$tmp/flux_in1323.st" -D img
 	echo "FAIL  flux inputs: could not be written"
 fi
 if [ "$MODE" = mpi ]; then
+	case_ mpi-index-ring2xulysses2 tests/plans/index.plan cp "ring = 2, ulysses = 2" ""
 	# a subset under mpirun: one rank per process
 	mask_case mpi-mask-sdpa-ring2-alltoall sdpa "ring = 2" "rotate_method = \"alltoall\""
 	mask_case mpi-mask-joint-ring2xulysses2xtp2 joint "ring = 2, ulysses = 2, tp = 2" ""
@@ -304,6 +305,17 @@ else
 		echo "FAIL  ltx2-rope-control: the 24 fps tables matched, or a run failed"
 		sed 's/^/      /' "$tmp/out" | head -20
 	fi
+	# index_select / index_copy and rope's "half" convention
+	# (tests/plans/index.plan, MiniMax-H3's uses): the index split as the
+	# packed sequence, the gather's rows following it, the scatter whole; an
+	# uneven split (13 rows over 3) and bf16 storage
+	IX=tests/plans/index.plan
+	case_ index-ulysses2 $IX cp "ulysses = 2" ""
+	case_ index-ring2xulysses2 $IX cp "ring = 2, ulysses = 2" 'rotate_method = "alltoall"'
+	case_ index-ring-anything3 $IX cp "ring = 3" "ring_anything = true" -D seq=13
+	RUN_OPTS="--dtype bf16"
+	case_ index-ring2-bf16 $IX cp "ring = 2" ""
+	RUN_OPTS=
 	# sequence-parallel TP (tests/plans/sp.plan): reduce-scatters and
 	# all-gathers over tp; an uneven sequence (50 over 3), with cfg, with
 	# distributed q/k norms

@@ -1040,4 +1040,62 @@ else
 		"$FIX/ltx2/transformer" "$FIX/ltx2/inputs.safetensors"
 fi
 
+# --- MiniMax-H3 (models/minimax_h3.plan: the _cp_plan's plans; two outputs,
+# sample and audio_sample, each compared) ------------------------------------
+fixtures_present minimax_h3 minimax_h3_odd minimax_h3_bf16
+if [ "$MODE" = mpi ]; then
+	case_ mpi-minimax-usp minimax_h3 minimax_h3 minimax_h3_usp "ring = 2, ulysses = 2" "$AA"
+	case_ mpi-minimax-odd-ring-any3-presharded minimax_h3_odd minimax_h3 minimax_h3_ring_anything \
+		"ring = 3" "ring_anything = true, $AG" shard
+	case_ mpi-minimax-bf16-ulysses2 minimax_h3_bf16 minimax_h3 minimax_h3_ulysses "ulysses = 2" ""
+else
+	# 4 heads x 16 (12 channels rotated, 4 passed), 2 blocks, 16 packed rows
+	# interleaved (text, video, audio, video), two timesteps
+	full case_ minimax-1rank minimax_h3 minimax_h3 minimax_h3_single "tp = 1" ""
+	full case_ minimax-ulysses2 minimax_h3 minimax_h3 minimax_h3_ulysses "ulysses = 2" ""
+	case_ minimax-ulysses4 minimax_h3 minimax_h3 minimax_h3_ulysses "ulysses = 4" ""
+	full case_ minimax-ring2-allgather minimax_h3 minimax_h3 minimax_h3_ring "ring = 2" "$AG"
+	case_ minimax-ring4-alltoall minimax_h3 minimax_h3 minimax_h3_ring_alltoall "ring = 4" "$AA"
+	case_ minimax-usp minimax_h3 minimax_h3 minimax_h3_usp "ring = 2, ulysses = 2" "$AG"
+	# the corners (sharded checkpoint): 3 heads x 14, batch 2, 15 packed
+	# rows of which one no modality fills, three timesteps: the anything modes
+	full case_ minimax-odd-1rank minimax_h3_odd minimax_h3 minimax_h3_single "tp = 1" ""
+	case_ minimax-odd-ulysses-any2 minimax_h3_odd minimax_h3 minimax_h3_ulysses_anything \
+		"ulysses = 2" "ulysses_anything = true"
+	full case_ minimax-odd-ring-any3 minimax_h3_odd minimax_h3 minimax_h3_ring_anything "ring = 3" \
+		"ring_anything = true, $AG"
+	case_ minimax-odd-ring-any4-presharded minimax_h3_odd minimax_h3 minimax_h3_ring_anything \
+		"ring = 4" "ring_anything = true, $AA" shard
+	# bf16 (--dtype bf16; diffusers keeps its five float32 modules)
+	full case_ minimax-bf16-1rank minimax_h3_bf16 minimax_h3 minimax_h3_single "tp = 1" ""
+	case_ minimax-bf16-ulysses2 minimax_h3_bf16 minimax_h3 minimax_h3_ulysses "ulysses = 2" ""
+	full case_ minimax-bf16-ring2-alltoall minimax_h3_bf16 minimax_h3 minimax_h3_ring_alltoall \
+		"ring = 2" "$AA"
+
+	for f in minimax_h3 minimax_h3_odd minimax_h3_bf16; do
+		bound "bound-$f" ok $f minimax_h3 minimax_h3_single
+	done
+	# without the token refiner its blocks' tensors are left unbound
+	bound control-bound-minimax-no-refiner fail minimax_h3 minimax_h3 minimax_h3_single -D num_refiner_layers=0
+
+	# negative controls: one element of a block's adaln_proj weight off by
+	# 0.25 (under ring 2); norm_out's chunks read scale first (as
+	# AdaLayerNormContinuous's); SwiGLU's silu on the first half (the value)
+	mkdir -p "$tmp/perturbed_minimax"
+	cp "$FIX/minimax_h3/transformer/config.json" "$tmp/perturbed_minimax/"
+	safetensors_edit "$FIX/minimax_h3/transformer/diffusion_pytorch_model.safetensors" \
+		"$tmp/perturbed_minimax/diffusion_pytorch_model.safetensors" \
+		transformer_blocks.1.adaln_proj.linear.weight 0.25
+	control control-minimax-perturbed-weight minimax_h3 minimax_h3 minimax_h3_ring "ring = 2" \
+		"$tmp/perturbed_minimax" "$FIX/minimax_h3/inputs.safetensors"
+	sed 's/\(norm_out.shift *= slice(norm_out.rows, dim = 1, start = \)0,/\1hidden_size,/; s/\(norm_out.scale *= slice(norm_out.rows, dim = 1, start = \)hidden_size,/\10,/' \
+		models/minimax_h3.plan >"$tmp/minimax_scale_first.plan"
+	control control-minimax-norm-out-scale-first minimax_h3 "$tmp/minimax_scale_first.plan" \
+		minimax_h3_single "tp = 1" "$FIX/minimax_h3/transformer" "$FIX/minimax_h3/inputs.safetensors"
+	sed 's/ff.net.0.act *= silu(ff.net.0.gate);/ff.net.0.act = silu(ff.net.0.value);/' \
+		models/minimax_h3.plan >"$tmp/minimax_swiglu_value.plan"
+	control control-minimax-swiglu-halves minimax_h3 "$tmp/minimax_swiglu_value.plan" \
+		minimax_h3_single "tp = 1" "$FIX/minimax_h3/transformer" "$FIX/minimax_h3/inputs.safetensors"
+fi
+
 summary models

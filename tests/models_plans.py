@@ -70,6 +70,13 @@ EQUIVALENT = {
         [("blocks.*.ffn.net.2", "gather(dim = 1)")],
 }
 
+# MiniMax-H3's _cp_plan splits timestep_indices where norm_out
+# (MiniMaxH3AdaLayerNormOut) reads it; dtpc's `norm_out` is the modulate op
+# (ports x, shift, scale), and the op of norm_out that reads
+# timestep_indices is `norm_out.rows`, its index_select (port `index`).
+EQUIVALENT[("MiniMaxH3Transformer3DModel", "norm_out", "split(timestep_indices, dim = 0)")] = [
+    ("norm_out.rows", "split(index, dim = 0)")]
+
 # (model, plan): plans of dtpc's own beside the class's, held to no rule of it
 OWN = {
     ("helios", "helios_usp_sequence"):

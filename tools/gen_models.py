@@ -738,6 +738,143 @@ CASES.update({
 })
 
 
+# --- MiniMax-H3 (models/minimax_h3.plan) -----------------------------------------
+from diffusers import MiniMaxH3Transformer3DModel  # noqa: E402  (this section's class)
+
+
+def minimax_keep_fp32(name):
+    """Whether a parameter is one of MiniMaxH3Transformer3DModel's
+    _keep_in_fp32_modules, matched as diffusers' loader matches them (a
+    component of the name)."""
+    return any(k in name.split(".") for k in MiniMaxH3Transformer3DModel._keep_in_fp32_modules)
+
+
+def minimax_save(model, dtype):
+    """The release's mixed checkpoint: the _keep_in_fp32_modules' parameters
+    in float32 (at full precision, not rounded through bf16), the rest in the
+    case's dtype."""
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if dtype == torch.float32 or not minimax_keep_fp32(n):
+                p.data = p.data.to(dtype)
+
+
+def minimax_load(cls, folder, dt):
+    """from_pretrained(folder, torch_dtype=dt) as diffusers 0.42.1 loads this
+    class (its low_cpu_mem_usage path, which needs accelerate): the
+    _keep_in_fp32_modules' parameters in float32, the rest in dt, the
+    computed rope.inv_freq buffer float32 ("rope" is in the list)."""
+    from safetensors.torch import load_file
+    m = cls.from_config(cls.load_config(folder))
+    sd = {}
+    for f in sorted(os.listdir(folder)):
+        if f.endswith(".safetensors"):
+            sd.update(load_file(os.path.join(folder, f)))
+    m.load_state_dict(sd, strict=True)
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            p.data = sd[n].to(torch.float32 if minimax_keep_fp32(n) else dt)
+    return m
+
+
+def minimax_inputs(cfg, gen, batch, layout, timesteps, frames, grid, empty=()):
+    """A packed sequence in forward's layout: `layout` the modality of each
+    row in order ("t" text, "v" video, "a" audio; "-" a row no modality
+    fills, which stays zeros), video rows the (frame, row, col) of a
+    frames x grid patch grid (frame 0 the conditioning frame, at
+    timestep_indices 0), audio rows at (index, 0, 0), text rows at (0, 0,
+    0) + their index on every axis; `timesteps` the distinct values."""
+    pt, ph, pw = cfg["patch_size"]
+    tv = [i for i, c in enumerate(layout) if c == "v"]
+    ta = [i for i, c in enumerate(layout) if c == "a"]
+    tt = [i for i, c in enumerate(layout) if c == "t"]
+    seq = len(layout)
+    assert len(tv) == frames * grid[0] * grid[1]
+    pos = torch.zeros(seq, 3, dtype=torch.long)
+    tags = torch.zeros(seq, dtype=torch.long)
+    tidx = torch.zeros(seq, dtype=torch.long)
+    for k, i in enumerate(tv):
+        f, r, c = k // (grid[0] * grid[1]), k // grid[1] % grid[0], k % grid[1]
+        pos[i] = torch.tensor([f, r, c])
+        tags[i] = 0
+        tidx[i] = 0 if f == 0 else len(timesteps) - 1
+    for k, i in enumerate(ta):
+        pos[i] = torch.tensor([k, 0, 0])
+        tags[i] = 2
+        tidx[i] = len(timesteps) - 1
+    for k, i in enumerate(tt):
+        pos[i] = torch.tensor([k, k, k])
+        tags[i] = 1
+        tidx[i] = min(1, len(timesteps) - 1)
+    for i, c in enumerate(layout):
+        if c == "-":
+            tags[i] = 1
+    x = {
+        "hidden_states": torch.randn(batch, len(tv), cfg["in_channels"] * pt * ph * pw, generator=gen),
+        "audio_hidden_states": torch.randn(batch, len(ta), cfg["audio_in_channels"], generator=gen),
+        "encoder_hidden_states": torch.randn(batch, len(tt), cfg["text_dim"], generator=gen),
+        "timestep": torch.tensor(timesteps, dtype=torch.float32),
+        "timestep_indices": tidx,
+        "token_tags": tags,
+        "position_ids": pos,
+        "video_indices": torch.tensor(tv, dtype=torch.long),
+        "audio_indices": torch.tensor(ta, dtype=torch.long),
+        "text_indices": torch.tensor(tt, dtype=torch.long),
+    }
+    shape = {"batch": batch, "num_video_tokens": len(tv), "num_audio_tokens": len(ta),
+             "num_text_tokens": len(tt), "seq_len": seq, "num_timesteps": len(timesteps)}
+    return x, shape, {}
+
+
+def minimax_forward(m, args, x):
+    """Both outputs, by MiniMaxH3TransformerOutput's names."""
+    video, audio = m(**args, return_dict=False)
+    return {"sample": video, "audio_sample": audio}
+
+
+_MINIMAX = dict(cls=MiniMaxH3Transformer3DModel, model="minimax_h3", forward=minimax_forward,
+                save=minimax_save, load=minimax_load)
+CASES.update({
+    # 4 heads x 16 (inner 64 on a 24-wide stream), rope_freq_dim 2 (12 of each
+    # head's 16 channels rotated, 4 passed through), 2 blocks, 1 refiner
+    # block; 16 packed rows (4 text, 2 x 2 x 2 video patches of which frame 0
+    # conditions at timestep 0, 4 audio) interleaved, two timesteps
+    "minimax_h3": dict(
+        **_MINIMAX,
+        cfg=dict(num_attention_heads=4, attention_head_dim=16, hidden_size=24, num_layers=2,
+                 num_refiner_layers=1, ffn_dim=40, in_channels=4, audio_in_channels=6,
+                 patch_size=[1, 2, 2], text_dim=12, freq_dim=16, time_embed_hidden_dim=20,
+                 time_embed_dim=10, rope_freq_dim=2, rope_theta=10000.0),
+        inputs=lambda cfg, gen: minimax_inputs(cfg, gen, batch=1, layout="ttttvvvvaaaavvvv",
+                                               timesteps=[0.0, 0.63], frames=2, grid=(2, 2))),
+    # the odd corners, sharded: 3 heads x 14 (12 rotated, 2 passed), patch
+    # (1, 1, 2), 3 blocks, 2 refiner blocks, batch 2, eps of their own; 15
+    # packed rows (3 text, 6 video, 5 audio and one row no modality fills),
+    # three timesteps
+    "minimax_h3_odd": dict(
+        **_MINIMAX, shard="30KB",
+        cfg=dict(num_attention_heads=3, attention_head_dim=14, hidden_size=18, num_layers=3,
+                 num_refiner_layers=2, ffn_dim=20, in_channels=3, audio_in_channels=5,
+                 patch_size=[1, 1, 2], text_dim=7, freq_dim=8, time_embed_hidden_dim=12,
+                 time_embed_dim=6, rope_freq_dim=2, rope_theta=500.0, norm_eps=1e-6,
+                 qk_norm_eps=1e-4, final_norm_eps=1e-3),
+        inputs=lambda cfg, gen: minimax_inputs(cfg, gen, batch=2, layout="tavvvtaav-avvta",
+                                               timesteps=[0.0, 0.41, 0.9], frames=2,
+                                               grid=(1, 3))),
+    # bf16 with the release's float32 modules (proj_in, audio_proj_in,
+    # time_embedder, proj_out, audio_proj_out stored and run in float32 by
+    # diffusers): 2 heads x 16, 2 blocks, 12 packed rows
+    "minimax_h3_bf16": dict(
+        **_MINIMAX, dtype=torch.bfloat16,
+        cfg=dict(num_attention_heads=2, attention_head_dim=16, hidden_size=24, num_layers=2,
+                 num_refiner_layers=1, ffn_dim=32, in_channels=4, audio_in_channels=6,
+                 patch_size=[1, 2, 2], text_dim=12, freq_dim=16, time_embed_hidden_dim=20,
+                 time_embed_dim=10, rope_freq_dim=2),
+        inputs=lambda cfg, gen: minimax_inputs(cfg, gen, batch=1, layout="ttttvvvvaaaa",
+                                               timesteps=[0.5], frames=1, grid=(2, 2))),
+})
+
+
 def parallel_plans(cls):
     """The class's _cp_plan and _tp_plan as JSON (tests/models_plans.py checks
     that models/*.plan writes them): a _cp_plan entry's inputs by port (a
@@ -792,10 +929,17 @@ def gen(name):
     if os.path.isdir(d):
         shutil.rmtree(d)
     kw = {"max_shard_size": case["shard"]} if case.get("shard") else {}
-    model.to(dtype).save_pretrained(os.path.join(d, "transformer"), safe_serialization=True, **kw)
+    if "save" in case:  # a checkpoint of mixed dtypes, as the release ships it
+        case["save"](model, dtype)
+    else:
+        model.to(dtype)
+    model.save_pretrained(os.path.join(d, "transformer"), safe_serialization=True, **kw)
 
     def run(dt):
-        m = case["cls"].from_pretrained(os.path.join(d, "transformer"), torch_dtype=dt).eval()
+        if "load" in case:  # a class whose from_pretrained needs what the venv lacks
+            m = case["load"](case["cls"], os.path.join(d, "transformer"), dt).eval()
+        else:
+            m = case["cls"].from_pretrained(os.path.join(d, "transformer"), torch_dtype=dt).eval()
         args = {k: (v.to(dt) if v.is_floating_point() else v) for k, v in x.items()}
         if "img_shapes" in extra_args:
             args["img_shapes"] = [tuple(s) for s in extra_args["img_shapes"]]
@@ -809,9 +953,10 @@ def gen(name):
                 return case["forward"](m, args, x)
             return m(**args, return_dict=False)[0]
 
-    sample = run(dtype)
-    # a model of two outputs (LTX-2: video and audio) returns a dict of them
-    outs = sample if isinstance(sample, dict) else {"sample": sample}
+    # a dict: several outputs by name (LTX-2's and MiniMax-H3's sample and
+    # audio_sample)
+    outs = run(dtype)
+    outs = outs if isinstance(outs, dict) else {"sample": outs}
     sample = outs["sample"]
     m = meta(name, case, shape, extra_args)
     if dtype != torch.float32:
@@ -850,3 +995,4 @@ def main():
 
 if __name__ == "__main__":
     main()
+

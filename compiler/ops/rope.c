@@ -16,17 +16,34 @@ static bool shape_rope(struct op_ctx *I, struct ir_op *o, const struct value *v,
 	if (!need_rank(I, o->in[0], o->in_loc[0], 3, 3, "rope's input") ||
 	    !heads_divide(I, x->d[2], &v[3], o->in_loc[0], xname))
 		return false;
+	bool half = !strcmp(v[4].s, "half");
+	if (!half && strcmp(v[4].s, "interleaved")) {
+		diag_error(I->d, v[4].loc, "convention must be \"interleaved\" or \"half\", "
+			   "not \"%s\"", v[4].s);
+		diag_hint(I->d, "\"interleaved\": pairs (2i, 2i + 1) over the whole head (Flux, "
+			  "Wan); \"half\": rotate_half over the tables' leading columns of "
+			  "each head, the rest passed through (MiniMax-H3)");
+		return false;
+	}
 	int64_t hd = x->d[2] / v[3].i;
-	if (hd % 2) {
+	if (!half && hd % 2) {
 		diag_error(I->d, v[3].loc, "rope needs an even head dim, got %" PRId64, hd);
 		return false;
 	}
+	/* "half": the tables' width R is the rotated channels (diffusers'
+	 * rotary_dim = cos.shape[-1]): even, at most the head dim */
+	int64_t r = half ? in_shape(I, o->in[1])->d[in_shape(I, o->in[1])->nd - 1] : hd;
 	for (int i = 1; i <= 2; i++) {
 		const struct ir_shape *c = in_shape(I, o->in[i]);
-		if (c->nd != 2 || c->d[0] != x->d[1] || c->d[1] != hd) {
+		bool ok = c->nd == 2 && c->d[0] == x->d[1] &&
+			  (half ? c->d[1] == r && r >= 2 && r % 2 == 0 && r <= hd : c->d[1] == hd);
+		if (!ok) {
 			diag_error(I->d, o->in_loc[i],
-				   "rope's %s must be [%" PRId64 ", %" PRId64 "] "
-				   "(sequence, head dim), but '%s' is %s",
+				   half ? "rope's %s must be [%" PRId64 ", R] (sequence, rotated "
+					  "channels: R even, 2 to the head dim %" PRId64 ", cos and "
+					  "sin alike), but '%s' is %s"
+					: "rope's %s must be [%" PRId64 ", %" PRId64 "] "
+					  "(sequence, head dim), but '%s' is %s",
 				   i == 1 ? "cos" : "sin", x->d[1], hd,
 				   I->m->tensors[o->in[i]].name, shape_str(I->a, c));
 			return false;
@@ -34,6 +51,7 @@ static bool shape_rope(struct op_ctx *I, struct ir_op *o, const struct value *v,
 	}
 	*out = *x;
 	o->heads = v[3].i;
+	o->flag = half;
 	return true;
 }
 
@@ -148,6 +166,12 @@ static void lower_rope(const struct op_lowered *X, const struct ir_op *o, struct
 	/* the local head dim: the tables' width, whole or, for one head
 	 * cut into even chunks, this rank's chunk (layout.c) */
 	const struct g_tensor *cos = &X->tensors[X->in[1]];
+	if (o->flag) { /* "half": the head dim (whole heads on every rank:
+			* rope_tables), the tables' width R */
+		ga_rope_set(g, (struct ga_rope){
+			.head_dim = X->m->tensors[o->in[0]].shape.d[2] / o->heads, .half = true });
+		return;
+	}
 	ga_rope_set(g, (struct ga_rope){
 		.head_dim = cos->pattern[1] >= 0 ? X->pattern_max[cos->pattern[1]] : cos->dims[1] });
 }
@@ -187,7 +211,7 @@ static struct lay_axis rope_tables(struct opctx *X, enum lay_group g)
 		whole &= b[i] % n == 0 && (b[i] / n) % hd == 0;
 	if (whole)
 		return want;
-	if (!x->nblk && width == hd && hd % n == 0 && (hd / n) % 2 == 0) {
+	if (!X->o->flag && !x->nblk && width == hd && hd % n == 0 && (hd / n) % 2 == 0) {
 		want = *x;
 		want.dim = 1;
 		return want;

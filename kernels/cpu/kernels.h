@@ -188,6 +188,19 @@ void k_copy2d(float *dst, int64_t dst_stride, const float *src, int64_t src_stri
 void k_copy2d_elems(void *dst, int64_t dst_stride, const void *src, int64_t src_stride,
 		    int64_t rows, int64_t cols, size_t esize);
 
+/* Rows of `inner` elements of esize bytes moved by a runtime index
+ * (index_select, index_copy; index.c), over `outer` slabs: gather
+ * (scatter false): dst[o][j] = src[o][index[j]] for j < n, src holding
+ * src_rows rows per slab and dst n; scatter: dst[o][index[j]] = src[o][j],
+ * dst holding dst_rows rows and src n (dst's other rows untouched; of
+ * duplicate indices the last one's row stays). An index that is not an
+ * integer in [0, rows) selects a row of zeros (gather) or is skipped
+ * (scatter). The index is float32; the views must not overlap. Callers own
+ * all buffers. */
+void k_index_rows(void *dst, int64_t dst_rows, const void *src, int64_t src_rows,
+		  const float *index, int64_t n, int64_t outer, int64_t inner, size_t esize,
+		  bool scatter);
+
 /* Bytes of workspace k_attention needs for these sizes, a few hundred KiB
  * at most (the tiles bound it; the sequence lengths do not matter). */
 size_t k_attention_workspace(int64_t Sq, int64_t Skv, int64_t D, int64_t Dv);
@@ -289,6 +302,16 @@ void k_ltx2_rope_freqs(const struct k_ltx2_rope *p, float *y, int64_t lo, int64_
  * with y_stride == x_stride. Callers own all buffers. */
 void k_rope(const float *x, int64_t x_stride, const float *cos, const float *sin,
 	    float *y, int64_t y_stride, int64_t B, int64_t S, int64_t heads, int64_t D);
+
+/* The rotate_half convention (MiniMax-H3's _apply_rotary_emb) over the R
+ * leading channels of each head of D: with h = R / 2, channel j < h is
+ * x_j cos_j - x_{j+h} sin_j and channel j + h is x_{j+h} cos_{j+h} + x_j
+ * sin_{j+h}; channels R .. D are copied. cos and sin are [S, R] (diffusers'
+ * tables: cat(freqs, freqs)); R even, at most D. Strides and in-place use
+ * as k_rope's. */
+void k_rope_half(const float *x, int64_t x_stride, const float *cos, const float *sin,
+		 float *y, int64_t y_stride, int64_t B, int64_t S, int64_t heads, int64_t D,
+		 int64_t R);
 
 /* ---- embeddings (embed.c): what diffusers computes inside a forward ---- */
 

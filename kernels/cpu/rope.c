@@ -210,3 +210,37 @@ void k_rope(const float *x, int64_t x_stride, const float *cos, const float *sin
 		}
 	}
 }
+
+void k_rope_half(const float *x, int64_t x_stride, const float *cos, const float *sin,
+		 float *y, int64_t y_stride, int64_t B, int64_t S, int64_t heads, int64_t D,
+		 int64_t R)
+{
+	int64_t h = R / 2;
+
+	assert(R % 2 == 0 && R <= D);
+	for (int64_t bi = 0; bi < B; bi++) {
+		for (int64_t s = 0; s < S; s++) {
+			const float *c = cos + s * R, *sn = sin + s * R;
+			const float *xr = x + (bi * S + s) * x_stride;
+			float *yr = y + (bi * S + s) * y_stride;
+
+			for (int64_t hh = 0; hh < heads; hh++) {
+				const float *xh = xr + hh * D;
+				float *yh = yr + hh * D;
+
+				/* x * cos + cat(-x2, x1) * sin: a pair's inputs
+				 * are read before its outputs are written, so y
+				 * may be x */
+				for (int64_t j = 0; j < h; j++) {
+					float x1 = xh[j], x2 = xh[j + h];
+
+					yh[j] = x1 * c[j] - x2 * sn[j];
+					yh[j + h] = x2 * c[j + h] + x1 * sn[j + h];
+				}
+				if (yh != xh)
+					for (int64_t j = R; j < D; j++)
+						yh[j] = xh[j];
+			}
+		}
+	}
+}

@@ -108,6 +108,17 @@ int kc_fill2d(kc_ctx *c, enum kc_dtype t, void *dst, int64_t dst_stride, int64_t
 int kc_rope(kc_ctx *c, enum kc_dtype t, const void *x, int64_t x_stride, const void *cos,
 	    const void *sin, void *y, int64_t y_stride, int64_t B, int64_t S, int64_t heads,
 	    int64_t D);
+/* k_rope_half: rotate_half over the R leading channels of each head of D
+ * (cos/sin [S, R]), the rest copied (rope.cu). */
+int kc_rope_half(kc_ctx *c, enum kc_dtype t, const void *x, int64_t x_stride, const void *cos,
+		 const void *sin, void *y, int64_t y_stride, int64_t B, int64_t S, int64_t heads,
+		 int64_t D, int64_t R);
+/* k_index_rows on elements of elem_bytes, the index's n values in dtype t
+ * (index.cu): of duplicate scatter indices one row stays, which one is
+ * unspecified (torch's index_copy says the same). */
+int kc_index_rows(kc_ctx *c, enum kc_dtype t, size_t elem_bytes, void *dst, int64_t dst_rows,
+		  const void *src, int64_t src_rows, const void *index, int64_t n, int64_t outer,
+		  int64_t inner, bool scatter);
 /* Bytes of device workspace kc_attention needs (may be 0). */
 size_t kc_attention_workspace(enum kc_dtype t, int64_t B, int64_t Sq, int64_t Skv, int64_t H,
 			      int64_t D, int64_t Dv);

@@ -288,6 +288,54 @@ int rope_t(kc_ctx *c, const void *xv, int64_t x_stride, const void *cv, const vo
 	return kc_launched();
 }
 
+/* rope's "half" convention (k_rope_half): one warp per row, lanes over
+ * the h = R / 2 pairs (j, j + h) of each head and then over the passed
+ * channels R .. D; a pair is read before it is written, so y may be x. */
+template <typename T>
+__global__ void rope_half_kernel(const T *x, int64_t x_stride, const T *cos, const T *sin, T *y,
+				 int64_t y_stride, int64_t rows, int64_t S, int64_t heads,
+				 int64_t D, int64_t R)
+{
+	const int lane = threadIdx.x % 32;
+	const int64_t h = R / 2;
+
+	for (int64_t r = kc_warp(); r < rows; r += kc_warps()) {
+		const int64_t s = r % S;
+		const T *xr = x + r * x_stride, *cr = cos + s * R, *sr = sin + s * R;
+		T *yr = y + r * y_stride;
+
+		for (int64_t hh = 0; hh < heads; hh++) {
+			const T *xh = xr + hh * D;
+			T *yh = yr + hh * D;
+
+			for (int64_t j = lane; j < h; j += 32) {
+				float x1 = kc_to_f32<T>(xh[j]), x2 = kc_to_f32<T>(xh[j + h]);
+				float o1 = x1 * kc_to_f32<T>(cr[j]) - x2 * kc_to_f32<T>(sr[j]);
+				float o2 = x2 * kc_to_f32<T>(cr[j + h]) + x1 * kc_to_f32<T>(sr[j + h]);
+
+				yh[j] = kc_from_f32<T>(o1);
+				yh[j + h] = kc_from_f32<T>(o2);
+			}
+			if (yh != xh)
+				for (int64_t j = R + lane; j < D; j += 32)
+					yh[j] = xh[j];
+		}
+	}
+}
+
+template <typename T>
+int rope_half_t(kc_ctx *c, const void *xv, int64_t x_stride, const void *cv, const void *sv,
+		void *yv, int64_t y_stride, int64_t B, int64_t S, int64_t heads, int64_t D,
+		int64_t R)
+{
+	int64_t rows = B * S;
+
+	rope_half_kernel<T><<<kc_blocks_for(c, WARPS, rows), THREADS, 0, c->stream>>>(
+		(const T *)xv, x_stride, (const T *)cv, (const T *)sv, (T *)yv, y_stride, rows, S,
+		heads, D, R);
+	return kc_launched();
+}
+
 } // namespace
 
 /* ---- entry points ------------------------------------------------------------------------- */
@@ -364,4 +412,20 @@ extern "C" int kc_rope(kc_ctx *c, enum kc_dtype t, const void *x, int64_t x_stri
 	if (B <= 0 || S <= 0 || heads <= 0 || D <= 0)
 		return 0;
 	return KC_DISPATCH(t, rope_t, c, x, x_stride, cos, sin, y, y_stride, B, S, heads, D);
+}
+
+extern "C" int kc_rope_half(kc_ctx *c, enum kc_dtype t, const void *x, int64_t x_stride,
+			    const void *cos, const void *sin, void *y, int64_t y_stride, int64_t B,
+			    int64_t S, int64_t heads, int64_t D, int64_t R)
+{
+	int st = kc_use_device(c);
+
+	if (st)
+		return st;
+	if (R < 2 || R % 2 != 0 || R > D)
+		return (int)cudaErrorInvalidValue;
+	if (B <= 0 || S <= 0 || heads <= 0)
+		return 0;
+	return KC_DISPATCH(t, rope_half_t, c, x, x_stride, cos, sin, y, y_stride, B, S, heads, D,
+			   R);
 }

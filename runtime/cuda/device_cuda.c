@@ -198,6 +198,23 @@ static int cuda_rope(struct dev *d, const float *x, int64_t x_stride, const floa
 			       D), "rope");
 }
 
+static int cuda_rope_half(struct dev *d, const float *x, int64_t x_stride, const float *cos,
+			  const float *sin, float *y, int64_t y_stride, int64_t B, int64_t S,
+			  int64_t heads, int64_t D, int64_t R)
+{
+	return fail(d, kc_rope_half(cd(d)->kc, cd(d)->t, x, x_stride, cos, sin, y, y_stride, B, S,
+				    heads, D, R), "rope_half");
+}
+
+static int cuda_index_rows(struct dev *d, float *dst, int64_t dst_rows, const float *src,
+			   int64_t src_rows, const float *index, int64_t n, int64_t outer,
+			   int64_t inner, bool scatter)
+{
+	return fail(d, kc_index_rows(cd(d)->kc, cd(d)->t, kc_dtype_size(cd(d)->t), dst, dst_rows,
+				     src, src_rows, index, n, outer, inner, scatter),
+		    "index_rows");
+}
+
 static size_t cuda_attention_workspace(struct dev *d, int64_t B, int64_t Sq, int64_t Skv,
 				       int64_t H, int64_t D, int64_t Dv)
 {
@@ -348,6 +365,8 @@ static const struct dev_ops cuda_ops = {
 	.copy2d = cuda_copy2d,
 	.fill2d = cuda_fill2d,
 	.rope = cuda_rope,
+	.rope_half = cuda_rope_half,
+	.index_rows = cuda_index_rows,
 	.attention_workspace = cuda_attention_workspace,
 	.attention = cuda_attention,
 	.lse_merge = cuda_lse_merge,

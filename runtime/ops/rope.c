@@ -10,17 +10,23 @@ static dtpc_status check_rope(struct dtpc_session *s, uint32_t i, const struct g
 	const char *name = op_table[o->kind].name;
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
 	uint32_t c = opnd(s, o, 1), sn = opnd(s, o, 2);
-	int64_t D = ga_rope_get(o).head_dim;
-	REQUIRE(nd(s, x) == 3 && same_dims(s, x, out) && D > 0 && D % 2 == 0 &&
+	struct ga_rope a = ga_rope_get(o);
+	int64_t D = a.head_dim;
+	REQUIRE(nd(s, x) == 3 && same_dims(s, x, out) && D > 0 && (a.half || D % 2 == 0) &&
 			dims(s, x)[2] % D == 0, i, name, "shapes");
+	/* "half": the tables' width R, rotated; interleaved: the head dim */
+	int64_t R = a.half && nd(s, c) == 2 ? dims(s, c)[1] : D;
+	REQUIRE(R >= 2 && R % 2 == 0 && R <= D, i, name, "rotated channels %lld (even, 2 to %lld)",
+		(long long)R, (long long)D);
 	for (uint32_t t = c; ; t = sn) {
-		REQUIRE(nd(s, t) == 2 && dims(s, t)[0] == dims(s, x)[1] && dims(s, t)[1] == D,
+		REQUIRE(nd(s, t) == 2 && dims(s, t)[0] == dims(s, x)[1] && dims(s, t)[1] == R,
 			i, name, "cos/sin must be [%lld, %lld]", (long long)dims(s, x)[1],
-			(long long)D);
+			(long long)R);
 		if (t == sn)
 			break;
 	}
-	return DTPC_OK;
+	return a.half ? device_can(s, i, s->dv && !s->dv->ops->rope_half, "rope (half)")
+		      : DTPC_OK;
 }
 
 static dtpc_status check_rope_freqs(struct dtpc_session *s, uint32_t i, const struct g_op *o)
@@ -69,6 +75,12 @@ static dtpc_status run_rope(struct dtpc_session *s, const struct g_op *o)
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
 	float *y = rt_data(s, out);
 	int64_t W = dims(s, x)[2], D = ga_rope_get(o).head_dim;
+	if (ga_rope_get(o).half) {
+		DEV(s, o, rope_half, rt_data(s, x), W, rt_data(s, opnd(s, o, 1)),
+		    rt_data(s, opnd(s, o, 2)), y, W, dims(s, x)[0], dims(s, x)[1], W / D, D,
+		    dims(s, opnd(s, o, 1))[1]);
+		return DTPC_OK;
+	}
 	DEV(s, o, rope, rt_data(s, x), W, rt_data(s, opnd(s, o, 1)), rt_data(s, opnd(s, o, 2)),
 	    y, W, dims(s, x)[0], dims(s, x)[1], W / D, D);
 	return DTPC_OK;

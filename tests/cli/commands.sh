@@ -284,7 +284,7 @@ for pp in "examples/flux.plan flux_ring2_ulysses2_fsdp" "examples/flux.plan flux
 	"examples/qwenimage.plan qwenimage_ring2_ulysses2_tp2" "examples/wan.plan wan_tiny_usp_ffn_tp" \
 	"tests/plans/sp.plan qknorm_sp" "tests/fixtures/embed.plan embed_fixture" \
 	"tests/plans/tanh.plan tp" "tests/plans/sigmoid.plan sigmoid_tp" \
-	"models/ltx2.plan ltx2_single"; do
+	"models/ltx2.plan ltx2_single" "tests/plans/index.plan cp"; do
 	# shellcheck disable=SC2086 # file and plan
 	set -- $pp
 	if "$DTPC" "$1" --plan "$2" -o "$tmp/why.graph" >"$tmp/why.out" 2>&1 &&

@@ -907,6 +907,94 @@ static void test_rope(void)
 	}
 }
 
+/* rope's convention "half" (kc_rope_half): the CPU's k_rope_half on the same
+ * (dtype-rounded) inputs; y contiguous or in place, the passed channels R ..
+ * D included. */
+static void test_rope_half_case(int di, int64_t B, int64_t S, int64_t heads, int64_t D, int64_t R,
+				int64_t x_stride, int inplace)
+{
+	enum kc_dtype t = DTYPES[di];
+	const int64_t rows = B * S, w = heads * D, y_stride = inplace ? x_stride : w;
+	const size_t xn = (size_t)((rows - 1) * x_stride + w), yn = (size_t)((rows - 1) * y_stride + w);
+	char name[200];
+	float *x = hrand(t, xn), *cs = hrand(t, (size_t)(S * R)), *sn = hrand(t, (size_t)(S * R));
+	float *yref = inplace ? hcopy(x, xn) : hmalloc(yn * sizeof *yref);
+	float *vref = hmalloc((size_t)(rows * w) * sizeof *vref);
+	float *vgot = hmalloc((size_t)(rows * w) * sizeof *vgot);
+	void *dx = dupload(t, x, xn, 0), *dc = dupload(t, cs, (size_t)(S * R), 0);
+	void *ds = dupload(t, sn, (size_t)(S * R), 0);
+	void *dy = inplace ? dx : dpoison(t, yn, 0);
+
+	snprintf(name, sizeof name, "rope half %s B=%lld S=%lld heads=%lld D=%lld R=%lld x_stride=%lld%s",
+		 DNAME[di], (long long)B, (long long)S, (long long)heads, (long long)D, (long long)R,
+		 (long long)x_stride, inplace ? " in-place" : "");
+	k_rope_half(x, x_stride, cs, sn, yref, y_stride, B, S, heads, D, R);
+	if (!launched(name, kc_rope_half(ctx, t, dx, x_stride, dc, ds, dy, y_stride, B, S, heads, D,
+					 R))) {
+		end_case();
+		return;
+	}
+	float *got = ddownload(t, dy, yn);
+
+	for (int64_t r = 0; r < rows; r++) {
+		memcpy(vref + r * w, yref + r * y_stride, (size_t)w * sizeof *vref);
+		memcpy(vgot + r * w, got + r * y_stride, (size_t)w * sizeof *vgot);
+	}
+	check_close(name, t, vgot, vref, (size_t)(rows * w));
+	end_case();
+}
+
+static void test_rope_half(void)
+{
+	for (int di = 0; di < 3; di++) {
+		test_rope_half_case(di, 1, 1, 1, 2, 2, 2, 0);
+		test_rope_half_case(di, 2, 7, 3, 14, 12, 3 * 3 * 14, 0); /* q inside packed qkv */
+		test_rope_half_case(di, 2, 7, 3, 14, 12, 3 * 3 * 14, 1);
+		test_rope_half_case(di, 2, 33, 5, 128, 96, 5 * 128, 0); /* MiniMax-H3: 96 of 128 */
+		test_rope_half_case(di, 1, 65, 4, 130, 66, 4 * 130 + 1, 0); /* odd stride, h > 32 */
+	}
+}
+
+/* index_select's gather and index_copy's scatter (kc_index_rows): the CPU's
+ * k_index_rows on the same values, bit for bit (data movement), with the
+ * index in the storage dtype and an invalid index among them; misaligned
+ * rows take the narrow units. */
+static void test_index_rows_case(int di, int64_t outer, int64_t rows, int64_t inner, int64_t n,
+				 bool scatter)
+{
+	enum kc_dtype t = DTYPES[di];
+	const size_t sn = (size_t)(outer * (scatter ? n : rows) * inner);
+	const size_t dn = (size_t)(outer * (scatter ? rows : n) * inner);
+	char name[200];
+	float *src = hrand(t, sn), *dst = hrand(t, dn), *idx = hmalloc((size_t)n * sizeof *idx);
+
+	for (int64_t j = 0; j < n; j++) /* distinct rows, one out of range */
+		idx[j] = j == n / 2 ? (float)(rows + 3) : (float)((j * 5 + 1) % rows);
+	float *ref = hcopy(dst, dn);
+	void *ds = dupload(t, src, sn, 0), *dd = dupload(t, dst, dn, 0);
+	void *di_ = dupload(t, idx, (size_t)n, 0);
+
+	snprintf(name, sizeof name, "index_rows %s %s outer=%lld rows=%lld inner=%lld n=%lld",
+		 DNAME[di], scatter ? "scatter" : "gather", (long long)outer, (long long)rows,
+		 (long long)inner, (long long)n);
+	k_index_rows(ref, scatter ? rows : n, src, scatter ? n : rows, idx, n, outer, inner,
+		     sizeof(float), scatter);
+	if (launched(name, kc_index_rows(ctx, t, kc_dtype_size(t), dd, scatter ? rows : n, ds,
+					 scatter ? n : rows, di_, n, outer, inner, scatter)))
+		check_close(name, t, ddownload(t, dd, dn), ref, dn);
+	end_case();
+}
+
+static void test_index_rows(void)
+{
+	for (int di = 0; di < 3; di++)
+		for (int sc = 0; sc < 2; sc++) {
+			test_index_rows_case(di, 1, 7, 24, 5, sc);   /* 16-byte rows (f32) */
+			test_index_rows_case(di, 2, 11, 3, 6, sc);   /* 2- and 4-byte units */
+			test_index_rows_case(di, 3, 40, 257, 33, sc); /* wide rows */
+		}
+}
+
 /* ---- embeddings ------------------------------------------------------------------------------------ */
 
 /* The tables are the CPU's arithmetic on the same (dtype-rounded) inputs:
@@ -1263,6 +1351,8 @@ int main(void)
 	test_copy2d();
 	test_fill2d();
 	test_rope();
+	test_rope_half();
+	test_index_rows();
 	test_embed();
 	test_refusals();
 	kc_destroy(ctx);

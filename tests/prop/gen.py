@@ -5,7 +5,8 @@
                               [--only I] [--known-bugs] [--keep] [--jobs N]
 
 Each case is a random model (linear, layer/rms norms, gelu/silu/tanh/sigmoid, add/mul,
-modulate, slice/concat, reshape, rope, attention: self, cross and joint
+modulate, slice/concat, reshape, rope (both conventions), index_select /
+index_copy, attention: self, cross and joint
 text+image, fused QKV, per-head norms, key-padding masks (with pad for the
 joint one), repeat blocks) with odd sizes and head
 counts, and a plan over a mesh of 1 to 8 ranks (colwise, packed colwise,
@@ -69,6 +70,9 @@ class Case:
         self.mr = random.Random(repr(rng.getstate()))
         # fsdp styles likewise (another stream of the same state)
         self.fr = random.Random(repr(rng.getstate()) + "/fsdp")
+        # rope's "half" convention (its tables' width R, even, at most the
+        # head dim) and the index ops likewise
+        self.hr = random.Random(repr(rng.getstate()) + "/half")
 
     def allow(self, bug):
         return bug in self.bugs or bug not in KNOWN_BUGS
@@ -125,10 +129,17 @@ class Case:
         if self.mask:
             self.stmt(1, "input %s : [batch, %s];" % (self.mask, "seq" if f["attn"] == "self"
                                                         else "txt"))
+        # rope's "half" convention over R of the head's channels
+        self.half = (self.hr.choice([r_ for r_ in range(2, self.hdim + 1, 2)])
+                     if f["rope"] and self.hr.random() < 0.3 else None)
+        # index_select of the residual stream's rows by a permutation the
+        # model makes (text_ids' positions rotated), before the output
+        self.index = self.hr.random() < 0.2 and self.seq > 2
         if f["rope"]:
             rows = "seq + txt" if f["attn"] == "joint" else "seq"
-            self.stmt(1, "input cos : [%s, head_dim];" % rows)
-            self.stmt(1, "input sin : [%s, head_dim];" % rows)
+            width = "head_dim" if self.half is None else str(self.half)
+            self.stmt(1, "input cos : [%s, %s];" % (rows, width))
+            self.stmt(1, "input sin : [%s, %s];" % (rows, width))
         if f["ffn_rope"]:
             self.stmt(1, "input fcos : [seq, ffn];")
             self.stmt(1, "input fsin : [seq, ffn];")
@@ -152,6 +163,17 @@ class Case:
         self.stmt(1, "out = linear(%s, %s);" % (self.cur, width))
         self.role("out", "out")
         outs = ["out"]
+        if self.index:
+            # the rows of out picked by seq's positions rotated by one, and
+            # written back by them (index_select, index_copy)
+            self.stmt(1, "ids = text_ids(seq, axes = 1);")
+            self.stmt(1, "ids_flat = reshape(ids, [seq]);")
+            self.stmt(1, "perm_tail = slice(ids_flat, dim = 0, start = 1, length = seq - 1);")
+            self.stmt(1, "perm_head = slice(ids_flat, dim = 0, start = 0, length = 1);")
+            self.stmt(1, "perm = concat(perm_tail, perm_head, dim = 0);")
+            self.stmt(1, "picked = index_select(out, perm, dim = 1);")
+            self.stmt(1, "back = index_copy(out, perm, picked, dim = 1);")
+            outs.append("back")
         if self.chance(0.05):
             outs.append("out")  # twice: an error
         elif self.chance(0.1):
@@ -232,8 +254,9 @@ class Case:
             q, k, v = jq, jk, jv
         if f["rope"] and f["attn"] != "cross":
             rq, rk = name("attn.rq"), name("attn.rk")
-            self.stmt(ind, "%s = rope(%s, cos, sin, heads = heads);" % (rq, q))
-            self.stmt(ind, "%s = rope(%s, cos, sin, heads = heads);" % (rk, k))
+            conv = "" if self.half is None else ', convention = "half"'
+            self.stmt(ind, "%s = rope(%s, cos, sin, heads = heads%s);" % (rq, q, conv))
+            self.stmt(ind, "%s = rope(%s, cos, sin, heads = heads%s);" % (rk, k, conv))
             q, k = rq, rk
         a = name("attn")
         mask = ""

@@ -825,6 +825,12 @@ static void test_op_kinds(void)
 	reject(f, valid_len, "op 1 (rope_freqs): centred (0x100) without grid positions",
 	       "a centred rope_freqs reading ids");
 
+	/* op 1's operand 1 is the linear's [out, in] weight: not an index vector */
+	ga_dim_set(forge_op(&f, OP_index_select, 0), (struct ga_dim){ .dim = 0 });
+	reject(f, valid_len, "op 1 (index_select): x must have the output's rank and the index one dim",
+	       "an index_select with a 2-d index");
+	ga_dim_set(forge_op(&f, OP_index_copy, 0), (struct ga_dim){ .dim = 7 });
+	reject(f, valid_len, "op 1 (index_copy): dimension 7 out of range", "an index_copy's dim");
 	forge_op(&f, OP_param, 0);
 	reject(f, valid_len, "op 1 (param): a plan's parameter is a weight tensor in a graph",
 	       "a param op");

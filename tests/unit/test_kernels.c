@@ -665,6 +665,144 @@ static void test_rope(void)
 	free(ref);
 }
 
+/* rope's convention "half" (MiniMax-H3's _apply_rotary_emb) in float64:
+ * x * cos + cat(-x2, x1) * sin over the R leading channels of each head,
+ * the rest of the head as it is */
+static void ref_rope_half(const float *x, int64_t xs, const float *c, const float *s, double *y,
+			  int64_t B, int64_t S, int64_t heads, int64_t D, int64_t R)
+{
+	int64_t h2 = R / 2;
+
+	for (int64_t b = 0; b < B; b++)
+		for (int64_t p = 0; p < S; p++)
+			for (int64_t h = 0; h < heads; h++) {
+				const float *xh = x + (b * S + p) * xs + h * D;
+				double *yh = y + ((b * S + p) * heads + h) * D;
+
+				for (int64_t j = 0; j < D; j++) {
+					if (j >= R) {
+						yh[j] = xh[j];
+						continue;
+					}
+					double rot = j < h2 ? -(double)xh[j + h2] : (double)xh[j - h2];
+					yh[j] = (double)xh[j] * c[p * R + j] + rot * s[p * R + j];
+				}
+			}
+}
+
+static void test_rope_half(void)
+{
+	const int64_t B = 2, S = 7, heads = 3, D = 14, R = 10, W = heads * D;
+	/* x inside a padded packed buffer, as rope's test; independent random
+	 * cos / sin tables (so a pair read from the wrong column shows) */
+	const int64_t xs = 3 * W + 1;
+	float *qkv = fill_u(B * S * xs), *c = fill_u(S * R), *s = fill_u(S * R);
+	float *y = malloc((size_t)(B * S * W) * sizeof *y);
+	double *ref = dalloc(B * S * W);
+
+	ref_rope_half(qkv + W, xs, c, s, ref, B, S, heads, D, R);
+	k_rope_half(qkv + W, xs, c, s, y, W, B, S, heads, D, R);
+	double e = err_norm(y, ref, B * S * W);
+
+	UNIT_CHECK(e <= TOL_ELEM, "rope half (R 10 of D 14) strided x -> contiguous y: normwise "
+		   "%.2e <= %.0e", e, TOL_ELEM);
+	/* control: the interleaved convention over the same channels differs */
+	float *yi = malloc((size_t)(B * S * W) * sizeof *yi);
+	float *ci = malloc((size_t)(S * D) * sizeof *ci), *si = malloc((size_t)(S * D) * sizeof *si);
+
+	for (int64_t p = 0; p < S; p++)
+		for (int64_t j = 0; j < D; j++) {
+			ci[p * D + j] = j < R ? c[p * R + j] : 1.0f;
+			si[p * D + j] = j < R ? s[p * R + j] : 0.0f;
+		}
+	k_rope(qkv + W, xs, ci, si, yi, W, B, S, heads, D);
+	double ec = err_norm(yi, ref, B * S * W);
+
+	UNIT_CHECK(ec > 100 * TOL_ELEM, "rope half control: interleaved pairs over the same "
+		   "channels are off (normwise %.2e > %.0e)", ec, 100 * TOL_ELEM);
+	k_rope_half(qkv + W, xs, c, s, qkv + W, xs, B, S, heads, D, R);
+	for (int64_t r = 0; r < B * S; r++)
+		memcpy(y + r * W, qkv + r * xs + W, (size_t)W * sizeof *y);
+	e = err_norm(y, ref, B * S * W);
+	UNIT_CHECK(e <= TOL_ELEM, "rope half in place: normwise %.2e <= %.0e", e, TOL_ELEM);
+	free(qkv);
+	free(c);
+	free(s);
+	free(y);
+	free(yi);
+	free(ci);
+	free(si);
+	free(ref);
+}
+
+/* index_select's gather and index_copy's scatter (k_index_rows) against a
+ * float64 reference of torch's semantics, on float32 and on 2-byte
+ * elements; invalid indices (out of range, fractional, NaN) give zero rows
+ * (gather) or leave the row (scatter). */
+static void test_index_rows(void)
+{
+	const int64_t outer = 3, rows = 7, inner = 5, n = 6;
+	const float idx[6] = { 4, 0, 6, 2.5f, 9, 1 }; /* 2.5 and 9 invalid */
+	float *src = fill_u(outer * rows * inner), *g = malloc((size_t)(outer * n * inner) * 4);
+	double *ref = dalloc(outer * n * inner);
+
+	for (int64_t o = 0; o < outer; o++)
+		for (int64_t j = 0; j < n; j++)
+			for (int64_t i = 0; i < inner; i++) {
+				bool ok = idx[j] == (float)(int64_t)idx[j] && idx[j] >= 0 &&
+					  idx[j] < rows;
+				ref[(o * n + j) * inner + i] =
+					ok ? src[(o * rows + (int64_t)idx[j]) * inner + i] : 0.0;
+			}
+	k_index_rows(g, n, src, rows, idx, n, outer, inner, sizeof(float), false);
+	double e = err_norm(g, ref, outer * n * inner);
+
+	UNIT_CHECK(e == 0, "index_rows gather (2 of 6 indices invalid): exact, normwise %.2e", e);
+	/* scatter the gathered rows back into a copy of src: the valid ones
+	 * land where they came from, so the copy equals src */
+	float *dst = malloc((size_t)(outer * rows * inner) * 4);
+
+	memcpy(dst, src, (size_t)(outer * rows * inner) * 4);
+	for (int64_t k = 0; k < outer * n * inner; k++)
+		g[k] += 1.0f; /* the scattered rows now differ from src's by 1 */
+	k_index_rows(dst, rows, g, n, idx, n, outer, inner, sizeof(float), true);
+	double es = 0;
+	for (int64_t o = 0; o < outer; o++)
+		for (int64_t r = 0; r < rows; r++) {
+			bool hit = r == 4 || r == 0 || r == 6 || r == 1;
+			for (int64_t i = 0; i < inner; i++) {
+				double want = src[(o * rows + r) * inner + i] + (hit ? 1.0 : 0.0);
+				double d = fabs(dst[(o * rows + r) * inner + i] - want);
+				es = d > es ? d : es;
+			}
+		}
+	UNIT_CHECK(es <= 1e-6, "index_rows scatter: written rows +1, others untouched (max "
+		   "diff %.2e)", es);
+	/* control: the gather with the index off by one row differs */
+	float off[6];
+
+	for (int j = 0; j < 6; j++)
+		off[j] = idx[j] == 6 ? 5 : idx[j];
+	k_index_rows(g, n, src, rows, off, n, outer, inner, sizeof(float), false);
+	double ec = err_norm(g, ref, outer * n * inner);
+
+	UNIT_CHECK(ec > 1e-2, "index_rows control: one index off by a row shows (normwise %.2e)",
+		   ec);
+	/* 2-byte elements (bf16 / f16 storage) move as bytes */
+	uint16_t h[4 * 3], hg[2 * 3];
+	const float hi[2] = { 3, 1 };
+
+	for (int k = 0; k < 12; k++)
+		h[k] = (uint16_t)(1000 + k);
+	k_index_rows(hg, 2, h, 4, hi, 2, 1, 3, 2, false);
+	UNIT_CHECK(hg[0] == 1009 && hg[2] == 1011 && hg[3] == 1003 && hg[5] == 1005,
+		   "index_rows on 2-byte elements: rows 3 and 1, bit for bit");
+	free(src);
+	free(g);
+	free(dst);
+	free(ref);
+}
+
 /* ---- attention ------------------------------------------------------- */
 
 struct attn_case {
@@ -1663,6 +1801,8 @@ int main(void)
 	test_modulate_case(true);
 	test_copy2d();
 	test_rope();
+	test_rope_half();
+	test_index_rows();
 	/* The vector kernels once per instruction set this CPU can run (the
 	 * narrower ones through DTPC_CPU_ISA), so the AVX2 and baseline
 	 * variants are checked on an AVX-512 machine too. */
