@@ -16,6 +16,7 @@
 
 #include "compiler/arena.h"
 #include "compiler/driver.h"
+#include "graph/error.h"
 #include "median.h"
 #include "runtime/dtpc.h"
 #include "runtime/safetensors.h"
@@ -402,11 +403,10 @@ static int save_outputs(const char *path, dtpc_session *s)
 		t[i].data = data;
 		t[i].nbytes = (size_t)numel(shape, t[i].ndim) * 4;
 	}
-	char why[512];
 	const char *meta[] = { "format", "dtpc outputs" };
-	bool ok = t && st_write(path, t, (size_t)n, meta, 1, why, sizeof why);
+	bool ok = t && st_write(path, t, (size_t)n, meta, 1);
 	if (!ok)
-		fprintf(stderr, "dtpc: --save-outputs: %s\n", t ? why : "out of memory");
+		fprintf(stderr, "dtpc: --save-outputs: %s\n", t ? g_error()->msg : "out of memory");
 	free(t);
 	return ok ? 0 : 2;
 }
@@ -458,10 +458,8 @@ static bool weights_readable(const char *path, FILE *err)
 static bool verify_weights_ok(const struct run_opts *o, FILE *err)
 {
 	struct ckpt *ck = NULL;
-	char why[512];
-	enum st_fault fault;
-	bool ranked = o->verify && o->weights &&
-		      ckpt_open(&ck, o->weights, why, sizeof why, &fault) &&
+	/* a checkpoint that does not open is refused when it is bound */
+	bool ranked = o->verify && o->weights && ckpt_open(&ck, o->weights) &&
 		      ckpt_kind(ck) == CKPT_RANKS;
 	ckpt_close(ck);
 	if (ranked)

@@ -72,22 +72,22 @@ struct shard_src {
 	struct ckpt_slice slice;
 };
 
-struct shard_fill {
-	const struct shard_src *src;
-	int rc; /* when a read fails: 1 damaged, 2 I/O */
-};
-
-static bool fill_slice(void *ud, size_t i, void *buf, char *err, size_t errlen)
+/* The exit status of a failure raised by the checkpoint readers: 1 for a
+ * checkpoint that is damaged or not this graph's, 2 for one that cannot be
+ * read or written (and for no memory). */
+static int exit_code(void)
 {
-	struct shard_fill *F = ud;
-	const struct shard_src *s = &F->src[i];
-	enum st_fault fault;
-	char why[512];
+	int st = g_error()->status;
+	return st == G_ERR_FORMAT || st == G_ERR_BIND ? 1 : 2;
+}
+
+static bool fill_slice(void *ud, size_t i, void *buf)
+{
+	const struct shard_src *s = &((const struct shard_src *)ud)[i];
 	if (st_read_raw(s->file, s->t, s->slice.dim, s->slice.start, s->slice.len, s->slice.n,
-			buf, why, sizeof why, &fault))
+			buf))
 		return true;
-	snprintf(err, errlen, "%s: %s", s->path, why);
-	F->rc = fault == ST_FAULT_IO ? 2 : 1;
+	g_wrap(g_error()->status, -1, "%s", s->path);
 	return false;
 }
 
@@ -99,7 +99,7 @@ static int write_rank(const struct g_graph *g, const struct ckpt *c, const char 
 	struct st_tensor *t = calloc(g->ntensors + 1, sizeof *t);
 	struct shard_src *src = calloc(g->ntensors + 1, sizeof *src);
 	size_t n = 0, bytes = 0;
-	char why[1024], name[64];
+	char name[64];
 	int rc = 0;
 	if (!t || !src) {
 		fprintf(stderr, "dtpc: shard: out of memory\n");
@@ -136,16 +136,18 @@ static int write_rank(const struct g_graph *g, const struct ckpt *c, const char 
 	if (!rc) {
 		struct ckpt_expect ex;
 		struct ckpt_meta m;
-		struct shard_fill F = { src, 2 };
 		ckpt_expect_of(g, r, &ex);
 		ckpt_rank_meta(&ex, &m);
 		ckpt_rank_name(r, g->world, name, sizeof name);
 		char *path = malloc(strlen(dir) + sizeof name + 2);
 		if (path)
 			sprintf(path, "%s/%s", dir, name);
-		if (!path || !st_write_fill(path, t, n, m.kv, m.n, fill_slice, &F, why, sizeof why)) {
-			fprintf(stderr, "dtpc: shard: %s\n", path ? why : "out of memory");
-			rc = F.rc;
+		if (!path) {
+			fprintf(stderr, "dtpc: shard: out of memory\n");
+			rc = 2;
+		} else if (!st_write_fill(path, t, n, m.kv, m.n, fill_slice, src)) {
+			fprintf(stderr, "dtpc: shard: %s\n", g_error()->msg);
+			rc = exit_code();
 		} else {
 			printf("%s: %zu tensors, %zu bytes\n", path, n, bytes);
 		}
@@ -186,20 +188,18 @@ int shard_main(int argc, char **argv)
 		fprintf(stderr, "dtpc: %s: %s\n", graph, g_error()->msg);
 		return 2;
 	}
-	char why[1024];
 	const struct g_graph *g = &gf.g;
 	struct ckpt *c = NULL;
-	enum st_fault fault;
 	rc = 0;
-	if (!ckpt_open(&c, weights, why, sizeof why, &fault)) {
-		fprintf(stderr, "dtpc: shard: %s\n", why);
-		rc = fault == ST_FAULT_IO ? 2 : 1;
+	if (!ckpt_open(&c, weights)) {
+		fprintf(stderr, "dtpc: shard: %s\n", g_error()->msg);
+		rc = exit_code();
 	} else if (ckpt_kind(c) == CKPT_RANKS) {
 		fprintf(stderr, "dtpc: shard: %s is already a per-rank folder; shard the "
 			"checkpoint it came from\n", weights);
 		rc = 1;
-	} else if (!ckpt_check_manifest(g, c, why, sizeof why)) {
-		fprintf(stderr, "dtpc: shard: %s\n", why);
+	} else if (!ckpt_check_manifest(g, c)) {
+		fprintf(stderr, "dtpc: shard: %s\n", g_error()->msg);
 		rc = 1;
 	} else if (!out_ok(out, g->world)) {
 		rc = 2;

@@ -21,6 +21,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "graph/error.h"
+
 /* Tensor data is copied with memcpy, which is only right on a host of the
  * format's byte order. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -80,13 +82,11 @@ struct st_file {
 	size_t nmeta;
 };
 
-/* Where a message comes from: each reads "file: tensor 'name': problem",
+/* Where a failure is: its message reads "file: tensor 'name': problem",
  * without the parts that are NULL. */
 struct st_where {
 	const char *file;
 	const char *tensor;
-	char *err;
-	size_t errlen;
 };
 
 const char *st_show(const char *s, char *buf, size_t size)
@@ -106,28 +106,23 @@ const char *st_show(const char *s, char *buf, size_t size)
 	return buf;
 }
 
-static bool st_fail(const struct st_where *w, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+/* Raises st (graph/error.h) with the problem located at w; false, for
+ * `return st_fail(...)`. */
+static bool st_fail(const struct st_where *w, int st, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
-static bool st_fail(const struct st_where *w, const char *fmt, ...)
+static bool st_fail(const struct st_where *w, int st, const char *fmt, ...)
 {
 	char name[ST_SHOW];
-	size_t n = 0;
 	va_list ap;
 
-	if (!w->err || !w->errlen)
-		return false;
-	w->err[0] = '\0';
-	if (w->file)
-		snprintf(w->err, w->errlen, "%s: ", w->file);
-	n = strlen(w->err);
-	if (w->tensor)
-		snprintf(w->err + n, w->errlen - n, "tensor '%s': ",
-			 st_show(w->tensor, name, sizeof name));
-	n = strlen(w->err);
 	va_start(ap, fmt);
-	vsnprintf(w->err + n, w->errlen - n, fmt, ap);
+	g_vraise(st, -1, fmt, ap);
 	va_end(ap);
+	if (w->tensor)
+		g_wrap(st, -1, "tensor '%s'", st_show(w->tensor, name, sizeof name));
+	if (w->file)
+		g_wrap(st, -1, "%s", w->file);
 	return false;
 }
 
@@ -183,8 +178,9 @@ static const char *st_shape_text(int ndim, const int64_t *shape, char *buf,
 }
 
 /* Checks that nbytes is exactly what the shape needs; what says where nbytes
- * came from ("data_offsets [0, 100] hold"). */
-static bool st_check_size(const struct st_where *w, enum st_dtype dtype,
+ * came from ("data_offsets [0, 100] hold"), st what a mismatch is (a
+ * malformed file, or a bad argument of st_write). */
+static bool st_check_size(const struct st_where *w, int st, enum st_dtype dtype,
 			  int ndim, const int64_t *shape, uint64_t nbytes,
 			  const char *what)
 {
@@ -192,11 +188,11 @@ static bool st_check_size(const struct st_where *w, enum st_dtype dtype,
 	uint64_t need;
 
 	if (!st_shape_bytes(dtype, ndim, shape, &need))
-		return st_fail(w, "shape %s of %s has too many elements for 64 bits",
+		return st_fail(w, st, "shape %s of %s has too many elements for 64 bits",
 			       st_shape_text(ndim, shape, text, sizeof text),
 			       st_dtypes[dtype].name);
 	if (need != nbytes)
-		return st_fail(w, "%s %" PRIu64 " bytes but shape %s of %s needs %" PRIu64,
+		return st_fail(w, st, "%s %" PRIu64 " bytes but shape %s of %s needs %" PRIu64,
 			       what, nbytes,
 			       st_shape_text(ndim, shape, text, sizeof text),
 			       st_dtypes[dtype].name, need);
@@ -286,10 +282,10 @@ static bool st_check_text(const struct st_where *w, const uint8_t *h, size_t n)
 	size_t ok = st_utf8_prefix(h, n);
 
 	if (ok < n)
-		return st_fail(w, "header is not UTF-8 at header byte %zu", ok);
+		return st_fail(w, G_ERR_FORMAT, "header is not UTF-8 at header byte %zu", ok);
 	for (size_t i = 0; i < n; i++)
 		if (h[i] < 0x20 && h[i] != '\t' && h[i] != '\n' && h[i] != '\r')
-			return st_fail(w, "header has control byte 0x%02x at header byte %zu",
+			return st_fail(w, G_ERR_FORMAT, "header has control byte 0x%02x at header byte %zu",
 				       h[i], i);
 	return true;
 }
@@ -301,14 +297,14 @@ static bool st_parse_shape(const struct st_where *w, const cJSON *shape,
 	uint64_t v;
 
 	if (!cJSON_IsArray(shape))
-		return st_fail(w, "shape is not an array");
+		return st_fail(w, G_ERR_FORMAT, "shape is not an array");
 	t->ndim = 0;
 	cJSON_ArrayForEach(d, shape) {
 		if (t->ndim == ST_MAX_DIMS)
-			return st_fail(w, "shape has %d dimensions; at most %d are supported",
+			return st_fail(w, G_ERR_FORMAT, "shape has %d dimensions; at most %d are supported",
 				       cJSON_GetArraySize(shape), ST_MAX_DIMS);
 		if (!st_json_uint(d, &v))
-			return st_fail(w, "shape[%d] is not an integer in [0, 2^53)",
+			return st_fail(w, G_ERR_FORMAT, "shape[%d] is not an integer in [0, 2^53)",
 				       t->ndim);
 		t->shape[t->ndim++] = (int64_t)v;
 	}
@@ -325,7 +321,7 @@ static bool st_parse_tensor(const struct st_where *w, const cJSON *entry,
 	int i;
 
 	if (!cJSON_IsObject(entry))
-		return st_fail(w, "entry is not an object");
+		return st_fail(w, G_ERR_FORMAT, "entry is not an object");
 	cJSON_ArrayForEach(item, entry) {
 		const cJSON **slot;
 
@@ -336,23 +332,23 @@ static bool st_parse_tensor(const struct st_where *w, const cJSON *entry,
 		else if (!strcmp(item->string, "data_offsets"))
 			slot = &offsets;
 		else
-			return st_fail(w, "unknown key '%s'",
+			return st_fail(w, G_ERR_FORMAT, "unknown key '%s'",
 				       st_show(item->string, show, sizeof show));
 		if (*slot)
-			return st_fail(w, "key '%s' appears twice", item->string);
+			return st_fail(w, G_ERR_FORMAT, "key '%s' appears twice", item->string);
 		*slot = item;
 	}
 	if (!dtype || !shape || !offsets)
-		return st_fail(w, "no \"%s\"",
+		return st_fail(w, G_ERR_FORMAT, "no \"%s\"",
 			       !dtype ? "dtype" : !shape ? "shape" : "data_offsets");
 
 	if (!cJSON_IsString(dtype))
-		return st_fail(w, "dtype is not a string");
+		return st_fail(w, G_ERR_FORMAT, "dtype is not a string");
 	for (i = 0; i < ST_NDTYPES; i++)
 		if (!strcmp(dtype->valuestring, st_dtypes[i].name))
 			break;
 	if (i == ST_NDTYPES)
-		return st_fail(w, "unknown dtype '%s'",
+		return st_fail(w, G_ERR_FORMAT, "unknown dtype '%s'",
 			       st_show(dtype->valuestring, show, sizeof show));
 	t->dtype = (enum st_dtype)i;
 	if (!st_parse_shape(w, shape, t))
@@ -361,16 +357,17 @@ static bool st_parse_tensor(const struct st_where *w, const cJSON *entry,
 	if (!cJSON_IsArray(offsets) || cJSON_GetArraySize(offsets) != 2 ||
 	    !st_json_uint(offsets->child, &range[0]) ||
 	    !st_json_uint(offsets->child->next, &range[1]))
-		return st_fail(w, "data_offsets is not a pair of integers in [0, 2^53)");
+		return st_fail(w, G_ERR_FORMAT, "data_offsets is not a pair of integers in [0, 2^53)");
 	if (range[1] < range[0])
-		return st_fail(w, "data_offsets [%" PRIu64 ", %" PRIu64 "] end before they begin",
+		return st_fail(w, G_ERR_FORMAT, "data_offsets [%" PRIu64 ", %" PRIu64 "] end before they begin",
 			       range[0], range[1]);
 	if (range[1] > datalen)
-		return st_fail(w, "data_offsets [%" PRIu64 ", %" PRIu64 "] run past the end of the data (%" PRIu64 " bytes)",
+		return st_fail(w, G_ERR_FORMAT, "data_offsets [%" PRIu64 ", %" PRIu64 "] run past the end of the data (%" PRIu64 " bytes)",
 			       range[0], range[1], datalen);
 	snprintf(what, sizeof what, "data_offsets [%" PRIu64 ", %" PRIu64 "] hold",
 		 range[0], range[1]);
-	if (!st_check_size(w, t->dtype, t->ndim, t->shape, range[1] - range[0], what))
+	if (!st_check_size(w, G_ERR_FORMAT, t->dtype, t->ndim, t->shape, range[1] - range[0],
+			   what))
 		return false;
 	t->data = NULL;
 	t->offset = range[0];
@@ -386,7 +383,7 @@ static bool st_parse_meta(const struct st_where *w, const cJSON *meta,
 	char show[ST_SHOW];
 
 	if (!cJSON_IsObject(meta))
-		return st_fail(w, "__metadata__ is not an object");
+		return st_fail(w, G_ERR_FORMAT, "__metadata__ is not an object");
 	f->nmeta = 0;
 	cJSON_ArrayForEach(item, meta)
 		f->nmeta++;
@@ -394,17 +391,17 @@ static bool st_parse_meta(const struct st_where *w, const cJSON *meta,
 		return true;
 	f->meta = calloc(f->nmeta, sizeof *f->meta);
 	if (!f->meta)
-		return st_fail(w, "out of memory");
+		return st_fail(w, G_ERR_NOMEM, "out of memory");
 	f->nmeta = 0;
 	cJSON_ArrayForEach(item, meta) {
 		if (!cJSON_IsString(item))
-			return st_fail(w, "__metadata__: value of '%s' is not a string",
+			return st_fail(w, G_ERR_FORMAT, "__metadata__: value of '%s' is not a string",
 				       st_show(item->string, show, sizeof show));
 		f->meta[f->nmeta++] = (struct st_kv){ item->string, item->valuestring };
 	}
 	dup = st_sort_names(f->meta, f->nmeta, sizeof *f->meta);
 	if (dup)
-		return st_fail(w, "__metadata__: key '%s' appears twice",
+		return st_fail(w, G_ERR_FORMAT, "__metadata__: key '%s' appears twice",
 			       st_show(dup, show, sizeof show));
 	return true;
 }
@@ -427,7 +424,7 @@ static bool st_check_overlap(const struct st_where *w, struct st_file *f)
 	size_t n = 0;
 
 	if (!by)
-		return st_fail(w, "out of memory");
+		return st_fail(w, G_ERR_NOMEM, "out of memory");
 	for (size_t i = 0; i < f->ntensors; i++)
 		if (f->tensors[i].nbytes)
 			by[n++] = &f->tensors[i];
@@ -438,7 +435,7 @@ static bool st_check_overlap(const struct st_where *w, struct st_file *f)
 		size_t sb = (size_t)s->offset, tb = (size_t)t->offset;
 
 		if (sb + s->nbytes > tb) {
-			st_fail(w, "tensors '%s' [%zu, %zu] and '%s' [%zu, %zu] overlap",
+			st_fail(w, G_ERR_FORMAT, "tensors '%s' [%zu, %zu] and '%s' [%zu, %zu] overlap",
 				st_show(s->name, a, sizeof a), sb, sb + s->nbytes,
 				st_show(t->name, b, sizeof b), tb, tb + t->nbytes);
 			free(by);
@@ -457,15 +454,15 @@ static bool st_header_len(const struct st_where *w, const uint8_t *first, uint64
 	uint64_t n = 0;
 
 	if (size < 8)
-		return st_fail(w, "file is %" PRIu64 " bytes, too short for the 8-byte header length",
+		return st_fail(w, G_ERR_FORMAT, "file is %" PRIu64 " bytes, too short for the 8-byte header length",
 			       size);
 	for (int i = 7; i >= 0; i--)
 		n = n << 8 | first[i];
 	if (n > size - 8)
-		return st_fail(w, "header length %" PRIu64 " runs past the end of the file (%" PRIu64 " bytes)",
+		return st_fail(w, G_ERR_FORMAT, "header length %" PRIu64 " runs past the end of the file (%" PRIu64 " bytes)",
 			       n, size);
 	if (n > ST_MAX_HEADER)
-		return st_fail(w, "header length %" PRIu64 " exceeds the limit of %" PRIu64 " MiB",
+		return st_fail(w, G_ERR_FORMAT, "header length %" PRIu64 " exceeds the limit of %" PRIu64 " MiB",
 			       n, ST_MAX_HEADER >> 20);
 	*hlen = n;
 	return true;
@@ -489,32 +486,32 @@ static bool st_parse(struct st_file *f, const struct st_where *w,
 	 * can read past the header, whatever the header holds. */
 	text = malloc((size_t)hlen + 1);
 	if (!text)
-		return st_fail(w, "out of memory");
+		return st_fail(w, G_ERR_NOMEM, "out of memory");
 	memcpy(text, h, (size_t)hlen);
 	text[hlen] = '\0';
 	f->json = cJSON_ParseWithOpts(text, &end, true);
 	if (!f->json) {
-		st_fail(w, "header is not valid JSON (at header byte %td)",
+		st_fail(w, G_ERR_FORMAT, "header is not valid JSON (at header byte %td)",
 			end ? end - text : 0);
 		free(text);
 		return false;
 	}
 	free(text);
 	if (!cJSON_IsObject(f->json))
-		return st_fail(w, "header is not a JSON object");
+		return st_fail(w, G_ERR_FORMAT, "header is not a JSON object");
 
 	cJSON_ArrayForEach(item, f->json)
 		n++;
 	f->tensors = calloc(n + 1, sizeof *f->tensors);
 	if (!f->tensors)
-		return st_fail(w, "out of memory");
+		return st_fail(w, G_ERR_NOMEM, "out of memory");
 	f->data_at = 8 + hlen;
 	cJSON_ArrayForEach(item, f->json) {
-		struct st_where tw = { w->file, item->string, w->err, w->errlen };
+		struct st_where tw = { w->file, item->string };
 
 		if (!strcmp(item->string, "__metadata__")) {
 			if (meta)
-				return st_fail(w, "__metadata__ appears twice");
+				return st_fail(w, G_ERR_FORMAT, "__metadata__ appears twice");
 			meta = item;
 			if (!st_parse_meta(w, meta, f))
 				return false;
@@ -528,15 +525,14 @@ static bool st_parse(struct st_file *f, const struct st_where *w,
 	}
 	dup = st_sort_names(f->tensors, f->ntensors, sizeof *f->tensors);
 	if (dup)
-		return st_fail(w, "tensor '%s' appears twice",
+		return st_fail(w, G_ERR_FORMAT, "tensor '%s' appears twice",
 			       st_show(dup, show, sizeof show));
 	return st_check_overlap(w, f);
 }
 
-bool st_open_buffer(struct st_file **out, const void *buf, size_t len,
-		    const char *name, char *err, size_t errlen)
+bool st_open_buffer(struct st_file **out, const void *buf, size_t len, const char *name)
 {
-	struct st_where w = { name, NULL, err, errlen };
+	struct st_where w = { name, NULL };
 	struct st_file *f;
 	uint64_t hlen;
 
@@ -545,7 +541,7 @@ bool st_open_buffer(struct st_file **out, const void *buf, size_t len,
 		return false;
 	f = calloc(1, sizeof *f);
 	if (!f)
-		return st_fail(&w, "out of memory");
+		return st_fail(&w, G_ERR_NOMEM, "out of memory");
 	f->fd = -1;
 	f->buf = buf;
 	if (!st_parse(f, &w, (const uint8_t *)buf + 8, hlen, len - 8 - hlen)) {
@@ -554,12 +550,6 @@ bool st_open_buffer(struct st_file **out, const void *buf, size_t len,
 	}
 	*out = f;
 	return true;
-}
-
-bool st_open(struct st_file **out, const char *path, char *err, size_t errlen)
-{
-	enum st_fault fault;
-	return st_open_fault(out, path, err, errlen, &fault);
 }
 
 /* Reads len bytes at offset of fd into dst: false with errno set, or with
@@ -585,10 +575,9 @@ static bool st_pread(int fd, void *dst, size_t len, uint64_t offset)
 	return true;
 }
 
-bool st_open_fault(struct st_file **out, const char *path, char *err, size_t errlen,
-		   enum st_fault *fault)
+bool st_open(struct st_file **out, const char *path)
 {
-	struct st_where w = { path, NULL, err, errlen };
+	struct st_where w = { path, NULL };
 	struct st_file *f = NULL;
 	uint8_t first[8] = { 0 }, *header = NULL;
 	uint64_t size, hlen;
@@ -596,33 +585,29 @@ bool st_open_fault(struct st_file **out, const char *path, char *err, size_t err
 	int fd;
 
 	*out = NULL;
-	*fault = ST_FAULT_IO;
 	/* O_NONBLOCK: a FIFO must not wait for a writer (it is refused below) */
 	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
-		return st_fail(&w, "cannot open: %s", strerror(errno));
+		return st_fail(&w, G_ERR_IO, "cannot open: %s", strerror(errno));
 	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
 		close(fd);
-		return st_fail(&w, "not a regular file");
+		return st_fail(&w, G_ERR_IO, "not a regular file");
 	}
 	size = (uint64_t)sb.st_size;
 	if (size >= 8 && !st_pread(fd, first, 8, 0))
 		goto io;
-	*fault = ST_FAULT_FORMAT;
 	if (!st_header_len(&w, first, size, &hlen))
 		goto fail;
-	*fault = ST_FAULT_IO;
 	header = malloc(hlen ? (size_t)hlen : 1);
 	if (!header) {
-		st_fail(&w, "out of memory");
+		st_fail(&w, G_ERR_NOMEM, "out of memory");
 		goto fail;
 	}
 	if (!st_pread(fd, header, (size_t)hlen, 8))
 		goto io;
-	*fault = ST_FAULT_FORMAT;
 	f = calloc(1, sizeof *f);
 	if (!f) {
-		st_fail(&w, "out of memory");
+		st_fail(&w, G_ERR_NOMEM, "out of memory");
 		goto fail;
 	}
 	f->fd = fd;
@@ -630,11 +615,10 @@ bool st_open_fault(struct st_file **out, const char *path, char *err, size_t err
 	if (!st_parse(f, &w, header, hlen, size - 8 - hlen))
 		goto fail;
 	free(header);
-	*fault = ST_FAULT_NONE;
 	*out = f;
 	return true;
 io:
-	st_fail(&w, "cannot read: %s", errno ? strerror(errno) : "the file ended early");
+	st_fail(&w, G_ERR_IO, "cannot read: %s", errno ? strerror(errno) : "the file ended early");
 fail:
 	free(header);
 	st_close(f);
@@ -788,15 +772,14 @@ static void st_convert(enum st_dtype dtype, const uint8_t *src, float *dst,
 
 /* Copies len bytes of f's data buffer at offset into dst. */
 static bool st_fetch(const struct st_file *f, const struct st_where *w, uint64_t offset,
-		     size_t len, void *dst, enum st_fault *fault)
+		     size_t len, void *dst)
 {
 	if (!len)
 		return true;
 	if (f->fd < 0) {
 		memcpy(dst, f->buf + f->data_at + offset, len);
 	} else if (!st_pread(f->fd, dst, len, f->data_at + offset)) {
-		*fault = ST_FAULT_IO;
-		return st_fail(w, "cannot read %zu bytes at byte %" PRIu64 ": %s", len,
+		return st_fail(w, G_ERR_IO, "cannot read %zu bytes at byte %" PRIu64 ": %s", len,
 			       f->data_at + offset,
 			       errno ? strerror(errno) : "the file ended early (did it shrink?)");
 	}
@@ -808,13 +791,13 @@ static bool st_fetch(const struct st_file *f, const struct st_where *w, uint64_t
  * advances: converted to float32, or as the bytes are. */
 static bool st_run(const struct st_file *f, const struct st_where *w,
 		   const struct st_tensor *t, size_t first, size_t n, bool f32,
-		   uint8_t **dst, uint8_t *stage, enum st_fault *fault)
+		   uint8_t **dst, uint8_t *stage)
 {
 	size_t esize = st_dtypes[t->dtype].size;
 	uint64_t at = t->offset + (uint64_t)first * esize;
 
 	if (!f32 || t->dtype == ST_F32) {
-		if (!st_fetch(f, w, at, n * esize, *dst, fault))
+		if (!st_fetch(f, w, at, n * esize, *dst))
 			return false;
 		*dst += n * esize;
 		return true;
@@ -822,7 +805,7 @@ static bool st_run(const struct st_file *f, const struct st_where *w,
 	while (n) {
 		size_t k = n < ST_STAGE / esize ? n : (size_t)(ST_STAGE / esize);
 
-		if (!st_fetch(f, w, at, k * esize, stage, fault))
+		if (!st_fetch(f, w, at, k * esize, stage))
 			return false;
 		st_convert(t->dtype, stage, (float *)*dst, k);
 		*dst += k * sizeof(float);
@@ -834,43 +817,38 @@ static bool st_run(const struct st_file *f, const struct st_where *w,
 
 static bool st_slice(const struct st_file *f, const struct st_tensor *t, int dim,
 		     const int64_t *starts, const int64_t *lens, int nranges, void *dst,
-		     bool f32, char *err, size_t errlen, enum st_fault *fault)
+		     bool f32)
 {
-	struct st_where w = { NULL, t->name, err, errlen };
+	struct st_where w = { NULL, t->name };
 	size_t inner = 1, outer = 1, size, first = 0, pending = 0;
 	uint8_t *out = dst, *stage = NULL;
-	enum st_fault ignored;
 	bool ok = true;
 
-	if (!fault)
-		fault = &ignored;
-	*fault = ST_FAULT_FORMAT;
+	/* A request that does not fit t is G_ERR_BIND: the caller's slice (the
+	 * graph's) and the file's tensor disagree. */
 	if (f32 && !st_is_float(t->dtype))
-		return st_fail(&w, "dtype %s does not read as float32 (only F32, F16, BF16 and F64 do)",
+		return st_fail(&w, G_ERR_BIND, "dtype %s does not read as float32 (only F32, F16, BF16 and F64 do)",
 			       st_dtype_name(t->dtype) ? st_dtype_name(t->dtype) : "(invalid)");
 	if (nranges < 0)
-		return st_fail(&w, "%d ranges", nranges);
+		return st_fail(&w, G_ERR_BIND, "%d ranges", nranges);
 	if (nranges && (dim < 0 || dim >= t->ndim))
-		return st_fail(&w, "dim %d is not one of its %d dimensions", dim, t->ndim);
+		return st_fail(&w, G_ERR_BIND, "dim %d is not one of its %d dimensions", dim, t->ndim);
 	for (int r = 0; r < nranges; r++)
 		if (starts[r] < 0 || lens[r] < 0 || starts[r] > t->shape[dim] ||
 		    lens[r] > t->shape[dim] - starts[r])
-			return st_fail(&w, "range %d (start %" PRId64 ", length %" PRId64 ") is outside [0, %" PRId64 ") of dim %d",
+			return st_fail(&w, G_ERR_BIND, "range %d (start %" PRId64 ", length %" PRId64 ") is outside [0, %" PRId64 ") of dim %d",
 				       r, starts[r], lens[r], t->shape[dim], dim);
-	*fault = ST_FAULT_NONE;
 	/* From here no dimension is 0, so every product below is at most the
 	 * element count, which fits (st_shape_bytes) */
 	if (st_numel(t) == 0)
 		return true;
 	if (f32 && t->dtype != ST_F32) {
 		stage = malloc(ST_STAGE);
-		if (!stage) {
-			*fault = ST_FAULT_IO;
-			return st_fail(&w, "out of memory");
-		}
+		if (!stage)
+			return st_fail(&w, G_ERR_NOMEM, "out of memory");
 	}
 	if (!nranges) {
-		ok = st_run(f, &w, t, 0, (size_t)st_numel(t), f32, &out, stage, fault);
+		ok = st_run(f, &w, t, 0, (size_t)st_numel(t), f32, &out, stage);
 		free(stage);
 		return ok;
 	}
@@ -888,7 +866,7 @@ static bool st_slice(const struct st_file *f, const struct st_tensor *t, int dim
 			if (!count)
 				continue;
 			if (pending && first + pending != at) {
-				ok = st_run(f, &w, t, first, pending, f32, &out, stage, fault);
+				ok = st_run(f, &w, t, first, pending, f32, &out, stage);
 				pending = 0;
 			}
 			if (!pending)
@@ -897,23 +875,21 @@ static bool st_slice(const struct st_file *f, const struct st_tensor *t, int dim
 		}
 	}
 	if (ok && pending)
-		ok = st_run(f, &w, t, first, pending, f32, &out, stage, fault);
+		ok = st_run(f, &w, t, first, pending, f32, &out, stage);
 	free(stage);
 	return ok;
 }
 
 bool st_read_f32(const struct st_file *f, const struct st_tensor *t, int dim,
-		 const int64_t *starts, const int64_t *lens, int nranges, float *dst,
-		 char *err, size_t errlen, enum st_fault *fault)
+		 const int64_t *starts, const int64_t *lens, int nranges, float *dst)
 {
-	return st_slice(f, t, dim, starts, lens, nranges, dst, true, err, errlen, fault);
+	return st_slice(f, t, dim, starts, lens, nranges, dst, true);
 }
 
 bool st_read_raw(const struct st_file *f, const struct st_tensor *t, int dim,
-		 const int64_t *starts, const int64_t *lens, int nranges, void *dst,
-		 char *err, size_t errlen, enum st_fault *fault)
+		 const int64_t *starts, const int64_t *lens, int nranges, void *dst)
 {
-	return st_slice(f, t, dim, starts, lens, nranges, dst, false, err, errlen, fault);
+	return st_slice(f, t, dim, starts, lens, nranges, dst, false);
 }
 
 uint64_t st_bytes_read(const struct st_file *f)
@@ -926,19 +902,20 @@ uint64_t st_bytes_read(const struct st_file *f)
 static bool st_check_write(const struct st_where *w, const struct st_tensor *t, bool fill)
 {
 	if (!strcmp(t->name, "__metadata__"))
-		return st_fail(w, "the name __metadata__ is reserved for metadata");
+		return st_fail(w, G_ERR_INVALID, "the name __metadata__ is reserved for metadata");
 	if (!st_dtype_name(t->dtype))
-		return st_fail(w, "dtype %d is not an enum st_dtype", (int)t->dtype);
+		return st_fail(w, G_ERR_INVALID, "dtype %d is not an enum st_dtype", (int)t->dtype);
 	if (t->ndim < 0 || t->ndim > ST_MAX_DIMS)
-		return st_fail(w, "ndim %d is outside [0, %d]", t->ndim, ST_MAX_DIMS);
+		return st_fail(w, G_ERR_INVALID, "ndim %d is outside [0, %d]", t->ndim, ST_MAX_DIMS);
 	for (int i = 0; i < t->ndim; i++)
 		if (t->shape[i] < 0 || (uint64_t)t->shape[i] > ST_MAX_INT)
-			return st_fail(w, "shape[%d] = %" PRId64 " is outside [0, 2^53)",
+			return st_fail(w, G_ERR_INVALID, "shape[%d] = %" PRId64 " is outside [0, 2^53)",
 				       i, t->shape[i]);
-	if (!st_check_size(w, t->dtype, t->ndim, t->shape, t->nbytes, "nbytes says"))
+	if (!st_check_size(w, G_ERR_INVALID, t->dtype, t->ndim, t->shape, t->nbytes,
+			   "nbytes says"))
 		return false;
 	if (t->nbytes && !t->data && !fill)
-		return st_fail(w, "no data");
+		return st_fail(w, G_ERR_INVALID, "no data");
 	return true;
 }
 
@@ -954,28 +931,28 @@ static bool st_check_args(const struct st_where *w, const struct st_tensor *t,
 	bool ok = false;
 
 	if (!names)
-		return st_fail(w, "out of memory");
+		return st_fail(w, G_ERR_NOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++) {
-		struct st_where tw = { w->file, t[i].name, w->err, w->errlen };
+		struct st_where tw = { w->file, t[i].name };
 
 		/* by number: a name that is not UTF-8 has no place in a message */
 		if (!t[i].name || st_utf8_prefix((const uint8_t *)t[i].name,
 						 strlen(t[i].name)) < strlen(t[i].name)) {
-			st_fail(w, "tensor %zu has no UTF-8 name", i);
+			st_fail(w, G_ERR_INVALID, "tensor %zu has no UTF-8 name", i);
 			goto out;
 		}
 		if (!st_check_write(&tw, &t[i], fill))
 			goto out;
 		total += t[i].nbytes;
 		if (total > ST_MAX_INT) {
-			st_fail(w, "the data reaches 2^53 bytes");
+			st_fail(w, G_ERR_INVALID, "the data reaches 2^53 bytes");
 			goto out;
 		}
 		names[i] = t[i].name;
 	}
 	dup = st_sort_names(names, n, sizeof *names);
 	if (dup) {
-		st_fail(w, "tensor '%s' appears twice", st_show(dup, show, sizeof show));
+		st_fail(w, G_ERR_INVALID, "tensor '%s' appears twice", st_show(dup, show, sizeof show));
 		goto out;
 	}
 	for (size_t i = 0; i < nmeta; i++) {
@@ -984,14 +961,14 @@ static bool st_check_args(const struct st_where *w, const struct st_tensor *t,
 		if (!key || !value ||
 		    st_utf8_prefix((const uint8_t *)key, strlen(key)) < strlen(key) ||
 		    st_utf8_prefix((const uint8_t *)value, strlen(value)) < strlen(value)) {
-			st_fail(w, "__metadata__: entry %zu is not a pair of UTF-8 strings", i);
+			st_fail(w, G_ERR_INVALID, "__metadata__: entry %zu is not a pair of UTF-8 strings", i);
 			goto out;
 		}
 		names[i] = key;
 	}
 	dup = st_sort_names(names, nmeta, sizeof *names);
 	if (dup) {
-		st_fail(w, "__metadata__: key '%s' appears twice",
+		st_fail(w, G_ERR_INVALID, "__metadata__: key '%s' appears twice",
 			st_show(dup, show, sizeof show));
 		goto out;
 	}
@@ -1059,13 +1036,13 @@ struct st_source {
 	st_fill_fn fill;
 	void *ud;
 	uint8_t *buf;	/* fill's buffer, of the largest tensor */
-	bool failed;	/* fill said no: its message is in the error already */
+	bool failed;	/* fill said no, raising why */
 };
 
 /* Writes the file to tmp (or in place): the header length, the header padded with spaces
  * to a multiple of 8, then the data. */
 static bool st_put(const char *tmp, const char *header, const struct st_tensor *t,
-		   size_t n, struct st_source *src, const struct st_where *w)
+		   size_t n, struct st_source *src)
 {
 	static const char spaces[8] = "        ";
 	size_t len = strlen(header), pad = -len & 7;
@@ -1086,7 +1063,7 @@ static bool st_put(const char *tmp, const char *header, const struct st_tensor *
 		if (!t[i].nbytes)
 			continue;
 		if (src->fill) {
-			if (!src->fill(src->ud, i, src->buf, w->err, w->errlen)) {
+			if (!src->fill(src->ud, i, src->buf)) {
 				src->failed = true;
 				ok = false;
 				break;
@@ -1100,10 +1077,9 @@ static bool st_put(const char *tmp, const char *header, const struct st_tensor *
 }
 
 static bool st_write_from(const char *path, const struct st_tensor *tensors, size_t n,
-			  const char *const *meta_kv, size_t nmeta, struct st_source *src,
-			  char *err, size_t errlen)
+			  const char *const *meta_kv, size_t nmeta, struct st_source *src)
 {
-	struct st_where w = { path, NULL, err, errlen };
+	struct st_where w = { path, NULL };
 	size_t most = 1;
 	cJSON *root;
 	char *header, *tmp;
@@ -1114,13 +1090,13 @@ static bool st_write_from(const char *path, const struct st_tensor *tensors, siz
 	for (size_t i = 0; src->fill && i < n; i++)
 		most = tensors[i].nbytes > most ? tensors[i].nbytes : most;
 	if (src->fill && !(src->buf = malloc(most)))
-		return st_fail(&w, "out of memory for a %zu-byte tensor", most);
+		return st_fail(&w, G_ERR_NOMEM, "out of memory for a %zu-byte tensor", most);
 	root = st_header(tensors, n, meta_kv, nmeta);
 	header = root ? cJSON_PrintUnformatted(root) : NULL;
 	cJSON_Delete(root);
 	tmp = malloc(strlen(path) + sizeof ".tmp");
 	if (!header || !tmp) {
-		st_fail(&w, "out of memory");
+		st_fail(&w, G_ERR_NOMEM, "out of memory");
 		goto out;
 	}
 	sprintf(tmp, "%s.tmp", path);
@@ -1130,18 +1106,18 @@ static bool st_write_from(const char *path, const struct st_tensor *tensors, siz
 	struct stat st;
 	if (!stat(path, &st) && !S_ISREG(st.st_mode)) {
 		if (S_ISDIR(st.st_mode))
-			st_fail(&w, "cannot write %s: %s", path, strerror(EISDIR));
-		else if (st_put(path, header, tensors, n, src, &w))
+			st_fail(&w, G_ERR_IO, "cannot write %s: %s", path, strerror(EISDIR));
+		else if (st_put(path, header, tensors, n, src))
 			ok = true;
 		else if (!src->failed)
-			st_fail(&w, "cannot write %s: %s", path, strerror(errno));
+			st_fail(&w, G_ERR_IO, "cannot write %s: %s", path, strerror(errno));
 		goto out;
 	}
-	if (!st_put(tmp, header, tensors, n, src, &w)) {
+	if (!st_put(tmp, header, tensors, n, src)) {
 		if (!src->failed)
-			st_fail(&w, "cannot write %s: %s", tmp, strerror(errno));
+			st_fail(&w, G_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
 	} else if (rename(tmp, path)) {
-		st_fail(&w, "cannot move %s into place: %s", tmp, strerror(errno));
+		st_fail(&w, G_ERR_IO, "cannot move %s into place: %s", tmp, strerror(errno));
 	} else {
 		ok = true;
 	}
@@ -1155,18 +1131,17 @@ out:
 }
 
 bool st_write(const char *path, const struct st_tensor *tensors, size_t n,
-	      const char *const *meta_kv, size_t nmeta, char *err, size_t errlen)
+	      const char *const *meta_kv, size_t nmeta)
 {
 	struct st_source src = { 0 };
 
-	return st_write_from(path, tensors, n, meta_kv, nmeta, &src, err, errlen);
+	return st_write_from(path, tensors, n, meta_kv, nmeta, &src);
 }
 
 bool st_write_fill(const char *path, const struct st_tensor *tensors, size_t n,
-		   const char *const *meta_kv, size_t nmeta, st_fill_fn fill, void *ud,
-		   char *err, size_t errlen)
+		   const char *const *meta_kv, size_t nmeta, st_fill_fn fill, void *ud)
 {
 	struct st_source src = { fill, ud, NULL, false };
 
-	return st_write_from(path, tensors, n, meta_kv, nmeta, &src, err, errlen);
+	return st_write_from(path, tensors, n, meta_kv, nmeta, &src);
 }

@@ -12,7 +12,13 @@
  * only their bytes (st_bytes_read counts them).
  *
  * Any number of threads may call st_find, st_at, st_meta, st_read_f32 and
- * st_read_raw on one open st_file at once. */
+ * st_read_raw on one open st_file at once.
+ *
+ * A function that fails returns false and raises into the calling thread's
+ * error record (graph/error.h): G_ERR_IO when a file cannot be opened, read
+ * or written, G_ERR_FORMAT when a file is malformed, G_ERR_BIND when a read
+ * asks for what the tensor does not have, G_ERR_INVALID for st_write's bad
+ * arguments, G_ERR_NOMEM. */
 #ifndef DTPC_SAFETENSORS_H
 #define DTPC_SAFETENSORS_H
 #include <stdbool.h>
@@ -71,20 +77,15 @@ size_t st_dtype_size(enum st_dtype dtype);
 int64_t st_numel(const struct st_tensor *t);
 
 /* Opens path and validates its header. On success *out holds the open file
- * (release it with st_close); on failure *out is NULL and err holds one line,
- * starting with path, that names the tensor and the problem. err may be
- * NULL. A file that shrinks while it is open makes a later read fail with an
- * error (not a signal). */
-bool st_open(struct st_file **out, const char *path, char *err, size_t errlen);
-/* Why st_open or a read failed: the file could not be opened or read (I/O,
- * or out of memory), or its contents (or the request) are malformed. */
-enum st_fault { ST_FAULT_NONE, ST_FAULT_IO, ST_FAULT_FORMAT };
-bool st_open_fault(struct st_file **out, const char *path, char *err, size_t errlen,
-		   enum st_fault *fault);
+ * (release it with st_close); on failure *out is NULL and the raised message
+ * is one line, starting with path, that names the tensor and the problem
+ * (G_ERR_IO: path cannot be opened or read, or is no regular file;
+ * G_ERR_FORMAT: its header is malformed). A file that shrinks while it is
+ * open makes a later read fail with G_ERR_IO (not a signal). */
+bool st_open(struct st_file **out, const char *path);
 /* The same on len bytes at buf, which the caller owns and must keep unchanged
  * until st_close; name stands for the file in messages. */
-bool st_open_buffer(struct st_file **out, const void *buf, size_t len,
-		    const char *name, char *err, size_t errlen);
+bool st_open_buffer(struct st_file **out, const void *buf, size_t len, const char *name);
 /* Closes the file and frees it; every pointer it handed out dies with it.
  * NULL is a no-op. */
 void st_close(struct st_file *f);
@@ -109,17 +110,16 @@ void st_meta_at(const struct st_file *f, size_t i, const char **key,
  * shape[dim] replaced by the sum of lens, and must hold that many floats.
  * nranges == 0 reads the whole tensor (dim is then ignored; pass -1). F16 and
  * BF16 convert exactly, F64 rounds to nearest; any other dtype, a dim outside
- * the shape or a range outside shape[dim] is an error (ST_FAULT_FORMAT), with
- * nothing written to dst; a failed read is ST_FAULT_IO, with part of dst
- * written. The message names the tensor, not the file. fault may be NULL. */
+ * the shape or a range outside shape[dim] is refused (G_ERR_BIND: the slice
+ * asked for does not fit the tensor), with nothing written to dst; a failed
+ * read is G_ERR_IO, with part of dst written. The message names the tensor,
+ * not the file: the caller wraps it with the path it knows. */
 bool st_read_f32(const struct st_file *f, const struct st_tensor *t, int dim,
-		 const int64_t *starts, const int64_t *lens, int nranges, float *dst,
-		 char *err, size_t errlen, enum st_fault *fault);
+		 const int64_t *starts, const int64_t *lens, int nranges, float *dst);
 /* The same slice with its bytes as they are in the file, in t's dtype (any
  * dtype): dst holds st_dtype_size(t->dtype) bytes an element. */
 bool st_read_raw(const struct st_file *f, const struct st_tensor *t, int dim,
-		 const int64_t *starts, const int64_t *lens, int nranges, void *dst,
-		 char *err, size_t errlen, enum st_fault *fault);
+		 const int64_t *starts, const int64_t *lens, int nranges, void *dst);
 /* The bytes of data the reads of f have read so far (headers excluded). */
 uint64_t st_bytes_read(const struct st_file *f);
 
@@ -128,17 +128,18 @@ uint64_t st_bytes_read(const struct st_file *f);
  * padded with spaces to a multiple of 8 bytes, so the data starts 8-aligned;
  * the same arguments always give the same bytes. The file is written to
  * "path.tmp" and renamed over path, so that a reader never sees half of it.
- * Names and keys must be unique UTF-8; each nbytes must match its shape. */
+ * Names and keys must be unique UTF-8; each nbytes must match its shape
+ * (G_ERR_INVALID, before anything is created); a file that cannot be written
+ * is G_ERR_IO, its message starting with path. */
 bool st_write(const char *path, const struct st_tensor *tensors, size_t n,
-	      const char *const *meta_kv, size_t nmeta, char *err, size_t errlen);
-/* Puts tensor i's nbytes bytes into buf; false with a message in err (one
- * line) stops the write. */
-typedef bool (*st_fill_fn)(void *ud, size_t i, void *buf, char *err, size_t errlen);
+	      const char *const *meta_kv, size_t nmeta);
+/* Puts tensor i's nbytes bytes into buf; false, having raised why (one
+ * line), stops the write. */
+typedef bool (*st_fill_fn)(void *ud, size_t i, void *buf);
 /* st_write with each tensor's bytes supplied by fill as it is written
  * (tensors[i].data is ignored): one tensor's bytes in memory at a time, so a
- * file larger than memory can be written. When fill fails, err holds its
- * message and nothing is left at path. */
+ * file larger than memory can be written. When fill fails, its raise is the
+ * failure, unchanged, and nothing is left at path. */
 bool st_write_fill(const char *path, const struct st_tensor *tensors, size_t n,
-		   const char *const *meta_kv, size_t nmeta, st_fill_fn fill, void *ud,
-		   char *err, size_t errlen);
+		   const char *const *meta_kv, size_t nmeta, st_fill_fn fill, void *ud);
 #endif

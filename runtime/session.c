@@ -908,27 +908,10 @@ dtpc_status dtpc_session_set_input(dtpc_session *s, const char *name, const floa
 	return bind_finish(s, (uint32_t)t, h, DTPC_OK);
 }
 
-/* Every weight of the graph against the checkpoint's headers before any
- * data is read (runtime/weights.h). */
-static dtpc_status check_manifest(const dtpc_session *s, const struct ckpt *c)
-{
-	char why[1024];
-	if (ckpt_check_manifest(s->g, c, why, sizeof why))
-		return DTPC_OK;
-	return g_raise(DTPC_ERR_BIND, "%s", why);
-}
-
-static dtpc_status fault_status(enum st_fault f)
-{
-	return f == ST_FAULT_IO ? DTPC_ERR_IO : DTPC_ERR_FORMAT;
-}
-
 /* A per-rank folder (dtpc shard): made for this graph's world, this rank's
  * file there, and its metadata naming this graph's weights and slices. */
 static dtpc_status open_rank_file(const dtpc_session *s, struct ckpt *c)
 {
-	char why[1024];
-	enum st_fault fault;
 	if (ckpt_nshards(c) != s->g->world) {
 		char name[64];
 		ckpt_rank_name(0, ckpt_nshards(c), name, sizeof name);
@@ -936,12 +919,12 @@ static dtpc_status open_rank_file(const dtpc_session *s, struct ckpt *c)
 				"runs on %u; shard the weights for this graph with dtpc shard",
 				ckpt_path(c), ckpt_nshards(c), name, s->g->world);
 	}
-	if (!ckpt_open_rank(c, s->rank, why, sizeof why, &fault))
-		return g_raise(fault_status(fault), "%s", why);
+	if (!ckpt_open_rank(c, s->rank))
+		return g_error()->status;
 	struct ckpt_expect e;
 	ckpt_expect_of(s->g, s->rank, &e);
-	if (!ckpt_check_rank_file(ckpt_rank_file(c), ckpt_path(c), &e, why, sizeof why))
-		return g_raise(DTPC_ERR_BIND, "%s", why);
+	if (!ckpt_check_rank_file(ckpt_rank_file(c), ckpt_path(c), &e))
+		return g_error()->status;
 	return DTPC_OK;
 }
 
@@ -1006,13 +989,11 @@ static dtpc_status keep_unused(struct dtpc_session *s, const struct ckpt *c, int
 static dtpc_status bind_file(dtpc_session *s, const char *path, int kind)
 {
 	struct ckpt *c = NULL;
-	char why[1024];
-	enum st_fault fault;
 	free(s->unused);
 	s->unused = NULL;
 	s->nunused = 0;
-	if (!ckpt_open(&c, path, why, sizeof why, &fault))
-		return g_raise(fault_status(fault), "%s", why);
+	if (!ckpt_open(&c, path))
+		return g_error()->status;
 	const char *what = kind == GT_WEIGHT ? "weight" : "input";
 	bool ranked = ckpt_kind(c) == CKPT_RANKS;
 	dtpc_status st = DTPC_OK;
@@ -1021,8 +1002,9 @@ static dtpc_status bind_file(dtpc_session *s, const char *path, int kind)
 			      "inputs", path);
 	else if (ranked)
 		st = open_rank_file(s, c);
-	else if (kind == GT_WEIGHT)
-		st = check_manifest(s, c);
+	/* every weight against the headers before any data is read */
+	else if (kind == GT_WEIGHT && !ckpt_check_manifest(s->g, c))
+		st = g_error()->status;
 	for (uint32_t t = 0; t < s->g->ntensors && !st; t++) {
 		const struct g_tensor *x = &s->g->tensors[t];
 		if (x->kind != kind)
@@ -1058,9 +1040,8 @@ static dtpc_status bind_file(dtpc_session *s, const char *path, int kind)
 		float *h;
 		if ((st = bind_target(s, t, &h)))
 			break;
-		if (!st_read_f32(f, e, sl.dim, sl.start, sl.len, sl.n, h, why, sizeof why, &fault))
-			st = g_raise(fault == ST_FAULT_IO ? DTPC_ERR_IO : DTPC_ERR_BIND, "%s: %s",
-				      fpath, why);
+		if (!st_read_f32(f, e, sl.dim, sl.start, sl.len, sl.n, h))
+			st = g_wrap(g_error()->status, -1, "%s", fpath);
 		st = bind_finish(s, t, h, st);
 	}
 	if (!st)

@@ -15,20 +15,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "graph/error.h"
+
 /* Room for a name in a message. */
 #define SHOW 200
 
-static bool fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+/* Raises st (graph/error.h); false, for `return fail(...)`. */
+static bool fail(int st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-static bool fail(char *err, size_t errlen, const char *fmt, ...)
+static bool fail(int st, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (!err || !errlen)
-		return false;
 	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
+	g_vraise(st, -1, fmt, ap);
 	va_end(ap);
 	return false;
 }
@@ -111,7 +111,7 @@ static const char *pick(const char *const *names, size_t n, const char *preferre
 }
 
 bool ckpt_classify(const char *dir, const char *const *names, size_t n,
-		   struct ckpt_choice *out, char *err, size_t errlen)
+		   struct ckpt_choice *out)
 {
 	/* the names sorted, split into per-rank files, indexes and others */
 	const char **all = malloc((n + 1) * 3 * sizeof *all);
@@ -124,7 +124,7 @@ bool ckpt_classify(const char *dir, const char *const *names, size_t n,
 
 	memset(out, 0, sizeof *out);
 	if (!all)
-		return fail(err, errlen, "out of memory");
+		return fail(G_ERR_NOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++)
 		all[i] = names[i];
 	if (n > 1)
@@ -132,13 +132,13 @@ bool ckpt_classify(const char *dir, const char *const *names, size_t n,
 	for (size_t i = 0; i < n; i++) {
 		if (rank_name(all[i], &r, &w)) {
 			if (nr && w != world) {
-				fail(err, errlen, "%s: holds per-rank files of %" PRIu32 " and of %" PRIu32
+				fail(G_ERR_FORMAT, "%s: holds per-rank files of %" PRIu32 " and of %" PRIu32
 				     " ranks (%s, %s); one folder per sharding",
 				     dir, world, w, ranks[0], all[i]);
 				goto out;
 			}
 			if (r >= w || w > G_MAX_WORLD) {
-				fail(err, errlen, "%s: %s is not a rank of the world it names "
+				fail(G_ERR_FORMAT, "%s: %s is not a rank of the world it names "
 				     "(ranks 0 to %" PRIu32 ", at most %d ranks)", dir, all[i],
 				     w ? w - 1 : 0, G_MAX_WORLD);
 				goto out;
@@ -153,27 +153,27 @@ bool ckpt_classify(const char *dir, const char *const *names, size_t n,
 	}
 	if (nr) {
 		if (ni || ns) {
-			fail(err, errlen, "%s: holds per-rank files (%s) and a checkpoint (%s); "
+			fail(G_ERR_FORMAT, "%s: holds per-rank files (%s) and a checkpoint (%s); "
 			     "keep them in separate folders", dir, some(ranks, nr, list, sizeof list),
 			     some(ni ? indexes : all, ni ? ni : ns, list2, sizeof list2));
 			goto out;
 		}
 		seen = calloc(world, 1);
 		if (!seen) {
-			fail(err, errlen, "out of memory");
+			fail(G_ERR_NOMEM, "out of memory");
 			goto out;
 		}
 		for (size_t i = 0; i < nr; i++) {
 			rank_name(ranks[i], &r, &w);
 			if (seen[r]++) {
-				fail(err, errlen, "%s: %s appears twice", dir, ranks[i]);
+				fail(G_ERR_FORMAT, "%s: %s appears twice", dir, ranks[i]);
 				goto out;
 			}
 		}
 		for (r = 0; r < world; r++)
 			if (!seen[r]) {
 				ckpt_rank_name(r, world, list, sizeof list);
-				fail(err, errlen, "%s: %s is missing (%zu of the %" PRIu32
+				fail(G_ERR_FORMAT, "%s: %s is missing (%zu of the %" PRIu32
 				     " per-rank files are there)", dir, list, nr, world);
 				goto out;
 			}
@@ -183,7 +183,7 @@ bool ckpt_classify(const char *dir, const char *const *names, size_t n,
 	} else if (ni) {
 		chosen = pick(indexes, ni, CKPT_DIFFUSERS_INDEX);
 		if (!chosen) {
-			fail(err, errlen, "%s: holds %zu indexes (%s) and none is %s; give --weights "
+			fail(G_ERR_FORMAT, "%s: holds %zu indexes (%s) and none is %s; give --weights "
 			     "the index to use", dir, ni, some(indexes, ni, list, sizeof list),
 			     CKPT_DIFFUSERS_INDEX);
 			goto out;
@@ -193,7 +193,7 @@ bool ckpt_classify(const char *dir, const char *const *names, size_t n,
 	} else if (ns) {
 		chosen = pick(all, ns, CKPT_DIFFUSERS_FILE);
 		if (!chosen) {
-			fail(err, errlen, "%s: holds %zu safetensors files (%s), no index and none "
+			fail(G_ERR_FORMAT, "%s: holds %zu safetensors files (%s), no index and none "
 			     "is %s; give --weights the file to use", dir, ns,
 			     some(all, ns, list, sizeof list), CKPT_DIFFUSERS_FILE);
 			goto out;
@@ -201,13 +201,13 @@ bool ckpt_classify(const char *dir, const char *const *names, size_t n,
 		out->kind = CKPT_FILE;
 		ok = true;
 	} else {
-		fail(err, errlen, "%s: holds no safetensors file, no *.safetensors.index.json and "
+		fail(G_ERR_FORMAT, "%s: holds no safetensors file, no *.safetensors.index.json and "
 		     "no per-rank files (rank-00000-of-0000N.safetensors)", dir);
 		goto out;
 	}
 	if (out->kind != CKPT_RANKS) {
 		if (strlen(chosen) >= sizeof out->name) {
-			ok = fail(err, errlen, "%s: the name %s is too long", dir,
+			ok = fail(G_ERR_FORMAT, "%s: the name %s is too long", dir,
 				  st_show(chosen, show, sizeof show));
 			goto out;
 		}
@@ -288,7 +288,7 @@ void ckpt_index_free(struct ckpt_index *x)
 }
 
 bool ckpt_index_parse(const char *text, size_t len, const char *path,
-		      struct ckpt_index **out, char *err, size_t errlen)
+		      struct ckpt_index **out)
 {
 	struct ckpt_index *x = calloc(1, sizeof *x);
 	const cJSON *map = NULL, *item;
@@ -300,9 +300,9 @@ bool ckpt_index_parse(const char *text, size_t len, const char *path,
 
 	*out = NULL;
 	if (!x)
-		return fail(err, errlen, "%s: out of memory", path);
+		return fail(G_ERR_NOMEM, "%s: out of memory", path);
 	if (nul) {
-		fail(err, errlen, "%s: a NUL byte (byte %td); an index is JSON text",
+		fail(G_ERR_FORMAT, "%s: a NUL byte (byte %td); an index is JSON text",
 		     at_line(path, line_at(text, (size_t)(nul - text)), where, sizeof where),
 		     nul - text);
 		goto out;
@@ -310,7 +310,7 @@ bool ckpt_index_parse(const char *text, size_t len, const char *path,
 	/* a NUL-terminated copy: the text may sit anywhere (a fuzzer's buffer) */
 	copy = malloc(len + 1);
 	if (!copy) {
-		fail(err, errlen, "%s: out of memory", path);
+		fail(G_ERR_NOMEM, "%s: out of memory", path);
 		goto out;
 	}
 	memcpy(copy, text, len);
@@ -319,32 +319,32 @@ bool ckpt_index_parse(const char *text, size_t len, const char *path,
 	if (!x->json) {
 		size_t at = end && end >= copy ? (size_t)(end - copy) : 0;
 
-		fail(err, errlen, "%s: not valid JSON (at byte %zu)",
+		fail(G_ERR_FORMAT, "%s: not valid JSON (at byte %zu)",
 		     at_line(path, line_at(copy, at), where, sizeof where), at);
 		goto out;
 	}
 	if (!cJSON_IsObject(x->json)) {
-		fail(err, errlen, "%s: not a JSON object (an index is {\"metadata\": {...}, "
+		fail(G_ERR_FORMAT, "%s: not a JSON object (an index is {\"metadata\": {...}, "
 		     "\"weight_map\": {...}})", path);
 		goto out;
 	}
 	cJSON_ArrayForEach(item, (cJSON *)x->json) {
 		if (!strcmp(item->string, "weight_map")) {
 			if (map) {
-				fail(err, errlen, "%s: \"weight_map\" appears twice",
+				fail(G_ERR_FORMAT, "%s: \"weight_map\" appears twice",
 				     at_line(path, line_of_key(copy, "weight_map", 2), where,
 					     sizeof where));
 				goto out;
 			}
 			map = item;
 		} else if (!strcmp(item->string, "metadata") && !cJSON_IsObject(item)) {
-			fail(err, errlen, "%s: \"metadata\" is not an object",
+			fail(G_ERR_FORMAT, "%s: \"metadata\" is not an object",
 			     at_line(path, line_of_key(copy, "metadata", 1), where, sizeof where));
 			goto out;
 		}
 	}
 	if (!map || !cJSON_IsObject(map)) {
-		fail(err, errlen, "%s: %s", at_line(path, map ? line_of_key(copy, "weight_map", 1) : 0,
+		fail(G_ERR_FORMAT, "%s: %s", at_line(path, map ? line_of_key(copy, "weight_map", 1) : 0,
 						     where, sizeof where),
 		     map ? "\"weight_map\" is not an object" : "no \"weight_map\"");
 		goto out;
@@ -354,21 +354,21 @@ bool ckpt_index_parse(const char *text, size_t len, const char *path,
 	x->entries = calloc(n + 1, sizeof *x->entries);
 	x->files = calloc(n + 1, sizeof *x->files);
 	if (!x->entries || !x->files) {
-		fail(err, errlen, "%s: out of memory", path);
+		fail(G_ERR_NOMEM, "%s: out of memory", path);
 		goto out;
 	}
 	cJSON_ArrayForEach(item, map) {
 		const char *why;
 
 		if (!cJSON_IsString(item)) {
-			fail(err, errlen, "%s: weight_map: the value of '%s' is not a file name",
+			fail(G_ERR_FORMAT, "%s: weight_map: the value of '%s' is not a file name",
 			     at_line(path, line_of_key(copy, item->string, 1), where, sizeof where),
 			     st_show(item->string, show, sizeof show));
 			goto out;
 		}
 		why = bad_path(item->valuestring);
 		if (why) {
-			fail(err, errlen, "%s: weight_map: '%s' names '%s', which %s",
+			fail(G_ERR_FORMAT, "%s: weight_map: '%s' names '%s', which %s",
 			     at_line(path, line_of_key(copy, item->string, 1), where, sizeof where),
 			     st_show(item->string, show, sizeof show),
 			     st_show(item->valuestring, show2, sizeof show2), why);
@@ -383,7 +383,7 @@ bool ckpt_index_parse(const char *text, size_t len, const char *path,
 	}
 	for (size_t i = 1; i < n; i++)
 		if (!strcmp(x->entries[i - 1].name, x->entries[i].name)) {
-			fail(err, errlen, "%s: weight_map: '%s' appears twice",
+			fail(G_ERR_FORMAT, "%s: weight_map: '%s' appears twice",
 			     at_line(path, line_of_key(copy, x->entries[i].name, 2), where,
 				     sizeof where),
 			     st_show(x->entries[i].name, show, sizeof show));
@@ -475,8 +475,7 @@ static int cmp_hit(const void *a, const void *b)
 }
 
 /* Reads the index at c->path whole (it is small). */
-static char *read_index(const char *path, size_t *len, char *err, size_t errlen,
-			enum st_fault *fault)
+static char *read_index(const char *path, size_t *len)
 {
 	/* O_NONBLOCK: a FIFO must not wait for a writer (it is refused below) */
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -484,23 +483,21 @@ static char *read_index(const char *path, size_t *len, char *err, size_t errlen,
 	struct stat sb;
 	char *text = NULL;
 
-	*fault = ST_FAULT_IO;
 	if (!f) {
-		fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		fail(G_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return NULL;
 	}
 	if (fstat(fileno(f), &sb) || !S_ISREG(sb.st_mode)) {
-		fail(err, errlen, "%s: not a regular file", path);
+		fail(G_ERR_IO, "%s: not a regular file", path);
 	} else if ((uint64_t)sb.st_size > CKPT_MAX_INDEX) {
-		*fault = ST_FAULT_FORMAT;
-		fail(err, errlen, "%s: %" PRIu64 " bytes, past the limit of %" PRIu64
+		fail(G_ERR_FORMAT, "%s: %" PRIu64 " bytes, past the limit of %" PRIu64
 		     " MiB for an index", path, (uint64_t)sb.st_size, CKPT_MAX_INDEX >> 20);
 	} else if (!(text = malloc((size_t)sb.st_size + 1))) {
-		fail(err, errlen, "%s: out of memory", path);
+		fail(G_ERR_NOMEM, "%s: out of memory", path);
 	} else if (fread(text, 1, (size_t)sb.st_size, f) != (size_t)sb.st_size) {
-		fail(err, errlen, "%s: cannot read: %s", path,
+		fail(G_ERR_IO, "%s: cannot read: %s", path,
 		     ferror(f) ? strerror(errno) : "the file ended early");
 		free(text);
 		text = NULL;
@@ -512,46 +509,46 @@ static char *read_index(const char *path, size_t *len, char *err, size_t errlen,
 }
 
 /* An index and its shards. */
-static bool open_index(struct ckpt *c, char *err, size_t errlen, enum st_fault *fault)
+static bool open_index(struct ckpt *c)
 {
-	char why[1024], show[SHOW], show2[SHOW];
+	char show[SHOW], show2[SHOW];
 	size_t len = 0;
-	char *text = read_index(c->path, &len, err, errlen, fault);
+	char *text = read_index(c->path, &len);
 	struct ckpt_index *x;
 
 	if (!text)
 		return false;
-	*fault = ST_FAULT_FORMAT;
-	if (!ckpt_index_parse(text, len, c->path, &c->index, err, errlen)) {
+	if (!ckpt_index_parse(text, len, c->path, &c->index)) {
 		free(text);
 		return false;
 	}
 	free(text);
 	x = c->index;
 	if (!files_alloc(c, x->nfiles))
-		return fail(err, errlen, "out of memory");
+		return fail(G_ERR_NOMEM, "out of memory");
 	size_t total = 0;
 	for (size_t i = 0; i < x->nfiles; i++) {
 		const char *first = NULL;
 
 		c->paths[i] = join(c->dir, x->files[i]);
 		if (!c->paths[i])
-			return fail(err, errlen, "out of memory");
+			return fail(G_ERR_NOMEM, "out of memory");
 		c->nfiles++;
-		if (!st_open_fault(&c->files[i], c->paths[i], why, sizeof why, fault)) {
+		if (!st_open(&c->files[i], c->paths[i])) {
 			for (size_t e = 0; e < x->nentries && !first; e++)
 				if (x->entries[e].file == i)
 					first = x->entries[e].name;
-			return fail(err, errlen, "%s: weight_map puts '%s' in %s: %s", c->path,
-				    st_show(first, show, sizeof show),
-				    st_show(x->files[i], show2, sizeof show2), why);
+			/* the shard's failure stays I/O or malformed */
+			g_wrap(g_error()->status, -1, "%s: weight_map puts '%s' in %s", c->path,
+			       st_show(first, show, sizeof show),
+			       st_show(x->files[i], show2, sizeof show2));
+			return false;
 		}
 		total += st_count(c->files[i]);
 	}
-	*fault = ST_FAULT_FORMAT;
 	c->hits = calloc(total + 1, sizeof *c->hits);
 	if (!c->hits)
-		return fail(err, errlen, "out of memory");
+		return fail(G_ERR_NOMEM, "out of memory");
 	for (size_t i = 0; i < c->nfiles; i++)
 		for (size_t k = 0; k < st_count(c->files[i]); k++) {
 			const struct st_tensor *t = st_at(c->files[i], k);
@@ -564,7 +561,7 @@ static bool open_index(struct ckpt *c, char *err, size_t errlen, enum st_fault *
 		if (!strcmp(c->hits[i - 1].name, c->hits[i].name)) {
 			uint32_t a = c->hits[i - 1].file, b = c->hits[i].file;
 
-			return fail(err, errlen, "%s: tensor '%s' is in two shards, %s and %s", c->path,
+			return fail(G_ERR_FORMAT, "%s: tensor '%s' is in two shards, %s and %s", c->path,
 				    st_show(c->hits[i].name, show, sizeof show),
 				    x->files[a < b ? a : b], x->files[a < b ? b : a]);
 		}
@@ -573,7 +570,7 @@ static bool open_index(struct ckpt *c, char *err, size_t errlen, enum st_fault *
 
 		h = c->nhits ? bsearch(&probe, c->hits, c->nhits, sizeof *c->hits, cmp_hit) : NULL;
 		if (!h || h->file != x->entries[e].file)
-			return fail(err, errlen, "%s: weight_map puts '%s' in %s, but %s%s",
+			return fail(G_ERR_FORMAT, "%s: weight_map puts '%s' in %s, but %s%s",
 				    c->path, st_show(x->entries[e].name, show, sizeof show),
 				    st_show(x->files[x->entries[e].file], show2, sizeof show2),
 				    h ? "it is in " : "no shard holds it",
@@ -583,7 +580,7 @@ static bool open_index(struct ckpt *c, char *err, size_t errlen, enum st_fault *
 }
 
 /* The names in folder dir. */
-static bool list_dir(const char *dir, char ***names, size_t *n, char *err, size_t errlen)
+static bool list_dir(const char *dir, char ***names, size_t *n)
 {
 	DIR *d = opendir(dir);
 	struct dirent *e;
@@ -592,7 +589,7 @@ static bool list_dir(const char *dir, char ***names, size_t *n, char *err, size_
 	*names = NULL;
 	*n = 0;
 	if (!d)
-		return fail(err, errlen, "%s: cannot open the folder: %s", dir, strerror(errno));
+		return fail(G_ERR_IO, "%s: cannot open the folder: %s", dir, strerror(errno));
 	while ((e = readdir(d))) {
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
@@ -611,21 +608,20 @@ static bool list_dir(const char *dir, char ***names, size_t *n, char *err, size_
 	}
 	closedir(d);
 	if (e)
-		return fail(err, errlen, "out of memory");
+		return fail(G_ERR_NOMEM, "out of memory");
 	return true;
 }
 
-static bool open_dir(struct ckpt *c, char *err, size_t errlen, enum st_fault *fault)
+static bool open_dir(struct ckpt *c)
 {
 	struct ckpt_choice ch;
 	char **names;
 	size_t n;
 	bool ok;
 
-	if (!list_dir(c->dir, &names, &n, err, errlen))
+	if (!list_dir(c->dir, &names, &n))
 		return false;
-	*fault = ST_FAULT_FORMAT;
-	ok = ckpt_classify(c->dir, (const char *const *)names, n, &ch, err, errlen);
+	ok = ckpt_classify(c->dir, (const char *const *)names, n, &ch);
 	for (size_t i = 0; i < n; i++)
 		free(names[i]);
 	free(names);
@@ -637,80 +633,71 @@ static bool open_dir(struct ckpt *c, char *err, size_t errlen, enum st_fault *fa
 		return true;
 	free(c->path);
 	if (!(c->path = join(c->dir, ch.name)))
-		return fail(err, errlen, "out of memory");
+		return fail(G_ERR_NOMEM, "out of memory");
 	if (ch.kind == CKPT_INDEX)
-		return open_index(c, err, errlen, fault);
+		return open_index(c);
 	if (!files_alloc(c, 1) || !(c->paths[0] = strdup(c->path)))
-		return fail(err, errlen, "out of memory");
+		return fail(G_ERR_NOMEM, "out of memory");
 	c->nfiles = 1;
-	return st_open_fault(&c->files[0], c->path, err, errlen, fault);
+	return st_open(&c->files[0], c->path);
 }
 
-bool ckpt_open(struct ckpt **out, const char *path, char *err, size_t errlen,
-	       enum st_fault *fault)
+bool ckpt_open(struct ckpt **out, const char *path)
 {
 	struct ckpt *c = calloc(1, sizeof *c);
 	struct stat sb;
 	bool ok;
 
 	*out = NULL;
-	*fault = ST_FAULT_IO;
 	if (!c || !(c->path = strdup(path))) {
 		free(c);
-		return fail(err, errlen, "out of memory");
+		return fail(G_ERR_NOMEM, "out of memory");
 	}
 	if (stat(path, &sb)) {
-		ok = fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		ok = fail(G_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
 	} else if (S_ISDIR(sb.st_mode)) {
-		ok = (c->dir = strdup(path)) ? open_dir(c, err, errlen, fault)
-					     : fail(err, errlen, "out of memory");
+		ok = (c->dir = strdup(path)) ? open_dir(c)
+					     : fail(G_ERR_NOMEM, "out of memory");
 	} else if (index_name(path)) {
 		const char *slash = strrchr(path, '/');
 
 		c->kind = CKPT_INDEX;
 		c->dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path))
 			       : strdup(".");
-		ok = c->dir ? open_index(c, err, errlen, fault) : fail(err, errlen, "out of memory");
+		ok = c->dir ? open_index(c) : fail(G_ERR_NOMEM, "out of memory");
 	} else {
 		c->kind = CKPT_FILE;
 		ok = files_alloc(c, 1) && (c->paths[0] = strdup(path));
 		if (!ok)
-			fail(err, errlen, "out of memory");
+			fail(G_ERR_NOMEM, "out of memory");
 		else
 			c->nfiles = 1;
-		ok = ok && st_open_fault(&c->files[0], path, err, errlen, fault);
+		ok = ok && st_open(&c->files[0], path);
 	}
 	if (!ok) {
 		ckpt_close(c);
 		return false;
 	}
-	*fault = ST_FAULT_NONE;
 	*out = c;
 	return true;
 }
 
-bool ckpt_open_rank(struct ckpt *c, uint32_t rank, char *err, size_t errlen,
-		    enum st_fault *fault)
+bool ckpt_open_rank(struct ckpt *c, uint32_t rank)
 {
 	char name[64];
 
-	*fault = ST_FAULT_FORMAT;
 	if (c->kind != CKPT_RANKS || c->nfiles || rank >= c->world)
-		return fail(err, errlen, "%s: no file of rank %" PRIu32 " to open", c->path, rank);
+		return fail(G_ERR_INVALID, "%s: no file of rank %" PRIu32 " to open", c->path, rank);
 	ckpt_rank_name(rank, c->world, name, sizeof name);
-	if (!files_alloc(c, 1) || !(c->paths[0] = join(c->dir, name))) {
-		*fault = ST_FAULT_IO;
-		return fail(err, errlen, "out of memory");
-	}
+	if (!files_alloc(c, 1) || !(c->paths[0] = join(c->dir, name)))
+		return fail(G_ERR_NOMEM, "out of memory");
 	c->nfiles = 1;
-	if (!st_open_fault(&c->files[0], c->paths[0], err, errlen, fault))
+	if (!st_open(&c->files[0], c->paths[0]))
 		return false;
 	free(c->path);
 	c->path = strdup(c->paths[0]);
-	if (!c->path) {
-		*fault = ST_FAULT_IO;
-		return fail(err, errlen, "out of memory");
-	}
+	if (!c->path)
+		return fail(G_ERR_NOMEM, "out of memory");
 	return true;
 }
 
@@ -807,8 +794,7 @@ static const char *shape_text(char *buf, size_t size, const int64_t *dims, int n
 	return buf;
 }
 
-bool ckpt_check_manifest(const struct g_graph *g, const struct ckpt *c, char *err,
-			 size_t errlen)
+bool ckpt_check_manifest(const struct g_graph *g, const struct ckpt *c)
 {
 	char bad[768] = "";
 	size_t at = 0;
@@ -848,7 +834,7 @@ bool ckpt_check_manifest(const struct g_graph *g, const struct ckpt *c, char *er
 	}
 	if (!nbad)
 		return true;
-	return fail(err, errlen, "%s does not hold this graph's weights: %s%s (%" PRIu32 " of %"
+	return fail(G_ERR_BIND, "%s does not hold this graph's weights: %s%s (%" PRIu32 " of %"
 		    PRIu32 " weights)", c->path, bad, nbad > 3 ? ", ..." : "", nbad, all);
 }
 
@@ -991,7 +977,7 @@ static bool number(const char *s, int base, uint64_t *v)
 }
 
 bool ckpt_check_rank_file(const struct st_file *f, const char *path,
-			  const struct ckpt_expect *e, char *err, size_t errlen)
+			  const struct ckpt_expect *e)
 {
 	const char *shard = st_meta(f, "dtpc.shard");
 	const char *plan = st_meta(f, "dtpc.plan"), *mesh = st_meta(f, "dtpc.mesh");
@@ -999,32 +985,32 @@ bool ckpt_check_rank_file(const struct st_file *f, const char *path,
 	uint64_t world, rank, weights, slices;
 
 	if (!shard)
-		return fail(err, errlen, "%s: not written by dtpc shard (no dtpc.shard in its "
+		return fail(G_ERR_BIND, "%s: not written by dtpc shard (no dtpc.shard in its "
 			    "metadata)", path);
 	if (strcmp(shard, "1"))
-		return fail(err, errlen, "%s: per-rank format '%s'; this dtpc reads format 1", path,
+		return fail(G_ERR_BIND, "%s: per-rank format '%s'; this dtpc reads format 1", path,
 			    st_show(shard, show, sizeof show));
 	if (!number(st_meta(f, "dtpc.world"), 10, &world) ||
 	    !number(st_meta(f, "dtpc.rank"), 10, &rank) ||
 	    !number(st_meta(f, "dtpc.weights"), 16, &weights) ||
 	    !number(st_meta(f, "dtpc.slices"), 16, &slices))
-		return fail(err, errlen, "%s: its dtpc.world, dtpc.rank, dtpc.weights and dtpc.slices "
+		return fail(G_ERR_BIND, "%s: its dtpc.world, dtpc.rank, dtpc.weights and dtpc.slices "
 			    "metadata are not all numbers", path);
 	st_show(plan ? plan : "?", p, sizeof p);
 	st_show(mesh ? mesh : "?", m, sizeof m);
 	if (world != e->world)
-		return fail(err, errlen, "%s: sharded for %" PRIu64 " ranks (plan %s, mesh %s), but "
+		return fail(G_ERR_BIND, "%s: sharded for %" PRIu64 " ranks (plan %s, mesh %s), but "
 			    "this graph runs on %" PRIu32 " (plan %s, mesh %s); shard the weights for "
 			    "this graph with dtpc shard", path, world, p, m, e->world, e->plan, e->mesh);
 	if (rank != e->rank)
-		return fail(err, errlen, "%s: holds rank %" PRIu64 "'s slices, not rank %" PRIu32
+		return fail(G_ERR_BIND, "%s: holds rank %" PRIu64 "'s slices, not rank %" PRIu32
 			    "'s (renamed?)", path, rank, e->rank);
 	if (weights != e->weights)
-		return fail(err, errlen, "%s: sharded from other weights (plan %s, mesh %s): their "
+		return fail(G_ERR_BIND, "%s: sharded from other weights (plan %s, mesh %s): their "
 			    "names or shapes differ from this graph's (plan %s, mesh %s)", path, p, m,
 			    e->plan, e->mesh);
 	if (slices != e->slices)
-		return fail(err, errlen, "%s: the same weights cut for another graph (plan %s, mesh "
+		return fail(G_ERR_BIND, "%s: the same weights cut for another graph (plan %s, mesh "
 			    "%s); this graph (plan %s, mesh %s) binds other slices: shard them again "
 			    "with dtpc shard", path, p, m, e->plan, e->mesh);
 	return true;

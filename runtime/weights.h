@@ -12,7 +12,13 @@
  *     rank-RRRRR-of-NNNNN.safetensors holds exactly rank R's slices of each
  *     weight of one graph, with metadata identifying that graph.
  * ckpt_open reads headers only; data is read by st_read_f32 / st_read_raw,
- * slice by slice (runtime/safetensors.h). */
+ * slice by slice (runtime/safetensors.h).
+ *
+ * A function that fails returns false and raises into the calling thread's
+ * error record (graph/error.h), as safetensors.h's do: G_ERR_IO for a file
+ * or folder that cannot be read, G_ERR_FORMAT for a malformed checkpoint
+ * (a folder of the wrong files, a bad index, a damaged shard), G_ERR_BIND
+ * for a checkpoint that is not this graph's, G_ERR_NOMEM. */
 #ifndef DTPC_WEIGHTS_H
 #define DTPC_WEIGHTS_H
 #include <stdbool.h>
@@ -41,10 +47,11 @@ struct ckpt_choice {
  * per-rank files if it has any (and nothing else of safetensors), else an
  * index (diffusers' name first, else the only one), else a safetensors file
  * (diffusers' name first, else the only one). Other entries (config.json)
- * are ignored. False, with one line naming dir and the files, when the
- * folder is ambiguous, incomplete or empty of weights. */
+ * are ignored. False, raising one line naming dir and the files
+ * (G_ERR_FORMAT), when the folder is ambiguous, incomplete or empty of
+ * weights. */
 bool ckpt_classify(const char *dir, const char *const *names, size_t n,
-		   struct ckpt_choice *out, char *err, size_t errlen);
+		   struct ckpt_choice *out);
 
 /* The name of rank's file in a folder sharded for world ranks. */
 void ckpt_rank_name(uint32_t rank, uint32_t world, char *buf, size_t size);
@@ -67,9 +74,10 @@ struct ckpt_index {
  * not JSON or holds a NUL, a root that is not an object, no "weight_map"
  * object, a "metadata" that is not an object, a value that is not a
  * non-empty string, a file name that is absolute or has a ".." component
- * (outside the folder), a tensor named twice. Other keys are ignored. */
+ * (outside the folder), a tensor named twice (G_ERR_FORMAT). Other keys are
+ * ignored. */
 bool ckpt_index_parse(const char *text, size_t len, const char *path,
-		      struct ckpt_index **out, char *err, size_t errlen);
+		      struct ckpt_index **out);
 void ckpt_index_free(struct ckpt_index *x);
 
 /* An open checkpoint: every file's header read and checked. */
@@ -78,14 +86,14 @@ struct ckpt;
 /* Opens path: a safetensors file or a folder (ckpt_classify). For an index,
  * every shard it names is opened, and refused are a missing shard, a tensor
  * held by two shards, and a weight_map entry its shard does not hold. For a
- * per-rank folder no file is opened yet: ckpt_open_rank opens one. fault
- * says whether a failure was I/O (a file cannot be read) or a malformed
- * checkpoint. */
-bool ckpt_open(struct ckpt **out, const char *path, char *err, size_t errlen,
-	       enum st_fault *fault);
-/* CKPT_RANKS: opens rank's file (rank < ckpt_world). */
-bool ckpt_open_rank(struct ckpt *c, uint32_t rank, char *err, size_t errlen,
-		    enum st_fault *fault);
+ * per-rank folder no file is opened yet: ckpt_open_rank opens one. A
+ * failure is G_ERR_IO where a file or the folder cannot be read, G_ERR_FORMAT
+ * where the checkpoint is malformed; a shard's own failure keeps its status,
+ * its message led by the index's entry that names it. */
+bool ckpt_open(struct ckpt **out, const char *path);
+/* CKPT_RANKS: opens rank's file (rank < ckpt_nshards; another call is
+ * G_ERR_INVALID). */
+bool ckpt_open_rank(struct ckpt *c, uint32_t rank);
 void ckpt_close(struct ckpt *c);
 
 enum ckpt_kind ckpt_kind(const struct ckpt *c);
@@ -115,9 +123,8 @@ bool ckpt_float_dtype(enum st_dtype d);
  * that are not (and the shard of each) and counting them all, so that a
  * checkpoint of another model or size is refused at once. Tensors g does not
  * use are allowed (diffusers' checkpoints hold more than a plan uses). Not
- * for CKPT_RANKS, whose files hold slices. */
-bool ckpt_check_manifest(const struct g_graph *g, const struct ckpt *c, char *err,
-			 size_t errlen);
+ * for CKPT_RANKS, whose files hold slices. The failure is G_ERR_BIND. */
+bool ckpt_check_manifest(const struct g_graph *g, const struct ckpt *c);
 
 /* ---- slices: what each rank binds ------------------------------------------ */
 
@@ -160,8 +167,8 @@ void ckpt_rank_meta(const struct ckpt_expect *e, struct ckpt_meta *m);
 /* The graph's expectations for rank. */
 void ckpt_expect_of(const struct g_graph *g, uint32_t rank, struct ckpt_expect *e);
 /* Checks f's metadata (path names it) against e: written by dtpc shard, for
- * e's world and rank, from the same weights, cut the same way. The message
- * says what differs. */
+ * e's world and rank, from the same weights, cut the same way. The failure
+ * is G_ERR_BIND, its message saying what differs. */
 bool ckpt_check_rank_file(const struct st_file *f, const char *path,
-			  const struct ckpt_expect *e, char *err, size_t errlen);
+			  const struct ckpt_expect *e);
 #endif

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/error.h"
 #include "runtime/weights.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -32,10 +33,11 @@ static int inside(const char *p)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct ckpt_index *x;
-	char err[512];
 
-	if (!ckpt_index_parse((const char *)data, size, "fuzz.json", &x, err, sizeof err)) {
-		if (x || !memchr(err, '\0', sizeof err) || strchr(err, '\n') ||
+	if (!ckpt_index_parse((const char *)data, size, "fuzz.json", &x)) {
+		const char *err = g_error()->msg;
+
+		if (x || !memchr(err, '\0', G_ERROR_MSG) || strchr(err, '\n') ||
 		    strncmp(err, "fuzz.json", 9))
 			abort();
 		return 0;

@@ -19,20 +19,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/error.h"
 #include "runtime/weights.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void one_line(const char *err, size_t size)
+/* The failure just raised is one terminated line. */
+static void one_line(void)
 {
-	if (!memchr(err, '\0', size) || strchr(err, '\n'))
+	if (!memchr(g_error()->msg, '\0', G_ERROR_MSG) || strchr(g_error()->msg, '\n'))
 		abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *sep = NULL;
-	char err[1024];
 
 	for (size_t i = 0; i + 1 < size && !sep; i++)
 		if (data[i] == '\n' && data[i + 1] == '\n')
@@ -57,8 +58,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 
 	struct ckpt_choice ch;
-	if (!ckpt_classify("dir", names, n, &ch, err, sizeof err)) {
-		one_line(err, sizeof err);
+	if (!ckpt_classify("dir", names, n, &ch)) {
+		one_line();
 	} else if (ch.kind == CKPT_RANKS) {
 		/* every rank's file is among the names */
 		for (uint32_t r = 0; r < ch.world; r++) {
@@ -88,12 +89,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct ckpt_expect e = { .rank = 1, .world = 4, .weights = 0x1234, .slices = 0x5678,
 					 .plan = "p", .mesh = "tp=4" };
 
-		if (st_open_buffer(&f, file, size - (size_t)(file - data), "rank", err, sizeof err)) {
-			if (!ckpt_check_rank_file(f, "rank", &e, err, sizeof err))
-				one_line(err, sizeof err);
+		if (st_open_buffer(&f, file, size - (size_t)(file - data), "rank")) {
+			if (!ckpt_check_rank_file(f, "rank", &e))
+				one_line();
 			st_close(f);
 		} else {
-			one_line(err, sizeof err);
+			one_line();
 		}
 	}
 	return 0;

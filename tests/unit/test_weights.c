@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "compiler/driver.h"
+#include "graph/error.h"
 #include "runtime/weights.h"
 #include "tests/unit/unit.h"
 
@@ -74,20 +75,20 @@ static void test_classify(void)
 	};
 	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
 		struct ckpt_choice ch;
-		char err[512] = "";
 		size_t n = 0;
 
 		while (n < 6 && cases[c].names[n])
 			n++;
-		bool ok = ckpt_classify("d", cases[c].names, n, &ch, err, sizeof err);
+		bool ok = ckpt_classify("d", cases[c].names, n, &ch);
 		if (cases[c].kind < 0)
-			UNIT_CHECK(!ok && !strcmp(err, cases[c].want), "classify %s: %s", cases[c].what,
-				   ok ? "(accepted)" : err);
+			UNIT_CHECK(!ok && g_error()->status == G_ERR_FORMAT &&
+				   !strcmp(g_error()->msg, cases[c].want), "classify %s: %s",
+				   cases[c].what, ok ? "(accepted)" : g_error()->msg);
 		else
 			UNIT_CHECK(ok && (int)ch.kind == cases[c].kind &&
 				   !strcmp(ch.name, cases[c].want) &&
 				   (ch.kind != CKPT_RANKS || ch.world == 2),
-				   "classify %s: %s", cases[c].what, ok ? ch.name : err);
+				   "classify %s: %s", cases[c].what, ok ? ch.name : g_error()->msg);
 	}
 }
 
@@ -107,10 +108,9 @@ static void test_index(void)
 		"  \"extra\": [1, 2]\n"
 		"}\n";
 	struct ckpt_index *x;
-	char err[512];
 
-	UNIT_CHECK(ckpt_index_parse(good, strlen(good), "i.json", &x, err, sizeof err), "a good index: %s",
-		   err);
+	UNIT_CHECK(ckpt_index_parse(good, strlen(good), "i.json", &x), "a good index: %s",
+		   g_error()->msg);
 	if (x) {
 		UNIT_CHECK(x->nentries == 4 && x->nfiles == 3 && !strcmp(x->entries[0].name, "a.bias") &&
 			   !strcmp(x->files[x->entries[0].file], "sub/m-00002-of-00002.safetensors") &&
@@ -155,15 +155,15 @@ static void test_index(void)
 	for (size_t c = 0; c < sizeof bad / sizeof bad[0]; c++) {
 		size_t len = strlen(bad[c].text) + (strstr(bad[c].what, "NUL") ? 1 : 0);
 
-		err[0] = '\0';
-		bool ok = ckpt_index_parse(bad[c].text, len, "i.json", &x, err, sizeof err);
-		UNIT_CHECK(!ok && !x && strstr(err, bad[c].want) && !strchr(err, '\n'),
-			   "index: refuse %s: %s", bad[c].what, ok ? "(accepted)" : err);
+		bool ok = ckpt_index_parse(bad[c].text, len, "i.json", &x);
+		UNIT_CHECK(!ok && !x && g_error()->status == G_ERR_FORMAT &&
+			   strstr(g_error()->msg, bad[c].want) && !strchr(g_error()->msg, '\n'),
+			   "index: refuse %s: %s", bad[c].what, ok ? "(accepted)" : g_error()->msg);
 		ckpt_index_free(x);
 	}
 	/* a name a '..' only begins is a file of the folder */
 	static const char dots[] = "{\"weight_map\": {\"a\": \"..x/..y\", \"b\": \"./x\"}}";
-	UNIT_CHECK(ckpt_index_parse(dots, strlen(dots), "i.json", &x, err, sizeof err),
+	UNIT_CHECK(ckpt_index_parse(dots, strlen(dots), "i.json", &x),
 		   "index: '..x/..y' and './x' stay inside the folder");
 	ckpt_index_free(x);
 }
@@ -177,19 +177,18 @@ static void test_slice_bytes(void)
 	static const int64_t shape[2] = { 5, 8 };
 	uint16_t v[40];
 	float out[40];
-	char err[256];
 	struct st_file *f = NULL;
 	struct st_tensor t = { "w", ST_BF16, 2, { 5, 8 }, v, sizeof v, 0 };
 
 	for (int i = 0; i < 40; i++)
 		v[i] = (uint16_t)(0x3f80 + i); /* 1 + i/128 */
-	UNIT_CHECK(st_write(at("cols.safetensors"), &t, 1, NULL, 0, err, sizeof err) &&
-		   st_open(&f, at("cols.safetensors"), err, sizeof err), "write and open: %s", err);
+	UNIT_CHECK(st_write(at("cols.safetensors"), &t, 1, NULL, 0) &&
+		   st_open(&f, at("cols.safetensors")), "write and open: %s", g_error()->msg);
 	if (!f)
 		return;
 	const struct st_tensor *w = st_find(f, "w");
 	int64_t starts[2] = { 6, 2 }, lens[2] = { 2, 1 };
-	bool ok = st_read_f32(f, w, 1, starts, lens, 2, out, err, sizeof err, NULL);
+	bool ok = st_read_f32(f, w, 1, starts, lens, 2, out);
 	bool right = ok;
 	for (int r = 0; r < 5 && right; r++)
 		right = out[3 * r] == 1 + (8 * r + 6) / 128.0f &&
@@ -210,7 +209,6 @@ static void test_rank_bytes(void)
 	void *buf = driver_graph_buffer("tests/fixtures/flux.plan", "flux_fixture_tp", "tp = 2", NULL,
 					&none, 0, NULL, false, &len, NULL, stderr);
 	struct g_graph g;
-	char err[512];
 
 	UNIT_CHECK(buf && graph_parse(buf, len, &g), "compile Flux for tp = 2");
 	if (!buf)
@@ -220,9 +218,8 @@ static void test_rank_bytes(void)
 	bool ok = true;
 	for (uint32_t r = 0; r < 2 && ok; r++) {
 		struct ckpt *c = NULL;
-		enum st_fault fault;
 
-		ok = ckpt_open(&c, "tests/fixtures/flux.weights.safetensors", err, sizeof err, &fault);
+		ok = ckpt_open(&c, "tests/fixtures/flux.weights.safetensors");
 		for (uint32_t t = 0; ok && t < g.ntensors; t++) {
 			const struct st_file *f;
 			const char *path;
@@ -236,7 +233,7 @@ static void test_rank_bytes(void)
 
 			ok = e && nd && ckpt_slice(&g, t, r, &s);
 			dst = nd ? nd : dst;
-			ok = ok && st_read_f32(f, e, s.dim, s.start, s.len, s.n, dst, err, sizeof err, NULL);
+			ok = ok && st_read_f32(f, e, s.dim, s.start, s.len, s.n, dst);
 			want[r] += (uint64_t)n * 4;
 			if (r == 0 && e)
 				file_data += e->nbytes;
@@ -277,16 +274,15 @@ static void test_rank_meta(void)
 				 .plan = "p", .mesh = "tp=4" };
 	struct ckpt_meta m;
 	struct st_file *f = NULL;
-	char err[512];
 	static const float v[1] = { 1 };
 	struct st_tensor t = { "w", ST_F32, 1, { 1 }, v, 4, 0 };
 
 	ckpt_rank_meta(&e, &m);
-	UNIT_CHECK(st_write(at("rank.safetensors"), &t, 1, m.kv, m.n, err, sizeof err) &&
-		   st_open(&f, at("rank.safetensors"), err, sizeof err), "a rank file: %s", err);
+	UNIT_CHECK(st_write(at("rank.safetensors"), &t, 1, m.kv, m.n) &&
+		   st_open(&f, at("rank.safetensors")), "a rank file: %s", g_error()->msg);
 	if (!f)
 		return;
-	UNIT_CHECK(ckpt_check_rank_file(f, "r", &e, err, sizeof err), "it is what it says: %s", err);
+	UNIT_CHECK(ckpt_check_rank_file(f, "r", &e), "it is what it says: %s", g_error()->msg);
 	static const struct {
 		const char *what;
 		struct ckpt_expect e;
@@ -305,9 +301,10 @@ static void test_rank_meta(void)
 		  "mesh ring=4) binds other slices: shard them again with dtpc shard" },
 	};
 	for (size_t c = 0; c < sizeof bad / sizeof bad[0]; c++) {
-		bool ok = ckpt_check_rank_file(f, "r", &bad[c].e, err, sizeof err);
-		UNIT_CHECK(!ok && !strcmp(err, bad[c].want), "refuse %s: %s", bad[c].what,
-			   ok ? "(accepted)" : err);
+		bool ok = ckpt_check_rank_file(f, "r", &bad[c].e);
+		UNIT_CHECK(!ok && g_error()->status == G_ERR_BIND &&
+			   !strcmp(g_error()->msg, bad[c].want), "refuse %s: %s", bad[c].what,
+			   ok ? "(accepted)" : g_error()->msg);
 	}
 	st_close(f);
 	/* a file without dtpc's metadata, or with garbled numbers */
@@ -327,11 +324,11 @@ static void test_rank_meta(void)
 	};
 	for (size_t c = 0; c < sizeof metas / sizeof metas[0]; c++) {
 		f = NULL;
-		bool ok = st_write(at("meta.safetensors"), &t, 1, metas[c].kv, metas[c].n, err,
-				   sizeof err) &&
-			  st_open(&f, at("meta.safetensors"), err, sizeof err) &&
-			  !ckpt_check_rank_file(f, "r", &e, err, sizeof err);
-		UNIT_CHECK(ok && !strcmp(err, metas[c].want), "refuse: %s", err);
+		bool ok = st_write(at("meta.safetensors"), &t, 1, metas[c].kv, metas[c].n) &&
+			  st_open(&f, at("meta.safetensors")) &&
+			  !ckpt_check_rank_file(f, "r", &e);
+		UNIT_CHECK(ok && g_error()->status == G_ERR_BIND &&
+			   !strcmp(g_error()->msg, metas[c].want), "refuse: %s", g_error()->msg);
 		st_close(f);
 	}
 	unlink(at("rank.safetensors"));
