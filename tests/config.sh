@@ -283,8 +283,14 @@ refuses sd3 sd3 pos_embed_max_size 3 'the latent is larger than pos_embed_max_si
 takes sd3 sd3 sample_size 64
 
 # Helios (models/helios.plan): the keys that act on history tokens only are
-# taken (the model has no history inputs)
-for f in helios helios_odd helios_bf16; do takes "$f" helios - -; done
+# taken without history (helios, helios_odd, helios_bf16) and modelled with
+# it (the helios_history fixtures: -D short_frames / mid_frames / long_frames)
+for f in helios helios_odd helios_bf16 helios_history helios_history_odd helios_history_bf16; do
+	takes "$f" helios - -
+done
+refuses helios_history helios has_multi_term_memory_patch false 'history latents need has_multi_term_memory_patch'
+refuses helios_history helios patch_size '[1, 4, 4]' 'long_frames, height and width must be multiples of patch_long'
+refuses helios_history_odd helios patch_size '[2, 2, 2]' 'short_frames must be a multiple of patch_size'
 refuses helios helios added_kv_proj_dim 16 'added_kv_proj_dim is not modelled'
 refuses helios helios history_scale_mode '"per_token"' 'history_scale_mode must be "scalar" or "per_head"'
 refuses helios helios patch_size '[2, 2]' 'patch_size must have 3 entries'

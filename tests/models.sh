@@ -660,12 +660,15 @@ fi
 # --- Helios (models/helios.plan: HeliosTransformer3DModel's forward without
 # the history latents; the plans are its _cp_plan, split at attn1 / attn2 /
 # ffn and gathered at each) -------------------------------------------------------
-fixtures_present helios helios_odd helios_bf16
+fixtures_present helios helios_odd helios_bf16 helios_history helios_history_odd helios_history_bf16
 if [ "$MODE" = mpi ]; then
 	case_ mpi-helios-usp helios helios helios_usp "ring = 2, ulysses = 2" "$AA"
 	case_ mpi-helios-odd-ring3-presharded helios_odd helios helios_ring "ring = 3" "$AG" shard
 	case_ mpi-helios-bf16-ulysses2xffn-tp2 helios_bf16 helios helios_ffn_tp_usp \
 		"ring = 1, ulysses = 2, tp = 2" ""
+	case_ mpi-helios-history-usp helios_history helios helios_usp "ring = 2, ulysses = 2" "$AA"
+	case_ mpi-helios-history-odd-ring3-presharded helios_history_odd helios helios_ring \
+		"ring = 3" "$AG" shard
 else
 	# Helios: 4 heads x 8, 2 blocks, 2 x 2 x 4 = 16 tokens, 6 text tokens
 	full case_ helios-1rank helios helios helios_single "tp = 1" ""
@@ -730,6 +733,77 @@ else
 	sed 's/theta = rope_theta/theta = 10000/' models/helios.plan >"$tmp/helios_theta.plan"
 	control control-helios-theta-ignored helios_odd "$tmp/helios_theta.plan" helios_ring \
 		"ring = 3" "$FIX/helios_odd/transformer" "$FIX/helios_odd/inputs.safetensors"
+
+	# --- Helios with its history (HeliosPipeline's chunks: -D short_frames /
+	# mid_frames / long_frames, frame_indices; fixture.json has them)
+	# helios_history: 4 heads x 8, 4 long + 8 mid + 64 short history tokens
+	# before the sample's 32 (108), amplified keys per head, the pipeline's
+	# frame indices
+	full case_ helios-history-1rank helios_history helios helios_single "tp = 1" ""
+	full case_ helios-history-ulysses2 helios_history helios helios_ulysses "ulysses = 2" ""
+	case_ helios-history-ulysses4 helios_history helios helios_ulysses "ulysses = 4" ""
+	full case_ helios-history-ring2-allgather helios_history helios helios_ring "ring = 2" "$AG"
+	case_ helios-history-ring4-alltoall helios_history helios helios_ring_alltoall "ring = 4" "$AA"
+	case_ helios-history-usp helios_history helios helios_usp "ring = 2, ulysses = 2" "$AG"
+	full case_ helios-history-uspxffn-tp2 helios_history helios helios_ffn_tp_usp \
+		"ring = 2, ulysses = 2, tp = 2" "$AG"
+	case_ helios-history-sequence-usp helios_history helios helios_usp_sequence \
+		"ring = 2, ulysses = 2" "$AA"
+	full case_ helios-history-sequence-ulysses4 helios_history helios helios_usp_sequence \
+		"ring = 1, ulysses = 4" ""
+	# helios_history_odd: 3 heads x 12, batch 2, 1 + 4 + 16 history tokens
+	# before 48 (69), a scalar key scale, no guidance_cross_attn
+	full case_ helios-history-odd-1rank helios_history_odd helios helios_single "tp = 1" ""
+	case_ helios-history-odd-ring3-allgather helios_history_odd helios helios_ring "ring = 3" "$AG"
+	full case_ helios-history-odd-ulysses3 helios_history_odd helios helios_ulysses "ulysses = 3" ""
+	case_ helios-history-odd-ulysses-any2 helios_history_odd helios helios_ulysses_anything \
+		"ulysses = 2" "ulysses_anything = true"
+	full case_ helios-history-odd-ring-any2 helios_history_odd helios helios_ring_anything \
+		"ring = 2" "ring_anything = true, $AA"
+	case_ helios-history-odd-ring-any4 helios_history_odd helios helios_ring_anything \
+		"ring = 4" "ring_anything = true, $AG"
+	# helios_history_bf16: short and mid history only, zero_history_timestep
+	# off, indices_hidden_states None (forward's arange)
+	case_ helios-history-bf16-1rank helios_history_bf16 helios helios_single "tp = 1" ""
+	full case_ helios-history-bf16-ring2-alltoall helios_history_bf16 helios helios_ring_alltoall \
+		"ring = 2" "$AA"
+	full case_ helios-history-bf16-sequence-ulysses2 helios_history_bf16 helios \
+		helios_usp_sequence "ring = 1, ulysses = 2" ""
+	# every checkpoint tensor bound with the three histories; helios_history_bf16
+	# has no long history, so patch_long's 2 tensors stay unbound (diffusers'
+	# forward does not read them either)
+	for f in helios_history helios_history_odd; do
+		bound "bound-$(echo $f | tr _ -)" ok $f helios helios_single
+	done
+	bound control-bound-helios-history-bf16-no-long fail helios_history_bf16 helios helios_single
+
+	# negative controls, each on the history path: one element of patch_long's
+	# kernel off by 0.25; the keys not amplified; the history tokens modulated
+	# as the sample's (zero_history_timestep ignored); the mid table's mean
+	# over 4 instead of 8 tokens; attn2 over every token (guidance_cross_attn
+	# ignored); the history's frame indices taken as x positions (t, 0, 0) ->
+	# (0, 0, t)
+	mkdir -p "$tmp/perturbed_helios_history"
+	cp "$FIX/helios_history/transformer/config.json" "$tmp/perturbed_helios_history/"
+	safetensors_edit "$FIX/helios_history/transformer/diffusion_pytorch_model.safetensors" \
+		"$tmp/perturbed_helios_history/diffusion_pytorch_model.safetensors" \
+		patch_long.weight 0.25
+	control control-helios-history-perturbed-weight helios_history helios helios_ulysses \
+		"ulysses = 2" "$tmp/perturbed_helios_history" "$FIX/helios_history/inputs.safetensors"
+	hh() {  # hh NAME SED [FIXTURE]: helios.plan edited by SED, on one rank
+		hh_f=${3:-helios_history}
+		sed "$2" models/helios.plan >"$tmp/$1.plan"
+		control "$1" $hh_f "$tmp/$1.plan" helios_single "tp = 1" "$FIX/$hh_f/transformer" \
+			"$FIX/$hh_f/inputs.safetensors"
+	}
+	hh control-helios-history-keys-not-amplified \
+		's/attention(attn1\.query, attn1\.key_amplified,/attention(attn1.query, attn1.key,/'
+	hh control-helios-history-sample-modulation 's/ and zero_history_timestep {/ and false {/'
+	hh control-helios-history-mid-mean 's/value = 0\.125)/value = 0.25)/'
+	hh control-helios-history-cross-attn-all 's/if guidance_cross_attn and/if false and/'
+	hh control-helios-history-indices-on-x \
+		's/pad(rotary_emb_history_\([a-z]*\)\.t, dim = 2, after = 2)/pad(rotary_emb_history_\1.t, dim = 2, before = 2)/'
+
 	# control of plans-as-diffusers: Helios' plans without the ffn's gather,
 	# or with rotary_emb split at the query's rope only
 	if wanted control-plans-helios; then

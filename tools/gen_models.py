@@ -462,6 +462,79 @@ CASES.update({
                                               txt_seq=6)),
 })
 
+# --- Helios with its history (HeliosPipeline's chunks): short / mid / long
+# history latents and the frame indices, as models/helios.plan's -D
+# short_frames / mid_frames / long_frames / frame_indices model them
+
+
+def helios_history_inputs(cfg, gen, batch, frames, height, width, txt_seq, short, mid, long_,
+                          frame_indices):
+    """forward's arguments as HeliosPipeline passes them at a chunk: the
+    history latents [B, C, F_h, H, W] (short = the prefix frame and the 1x
+    history, mid 2x, long 4x) and each one's frame indices, [1, F] long
+    tensors split from one arange as the pipeline's keep_first_frame does
+    (prefix, long, mid, 1x, sample; the short indices are the prefix's and the
+    1x's, not contiguous); indices_hidden_states None without frame_indices
+    (forward's arange from 0)."""
+    pt = cfg["patch_size"][0]
+    x, shape, extra = helios_inputs(cfg, gen, batch, frames, height, width, txt_seq)
+    sizes = [1, long_ // pt, mid // pt, short // pt - 1, frames // pt]
+    idx = torch.arange(0, sum(sizes)).split(sizes)
+    ind = {"short": torch.cat([idx[0], idx[3]]), "mid": idx[2], "long": idx[1]}
+    for name, f in (("short", short), ("mid", mid), ("long", long_)):
+        if f:
+            x[f"latents_history_{name}"] = torch.randn(batch, cfg["in_channels"], f, height, width,
+                                                       generator=gen)
+            x[f"indices_latents_history_{name}"] = ind[name].unsqueeze(0)
+    if frame_indices:
+        x["indices_hidden_states"] = idx[4].unsqueeze(0)
+    shape.update(short_frames=short, mid_frames=mid, long_frames=long_,
+                 frame_indices=frame_indices)
+    return x, shape, extra
+
+
+CASES.update({
+    # Helios at a chunk: 4 heads x 8, latent 1 x 8 x 16 -> 32 tokens after
+    # 8 long (4), 2 mid (8) and 2 short (64) history tokens: 108 (ring /
+    # Ulysses 2 and 4 divide every part); amplified history keys per head,
+    # guidance_cross_attn and zero_history_timestep (the defaults), the
+    # pipeline's indices
+    "helios_history": dict(
+        cls=HeliosTransformer3DModel, model="helios",
+        cfg=dict(patch_size=[1, 2, 2], num_attention_heads=4, attention_head_dim=8, in_channels=2,
+                 out_channels=2, text_dim=12, freq_dim=16, ffn_dim=40, num_layers=2,
+                 rope_dim=[2, 2, 4], is_amplify_history=True, history_scale_mode="per_head"),
+        inputs=lambda cfg, gen: helios_history_inputs(cfg, gen, batch=1, frames=1, height=8, width=16,
+                                                      txt_seq=6, short=2, mid=2, long_=8,
+                                                      frame_indices=True)),
+    # the corners: 3 heads x 12 (rope_dim 4, 6, 2, theta 500), batch 2,
+    # latent 3 x 8 x 8 -> 48 tokens after 1 long, 4 mid, 16 short: 69 (ring 3,
+    # the anything modes); a scalar history_key_scale, no guidance_cross_attn
+    # (attn2 reads every token), no cross_attn_norm
+    "helios_history_odd": dict(
+        cls=HeliosTransformer3DModel, model="helios",
+        cfg=dict(patch_size=[1, 2, 2], num_attention_heads=3, attention_head_dim=12, in_channels=2,
+                 out_channels=3, text_dim=10, freq_dim=20, ffn_dim=24, num_layers=2,
+                 cross_attn_norm=False, eps=1e-5, rope_dim=[4, 6, 2], rope_theta=500.0,
+                 guidance_cross_attn=False, is_amplify_history=True, history_scale_mode="scalar"),
+        inputs=lambda cfg, gen: helios_history_inputs(cfg, gen, batch=2, frames=3, height=8, width=8,
+                                                      txt_seq=7, short=1, mid=2, long_=4,
+                                                      frame_indices=True)),
+    # bf16: 2 heads x 16, short and mid history only (16 + 2 tokens before
+    # the sample's 16), zero_history_timestep off (every token the sample's
+    # modulation), no key amplification, indices_hidden_states None (forward's
+    # arange: batch 1, since forward then expands it over the batch and the
+    # [1, F] history tables no longer concatenate with it)
+    "helios_history_bf16": dict(
+        cls=HeliosTransformer3DModel, model="helios", dtype=torch.bfloat16,
+        cfg=dict(patch_size=[1, 2, 2], num_attention_heads=2, attention_head_dim=16, in_channels=3,
+                 out_channels=3, text_dim=12, freq_dim=16, ffn_dim=48, num_layers=2,
+                 rope_dim=[6, 4, 6], zero_history_timestep=False),
+        inputs=lambda cfg, gen: helios_history_inputs(cfg, gen, batch=1, frames=2, height=4, width=8,
+                                                      txt_seq=6, short=2, mid=2, long_=0,
+                                                      frame_indices=False)),
+})
+
 # --- Wan 2.2 TI2V, Wan 2.1 I2V / FLF2V (WanTransformer3DModel at its other configs) ---
 
 

@@ -66,6 +66,8 @@ def _plan_args(plan, mesh, context, defines, world, config, dtype, expose=()):
     if dtype is not None:
         args += ["--dtype", dtype]
     for k, v in (defines or {}).items():
+        if isinstance(v, bool):  # the language's spelling (fixture.json's true / false)
+            v = "true" if v else "false"
         args += ["-D", f"{k}={v}"]
     for glob in expose or ():
         args += ["--expose", glob]
