@@ -8,7 +8,9 @@
 #
 #  kernels   every CUDA kernel against the CPU kernels (tests/gpu/test_*: fresh
 #            random inputs at sizes off the tiles, outputs poisoned with NaN
-#            first; f32 <= 1e-5, bf16/f16 <= 1e-2 normwise)
+#            first; f32 <= 1e-5, bf16/f16 <= 1e-2 normwise); test_cuda_data:
+#            typed data in device memory in and out on the caller's stream
+#            against the host path, bit for bit (one rank and tp = 2)
 #  equiv     the equivalence matrix (tests/equiv.sh) with every rank on the
 #            CUDA device, N ranks sharing the GPU through the local backend,
 #            against the one-rank CPU run (--verify, 1e-5)
@@ -55,8 +57,9 @@ if [ ! -x "$BUILD/dtpc" ]; then
 		{ tail -30 "${TMPDIR:-/tmp}/gpu-build.log"; exit 2; }
 fi
 # Libraries a bundle carries, then the large ones the machine has: cuBLASLt
-# and NCCL from its CUDA toolkit or from PyTorch's wheels.
-LDP="$BUILD/lib"
+# and NCCL from its CUDA toolkit or from PyTorch's wheels; the build folder
+# itself for libdtpc_cuda.so, which tests/gpu/test_cuda_data's sessions load.
+LDP="$BUILD/lib:$BUILD"
 site=$(python3 -c 'import nvidia, os; print(os.path.dirname(list(nvidia.__path__)[0]))' 2>/dev/null)
 for d in "$site"/nvidia/cu13/lib "$site"/nvidia/*/lib /usr/local/cuda/lib64; do
 	[ -d "$d" ] && LDP="$LDP:$d"
