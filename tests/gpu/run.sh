@@ -32,6 +32,10 @@
 #  torchrun  launch mode 3: `torchrun --nproc-per-node N` (N = the GPUs, at
 #            most 2) of a tiny FluxPipeline on dtpc.torch's backend "torchrun"
 #            against mode 1's image (tests/gpu/torchrun_flux.py)
+#  flux-typed a FluxPipeline of Flux's width with random weights, bf16, one GPU,
+#            torch CUDA tensors in and out through the typed calls: image within
+#            2e-2 of diffusers eager, no host copy in a step (torch.profiler),
+#            per-step time against eager and torch.compile (tests/gpu/flux_typed.py)
 #  bench     the table: attention vs PyTorch SDPA, GEMM vs cuBLASLt, copies,
 #            launch overhead, a full-size Flux block vs PyTorch eager
 #
@@ -187,6 +191,19 @@ if [ "$ngpu" -ge 1 ] && python3 -c 'import torch.distributed.run, diffusers' 2>/
 	tail -1 "$LOG/torchrun-same-image.log"
 else
 	skipped torchrun-mode3 "needs a GPU and python3 with torch and diffusers"
+fi
+
+# torch CUDA tensors through the typed calls (dtpc_session_*_data, the caller's
+# stream): a FluxPipeline of Flux's width on one GPU in bf16 against diffusers
+# eager (image 2e-2), no host copy in a step (torch.profiler, with its control),
+# the step time against eager and torch.compile: tests/gpu/flux_typed.py
+if python3 -c 'import torch, diffusers' 2>/dev/null; then
+	check flux-typed 240 env PYTHONPATH=python DTPC="$DTPC" DTPC_LIB="$BUILD/libdtpc.so" \
+		DTPC_CACHE="$tmp/graphs" CUDA_VISIBLE_DEVICES=0 python3 tests/gpu/flux_typed.py
+	grep -E '^(ok|FAIL) ' "$LOG/flux-typed.log"
+	row "Flux pipeline step, torch CUDA tensors in and out (one GPU): $(sed -n 's/^time: //p' "$LOG/flux-typed.log")"
+else
+	skipped flux-typed "needs python3 with torch and diffusers"
 fi
 
 echo "== benchmarks ($(($(date +%s) - T0)) s)"
