@@ -161,7 +161,7 @@ def main():
         copies, _ = host_copies(lambda: tr(**host_args))
         check("no-copy-control", copies > 0,
               f"the same step from host memory: {copies} host copies (must be > 0)")
-    out = tr(**args).sample
+    out = tr(**args)[0]  # the pipeline's own call: return_dict=False
     check("outputs", out.is_cuda and out.dtype == DT, f"the output: {out.device}, {out.dtype}")
     print(f"time: dtpc {dtpc_ms:.2f} ms, eager {eager_ms:.2f} ms, compile "
           f"{'-' if compile_ms is None else f'{compile_ms:.2f}'} ms (per step, Flux width, "
