@@ -62,6 +62,17 @@ struct dev_ops {
 	int (*convert)(struct dev *d, void *dst, dtpc_dtype dt, const void *src, dtpc_dtype st,
 		       int64_t n);
 	void *(*stream)(struct dev *d); /* what a device-memory comm orders after */
+	/* Optional (a device whose memory the host cannot address: the
+	 * caller's device pointers and streams, dtpc_session_stream): 0 when p
+	 * is memory of this device (else why raised, as DTPC_ERR_INVALID);
+	 * the device's stream waits for what the caller's `stream` holds so
+	 * far (wait_stream), or that stream for what the device's holds so far
+	 * (signal_stream). Asynchronous, as kernels are. */
+	int (*device_pointer)(struct dev *d, const void *p);
+	int (*wait_stream)(struct dev *d, void *stream);
+	int (*signal_stream)(struct dev *d, void *stream);
+	/* The device's ordinal among its kind (a GPU's number), or -1. */
+	int (*ordinal)(struct dev *d);
 
 	/* kernels (kernels/cpu/kernels.h) */
 	int (*linear)(struct dev *d, const float *x, const float *w, const float *b, float *y,

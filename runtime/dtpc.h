@@ -194,6 +194,42 @@ DTPC_API dtpc_status dtpc_session_bind_inputs_seed(dtpc_session *s, uint64_t see
 DTPC_API dtpc_status dtpc_session_set_input(dtpc_session *s, const char *name, const float *data,
 				   const int64_t *shape, int ndim);
 
+/* Typed, placed data: a weight's full tensor or an input, whole, as
+ * elements of `dtype` in row-major order at `data`, which is host memory
+ * (where = DTPC_DEVICE_CPU, on a session on any device) or device memory of
+ * the session's GPU (where = DTPC_DEVICE_CUDA, on a CUDA session only: a
+ * cudaMalloc'd or managed pointer on dtpc_session_gpu(s), as a torch CUDA
+ * tensor's data_ptr() is). Data in the session's storage dtype are taken as
+ * they are, bit for bit; another dtype is converted to it (widening exact,
+ * narrowing to nearest even), as the float32 binds convert theirs, so that
+ * a bf16 tensor given here and the same values given in float32 to
+ * dtpc_session_bind_weight / dtpc_session_set_input bind the same bits.
+ * Each rank copies its slice of a weight; an input is taken whole.
+ * Ownership: the data are copied; the caller keeps them. Host data may be
+ * changed or freed once the call returns. Device data are copied on the
+ * session's device, ordered after the work the caller's stream
+ * (dtpc_session_stream) holds when the call is made, and complete before
+ * any work the caller enqueues on that stream after the call: the caller
+ * may reuse or free them in stream order, as its own kernels' inputs; with
+ * no stream set, the copy is complete when the call returns (and the
+ * caller must have finished writing them before the call).
+ * Errors: DTPC_ERR_BIND for a name the graph has no weight / input of, or a
+ * shape other than the graph's (as the float32 binds); DTPC_ERR_INVALID,
+ * naming the tensor, for NULL data, an unknown dtype or place, device memory
+ * given to a session whose device takes host memory (the CPU), or a pointer
+ * that is not memory of the session's GPU (host memory, another GPU's);
+ * DTPC_ERR_DEVICE for a copy that failed; DTPC_ERR_NOMEM. A failed bind
+ * leaves the tensor unbound (a run refuses it) and the communicator as it
+ * was: the caller may bind again. */
+DTPC_API dtpc_status dtpc_session_set_input_data(dtpc_session *s, const char *name,
+						 const void *data, dtpc_dtype dtype,
+						 dtpc_device where, const int64_t *shape,
+						 int ndim);
+DTPC_API dtpc_status dtpc_session_bind_weight_data(dtpc_session *s, const char *name,
+						   const void *data, dtpc_dtype dtype,
+						   dtpc_device where, const int64_t *shape,
+						   int ndim);
+
 /* The tensors of the last weights or inputs file bound (the last successful
  * dtpc_session_bind_weights_file or _bind_inputs_file) that the graph does
  * not use: for weights, names that are no weight of the graph (a dev
@@ -208,6 +244,27 @@ DTPC_API int dtpc_session_unused(const dtpc_session *s, int i, const char **name
 /* One forward pass. Collective. */
 DTPC_API dtpc_status dtpc_session_run(dtpc_session *s);
 
+/* The caller's CUDA stream (a cudaStream_t, as torch's
+ * torch.cuda.current_stream().cuda_stream; cudaStreamLegacy, (void *)1,
+ * for CUDA's legacy default stream, which torch's default stream is and
+ * which torch reports as 0) that the session's device work is ordered
+ * with from now on: each run and each device copy of the typed calls
+ * (dtpc_session_set_input_data, _bind_weight_data, _output_data) starts
+ * after the work enqueued on the stream when the call is made, and work
+ * the caller enqueues on the stream after the call starts after it. The
+ * session still computes on its own stream (so that its device graphs and
+ * collectives are what they were), joined to the caller's by events: no
+ * host synchronization, no copy. A run still returns once its forward pass
+ * is done. NULL (the default): no stream; device copies are complete when
+ * a call returns. The stream must outlive its use: set NULL (or another)
+ * before destroying it. A session on the CPU takes NULL only (a no-op);
+ * another stream there is DTPC_ERR_INVALID. */
+DTPC_API dtpc_status dtpc_session_stream(dtpc_session *s, void *cuda_stream);
+/* The GPU (its CUDA ordinal) a session computes on, or -1 on the CPU. */
+DTPC_API int dtpc_session_gpu(const dtpc_session *s);
+/* The session's storage dtype (dtpc_session_dtype's, or the graph's). */
+DTPC_API dtpc_dtype dtpc_session_get_dtype(const dtpc_session *s);
+
 /* From the second run on, record the forward pass once as a device graph
  * (CUDA graphs) and replay it: on by default, used where valid (a CUDA
  * device, no collective that stages through the host, no tracing); a no-op
@@ -215,11 +272,13 @@ DTPC_API dtpc_status dtpc_session_run(dtpc_session *s);
 DTPC_API void dtpc_session_graphs(dtpc_session *s, int enable);
 /* The storage dtype of the session's activations and weights (default: the
  * graph's, which the plan's dtype setting chose), set before any weight or
- * input is bound; it overrides the graph's. Data still cross the API in
- * float32: bound weights and inputs are rounded to the dtype (to nearest
- * even), outputs converted back. Every device stores f32, bf16 and f16. The
- * graph's memory plan is sized for its own dtype: a narrower one leaves part
- * of the arena unused, a wider one is refused (DTPC_ERR_INVALID). */
+ * input is bound; it overrides the graph's. The float32 calls round bound
+ * weights and inputs to the dtype (to nearest even) and convert outputs
+ * back; the typed calls (dtpc_session_set_input_data, _bind_weight_data,
+ * _output_data) take and give data in the storage dtype as they are. Every
+ * device stores f32, bf16 and f16. The graph's memory plan is sized for its
+ * own dtype: a narrower one leaves part of the arena unused, a wider one is
+ * refused (DTPC_ERR_INVALID). */
 DTPC_API dtpc_status dtpc_session_dtype(dtpc_session *s, dtpc_dtype t);
 /* Threads this rank's CPU kernels may use (attention, pointwise ops, norms
  * and the BLAS library), n >= 1; the default is the machine's cores divided
@@ -229,11 +288,34 @@ DTPC_API dtpc_status dtpc_session_threads(dtpc_session *s, int n);
 DTPC_API int dtpc_session_graphed(const dtpc_session *s);
 
 /* Outputs, whole on every rank after a run, in float32 host memory whatever
- * the device and the storage dtype. data stays owned by the session and valid until the next run or
- * free. */
+ * the device and the storage dtype. data stays owned by the session and
+ * valid until the next run or free. The float32 host copy is made by the
+ * first call for the output after a run that asks for data (on a CUDA
+ * session, or in a narrower storage dtype; with data NULL nothing is
+ * copied), so that a caller that reads the outputs typed or on the device
+ * pays for no host copy; that call can fail with DTPC_ERR_DEVICE. */
 DTPC_API int dtpc_session_noutputs(const dtpc_session *s);
 DTPC_API dtpc_status dtpc_session_output(const dtpc_session *s, int i, const char **name,
 				const float **data, const int64_t **shape, int *ndim);
+/* After a run: output i, whole, copied into the caller's buffer dst of
+ * `bytes` bytes (exactly the output's elements times the size of dtype),
+ * as elements of dtype: the storage dtype's bits as they are, another
+ * dtype converted (as dtpc_session_output's float32 is). dst is host memory
+ * (where = DTPC_DEVICE_CPU) or device memory of the session's GPU (where =
+ * DTPC_DEVICE_CUDA, a CUDA session only). The caller owns dst and its
+ * contents; the session keeps no pointer to it. Host copies are complete
+ * on return. A device copy runs on the session's device after the work the
+ * caller's stream (dtpc_session_stream) holds at the call and before the
+ * work the caller enqueues on it after the call — read dst in stream order,
+ * or after synchronizing the stream; with no stream it is complete on
+ * return. The output stays valid in the session until the next run, and
+ * may be read any number of times, in any dtype and place. Errors as
+ * dtpc_session_set_input_data's (DTPC_ERR_INVALID for a wrong byte count,
+ * naming the output), DTPC_ERR_INVALID for an i out of range, DTPC_ERR_STATE
+ * before the first run. */
+DTPC_API dtpc_status dtpc_session_output_data(const dtpc_session *s, int i, void *dst,
+					      dtpc_dtype dtype, dtpc_device where,
+					      size_t bytes);
 /* After a run: in *count, how many of output i's values are NaN or infinite
  * (counted on each call, over the whole output). A model with a bad weight
  * or input, or one that overflows the storage dtype, gives them; a caller

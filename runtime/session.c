@@ -415,6 +415,8 @@ static size_t dtype_size(dtpc_dtype t)
 	return t == DTPC_F32 ? 4 : 2;
 }
 
+static const char *dtype_name(dtpc_dtype t);
+
 dtpc_status session_prepare(struct dtpc_session *s)
 {
 	const struct g_graph *g = s->g;
@@ -544,7 +546,8 @@ static dtpc_status setup(struct dtpc_session *s, dtpc_device dev)
 	if (!s->cbufs || !s->rowbuf)
 		return g_raise(DTPC_ERR_NOMEM, "out of memory");
 	s->outputs = calloc(s->g->noutputs ? s->g->noutputs : 1, sizeof *s->outputs);
-	if (!s->outputs)
+	s->fetched = calloc(s->g->noutputs ? s->g->noutputs : 1, sizeof *s->fetched);
+	if (!s->outputs || !s->fetched)
 		return g_raise(DTPC_ERR_NOMEM, "out of memory");
 	s->graphs = d->graphs && graphable(s->g);
 	if (s->c->ops->device_memory)
@@ -616,6 +619,7 @@ void dtpc_session_free(dtpc_session *s)
 	for (uint32_t i = 0; s->outputs && i < s->g->noutputs; i++)
 		free(s->outputs[i]);
 	free(s->outputs);
+	free(s->fetched);
 	free(s->weights);
 	free(s->cbufs);
 	free(s->rowbuf);
@@ -908,6 +912,284 @@ dtpc_status dtpc_session_set_input(dtpc_session *s, const char *name, const floa
 	return bind_finish(s, (uint32_t)t, h, DTPC_OK);
 }
 
+/* ---- typed data: inputs, weights and outputs in a dtype and a place ---------------- */
+
+static bool known_dtype(dtpc_dtype t)
+{
+	return t == DTPC_F32 || t == DTPC_BF16 || t == DTPC_F16;
+}
+
+/* That the caller's data can be read or written where it says it is: host
+ * memory on any session, device memory only on a session on a device whose
+ * memory the host cannot address, and then memory of the session's GPU. */
+static dtpc_status check_place(const struct dtpc_session *s, const char *what, const char *name,
+			       const void *p, dtpc_dtype dt, dtpc_device where)
+{
+	const struct dev_ops *d = s->dv->ops;
+	if (!p)
+		return g_raise(DTPC_ERR_INVALID, "%s '%s': NULL data", what, name);
+	if (!known_dtype(dt))
+		return g_raise(DTPC_ERR_INVALID, "%s '%s': unknown dtype %d (DTPC_F32, DTPC_BF16 "
+				"or DTPC_F16)", what, name, (int)dt);
+	if (where == DTPC_DEVICE_CPU)
+		return DTPC_OK;
+	if (where != DTPC_DEVICE_CUDA)
+		return g_raise(DTPC_ERR_INVALID, "%s '%s': unknown place %d (DTPC_DEVICE_CPU: host "
+				"memory, DTPC_DEVICE_CUDA: the session's GPU)", what, name, (int)where);
+	if (d->host_memory || !d->device_pointer)
+		return g_raise(DTPC_ERR_INVALID, "%s '%s': CUDA memory given to a session on the "
+				"%s device, which takes host memory (DTPC_DEVICE_CPU)", what, name,
+				d->name);
+	if (d->device_pointer(s->dv, p))
+		return g_wrap(DTPC_ERR_INVALID, s->rank, "%s '%s'", what, name);
+	return DTPC_OK;
+}
+
+/* The one sharded dim of a tensor's local part of the full tensor (dim -1:
+ * the whole), and the counts around it: outer rows of `whole` elements, of
+ * which the rank's part is ranges of `inner`-element runs. */
+struct part {
+	struct ckpt_slice sl;
+	int64_t outer, inner, full, whole, local;
+};
+
+static dtpc_status part_of(const struct dtpc_session *s, uint32_t t, struct part *p)
+{
+	const struct g_tensor *x = &s->g->tensors[t];
+	p->sl = (struct ckpt_slice){ .dim = -1 };
+	if (x->kind == GT_WEIGHT && !ckpt_slice(s->g, t, s->rank, &p->sl))
+		return g_raise(DTPC_ERR_BIND, "weight '%s' is split along several dims",
+				graph_str(s->g, x->name));
+	p->outer = p->inner = p->full = 1;
+	for (int d = 0; d < x->ndim; d++) {
+		p->full *= x->dims[d];
+		if (p->sl.dim >= 0 && d < p->sl.dim)
+			p->outer *= x->dims[d];
+		if (p->sl.dim >= 0 && d > p->sl.dim)
+			p->inner *= x->dims[d];
+	}
+	p->whole = p->sl.dim >= 0 ? x->dims[p->sl.dim] * p->inner : 0;
+	p->local = p->sl.dim >= 0 ? s->dims[t][p->sl.dim] * p->inner : 0;
+	return DTPC_OK;
+}
+
+/* The rank's part of the full tensor src into dst, elements of es bytes
+ * (host memory). */
+static void gather_host(const struct part *p, void *dst, const void *src, size_t es, int64_t n)
+{
+	if (p->sl.dim < 0) {
+		memcpy(dst, src, (size_t)n * es);
+		return;
+	}
+	char *to = dst;
+	for (int64_t o = 0; o < p->outer; o++)
+		for (int r = 0; r < p->sl.n; r++) {
+			size_t len = (size_t)(p->sl.len[r] * p->inner) * es;
+			memcpy(to, (const char *)src + (size_t)(o * p->whole + p->sl.start[r] *
+								 p->inner) * es, len);
+			to += len;
+		}
+}
+
+/* The same in device memory, elements of the storage dtype (copy2d). */
+static int gather_dev(const struct dtpc_session *s, const struct part *p, void *dst,
+		      const void *src)
+{
+	const struct dev_ops *d = s->dv->ops;
+	int64_t at = 0;
+	for (int r = 0; r < p->sl.n; r++) {
+		size_t off = (size_t)at * s->esize, from = (size_t)(p->sl.start[r] * p->inner) *
+							  s->esize;
+		if (d->copy2d(s->dv, (float *)(void *)((char *)dst + off), p->local,
+			      (const float *)(const void *)((const char *)src + from), p->whole,
+			      p->outer, p->sl.len[r] * p->inner))
+			return 1;
+		at += p->sl.len[r] * p->inner;
+	}
+	return 0;
+}
+
+/* Host data in dtype dt: the rank's part gathered, converted to the storage
+ * dtype unless it is that already, and moved to the tensor's memory. */
+static dtpc_status put_host(struct dtpc_session *s, uint32_t t, const struct part *p,
+			    void *to, const void *data, dtpc_dtype dt)
+{
+	const struct dev_ops *d = s->dv->ops;
+	size_t n = (size_t)s->numel[t], es = dtype_size(dt);
+	const void *part = data;
+	void *gathered = NULL, *converted = NULL;
+	dtpc_status st = DTPC_OK;
+	bool same = dt == s->dtype;
+	/* gathered straight into the tensor where it is host memory of this dtype */
+	if (p->sl.dim >= 0) {
+		void *into = same && d->host_memory ? to : (gathered = malloc(n ? n * es : 1));
+		if (!into)
+			return g_raise(DTPC_ERR_NOMEM, "out of memory");
+		gather_host(p, into, data, es, (int64_t)n);
+		part = into;
+	}
+	int fail = 0;
+	if (d->host_memory) {
+		if (!same)
+			fail = d->convert(s->dv, to, s->dtype, part, dt, (int64_t)n);
+		else if (part != to)
+			memcpy(to, part, n * es);
+	} else {
+		if (!same && (converted = malloc(n ? n * s->esize : 1)))
+			k_convert(converted, (enum k_dtype)s->dtype, part, (enum k_dtype)dt,
+				  (int64_t)n);
+		if (!same && !converted)
+			st = g_raise(DTPC_ERR_NOMEM, "out of memory");
+		else if (s->stream && d->wait_stream(s->dv, s->stream))
+			fail = 1;
+		else
+			fail = d->upload(s->dv, to, same ? part : converted, n * s->esize);
+	}
+	if (fail)
+		st = g_wrap(DTPC_ERR_DEVICE, s->rank, "binding '%s'",
+			    graph_str(s->g, s->g->tensors[t].name));
+	free(gathered);
+	free(converted);
+	return st;
+}
+
+/* Device data (the session's GPU) in dtype dt: copied or converted on the
+ * device's stream, after the caller's stream's work so far and before its
+ * later work (or, with no stream, complete on return). */
+static dtpc_status put_device(struct dtpc_session *s, uint32_t t, const struct part *p,
+			      void *to, const void *data, dtpc_dtype dt)
+{
+	const struct dev_ops *d = s->dv->ops;
+	void *tmp = NULL;
+	const void *src = data;
+	int fail = s->stream && d->wait_stream(s->dv, s->stream);
+	/* a part of a tensor of another dtype: the whole converted, then cut */
+	if (!fail && p->sl.dim >= 0 && dt != s->dtype) {
+		fail = !(tmp = d->alloc(s->dv, (size_t)p->full * s->esize)) ||
+		       d->convert(s->dv, tmp, s->dtype, data, dt, p->full);
+		src = tmp;
+		dt = s->dtype;
+	}
+	if (!fail)
+		fail = p->sl.dim >= 0 ? gather_dev(s, p, to, src)
+				      : d->convert(s->dv, to, s->dtype, src, dt, s->numel[t]);
+	if (!fail)
+		fail = s->stream && !tmp ? d->signal_stream(s->dv, s->stream) : d->sync(s->dv);
+	if (tmp)
+		d->free(s->dv, tmp);
+	if (fail)
+		return g_wrap(DTPC_ERR_DEVICE, s->rank, "binding '%s'",
+			      graph_str(s->g, s->g->tensors[t].name));
+	return DTPC_OK;
+}
+
+static dtpc_status bind_data(struct dtpc_session *s, const char *name, int kind,
+			     const void *data, dtpc_dtype dt, dtpc_device where,
+			     const int64_t *shape, int ndim)
+{
+	const char *what = kind == GT_WEIGHT ? "weight" : "input";
+	int64_t t = find_tensor(s, name, kind);
+	if (t < 0)
+		return g_raise(DTPC_ERR_BIND, "the graph has no %s '%s'", what, name);
+	dtpc_status st = check_shape(s, (uint32_t)t, shape, ndim, what);
+	if (!st)
+		st = check_place(s, what, name, data, dt, where);
+	struct part p;
+	if (!st)
+		st = part_of(s, (uint32_t)t, &p);
+	size_t n = (size_t)(s->numel[t] ? s->numel[t] : 1);
+	if (!st && kind == GT_WEIGHT && !s->weights[t] &&
+	    !(s->weights[t] = s->dv->ops->alloc(s->dv, n * s->esize)))
+		st = g_wrap(DTPC_ERR_NOMEM, -1, "no memory for weight '%s' on the %s device", name,
+			    s->dv->ops->name);
+	if (st)
+		return st;
+	void *to = rt_data(s, (uint32_t)t);
+	st = where == DTPC_DEVICE_CPU ? put_host(s, (uint32_t)t, &p, to, data, dt)
+				      : put_device(s, (uint32_t)t, &p, to, data, dt);
+	s->bound[t] = !st;
+	return st;
+}
+
+dtpc_status dtpc_session_set_input_data(dtpc_session *s, const char *name, const void *data,
+					dtpc_dtype dtype, dtpc_device where,
+					const int64_t *shape, int ndim)
+{
+	return bind_data(s, name, GT_INPUT, data, dtype, where, shape, ndim);
+}
+
+dtpc_status dtpc_session_bind_weight_data(dtpc_session *s, const char *name, const void *data,
+					  dtpc_dtype dtype, dtpc_device where,
+					  const int64_t *shape, int ndim)
+{
+	return bind_data(s, name, GT_WEIGHT, data, dtype, where, shape, ndim);
+}
+
+dtpc_status dtpc_session_output_data(const dtpc_session *cs, int i, void *dst, dtpc_dtype dt,
+				     dtpc_device where, size_t bytes)
+{
+	struct dtpc_session *s = (struct dtpc_session *)cs; /* the caller's; const as the API has it */
+	const struct dev_ops *d = s->dv->ops;
+	if (i < 0 || (uint32_t)i >= s->g->noutputs)
+		return g_raise(DTPC_ERR_INVALID, "output %d of %u", i, s->g->noutputs);
+	if (!s->ran)
+		return g_raise(DTPC_ERR_STATE, "no run yet");
+	uint32_t t = s->g->outputs[i];
+	const char *name = graph_str(s->g, s->g->tensors[t].name);
+	dtpc_status st = check_place(s, "output", name, dst, dt, where);
+	if (st)
+		return st;
+	size_t n = (size_t)s->numel[t];
+	if (bytes != n * dtype_size(dt))
+		return g_raise(DTPC_ERR_INVALID, "output '%s': %zu elements of %s are %zu bytes, "
+				"not %zu", name, n, dtype_name(dt), n * dtype_size(dt), bytes);
+	const void *from = rt_data(s, t);
+	bool same = dt == s->dtype;
+	int fail = s->stream && d->wait_stream(s->dv, s->stream);
+	if (!fail && where != DTPC_DEVICE_CPU) {
+		/* on the device's stream; a plain copy when the dtypes agree */
+		fail = d->convert(s->dv, dst, dt, from, s->dtype, (int64_t)n) ||
+		       (s->stream ? d->signal_stream(s->dv, s->stream) : d->sync(s->dv));
+	} else if (!fail && d->host_memory && same) {
+		memcpy(dst, from, n * s->esize);
+	} else if (!fail && d->host_memory) {
+		fail = d->convert(s->dv, dst, dt, from, s->dtype, (int64_t)n);
+	} else if (!fail && same) {
+		fail = d->download(s->dv, dst, from, n * s->esize);
+	} else if (!fail) {
+		/* down in the storage dtype (as narrow as it is), converted on the host */
+		void *tmp = malloc(n ? n * s->esize : 1);
+		if (!tmp)
+			return g_raise(DTPC_ERR_NOMEM, "out of memory");
+		if (!(fail = d->download(s->dv, tmp, from, n * s->esize)))
+			k_convert(dst, (enum k_dtype)dt, tmp, (enum k_dtype)s->dtype, (int64_t)n);
+		free(tmp);
+	}
+	if (fail)
+		return g_wrap(DTPC_ERR_DEVICE, s->rank, "output '%s'", name);
+	return DTPC_OK;
+}
+
+dtpc_status dtpc_session_stream(dtpc_session *s, void *cuda_stream)
+{
+	const struct dev_ops *d = s->dv->ops;
+	if (cuda_stream && (!d->wait_stream || !d->signal_stream))
+		return g_raise(DTPC_ERR_INVALID, "the %s device has no streams: a session on it "
+				"takes NULL", d->name);
+	s->stream = cuda_stream;
+	return DTPC_OK;
+}
+
+dtpc_dtype dtpc_session_get_dtype(const dtpc_session *s)
+{
+	return s->dtype;
+}
+
+int dtpc_session_gpu(const dtpc_session *s)
+{
+	return s->dv->ops->ordinal ? s->dv->ops->ordinal(s->dv) : -1;
+}
+
 /* A per-rank folder (dtpc shard): made for this graph's world, this rank's
  * file there, and its metadata naming this graph's weights and slices. */
 static dtpc_status open_rank_file(const dtpc_session *s, struct ckpt *c)
@@ -1097,7 +1379,7 @@ static void trace_add(struct dtpc_session *s, uint32_t op, double t0, double t1)
 static dtpc_status run_ops(dtpc_session *s)
 {
 	/* traced spans on an asynchronous device cover the op's execution
-	 * (its collectives waited for first, bounded: see fetch_outputs) */
+	 * (its collectives waited for first, bounded: see finish_run) */
 	bool wait = s->tracing && !s->dv->ops->host_memory;
 	for (uint32_t i = 0; i < s->g->nops; i++) {
 		double t0 = s->tracing ? rt_now() : 0;
@@ -1138,41 +1420,54 @@ static dtpc_status run_graph(dtpc_session *s)
 	return DTPC_OK;
 }
 
-/* After a run: where the host cannot address the device's memory, or the
- * storage is not float32, the outputs in float32 on the host, where
- * dtpc_session_output reads them (the host mirror for float32, else a
- * copy of their own: a narrower tensor's slot has no room for float32). */
-static dtpc_status fetch_outputs(dtpc_session *s)
+/* The end of a run: a device backend's collectives may still run on the
+ * stream: they are waited for first, bounded by the timeout — a stream sync
+ * would wait for ever on a peer that stopped. This ends the step's
+ * communication; then the device's work. The outputs stay where the run
+ * left them, in the storage dtype: dtpc_session_output makes an output's
+ * float32 host copy when first asked (fetch_output), the typed reads
+ * (dtpc_session_output_data) read the tensor itself. */
+static dtpc_status finish_run(dtpc_session *s)
 {
 	const struct dev_ops *d = s->dv->ops;
-	/* A device backend's collectives may still run on the stream: they are
-	 * waited for first, bounded by the timeout — a stream sync would wait
-	 * for ever on a peer that stopped. This ends the step's communication. */
 	if (comm_complete(s->c))
 		return g_reraise(DTPC_ERR_COMM, s->rank);
 	if (d->sync(s->dv))
 		return g_reraise(DTPC_ERR_DEVICE, s->rank);
-	for (uint32_t i = 0; !bind_direct(s) && i < s->g->noutputs; i++) {
-		uint32_t t = s->g->outputs[i];
-		size_t n = (size_t)s->numel[t];
-		float *from = rt_data(s, t), *to = (float *)((char *)s->host + s->g->tensors[t].offset);
-		if (s->dtype != DTPC_F32) {
-			if (!s->outputs[i] && !(s->outputs[i] = malloc((n ? n : 1) * 4)))
-				return g_raise(DTPC_ERR_NOMEM, "out of memory");
-			to = s->outputs[i];
-		}
-		int fail;
-		if (s->dtype == DTPC_F32)
-			fail = d->download(s->dv, to, from, n * 4);
-		else if (d->host_memory)
-			fail = d->convert(s->dv, to, DTPC_F32, from, s->dtype, (int64_t)n);
-		else
-			fail = d->convert(s->dv, s->widen, DTPC_F32, from, s->dtype, (int64_t)n) ||
-			       d->download(s->dv, to, s->widen, n * 4);
-		if (fail)
-			return g_wrap(DTPC_ERR_DEVICE, s->rank, "output '%s'",
-				      graph_str(s->g, s->g->tensors[t].name));
+	for (uint32_t i = 0; i < s->g->noutputs; i++)
+		s->fetched[i] = false;
+	return DTPC_OK;
+}
+
+/* Output i in float32 on the host, where dtpc_session_output reads it: the
+ * tensor itself where the device's memory is the host's and the storage is
+ * float32; else the host mirror for float32, or a copy of its own (a
+ * narrower tensor's slot has no room for float32). */
+static dtpc_status fetch_output(dtpc_session *s, uint32_t i)
+{
+	const struct dev_ops *d = s->dv->ops;
+	if (bind_direct(s) || s->fetched[i])
+		return DTPC_OK;
+	uint32_t t = s->g->outputs[i];
+	size_t n = (size_t)s->numel[t];
+	float *from = rt_data(s, t), *to = (float *)((char *)s->host + s->g->tensors[t].offset);
+	if (s->dtype != DTPC_F32) {
+		if (!s->outputs[i] && !(s->outputs[i] = malloc((n ? n : 1) * 4)))
+			return g_raise(DTPC_ERR_NOMEM, "out of memory");
+		to = s->outputs[i];
 	}
+	int fail;
+	if (s->dtype == DTPC_F32)
+		fail = d->download(s->dv, to, from, n * 4);
+	else if (d->host_memory)
+		fail = d->convert(s->dv, to, DTPC_F32, from, s->dtype, (int64_t)n);
+	else
+		fail = d->convert(s->dv, s->widen, DTPC_F32, from, s->dtype, (int64_t)n) ||
+		       d->download(s->dv, to, s->widen, n * 4);
+	if (fail)
+		return g_wrap(DTPC_ERR_DEVICE, s->rank, "output '%s'",
+			      graph_str(s->g, s->g->tensors[t].name));
+	s->fetched[i] = true;
 	return DTPC_OK;
 }
 
@@ -1189,9 +1484,16 @@ dtpc_status dtpc_session_run(dtpc_session *s)
 		}
 	}
 	s->replayed = s->graphs && s->runs > 0 && !s->tracing;
-	dtpc_status st = s->replayed ? run_graph(s) : run_ops(s);
+	dtpc_status st = DTPC_OK;
+	/* after the caller's stream's work so far (dtpc_session_stream) */
+	if (s->stream && s->dv->ops->wait_stream(s->dv, s->stream))
+		st = g_reraise(DTPC_ERR_DEVICE, s->rank);
 	if (!st)
-		st = fetch_outputs(s);
+		st = s->replayed ? run_graph(s) : run_ops(s);
+	if (!st)
+		st = finish_run(s);
+	if (!st && s->stream && s->dv->ops->signal_stream(s->dv, s->stream))
+		st = g_reraise(DTPC_ERR_DEVICE, s->rank);
 	if (st) {
 		if (st != DTPC_ERR_COMM)
 			s->c->ops->fail(s->c, g_error()->msg);
@@ -1285,6 +1587,11 @@ dtpc_status dtpc_session_output(const dtpc_session *s, int i, const char **name,
 	if (!s->ran)
 		return g_raise(DTPC_ERR_STATE, "no run yet");
 	uint32_t t = s->g->outputs[i];
+	/* the float32 host copy is made on the first ask after a run: the
+	 * session is the caller's, const here only as the API has it */
+	dtpc_status st = data ? fetch_output((struct dtpc_session *)s, (uint32_t)i) : DTPC_OK;
+	if (st)
+		return st;
 	if (name)
 		*name = graph_str(s->g, s->g->tensors[t].name);
 	if (data)

@@ -56,6 +56,11 @@ struct dtpc_session {
 	float *widen_host;           /* and its host twin, for staged all-reduces */
 	float **outputs;             /* per graph output, where the storage is not
 				      * float32: its float32 copy on the host */
+	bool *fetched;               /* per graph output: its float32 host copy
+				      * (outputs, or the host mirror) is the last
+				      * run's (made by dtpc_session_output on demand) */
+	void *stream;                /* the caller's stream (dtpc_session_stream),
+				      * or NULL: none */
 	size_t max_group;            /* the largest group's size */
 	size_t *cbufs;               /* 4 x max_group: collectives' counts */
 	int64_t *rowbuf;             /* max_group: ring chunks' rows */

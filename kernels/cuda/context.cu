@@ -121,6 +121,8 @@ extern "C" void kc_destroy(kc_ctx *c)
 	if (c->stream)
 		cudaStreamSynchronize(c->stream);
 	kc_cudnn_release(c);
+	if (c->join)
+		cudaEventDestroy(c->join);
 	if (c->lt_ws)
 		cudaFree(c->lt_ws);
 	if (c->lt)
@@ -204,6 +206,68 @@ extern "C" int kc_copy(kc_ctx *c, void *dst, const void *src, size_t bytes)
 	if (st || bytes == 0)
 		return st;
 	return status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream));
+}
+
+/* The context's event, made on first use (timing off: a record and a wait
+ * cost no more than a launch). */
+static int join_event(kc_ctx *c)
+{
+	int st = kc_use_device(c);
+
+	if (st || c->join)
+		return st;
+	st = status(cudaEventCreateWithFlags(&c->join, cudaEventDisableTiming));
+	if (st)
+		c->join = NULL;
+	return st;
+}
+
+/* `waiter` waits for what `done` holds so far */
+static int order(kc_ctx *c, cudaStream_t waiter, cudaStream_t done)
+{
+	int st = join_event(c);
+
+	if (st)
+		return st;
+	if ((st = status(cudaEventRecord(c->join, done))) != 0)
+		return st;
+	return status(cudaStreamWaitEvent(waiter, c->join, 0));
+}
+
+extern "C" int kc_wait_stream(kc_ctx *c, void *stream)
+{
+	return order(c, c->stream, (cudaStream_t)stream);
+}
+
+extern "C" int kc_signal_stream(kc_ctx *c, void *stream)
+{
+	return order(c, (cudaStream_t)stream, c->stream);
+}
+
+extern "C" int kc_device_pointer(kc_ctx *c, const void *p, char *err, size_t errlen)
+{
+	cudaPointerAttributes a;
+	int st = kc_use_device(c);
+
+	if (st) {
+		snprintf(err, errlen, "%s", kc_error_string(st));
+		return st;
+	}
+	if ((st = status(cudaPointerGetAttributes(&a, p))) != 0) {
+		snprintf(err, errlen, "cudaPointerGetAttributes: %s", kc_error_string(st));
+		return st;
+	}
+	if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged) {
+		snprintf(err, errlen, "%p is %s, not device memory", p,
+			 a.type == cudaMemoryTypeHost ? "pinned host memory" : "host memory");
+		return (int)cudaErrorInvalidValue;
+	}
+	if (a.type == cudaMemoryTypeDevice && a.device != c->device) {
+		snprintf(err, errlen, "%p is memory of GPU %d, not of the session's GPU %d", p,
+			 a.device, c->device);
+		return (int)cudaErrorInvalidDevice;
+	}
+	return 0;
 }
 
 extern "C" int kc_memset(kc_ctx *c, void *p, int value, size_t bytes)

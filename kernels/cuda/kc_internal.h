@@ -16,6 +16,7 @@ struct kc_ctx {
 	void *lt_ws; /* cuBLASLt workspace */
 	size_t lt_ws_bytes;
 	int sm_count;
+	cudaEvent_t join; /* kc_wait_stream / kc_signal_stream's, made on first use */
 };
 
 /* Statuses: cudaError_t values as they are; cuBLAS statuses offset so the

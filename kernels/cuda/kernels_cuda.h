@@ -62,6 +62,18 @@ int kc_copy(kc_ctx *c, void *dst, const void *src, size_t bytes);
  * even); a plain copy when the dtypes agree. Asynchronous. */
 int kc_convert(kc_ctx *c, enum kc_dtype dt, void *dst, enum kc_dtype st, const void *src,
 	       int64_t n);
+/* The caller's streams (dtpc_session_stream): kc_wait_stream makes the
+ * context's stream wait for everything enqueued on `stream` so far,
+ * kc_signal_stream makes `stream` wait for everything enqueued on the
+ * context's stream so far, both through an event of the context (recorded
+ * and waited on, never waited for on the host). stream is a cudaStream_t as
+ * void *: one of the caller's, cudaStreamLegacy or cudaStreamPerThread.
+ * Asynchronous. */
+int kc_wait_stream(kc_ctx *c, void *stream);
+int kc_signal_stream(kc_ctx *c, void *stream);
+/* 0 when p is device memory of the context's GPU (cudaMalloc'd, or managed
+ * memory), else nonzero with why in err (host memory, another GPU's). */
+int kc_device_pointer(kc_ctx *c, const void *p, char *err, size_t errlen);
 /* Fills bytes with a byte value (tests poison outputs with 0xff = NaN). */
 int kc_memset(kc_ctx *c, void *p, int value, size_t bytes);
 

@@ -3,6 +3,7 @@
 weights live from one run to the next) and the process's counters,
 ``stats``."""
 import atexit
+import contextlib
 import ctypes
 import json
 import os
@@ -39,25 +40,106 @@ def reset_stats():
 
 # ---- arrays ------------------------------------------------------------------------------
 
-def _host_f32(x):
-    """x as a C-ordered float32 numpy array in host memory, copied only when
-    it must be converted. A torch tensor (of any dtype, on any device) goes
-    through torch, which is never imported here: it is there when one is."""
-    if type(x).__module__.split(".")[0] == "torch":
-        torch = sys.modules["torch"]
-        x = x.detach().to(device="cpu", dtype=torch.float32).contiguous().numpy()
-    return np.ascontiguousarray(x, dtype=np.float32)
+# dtpc_dtype by torch's dtype name, by numpy's; dtpc_device as a place
+_TORCH_CODES = {"float32": 0, "bfloat16": 1, "float16": 2}
+_NUMPY_CODES = {np.dtype(np.float32): 0, np.dtype(np.float16): 2}
+_HOST, _CUDA = 0, 1
+_STREAM_LEGACY = 1  # cudaStreamLegacy: what torch's default stream (0) is
+
+
+def _is_torch(x):
+    # torch is never imported here: it is there when one of its tensors is
+    return type(x).__module__.split(".")[0] == "torch"
 
 
 class _Tensor:
-    """A whole tensor as the API takes it; the array stays alive with it."""
+    """A whole tensor as the typed calls take it (dtpc_session_set_input_data,
+    _bind_weight_data): C-ordered, its elements in f32, bf16 or f16 as they
+    are (any other dtype converted to float32 where it is: numpy's on the
+    host, torch's on its device). A torch CUDA tensor stays in device memory
+    for ranks on a GPU (a copy on the GPU for a rank on another GPU than the
+    tensor's, the tensor itself for one on its own); ranks on the CPU get it
+    in host memory, in its dtype. The arrays stay alive with it."""
 
-    def __init__(self, name, value):
+    def __init__(self, name, value, gpus=(-1,)):
         self.name = name.encode()
-        self.array = _host_f32(value)
-        self.data = self.array.ctypes.data_as(f32p)
-        self.shape = (ctypes.c_int64 * self.array.ndim)(*self.array.shape)
-        self.ndim = self.array.ndim
+        self.at = {}  # a rank's GPU (-1: the CPU) -> (array, pointer, dtype, place)
+        if _is_torch(value):
+            torch = sys.modules["torch"]
+            t = value.detach()
+            code = _TORCH_CODES.get(str(t.dtype)[len("torch."):])
+            if code is None:
+                t, code = t.to(torch.float32), 0
+            t = t.contiguous()
+            shape = tuple(t.shape)
+            for g in set(gpus):
+                if g >= 0 and t.is_cuda:
+                    u = t if t.device.index == g else t.to(f"cuda:{g}")
+                    self.at[g] = (u, u.data_ptr(), code, _CUDA)
+                else:
+                    u = t.cpu()
+                    self.at[g] = (u, u.data_ptr(), code, _HOST)
+        else:
+            a = np.asarray(value)
+            code = _NUMPY_CODES.get(a.dtype)
+            a = np.ascontiguousarray(a if code is not None else a.astype(np.float32))
+            shape = a.shape
+            for g in set(gpus):
+                self.at[g] = (a, a.ctypes.data, 0 if code is None else code, _HOST)
+        self.shape = (ctypes.c_int64 * len(shape))(*shape)
+        self.ndim = len(shape)
+        self.cuda = any(where == _CUDA for _, _, _, where in self.at.values())
+
+    def bind(self, fn, sess, rank):
+        """fn (dtpc_session_set_input_data or _bind_weight_data) on a rank's session."""
+        _, ptr, code, where = self.at[library().dtpc_session_gpu(sess)]
+        call(fn, sess, self.name, ptr, code, where, self.shape, self.ndim, rank=rank)
+
+
+def _with_stream(job, streams):
+    """job with the session ordered on the caller's current stream of its GPU
+    (dtpc_session_stream), and unordered again after, so that the session
+    never keeps a stream the caller may destroy. streams: {gpu: (torch
+    stream, handle)}; empty: job as it is."""
+    if not streams:
+        return job
+
+    def ordered(s, r):
+        lib = library()
+        st = streams.get(lib.dtpc_session_gpu(s))
+        if st is None:
+            return job(s, r)
+        call("dtpc_session_stream", s, st[1], rank=r)
+        try:
+            return job(s, r)
+        finally:
+            lib.dtpc_session_stream(s, None)
+    return ordered
+
+
+def _torch_outputs(sess, code, cuda, streams):
+    """The outputs as torch tensors of dtpc_dtype code, written by the session
+    straight into them (dtpc_session_output_data): on the session's GPU when
+    cuda and the session is on one (allocated on the caller's stream, and
+    written on it), else in host memory."""
+    torch = sys.modules["torch"]
+    lib = library()
+    gpu = lib.dtpc_session_gpu(sess)
+    on_gpu = cuda and gpu >= 0
+    dtype = {0: torch.float32, 1: torch.bfloat16, 2: torch.float16}[code]
+    out = {}
+    name, shape, nd = ctypes.c_char_p(), ctypes.POINTER(ctypes.c_int64)(), ctypes.c_int()
+    with torch.cuda.stream(streams[gpu][0]) if on_gpu else contextlib.nullcontext():
+        for i in range(lib.dtpc_session_noutputs(sess)):
+            # data NULL: no float32 host copy is made
+            call("dtpc_session_output", sess, i, ctypes.byref(name), None, ctypes.byref(shape),
+                 ctypes.byref(nd))
+            dims = tuple(shape[d] for d in range(nd.value))
+            t = torch.empty(dims, dtype=dtype, device=f"cuda:{gpu}" if on_gpu else "cpu")
+            call("dtpc_session_output_data", sess, i, t.data_ptr(), code,
+                 _CUDA if on_gpu else _HOST, t.numel() * t.element_size())
+            out[name.value.decode()] = t
+    return out
 
 
 def _is_path(src):
@@ -76,6 +158,19 @@ def _nonfinite(lib, sess):
                  ctypes.byref(shape), ctypes.byref(nd))
             size = int(np.prod([shape[d] for d in range(nd.value)], dtype=np.int64))
             bad[name.value.decode()] = (n.value, size)
+    return bad
+
+
+def _torch_nonfinite(outs):
+    """_nonfinite's answer for torch outputs in host memory (device memory:
+    not checked, as the count would cost a host copy per run)."""
+    torch = sys.modules["torch"]
+    bad = {}
+    for k, v in outs.items():
+        if not v.is_cuda:
+            n = int((~torch.isfinite(v)).sum())
+            if n:
+                bad[k] = (n, v.numel())
     return bad
 
 
@@ -573,6 +668,23 @@ class Ranks:
             self._impl = _TorchrunRank(self.graph, _DEVICES[device], threads, code, timeout_ms)
             self.world, self.rank = self._impl.world, self._impl.rank
         self._backend = backend
+        self._device = device
+        # each local rank's GPU (dtpc_session_gpu; -1 on the CPU): where the
+        # typed calls find a CUDA tensor's data
+        self._gpus = self._each(lambda s, r: library().dtpc_session_gpu(s), breaks=False)
+
+    def _streams(self, tensors, cuda_out=False):
+        """{gpu: (torch's current stream there, its handle)} for the ranks' GPUs
+        when a call moves device memory (a CUDA tensor in, a CUDA tensor out),
+        else {} (host copies are complete when the calls return)."""
+        if self._device != "cuda" or not (cuda_out or any(t.cuda for t in tensors)):
+            return {}
+        torch = sys.modules["torch"]
+        streams = {}
+        for g in set(self._gpus):
+            st = torch.cuda.current_stream(g)
+            streams[g] = (st, st.cuda_stream or _STREAM_LEGACY)
+        return streams
 
     def _each(self, job, breaks=True):
         """job on every rank here; a failure that leaves the communicator
@@ -608,16 +720,20 @@ class Ranks:
         """``src``: a checkpoint path (a safetensors file, a folder with one,
         a sharded folder or its index, a ``dtpc shard`` folder: each rank
         reads only its slices), an integer seed, or a mapping of full tensors
-        by name (numpy arrays or torch tensors, any dtype and device),
-        converted to float32 host memory one tensor at a time: each rank
-        copies its slice of it."""
+        by name (numpy arrays or torch tensors, any dtype and device), one
+        tensor at a time: each rank copies its slice of it. f32, bf16 and f16
+        data are taken in their dtype (bit for bit where it is the storage
+        dtype), others converted to float32 first; a torch CUDA tensor given
+        to ranks on the GPU is read there, on torch's current stream, with no
+        host copy."""
         if hasattr(src, "items"):
             for name, value in src.items():
-                t = _Tensor(name, value)
-                self._each(lambda s, r: call("dtpc_session_bind_weight", s, t.name, t.data,
-                                             t.shape, t.ndim, rank=r), breaks=False)
+                t = _Tensor(name, value, self._gpus)
+                job = _with_stream(lambda s, r: t.bind("dtpc_session_bind_weight_data", s, r),
+                                   self._streams([t]))
+                self._each(job, breaks=False)
                 count("weight_binds", self._nlocal())
-                del t  # before the next one is converted: one tensor's copy at a time
+                del t, job  # before the next one is converted: one tensor's copy at a time
             return
         if _is_path(src):
             path = os.fsencode(src)
@@ -634,20 +750,34 @@ class Ranks:
             self._each(lambda s, r: call("dtpc_session_bind_weights_seed", s, seed, rank=r))
         count("weight_binds", len(self.graph.weights) * self._nlocal())
 
-    def run(self, inputs):
+    def run(self, inputs, dtype=None, device=None):
         """One forward pass. ``inputs``: whole tensors by name (numpy or
-        torch, any dtype: converted to float32; also a safetensors path or
-        an integer seed). Returns {name: float32 array}: every rank holds the
-        outputs whole (local: rank 0's)."""
-        return self._run(inputs, False)
+        torch, any dtype and device, taken as ``bind_weights`` takes its
+        tensors: f32 / bf16 / f16 as they are, a CUDA tensor on CUDA ranks
+        from device memory; also a safetensors path or an integer seed).
+        Returns {name: float32 numpy array}, or with ``dtype`` or ``device``
+        (torch's: default torch.float32, "cpu") {name: torch tensor} of that
+        dtype on that device, which the session writes straight into (on
+        CUDA ranks and a CUDA device: in device memory on torch's current
+        stream, no host copy; those outputs are not checked for NaN and Inf,
+        as that would cost one). Every rank holds the outputs whole (local:
+        rank 0's)."""
+        return self._run(inputs, False, dtype, device)
 
-    def _run(self, inputs, all_ranks):
+    def _run(self, inputs, all_ranks, dtype=None, device=None):
+        as_torch = dtype is not None or device is not None
+        if as_torch:
+            import torch
+            want_dtype = dtype if dtype is not None else torch.float32
+            want_device = torch.device(device if device is not None else "cpu")
+            code = _TORCH_CODES.get(str(want_dtype)[len("torch."):], 0)
+        tensors = []
         if hasattr(inputs, "items"):
-            tensors = [_Tensor(k, v) for k, v in inputs.items()]
+            tensors = [_Tensor(k, v, self._gpus) for k, v in inputs.items()]
 
             def bind(s, r):
                 for t in tensors:
-                    call("dtpc_session_set_input", s, t.name, t.data, t.shape, t.ndim, rank=r)
+                    t.bind("dtpc_session_set_input_data", s, r)
         elif _is_path(inputs):
             path = os.fsencode(inputs)
 
@@ -659,20 +789,27 @@ class Ranks:
 
             def bind(s, r):
                 call("dtpc_session_bind_inputs_seed", s, seed, rank=r)
+        streams = self._streams(tensors, as_torch and want_device.type == "cuda")
         # inputs on every rank first: one refused leaves the others not
         # waiting in the run for it, and the sessions usable
-        unused = self._each(bind, breaks=False)[0]
+        unused = self._each(_with_stream(bind, streams), breaks=False)[0]
         if unused:
             warnings.warn(f"{os.fsdecode(inputs)}: tensors the graph does not use: {unused}",
                           stacklevel=3)
 
         def forward(s, r):
             call("dtpc_session_run", s, rank=r)
-            if all_ranks or r == 0 or self.rank is not None:
-                return _outputs(library(), s), _nonfinite(library(), s)
-            return None, None
-        outs = self._each(forward)
+            if not (all_ranks or r == 0 or self.rank is not None):
+                return None, None
+            if as_torch:
+                o = _torch_outputs(s, code, want_device.type == "cuda", streams)
+                return o, _torch_nonfinite(o)
+            return _outputs(library(), s), _nonfinite(library(), s)
+        outs = self._each(_with_stream(forward, streams))
         count("runs")
+        if as_torch:  # in the caller's thread, on its stream: to what was asked
+            outs = [(o if o is None else {k: v.to(device=want_device, dtype=want_dtype)
+                                          for k, v in o.items()}, bad) for o, bad in outs]
         # a NaN or an Inf is no image: refused as `dtpc run` refuses it
         # (every rank holds the same outputs, so the first one tells)
         bad = outs[0][1]

@@ -45,7 +45,17 @@ _compile_cached, _models_dir, _Ranks = dtpc.compile_cached, dtpc.models_dir, dtp
 
 
 def _tensor(x):
-    """A torch tensor (any dtype) or number as a float32 numpy array."""
+    """A torch tensor as it is (detached: dtpc.Ranks takes its dtype and device,
+    a CUDA tensor from device memory on CUDA ranks), or a number as a float32
+    numpy array."""
+    if torch.is_tensor(x):
+        return x.detach()
+    return np.asarray(x, dtype=np.float32)
+
+
+def _values(x):
+    """x's values as a float32 numpy array (a host copy: for the checks that
+    compare values, never for what is bound)."""
     if torch.is_tensor(x):
         return x.detach().to("cpu", torch.float32).numpy()
     return np.asarray(x, dtype=np.float32)
@@ -74,11 +84,12 @@ def _attention_kwargs(args, name):
 
 
 def _batch_vector(args, name, batch):
-    """timestep / guidance as [B]: a scalar is broadcast as diffusers' embedders do."""
+    """timestep / guidance as [B]: a scalar is broadcast as diffusers' embedders do
+    (a tensor stays where it is: no host copy per step)."""
     v = _tensor(args[name]).reshape(-1)
-    if v.size == 1:
-        return np.full((batch,), v[0], dtype=np.float32)
-    if v.shape != (batch,):
+    if tuple(v.shape) == (1,):
+        return v.expand(batch) if torch.is_tensor(v) else np.full((batch,), v[0], np.float32)
+    if tuple(v.shape) != (batch,):
         raise DtpcError(f"{name}: shape {list(v.shape)}, expected [{batch}] (one per sample)")
     return v
 
@@ -187,7 +198,7 @@ def _same_values(a, name, ref, what):
     if a[name] is None:
         return
     b = ref.shape[0]
-    if not np.array_equal(_batch_vector(a, name, b), ref):
+    if not np.array_equal(_values(_batch_vector(a, name, b)), _values(ref)):
         raise DtpcError(f"{name}: differs from {what}; dtpc's LTX-2 model takes {name} as "
                         f"{what} (docs/python.md, With diffusers)")
 
@@ -439,10 +450,12 @@ class DtpcTransformer(torch.nn.Module):
         bound.apply_defaults()
         a = dict(bound.arguments)
         defines, inputs = self._adapter(self.config, a)
-        res = self.session(defines).run(inputs)
+        # the outputs as torch tensors of the transformer's dtype on its device,
+        # written there by the sessions (on CUDA ranks: in device memory, on the
+        # current stream)
+        res = self.session(defines).run(inputs, dtype=self._dtype, device=self._device)
         module, cls, names = self._outputs
-        outs = tuple(torch.from_numpy(res[n]).to(device=self._device, dtype=self._dtype)
-                     for n in names)
+        outs = tuple(res[n] for n in names)
         if not a["return_dict"]:
             return outs
         import importlib

@@ -16,7 +16,7 @@ struct comm;
 struct g_error;
 
 /* Raised whenever the table changes, so a stale library is refused. */
-#define DTPC_CUDA_API_VERSION 3u
+#define DTPC_CUDA_API_VERSION 4u
 
 struct dtpc_cuda_api {
 	uint32_t version;

@@ -22,6 +22,7 @@ struct cuda_dev {
 	struct dev d;
 	kc_ctx *kc;
 	enum kc_dtype t; /* every kernel's storage dtype */
+	int ordinal;
 	cudaGraph_t graph;
 	cudaGraphExec_t exec;
 };
@@ -93,6 +94,31 @@ static int cuda_sync(struct dev *d)
 static void *cuda_stream(struct dev *d)
 {
 	return kc_stream(cd(d)->kc);
+}
+
+static int cuda_device_pointer(struct dev *d, const void *p)
+{
+	char why[160];
+	if (kc_device_pointer(cd(d)->kc, p, why, sizeof why)) {
+		g_raise(G_ERR_INVALID, "%s", why);
+		return 1;
+	}
+	return 0;
+}
+
+static int cuda_wait_stream(struct dev *d, void *stream)
+{
+	return fail(d, kc_wait_stream(cd(d)->kc, stream), "wait on the caller's stream");
+}
+
+static int cuda_signal_stream(struct dev *d, void *stream)
+{
+	return fail(d, kc_signal_stream(cd(d)->kc, stream), "signal the caller's stream");
+}
+
+static int cuda_ordinal(struct dev *d)
+{
+	return cd(d)->ordinal;
 }
 
 static int cuda_linear(struct dev *d, const float *x, const float *w, const float *b, float *y,
@@ -352,6 +378,10 @@ static const struct dev_ops cuda_ops = {
 	.copy = cuda_copy,
 	.sync = cuda_sync,
 	.stream = cuda_stream,
+	.device_pointer = cuda_device_pointer,
+	.wait_stream = cuda_wait_stream,
+	.signal_stream = cuda_signal_stream,
+	.ordinal = cuda_ordinal,
 	.linear = cuda_linear,
 	.linear_act = cuda_linear_act,
 	.layer_norm = cuda_layer_norm,
@@ -401,6 +431,7 @@ struct dev *cuda_dev_create(int ordinal)
 	}
 	c->d.ops = &cuda_ops;
 	c->t = KC_F32;
+	c->ordinal = ordinal;
 	return &c->d;
 }
 

@@ -8,7 +8,9 @@
 #
 #  kernels   every CUDA kernel against the CPU kernels (tests/gpu/test_*: fresh
 #            random inputs at sizes off the tiles, outputs poisoned with NaN
-#            first; f32 <= 1e-5, bf16/f16 <= 1e-2 normwise)
+#            first; f32 <= 1e-5, bf16/f16 <= 1e-2 normwise); test_cuda_data:
+#            typed data in device memory in and out on the caller's stream
+#            against the host path, bit for bit (one rank and tp = 2)
 #  equiv     the equivalence matrix (tests/equiv.sh) with every rank on the
 #            CUDA device, N ranks sharing the GPU through the local backend,
 #            against the one-rank CPU run (--verify, 1e-5)
@@ -30,6 +32,10 @@
 #  torchrun  launch mode 3: `torchrun --nproc-per-node N` (N = the GPUs, at
 #            most 2) of a tiny FluxPipeline on dtpc.torch's backend "torchrun"
 #            against mode 1's image (tests/gpu/torchrun_flux.py)
+#  flux-typed a FluxPipeline of Flux's width with random weights, bf16, one GPU,
+#            torch CUDA tensors in and out through the typed calls: image within
+#            2e-2 of diffusers eager, no host copy in a step (torch.profiler),
+#            per-step time against eager and torch.compile (tests/gpu/flux_typed.py)
 #  bench     the table: attention vs PyTorch SDPA, GEMM vs cuBLASLt, copies,
 #            launch overhead, a full-size Flux block vs PyTorch eager
 #
@@ -55,8 +61,9 @@ if [ ! -x "$BUILD/dtpc" ]; then
 		{ tail -30 "${TMPDIR:-/tmp}/gpu-build.log"; exit 2; }
 fi
 # Libraries a bundle carries, then the large ones the machine has: cuBLASLt
-# and NCCL from its CUDA toolkit or from PyTorch's wheels.
-LDP="$BUILD/lib"
+# and NCCL from its CUDA toolkit or from PyTorch's wheels; the build folder
+# itself for libdtpc_cuda.so, which tests/gpu/test_cuda_data's sessions load.
+LDP="$BUILD/lib:$BUILD"
 site=$(python3 -c 'import nvidia, os; print(os.path.dirname(list(nvidia.__path__)[0]))' 2>/dev/null)
 for d in "$site"/nvidia/cu13/lib "$site"/nvidia/*/lib /usr/local/cuda/lib64; do
 	[ -d "$d" ] && LDP="$LDP:$d"
@@ -184,6 +191,19 @@ if [ "$ngpu" -ge 1 ] && python3 -c 'import torch.distributed.run, diffusers' 2>/
 	tail -1 "$LOG/torchrun-same-image.log"
 else
 	skipped torchrun-mode3 "needs a GPU and python3 with torch and diffusers"
+fi
+
+# torch CUDA tensors through the typed calls (dtpc_session_*_data, the caller's
+# stream): a FluxPipeline of Flux's width on one GPU in bf16 against diffusers
+# eager (image 2e-2), no host copy in a step (torch.profiler, with its control),
+# the step time against eager and torch.compile: tests/gpu/flux_typed.py
+if python3 -c 'import torch, diffusers' 2>/dev/null; then
+	check flux-typed 240 env PYTHONPATH=python DTPC="$DTPC" DTPC_LIB="$BUILD/libdtpc.so" \
+		DTPC_CACHE="$tmp/graphs" CUDA_VISIBLE_DEVICES=0 python3 tests/gpu/flux_typed.py
+	grep -E '^(ok|FAIL) ' "$LOG/flux-typed.log"
+	row "Flux pipeline step, torch CUDA tensors in and out (one GPU): $(sed -n 's/^time: //p' "$LOG/flux-typed.log")"
+else
+	skipped flux-typed "needs python3 with torch and diffusers"
 fi
 
 echo "== benchmarks ($(($(date +%s) - T0)) s)"

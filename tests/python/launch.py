@@ -113,9 +113,9 @@ def interrupt_child(abort):
                            cache_dir=sys.argv[3])
     run = dtpc.Ranks.run
 
-    def announced(self, inputs):
+    def announced(self, inputs, *args, **kwargs):
         print("running", flush=True)
-        return run(self, inputs)
+        return run(self, inputs, *args, **kwargs)
     dtpc.Ranks.run = announced
     try:
         # 12288 image tokens: each attention about half a second, the step several

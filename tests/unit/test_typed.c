@@ -1,0 +1,440 @@
+/* test_typed.c — typed data in and out on the CPU device (runtime/dtpc.h:
+ * dtpc_session_set_input_data, _bind_weight_data, _output_data), against
+ * the float32 calls bit for bit, on the tiny DiT compiled in-process (one
+ * rank, and tensor parallelism on two: each rank's slices cut from the full
+ * tensor in its dtype).
+ *
+ * Each case binds the same values twice — typed (bf16, f16 or f32 data) and
+ * as their float32 values through dtpc_session_bind_weight / _set_input —
+ * in a storage dtype, and compares every rank's weight slices byte for
+ * byte, the outputs through dtpc_session_output, and the typed outputs
+ * (dtpc_session_output_data in the storage dtype: the tensor's own bits;
+ * in another dtype: converted). Controls: a signalling bf16 NaN stays as
+ * it is through the typed call into bf16 storage and is quieted through
+ * float32 (so the typed call does not go through float32), and one bit
+ * flipped in a typed weight changes the outputs. The refusals (a place,
+ * dtype, shape or byte count that does not fit; a stream on the CPU) are
+ * DTPC_ERR_INVALID / _BIND / _STATE naming the tensor. Run from the
+ * repository root (it reads examples/tiny_dit.plan). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/driver.h"
+#include "graph/graph.h"
+#include "kernels/cpu/kernels.h"
+#include "runtime/dtpc.h"
+#include "runtime/session.h"
+#include "tests/unit/unit.h"
+
+enum { TIMEOUT_MS = 5000, MAXR = 2, MAXT = 256 };
+
+static dtpc_graph *compile(bool one_rank)
+{
+	size_t len = 0;
+	void *buf = driver_graph_buffer("examples/tiny_dit.plan", "tiny_dit_tp", NULL, NULL, NULL,
+					0, NULL, one_rank, &len, NULL, stderr);
+	dtpc_graph *g = NULL;
+	if (buf && dtpc_graph_open_buffer(buf, len, &g))
+		g = NULL;
+	free(buf);
+	return g;
+}
+
+static size_t esize(dtpc_dtype t)
+{
+	return t == DTPC_F32 ? 4 : 2;
+}
+
+static int64_t full_numel(const struct g_tensor *x)
+{
+	int64_t n = 1;
+	for (int d = 0; d < x->ndim; d++)
+		n *= x->dims[d];
+	return n;
+}
+
+/* The values of a case: per weight / input, the typed data (in dtype) and
+ * their float32 values. */
+struct data {
+	dtpc_dtype dtype;
+	void *typed[MAXT];
+	float *f32[MAXT];
+};
+
+static uint64_t rng = 0x1234567ull;
+
+static float uniform(void)
+{
+	rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+	return (float)((double)(rng >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+}
+
+static void make_data(const struct g_graph *g, dtpc_dtype dt, struct data *D)
+{
+	memset(D, 0, sizeof *D);
+	D->dtype = dt;
+	for (uint32_t t = 0; t < g->ntensors && t < MAXT; t++) {
+		const struct g_tensor *x = &g->tensors[t];
+		if (x->kind != GT_WEIGHT && x->kind != GT_INPUT)
+			continue;
+		int64_t n = full_numel(x);
+		float *raw = malloc((size_t)n * 4);
+		float scale = x->kind == GT_WEIGHT && x->ndim == 2 ? 0.08f : 0.5f;
+		for (int64_t i = 0; i < n; i++)
+			raw[i] = scale * uniform() + (x->kind == GT_WEIGHT && x->ndim == 1 ? 1.0f : 0);
+		D->typed[t] = malloc((size_t)n * esize(dt));
+		k_convert(D->typed[t], (enum k_dtype)dt, raw, K_F32, n);
+		D->f32[t] = malloc((size_t)n * 4);
+		k_convert(D->f32[t], K_F32, D->typed[t], (enum k_dtype)dt, n);
+		free(raw);
+	}
+}
+
+static void free_data(struct data *D)
+{
+	for (int t = 0; t < MAXT; t++) {
+		free(D->typed[t]);
+		free(D->f32[t]);
+	}
+}
+
+enum how { FLOAT32, TYPED };
+
+/* What one rank did: its weight slices, its outputs (float32 through
+ * dtpc_session_output; typed in the storage dtype and in `other`). */
+struct rank_out {
+	dtpc_status st;
+	char error[512];
+	void *slices[MAXT];
+	size_t slice_bytes[MAXT];
+	float *out;
+	void *typed_out, *other_out, *arena_out;
+	int64_t n;
+};
+
+struct job {
+	const dtpc_graph *g;
+	dtpc_local_world *w;
+	int rank;
+	dtpc_dtype storage, other;
+	enum how how;
+	const struct data *D;
+	struct rank_out *o;
+};
+
+static void *rank_main(void *arg)
+{
+	struct job *j = arg;
+	struct rank_out *o = j->o;
+	dtpc_comm *c = NULL;
+	dtpc_session *s = NULL;
+	const struct g_graph *g = &j->g->g;
+	if ((o->st = dtpc_comm_local(j->w, j->rank, &c)) ||
+	    (o->st = dtpc_session_create(j->g, c, DTPC_DEVICE_CPU, &s)) ||
+	    (o->st = dtpc_session_dtype(s, j->storage)))
+		goto out;
+	for (uint32_t t = 0; t < g->ntensors && !o->st; t++) {
+		const struct g_tensor *x = &g->tensors[t];
+		const char *name = graph_str(g, x->name);
+		if (x->kind == GT_WEIGHT)
+			o->st = j->how == TYPED
+					? dtpc_session_bind_weight_data(s, name, j->D->typed[t],
+									j->D->dtype, DTPC_DEVICE_CPU,
+									x->dims, x->ndim)
+					: dtpc_session_bind_weight(s, name, j->D->f32[t], x->dims,
+								   x->ndim);
+		else if (x->kind == GT_INPUT)
+			o->st = j->how == TYPED
+					? dtpc_session_set_input_data(s, name, j->D->typed[t],
+								      j->D->dtype, DTPC_DEVICE_CPU,
+								      x->dims, x->ndim)
+					: dtpc_session_set_input(s, name, j->D->f32[t], x->dims,
+								 x->ndim);
+	}
+	if (o->st) {
+		s->c->ops->fail(s->c, dtpc_last_error());
+		goto out;
+	}
+	for (uint32_t t = 0; t < g->ntensors && t < MAXT; t++)
+		if (g->tensors[t].kind == GT_WEIGHT) {
+			o->slice_bytes[t] = (size_t)s->numel[t] * s->esize;
+			o->slices[t] = malloc(o->slice_bytes[t]);
+			memcpy(o->slices[t], s->weights[t], o->slice_bytes[t]);
+		}
+	if ((o->st = dtpc_session_run(s)))
+		goto out;
+	const float *data;
+	const int64_t *shape;
+	int nd;
+	if ((o->st = dtpc_session_output(s, 0, NULL, &data, &shape, &nd)))
+		goto out;
+	o->n = 1;
+	for (int d = 0; d < nd; d++)
+		o->n *= shape[d];
+	size_t n = (size_t)o->n;
+	o->out = malloc(n * 4);
+	memcpy(o->out, data, n * 4);
+	o->typed_out = malloc(n * esize(j->storage));
+	o->other_out = malloc(n * esize(j->other));
+	o->arena_out = malloc(n * esize(j->storage));
+	memcpy(o->arena_out, rt_data(s, g->outputs[0]), n * esize(j->storage));
+	if ((o->st = dtpc_session_output_data(s, 0, o->typed_out, j->storage, DTPC_DEVICE_CPU,
+					      n * esize(j->storage))))
+		goto out;
+	o->st = dtpc_session_output_data(s, 0, o->other_out, j->other, DTPC_DEVICE_CPU,
+					 n * esize(j->other));
+out:
+	if (o->st)
+		snprintf(o->error, sizeof o->error, "%s", dtpc_last_error());
+	dtpc_session_free(s);
+	dtpc_comm_free(c);
+	return NULL;
+}
+
+static void run_world(const dtpc_graph *g, dtpc_dtype storage, dtpc_dtype other, enum how how,
+		      const struct data *D, struct rank_out *outs)
+{
+	int n = dtpc_graph_world(g);
+	dtpc_local_world *w = NULL;
+	dtpc_local_world_create(n, TIMEOUT_MS, &w);
+	pthread_t th[MAXR];
+	struct job jobs[MAXR];
+	for (int r = 0; r < n; r++) {
+		memset(&outs[r], 0, sizeof outs[r]);
+		jobs[r] = (struct job){ g, w, r, storage, other, how, D, &outs[r] };
+		pthread_create(&th[r], NULL, rank_main, &jobs[r]);
+	}
+	for (int r = 0; r < n; r++)
+		pthread_join(th[r], NULL);
+	dtpc_local_world_free(w);
+}
+
+static void free_outs(struct rank_out *o, int n)
+{
+	for (int r = 0; r < n; r++) {
+		for (int t = 0; t < MAXT; t++)
+			free(o[r].slices[t]);
+		free(o[r].out);
+		free(o[r].typed_out);
+		free(o[r].other_out);
+		free(o[r].arena_out);
+	}
+}
+
+static const char *dname(dtpc_dtype t)
+{
+	return t == DTPC_F32 ? "f32" : t == DTPC_BF16 ? "bf16" : "f16";
+}
+
+/* The typed call against the float32 one, in storage, on g's ranks. */
+static void against_float32(const dtpc_graph *g, dtpc_dtype storage, dtpc_dtype given,
+			    dtpc_dtype other)
+{
+	int n = dtpc_graph_world(g);
+	struct data D;
+	make_data(&g->g, given, &D);
+	struct rank_out a[MAXR], b[MAXR];
+	run_world(g, storage, other, FLOAT32, &D, a);
+	run_world(g, storage, other, TYPED, &D, b);
+	bool ran = true, slices = true, outs = true, typed = true, own = true, other_ok = true;
+	int nslices = 0;
+	for (int r = 0; r < n; r++) {
+		ran &= !a[r].st && !b[r].st;
+		if (a[r].st || b[r].st) {
+			printf("# rank %d: %s / %s\n", r, a[r].error, b[r].error);
+			continue;
+		}
+		for (int t = 0; t < MAXT; t++)
+			if (a[r].slices[t]) {
+				nslices++;
+				slices &= a[r].slice_bytes[t] == b[r].slice_bytes[t] &&
+					  !memcmp(a[r].slices[t], b[r].slices[t], a[r].slice_bytes[t]);
+			}
+		size_t m = (size_t)a[r].n;
+		outs &= a[r].n == b[r].n && !memcmp(a[r].out, b[r].out, m * 4);
+		typed &= !memcmp(a[r].typed_out, b[r].typed_out, m * esize(storage));
+		own &= !memcmp(b[r].typed_out, b[r].arena_out, m * esize(storage));
+		/* the other dtype: the float32 output converted */
+		void *want = malloc(m * esize(other));
+		k_convert(want, (enum k_dtype)other, b[r].out, K_F32, (int64_t)m);
+		other_ok &= !memcmp(want, b[r].other_out, m * esize(other));
+		free(want);
+	}
+	char what[96];
+	snprintf(what, sizeof what, "%s data into %s storage on %d rank%s", dname(given),
+		 dname(storage), n, n > 1 ? "s" : "");
+	UNIT_CHECK(ran, "%s: both ways bind and run", what);
+	UNIT_CHECK(ran && slices && nslices > 0, "%s: every rank's %d weight slices are the float32 "
+		   "call's, byte for byte", what, nslices);
+	UNIT_CHECK(ran && outs, "%s: the outputs are the float32 call's, bit for bit", what);
+	UNIT_CHECK(ran && typed && own, "%s: dtpc_session_output_data in %s gives the output's "
+		   "own bits, as the float32 call's session has them", what, dname(storage));
+	UNIT_CHECK(ran && other_ok, "%s: dtpc_session_output_data in %s is the float32 output "
+		   "converted", what, dname(other));
+	free_outs(a, n);
+	free_outs(b, n);
+	free_data(&D);
+}
+
+/* Controls: the comparisons above can fail. */
+static void controls(const dtpc_graph *g1)
+{
+	const struct g_graph *g = &g1->g;
+	struct data D;
+	make_data(g, DTPC_BF16, &D);
+	uint32_t wt = UINT32_MAX;
+	for (uint32_t t = 0; t < g->ntensors && wt == UINT32_MAX; t++)
+		if (g->tensors[t].kind == GT_WEIGHT && g->tensors[t].ndim == 2)
+			wt = t;
+	if (wt == UINT32_MAX) {
+		UNIT_CHECK(0, "the tiny DiT has a matrix weight");
+		free_data(&D);
+		return;
+	}
+	/* one bit flipped in a typed weight: the outputs differ */
+	struct rank_out a[1], b[1];
+	run_world(g1, DTPC_BF16, DTPC_F32, TYPED, &D, a);
+	((uint16_t *)D.typed[wt])[3] ^= 0x0100;
+	run_world(g1, DTPC_BF16, DTPC_F32, TYPED, &D, b);
+	bool differ = !a[0].st && !b[0].st && memcmp(a[0].out, b[0].out, (size_t)a[0].n * 4);
+	UNIT_CHECK(differ, "control: one bit flipped in a typed weight changes the outputs");
+	free_outs(a, 1);
+	free_outs(b, 1);
+	free_data(&D);
+
+	/* a signalling bf16 NaN: as it is through the typed call, quieted
+	 * through float32 (the typed call does not go through float32) */
+	dtpc_local_world *w = NULL;
+	dtpc_comm *c = NULL;
+	dtpc_session *s = NULL;
+	dtpc_local_world_create(1, TIMEOUT_MS, &w);
+	dtpc_comm_local(w, 0, &c);
+	dtpc_status st = dtpc_session_create(g1, c, DTPC_DEVICE_CPU, &s);
+	st = st ? st : dtpc_session_dtype(s, DTPC_BF16);
+	const struct g_tensor *x = &g->tensors[wt];
+	const char *name = graph_str(g, x->name);
+	int64_t n = full_numel(x);
+	uint16_t *bits = calloc((size_t)n, 2);
+	float *widened = calloc((size_t)n, 4);
+	bits[0] = 0x7f81;
+	k_convert(widened, K_F32, bits, K_BF16, n);
+	uint16_t typed = 0, through = 0;
+	if (!st && !(st = dtpc_session_bind_weight_data(s, name, bits, DTPC_BF16, DTPC_DEVICE_CPU,
+							 x->dims, x->ndim)))
+		typed = ((const uint16_t *)s->weights[wt])[0];
+	if (!st && !(st = dtpc_session_bind_weight(s, name, widened, x->dims, x->ndim)))
+		through = ((const uint16_t *)s->weights[wt])[0];
+	UNIT_CHECK(!st && typed == 0x7f81 && through == 0x7fc1,
+		   "a signalling bf16 NaN is stored as it is (%04x) typed, quieted (%04x) through "
+		   "float32", typed, through);
+	free(bits);
+	free(widened);
+	dtpc_session_free(s);
+	dtpc_comm_free(c);
+	dtpc_local_world_free(w);
+}
+
+static bool says(dtpc_status st, dtpc_status want, const char *needle)
+{
+	return st == want && strstr(dtpc_last_error(), needle);
+}
+
+/* What is refused, naming the tensor. */
+static void refusals(const dtpc_graph *g1)
+{
+	const struct g_graph *g = &g1->g;
+	dtpc_local_world *w = NULL;
+	dtpc_comm *c = NULL;
+	dtpc_session *s = NULL;
+	dtpc_local_world_create(1, TIMEOUT_MS, &w);
+	dtpc_comm_local(w, 0, &c);
+	if (dtpc_session_create(g1, c, DTPC_DEVICE_CPU, &s)) {
+		UNIT_CHECK(0, "a session: %s", dtpc_last_error());
+		goto out;
+	}
+	UNIT_CHECK(dtpc_session_gpu(s) == -1 && dtpc_session_get_dtype(s) == DTPC_F32,
+		   "a CPU session: no GPU, the graph's dtype (f32)");
+	dtpc_session_dtype(s, DTPC_BF16);
+	UNIT_CHECK(dtpc_session_get_dtype(s) == DTPC_BF16, "dtpc_session_get_dtype after "
+		   "dtpc_session_dtype: bf16");
+	int64_t xs[3] = { 1, 64, 128 }, bad[3] = { 1, 63, 128 };
+	uint16_t *x = calloc(64 * 128, 2);
+	dtpc_status st = dtpc_session_set_input_data(s, "hidden_states", x, DTPC_BF16,
+						     DTPC_DEVICE_CUDA, xs, 3);
+	UNIT_CHECK(says(st, DTPC_ERR_INVALID, "input 'hidden_states': CUDA memory given to a "
+			"session on the cpu device"), "device memory on a CPU session: "
+		   "DTPC_ERR_INVALID naming the input (%s)", dtpc_last_error());
+	st = dtpc_session_set_input_data(s, "hidden_states", x, (dtpc_dtype)7, DTPC_DEVICE_CPU,
+					 xs, 3);
+	UNIT_CHECK(says(st, DTPC_ERR_INVALID, "input 'hidden_states': unknown dtype 7"),
+		   "an unknown dtype: DTPC_ERR_INVALID (%s)", dtpc_last_error());
+	st = dtpc_session_set_input_data(s, "hidden_states", x, DTPC_BF16, (dtpc_device)5, xs, 3);
+	UNIT_CHECK(says(st, DTPC_ERR_INVALID, "unknown place 5"), "an unknown place: "
+		   "DTPC_ERR_INVALID (%s)", dtpc_last_error());
+	st = dtpc_session_set_input_data(s, "hidden_states", NULL, DTPC_BF16, DTPC_DEVICE_CPU,
+					 xs, 3);
+	UNIT_CHECK(says(st, DTPC_ERR_INVALID, "'hidden_states': NULL data"), "NULL data: "
+		   "DTPC_ERR_INVALID (%s)", dtpc_last_error());
+	st = dtpc_session_set_input_data(s, "hidden_states", x, DTPC_BF16, DTPC_DEVICE_CPU, bad,
+					 3);
+	UNIT_CHECK(says(st, DTPC_ERR_BIND, "input 'hidden_states' has shape [1, 63, 128]"),
+		   "a wrong shape: DTPC_ERR_BIND, as the float32 call (%s)", dtpc_last_error());
+	st = dtpc_session_bind_weight_data(s, "no.such", x, DTPC_BF16, DTPC_DEVICE_CPU, xs, 3);
+	UNIT_CHECK(says(st, DTPC_ERR_BIND, "no weight 'no.such'"), "an unknown weight: "
+		   "DTPC_ERR_BIND (%s)", dtpc_last_error());
+	uint16_t out[4];
+	st = dtpc_session_output_data(s, 0, out, DTPC_BF16, DTPC_DEVICE_CPU, sizeof out);
+	UNIT_CHECK(st == DTPC_ERR_STATE, "dtpc_session_output_data before a run: DTPC_ERR_STATE");
+	UNIT_CHECK(!dtpc_session_stream(s, NULL), "dtpc_session_stream(NULL) on the CPU: a no-op");
+	st = dtpc_session_stream(s, (void *)1);
+	UNIT_CHECK(says(st, DTPC_ERR_INVALID, "the cpu device has no streams"), "a stream on the "
+		   "CPU: DTPC_ERR_INVALID (%s)", dtpc_last_error());
+	/* run once, then the byte count and the index */
+	st = dtpc_session_bind_weights_seed(s, 3);
+	st = st ? st : dtpc_session_set_input_data(s, "hidden_states", x, DTPC_BF16,
+						   DTPC_DEVICE_CPU, xs, 3);
+	st = st ? st : dtpc_session_run(s);
+	UNIT_CHECK(!st, "seeded weights and a typed input run (%s)", st ? dtpc_last_error() : "");
+	size_t want = 64 * 128 * 2;
+	void *y = malloc(want);
+	st = dtpc_session_output_data(s, 0, y, DTPC_BF16, DTPC_DEVICE_CPU, want - 2);
+	UNIT_CHECK(says(st, DTPC_ERR_INVALID, "output 'proj_out': 8192 elements of bf16 are "
+			"16384 bytes, not 16382"), "a wrong byte count: DTPC_ERR_INVALID naming the "
+		   "output (%s)", dtpc_last_error());
+	st = dtpc_session_output_data(s, 0, y, DTPC_BF16, DTPC_DEVICE_CUDA, want);
+	UNIT_CHECK(says(st, DTPC_ERR_INVALID, "output 'proj_out': CUDA memory"), "an output to "
+		   "device memory on the CPU: DTPC_ERR_INVALID (%s)", dtpc_last_error());
+	st = dtpc_session_output_data(s, 1, y, DTPC_BF16, DTPC_DEVICE_CPU, want);
+	UNIT_CHECK(st == DTPC_ERR_INVALID, "output 1 of 1: DTPC_ERR_INVALID");
+	UNIT_CHECK(!dtpc_session_output_data(s, 0, y, DTPC_BF16, DTPC_DEVICE_CPU, want),
+		   "control: the right byte count is taken");
+	free(y);
+	free(x);
+	(void)g;
+out:
+	dtpc_session_free(s);
+	dtpc_comm_free(c);
+	dtpc_local_world_free(w);
+}
+
+int main(void)
+{
+	dtpc_graph *g1 = compile(true), *g2 = compile(false);
+	UNIT_CHECK(g1 && g2 && dtpc_graph_world(g1) == 1 && dtpc_graph_world(g2) == 2,
+		   "the tiny DiT compiles for one rank and for tp = 2");
+	if (!g1 || !g2)
+		return unit_done();
+	against_float32(g1, DTPC_BF16, DTPC_BF16, DTPC_F32);
+	against_float32(g2, DTPC_BF16, DTPC_BF16, DTPC_F16);
+	against_float32(g2, DTPC_F16, DTPC_F16, DTPC_BF16);
+	against_float32(g1, DTPC_BF16, DTPC_F16, DTPC_F32);
+	against_float32(g2, DTPC_F32, DTPC_BF16, DTPC_BF16);
+	against_float32(g1, DTPC_BF16, DTPC_F32, DTPC_F16);
+	controls(g1);
+	refusals(g1);
+	dtpc_graph_free(g1);
+	dtpc_graph_free(g2);
+	return unit_done();
+}
