@@ -54,7 +54,7 @@ static void say_failure(void)
 	if (rank >= 0)
 		fprintf(stderr, "dtpc: rank %d: %s\n", rank, dtpc_last_error());
 	else
-		say_failure();
+		fprintf(stderr, "dtpc: %s\n", dtpc_last_error());
 }
 
 /* --threads, or under MPI the cores divided by the ranks on this node (Open
