@@ -112,13 +112,16 @@ done
 
 # ---- command line -----------------------------------------------------------------------
 # expect_exit NAME STATUS COMMAND...
+# Each command is bounded (timeout 124: a hang fails the check rather than
+# the whole run).
 expect_exit() {
 	name=$1 want=$2
 	shift 2
-	"$@" >"$tmp/cli" 2>&1
+	timeout 120 "$@" >"$tmp/cli" 2>&1
 	got=$?
 	if [ "$got" = "$want" ]; then ok; else
 		bad "cli/$name"
+		[ "$got" = 124 ] && echo "  timed out after 120 s (a hang)"
 		echo "  expected exit $want, got $got: $*"
 		head -5 "$tmp/cli"
 	fi
