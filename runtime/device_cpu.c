@@ -546,9 +546,9 @@ static int cpu_binary(struct dev *d, enum k_binop op, const float *a, const int6
 
 /* Rows of [B, S, ...] split over positions; a range never crosses a batch. */
 struct seq_args {
-	const float *x, *shift, *scale, *cos, *sin;
+	const float *x, *shift, *scale;
 	float *y;
-	int64_t S, H, s_stride, x_stride, y_stride, heads, D;
+	int64_t S, H, s_stride, x_stride, y_stride;
 };
 
 static void modulate_range(const void *a, int64_t lo, int64_t hi)
@@ -618,38 +618,51 @@ static int cpu_copy2d(struct dev *d, float *dst, int64_t dst_stride, const float
 	return 0;
 }
 
+/* rope over rows [lo, hi) of B x S: each row's table row is its position
+ * s's, R wide (the interleaved form's R is D, the head dim; the half
+ * form rotates the first R channels of each head) */
+struct rope_args {
+	const float *x, *cos, *sin;
+	float *y;
+	int64_t S, x_stride, y_stride, heads, D, R;
+	bool half;
+};
+
 static void rope_range(const void *a, int64_t lo, int64_t hi)
 {
-	const struct seq_args *r = a;
+	const struct rope_args *r = a;
 
 	for (int64_t row = lo; row < hi;) {
 		int64_t s0 = row % r->S, ns = hi - row < r->S - s0 ? hi - row : r->S - s0;
+		const float *cos = r->cos + s0 * r->R, *sin = r->sin + s0 * r->R;
+		const float *x = r->x + row * r->x_stride;
+		float *y = r->y + row * r->y_stride;
 
-		k_rope(r->x + row * r->x_stride, r->x_stride, r->cos + s0 * r->D, r->sin + s0 * r->D,
-		       r->y + row * r->y_stride, r->y_stride, 1, ns, r->heads, r->D);
+		if (r->half)
+			k_rope_half(x, r->x_stride, cos, sin, y, r->y_stride, 1, ns, r->heads, r->D,
+				    r->R);
+		else
+			k_rope(x, r->x_stride, cos, sin, y, r->y_stride, 1, ns, r->heads, r->D);
 		row += ns;
 	}
 }
 
-static int cpu_rope(struct dev *d, const float *x, int64_t x_stride, const float *cos,
-		    const float *sin, float *y, int64_t y_stride, int64_t B, int64_t S,
-		    int64_t heads, int64_t D)
+static int rope_rows(struct dev *d, struct rope_args a, int64_t B)
 {
 	struct cpu_dev *c = cpu(d);
-	struct seq_args a = { .x = x, .cos = cos, .sin = sin, .y = y, .S = S,
-			      .x_stride = x_stride, .y_stride = y_stride, .heads = heads, .D = D };
-	int64_t W = heads * D, n = B * S * W;
-	float *t = NULL;
+	int64_t W = a.heads * a.D, n = B * a.S * W, S = a.S, R = a.R;
+	float *t = NULL, *y = a.y;
+	int64_t y_stride = a.y_stride;
 
 	if (narrow(c)) {
 		/* x as a contiguous twin, rotated in place */
-		if (!(t = twins(c, (size_t)(n + 2 * S * D))))
+		if (!(t = twins(c, (size_t)(n + 2 * S * R))))
 			return -1;
-		conv2d(c, t, K_F32, W, x, c->dt, x_stride, B * S, W);
+		conv2d(c, t, K_F32, W, a.x, c->dt, a.x_stride, B * S, W);
 		a.x = a.y = t;
 		a.x_stride = a.y_stride = W;
-		a.cos = widen(c, t + n, cos, S * D);
-		a.sin = widen(c, t + n + S * D, sin, S * D);
+		a.cos = widen(c, t + n, a.cos, S * R);
+		a.sin = widen(c, t + n + S * R, a.sin, S * R);
 	}
 	par_range(c, B * S, rows_grain(W), rope_range, &a);
 	if (t)
@@ -657,49 +670,20 @@ static int cpu_rope(struct dev *d, const float *x, int64_t x_stride, const float
 	return 0;
 }
 
-struct rope_half_args {
-	const float *x, *cos, *sin;
-	float *y;
-	int64_t S, x_stride, y_stride, heads, D, R;
-};
-
-static void rope_half_range(const void *a, int64_t lo, int64_t hi)
+static int cpu_rope(struct dev *d, const float *x, int64_t x_stride, const float *cos,
+		    const float *sin, float *y, int64_t y_stride, int64_t B, int64_t S,
+		    int64_t heads, int64_t D)
 {
-	const struct rope_half_args *r = a;
-
-	for (int64_t row = lo; row < hi;) {
-		int64_t s0 = row % r->S, ns = hi - row < r->S - s0 ? hi - row : r->S - s0;
-
-		k_rope_half(r->x + row * r->x_stride, r->x_stride, r->cos + s0 * r->R,
-			    r->sin + s0 * r->R, r->y + row * r->y_stride, r->y_stride, 1, ns,
-			    r->heads, r->D, r->R);
-		row += ns;
-	}
+	return rope_rows(d, (struct rope_args){ x, cos, sin, y, S, x_stride, y_stride, heads, D, D,
+						false }, B);
 }
 
 static int cpu_rope_half(struct dev *d, const float *x, int64_t x_stride, const float *cos,
 			 const float *sin, float *y, int64_t y_stride, int64_t B, int64_t S,
 			 int64_t heads, int64_t D, int64_t R)
 {
-	struct cpu_dev *c = cpu(d);
-	struct rope_half_args a = { x, cos, sin, y, S, x_stride, y_stride, heads, D, R };
-	int64_t W = heads * D, n = B * S * W;
-	float *t = NULL;
-
-	if (narrow(c)) {
-		/* x as a contiguous twin, rotated in place */
-		if (!(t = twins(c, (size_t)(n + 2 * S * R))))
-			return -1;
-		conv2d(c, t, K_F32, W, x, c->dt, x_stride, B * S, W);
-		a.x = a.y = t;
-		a.x_stride = a.y_stride = W;
-		a.cos = widen(c, t + n, cos, S * R);
-		a.sin = widen(c, t + n + S * R, sin, S * R);
-	}
-	par_range(c, B * S, rows_grain(W), rope_half_range, &a);
-	if (t)
-		conv2d(c, y, c->dt, y_stride, t, K_F32, W, B * S, W);
-	return 0;
+	return rope_rows(d, (struct rope_args){ x, cos, sin, y, S, x_stride, y_stride, heads, D, R,
+						true }, B);
 }
 
 /* index_select / index_copy: the index widened to float32 (under narrow

@@ -457,19 +457,17 @@ def _mpi_comm(timeout_ms):
         return _mpi
 
 
-class _MpiRank:
-    """This process's one rank: the session in the caller's thread."""
+class _OneRank:
+    """This process's one rank of a launched job (mpi, torchrun): its
+    session on `comm`, in the caller's thread."""
 
-    def __init__(self, graph, device, threads, dtype, timeout_ms):
+    def _open(self, graph, comm, device, threads, dtype):
         self.graph = graph
-        comm = _mpi_comm(timeout_ms)
-        lib = library()
-        self.rank, self.world = lib.dtpc_comm_rank(comm), lib.dtpc_comm_size(comm)
         self.sess = ctypes.c_void_p()
-        call("dtpc_session_create", graph._h, comm, device, ctypes.byref(self.sess),
-             rank=self.rank)
-        count("sessions")
         try:
+            call("dtpc_session_create", graph._h, comm, device, ctypes.byref(self.sess),
+                 rank=self.rank)
+            count("sessions")
             _setup(self.sess, threads, dtype, self.rank)
         except DtpcError:
             self.stop()
@@ -482,7 +480,18 @@ class _MpiRank:
         lib = _lib.loaded()
         if self.sess.value and lib is not None:
             lib.dtpc_session_free(self.sess)
-            self.sess = ctypes.c_void_p()
+        self.sess = ctypes.c_void_p()
+
+
+class _MpiRank(_OneRank):
+    """A rank of `mpirun`: MPI's communicator, shared by the process's
+    sessions and freed at exit."""
+
+    def __init__(self, graph, device, threads, dtype, timeout_ms):
+        comm = _mpi_comm(timeout_ms)
+        lib = library()
+        self.rank, self.world = lib.dtpc_comm_rank(comm), lib.dtpc_comm_size(comm)
+        self._open(graph, comm, device, threads, dtype)
 
 
 # ---- torchrun: one rank per GPU, NCCL's id carried by torchrun's store ---------------
@@ -554,13 +563,12 @@ def _torchrun_meet(rank, world, why, timeout, make_id=True):
     return store.get(f"{key}/id") if make_id else None
 
 
-class _TorchrunRank:
+class _TorchrunRank(_OneRank):
     """This process's one rank of a torchrun job on its GPU (LOCAL_RANK):
     its NCCL communicator (dtpc_comm_nccl_init, the id from rank 0 through
-    torchrun's store) and its session, in the caller's thread."""
+    torchrun's store), freed with its session."""
 
     def __init__(self, graph, device, threads, dtype, timeout_ms):
-        self.graph = graph
         self.rank, self.world = torchrun_env()
         self.comm, self.sess = ctypes.c_void_p(), ctypes.c_void_p()
         lib = library()
@@ -571,26 +579,14 @@ class _TorchrunRank:
         uid = _torchrun_meet(self.rank, self.world, why, timeout_ms / 1000)
         call("dtpc_comm_nccl_init", uid, len(uid), self.rank, self.world, timeout_ms,
              ctypes.byref(self.comm), rank=self.rank)
-        try:
-            call("dtpc_session_create", graph._h, self.comm, device, ctypes.byref(self.sess),
-                 rank=self.rank)
-            count("sessions")
-            _setup(self.sess, threads, dtype, self.rank)
-        except DtpcError:
-            self.stop()
-            raise
-
-    def each(self, job):
-        return [job(self.sess, self.rank)]
+        self._open(graph, self.comm, device, threads, dtype)
 
     def stop(self, join=True):
+        super().stop(join)
         lib = _lib.loaded()
-        if lib is not None:
-            if self.sess.value:
-                lib.dtpc_session_free(self.sess)
-            if self.comm.value:
-                lib.dtpc_comm_free(self.comm)
-        self.sess, self.comm = ctypes.c_void_p(), ctypes.c_void_p()
+        if self.comm.value and lib is not None:
+            lib.dtpc_comm_free(self.comm)
+        self.comm = ctypes.c_void_p()
 
 
 _BACKENDS = ("local", "mpi", "torchrun")
