@@ -27,47 +27,16 @@
 
 #include <cuda_runtime_api.h>
 
-#include "compiler/driver.h"
 #include "graph/graph.h"
 #include "kernels/cpu/kernels.h"
 #include "runtime/dtpc.h"
 #include "runtime/session.h"
+#include "tests/rand.h"
+#include "tests/typed.h"
 #include "tests/unit/unit.h"
 
 enum { TIMEOUT_MS = 60000, MAXR = 2, MAXT = 256, SKIP = 77 };
 
-static dtpc_graph *compile(bool one_rank)
-{
-	size_t len = 0;
-	void *buf = driver_graph_buffer("examples/tiny_dit.plan", "tiny_dit_tp", NULL, NULL, NULL,
-					0, NULL, one_rank, &len, NULL, stderr);
-	dtpc_graph *g = NULL;
-	if (buf && dtpc_graph_open_buffer(buf, len, &g))
-		g = NULL;
-	free(buf);
-	return g;
-}
-
-static size_t esize(dtpc_dtype t)
-{
-	return t == DTPC_F32 ? 4 : 2;
-}
-
-static int64_t full_numel(const struct g_tensor *x)
-{
-	int64_t n = 1;
-	for (int d = 0; d < x->ndim; d++)
-		n *= x->dims[d];
-	return n;
-}
-
-static uint64_t rng = 0x9876543ull;
-
-static float uniform(void)
-{
-	rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-	return (float)((double)(rng >> 11) * (2.0 / 9007199254740992.0) - 1.0);
-}
 
 /* Per weight and input: the values in dtype on the host and on the GPU. */
 struct data {
@@ -87,12 +56,12 @@ static bool make_data(const struct g_graph *g, dtpc_dtype dt, struct data *D)
 			continue;
 		if (x->kind == GT_INPUT)
 			D->input = t;
-		int64_t n = full_numel(x);
+		int64_t n = typed_numel(x);
 		float *raw = malloc((size_t)n * 4);
 		for (int64_t i = 0; i < n; i++)
-			raw[i] = (x->ndim == 2 ? 0.08f : 0.5f) * uniform() +
+			raw[i] = (x->ndim == 2 ? 0.08f : 0.5f) * urand() +
 				 (x->kind == GT_WEIGHT && x->ndim == 1 ? 1.0f : 0);
-		D->bytes[t] = (size_t)n * esize(dt);
+		D->bytes[t] = (size_t)n * typed_esize(dt);
 		D->host[t] = malloc(D->bytes[t]);
 		k_convert(D->host[t], (enum k_dtype)dt, raw, K_F32, n);
 		free(raw);
@@ -338,7 +307,7 @@ int main(void)
 	UNIT_CHECK(!why, "dtpc computes on the GPU here (%s)", why ? why : "libdtpc_cuda.so loaded");
 	if (why)
 		return unit_done();
-	dtpc_graph *g1 = compile(true), *g2 = compile(false);
+	dtpc_graph *g1 = typed_graph(true), *g2 = typed_graph(false);
 	UNIT_CHECK(g1 && g2, "the tiny DiT compiles for one rank and for tp = 2");
 	if (!g1 || !g2)
 		return unit_done();

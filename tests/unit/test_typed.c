@@ -21,39 +21,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compiler/driver.h"
 #include "graph/graph.h"
 #include "kernels/cpu/kernels.h"
 #include "runtime/dtpc.h"
 #include "runtime/session.h"
+#include "tests/rand.h"
+#include "tests/typed.h"
 #include "tests/unit/unit.h"
 
 enum { TIMEOUT_MS = 5000, MAXR = 2, MAXT = 256 };
-
-static dtpc_graph *compile(bool one_rank)
-{
-	size_t len = 0;
-	void *buf = driver_graph_buffer("examples/tiny_dit.plan", "tiny_dit_tp", NULL, NULL, NULL,
-					0, NULL, one_rank, &len, NULL, stderr);
-	dtpc_graph *g = NULL;
-	if (buf && dtpc_graph_open_buffer(buf, len, &g))
-		g = NULL;
-	free(buf);
-	return g;
-}
-
-static size_t esize(dtpc_dtype t)
-{
-	return t == DTPC_F32 ? 4 : 2;
-}
-
-static int64_t full_numel(const struct g_tensor *x)
-{
-	int64_t n = 1;
-	for (int d = 0; d < x->ndim; d++)
-		n *= x->dims[d];
-	return n;
-}
 
 /* The values of a case: per weight / input, the typed data (in dtype) and
  * their float32 values. */
@@ -63,13 +39,6 @@ struct data {
 	float *f32[MAXT];
 };
 
-static uint64_t rng = 0x1234567ull;
-
-static float uniform(void)
-{
-	rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-	return (float)((double)(rng >> 11) * (2.0 / 9007199254740992.0) - 1.0);
-}
 
 static void make_data(const struct g_graph *g, dtpc_dtype dt, struct data *D)
 {
@@ -79,12 +48,12 @@ static void make_data(const struct g_graph *g, dtpc_dtype dt, struct data *D)
 		const struct g_tensor *x = &g->tensors[t];
 		if (x->kind != GT_WEIGHT && x->kind != GT_INPUT)
 			continue;
-		int64_t n = full_numel(x);
+		int64_t n = typed_numel(x);
 		float *raw = malloc((size_t)n * 4);
 		float scale = x->kind == GT_WEIGHT && x->ndim == 2 ? 0.08f : 0.5f;
 		for (int64_t i = 0; i < n; i++)
-			raw[i] = scale * uniform() + (x->kind == GT_WEIGHT && x->ndim == 1 ? 1.0f : 0);
-		D->typed[t] = malloc((size_t)n * esize(dt));
+			raw[i] = scale * urand() + (x->kind == GT_WEIGHT && x->ndim == 1 ? 1.0f : 0);
+		D->typed[t] = malloc((size_t)n * typed_esize(dt));
 		k_convert(D->typed[t], (enum k_dtype)dt, raw, K_F32, n);
 		D->f32[t] = malloc((size_t)n * 4);
 		k_convert(D->f32[t], K_F32, D->typed[t], (enum k_dtype)dt, n);
@@ -176,15 +145,15 @@ static void *rank_main(void *arg)
 	size_t n = (size_t)o->n;
 	o->out = malloc(n * 4);
 	memcpy(o->out, data, n * 4);
-	o->typed_out = malloc(n * esize(j->storage));
-	o->other_out = malloc(n * esize(j->other));
-	o->arena_out = malloc(n * esize(j->storage));
-	memcpy(o->arena_out, rt_data(s, g->outputs[0]), n * esize(j->storage));
+	o->typed_out = malloc(n * typed_esize(j->storage));
+	o->other_out = malloc(n * typed_esize(j->other));
+	o->arena_out = malloc(n * typed_esize(j->storage));
+	memcpy(o->arena_out, rt_data(s, g->outputs[0]), n * typed_esize(j->storage));
 	if ((o->st = dtpc_session_output_data(s, 0, o->typed_out, j->storage, DTPC_DEVICE_CPU,
-					      n * esize(j->storage))))
+					      n * typed_esize(j->storage))))
 		goto out;
 	o->st = dtpc_session_output_data(s, 0, o->other_out, j->other, DTPC_DEVICE_CPU,
-					 n * esize(j->other));
+					 n * typed_esize(j->other));
 out:
 	if (o->st)
 		snprintf(o->error, sizeof o->error, "%s", dtpc_last_error());
@@ -254,12 +223,12 @@ static void against_float32(const dtpc_graph *g, dtpc_dtype storage, dtpc_dtype 
 			}
 		size_t m = (size_t)a[r].n;
 		outs &= a[r].n == b[r].n && !memcmp(a[r].out, b[r].out, m * 4);
-		typed &= !memcmp(a[r].typed_out, b[r].typed_out, m * esize(storage));
-		own &= !memcmp(b[r].typed_out, b[r].arena_out, m * esize(storage));
+		typed &= !memcmp(a[r].typed_out, b[r].typed_out, m * typed_esize(storage));
+		own &= !memcmp(b[r].typed_out, b[r].arena_out, m * typed_esize(storage));
 		/* the other dtype: the float32 output converted */
-		void *want = malloc(m * esize(other));
+		void *want = malloc(m * typed_esize(other));
 		k_convert(want, (enum k_dtype)other, b[r].out, K_F32, (int64_t)m);
-		other_ok &= !memcmp(want, b[r].other_out, m * esize(other));
+		other_ok &= !memcmp(want, b[r].other_out, m * typed_esize(other));
 		free(want);
 	}
 	char what[96];
@@ -315,7 +284,7 @@ static void controls(const dtpc_graph *g1)
 	st = st ? st : dtpc_session_dtype(s, DTPC_BF16);
 	const struct g_tensor *x = &g->tensors[wt];
 	const char *name = graph_str(g, x->name);
-	int64_t n = full_numel(x);
+	int64_t n = typed_numel(x);
 	uint16_t *bits = calloc((size_t)n, 2);
 	float *widened = calloc((size_t)n, 4);
 	bits[0] = 0x7f81;
@@ -421,7 +390,7 @@ out:
 
 int main(void)
 {
-	dtpc_graph *g1 = compile(true), *g2 = compile(false);
+	dtpc_graph *g1 = typed_graph(true), *g2 = typed_graph(false);
 	UNIT_CHECK(g1 && g2 && dtpc_graph_world(g1) == 1 && dtpc_graph_world(g2) == 2,
 		   "the tiny DiT compiles for one rank and for tp = 2");
 	if (!g1 || !g2)
