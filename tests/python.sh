@@ -9,7 +9,10 @@
 # (torchrun's mode without a GPU: the NCCL id through torchrun's store, the
 # refusals on every rank; SIGINT through a dtpc.torch pipeline step) and
 # tests/python/ltx2_transformer.py (dtpc.torch's LTX-2 adapter against the
-# stock transformer on 4 meshes, its refusals, a perturbed-weight control)
+# stock transformer on 4 meshes, its refusals, a perturbed-weight control) and
+# tests/python/helios_transformer.py (dtpc.torch's Helios adapter with and
+# without the history latents on 3 meshes, its refusals, a perturbed-weight
+# control)
 # with the project's environment (`make deps`), each skipped without it; and
 # `pip install ./python` into a scratch venv finding a `make install` by pkg-config or by
 # PATH and the loader's path. Ends with "python: N passed, N failed, N
@@ -64,11 +67,13 @@ if [ -n "$vpy" ]; then
 	checks "$vpy" tests/python/porting.py porting
 	checks "$vpy" tests/python/launch.py launch
 	checks "$vpy" tests/python/ltx2_transformer.py ltx2
+	checks "$vpy" tests/python/helios_transformer.py helios
 else
 	skipped python/torch "no project Python environment (make deps makes it)"
 	skipped python/porting "no project Python environment (make deps makes it)"
 	skipped python/launch "no project Python environment (make deps makes it)"
 	skipped python/ltx2 "no project Python environment (make deps makes it)"
+	skipped python/helios "no project Python environment (make deps makes it)"
 fi
 
 # ---- installed: make install, pip install ./python, import dtpc from elsewhere ---------------

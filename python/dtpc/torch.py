@@ -17,7 +17,8 @@ pipeline calls it with (Flux batch, img_seq, txt_seq; Wan batch, num_frames,
 height, width, txt_seq; Qwen-Image batch, frames, height, width from
 ``img_shapes``, txt_seq; LTX batch, num_frames, height, width, txt_seq,
 rope_interpolation_scale; LTX-2 batch, num_frames, height, width,
-audio_num_frames, txt_seq, fps) is compiled once, when first seen: the compiler
+audio_num_frames, txt_seq, fps; Helios batch, num_frames, height, width, txt_seq,
+short_frames, mid_frames, long_frames, frame_indices) is compiled once, when first seen: the compiler
 checks the plan at that shape first, and a shape it cannot take is a
 DtpcError with its located diagnostic before any rank runs. The weights are
 bound once per compiled shape, into sessions that live across steps and
@@ -307,6 +308,61 @@ def _sd3(config, a):
              "timestep": _batch_vector(a, "timestep", b)})
 
 
+def _helios_indices(a, name, frames, b):
+    """A frame-index argument as the model takes it, [1, frames]: [1, F] as the Helios
+    pipelines pass it, or [B, F] with every row the same (diffusers' tables broadcast;
+    rows that differ are not modelled)."""
+    idx = a[name]
+    if not torch.is_tensor(idx):
+        idx = torch.as_tensor(idx)
+    if idx.ndim != 2 or idx.shape[0] not in (1, b) or idx.shape[1] != frames:
+        raise DtpcError(f"{name}: shape {list(idx.shape)}, expected [1, {frames}] (one "
+                        "frame index per latent frame in patches, one row for every sample)")
+    if idx.shape[0] > 1:
+        rows = _values(idx)
+        if not (rows == rows[:1]).all():
+            raise DtpcError(f"{name}: its {idx.shape[0]} rows differ: dtpc's Helios model "
+                            "takes one row of frame indices for every sample")
+        idx = idx[:1]
+    return _tensor(idx)
+
+
+def _helios(config, a):
+    _attention_kwargs(a, "attention_kwargs")
+    hs, ehs = a["hidden_states"], a["encoder_hidden_states"]
+    b, _, f, h, w = hs.shape
+    p_t = config["patch_size"][0]
+    t = a["timestep"]
+    if torch.is_tensor(t) and t.ndim == 2 and t.shape[1] != 1:
+        raise DtpcError(f"timestep: shape {list(t.shape)}: a timestep per token is not "
+                        "modelled (one per sample, [B])")
+    defines = {"batch": b, "num_frames": f, "height": h, "width": w, "txt_seq": ehs.shape[1],
+               "frame_indices": "false", "short_frames": 0, "mid_frames": 0,
+               "long_frames": 0}
+    inputs = {"hidden_states": _tensor(hs), "timestep": _batch_vector(a, "timestep", b),
+              "encoder_hidden_states": _tensor(ehs)}
+    if a["indices_hidden_states"] is not None:
+        # None: forward's arange over the patch frames (frame_indices = false)
+        defines["frame_indices"] = "true"
+        inputs["indices_hidden_states"] = _helios_indices(a, "indices_hidden_states",
+                                                          f // p_t, b)
+    for part in ("short", "mid", "long"):
+        lat, idx = f"latents_history_{part}", f"indices_latents_history_{part}"
+        # forward takes a history only with its indices, and ignores either alone
+        if a[lat] is None or a[idx] is None:
+            continue
+        x = a[lat]
+        if x.ndim != 5 or x.shape[0] != b or x.shape[1] != hs.shape[1] or \
+                tuple(x.shape[3:]) != (h, w):
+            raise DtpcError(f"{lat}: shape {list(x.shape)}, expected [{b}, {hs.shape[1]}, "
+                            f"frames, {h}, {w}] (the history on hidden_states' grid: other "
+                            "grids are not modelled)")
+        defines[f"{part}_frames"] = x.shape[2]
+        inputs[lat] = _tensor(x)
+        inputs[idx] = _helios_indices(a, idx, x.shape[2] // p_t, b)
+    return defines, inputs
+
+
 # diffusers class -> (model file of models/, its adapter: call arguments -> shape, inputs)
 _FAMILIES = {
     "FluxTransformer2DModel": ("flux.plan", _flux),
@@ -318,6 +374,7 @@ _FAMILIES = {
     "LTXVideoTransformer3DModel": ("ltx.plan", _ltx),
     "LTX2VideoTransformer3DModel": ("ltx2.plan", _ltx2),
     "SD3Transformer2DModel": ("sd3.plan", _sd3),
+    "HeliosTransformer3DModel": ("helios.plan", _helios),
 }
 _DTYPES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}
 # what forward returns: (module, output class, the graph's outputs in its order); the
@@ -441,7 +498,15 @@ class DtpcTransformer(torch.nn.Module):
             except DtpcError as e:
                 raise DtpcError(f"{self._plan or self._plan_path} at {shape}:\n{e}") from None
             ranks = _Ranks(graph, **self._run)
-            ranks.bind_weights(self._weights)
+            w = self._weights
+            if isinstance(w, dict):
+                # the tensors this shape's graph reads: a checkpoint holds some that only
+                # other shapes read (Helios' patch_short / _mid / _long and
+                # history_key_scale, read with the history latents only), as a folder's
+                # binding leaves them unread
+                names = graph.weights
+                w = {k: v for k, v in w.items() if k in names}
+            ranks.bind_weights(w)
             self._sessions[key] = ranks
         return self._sessions[key]
 
