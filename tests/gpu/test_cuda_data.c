@@ -19,7 +19,6 @@
  * TAP; exit 77 (skip) without a GPU. Run from the repository root (it reads
  * examples/tiny_dit.plan) with libdtpc_cuda.so on LD_LIBRARY_PATH
  * (tests/gpu/run.sh puts the build's there). */
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +30,7 @@
 #include "kernels/cpu/kernels.h"
 #include "runtime/dtpc.h"
 #include "runtime/session.h"
+#include "tests/local_ranks.h"
 #include "tests/rand.h"
 #include "tests/typed.h"
 #include "tests/unit/unit.h"
@@ -91,9 +91,8 @@ struct rank_out {
 };
 
 struct job {
+	struct local_rank at;
 	const dtpc_graph *g;
-	dtpc_local_world *w;
-	int rank;
 	bool device;
 	const struct data *D;
 	void *delay; /* device: a large buffer copied on the stream before the input */
@@ -111,7 +110,7 @@ static void *rank_main(void *arg)
 	dtpc_session *s = NULL;
 	cudaStream_t stream = NULL;
 	void *input = NULL, *dout = NULL, *dout32 = NULL;
-	if ((o->st = dtpc_comm_local(j->w, j->rank, &c)) ||
+	if ((o->st = dtpc_comm_local(j->at.w, j->at.rank, &c)) ||
 	    (o->st = dtpc_session_create(j->g, c, DTPC_DEVICE_CUDA, &s)) ||
 	    (o->st = dtpc_session_dtype(s, DTPC_BF16)))
 		goto out;
@@ -189,7 +188,7 @@ static void *rank_main(void *arg)
 		       cudaStreamSynchronize(stream)))
 		o->st = DTPC_ERR_DEVICE;
 	/* refusals, naming the tensor */
-	if (!o->st && j->rank == 0) {
+	if (!o->st && j->at.rank == 0) {
 		dtpc_status st = dtpc_session_set_input_data(s, iname, D->host[D->input], D->dtype,
 							     DTPC_DEVICE_CUDA, xi->dims, xi->ndim);
 		UNIT_CHECK(st == DTPC_ERR_INVALID && strstr(dtpc_last_error(), "not device memory") &&
@@ -223,18 +222,13 @@ static void run_world(const dtpc_graph *g, bool device, const struct data *D, vo
 		      size_t delay_bytes, struct rank_out *outs)
 {
 	int n = dtpc_graph_world(g);
-	dtpc_local_world *w = NULL;
-	dtpc_local_world_create(n, TIMEOUT_MS, &w);
-	pthread_t th[MAXR];
 	struct job jobs[MAXR];
 	for (int r = 0; r < n; r++) {
 		memset(&outs[r], 0, sizeof outs[r]);
-		jobs[r] = (struct job){ g, w, r, device, D, delay, delay_bytes, &outs[r] };
-		pthread_create(&th[r], NULL, rank_main, &jobs[r]);
+		jobs[r] = (struct job){ .g = g, .device = device, .D = D, .delay = delay,
+					.delay_bytes = delay_bytes, .o = &outs[r] };
 	}
-	for (int r = 0; r < n; r++)
-		pthread_join(th[r], NULL);
-	dtpc_local_world_free(w);
+	local_ranks(n, TIMEOUT_MS, rank_main, jobs, sizeof jobs[0]);
 }
 
 static void free_outs(struct rank_out *o, int n)

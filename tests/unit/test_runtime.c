@@ -14,7 +14,6 @@
  * repository root (it reads examples/tiny_dit.plan, tests/fixtures/embed.plan
  * and tests/fuse/fuse.plan). */
 #include <math.h>
-#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +29,7 @@
 #include "graph/graph.h"
 #include "runtime/safetensors.h"
 #include "runtime/session.h"
+#include "tests/local_ranks.h"
 #include "tests/unit/unit.h"
 
 enum { TIMEOUT_MS = 300 };
@@ -52,9 +52,8 @@ static dtpc_graph *compile(const char *mesh, const char *seq, bool one_rank)
 enum behaviour { RUN, EXIT_EARLY, WEIGHTS_FILE };
 
 struct job {
+	struct local_rank at;
 	const dtpc_graph *g;
-	dtpc_local_world *w;
-	int rank;
 	enum behaviour how;
 	const char *weights;
 	dtpc_status st;
@@ -68,7 +67,7 @@ static void *rank_main(void *arg)
 	struct job *j = arg;
 	dtpc_comm *c = NULL;
 	dtpc_session *s = NULL;
-	if ((j->st = dtpc_comm_local(j->w, j->rank, &c)))
+	if ((j->st = dtpc_comm_local(j->at.w, j->at.rank, &c)))
 		goto out;
 	if ((j->st = dtpc_session_create(j->g, c, DTPC_DEVICE_CPU, &s)))
 		goto out;
@@ -113,21 +112,11 @@ static double now(void)
 static double run_ranks(struct job *jobs, int n, const dtpc_graph *const *graphs,
 			const enum behaviour *how, const char *weights)
 {
-	dtpc_local_world *w = NULL;
-	dtpc_local_world_create(n, TIMEOUT_MS, &w);
-	pthread_t th[16];
-	double t0 = now();
-	for (int r = 0; r < n; r++) {
-		memset(&jobs[r], 0, sizeof jobs[r]);
-		jobs[r] = (struct job){ .g = graphs[r], .w = w, .rank = r, .how = how ? how[r] : RUN,
-					.weights = weights };
-		pthread_create(&th[r], NULL, rank_main, &jobs[r]);
-	}
 	for (int r = 0; r < n; r++)
-		pthread_join(th[r], NULL);
-	double dt = now() - t0;
-	dtpc_local_world_free(w);
-	return dt;
+		jobs[r] = (struct job){ .g = graphs[r], .how = how ? how[r] : RUN, .weights = weights };
+	double t0 = now();
+	local_ranks(n, TIMEOUT_MS, rank_main, jobs, sizeof jobs[0]);
+	return now() - t0;
 }
 
 static void free_jobs(struct job *jobs, int n)

@@ -16,7 +16,6 @@
  * dtype, shape or byte count that does not fit; a stream on the CPU) are
  * DTPC_ERR_INVALID / _BIND / _STATE naming the tensor. Run from the
  * repository root (it reads examples/tiny_dit.plan). */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +24,7 @@
 #include "kernels/cpu/kernels.h"
 #include "runtime/dtpc.h"
 #include "runtime/session.h"
+#include "tests/local_ranks.h"
 #include "tests/rand.h"
 #include "tests/typed.h"
 #include "tests/unit/unit.h"
@@ -84,9 +84,8 @@ struct rank_out {
 };
 
 struct job {
+	struct local_rank at;
 	const dtpc_graph *g;
-	dtpc_local_world *w;
-	int rank;
 	dtpc_dtype storage, other;
 	enum how how;
 	const struct data *D;
@@ -100,7 +99,7 @@ static void *rank_main(void *arg)
 	dtpc_comm *c = NULL;
 	dtpc_session *s = NULL;
 	const struct g_graph *g = &j->g->g;
-	if ((o->st = dtpc_comm_local(j->w, j->rank, &c)) ||
+	if ((o->st = dtpc_comm_local(j->at.w, j->at.rank, &c)) ||
 	    (o->st = dtpc_session_create(j->g, c, DTPC_DEVICE_CPU, &s)) ||
 	    (o->st = dtpc_session_dtype(s, j->storage)))
 		goto out;
@@ -166,18 +165,13 @@ static void run_world(const dtpc_graph *g, dtpc_dtype storage, dtpc_dtype other,
 		      const struct data *D, struct rank_out *outs)
 {
 	int n = dtpc_graph_world(g);
-	dtpc_local_world *w = NULL;
-	dtpc_local_world_create(n, TIMEOUT_MS, &w);
-	pthread_t th[MAXR];
 	struct job jobs[MAXR];
 	for (int r = 0; r < n; r++) {
 		memset(&outs[r], 0, sizeof outs[r]);
-		jobs[r] = (struct job){ g, w, r, storage, other, how, D, &outs[r] };
-		pthread_create(&th[r], NULL, rank_main, &jobs[r]);
+		jobs[r] = (struct job){ .g = g, .storage = storage, .other = other, .how = how,
+					.D = D, .o = &outs[r] };
 	}
-	for (int r = 0; r < n; r++)
-		pthread_join(th[r], NULL);
-	dtpc_local_world_free(w);
+	local_ranks(n, TIMEOUT_MS, rank_main, jobs, sizeof jobs[0]);
 }
 
 static void free_outs(struct rank_out *o, int n)
