@@ -117,7 +117,7 @@ def dtpc_row(pipe, stock, steps, opts, cache_dir):
         # (a reference to a dict built for the call, no copy)
         (ranks,) = dt._sessions.values()
         run = ranks.run
-        ranks.run = lambda inputs: last.update(inputs) or run(inputs)
+        ranks.run = lambda inputs, **kw: last.update(inputs) or run(inputs, **kw)
     try:
         out, ms = timed_pipeline(pipe, steps, after_first)
         return out, ms, dict(dtpc.stats), dt, last
@@ -135,7 +135,8 @@ def program_step(dtpc_bin, dt, inputs, threads, steps, tmp):
     if not os.path.exists(w_path):
         gf.save_file({n: dt._weights[n].float().contiguous() for n in ranks.graph.weights},
                      w_path, {})
-    gf.save_file({n: torch.from_numpy(a) for n, a in inputs.items()}, i_path, {})
+    gf.save_file({n: (a if torch.is_tensor(a) else torch.from_numpy(a)).float().contiguous()
+                  for n, a in inputs.items()}, i_path, {})
     r = subprocess.run([dtpc_bin, "run", ranks.graph.path, "--ranks", str(ranks.world),
                         "--threads", str(threads), "--steps", str(max(steps, 5)),
                         "--weights", w_path, "--inputs", i_path],
