@@ -363,6 +363,99 @@ def _helios(config, a):
     return defines, inputs
 
 
+def _index_rows(a, name, n, what):
+    """An integer argument of MiniMax-H3 (rows of the packed sequence, of the
+    timestep table, modality tags) as the model takes it (float32 values, as
+    dtpc carries every input), each an integer in [0, n): where torch raises on an
+    index out of range, dtpc's kernels select zeros (they cannot report a value
+    from the device), so the values are read here (a host copy of seq_len
+    values a step)."""
+    v = _values(a[name]).reshape(-1)
+    bad = v[(v < 0) | (v >= n) | (v != np.round(v))]
+    if bad.size:
+        raise DtpcError(f"{name}: {bad[0]:g} is not {what} (an integer in [0, {n}))")
+    return _tensor(a[name])
+
+
+def _minimax_h3(config, a):
+    _attention_kwargs(a, "attention_kwargs")
+    hs, ahs, ehs = a["hidden_states"], a["audio_hidden_states"], a["encoder_hidden_states"]
+    pos, t = a["position_ids"], a["timestep"]
+    if pos.ndim != 2 or pos.shape[1] != 3:
+        raise DtpcError(f"position_ids: shape {list(pos.shape)}, expected [seq_len, 3] (the "
+                        "(t, h, w) coordinates of every packed row)")
+    if t.ndim != 1:
+        raise DtpcError(f"timestep: shape {list(t.shape)}, expected [num_timesteps] (the "
+                        "distinct noise levels, which timestep_indices address)")
+    seq, nt = pos.shape[0], t.shape[0]
+    inputs = {"hidden_states": _tensor(hs), "audio_hidden_states": _tensor(ahs),
+              "encoder_hidden_states": _tensor(ehs), "timestep": _tensor(t),
+              "position_ids": _tensor(pos),
+              "timestep_indices": _index_rows(a, "timestep_indices", nt, "an index of timestep"),
+              "token_tags": _index_rows(a, "token_tags", 3,
+                                        "a modality tag (0 video, 1 text, 2 audio)")}
+    for n in ("video_indices", "audio_indices", "text_indices"):
+        inputs[n] = _index_rows(a, n, seq, "a row of the packed sequence (position_ids' rows)")
+    return ({"batch": hs.shape[0], "num_video_tokens": hs.shape[1],
+             "num_audio_tokens": ahs.shape[1], "num_text_tokens": ehs.shape[1], "seq_len": seq,
+             "num_timesteps": nt}, inputs)
+
+
+def _qwenimage21(config, a):
+    _attention_kwargs(a, "attention_kwargs")
+    mode, cache = a["kv_cache_mode"], a["kv_cache"]
+    if mode != "cached":
+        raise DtpcError(f"kv_cache_mode: {mode!r}: dtpc's Qwen-Image 2.1 model is the cached "
+                        "decode step only (kv_cache_mode = 'cached', every step after the "
+                        "first, with the kv_cache that step filled); the prefill ('extract', "
+                        "or no cache at all) is block-causal attention, which it does not "
+                        "model (docs/models.md, Qwen-Image 2.1)")
+    if cache is None:
+        raise DtpcError("kv_cache: required with kv_cache_mode = 'cached' (the "
+                        "QwenImage21KVCache the first step filled)")
+    hs, ehs = a["hidden_states"], a["encoder_hidden_states"]
+    b = hs.shape[0]
+    layers = cache.layer_caches
+    if len(layers) != config["num_layers"] or any(c.k is None for c in layers):
+        raise DtpcError(f"kv_cache: {sum(c.k is not None for c in layers)} of its "
+                        f"{len(layers)} blocks filled, the model has {config['num_layers']}: "
+                        "the cache of the first step (kv_cache_mode = 'extract') of this "
+                        "transformer is required")
+    txt = layers[0].k.shape[1]
+    shapes = a["img_shapes"]
+    grids = list(shapes[0]) if shapes else []
+    # diffusers reads the first sample's layout (the samples share it)
+    if len(grids) != 1 or len(grids[0]) != 3 or int(grids[0][0]) != 1:
+        raise DtpcError(f"img_shapes: {shapes!r}: dtpc's model takes text to image, one target "
+                        "grid [(1, height, width)] per sample (condition images are not "
+                        "modelled)")
+    _, h, w = (int(x) for x in grids[0])
+    if hs.shape[1] != h * w:
+        raise DtpcError(f"hidden_states: {hs.shape[1]} tokens, the target's {h} x {w} grid has "
+                        f"{h * w}: condition images' latents are not modelled")
+    if ehs.shape[1] != txt:
+        raise DtpcError(f"encoder_hidden_states: {ehs.shape[1]} tokens, the kv_cache holds "
+                        f"{txt}: the cache is this prompt's (text to image: the cached prefix "
+                        "is the text)")
+    # text to image's layout, which the model builds itself: the prompt's slots,
+    # none an image, then one per 2 x 2 group of target latents (row 0, as diffusers
+    # reads it)
+    want = np.concatenate([np.zeros(txt, np.float32), np.ones(h * w // 4, np.float32)])
+    got = _values(a["img_mask"][0])
+    if got.shape != want.shape or not np.array_equal(got, want):
+        raise DtpcError(f"img_mask: not text to image's ({txt} prompt slots with no image, "
+                        f"then {h * w // 4} target slots): condition images in the prompt are "
+                        "not modelled")
+    mask = a["encoder_hidden_states_mask"]
+    # block i's [B, txt, heads, head_dim] at columns i * inner (the plan's inputs)
+    inputs = {"hidden_states": _tensor(hs), "timestep": _batch_vector(a, "timestep", b),
+              "encoder_hidden_states_mask": (np.ones((b, txt), np.float32) if mask is None
+                                             else _tensor(mask)),
+              "kv_cache_k": _tensor(torch.cat([c.k.flatten(2) for c in layers], dim=2)),
+              "kv_cache_v": _tensor(torch.cat([c.v.flatten(2) for c in layers], dim=2))}
+    return {"batch": b, "height": h, "width": w, "txt_seq": txt}, inputs
+
+
 # diffusers class -> (model file of models/, its adapter: call arguments -> shape, inputs)
 _FAMILIES = {
     "FluxTransformer2DModel": ("flux.plan", _flux),
@@ -375,12 +468,18 @@ _FAMILIES = {
     "LTX2VideoTransformer3DModel": ("ltx2.plan", _ltx2),
     "SD3Transformer2DModel": ("sd3.plan", _sd3),
     "HeliosTransformer3DModel": ("helios.plan", _helios),
+    "MiniMaxH3Transformer3DModel": ("minimax_h3.plan", _minimax_h3),
+    # the cached decode step only (every denoising step but the first)
+    "QwenImage21Transformer2DModel": ("qwenimage21.plan", _qwenimage21),
 }
 _DTYPES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}
 # what forward returns: (module, output class, the graph's outputs in its order); the
 # rest return Transformer2DModelOutput's sample
 _OUTPUTS = {"LTX2VideoTransformer3DModel": ("diffusers.models.transformers.transformer_ltx2",
-                                            "AudioVisualModelOutput", ("sample", "audio_sample"))}
+                                            "AudioVisualModelOutput", ("sample", "audio_sample")),
+            "MiniMaxH3Transformer3DModel": ("diffusers.models.transformers.transformer_minimax_h3",
+                                            "MiniMaxH3TransformerOutput",
+                                            ("sample", "audio_sample"))}
 _SAMPLE = ("diffusers.models.modeling_outputs", "Transformer2DModelOutput", ("sample",))
 # the parameter-free modules a pipeline calls on its transformer, kept on the
 # DtpcTransformer (LTX2Pipeline: rope.prepare_video_coords, audio_rope.prepare_audio_coords)
