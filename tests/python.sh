@@ -12,7 +12,10 @@
 # stock transformer on 4 meshes, its refusals, a perturbed-weight control) and
 # tests/python/helios_transformer.py (dtpc.torch's Helios adapter with and
 # without the history latents on 3 meshes, its refusals, a perturbed-weight
-# control)
+# control), tests/python/minimax_h3_transformer.py (the MiniMax-H3 adapter on
+# 7 meshes, two packed sequences, its refusals, a perturbed-weight control) and
+# tests/python/qwenimage21_transformer.py (the Qwen-Image 2.1 adapter's cached
+# decode step on 10 meshes, its refusals, a perturbed-weight control)
 # with the project's environment (`make deps`), each skipped without it; and
 # `pip install ./python` into a scratch venv finding a `make install` by pkg-config or by
 # PATH and the loader's path. Ends with "python: N passed, N failed, N
@@ -68,12 +71,16 @@ if [ -n "$vpy" ]; then
 	checks "$vpy" tests/python/launch.py launch
 	checks "$vpy" tests/python/ltx2_transformer.py ltx2
 	checks "$vpy" tests/python/helios_transformer.py helios
+	checks "$vpy" tests/python/minimax_h3_transformer.py minimax_h3
+	checks "$vpy" tests/python/qwenimage21_transformer.py qwenimage21
 else
 	skipped python/torch "no project Python environment (make deps makes it)"
 	skipped python/porting "no project Python environment (make deps makes it)"
 	skipped python/launch "no project Python environment (make deps makes it)"
 	skipped python/ltx2 "no project Python environment (make deps makes it)"
 	skipped python/helios "no project Python environment (make deps makes it)"
+	skipped python/minimax_h3 "no project Python environment (make deps makes it)"
+	skipped python/qwenimage21 "no project Python environment (make deps makes it)"
 fi
 
 # ---- installed: make install, pip install ./python, import dtpc from elsewhere ---------------
