@@ -18,7 +18,10 @@ height, width, txt_seq; Qwen-Image batch, frames, height, width from
 ``img_shapes``, txt_seq; LTX batch, num_frames, height, width, txt_seq,
 rope_interpolation_scale; LTX-2 batch, num_frames, height, width,
 audio_num_frames, txt_seq, fps; Helios batch, num_frames, height, width, txt_seq,
-short_frames, mid_frames, long_frames, frame_indices) is compiled once, when first seen: the compiler
+short_frames, mid_frames, long_frames, frame_indices; MiniMax-H3 batch,
+num_video_tokens, num_audio_tokens, num_text_tokens, seq_len, num_timesteps;
+Qwen-Image 2.1's cached decode step batch, height, width, txt_seq) is compiled
+once, when first seen: the compiler
 checks the plan at that shape first, and a shape it cannot take is a
 DtpcError with its located diagnostic before any rank runs. The weights are
 bound once per compiled shape, into sessions that live across steps and

@@ -1,7 +1,9 @@
 """harness.py — what the Python test scripts of tests/python/ share: a check
 is a function run by the `case` decorator, which prints "ok NAME (T s)",
 "skip NAME: why" (a `Skip` raised) or "FAIL NAME: traceback" for
-tests/python.sh to count; `raises` asserts a DtpcError and its words."""
+tests/python.sh to count; `raises` asserts a DtpcError and its words;
+`mesh_cases` makes a case per mesh of a table, `mesh_world` counts a mesh's
+ranks, `perturbed` gives the weights of a negative control."""
 import sys
 import time
 import traceback
@@ -36,3 +38,31 @@ def raises(fn, *words, status=None):
         assert status is None or e.status == status, (status, e.status, str(e))
         return e
     raise AssertionError(f"no DtpcError (wanted {words})")
+
+
+def mesh_cases(prefix, meshes, check):
+    """One case per row of meshes {NAME: row}: check(NAME, *row), named
+    PREFIX_NAME (a script's comparison on each of its meshes)."""
+    for name, row in meshes.items():
+        def fn(name=name, row=row):
+            check(name, *row)
+        fn.__name__ = f"{prefix}_{name}"
+        case(fn)
+
+
+def mesh_world(mesh):
+    """The ranks of a mesh as --mesh takes it: "ring = 2, ulysses = 2" is 4, None 1."""
+    world = 1
+    for axis in (mesh or "").split(","):
+        if axis.strip():
+            world *= int(axis.split("=")[1])
+    return world
+
+
+def perturbed(module, name, delta=0.25):
+    """module's state_dict with row 0 of tensor `name` moved by delta (a copy of that
+    tensor only): the weights of a negative control, bound to dtpc's copy alone."""
+    sd = dict(module.state_dict())
+    sd[name] = sd[name].clone()
+    sd[name][0] += delta
+    return sd

@@ -20,7 +20,7 @@ import torch
 
 import dtpc.porting
 import dtpc.torch
-from harness import case, raises
+from harness import case, mesh_cases, mesh_world, perturbed, raises
 
 tmp = sys.argv[1]
 TOL = 1e-4
@@ -105,43 +105,34 @@ MESHES = {"single": ("minimax_h3_single", None, ("even", "odd")),
           "ring_anything4": ("minimax_h3_ring_anything", "ring = 4", ("odd",))}
 
 
-def mesh_case(name, plan, mesh, which):
-    def fn():
-        m = parallel(plan, mesh)
-        try:
-            line = []
-            for w in which:
-                e = errors(m(**ARGS[w]), w)
-                assert max(e) <= TOL, f"{w}: sample {e[0]:.2e}, audio_sample {e[1]:.2e} > {TOL}"
-                line.append(f"{w} {e[0]:.2e} / {e[1]:.2e}")
-            # the ranks ran are the mesh's (the mesh string replaced the plan's)
-            world = 1
-            for axis in (mesh or "x = 1").split(","):
-                world *= int(axis.split("=")[1])
-            assert {r.graph.world for r in m._sessions.values()} == {world}
-            # return_dict=False: the pair
-            got = m(**ARGS[which[0]], return_dict=False)
-            assert isinstance(got, tuple) and len(got) == 2, type(got)
-            assert err(got[1], REF[which[0]].audio_sample) <= TOL
-            print(f"# {name}: (sample / audio_sample) " + ", ".join(line))
-        finally:
-            m.close()
-    fn.__name__ = f"minimax_h3_{name}"
-    case(fn)
+def mesh_check(name, plan, mesh, which):
+    m = parallel(plan, mesh)
+    try:
+        line = []
+        for w in which:
+            e = errors(m(**ARGS[w]), w)
+            assert max(e) <= TOL, f"{w}: sample {e[0]:.2e}, audio_sample {e[1]:.2e} > {TOL}"
+            line.append(f"{w} {e[0]:.2e} / {e[1]:.2e}")
+        # the ranks ran are the mesh's (the mesh string replaced the plan's)
+        assert {r.graph.world for r in m._sessions.values()} == {mesh_world(mesh)}
+        # return_dict=False: the pair
+        got = m(**ARGS[which[0]], return_dict=False)
+        assert isinstance(got, tuple) and len(got) == 2, type(got)
+        assert err(got[1], REF[which[0]].audio_sample) <= TOL
+        print(f"# {name}: (sample / audio_sample) " + ", ".join(line))
+    finally:
+        m.close()
 
 
-for n, (p, me, w) in MESHES.items():
-    mesh_case(n, p, me, w)
+mesh_cases("minimax_h3", MESHES, mesh_check)
 
 
 @case
 def minimax_h3_control_perturbed_weight():
     # the refiner's output projection: the text rows, which every row attends to,
     # so both outputs must move past 1e-4
-    sd = dict(STOCK.state_dict())
     k = "token_refiner.refiner_blocks.0.ff.net.2.weight"
-    sd[k] = sd[k].clone()
-    sd[k][0] += 0.25
+    sd = perturbed(STOCK, k)
     m = parallel("minimax_h3_ulysses", "ulysses = 2", weights=sd)
     try:
         e = errors(m(**ARGS["even"]), "even")

@@ -23,7 +23,7 @@ import torch
 
 import dtpc.porting
 import dtpc.torch
-from harness import case, raises
+from harness import case, mesh_cases, mesh_world, perturbed, raises
 
 tmp = sys.argv[1]
 TOL = 1e-4
@@ -100,36 +100,28 @@ MESHES = {"tp1": (EVEN, "qwenimage21_tp", "tp = 1"),
           "odd_ring_anything3": (ODD, "qwenimage21_ring_anything", "ring = 3")}
 
 
-def mesh_case(name, model, plan, mesh):
-    def fn():
-        m = parallel(model, plan, mesh)
-        try:
-            # two later steps on one cache: the same graph, the step's inputs
-            e = []
-            for s, ref in zip(model.steps, model.refs):
-                got = m(**s)
-                assert isinstance(got, tuple) and len(got) == 1, type(got)
-                assert tuple(got[0].shape) == tuple(ref.shape), got[0].shape
-                e.append(err(got[0], ref))
-            assert max(e) <= TOL, f"steps: {e} > {TOL}"
-            assert len(m._sessions) == 1, m.extra_repr()
-            # the ranks ran are the mesh's (the mesh string replaced the plan's)
-            world = 1
-            for axis in mesh.split(","):
-                world *= int(axis.split("=")[1])
-            assert next(iter(m._sessions.values())).graph.world == world
-            out = m(**dict(model.steps[0], return_dict=True))
-            assert type(out).__name__ == "Transformer2DModelOutput", type(out)
-            assert err(out.sample, model.refs[0]) <= TOL
-            print(f"# {name}: steps {e[0]:.2e}, {e[1]:.2e}")
-        finally:
-            m.close()
-    fn.__name__ = f"qwenimage21_{name}"
-    case(fn)
+def mesh_check(name, model, plan, mesh):
+    m = parallel(model, plan, mesh)
+    try:
+        # two later steps on one cache: the same graph, the step's inputs
+        e = []
+        for s, ref in zip(model.steps, model.refs):
+            got = m(**s)
+            assert isinstance(got, tuple) and len(got) == 1, type(got)
+            assert tuple(got[0].shape) == tuple(ref.shape), got[0].shape
+            e.append(err(got[0], ref))
+        assert max(e) <= TOL, f"steps: {e} > {TOL}"
+        # one shape, on the mesh's ranks (the mesh string replaced the plan's)
+        assert [r.graph.world for r in m._sessions.values()] == [mesh_world(mesh)]
+        out = m(**dict(model.steps[0], return_dict=True))
+        assert type(out).__name__ == "Transformer2DModelOutput", type(out)
+        assert err(out.sample, model.refs[0]) <= TOL
+        print(f"# {name}: steps {e[0]:.2e}, {e[1]:.2e}")
+    finally:
+        m.close()
 
 
-for n, (mo, p, me) in MESHES.items():
-    mesh_case(n, mo, p, me)
+mesh_cases("qwenimage21", MESHES, mesh_check)
 
 
 @case
@@ -151,10 +143,8 @@ def qwenimage21_mask_is_read():
 @case
 def qwenimage21_control_perturbed_weight():
     # one output row of block 0's SwiGLU gate: the output must move past 1e-4
-    sd = dict(EVEN.stock.state_dict())
     k = "transformer_blocks.0.img_mlp.gate_layer.weight"
-    sd[k] = sd[k].clone()
-    sd[k][0] += 0.25
+    sd = perturbed(EVEN.stock, k)
     m = parallel(EVEN, "qwenimage21_ulysses", "ulysses = 2", weights=sd)
     try:
         e = err(m(**EVEN.steps[0])[0], EVEN.refs[0])
