@@ -63,13 +63,14 @@ struct ir_op {
 			double downscale_freq_shift, scale, max_period, input_scale;
 		} timestep_embedding;                     /* flag: flip_sin_to_cos */
 		struct { bool f64; } rope_freqs;          /* precision; eps: theta; flag: sin */
+		struct { bool split; } rope;              /* convention "split"; flag: "half" */
 		struct {
 			int64_t dim, patch_t, patch;
 			double scale[3];                  /* t, h, w */
 		} ltx_rope_freqs;                         /* eps: theta; flag: sin */
 		struct {
 			int64_t dim, axes;
-			bool audio, f64;
+			bool audio, f64, split; /* split: rope_type "split" */
 			double time_div;                  /* the frame rate's divisor */
 			int64_t base_t, base_s, hop_length;
 		} ltx2_rope_freqs; /* shape_attr: frames, height, width, patch_t, patch,

@@ -185,8 +185,11 @@ struct g_requires {
  *   concat       attr[0] dim
  *   rope         attr[0] head dim; flags G_OF_HALF: rotate_half over the
  *                tables' R leading channels of each head (cos/sin [S, R],
- *                R even, at most the head dim; the rest passed through),
- *                else interleaved pairs over the whole head (R = head dim)
+ *                R even, at most the head dim; the rest passed through);
+ *                G_OF_SPLIT: rotate_half over the whole head, each head's
+ *                own D / 2 table columns for both halves (cos/sin [S,
+ *                heads * D / 2]: LTX-2's rope_type "split"); neither:
+ *                interleaved pairs over the whole head (R = head dim)
  *   attention    attr[0] head dim of q/k, attr[1] of v; an optional operand 3,
  *                the key-padding mask [B, Skv] (0: key masked), split like k
  *   reshape      (the output tensor has the shape)
@@ -221,8 +224,10 @@ struct g_requires {
  *                [rows, dim] (k_ltx_rope_freqs)
  *   ltx2_rope_freqs the parameters of ga_ltx2_rope_freqs, packed into
  *                attr[0..5] (graph/op_attrs.h); eps theta; flags G_OF_SIN,
- *                G_OF_F64 (float64 frequencies). No operand: the output
- *                [rows, dim] (k_ltx2_rope_freqs)
+ *                G_OF_F64 (float64 frequencies), G_OF_SPLIT (rope_type
+ *                "split": one column per frequency). No operand: the output
+ *                [rows, dim] (with G_OF_SPLIT [rows, dim / 2];
+ *                k_ltx2_rope_freqs)
  *   grid_ids     attr[0..2] frames, height, width; flags G_OF_CENTER
  *   text_ids     attr[0] length, attr[1] the first position, attr[2] axes
  *   patch_embed  attr[0..2] the patch (t, h, w); operands x [B, C, F, H, W],
@@ -279,6 +284,7 @@ enum {
 	G_OF_TEXT = 1 << 11,
 	G_OF_SCALE_F32 = 1 << 12,
 	G_OF_HALF = 1 << 13,
+	G_OF_SPLIT = 1 << 14,
 };
 
 /* norm_stats' attr[1]: which per-row sums (kernels.h's k_norm_stat) */

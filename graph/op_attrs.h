@@ -236,22 +236,25 @@ static inline void ga_dim_set(struct g_op *o, struct ga_dim a)
 
 /* rope: the head dim of x (the graph's; the plan's rope gives heads);
  * half: convention "half" (rotate_half over the tables' leading columns,
- * the rest of each head passed through), else interleaved pairs */
+ * the rest of each head passed through); split: convention "split"
+ * (rotate_half over the whole head, per-head tables); neither: interleaved
+ * pairs */
 struct ga_rope {
 	int64_t head_dim;
-	bool half;
+	bool half, split;
 };
 
 static inline struct ga_rope ga_rope_get(const struct g_op *o)
 {
-	return (struct ga_rope){ .head_dim = o->attr[0], .half = (o->flags & G_OF_HALF) != 0 };
+	return (struct ga_rope){ .head_dim = o->attr[0], .half = ga_flag(o, G_OF_HALF),
+				 .split = ga_flag(o, G_OF_SPLIT) };
 }
 
 static inline void ga_rope_set(struct g_op *o, struct ga_rope a)
 {
 	ga_clear(o);
 	o->attr[0] = a.head_dim;
-	o->flags = ga_bit(a.half, G_OF_HALF);
+	o->flags = ga_bit(a.half, G_OF_HALF) | ga_bit(a.split, G_OF_SPLIT);
 }
 
 /* attention: the head dims of q/k and of v (the plan's attention gives
@@ -498,12 +501,13 @@ static inline void ga_ltx_rope_freqs_set(struct g_op *o, struct ga_ltx_rope_freq
  * 40; attr[1] frames | height << 21 | width << 42; attr[2] patch_t | patch
  * << 16 | scale_t << 32 | scale_s << 48; attr[3] causal_offset | hop << 16;
  * attr[4] the float64 bits of the time divisor; attr[5] base_t | base_s <<
- * 32; eps theta; flags G_OF_SIN, G_OF_F64. */
+ * 32; eps theta; flags G_OF_SIN, G_OF_F64, G_OF_SPLIT (rope_type "split":
+ * the table dim / 2 wide, one column per frequency). */
 struct ga_ltx2_rope_freqs {
 	int64_t dim, axes, frames, height, width, patch_t, patch, scale_t, scale_s;
 	int64_t causal_offset, hop_length, base_t, base_s;
 	double time_div, theta;
-	bool audio, sin, f64;
+	bool audio, sin, f64, split;
 };
 
 static inline struct ga_ltx2_rope_freqs ga_ltx2_rope_freqs_get(const struct g_op *o)
@@ -519,7 +523,8 @@ static inline struct ga_ltx2_rope_freqs ga_ltx2_rope_freqs_get(const struct g_op
 		.causal_offset = o->attr[3] & m16, .hop_length = (o->attr[3] >> 16) & 0xffffffff,
 		.time_div = ga_double(o->attr[4]),
 		.base_t = o->attr[5] & 0xffffffff, .base_s = (o->attr[5] >> 32) & 0xffffffff,
-		.theta = o->eps, .sin = ga_flag(o, G_OF_SIN), .f64 = ga_flag(o, G_OF_F64) };
+		.theta = o->eps, .sin = ga_flag(o, G_OF_SIN), .f64 = ga_flag(o, G_OF_F64),
+		.split = ga_flag(o, G_OF_SPLIT) };
 }
 
 static inline void ga_ltx2_rope_freqs_set(struct g_op *o, struct ga_ltx2_rope_freqs a)
@@ -536,7 +541,7 @@ static inline void ga_ltx2_rope_freqs_set(struct g_op *o, struct ga_ltx2_rope_fr
 	o->attr[4] = ga_bits(a.time_div);
 	o->attr[5] = (int64_t)((uint64_t)a.base_t | (uint64_t)a.base_s << 32);
 	o->eps = a.theta;
-	o->flags = ga_bit(a.sin, G_OF_SIN) | ga_bit(a.f64, G_OF_F64);
+	o->flags = ga_bit(a.sin, G_OF_SIN) | ga_bit(a.f64, G_OF_F64) | ga_bit(a.split, G_OF_SPLIT);
 }
 
 /* patch_embed and unpatchify: the patch (t, h, w; t = 1 for a Conv2d's);

@@ -297,7 +297,18 @@ const struct op_graph op_graph_ulysses_a2a = {
 
 /* ---- attention -------------------------------------------------------------------------- */
 
-const struct op_graph op_graph_rope = { .flags = G_OF_HALF, .work = work_kernel };
+static bool check_rope(const struct g_graph *g, const struct g_op *o)
+{
+	if (ga_flag(o, G_OF_HALF) && ga_flag(o, G_OF_SPLIT)) {
+		g_raise(G_ERR_FORMAT, "both conventions' flags, half 0x%x and split 0x%x",
+			G_OF_HALF, G_OF_SPLIT);
+		return false;
+	}
+	return true;
+}
+
+const struct op_graph op_graph_rope = { .flags = G_OF_HALF | G_OF_SPLIT, .check = check_rope,
+					.work = work_kernel };
 
 /* batch x heads x query rows of q [B, Sq, H Dk] (the head count from
  * the head dim; the same for ring attention's every chunk) */
@@ -421,7 +432,7 @@ const struct op_graph op_graph_rope_freqs = {
 	.check = check_rope_freqs, .work = work_table
 };
 const struct op_graph op_graph_ltx_rope_freqs = { .flags = G_OF_SIN, .work = work_table };
-const struct op_graph op_graph_ltx2_rope_freqs = { .flags = G_OF_SIN | G_OF_F64,
+const struct op_graph op_graph_ltx2_rope_freqs = { .flags = G_OF_SIN | G_OF_F64 | G_OF_SPLIT,
 						   .work = work_table };
 
 /* ---- embeddings and positions ----------------------------------------------------------- */

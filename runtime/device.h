@@ -120,11 +120,12 @@ struct dev_ops {
 	int (*rope)(struct dev *d, const float *x, int64_t x_stride, const float *cos,
 		    const float *sin, float *y, int64_t y_stride, int64_t B, int64_t S,
 		    int64_t heads, int64_t D);
-	/* Optional (rope's convention "half": k_rope_half, cos/sin [S, R]); a
+	/* Optional (rope's conventions "half" and, per_head with R = D,
+	 * "split": k_rope_half, cos/sin [S, R] or [S, heads * R / 2]); a
 	 * session refuses such a rope on a device without it (exec_check). */
 	int (*rope_half)(struct dev *d, const float *x, int64_t x_stride, const float *cos,
 			 const float *sin, float *y, int64_t y_stride, int64_t B, int64_t S,
-			 int64_t heads, int64_t D, int64_t R);
+			 int64_t heads, int64_t D, int64_t R, bool per_head);
 	/* Optional (index_select, index_copy: k_index_rows, the index's n
 	 * values in the storage dtype); a session refuses those ops on a
 	 * device without it. */

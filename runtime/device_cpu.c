@@ -619,13 +619,14 @@ static int cpu_copy2d(struct dev *d, float *dst, int64_t dst_stride, const float
 }
 
 /* rope over rows [lo, hi) of B x S: each row's table row is its position
- * s's, R wide (the interleaved form's R is D, the head dim; the half
- * form rotates the first R channels of each head) */
+ * s's, TW wide (the interleaved form's R = TW is D, the head dim; the half
+ * form rotates the first R = TW channels of each head; per head, TW is
+ * heads * R / 2) */
 struct rope_args {
 	const float *x, *cos, *sin;
 	float *y;
-	int64_t S, x_stride, y_stride, heads, D, R;
-	bool half;
+	int64_t S, x_stride, y_stride, heads, D, R, TW;
+	bool half, per_head;
 };
 
 static void rope_range(const void *a, int64_t lo, int64_t hi)
@@ -634,13 +635,13 @@ static void rope_range(const void *a, int64_t lo, int64_t hi)
 
 	for (int64_t row = lo; row < hi;) {
 		int64_t s0 = row % r->S, ns = hi - row < r->S - s0 ? hi - row : r->S - s0;
-		const float *cos = r->cos + s0 * r->R, *sin = r->sin + s0 * r->R;
+		const float *cos = r->cos + s0 * r->TW, *sin = r->sin + s0 * r->TW;
 		const float *x = r->x + row * r->x_stride;
 		float *y = r->y + row * r->y_stride;
 
 		if (r->half)
 			k_rope_half(x, r->x_stride, cos, sin, y, r->y_stride, 1, ns, r->heads, r->D,
-				    r->R);
+				    r->R, r->per_head);
 		else
 			k_rope(x, r->x_stride, cos, sin, y, r->y_stride, 1, ns, r->heads, r->D);
 		row += ns;
@@ -650,7 +651,7 @@ static void rope_range(const void *a, int64_t lo, int64_t hi)
 static int rope_rows(struct dev *d, struct rope_args a, int64_t B)
 {
 	struct cpu_dev *c = cpu(d);
-	int64_t W = a.heads * a.D, n = B * a.S * W, S = a.S, R = a.R;
+	int64_t W = a.heads * a.D, n = B * a.S * W, S = a.S, R = a.TW;
 	float *t = NULL, *y = a.y;
 	int64_t y_stride = a.y_stride;
 
@@ -675,15 +676,16 @@ static int cpu_rope(struct dev *d, const float *x, int64_t x_stride, const float
 		    int64_t heads, int64_t D)
 {
 	return rope_rows(d, (struct rope_args){ x, cos, sin, y, S, x_stride, y_stride, heads, D, D,
-						false }, B);
+						D, false, false }, B);
 }
 
 static int cpu_rope_half(struct dev *d, const float *x, int64_t x_stride, const float *cos,
 			 const float *sin, float *y, int64_t y_stride, int64_t B, int64_t S,
-			 int64_t heads, int64_t D, int64_t R)
+			 int64_t heads, int64_t D, int64_t R, bool per_head)
 {
 	return rope_rows(d, (struct rope_args){ x, cos, sin, y, S, x_stride, y_stride, heads, D, R,
-						true }, B);
+						per_head ? heads * (R / 2) : R, true, per_head },
+			 B);
 }
 
 /* index_select / index_copy: the index widened to float32 (under narrow
@@ -979,7 +981,7 @@ static void ltx2_rope_range(const void *a, int64_t lo, int64_t hi)
 {
 	const struct ltx2_rope_args *r = a;
 
-	k_ltx2_rope_freqs(r->p, r->y + lo * r->p->dim, r->lo + lo, hi - lo, r->sine);
+	k_ltx2_rope_freqs(r->p, r->y + lo * k_ltx2_rope_width(r->p), r->lo + lo, hi - lo, r->sine);
 }
 
 static int cpu_ltx2_rope_freqs(struct dev *d, const struct k_ltx2_rope *p, float *y, int64_t lo,
@@ -991,13 +993,13 @@ static int cpu_ltx2_rope_freqs(struct dev *d, const struct k_ltx2_rope *p, float
 
 	if (narrow(c)) {
 		/* a float32 table, narrowed once */
-		if (!(t = twins(c, (size_t)(rows * p->dim))))
+		if (!(t = twins(c, (size_t)(rows * k_ltx2_rope_width(p)))))
 			return -1;
 		a.y = t;
 	}
 	par_range(c, rows, 1 + GRAIN / 64 / (p->dim > 0 ? p->dim : 1), ltx2_rope_range, &a);
 	if (narrow(c))
-		narrow_to(c, y, a.y, rows * p->dim);
+		narrow_to(c, y, a.y, rows * k_ltx2_rope_width(p));
 	return 0;
 }
 

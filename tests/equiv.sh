@@ -285,6 +285,14 @@ else
 	RUN_OPTS="--dtype bf16"
 	case_ ltx2-rope-ring2xulysses2-bf16 $L2 cp "ring = 2, ulysses = 2" ""
 	RUN_OPTS=
+	# rope_type "split": per-head tables sliced by whole heads under tp
+	# (tp 2: 2 video heads, 1 audio head and 2 of the cross table's 4-wide
+	# heads a rank; tp 4: one of each), rows under ring x ulysses
+	SP="-D rope_type=split -D audio_head_dim=8"
+	case_ ltx2-rope-split-tp2 $L2 tp "tp = 2" "" $SP
+	case_ ltx2-rope-split-tp4 $L2 tp "tp = 4" "" -D rope_type=split -D audio_heads=4 \
+		-D audio_head_dim=4
+	case_ ltx2-rope-split-ring2xulysses2 $L2 cp "ring = 2, ulysses = 2" "" $SP
 	# control: the tables reach the outputs: the same weights and inputs
 	# (seed 1) with the video tables at 24 fps instead of 25 change
 	# `sample` past 1e-5 and leave `audio_sample` (no video table) equal

@@ -16,13 +16,15 @@ static bool shape_rope(struct op_ctx *I, struct ir_op *o, const struct value *v,
 	if (!need_rank(I, o->in[0], o->in_loc[0], 3, 3, "rope's input") ||
 	    !heads_divide(I, x->d[2], &v[3], o->in_loc[0], xname))
 		return false;
-	bool half = !strcmp(v[4].s, "half");
-	if (!half && strcmp(v[4].s, "interleaved")) {
-		diag_error(I->d, v[4].loc, "convention must be \"interleaved\" or \"half\", "
-			   "not \"%s\"", v[4].s);
+	bool half = !strcmp(v[4].s, "half"), split = !strcmp(v[4].s, "split");
+	if (!half && !split && strcmp(v[4].s, "interleaved")) {
+		diag_error(I->d, v[4].loc, "convention must be \"interleaved\", \"half\" or "
+			   "\"split\", not \"%s\"", v[4].s);
 		diag_hint(I->d, "\"interleaved\": pairs (2i, 2i + 1) over the whole head (Flux, "
 			  "Wan); \"half\": rotate_half over the tables' leading columns of "
-			  "each head, the rest passed through (MiniMax-H3)");
+			  "each head, the rest passed through (MiniMax-H3); \"split\": "
+			  "rotate_half over each head with its own tables (LTX-2's rope_type "
+			  "\"split\")");
 		return false;
 	}
 	int64_t hd = x->d[2] / v[3].i;
@@ -31,27 +33,37 @@ static bool shape_rope(struct op_ctx *I, struct ir_op *o, const struct value *v,
 		return false;
 	}
 	/* "half": the tables' width R is the rotated channels (diffusers'
-	 * rotary_dim = cos.shape[-1]): even, at most the head dim */
-	int64_t r = half ? in_shape(I, o->in[1])->d[in_shape(I, o->in[1])->nd - 1] : hd;
+	 * rotary_dim = cos.shape[-1]): even, at most the head dim; "split":
+	 * each head's half-width of frequencies, head after head */
+	int64_t r = half ? in_shape(I, o->in[1])->d[in_shape(I, o->in[1])->nd - 1]
+		    : split ? x->d[2] / 2 : hd;
 	for (int i = 1; i <= 2; i++) {
 		const struct ir_shape *c = in_shape(I, o->in[i]);
 		bool ok = c->nd == 2 && c->d[0] == x->d[1] &&
-			  (half ? c->d[1] == r && r >= 2 && r % 2 == 0 && r <= hd : c->d[1] == hd);
+			  (half ? c->d[1] == r && r >= 2 && r % 2 == 0 && r <= hd : c->d[1] == r);
 		if (!ok) {
-			diag_error(I->d, o->in_loc[i],
-				   half ? "rope's %s must be [%" PRId64 ", R] (sequence, rotated "
-					  "channels: R even, 2 to the head dim %" PRId64 ", cos and "
-					  "sin alike), but '%s' is %s"
-					: "rope's %s must be [%" PRId64 ", %" PRId64 "] "
-					  "(sequence, head dim), but '%s' is %s",
-				   i == 1 ? "cos" : "sin", x->d[1], hd,
-				   I->m->tensors[o->in[i]].name, shape_str(I->a, c));
+			const char *name = I->m->tensors[o->in[i]].name, *part = i == 1 ? "cos" : "sin";
+			if (half)
+				diag_error(I->d, o->in_loc[i], "rope's %s must be [%" PRId64 ", R] "
+					   "(sequence, rotated channels: R even, 2 to the head dim %"
+					   PRId64 ", cos and sin alike), but '%s' is %s", part,
+					   x->d[1], hd, name, shape_str(I->a, c));
+			else if (split)
+				diag_error(I->d, o->in_loc[i], "rope's %s must be [%" PRId64 ", %"
+					   PRId64 "] (sequence, heads %" PRId64 " x head dim %" PRId64
+					   " / 2: each head's own frequencies), but '%s' is %s", part,
+					   x->d[1], r, v[3].i, hd, name, shape_str(I->a, c));
+			else
+				diag_error(I->d, o->in_loc[i], "rope's %s must be [%" PRId64 ", %"
+					   PRId64 "] (sequence, head dim), but '%s' is %s", part,
+					   x->d[1], hd, name, shape_str(I->a, c));
 			return false;
 		}
 	}
 	*out = *x;
 	o->heads = v[3].i;
 	o->flag = half;
+	o->rope.split = split;
 	return true;
 }
 
@@ -166,10 +178,11 @@ static void lower_rope(const struct op_lowered *X, const struct ir_op *o, struct
 	/* the local head dim: the tables' width, whole or, for one head
 	 * cut into even chunks, this rank's chunk (layout.c) */
 	const struct g_tensor *cos = &X->tensors[X->in[1]];
-	if (o->flag) { /* "half": the head dim (whole heads on every rank:
-			* rope_tables), the tables' width R */
+	if (o->flag || o->rope.split) { /* the head dim: whole heads on every
+					 * rank (rope_tables) */
 		ga_rope_set(g, (struct ga_rope){
-			.head_dim = X->m->tensors[o->in[0]].shape.d[2] / o->heads, .half = true });
+			.head_dim = X->m->tensors[o->in[0]].shape.d[2] / o->heads,
+			.half = o->flag, .split = o->rope.split });
 		return;
 	}
 	ga_rope_set(g, (struct ga_rope){
@@ -188,8 +201,10 @@ static void lower_rope_freqs(const struct op_lowered *X, const struct ir_op *o, 
  * given x's ([B, S, heads * D]) there: rows follow a sequence split; a
  * feature split keeps the tables whole when every rank holds whole heads,
  * and slices their columns like x when there is one head cut into even
- * chunks (each rotation pair then stays on one rank). Any other feature
- * split cuts heads unevenly: x is gathered. */
+ * chunks (each rotation pair then stays on one rank). The "split"
+ * convention's tables ([S, heads * D / 2]) are per head: whole heads slice
+ * their columns at half x's offsets. Any other feature split cuts heads
+ * unevenly: x is gathered. */
 static struct lay_axis rope_tables(struct opctx *X, enum lay_group g)
 {
 	struct lp *P = X->P;
@@ -209,9 +224,20 @@ static struct lay_axis rope_tables(struct opctx *X, enum lay_group g)
 	bool whole = true;
 	for (int i = 0; i < nb; i++)
 		whole &= b[i] % n == 0 && (b[i] / n) % hd == 0;
+	if (whole && X->o->rope.split) {
+		want = *x;
+		want.dim = 1;
+		if (x->nblk) {
+			int64_t *half = ARENA_ARRAY(P->a, int64_t, nb);
+			for (int i = 0; i < nb; i++)
+				half[i] = b[i] / 2;
+			want.blk = half;
+		}
+		return want;
+	}
 	if (whole)
 		return want;
-	if (!X->o->flag && !x->nblk && width == hd && hd % n == 0 && (hd / n) % 2 == 0) {
+	if (!X->o->flag && !X->o->rope.split && !x->nblk && width == hd && hd % n == 0 && (hd / n) % 2 == 0) {
 		want = *x;
 		want.dim = 1;
 		return want;
@@ -310,6 +336,15 @@ static bool shape_ltx2_rope_freqs(struct op_ctx *I, struct ir_op *o, const struc
 		diag_error(I->d, v[18].loc, "part must be \"cos\" or \"sin\", not \"%s\"", v[18].s);
 		return false;
 	}
+	bool split = !strcmp(v[19].s, "split");
+	if (!split && strcmp(v[19].s, "interleaved")) {
+		diag_error(I->d, v[19].loc, "rope_type must be \"interleaved\" or \"split\", "
+			   "not \"%s\"", v[19].s);
+		diag_hint(I->d, "\"interleaved\": each frequency twice, for rope's pairs; "
+			  "\"split\": once, the table dim / 2 wide, for rope(..., convention = "
+			  "\"split\")");
+		return false;
+	}
 	int64_t rows = (v[1].i + v[6].i - 1) / v[6].i;
 	if (!audio) {
 		for (int k = 2; k <= 3; k++)
@@ -325,7 +360,8 @@ static bool shape_ltx2_rope_freqs(struct op_ctx *I, struct ir_op *o, const struc
 		}
 		rows = v[1].i / v[6].i * (v[2].i / v[7].i) * (v[3].i / v[7].i);
 	}
-	*out = (struct ir_shape){ 2, { rows, v[0].i } };
+	*out = (struct ir_shape){ 2, { rows, split ? v[0].i / 2 : v[0].i } };
+	o->ltx2_rope_freqs.split = split;
 	o->ltx2_rope_freqs.dim = v[0].i;
 	o->ltx2_rope_freqs.axes = v[4].i;
 	o->ltx2_rope_freqs.audio = audio;
@@ -352,7 +388,7 @@ static void lower_ltx2_rope_freqs(const struct op_lowered *X, const struct ir_op
 		.scale_t = d[5], .scale_s = d[6], .causal_offset = d[7],
 		.time_div = o->ltx2_rope_freqs.time_div, .base_t = o->ltx2_rope_freqs.base_t,
 		.base_s = o->ltx2_rope_freqs.base_s, .hop_length = o->ltx2_rope_freqs.hop_length,
-		.theta = o->eps, .sin = o->flag });
+		.theta = o->eps, .sin = o->flag, .split = o->ltx2_rope_freqs.split });
 }
 
 static void rule_rope(struct opctx *X)

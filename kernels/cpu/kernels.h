@@ -288,9 +288,16 @@ struct k_ltx2_rope {
 	int64_t hop_length, base_t, base_s;
 	double time_div, theta;
 	bool audio, f64;
+	bool split; /* rope_type "split": each frequency once, the table dim / 2 wide */
 };
 void k_ltx2_rope_freqs(const struct k_ltx2_rope *p, float *y, int64_t lo, int64_t rows,
 		       bool sine);
+
+/* the floats of one row of k_ltx2_rope_freqs' table */
+static inline int64_t k_ltx2_rope_width(const struct k_ltx2_rope *p)
+{
+	return p->split ? p->dim / 2 : p->dim;
+}
 
 /* RoPE on interleaved pairs (Flux's convention), for every head h and pair i
  * of a head of D floats (D even):
@@ -307,11 +314,13 @@ void k_rope(const float *x, int64_t x_stride, const float *cos, const float *sin
  * leading channels of each head of D: with h = R / 2, channel j < h is
  * x_j cos_j - x_{j+h} sin_j and channel j + h is x_{j+h} cos_{j+h} + x_j
  * sin_{j+h}; channels R .. D are copied. cos and sin are [S, R] (diffusers'
- * tables: cat(freqs, freqs)); R even, at most D. Strides and in-place use
- * as k_rope's. */
+ * tables: cat(freqs, freqs)); R even, at most D. per_head (LTX-2's
+ * apply_split_rotary_emb, R = D): cos and sin are [S, heads * h], head k's
+ * h columns at k * h, and both halves read column j (cos_j for j + h too).
+ * Strides and in-place use as k_rope's. */
 void k_rope_half(const float *x, int64_t x_stride, const float *cos, const float *sin,
 		 float *y, int64_t y_stride, int64_t B, int64_t S, int64_t heads, int64_t D,
-		 int64_t R);
+		 int64_t R, bool per_head);
 
 /* ---- embeddings (embed.c): what diffusers computes inside a forward ---- */
 

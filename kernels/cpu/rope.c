@@ -159,9 +159,14 @@ void k_ltx2_rope_freqs(const struct k_ltx2_rope *p, float *y, int64_t lo, int64_
 	for (int64_t k = 0; fr && k < n; k++)
 		fr[k] = ltx2_freq(p, n, k);
 
+	/* "split" keeps one of each interleaved pair (the padding halves:
+	 * pad is even, as dim and 2 P are) */
+	int64_t width = k_ltx2_rope_width(p), rep = p->split ? 1 : 2;
+	if (p->split)
+		pad /= 2;
 	for (int64_t r = 0; r < rows; r++) {
 		int64_t row = lo + r, g[3];
-		float *o = y + r * p->dim;
+		float *o = y + r * width;
 		if (p->audio) {
 			g[0] = row;
 		} else {
@@ -177,7 +182,8 @@ void k_ltx2_rope_freqs(const struct k_ltx2_rope *p, float *y, int64_t lo, int64_
 			for (int64_t k = 0; k < n; k++) {
 				float ang = (fr ? fr[k] : ltx2_freq(p, n, k)) * ex;
 				float t = (float)(sine ? sin((double)ang) : cos((double)ang));
-				o[pad + 2 * (P * k + a)] = o[pad + 2 * (P * k + a) + 1] = t;
+				for (int64_t e = 0; e < rep; e++)
+					o[pad + rep * (P * k + a) + e] = t;
 			}
 		}
 	}
@@ -213,19 +219,20 @@ void k_rope(const float *x, int64_t x_stride, const float *cos, const float *sin
 
 void k_rope_half(const float *x, int64_t x_stride, const float *cos, const float *sin,
 		 float *y, int64_t y_stride, int64_t B, int64_t S, int64_t heads, int64_t D,
-		 int64_t R)
+		 int64_t R, bool per_head)
 {
-	int64_t h = R / 2;
+	int64_t h = R / 2, width = per_head ? heads * h : R, second = per_head ? 0 : h;
 
-	assert(R % 2 == 0 && R <= D);
+	assert(R % 2 == 0 && R <= D && (!per_head || R == D));
 	for (int64_t bi = 0; bi < B; bi++) {
 		for (int64_t s = 0; s < S; s++) {
-			const float *c = cos + s * R, *sn = sin + s * R;
 			const float *xr = x + (bi * S + s) * x_stride;
 			float *yr = y + (bi * S + s) * y_stride;
 
 			for (int64_t hh = 0; hh < heads; hh++) {
 				const float *xh = xr + hh * D;
+				const float *c = cos + s * width + (per_head ? hh * h : 0);
+				const float *sn = sin + s * width + (per_head ? hh * h : 0);
 				float *yh = yr + hh * D;
 
 				/* x * cos + cat(-x2, x1) * sin: a pair's inputs
@@ -235,7 +242,7 @@ void k_rope_half(const float *x, int64_t x_stride, const float *cos, const float
 					float x1 = xh[j], x2 = xh[j + h];
 
 					yh[j] = x1 * c[j] - x2 * sn[j];
-					yh[j + h] = x2 * c[j + h] + x1 * sn[j + h];
+					yh[j + h] = x2 * c[j + second] + x1 * sn[j + second];
 				}
 				if (yh != xh)
 					for (int64_t j = R; j < D; j++)

@@ -121,10 +121,11 @@ int kc_rope(kc_ctx *c, enum kc_dtype t, const void *x, int64_t x_stride, const v
 	    const void *sin, void *y, int64_t y_stride, int64_t B, int64_t S, int64_t heads,
 	    int64_t D);
 /* k_rope_half: rotate_half over the R leading channels of each head of D
- * (cos/sin [S, R]), the rest copied (rope.cu). */
+ * (cos/sin [S, R]), the rest copied; per_head (R = D): cos/sin [S, heads *
+ * R / 2], each head's own columns for both halves (rope.cu). */
 int kc_rope_half(kc_ctx *c, enum kc_dtype t, const void *x, int64_t x_stride, const void *cos,
 		 const void *sin, void *y, int64_t y_stride, int64_t B, int64_t S, int64_t heads,
-		 int64_t D, int64_t R);
+		 int64_t D, int64_t R, bool per_head);
 /* k_index_rows on elements of elem_bytes, the index's n values in dtype t
  * (index.cu): of duplicate scatter indices one row stays, which one is
  * unspecified (torch's index_copy says the same). */
@@ -177,13 +178,13 @@ int kc_rope_freqs(kc_ctx *c, enum kc_dtype t, const void *ids, const struct kc_p
 int kc_ltx_rope_freqs(kc_ctx *c, enum kc_dtype t, const void *ids, void *y, int64_t rows,
 		      int64_t dim, const double *scale, int64_t patch_t, int64_t patch,
 		      double theta, bool sine);
-/* k_ltx2_rope_freqs (kernels/cpu/kernels.h), the table [rows, dim] of grid
- * rows lo .. lo + rows in dtype t; the frequencies computed on the host */
+/* k_ltx2_rope_freqs (kernels/cpu/kernels.h), the table [rows, dim] (split:
+ * [rows, dim / 2]) of grid rows lo .. lo + rows in dtype t */
 struct kc_ltx2_rope {
 	int64_t dim, axes, height, width, patch_t, patch, scale_t, scale_s, causal_offset;
 	int64_t hop_length, base_t, base_s;
 	double time_div, theta;
-	bool audio, f64;
+	bool audio, f64, split;
 };
 int kc_ltx2_rope_freqs(kc_ctx *c, enum kc_dtype t, const struct kc_ltx2_rope *p, void *y,
 		       int64_t lo, int64_t rows, bool sine);

@@ -206,8 +206,12 @@ __global__ void ltx2_rope_freqs_kernel(kc_ltx2_rope p, T *y, int64_t lo, int64_t
 			t = __double2float_rn(sine ? sin((double)ang) : cos((double)ang));
 		}
 		T o = kc_from_f32<T>(t);
-		y[r * p.dim + j] = o;
-		y[r * p.dim + j + 1] = o;
+		if (p.split) { /* one of each interleaved pair */
+			y[r * (p.dim / 2) + j / 2] = o;
+		} else {
+			y[r * p.dim + j] = o;
+			y[r * p.dim + j + 1] = o;
+		}
 	}
 }
 
@@ -288,30 +292,34 @@ int rope_t(kc_ctx *c, const void *xv, int64_t x_stride, const void *cv, const vo
 	return kc_launched();
 }
 
-/* rope's "half" convention (k_rope_half): one warp per row, lanes over
- * the h = R / 2 pairs (j, j + h) of each head and then over the passed
- * channels R .. D; a pair is read before it is written, so y may be x. */
+/* rope's "half" and "split" conventions (k_rope_half): one warp per row,
+ * lanes over the h = R / 2 pairs (j, j + h) of each head and then over the
+ * passed channels R .. D; a pair is read before it is written, so y may be
+ * x. per_head: head hh's tables at column hh * h, read by both halves. */
 template <typename T>
 __global__ void rope_half_kernel(const T *x, int64_t x_stride, const T *cos, const T *sin, T *y,
 				 int64_t y_stride, int64_t rows, int64_t S, int64_t heads,
-				 int64_t D, int64_t R)
+				 int64_t D, int64_t R, bool per_head)
 {
 	const int lane = threadIdx.x % 32;
-	const int64_t h = R / 2;
+	const int64_t h = R / 2, width = per_head ? heads * h : R, second = per_head ? 0 : h;
 
 	for (int64_t r = kc_warp(); r < rows; r += kc_warps()) {
 		const int64_t s = r % S;
-		const T *xr = x + r * x_stride, *cr = cos + s * R, *sr = sin + s * R;
+		const T *xr = x + r * x_stride;
 		T *yr = y + r * y_stride;
 
 		for (int64_t hh = 0; hh < heads; hh++) {
 			const T *xh = xr + hh * D;
+			const T *cr = cos + s * width + (per_head ? hh * h : 0);
+			const T *sr = sin + s * width + (per_head ? hh * h : 0);
 			T *yh = yr + hh * D;
 
 			for (int64_t j = lane; j < h; j += 32) {
 				float x1 = kc_to_f32<T>(xh[j]), x2 = kc_to_f32<T>(xh[j + h]);
 				float o1 = x1 * kc_to_f32<T>(cr[j]) - x2 * kc_to_f32<T>(sr[j]);
-				float o2 = x2 * kc_to_f32<T>(cr[j + h]) + x1 * kc_to_f32<T>(sr[j + h]);
+				float o2 = x2 * kc_to_f32<T>(cr[j + second]) +
+					   x1 * kc_to_f32<T>(sr[j + second]);
 
 				yh[j] = kc_from_f32<T>(o1);
 				yh[j + h] = kc_from_f32<T>(o2);
@@ -326,13 +334,13 @@ __global__ void rope_half_kernel(const T *x, int64_t x_stride, const T *cos, con
 template <typename T>
 int rope_half_t(kc_ctx *c, const void *xv, int64_t x_stride, const void *cv, const void *sv,
 		void *yv, int64_t y_stride, int64_t B, int64_t S, int64_t heads, int64_t D,
-		int64_t R)
+		int64_t R, bool per_head)
 {
 	int64_t rows = B * S;
 
 	rope_half_kernel<T><<<kc_blocks_for(c, WARPS, rows), THREADS, 0, c->stream>>>(
 		(const T *)xv, x_stride, (const T *)cv, (const T *)sv, (T *)yv, y_stride, rows, S,
-		heads, D, R);
+		heads, D, R, per_head);
 	return kc_launched();
 }
 
@@ -416,16 +424,16 @@ extern "C" int kc_rope(kc_ctx *c, enum kc_dtype t, const void *x, int64_t x_stri
 
 extern "C" int kc_rope_half(kc_ctx *c, enum kc_dtype t, const void *x, int64_t x_stride,
 			    const void *cos, const void *sin, void *y, int64_t y_stride, int64_t B,
-			    int64_t S, int64_t heads, int64_t D, int64_t R)
+			    int64_t S, int64_t heads, int64_t D, int64_t R, bool per_head)
 {
 	int st = kc_use_device(c);
 
 	if (st)
 		return st;
-	if (R < 2 || R % 2 != 0 || R > D)
+	if (R < 2 || R % 2 != 0 || R > D || (per_head && R != D))
 		return (int)cudaErrorInvalidValue;
 	if (B <= 0 || S <= 0 || heads <= 0)
 		return 0;
 	return KC_DISPATCH(t, rope_half_t, c, x, x_stride, cos, sin, y, y_stride, B, S, heads, D,
-			   R);
+			   R, per_head);
 }

@@ -226,10 +226,10 @@ static int cuda_rope(struct dev *d, const float *x, int64_t x_stride, const floa
 
 static int cuda_rope_half(struct dev *d, const float *x, int64_t x_stride, const float *cos,
 			  const float *sin, float *y, int64_t y_stride, int64_t B, int64_t S,
-			  int64_t heads, int64_t D, int64_t R)
+			  int64_t heads, int64_t D, int64_t R, bool per_head)
 {
 	return fail(d, kc_rope_half(cd(d)->kc, cd(d)->t, x, x_stride, cos, sin, y, y_stride, B, S,
-				    heads, D, R), "rope_half");
+				    heads, D, R, per_head), "rope_half");
 }
 
 static int cuda_index_rows(struct dev *d, float *dst, int64_t dst_rows, const float *src,
@@ -301,7 +301,7 @@ static int cuda_ltx2_rope_freqs(struct dev *d, const struct k_ltx2_rope *p, floa
 	const struct kc_ltx2_rope k = { p->dim, p->axes, p->height, p->width, p->patch_t, p->patch,
 					p->scale_t, p->scale_s, p->causal_offset, p->hop_length,
 					p->base_t, p->base_s, p->time_div, p->theta, p->audio,
-					p->f64 };
+					p->f64, p->split };
 	return fail(d, kc_ltx2_rope_freqs(cd(d)->kc, cd(d)->t, &k, y, lo, rows, sine),
 		    "ltx2_rope_freqs");
 }

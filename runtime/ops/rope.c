@@ -14,19 +14,22 @@ static dtpc_status check_rope(struct dtpc_session *s, uint32_t i, const struct g
 	int64_t D = a.head_dim;
 	REQUIRE(nd(s, x) == 3 && same_dims(s, x, out) && D > 0 && (a.half || D % 2 == 0) &&
 			dims(s, x)[2] % D == 0, i, name, "shapes");
-	/* "half": the tables' width R, rotated; interleaved: the head dim */
+	/* "half": the tables' width R, rotated; interleaved: the head dim;
+	 * "split": half of every (local) head's channels */
 	int64_t R = a.half && nd(s, c) == 2 ? dims(s, c)[1] : D;
+	int64_t width = a.split ? dims(s, x)[2] / 2 : R;
 	REQUIRE(R >= 2 && R % 2 == 0 && R <= D, i, name, "rotated channels %lld (even, 2 to %lld)",
 		(long long)R, (long long)D);
 	for (uint32_t t = c; ; t = sn) {
-		REQUIRE(nd(s, t) == 2 && dims(s, t)[0] == dims(s, x)[1] && dims(s, t)[1] == R,
+		REQUIRE(nd(s, t) == 2 && dims(s, t)[0] == dims(s, x)[1] && dims(s, t)[1] == width,
 			i, name, "cos/sin must be [%lld, %lld]", (long long)dims(s, x)[1],
-			(long long)R);
+			(long long)width);
 		if (t == sn)
 			break;
 	}
-	return a.half ? device_can(s, i, s->dv && !s->dv->ops->rope_half, "rope (half)")
-		      : DTPC_OK;
+	return a.half || a.split ? device_can(s, i, s->dv && !s->dv->ops->rope_half,
+					      a.half ? "rope (half)" : "rope (split)")
+				 : DTPC_OK;
 }
 
 static dtpc_status check_rope_freqs(struct dtpc_session *s, uint32_t i, const struct g_op *o)
@@ -75,10 +78,11 @@ static dtpc_status run_rope(struct dtpc_session *s, const struct g_op *o)
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
 	float *y = rt_data(s, out);
 	int64_t W = dims(s, x)[2], D = ga_rope_get(o).head_dim;
-	if (ga_rope_get(o).half) {
+	struct ga_rope a = ga_rope_get(o);
+	if (a.half || a.split) {
 		DEV(s, o, rope_half, rt_data(s, x), W, rt_data(s, opnd(s, o, 1)),
 		    rt_data(s, opnd(s, o, 2)), y, W, dims(s, x)[0], dims(s, x)[1], W / D, D,
-		    dims(s, opnd(s, o, 1))[1]);
+		    a.split ? D : dims(s, opnd(s, o, 1))[1], a.split);
 		return DTPC_OK;
 	}
 	DEV(s, o, rope, rt_data(s, x), W, rt_data(s, opnd(s, o, 1)), rt_data(s, opnd(s, o, 2)),
@@ -131,7 +135,7 @@ static struct k_ltx2_rope ltx2_params(const struct ga_ltx2_rope_freqs *a)
 	return (struct k_ltx2_rope){ a->dim, a->axes, a->height, a->width, a->patch_t, a->patch,
 				     a->scale_t, a->scale_s, a->causal_offset, a->hop_length,
 				     a->base_t, a->base_s, a->time_div, a->theta, a->audio,
-				     a->f64 };
+				     a->f64, a->split };
 }
 
 static dtpc_status check_ltx2_rope_freqs(struct dtpc_session *s, uint32_t i, const struct g_op *o)
@@ -151,8 +155,9 @@ static dtpc_status check_ltx2_rope_freqs(struct dtpc_session *s, uint32_t i, con
 	int64_t rows = a.audio ? (a.frames + a.patch_t - 1) / a.patch_t
 			       : a.frames / a.patch_t * (a.height / a.patch) * (a.width / a.patch);
 	REQUIRE(nd(s, out) == 2 && t->pattern[0] == -1 && t->pattern[1] == -1 &&
-			dims(s, out)[0] == rows && dims(s, out)[1] == a.dim, i, name,
-		"the output must be the whole [%lld, %lld]", (long long)rows, (long long)a.dim);
+			dims(s, out)[0] == rows && dims(s, out)[1] == (a.split ? a.dim / 2 : a.dim),
+		i, name, "the output must be the whole [%lld, %lld]", (long long)rows,
+		(long long)(a.split ? a.dim / 2 : a.dim));
 	return DTPC_OK;
 }
 

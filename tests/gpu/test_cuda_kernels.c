@@ -907,30 +907,32 @@ static void test_rope(void)
 	}
 }
 
-/* rope's convention "half" (kc_rope_half): the CPU's k_rope_half on the same
- * (dtype-rounded) inputs; y contiguous or in place, the passed channels R ..
- * D included. */
+/* rope's conventions "half" and "split" (kc_rope_half, per_head): the
+ * CPU's k_rope_half on the same (dtype-rounded) inputs; y contiguous or in
+ * place, the passed channels R .. D included. */
 static void test_rope_half_case(int di, int64_t B, int64_t S, int64_t heads, int64_t D, int64_t R,
-				int64_t x_stride, int inplace)
+				int64_t x_stride, int inplace, bool per_head)
 {
 	enum kc_dtype t = DTYPES[di];
 	const int64_t rows = B * S, w = heads * D, y_stride = inplace ? x_stride : w;
 	const size_t xn = (size_t)((rows - 1) * x_stride + w), yn = (size_t)((rows - 1) * y_stride + w);
+	const size_t tn = (size_t)(S * (per_head ? heads * (R / 2) : R));
 	char name[200];
-	float *x = hrand(t, xn), *cs = hrand(t, (size_t)(S * R)), *sn = hrand(t, (size_t)(S * R));
+	float *x = hrand(t, xn), *cs = hrand(t, tn), *sn = hrand(t, tn);
 	float *yref = inplace ? hcopy(x, xn) : hmalloc(yn * sizeof *yref);
 	float *vref = hmalloc((size_t)(rows * w) * sizeof *vref);
 	float *vgot = hmalloc((size_t)(rows * w) * sizeof *vgot);
-	void *dx = dupload(t, x, xn, 0), *dc = dupload(t, cs, (size_t)(S * R), 0);
-	void *ds = dupload(t, sn, (size_t)(S * R), 0);
+	void *dx = dupload(t, x, xn, 0), *dc = dupload(t, cs, tn, 0);
+	void *ds = dupload(t, sn, tn, 0);
 	void *dy = inplace ? dx : dpoison(t, yn, 0);
 
-	snprintf(name, sizeof name, "rope half %s B=%lld S=%lld heads=%lld D=%lld R=%lld x_stride=%lld%s",
-		 DNAME[di], (long long)B, (long long)S, (long long)heads, (long long)D, (long long)R,
-		 (long long)x_stride, inplace ? " in-place" : "");
-	k_rope_half(x, x_stride, cs, sn, yref, y_stride, B, S, heads, D, R);
+	snprintf(name, sizeof name, "rope %s %s B=%lld S=%lld heads=%lld D=%lld R=%lld x_stride=%lld%s",
+		 per_head ? "split" : "half", DNAME[di], (long long)B, (long long)S,
+		 (long long)heads, (long long)D, (long long)R, (long long)x_stride,
+		 inplace ? " in-place" : "");
+	k_rope_half(x, x_stride, cs, sn, yref, y_stride, B, S, heads, D, R, per_head);
 	if (!launched(name, kc_rope_half(ctx, t, dx, x_stride, dc, ds, dy, y_stride, B, S, heads, D,
-					 R))) {
+					 R, per_head))) {
 		end_case();
 		return;
 	}
@@ -947,11 +949,15 @@ static void test_rope_half_case(int di, int64_t B, int64_t S, int64_t heads, int
 static void test_rope_half(void)
 {
 	for (int di = 0; di < 3; di++) {
-		test_rope_half_case(di, 1, 1, 1, 2, 2, 2, 0);
-		test_rope_half_case(di, 2, 7, 3, 14, 12, 3 * 3 * 14, 0); /* q inside packed qkv */
-		test_rope_half_case(di, 2, 7, 3, 14, 12, 3 * 3 * 14, 1);
-		test_rope_half_case(di, 2, 33, 5, 128, 96, 5 * 128, 0); /* MiniMax-H3: 96 of 128 */
-		test_rope_half_case(di, 1, 65, 4, 130, 66, 4 * 130 + 1, 0); /* odd stride, h > 32 */
+		test_rope_half_case(di, 1, 1, 1, 2, 2, 2, 0, false);
+		test_rope_half_case(di, 2, 7, 3, 14, 12, 3 * 3 * 14, 0, false); /* q inside packed qkv */
+		test_rope_half_case(di, 2, 7, 3, 14, 12, 3 * 3 * 14, 1, false);
+		test_rope_half_case(di, 2, 33, 5, 128, 96, 5 * 128, 0, false); /* MiniMax-H3: 96 of 128 */
+		test_rope_half_case(di, 1, 65, 4, 130, 66, 4 * 130 + 1, 0, false); /* odd stride, h > 32 */
+		/* "split" (LTX-2): per-head tables over whole heads */
+		test_rope_half_case(di, 2, 7, 3, 14, 14, 3 * 3 * 14, 0, true);
+		test_rope_half_case(di, 2, 7, 3, 14, 14, 3 * 3 * 14, 1, true);
+		test_rope_half_case(di, 1, 65, 4, 128, 128, 4 * 128 + 1, 0, true); /* LTX-2: 32 x 128 */
 	}
 }
 
@@ -1122,18 +1128,19 @@ static void test_ltx2_rope_case(int di, const struct kc_ltx2_rope *p, int64_t fr
 	int64_t all = p->audio ? (frames + p->patch_t - 1) / p->patch_t
 			       : frames / p->patch_t * (p->height / p->patch) * (p->width / p->patch);
 	int64_t rows = all - lo;
-	size_t n = (size_t)(rows * p->dim);
-	float *ref = hmalloc(n * sizeof *ref);
-	void *dy = dpoison(t, n, 0);
 	struct k_ltx2_rope k = { p->dim, p->axes, p->height, p->width, p->patch_t, p->patch,
 				 p->scale_t, p->scale_s, p->causal_offset, p->hop_length,
-				 p->base_t, p->base_s, p->time_div, p->theta, p->audio, p->f64 };
+				 p->base_t, p->base_s, p->time_div, p->theta, p->audio, p->f64,
+				 p->split };
+	size_t n = (size_t)(rows * k_ltx2_rope_width(&k));
+	float *ref = hmalloc(n * sizeof *ref);
+	void *dy = dpoison(t, n, 0);
 	char name[200];
 
 	snprintf(name, sizeof name, "ltx2_rope_freqs %s %s dim=%lld axes=%lld rows %lld.. of "
-		 "%lld %s %s", DNAME[di], p->audio ? "audio" : "video", (long long)p->dim,
+		 "%lld %s %s%s", DNAME[di], p->audio ? "audio" : "video", (long long)p->dim,
 		 (long long)p->axes, (long long)lo, (long long)all, p->f64 ? "f64" : "f32",
-		 sine ? "sin" : "cos");
+		 sine ? "sin" : "cos", p->split ? " split" : "");
 	k_ltx2_rope_freqs(&k, ref, lo, rows, sine);
 	if (launched(name, kc_ltx2_rope_freqs(ctx, t, p, dy, lo, rows, sine)))
 		check_close(name, t, ddownload(t, dy, n), ref, n);
@@ -1143,17 +1150,22 @@ static void test_ltx2_rope_case(int di, const struct kc_ltx2_rope *p, int64_t fr
 static void test_ltx2_rope(int di)
 {
 	/* dim, axes, height, width, patch_t, patch, scale_t, scale_s,
-	 * causal_offset, hop_length, base_t, base_s, time_div, theta, audio, f64 */
+	 * causal_offset, hop_length, base_t, base_s, time_div, theta, audio, f64,
+	 * split */
 	static const struct kc_ltx2_rope video = { 4096, 3, 16, 24, 1, 1, 8, 32, 1, 160, 20,
-						   2048, 24, 10000, false, true };
+						   2048, 24, 10000, false, true, false };
+	static const struct kc_ltx2_rope video_split = { 4096, 3, 16, 24, 1, 1, 8, 32, 1, 160,
+							 20, 2048, 24, 10000, false, true, true };
+	static const struct kc_ltx2_rope odd_split = { 40, 3, 10, 14, 3, 2, 8, 32, 1, 160, 20,
+						       2048, 25, 10000, false, false, true };
 	static const struct kc_ltx2_rope audio = { 2048, 1, 1, 1, 1, 1, 4, 32, 1, 160, 20,
-						   2048, 16000, 10000, true, true };
+						   2048, 16000, 10000, true, true, false };
 	static const struct kc_ltx2_rope odd = { 40, 3, 10, 14, 3, 2, 8, 32, 1, 160, 20, 2048,
-						 25, 10000, false, false };
+						 25, 10000, false, false, false };
 	static const struct kc_ltx2_rope frame = { 38, 1, 5, 7, 2, 1, 8, 32, 1, 160, 20, 2048,
-						   24, 10000, false, true };
+						   24, 10000, false, true, false };
 	static const struct kc_ltx2_rope audio_odd = { 26, 1, 1, 1, 2, 1, 4, 32, 0, 137, 20,
-						       2048, 22050, 500, true, false };
+						       2048, 22050, 500, true, false, false };
 
 	for (int sine = 0; sine < 2; sine++) {
 		test_ltx2_rope_case(di, &video, 16, 0, sine);
@@ -1161,6 +1173,8 @@ static void test_ltx2_rope(int di)
 		test_ltx2_rope_case(di, &odd, 9, 37, sine);
 		test_ltx2_rope_case(di, &frame, 6, 0, sine);
 		test_ltx2_rope_case(di, &audio_odd, 13, 2, sine);
+		test_ltx2_rope_case(di, &video_split, 16, 0, sine);
+		test_ltx2_rope_case(di, &odd_split, 9, 37, sine);
 	}
 	/* control: the device table with causal_offset 0 is not the CPU's
 	 * with 1 (the comparison sees a parameter off by one) */
@@ -1169,7 +1183,7 @@ static void test_ltx2_rope(int di)
 	struct k_ltx2_rope k = { odd.dim, odd.axes, odd.height, odd.width, odd.patch_t, odd.patch,
 				 odd.scale_t, odd.scale_s, odd.causal_offset, odd.hop_length,
 				 odd.base_t, odd.base_s, odd.time_div, odd.theta, odd.audio,
-				 odd.f64 };
+				 odd.f64, odd.split };
 	int64_t rows = 9 / 3 * (10 / 2) * (14 / 2);
 	size_t n = (size_t)(rows * odd.dim);
 	float *ref = hmalloc(n * sizeof *ref);

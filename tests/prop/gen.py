@@ -73,6 +73,8 @@ class Case:
         # rope's "half" convention (its tables' width R, even, at most the
         # head dim) and the index ops likewise
         self.hr = random.Random(repr(rng.getstate()) + "/half")
+        # rope's "split" convention (per-head tables) likewise
+        self.sr = random.Random(repr(rng.getstate()) + "/split")
 
     def allow(self, bug):
         return bug in self.bugs or bug not in KNOWN_BUGS
@@ -135,9 +137,13 @@ class Case:
         # index_select of the residual stream's rows by a permutation the
         # model makes (text_ids' positions rotated), before the output
         self.index = self.hr.random() < 0.2 and self.seq > 2
+        # rope's "split" convention: each head's halves, its own tables
+        self.split = (f["rope"] and self.half is None and self.hdim % 2 == 0 and
+                      self.sr.random() < 0.25)
         if f["rope"]:
             rows = "seq + txt" if f["attn"] == "joint" else "seq"
-            width = "head_dim" if self.half is None else str(self.half)
+            width = ("heads * head_dim // 2" if self.split else
+                     "head_dim" if self.half is None else str(self.half))
             self.stmt(1, "input cos : [%s, %s];" % (rows, width))
             self.stmt(1, "input sin : [%s, %s];" % (rows, width))
         if f["ffn_rope"]:
@@ -254,7 +260,8 @@ class Case:
             q, k, v = jq, jk, jv
         if f["rope"] and f["attn"] != "cross":
             rq, rk = name("attn.rq"), name("attn.rk")
-            conv = "" if self.half is None else ', convention = "half"'
+            conv = (', convention = "split"' if self.split else
+                    "" if self.half is None else ', convention = "half"')
             self.stmt(ind, "%s = rope(%s, cos, sin, heads = heads%s);" % (rq, q, conv))
             self.stmt(ind, "%s = rope(%s, cos, sin, heads = heads%s);" % (rk, k, conv))
             q, k = rq, rk

@@ -701,7 +701,7 @@ static void test_rope_half(void)
 	double *ref = dalloc(B * S * W);
 
 	ref_rope_half(qkv + W, xs, c, s, ref, B, S, heads, D, R);
-	k_rope_half(qkv + W, xs, c, s, y, W, B, S, heads, D, R);
+	k_rope_half(qkv + W, xs, c, s, y, W, B, S, heads, D, R, false);
 	double e = err_norm(y, ref, B * S * W);
 
 	UNIT_CHECK(e <= TOL_ELEM, "rope half (R 10 of D 14) strided x -> contiguous y: normwise "
@@ -720,7 +720,7 @@ static void test_rope_half(void)
 
 	UNIT_CHECK(ec > 100 * TOL_ELEM, "rope half control: interleaved pairs over the same "
 		   "channels are off (normwise %.2e > %.0e)", ec, 100 * TOL_ELEM);
-	k_rope_half(qkv + W, xs, c, s, qkv + W, xs, B, S, heads, D, R);
+	k_rope_half(qkv + W, xs, c, s, qkv + W, xs, B, S, heads, D, R, false);
 	for (int64_t r = 0; r < B * S; r++)
 		memcpy(y + r * W, qkv + r * xs + W, (size_t)W * sizeof *y);
 	e = err_norm(y, ref, B * S * W);
@@ -732,6 +732,70 @@ static void test_rope_half(void)
 	free(yi);
 	free(ci);
 	free(si);
+	free(ref);
+}
+
+/* rope's convention "split" (LTX-2's apply_split_rotary_emb) in float64:
+ * head h's first half x1 and second half x2 of D / 2 channels each, its own
+ * table columns h * D / 2 .. (h + 1) * D / 2 for both: x1 cos - x2 sin and
+ * x2 cos + x1 sin */
+static void ref_rope_split(const float *x, int64_t xs, const float *c, const float *s, double *y,
+			   int64_t B, int64_t S, int64_t heads, int64_t D)
+{
+	int64_t r = D / 2, width = heads * r;
+
+	for (int64_t b = 0; b < B; b++)
+		for (int64_t p = 0; p < S; p++)
+			for (int64_t h = 0; h < heads; h++) {
+				const float *xh = x + (b * S + p) * xs + h * D;
+				const float *ch = c + p * width + h * r, *sh = s + p * width + h * r;
+				double *yh = y + ((b * S + p) * heads + h) * D;
+
+				for (int64_t j = 0; j < r; j++) {
+					double x1 = xh[j], x2 = xh[j + r];
+					yh[j] = x1 * ch[j] - x2 * sh[j];
+					yh[j + r] = x2 * ch[j] + x1 * sh[j];
+				}
+			}
+}
+
+static void test_rope_split(void)
+{
+	const int64_t B = 2, S = 5, heads = 3, D = 10, W = heads * D, TW = heads * D / 2;
+	const int64_t xs = 3 * W + 1; /* q inside a padded packed buffer */
+	float *qkv = fill_u(B * S * xs), *c = fill_u(S * TW), *s = fill_u(S * TW);
+	float *y = malloc((size_t)(B * S * W) * sizeof *y);
+	double *ref = dalloc(B * S * W);
+
+	ref_rope_split(qkv + W, xs, c, s, ref, B, S, heads, D);
+	k_rope_half(qkv + W, xs, c, s, y, W, B, S, heads, D, D, true);
+	double e = err_norm(y, ref, B * S * W);
+
+	UNIT_CHECK(e <= TOL_ELEM, "rope split (3 heads x 10, per-head tables) strided x -> "
+		   "contiguous y: normwise %.2e <= %.0e", e, TOL_ELEM);
+	/* control: every head reading head 0's columns (one shared table, as
+	 * "half" would) is off */
+	float *c0 = malloc((size_t)(S * TW) * sizeof *c0), *s0 = malloc((size_t)(S * TW) * sizeof *s0);
+	for (int64_t p = 0; p < S; p++)
+		for (int64_t j = 0; j < TW; j++) {
+			c0[p * TW + j] = c[p * TW + j % (D / 2)];
+			s0[p * TW + j] = s[p * TW + j % (D / 2)];
+		}
+	k_rope_half(qkv + W, xs, c0, s0, y, W, B, S, heads, D, D, true);
+	double ec = err_norm(y, ref, B * S * W);
+	UNIT_CHECK(ec > 100 * TOL_ELEM, "rope split control: head 0's tables for every head are "
+		   "off (normwise %.2e > %.0e)", ec, 100 * TOL_ELEM);
+	k_rope_half(qkv + W, xs, c, s, qkv + W, xs, B, S, heads, D, D, true);
+	for (int64_t r = 0; r < B * S; r++)
+		memcpy(y + r * W, qkv + r * xs + W, (size_t)W * sizeof *y);
+	e = err_norm(y, ref, B * S * W);
+	UNIT_CHECK(e <= TOL_ELEM, "rope split in place: normwise %.2e <= %.0e", e, TOL_ELEM);
+	free(qkv);
+	free(c);
+	free(s);
+	free(c0);
+	free(s0);
+	free(y);
 	free(ref);
 }
 
@@ -1577,11 +1641,12 @@ static double ltx2_rope_err(const struct ltx2_ref *q, const float *y, int64_t lo
 	return worst;
 }
 
-static void ltx2_run(const struct ltx2_ref *q, float *y, int64_t lo, int64_t rows, bool sine)
+static void ltx2_run(const struct ltx2_ref *q, float *y, int64_t lo, int64_t rows, bool sine,
+		     bool split)
 {
 	struct k_ltx2_rope p = { q->dim, q->axes, q->height, q->width, q->pt, q->ps, q->st, q->ss,
 				 q->co, q->hop, q->base_t, q->base_s, q->audio ? q->sr : q->fps,
-				 q->theta, q->audio, !q->f32 };
+				 q->theta, q->audio, !q->f32, split };
 	k_ltx2_rope_freqs(&p, y, lo, rows, sine);
 }
 
@@ -1608,15 +1673,30 @@ static void test_ltx2_rope_freqs(void)
 					: q->frames / q->pt * (q->height / q->ps) * (q->width / q->ps);
 		int64_t lo = i == 1 ? rows / 3 : 0, n = rows - lo;
 		float *y = fill_value(n * q->dim, NAN);
+		float *ys = fill_value(n * q->dim, NAN);
 		for (int sine = 0; sine < 2; sine++) {
-			ltx2_run(q, y, lo, n, sine);
+			ltx2_run(q, y, lo, n, sine, false);
 			double e = ltx2_rope_err(q, y, lo, n, sine);
 			UNIT_CHECK(e <= 1, "ltx2_rope_freqs case %zu (%s, dim %lld, axes %lld, rows "
 				   "%lld from %lld) %s: error %.2f of the float32 bound <= 1", i,
 				   q->audio ? "audio" : "video", (long long)q->dim,
 				   (long long)q->axes, (long long)n, (long long)lo,
 				   sine ? "sin" : "cos", e);
+			/* rope_type "split": the even columns, bit for bit, dim / 2 a
+			 * row and nothing past them (ys is NaN-poisoned, dim a row) */
+			ltx2_run(q, ys, lo, n, sine, true);
+			int64_t bad = 0;
+			for (int64_t k = 0; k < n * q->dim; k++) {
+				int64_t r = k / (q->dim / 2), col = k % (q->dim / 2);
+				bad += k < n * q->dim / 2
+					       ? memcmp(&ys[k], &y[r * q->dim + 2 * col], sizeof *y) != 0
+					       : !isnan(ys[k]);
+			}
+			UNIT_CHECK(!bad, "ltx2_rope_freqs case %zu split %s: the interleaved "
+				   "table's even columns, %lld entries differ or spill", i,
+				   sine ? "sin" : "cos", (long long)bad);
 		}
+		free(ys);
 		/* y holds the sines: each perturbed reference must fail */
 		struct ltx2_ref b = *q;
 		if (i == 0) {
@@ -1802,6 +1882,7 @@ int main(void)
 	test_copy2d();
 	test_rope();
 	test_rope_half();
+	test_rope_split();
 	test_index_rows();
 	/* The vector kernels once per instruction set this CPU can run (the
 	 * narrower ones through DTPC_CPU_ISA), so the AVX2 and baseline

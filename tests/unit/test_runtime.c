@@ -721,6 +721,52 @@ static void folded_positions(void)
 	free(buf);
 }
 
+/* rope's "split" convention in a graph: the flag it compiles to (and the
+ * split table's width), and a forged rope holding both conventions' flags
+ * refused by the loader (the control: the same bytes with only the split
+ * flag load). */
+static void forged_rope_flags(void)
+{
+	static const char text[] =
+		"model m() {\n"
+		"  input x : [1, 3, 8];\n"
+		"  c = ltx2_rope_freqs(8, 3, axes = 1, modality = \"audio\", part = \"cos\", "
+		"rope_type = \"split\");\n"
+		"  s = ltx2_rope_freqs(8, 3, axes = 1, modality = \"audio\", part = \"sin\", "
+		"rope_type = \"split\");\n"
+		"  y = rope(x, c, s, heads = 2, convention = \"split\");\n"
+		"  output y;\n"
+		"}\n"
+		"plan p { model m; mesh tp = 1; }\n";
+	size_t len = 0;
+	void *buf = compile_text(text, &len);
+	struct g_graph g;
+	UNIT_CHECK(buf && graph_parse(buf, len, &g), "compile the split rope graph");
+	if (!buf)
+		return;
+	size_t op = 0;
+	int64_t width = 0;
+	for (uint32_t i = 0; i < g.nops; i++) {
+		if (g.ops[i].kind == OP_rope)
+			op = (size_t)((const char *)&g.ops[i] - (const char *)buf);
+		if (g.ops[i].kind == OP_ltx2_rope_freqs)
+			width = g.tensors[g.ops[i].out].dims[1];
+	}
+	const struct g_op *ro = (const struct g_op *)((char *)buf + op);
+	UNIT_CHECK(op && ro->flags == G_OF_SPLIT && ga_rope_get(ro).head_dim == 4 && width == 4,
+		   "rope split: flag 0x%x (G_OF_SPLIT 0x%x), head dim 4, tables 4 wide (got %lld)",
+		   op ? ro->flags : 0, G_OF_SPLIT, (long long)width);
+	void *forged = malloc(len);
+	memcpy(forged, buf, len);
+	((struct g_op *)((char *)forged + op))->flags |= G_OF_HALF;
+	((struct g_file_header *)forged)->checksum = graph_checksum(forged, len);
+	UNIT_CHECK(!graph_parse(forged, len, &g) &&
+			   strstr(g_error()->msg, "both conventions' flags"),
+		   "a rope with the half and split flags is refused: %s", g_error()->msg);
+	free(forged);
+	free(buf);
+}
+
 /* linear_act on a device without the fused entry (dev_ops.linear_act is
  * optional): the executor runs the device's linear, then the activation in
  * place on the output, the same bits as the CPU's fused kernel for gelu,
@@ -999,6 +1045,7 @@ int main(void)
 	dtpc_graph_free(g2);
 	dtpc_graph_free(g1);
 	forged_embeddings();
+	forged_rope_flags();
 	linear_act_fallback();
 	reports();
 	return unit_done();
