@@ -234,13 +234,18 @@ refuses_exact() {
 		head -12 "$tmp/out"
 	fi
 }
-for f in ltx2 ltx2_odd ltx2_bf16; do takes "$f" ltx2 - -; done
+for f in ltx2 ltx2_odd ltx2_bf16 ltx2_split; do takes "$f" ltx2 - -; done
 refuses_exact ltx2 ltx2 activation_fn '"gelu"' 'assert activation_fn ==' \
 	'only activation_fn = "gelu-approximate" is modelled (the feed-forwards'"'"' GELU tanh)'
 refuses_exact ltx2 ltx2 qk_norm '"rms_norm"' 'assert qk_norm ==' \
 	'LTX2Attention supports only qk_norm = "rms_norm_across_heads"'
-refuses_exact ltx2 ltx2 rope_type '"split"' 'assert rope_type ==' \
-	'only rope_type = "interleaved" is modelled ("split" rotates the halves of each head)'
+refuses_exact ltx2 ltx2 rope_type '"halves"' 'assert rope_type == "interleaved" or rope_type' \
+	'rope_type must be "interleaved" or "split" (LTX2AudioVideoRotaryPosEmbed'"'"'s two)'
+# split on the ltx2 fixture: the cross-attention tables' 4 video heads over
+# its 12 columns are 3 wide (diffusers raises too: RuntimeError, the
+# tables' reshape into 4 heads)
+refuses_exact ltx2 ltx2 rope_type '"split"' 'assert rope_type != "split"' \
+	'rope_type "split" rotates the two halves of each head: the head dims, and audio_cross_attention_dim over 2 * num_attention_heads and 2 * audio_num_attention_heads (the cross-attention tables'"'"' heads), must be even (diffusers raises too)'
 for k in gated_attn audio_gated_attn; do
 	refuses_exact ltx2 ltx2 $k true 'assert not gated_attn' \
 		'gated_attn / audio_gated_attn (per-head sigmoid gates) are not modelled'

@@ -1112,6 +1112,31 @@ else
 		>"$tmp/ltx2_scale_t.plan"
 	control control-ltx2-vae-scale-t ltx2 "$tmp/ltx2_scale_t.plan" ltx2_single "tp = 1" \
 		"$FIX/ltx2/transformer" "$FIX/ltx2/inputs.safetensors"
+	# rope_type "split" (the released LTX-2's): video 4 heads x 8, audio 2
+	# heads x 8, 18 video tokens, 7 audio latents, 12 text tokens, batch 2
+	fixtures_present ltx2_split
+	case_ ltx2-split-1rank ltx2_split ltx2 ltx2_single "tp = 1" ""
+	case_ ltx2-split-ulysses2 ltx2_split ltx2 ltx2_ulysses "ulysses = 2" ""
+	case_ ltx2-split-ring3-alltoall ltx2_split ltx2 ltx2_ring_alltoall "ring = 3" "$AA"
+	full case_ ltx2-split-ring2-allgather ltx2_split ltx2 ltx2_ring "ring = 2" "$AG"
+	case_ ltx2-split-ulysses-any4 ltx2_split ltx2 ltx2_ulysses_anything "ulysses = 4" \
+		"ulysses_anything = true"
+	full case_ ltx2-split-ring-any4 ltx2_split ltx2 ltx2_ring_anything "ring = 4" \
+		"ring_anything = true, $AG"
+	bound bound-ltx2_split ok ltx2_split ltx2 ltx2_single
+	# controls: the video tables rotated in the audio's 2 head groups
+	# instead of the video's 4 (the shapes still fit); one weight perturbed
+	sed 's/else num_attention_heads, convention/else audio_num_attention_heads, convention/' \
+		models/ltx2.plan >"$tmp/ltx2_split_heads.plan"
+	control control-ltx2-split-heads ltx2_split "$tmp/ltx2_split_heads.plan" ltx2_single "tp = 1" \
+		"$FIX/ltx2_split/transformer" "$FIX/ltx2_split/inputs.safetensors"
+	mkdir -p "$tmp/perturbed_ltx2_split"
+	cp "$FIX/ltx2_split/transformer/config.json" "$tmp/perturbed_ltx2_split/"
+	safetensors_edit "$FIX/ltx2_split/transformer/diffusion_pytorch_model.safetensors" \
+		"$tmp/perturbed_ltx2_split/diffusion_pytorch_model.safetensors" \
+		transformer_blocks.0.attn1.to_q.weight 0.25
+	control control-ltx2-split-perturbed-weight ltx2_split ltx2 ltx2_ulysses "ulysses = 2" \
+		"$tmp/perturbed_ltx2_split" "$FIX/ltx2_split/inputs.safetensors"
 fi
 
 # --- MiniMax-H3 (models/minimax_h3.plan: the _cp_plan's plans; two outputs,

@@ -798,6 +798,20 @@ CASES.update({
                  audio_ff_bias=False, rope_double_precision=False),
         inputs=lambda cfg, gen: ltx2_inputs(cfg, gen, batch=1, frames=4, height=6, width=4,
                                             audio_frames=7, txt_seq=7, pad=[2], fps=25.0)),
+    # rope_type "split" (the released LTX-2's): video 4 heads x 8 (inner 32:
+    # 5 frequencies per axis, one padding column per table row), audio 2
+    # heads x 8 (16: the cross-attention tables' 4 and 2 heads of 4 and 8
+    # columns), 3 x 2 x 3 latents -> 18 video tokens, 7 audio latents, 12
+    # text tokens (sample 1 pads 5; the _cp_plan splits the text too), batch 2
+    "ltx2_split": dict(
+        cls=LTX2VideoTransformer3DModel, model="ltx2", forward=ltx2_forward,
+        cfg=dict(in_channels=6, out_channels=5, num_attention_heads=4, attention_head_dim=8,
+                 cross_attention_dim=32, audio_in_channels=5, audio_out_channels=4,
+                 audio_num_attention_heads=2, audio_attention_head_dim=8,
+                 audio_cross_attention_dim=16, num_layers=2, caption_channels=8,
+                 rope_type="split"),
+        inputs=lambda cfg, gen: ltx2_inputs(cfg, gen, batch=2, frames=3, height=2, width=3,
+                                            audio_frames=7, txt_seq=12, pad=[0, 5])),
     # bf16: video 2 heads x 16, audio 2 heads x 8, 2 x 2 x 4 latents, 6
     # audio latents, 6 text tokens (the last 2 padded)
     "ltx2_bf16": dict(

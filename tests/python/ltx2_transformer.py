@@ -7,7 +7,8 @@ the second sample's last 3 are padding, batch 2) parallelized on 1 rank, Ulysses
 `audio_sample` against the stock module's on the same weights and inputs within
 1e-4 (float32, normwise: max |got - ref| / max |ref|); the call as LTX2Pipeline
 makes it (video_coords, audio_coords, sigma, use_cross_timestep, return_dict =
-False); the refusals, each a DtpcError naming the argument. Negative control:
+False); rope_type "split" (tests/fixtures/models/ltx2_split's config) on
+Ulysses 2; the refusals, each a DtpcError naming the argument. Negative control:
 one weight perturbed in dtpc's copy only must move both outputs past 1e-4.
 Prints "ok NAME", "FAIL NAME: why" or "skip NAME: why" per check. Run with
 PYTHONPATH=python and DTPC_BUILD=BUILD."""
@@ -121,6 +122,39 @@ def ltx2_control_perturbed_weight():
         assert min(e) > TOL, f"{k} + 0.25 moved sample {e[0]:.2e}, audio_sample {e[1]:.2e}: " \
             "both must fail 1e-4"
         print(f"# control: sample {e[0]:.2e}, audio_sample {e[1]:.2e} (must be > {TOL})")
+    finally:
+        m.close()
+
+
+@case
+def ltx2_split_rope_ulysses2():
+    # rope_type "split" (the released LTX-2's config): tests/fixtures/models/ltx2_split's
+    # sizes (video 4 heads x 8, audio 2 x 8: its tables' heads as wide as split needs),
+    # read from the transformer's config by parallelize
+    sc = json.load(open("tests/fixtures/models/ltx2_split/transformer/config.json"))
+    torch.manual_seed(1)
+    stock = LTX2VideoTransformer3DModel(**{k: v for k, v in sc.items() if not k.startswith("_")})
+    stock.eval()
+    assert stock.config.rope_type == "split"
+    gs = torch.Generator().manual_seed(4)
+    f, h, w, a, t = 3, 2, 3, 7, 12
+    smask = torch.ones(B, t)
+    smask[0, 9:] = 0
+    args = dict(hidden_states=torch.randn(B, f * h * w, sc["in_channels"], generator=gs),
+                audio_hidden_states=torch.randn(B, a, sc["audio_in_channels"], generator=gs),
+                encoder_hidden_states=torch.randn(B, t, sc["caption_channels"], generator=gs),
+                audio_encoder_hidden_states=torch.randn(B, t, sc["caption_channels"],
+                                                        generator=gs),
+                timestep=torch.tensor([400.0, 400.0]), encoder_attention_mask=smask,
+                audio_encoder_attention_mask=smask, num_frames=f, height=h, width=w,
+                fps=24.0, audio_num_frames=a)
+    with torch.no_grad():
+        ref = stock(**args)
+    m = dtpc.torch.parallelize(stock, "ltx2_ulysses", mesh="ulysses = 2", keep_weights=True,
+                               cache_dir=CACHE)
+    try:
+        e = check(m(**args), ref)
+        print(f"# split rope, ulysses 2: sample {e[0]:.2e}, audio_sample {e[1]:.2e}")
     finally:
         m.close()
 
