@@ -73,7 +73,8 @@ class Case:
         # rope's "half" convention (its tables' width R, even, at most the
         # head dim) and the index ops likewise
         self.hr = random.Random(repr(rng.getstate()) + "/half")
-        # rope's "split" convention (per-head tables) likewise
+        # rope's "split" convention (per-head tables) and the tables from
+        # ltx2_rope_freqs likewise
         self.sr = random.Random(repr(rng.getstate()) + "/split")
 
     def allow(self, bug):
@@ -140,12 +141,23 @@ class Case:
         # rope's "split" convention: each head's halves, its own tables
         self.split = (f["rope"] and self.half is None and self.hdim % 2 == 0 and
                       self.sr.random() < 0.25)
+        # the tables made by LTX-2's generator (no operand: whole on every
+        # rank, sliced where q and k are split) instead of inputs: one row
+        # per audio frame, as wide as the convention takes
+        self.gen_tables = f["rope"] and self.sr.random() < 0.3
         if f["rope"]:
             rows = "seq + txt" if f["attn"] == "joint" else "seq"
             width = ("heads * head_dim // 2" if self.split else
                      "head_dim" if self.half is None else str(self.half))
-            self.stmt(1, "input cos : [%s, %s];" % (rows, width))
-            self.stmt(1, "input sin : [%s, %s];" % (rows, width))
+            if self.gen_tables:
+                dim = "heads * head_dim" if self.split else width
+                rt = ', rope_type = "split"' if self.split else ""
+                for part in ("cos", "sin"):
+                    self.stmt(1, '%s = ltx2_rope_freqs(%s, %s, axes = 1, modality = "audio", '
+                              'part = "%s"%s);' % (part, dim, rows, part, rt))
+            else:
+                self.stmt(1, "input cos : [%s, %s];" % (rows, width))
+                self.stmt(1, "input sin : [%s, %s];" % (rows, width))
         if f["ffn_rope"]:
             self.stmt(1, "input fcos : [seq, ffn];")
             self.stmt(1, "input fsin : [seq, ffn];")
@@ -418,7 +430,8 @@ class Case:
             # the tables of a joint text + image rope stay whole
             if f["rope"] and f["attn"] != "joint" and self.chance(0.6):
                 dim = 1 if self.chance(0.2) else 0
-                splits += ["split(cos, dim = %d)" % dim, "split(sin, dim = %d)" % dim]
+                if not self.gen_tables:  # generated tables are not inputs
+                    splits += ["split(cos, dim = %d)" % dim, "split(sin, dim = %d)" % dim]
             if f["attn"] != "self" and self.chance(0.8):
                 splits.append("split(ctx, dim = 1)")
             if self.mask and self.mr.random() < 0.6:
