@@ -2,7 +2,9 @@
 
 Tiny random-weight FluxPipeline (dev with guidance, schnell with true CFG),
 QwenImagePipeline (true CFG: two calls, text masks, the negative prompt of another
-length), WanPipeline (CFG: two calls), LTXPipeline and LTX2Pipeline (batched CFG: batch
+length), WanPipeline (CFG: two calls), WanImageToVideoPipeline and ChronoEditPipeline
+(a tiny CLIP image encoder: the image path), HeliosPipeline (two chunks, the second
+over the first's history), LTXPipeline and LTX2Pipeline (batched CFG: batch
 2; LTX-2's frames and waveform both),
 components built from small configs under torch.manual_seed, no text encoders
 (prompt_embeds passed directly), 2 steps. Each family's stock pipeline makes the
@@ -18,7 +20,8 @@ it by 5e-4 to 0.2. bf16: 2e-2 (both sides round to bf16 in different places; the
 bf16 images themselves are quantized to 2^-7 near 1).
 
 Negative controls: one weight perturbed in dtpc's copy only (weights= a mapping)
-must move each family's image beyond the tolerance (Wan's and LTX's in bf16 too);
+must move each family's image beyond the tolerance (Wan's and LTX's in bf16 too;
+the image families' through the image path, Helios' through the history's);
 every reference image must vary (std > 1e-2: a saturated VAE would make every
 comparison pass).
 

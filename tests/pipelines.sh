@@ -1,13 +1,15 @@
 #!/bin/sh
-# pipelines.sh BUILD — dtpc.torch: diffusers' own pipelines (Flux, Qwen-Image, Wan,
-# LTX-Video) with the transformer replaced by dtpc.torch.parallelize, their images
+# pipelines.sh BUILD — dtpc.torch: diffusers' own pipelines (Flux, Flux.2, Qwen-Image,
+# Wan, Wan I2V, ChronoEdit, Helios, LTX-Video, LTX-2, SD3) with the transformer
+# replaced by dtpc.torch.parallelize, their images
 # against the stock pipeline's, on many meshes; refusals; launch mode 2 under
 # mpirun. The checks and their tolerances: tests/pipelines.py.
 #
 # Python: ${DTPC_VENV:-$HOME/.cache/dtpc/venv}/bin/python with torch and diffusers;
 # without it every check is skipped, and says so.
 #
-# Prints one line per check and "pipelines: N passed, N failed, N skipped".
+# Prints one line per check and "pipelines: N passed, N failed, N skipped". One
+# family alone: PYTHONPATH=python DTPC_BUILD=build $py tests/pipelines.py FAMILY.
 set -u
 BUILD=${1:-build}
 . tests/lib.sh
