@@ -159,7 +159,6 @@ PERTURB = {"flux_dev": "single_transformer_blocks.1.attn.norm_k.weight",
            "qwenimage": "transformer_blocks.1.img_mlp.net.2.weight",
            "wan": "blocks.1.attn1.to_out.0.weight",
            "wan_ti2v": "blocks.1.attn1.to_out.0.weight",
-           # the image's path: attn2's keys of the image tokens
            # the image's path: the image tokens' bias (a uniform shift of add_k_proj's
            # weight would not do: the embedder's last LayerNorm leaves each token's
            # channels summing to 0)
