@@ -383,13 +383,16 @@ fuzz_target() {
 	# the run's command line, for fuzz_runs (the folders have no spaces)
 	echo "$name $bin $*" >>"$tmp/fuzz.runs"
 }
-# fuzz_runs: the runs fuzz_target lined up, JOBS at a time; then a check each
+# fuzz_runs: the runs fuzz_target lined up, JOBS at a time; then a check each.
+# A unit's timeout (a hang) is 30 s: the slowest seed, tests/diag's
+# rules-match-too-many (4096 blocks to the rule cap), takes 4.7 s alone
+# under ASan and went past 10 s beside the other jobs of make test.
 fuzz_runs() {
 	fr_n=0
 	while read -r name bin args; do
 		# shellcheck disable=SC2086 # the options and folders split into words
 		{
-			"$bin" -max_total_time="${FUZZ_SECONDS:-10}" -max_len=65536 -timeout=10 \
+			"$bin" -max_total_time="${FUZZ_SECONDS:-10}" -max_len=65536 -timeout=30 \
 				-rss_limit_mb=4096 "$tmp/corpus_$name" $args >"$tmp/fuzz_$name" 2>&1
 			echo $? >"$tmp/fuzz_$name.rc"
 		} </dev/null &
