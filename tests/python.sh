@@ -15,7 +15,9 @@
 # control), tests/python/minimax_h3_transformer.py (the MiniMax-H3 adapter on
 # 7 meshes, two packed sequences, its refusals, a perturbed-weight control) and
 # tests/python/qwenimage21_transformer.py (the Qwen-Image 2.1 adapter's cached
-# decode step on 10 meshes, its refusals, a perturbed-weight control)
+# decode step on 10 meshes, its refusals, a perturbed-weight control) and
+# examples/python/flux_pipeline.py in launch modes 1 and 2 (an image each,
+# the same bytes)
 # with the project's environment (`make deps`), each skipped without it; and
 # `pip install ./python` into a scratch venv finding a `make install` by pkg-config or by
 # PATH and the loader's path. Ends with "python: N passed, N failed, N
@@ -73,6 +75,25 @@ if [ -n "$vpy" ]; then
 	checks "$vpy" tests/python/helios_transformer.py helios
 	checks "$vpy" tests/python/minimax_h3_transformer.py minimax_h3
 	checks "$vpy" tests/python/qwenimage21_transformer.py qwenimage21
+	# the README's example in launch modes 1 (4 local ranks) and 2 (mpirun -np
+	# 4): an image each, the same bytes (every rank runs the pipeline, rank 0
+	# saves; the tiny random pipeline is seeded)
+	if timeout 300 "$vpy" examples/python/flux_pipeline.py --out "$tmp/flux-local.png" \
+		>"$tmp/example-local.out" 2>&1 && [ "$(head -c 4 "$tmp/flux-local.png" | od -An -c |
+		tr -d ' ')" = '211PNG' ]; then ok; else
+		bad python/example-flux-local
+		tail -20 "$tmp/example-local.out"
+	fi
+	if ! command -v mpirun >/dev/null; then
+		skipped python/example-flux-mpi "no mpirun (apt-get install openmpi-bin)"
+	elif timeout 300 mpirun -np 4 --oversubscribe --allow-run-as-root --mca btl self,vader \
+		"$vpy" examples/python/flux_pipeline.py --mpi --out "$tmp/flux-mpi.png" \
+		>"$tmp/example-mpi.out" 2>&1 && cmp -s "$tmp/flux-local.png" "$tmp/flux-mpi.png"; then
+		ok
+	else
+		bad "python/example-flux-mpi: no image, or not mode 1's"
+		tail -20 "$tmp/example-mpi.out"
+	fi
 else
 	skipped python/torch "no project Python environment (make deps makes it)"
 	skipped python/porting "no project Python environment (make deps makes it)"
@@ -81,6 +102,7 @@ else
 	skipped python/helios "no project Python environment (make deps makes it)"
 	skipped python/minimax_h3 "no project Python environment (make deps makes it)"
 	skipped python/qwenimage21 "no project Python environment (make deps makes it)"
+	skipped python/example-flux "no project Python environment (make deps makes it)"
 fi
 
 # ---- installed: make install, pip install ./python, import dtpc from elsewhere ---------------
