@@ -1137,6 +1137,37 @@ else
 		transformer_blocks.0.attn1.to_q.weight 0.25
 	control control-ltx2-split-perturbed-weight ltx2_split ltx2 ltx2_ulysses "ulysses = 2" \
 		"$tmp/perturbed_ltx2_split" "$FIX/ltx2_split/inputs.safetensors"
+	# LTX-2.3 (gated_attn, audio_gated_attn, cross_attn_mod,
+	# audio_cross_attn_mod; forward's sigma an input): video 3 heads x 6,
+	# audio 3 heads x 4, 9 video tokens, 5 audio latents, 7 text tokens
+	fixtures_present ltx2_23
+	case_ ltx2-23-1rank ltx2_23 ltx2 ltx2_single "tp = 1" ""
+	case_ ltx2-23-ulysses3 ltx2_23 ltx2 ltx2_ulysses "ulysses = 3" ""
+	case_ ltx2-23-ring3-allgather ltx2_23 ltx2 ltx2_ring "ring = 3" "$AG"
+	full case_ ltx2-23-ring3-alltoall ltx2_23 ltx2 ltx2_ring_alltoall "ring = 3" "$AA"
+	case_ ltx2-23-ulysses-any2 ltx2_23 ltx2 ltx2_ulysses_anything "ulysses = 2" \
+		"ulysses_anything = true"
+	full case_ ltx2-23-ring-any2 ltx2_23 ltx2 ltx2_ring_anything "ring = 2" \
+		"ring_anything = true, $AG"
+	bound bound-ltx2_23 ok ltx2_23 ltx2 ltx2_single
+	# controls: the gates without their factor 2 (sigmoid alone); the
+	# prompt modulation embedding the timestep instead of sigma; one element
+	# of a block's to_gate_logits weight off by 0.25
+	sed 's/= add(\([a-z_0-9.]*\)\.gate_sigmoid, [a-z_0-9.]*\.gate_sigmoid);/= \1.gate_sigmoid;/' \
+		models/ltx2.plan >"$tmp/ltx2_gate1.plan"
+	control control-ltx2-23-gate-factor ltx2_23 "$tmp/ltx2_gate1.plan" ltx2_single "tp = 1" \
+		"$FIX/ltx2_23/transformer" "$FIX/ltx2_23/inputs.safetensors"
+	sed 's/timestep_embedding(sigma,/timestep_embedding(timestep,/' models/ltx2.plan \
+		>"$tmp/ltx2_no_sigma.plan"
+	control control-ltx2-23-timestep-for-sigma ltx2_23 "$tmp/ltx2_no_sigma.plan" ltx2_single \
+		"tp = 1" "$FIX/ltx2_23/transformer" "$FIX/ltx2_23/inputs.safetensors"
+	mkdir -p "$tmp/perturbed_ltx2_23"
+	cp "$FIX/ltx2_23/transformer/config.json" "$tmp/perturbed_ltx2_23/"
+	safetensors_edit "$FIX/ltx2_23/transformer/diffusion_pytorch_model.safetensors" \
+		"$tmp/perturbed_ltx2_23/diffusion_pytorch_model.safetensors" \
+		transformer_blocks.1.video_to_audio_attn.to_gate_logits.weight 0.25
+	control control-ltx2-23-perturbed-gate ltx2_23 ltx2 ltx2_ulysses "ulysses = 3" \
+		"$tmp/perturbed_ltx2_23" "$FIX/ltx2_23/inputs.safetensors"
 fi
 
 # --- MiniMax-H3 (models/minimax_h3.plan: the _cp_plan's plans; two outputs,

@@ -756,6 +756,10 @@ def ltx2_inputs(cfg, gen, batch, frames, height, width, audio_frames, txt_seq, p
         "encoder_attention_mask": mask,
         "audio_encoder_attention_mask": mask.clone(),
     }
+    if cfg.get("cross_attn_mod") or cfg.get("audio_cross_attn_mod"):
+        # LTX-2.3's prompt modulation reads forward's sigma (the pipeline's
+        # sigma in [0, 1], unlike the timestep's 0-1000)
+        x["sigma"] = torch.rand(batch, generator=gen)
     shape = {"batch": batch, "num_frames": frames, "height": height, "width": width,
              "audio_num_frames": audio_frames, "txt_seq": txt_seq}
     if fps != 24.0:
@@ -812,6 +816,21 @@ CASES.update({
                  rope_type="split"),
         inputs=lambda cfg, gen: ltx2_inputs(cfg, gen, batch=2, frames=3, height=2, width=3,
                                             audio_frames=7, txt_seq=12, pad=[0, 5])),
+    # LTX-2.3: the per-head gates of every attention (gated_attn,
+    # audio_gated_attn) and the prompt modulation from sigma (cross_attn_mod,
+    # audio_cross_attn_mod: 9 time-embedding params, prompt_adaln). Video 3
+    # heads x 6 (inner 18), audio 3 heads x 4 (12), 3 x 3 x 1 latents -> 9
+    # video tokens, 5 audio latents, 6 text tokens (sample 1 pads 2), batch 2
+    "ltx2_23": dict(
+        cls=LTX2VideoTransformer3DModel, model="ltx2", forward=ltx2_forward,
+        cfg=dict(in_channels=5, out_channels=3, num_attention_heads=3, attention_head_dim=6,
+                 cross_attention_dim=18, audio_in_channels=4, audio_out_channels=3,
+                 audio_num_attention_heads=3, audio_attention_head_dim=4,
+                 audio_cross_attention_dim=12, num_layers=2, caption_channels=7,
+                 gated_attn=True, audio_gated_attn=True, cross_attn_mod=True,
+                 audio_cross_attn_mod=True),
+        inputs=lambda cfg, gen: ltx2_inputs(cfg, gen, batch=2, frames=3, height=3, width=1,
+                                            audio_frames=5, txt_seq=6, pad=[0, 2])),
     # bf16: video 2 heads x 16, audio 2 heads x 8, 2 x 2 x 4 latents, 6
     # audio latents, 6 text tokens (the last 2 padded)
     "ltx2_bf16": dict(
