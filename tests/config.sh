@@ -234,7 +234,7 @@ refuses_exact() {
 		head -12 "$tmp/out"
 	fi
 }
-for f in ltx2 ltx2_odd ltx2_bf16 ltx2_split; do takes "$f" ltx2 - -; done
+for f in ltx2 ltx2_odd ltx2_bf16 ltx2_split ltx2_23; do takes "$f" ltx2 - -; done
 refuses_exact ltx2 ltx2 activation_fn '"gelu"' 'assert activation_fn ==' \
 	'only activation_fn = "gelu-approximate" is modelled (the feed-forwards'"'"' GELU tanh)'
 refuses_exact ltx2 ltx2 qk_norm '"rms_norm"' 'assert qk_norm ==' \
@@ -246,14 +246,14 @@ refuses_exact ltx2 ltx2 rope_type '"halves"' 'assert rope_type == "interleaved" 
 # tables' reshape into 4 heads)
 refuses_exact ltx2 ltx2 rope_type '"split"' 'assert rope_type != "split"' \
 	'rope_type "split" rotates the two halves of each head: the head dims, and audio_cross_attention_dim over 2 * num_attention_heads and 2 * audio_num_attention_heads (the cross-attention tables'"'"' heads), must be even (diffusers raises too)'
-for k in gated_attn audio_gated_attn; do
-	refuses_exact ltx2 ltx2 $k true 'assert not gated_attn' \
-		'gated_attn / audio_gated_attn (per-head sigmoid gates) are not modelled'
+# LTX-2.3's keys, each alone on the LTX-2 fixture (ltx2_23 has the four):
+# taken; its prompt modulation without prompt_adaln is refused
+for k in gated_attn audio_gated_attn cross_attn_mod audio_cross_attn_mod; do
+	takes ltx2 ltx2 $k true
 done
-for k in cross_attn_mod audio_cross_attn_mod; do
-	refuses_exact ltx2 ltx2 $k true 'assert not cross_attn_mod' \
-		'cross_attn_mod / audio_cross_attn_mod (the prompt modulation from sigma) are not modelled'
-done
+refuses_exact ltx2_23 ltx2 use_prompt_adaln_single false \
+	'assert not (cross_attn_mod or audio_cross_attn_mod) or use_prompt_adaln_single' \
+	'cross_attn_mod / audio_cross_attn_mod with use_prompt_adaln_single = false (the static prompt tables without prompt_adaln) is not modelled'
 refuses_exact ltx2 ltx2 use_prompt_embeddings false 'assert use_prompt_embeddings' \
 	'use_prompt_embeddings = false (no caption projections) is not modelled'
 refuses_exact ltx2 ltx2 use_keyframes_abs_pos_embedding true \
@@ -272,8 +272,8 @@ refuses_exact ltx2_odd ltx2 base_height 1024 'assert base_height == base_width' 
 refuses_exact ltx2 ltx2 inner_dim 48 'assert inner_dim ==' \
 	'inner_dim and audio_inner_dim are heads * head_dim (__init__'"'"'s locals), not keys to set'
 # taken: without STG blocks the perturbed processor computes the default
-# one's attention, and without prompt modulation nothing reads
-# use_prompt_adaln_single
+# one's attention, and without prompt modulation (the ltx2 fixture's)
+# nothing reads use_prompt_adaln_single
 takes ltx2 ltx2 perturbed_attn true
 takes ltx2 ltx2 use_prompt_adaln_single false
 for f in flux2_dev flux2_odd flux2_bf16; do takes "$f" flux2 - -; done
