@@ -757,9 +757,10 @@ def ltx2_inputs(cfg, gen, batch, frames, height, width, audio_frames, txt_seq, p
         "audio_encoder_attention_mask": mask.clone(),
     }
     if cfg.get("cross_attn_mod") or cfg.get("audio_cross_attn_mod"):
-        # LTX-2.3's prompt modulation reads forward's sigma (the pipeline's
-        # sigma in [0, 1], unlike the timestep's 0-1000)
-        x["sigma"] = torch.rand(batch, generator=gen)
+        # LTX-2.3's prompt modulation reads forward's sigma: LTX2Pipeline
+        # passes its timestep (0-1000) there; drawn apart from the timestep
+        # so that a model reading the wrong one fails
+        x["sigma"] = torch.randint(0, 1000, (batch,), generator=gen).float()
     shape = {"batch": batch, "num_frames": frames, "height": height, "width": width,
              "audio_num_frames": audio_frames, "txt_seq": txt_seq}
     if fps != 24.0:

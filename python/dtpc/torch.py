@@ -260,15 +260,24 @@ def _ltx2(config, a):
                             "it for the cross-attention modulation)")
         _same_values(a, "sigma", ts, "timestep")
         _same_values(a, "audio_sigma", ts, "timestep")
+    inputs = {}
+    # LTX-2.3's prompt modulation embeds sigma (forward fails without it); the
+    # model's one sigma input is audio_sigma too, as forward takes it when None
+    if config.get("cross_attn_mod") or config.get("audio_cross_attn_mod"):
+        if a["sigma"] is None:
+            raise DtpcError("sigma: required with cross_attn_mod / audio_cross_attn_mod "
+                            "(LTX-2.3's prompt modulation embeds it)")
+        inputs["sigma"] = _batch_vector(a, "sigma", b)
+        _same_values(a, "audio_sigma", inputs["sigma"], "sigma")
     fps = float(a["fps"])
     m = a["self"]
     _coords(a, "video_coords", lambda: m.rope.prepare_video_coords(
         b, int(a["num_frames"]), int(a["height"]), int(a["width"]), "cpu", fps=fps))
     _coords(a, "audio_coords", lambda: m.audio_rope.prepare_audio_coords(
         b, int(a["audio_num_frames"]), "cpu"))
-    inputs = {"hidden_states": _tensor(hs), "audio_hidden_states": _tensor(ahs),
-              "encoder_hidden_states": _tensor(ehs), "audio_encoder_hidden_states": _tensor(aehs),
-              "timestep": ts}
+    inputs.update({"hidden_states": _tensor(hs), "audio_hidden_states": _tensor(ahs),
+                   "encoder_hidden_states": _tensor(ehs),
+                   "audio_encoder_hidden_states": _tensor(aehs), "timestep": ts})
     for n in ("encoder_attention_mask", "audio_encoder_attention_mask"):
         if a[n] is None:
             inputs[n] = np.ones((b, ehs.shape[1]), np.float32)

@@ -8,7 +8,9 @@ the second sample's last 3 are padding, batch 2) parallelized on 1 rank, Ulysses
 1e-4 (float32, normwise: max |got - ref| / max |ref|); the call as LTX2Pipeline
 makes it (video_coords, audio_coords, sigma, use_cross_timestep, return_dict =
 False); rope_type "split" (tests/fixtures/models/ltx2_split's config) on
-Ulysses 2; the refusals, each a DtpcError naming the argument. Negative control:
+Ulysses 2; LTX-2.3 (tests/fixtures/models/ltx2_23's config: gated attentions,
+prompt modulation from sigma) on Ulysses 3, with the timestep given as sigma as its control;
+the refusals, each a DtpcError naming the argument. Negative control:
 one weight perturbed in dtpc's copy only must move both outputs past 1e-4.
 Prints "ok NAME", "FAIL NAME: why" or "skip NAME: why" per check. Run with
 PYTHONPATH=python and DTPC_BUILD=BUILD."""
@@ -155,6 +157,50 @@ def ltx2_split_rope_ulysses2():
     try:
         e = check(m(**args), ref)
         print(f"# split rope, ulysses 2: sample {e[0]:.2e}, audio_sample {e[1]:.2e}")
+    finally:
+        m.close()
+
+
+@case
+def ltx2_23_ulysses3():
+    # LTX-2.3 (tests/fixtures/models/ltx2_23's config: the per-head gates and the
+    # prompt modulation from sigma; video 3 heads x 6, audio 3 x 4): 9 video tokens,
+    # 5 audio latents, 6 text tokens; sigma on the timestep's scale, as LTX2Pipeline
+    # passes it (sigma=timestep), but other values, so that the model must read it;
+    # controls: dtpc given the timestep as sigma must fail, and the refusals of a
+    # missing sigma and of an audio_sigma other than sigma
+    c = json.load(open("tests/fixtures/models/ltx2_23/transformer/config.json"))
+    torch.manual_seed(2)
+    stock = LTX2VideoTransformer3DModel(**{k: v for k, v in c.items() if not k.startswith("_")})
+    stock.eval()
+    assert stock.config.gated_attn and stock.config.cross_attn_mod
+    g3 = torch.Generator().manual_seed(5)
+    f, h, w, a, t = 3, 3, 1, 5, 6
+    m3 = torch.ones(B, t)
+    m3[1, 4:] = 0
+    args = dict(hidden_states=torch.randn(B, f * h * w, c["in_channels"], generator=g3),
+                audio_hidden_states=torch.randn(B, a, c["audio_in_channels"], generator=g3),
+                encoder_hidden_states=torch.randn(B, t, c["caption_channels"], generator=g3),
+                audio_encoder_hidden_states=torch.randn(B, t, c["caption_channels"],
+                                                        generator=g3),
+                timestep=torch.tensor([700.0, 300.0]), sigma=torch.tensor([450.0, 820.0]),
+                encoder_attention_mask=m3, audio_encoder_attention_mask=m3, num_frames=f,
+                height=h, width=w, fps=24.0, audio_num_frames=a)
+    with torch.no_grad():
+        ref = stock(**args)
+    m = dtpc.torch.parallelize(stock, "ltx2_ulysses", mesh="ulysses = 3", keep_weights=True,
+                               cache_dir=CACHE)
+    try:
+        e = check(m(**args), ref)
+        print(f"# LTX-2.3, ulysses 3: sample {e[0]:.2e}, audio_sample {e[1]:.2e}")
+        out = m(**dict(args, sigma=args["timestep"]))
+        moved = err(out.sample, ref.sample), err(out.audio_sample, ref.audio_sample)
+        assert min(moved) > TOL, f"timestep as sigma: sample {moved[0]:.2e}, audio {moved[1]:.2e}"
+        print(f"# control, timestep as sigma: sample {moved[0]:.2e}, audio_sample {moved[1]:.2e}")
+        raises(lambda: m(**dict(args, sigma=None)), "sigma: required with cross_attn_mod")
+        raises(lambda: m(**args, audio_sigma=torch.tensor([450.0, 100.0])),
+               "audio_sigma: differs from sigma")
+        check(m(**args, audio_sigma=args["sigma"]), ref)
     finally:
         m.close()
 
