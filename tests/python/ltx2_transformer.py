@@ -9,7 +9,8 @@ the second sample's last 3 are padding, batch 2) parallelized on 1 rank, Ulysses
 makes it (video_coords, audio_coords, sigma, use_cross_timestep, return_dict =
 False); rope_type "split" (tests/fixtures/models/ltx2_split's config) on
 Ulysses 2; LTX-2.3 (tests/fixtures/models/ltx2_23's config: gated attentions,
-prompt modulation from sigma) on Ulysses 3, with the timestep given as sigma as its control;
+prompt modulation from sigma) on Ulysses 3, with the timestep given as sigma as its
+control, and with one stream's keys each on 1 rank;
 the refusals, each a DtpcError naming the argument. Negative control:
 one weight perturbed in dtpc's copy only must move both outputs past 1e-4.
 Prints "ok NAME", "FAIL NAME: why" or "skip NAME: why" per check. Run with
@@ -161,19 +162,17 @@ def ltx2_split_rope_ulysses2():
         m.close()
 
 
-@case
-def ltx2_23_ulysses3():
-    # LTX-2.3 (tests/fixtures/models/ltx2_23's config: the per-head gates and the
-    # prompt modulation from sigma; video 3 heads x 6, audio 3 x 4): 9 video tokens,
-    # 5 audio latents, 6 text tokens; sigma on the timestep's scale, as LTX2Pipeline
-    # passes it (sigma=timestep), but other values, so that the model must read it;
-    # controls: dtpc given the timestep as sigma must fail, and the refusals of a
-    # missing sigma and of an audio_sigma other than sigma
+def ltx2_23(**keys):
+    """A stock LTX-2.3 transformer (tests/fixtures/models/ltx2_23's config: the per-head
+    gates and the prompt modulation from sigma; video 3 heads x 6, audio 3 x 4; keys
+    override it), its call (9 video tokens, 5 audio latents, 6 text tokens; sigma on
+    the timestep's scale, as LTX2Pipeline passes it (sigma=timestep), but other values,
+    so that the model must read it) and its output."""
     c = json.load(open("tests/fixtures/models/ltx2_23/transformer/config.json"))
+    c.update(keys)
     torch.manual_seed(2)
     stock = LTX2VideoTransformer3DModel(**{k: v for k, v in c.items() if not k.startswith("_")})
     stock.eval()
-    assert stock.config.gated_attn and stock.config.cross_attn_mod
     g3 = torch.Generator().manual_seed(5)
     f, h, w, a, t = 3, 3, 1, 5, 6
     m3 = torch.ones(B, t)
@@ -188,6 +187,15 @@ def ltx2_23_ulysses3():
                 height=h, width=w, fps=24.0, audio_num_frames=a)
     with torch.no_grad():
         ref = stock(**args)
+    return stock, args, ref
+
+
+@case
+def ltx2_23_ulysses3():
+    # controls: dtpc given the timestep as sigma must fail; the refusals of a missing
+    # sigma and of an audio_sigma other than sigma
+    stock, args, ref = ltx2_23()
+    assert stock.config.gated_attn and stock.config.audio_cross_attn_mod
     m = dtpc.torch.parallelize(stock, "ltx2_ulysses", mesh="ulysses = 3", keep_weights=True,
                                cache_dir=CACHE)
     try:
@@ -201,6 +209,20 @@ def ltx2_23_ulysses3():
         raises(lambda: m(**args, audio_sigma=torch.tensor([450.0, 100.0])),
                "audio_sigma: differs from sigma")
         check(m(**args, audio_sigma=args["sigma"]), ref)
+    finally:
+        m.close()
+
+
+@case
+def ltx2_23_mixed_keys():
+    # one stream's keys each: the video's prompt modulation (which modulates the
+    # audio's text keys and values too: the block's cross_attn_adaln is either key)
+    # and the audio's gates, on 1 rank
+    stock, args, ref = ltx2_23(gated_attn=False, audio_cross_attn_mod=False)
+    m = dtpc.torch.parallelize(stock, "ltx2_single", keep_weights=True, cache_dir=CACHE)
+    try:
+        e = check(m(**args), ref)
+        print(f"# LTX-2.3, mixed keys, 1 rank: sample {e[0]:.2e}, audio_sample {e[1]:.2e}")
     finally:
         m.close()
 
