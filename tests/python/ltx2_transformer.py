@@ -31,21 +31,39 @@ CACHE = os.path.join(tmp, "cache-ltx2")
 
 from diffusers import LTX2VideoTransformer3DModel  # noqa: E402
 
-cfg = json.load(open("tests/fixtures/models/ltx2/transformer/config.json"))
-torch.manual_seed(0)
-STOCK = LTX2VideoTransformer3DModel(**{k: v for k, v in cfg.items() if not k.startswith("_")})
-STOCK.eval()
-B, F, H, W, A, T = 2, 3, 2, 4, 10, 8
-g = torch.Generator().manual_seed(3)
+B = 2
+
+
+def stock_model(fixture, seed, **keys):
+    """The stock transformer of a fixture's config (keys override it), its random
+    weights from seed, and that config."""
+    c = json.load(open(f"tests/fixtures/models/{fixture}/transformer/config.json"))
+    c.update(keys)
+    torch.manual_seed(seed)
+    m = LTX2VideoTransformer3DModel(**{k: v for k, v in c.items() if not k.startswith("_")})
+    return m.eval(), c
+
+
+def call(c, seed, f, h, w, a, mask, timestep, **more):
+    """forward's arguments for config c: random latents and text (generator seed) on
+    the f x h x w latent grid, a audio latents, mask's text tokens for both streams."""
+    gen = torch.Generator().manual_seed(seed)
+    t = mask.shape[1]
+    return dict(hidden_states=torch.randn(B, f * h * w, c["in_channels"], generator=gen),
+                audio_hidden_states=torch.randn(B, a, c["audio_in_channels"], generator=gen),
+                encoder_hidden_states=torch.randn(B, t, c["caption_channels"], generator=gen),
+                audio_encoder_hidden_states=torch.randn(B, t, c["caption_channels"],
+                                                        generator=gen),
+                timestep=torch.tensor(timestep), encoder_attention_mask=mask,
+                audio_encoder_attention_mask=mask, num_frames=f, height=h, width=w, fps=24.0,
+                audio_num_frames=a, **more)
+
+
+STOCK, cfg = stock_model("ltx2", 0)
+F, H, W, A, T = 3, 2, 4, 10, 8
 mask = torch.ones(B, T)
 mask[1, 5:] = 0
-ARGS = dict(hidden_states=torch.randn(B, F * H * W, cfg["in_channels"], generator=g),
-            audio_hidden_states=torch.randn(B, A, cfg["audio_in_channels"], generator=g),
-            encoder_hidden_states=torch.randn(B, T, cfg["caption_channels"], generator=g),
-            audio_encoder_hidden_states=torch.randn(B, T, cfg["caption_channels"], generator=g),
-            timestep=torch.tensor([620.0, 620.0]), encoder_attention_mask=mask,
-            audio_encoder_attention_mask=mask, num_frames=F, height=H, width=W, fps=24.0,
-            audio_num_frames=A)
+ARGS = call(cfg, 3, F, H, W, A, mask, [620.0, 620.0])
 with torch.no_grad():
     REF = STOCK(**ARGS)
 
@@ -134,23 +152,11 @@ def ltx2_split_rope_ulysses2():
     # rope_type "split" (the released LTX-2's config): tests/fixtures/models/ltx2_split's
     # sizes (video 4 heads x 8, audio 2 x 8: its tables' heads as wide as split needs),
     # read from the transformer's config by parallelize
-    sc = json.load(open("tests/fixtures/models/ltx2_split/transformer/config.json"))
-    torch.manual_seed(1)
-    stock = LTX2VideoTransformer3DModel(**{k: v for k, v in sc.items() if not k.startswith("_")})
-    stock.eval()
+    stock, sc = stock_model("ltx2_split", 1)
     assert stock.config.rope_type == "split"
-    gs = torch.Generator().manual_seed(4)
-    f, h, w, a, t = 3, 2, 3, 7, 12
-    smask = torch.ones(B, t)
+    smask = torch.ones(B, 12)
     smask[0, 9:] = 0
-    args = dict(hidden_states=torch.randn(B, f * h * w, sc["in_channels"], generator=gs),
-                audio_hidden_states=torch.randn(B, a, sc["audio_in_channels"], generator=gs),
-                encoder_hidden_states=torch.randn(B, t, sc["caption_channels"], generator=gs),
-                audio_encoder_hidden_states=torch.randn(B, t, sc["caption_channels"],
-                                                        generator=gs),
-                timestep=torch.tensor([400.0, 400.0]), encoder_attention_mask=smask,
-                audio_encoder_attention_mask=smask, num_frames=f, height=h, width=w,
-                fps=24.0, audio_num_frames=a)
+    args = call(sc, 4, 3, 2, 3, 7, smask, [400.0, 400.0])
     with torch.no_grad():
         ref = stock(**args)
     m = dtpc.torch.parallelize(stock, "ltx2_ulysses", mesh="ulysses = 2", keep_weights=True,
@@ -168,23 +174,10 @@ def ltx2_23(**keys):
     override it), its call (9 video tokens, 5 audio latents, 6 text tokens; sigma on
     the timestep's scale, as LTX2Pipeline passes it (sigma=timestep), but other values,
     so that the model must read it) and its output."""
-    c = json.load(open("tests/fixtures/models/ltx2_23/transformer/config.json"))
-    c.update(keys)
-    torch.manual_seed(2)
-    stock = LTX2VideoTransformer3DModel(**{k: v for k, v in c.items() if not k.startswith("_")})
-    stock.eval()
-    g3 = torch.Generator().manual_seed(5)
-    f, h, w, a, t = 3, 3, 1, 5, 6
-    m3 = torch.ones(B, t)
+    stock, c = stock_model("ltx2_23", 2, **keys)
+    m3 = torch.ones(B, 6)
     m3[1, 4:] = 0
-    args = dict(hidden_states=torch.randn(B, f * h * w, c["in_channels"], generator=g3),
-                audio_hidden_states=torch.randn(B, a, c["audio_in_channels"], generator=g3),
-                encoder_hidden_states=torch.randn(B, t, c["caption_channels"], generator=g3),
-                audio_encoder_hidden_states=torch.randn(B, t, c["caption_channels"],
-                                                        generator=g3),
-                timestep=torch.tensor([700.0, 300.0]), sigma=torch.tensor([450.0, 820.0]),
-                encoder_attention_mask=m3, audio_encoder_attention_mask=m3, num_frames=f,
-                height=h, width=w, fps=24.0, audio_num_frames=a)
+    args = call(c, 5, 3, 3, 1, 5, m3, [700.0, 300.0], sigma=torch.tensor([450.0, 820.0]))
     with torch.no_grad():
         ref = stock(**args)
     return stock, args, ref
