@@ -1,16 +1,21 @@
 /* calibrate.c — `dtpc calibrate`: measures this machine through libdtpc's
- * own backends and CPU device (the code `dtpc run` executes) and writes a
- * hardware profile in the format of hw/ (the *.json profiles), every number
- * sourced "measured by dtpc calibrate on HOST, DATE". The quantities are the
- * cost model's (docs/cost-model.md):
+ * public API only (runtime/dtpc.h: sessions over graphs, the code `dtpc run`
+ * executes) and writes a hardware profile in the format of hw/ (the *.json
+ * profiles), every number sourced "measured by dtpc calibrate on HOST,
+ * DATE". Each measurement is a tiny graph built with the graph layer
+ * (calib_graph.c): one op, or one collective over a group, run by a session
+ * on every rank. The quantities are the cost model's (docs/cost-model.md):
  *
  * - compute as `dtpc run` does it: for n ranks computing at once (n threads
  *   of one process with --backend local, n of mpirun's processes with mpi),
  *   each with the pool `dtpc run` gives it (the cores divided by the ranks,
  *   at least one thread), the wall time of the slowest rank: GEMM and
  *   attention fits, the bytes per second of each memory-bound kernel, the
- *   cost of the smallest op. One table row per rank count ("by_ranks").
- * - collectives: α and bus bandwidth per kind and group size ("by_group").
+ *   cost of one more op in a run. One table row per rank count ("by_ranks").
+ * - collectives: α and bus bandwidth per kind and group size ("by_group"),
+ *   the backend's transfer alone: a run's fixed cost and the executor's
+ *   copies around the transfer (which the cost model charges apart) are
+ *   subtracted, the ring shift read from the trace of a ring attention.
  *
  * Every rank of the world measures at once: with the local backend a world
  * of n threads per point; under mpirun the job (a waiting process polls,
@@ -23,6 +28,7 @@
 #include <libgen.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,11 +38,11 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "calib_graph.h"
 #include "compiler/diag.h"
-#include "median.h"
 #include "cost/profile.h"
-#include "runtime/comm.h"
-#include "runtime/device.h"
+#include "graph/op_attrs.h"
+#include "median.h"
 #include "runtime/dtpc.h"
 
 static const char *const coll_names[CO_N] = { "all-gather", "all-reduce", "all-to-all",
@@ -53,6 +59,9 @@ static const char *const coll_names[CO_N] = { "all-gather", "all-reduce", "all-t
 #define MAX_ITERS 256
 #define NLIN 4
 #define NATT 4
+/* launch_s: the add ops beyond the first in the longer of two chains */
+#define CHAIN 16
+#define ERR_LEN 512
 
 struct opts {
 	bool mpi, quick;
@@ -137,67 +146,162 @@ static struct attn_fit fit_attention(const double *flops, const double *scores, 
 	return (struct attn_fit){ fit_origin(flops, t, n).rate, 0 };
 }
 
-/* ---- timing on every rank at once ----------------------------------------------
- * Every rank of the communicator's world calls timed() for every point;
- * members run fn, the others only join the barriers. A point's time is the
- * slowest member's wall time (a step lasts as long as its slowest rank),
- * median over the repetitions after a warm-up. */
+/* ---- a rank: its communicator, its barrier, its error -------------------------
+ * Every rank of the world runs every measurement at once. Each builds the
+ * same graphs itself (they are deterministic: the sessions' handshake
+ * compares their hashes). */
 
-struct timer {
-	struct comm *c;
-	struct comm_group w;
-	uint32_t op; /* the next collective's index, the same on every rank */
+struct rank {
+	dtpc_comm *c;
+	int rank, world, threads;
+	dtpc_local_world *local; /* the local backend's world (its failures abort it) */
+	dtpc_graph *bar_g;
+	dtpc_session *bar; /* an all-reduce of one float per rank: the barrier */
+	char err[ERR_LEN];
 };
 
-/* A barrier that also hands every rank the slowest member's time. */
-static int slowest(struct timer *T, double mine, double *max)
+/* Records this rank's failure (what failed, and the runtime's message
+ * where there is one) and fails the local world, so that no rank waits
+ * for this one; under mpirun the session calls have marked the rank
+ * failed on its communicator already, and a rank failing outside them is
+ * seen at the next barrier's exchange (failed()). Returns 1. */
+static int rank_fail(struct rank *R, bool api, const char *fmt, ...)
 {
-	double all[MAX_RANKS];
-	size_t counts[MAX_RANKS], displs[MAX_RANKS];
-	for (int i = 0; i < T->w.n; i++)
-		counts[i] = sizeof(double), displs[i] = (size_t)i * sizeof(double);
-	all[T->w.me] = mine;
-	int rc = T->c->ops->allgatherv(T->c, &T->w,
-				       (struct comm_tag){ T->op++, "dtpc calibrate: barrier" },
-				       &all[T->w.me], all, counts, displs);
-	*max = 0;
-	for (int i = 0; i < T->w.n; i++)
-		*max = all[i] > *max ? all[i] : *max;
-	return rc;
+	char what[ERR_LEN / 2];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof what, fmt, ap);
+	va_end(ap);
+	if (!R->err[0])
+		snprintf(R->err, sizeof R->err, "%s%s%s", what, api ? ": " : "",
+			 api ? dtpc_last_error() : "");
+	if (R->local) {
+		char why[ERR_LEN + 16];
+		snprintf(why, sizeof why, "rank %d: %s", R->rank, R->err);
+		dtpc_local_world_abort(R->local, why);
+	}
+	return 1;
 }
 
-/* The median over reps of one call of fn on every member at once, after
- * a warm-up call, each rank timing from a barrier before its calls: with
+/* The barrier with the slowest member's value handed to every rank: the
+ * barrier graph's all-reduce sums each rank's value in its own slot. */
+static int slowest(struct rank *R, double mine, double *max)
+{
+	float v[MAX_RANKS] = { 0 };
+	const float *all;
+	int64_t n = R->world;
+	v[R->rank] = (float)mine;
+	if (dtpc_session_set_input(R->bar, "value", v, &n, 1) || dtpc_session_run(R->bar) ||
+	    dtpc_session_output(R->bar, 0, NULL, &all, NULL, NULL))
+		return rank_fail(R, true, "the barrier");
+	*max = 0;
+	for (int i = 0; i < R->world; i++)
+		*max = all[i] > *max ? all[i] : *max;
+	return 0;
+}
+
+/* Whether any rank failed (bad): every rank learns it, so that none goes
+ * on into a collective the failed one will not join. */
+static int failed(struct rank *R, bool bad)
+{
+	double any;
+	if (slowest(R, bad, &any))
+		return 1;
+	if (any > 0 && !bad)
+		return rank_fail(R, false, "another rank failed");
+	return any > 0;
+}
+
+/* One measurement's graph and this rank's session of it. */
+struct meas {
+	dtpc_graph *g;
+	dtpc_session *s;
+};
+
+static void meas_close(struct meas *m)
+{
+	dtpc_session_free(m->s);
+	dtpc_graph_free(m->g);
+	*m = (struct meas){ 0 };
+}
+
+/* b's graph as a session of this rank with the rank's threads, seeded
+ * weights and inputs. Collective. */
+static int meas_open(struct rank *R, struct cgraph *b, const char *what, struct meas *m)
+{
+	size_t len;
+	void *buf = cg_serialize(b, &len);
+	*m = (struct meas){ 0 };
+	bool bad = !buf || dtpc_graph_open_buffer(buf, len, &m->g);
+	free(buf);
+	if (bad)
+		rank_fail(R, buf != NULL, "%s: the graph", what);
+	if (failed(R, bad))
+		return meas_close(m), 1;
+	if (dtpc_session_create(m->g, R->c, DTPC_DEVICE_CPU, &m->s) ||
+	    dtpc_session_threads(m->s, R->threads) || dtpc_session_bind_weights_seed(m->s, 1) ||
+	    dtpc_session_bind_inputs_seed(m->s, 2))
+		return rank_fail(R, true, "%s", what), meas_close(m), 1;
+	return 0;
+}
+
+static int rank_open(struct rank *R)
+{
+	struct cgraph b;
+	int64_t n = R->world;
+	cg_init(&b, R->world, R->world);
+	int x = cg_tensor(&b, "value", GT_INPUT, 1, &n, -1, 0);
+	int y = cg_tensor(&b, "slowest", GT_ACTIVATION, 1, &n, -1, 1);
+	cg_op(&b, R->world > 1 ? OP_all_reduce : OP_add, (const int[]){ x, x }, R->world > 1 ? 1 : 2,
+	      y, -1);
+	size_t len;
+	void *buf = cg_serialize(&b, &len);
+	/* no barrier to agree on a failure by yet: a rank that fails here
+	 * fails the local world, or its mpi job's handshake */
+	bool ok = buf && !dtpc_graph_open_buffer(buf, len, &R->bar_g) &&
+		  !dtpc_session_create(R->bar_g, R->c, DTPC_DEVICE_CPU, &R->bar) &&
+		  /* no pool of its own to wake beside the measured session's */
+		  !dtpc_session_threads(R->bar, 1);
+	free(buf);
+	return ok ? 0 : rank_fail(R, buf != NULL, "the barrier's session");
+}
+
+static void rank_close(struct rank *R)
+{
+	dtpc_session_free(R->bar);
+	dtpc_graph_free(R->bar_g);
+}
+
+/* The median over reps of one run of s on every rank at once, after a
+ * warm-up run, each rank timing from a barrier before its runs: with
  * `to_barrier` (compute kernels) to a second barrier after them, the
  * longest such interval of any rank (each rank's own clock: the processes
  * of an mpi job need not share one), which is what a step of a run sees
  * between two collectives; without (collectives, which wait for their
- * members themselves, and the smallest op's cost per call, which a
- * barrier's would swamp) to the end of its own calls, the slowest rank's.
- * Timing a kernel's calls alone would not do: where ranks outnumber the
+ * members themselves, and the runs of a chain of tiny ops, which a
+ * barrier's would swamp) to the end of its own runs, the slowest rank's.
+ * Timing a kernel's runs alone would not do: where ranks outnumber the
  * cores, a rank the scheduler starts late finishes late without computing
  * for longer, and the slowest looked as fast as the first. With min_s > 0
- * a timing repeats fn until it lasts about min_s (the iterations set from
- * the warm-up, the same on every rank), across several of the scheduler's
- * slices. */
-static int timed(struct timer *T, bool member, int (*fn)(void *arg, uint32_t op), void *arg,
-		 int reps, double min_s, bool to_barrier, double *out)
+ * a timing repeats the run until it lasts about min_s (the iterations set
+ * from the warm-up, the same on every rank), across several of the
+ * scheduler's slices. */
+static int timed(struct rank *R, dtpc_session *s, int reps, double min_s, bool to_barrier,
+		 double *out)
 {
 	double t[16];
 	int rc = 0, iters = 1;
 	for (int r = -1; r < reps && !rc; r++) { /* r = -1: warm-up (pages, caches) */
 		double dt = 0, unused;
-		rc = slowest(T, 0, &unused);
+		rc = slowest(R, 0, &unused);
 		double t0 = clock_s();
-		for (int k = 0; k < iters && !rc; k++) {
-			uint32_t op = T->op++;
-			if (member)
-				rc = fn(arg, op);
-		}
+		for (int k = 0; k < iters && !rc; k++)
+			if (dtpc_session_run(s))
+				rc = rank_fail(R, true, "a run");
 		if (!rc && to_barrier)
-			rc = slowest(T, 0, &unused);
+			rc = slowest(R, 0, &unused);
 		if (!rc)
-			rc = slowest(T, (clock_s() - t0) / iters, &dt);
+			rc = slowest(R, (clock_s() - t0) / iters, &dt);
 		if (r < 0 && dt > 0 && min_s > dt)
 			iters = min_s / dt > MAX_ITERS ? MAX_ITERS : (int)ceil(min_s / dt);
 		if (r >= 0)
@@ -208,7 +312,77 @@ static int timed(struct timer *T, bool member, int (*fn)(void *arg, uint32_t op)
 	return rc;
 }
 
-/* ---- compute: kernels through a CPU device, as a rank of `dtpc run` ----------- */
+/* b's graph opened, timed as timed() does, and closed. */
+static int time_graph(struct rank *R, struct cgraph *b, const char *what, int reps, double min_s,
+		      bool to_barrier, double *out)
+{
+	struct meas m;
+	if (meas_open(R, b, what, &m))
+		return 1;
+	int rc = timed(R, m.s, reps, min_s, to_barrier, out);
+	meas_close(&m);
+	return rc;
+}
+
+/* ---- ring attention's parts, from its trace ------------------------------------
+ * What a run of a ring attention spends in its parts (runtime/ops/
+ * attention.c): a step's K/V shift is the span "kv shift" on the
+ * communication row, which holds the step's attention ("attention", the
+ * compute row) started after the shift and the wait for it; the public API
+ * gives the spans only as a trace file, written to a temporary file and
+ * read back. */
+
+#define MAX_RUNS 8
+
+struct ring_parts {
+	int runs, steps;
+	double comm[MAX_RUNS][MAX_RANKS], compute[MAX_RUNS][MAX_RANKS]; /* seconds */
+};
+
+static int ring_trace(struct rank *R, dtpc_session *s, struct ring_parts *p)
+{
+	char path[] = "/tmp/dtpc-calibrate-XXXXXX";
+	int fd = mkstemp(path);
+	if (fd < 0)
+		return rank_fail(R, false, "a trace file: %s", strerror(errno));
+	close(fd);
+	FILE *f = dtpc_trace_write(path, &s, 1) ? NULL : fopen(path, "r");
+	char *text = NULL;
+	long len = -1;
+	if (f && !fseek(f, 0, SEEK_END) && (len = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) &&
+	    (text = malloc((size_t)len + 1)) && fread(text, 1, (size_t)len, f) == (size_t)len)
+		text[len] = 0;
+	else
+		len = -1;
+	if (f)
+		fclose(f);
+	remove(path);
+	cJSON *j = len >= 0 ? cJSON_Parse(text) : NULL;
+	free(text);
+	if (!j)
+		return rank_fail(R, !f, "the ring attention's trace");
+	const cJSON *ev, *all = cJSON_IsArray(j) ? j : cJSON_GetObjectItem(j, "traceEvents");
+	memset(p, 0, sizeof *p);
+	int ncomp = 0, ncomm = 0, steps = R->world;
+	cJSON_ArrayForEach(ev, all) {
+		const cJSON *args = cJSON_GetObjectItem(ev, "args");
+		const cJSON *part = cJSON_GetObjectItem(args, "part");
+		const cJSON *dur = cJSON_GetObjectItem(ev, "dur");
+		if (!cJSON_IsString(part) || !cJSON_IsNumber(dur))
+			continue;
+		bool comp = !strcmp(part->valuestring, "attention");
+		int k = comp ? ncomp++ : ncomm++, per = comp ? steps : steps - 1;
+		/* a run's steps in order, runs in order */
+		if (per > 0 && k / per < MAX_RUNS)
+			(comp ? p->compute : p->comm)[k / per][k % per] = dur->valuedouble * 1e-6;
+	}
+	cJSON_Delete(j);
+	p->steps = steps;
+	p->runs = ncomp / steps < MAX_RUNS ? ncomp / steps : MAX_RUNS;
+	return 0;
+}
+
+/* ---- compute: kernels through sessions, as a rank of `dtpc run` -------------- */
 
 static const int64_t lin_full[NLIN][3] = { { 512, 256, 256 }, { 2048, 256, 768 },
 					   { 2048, 1024, 256 }, { 1024, 256, 1024 } };
@@ -222,12 +396,12 @@ static const int64_t att_quick[NATT][3] = { { 32, 2, 16 }, { 64, 2, 16 }, { 48, 
 					    { 64, 1, 32 } };
 
 struct ranks_row {
-	bool measured;
+	bool measured, merged; /* merged: lse_merge measured (a world of 2 or more) */
 	int threads;
 	struct fit linear;
 	struct attn_fit attention;
 	double op_bw[M_N]; /* bytes per second by the cost model's count */
-	double launch;     /* a 16-float add */
+	double launch;     /* one more 16-float add in a run */
 	double lin_t[NLIN], att_t[NATT], op_t[M_N];
 };
 
@@ -236,61 +410,6 @@ struct compute {
 	int64_t mop_rows, mop_cols; /* the memory-bound kernels' [rows, cols] */
 	struct ranks_row row[MAX_RANKS + 1];
 };
-
-/* One rank's device and buffers (sized for the largest case). */
-struct kbufs {
-	struct dev *d;
-	float *a, *b, *c, *x, *y;
-	void *ws;           /* attention: the session's workspace (one thread's) */
-	int64_t m, k, n;    /* the case: linear m, k, n; attention S, H, D; ops rows, cols */
-	int op;             /* enum mop */
-};
-
-static int run_linear(void *p, uint32_t op)
-{
-	struct kbufs *k = p;
-	return k->d->ops->linear(k->d, k->a, k->b, NULL, k->c, k->m, k->k, k->n);
-}
-
-static int run_attention(void *p, uint32_t op)
-{
-	struct kbufs *k = p;
-	int64_t w = k->k * k->n;
-	/* with LSE, as ring attention's steps (plain attention's cost alike) */
-	return k->d->ops->attention(k->d, k->a, w, k->b, w, k->c, w, NULL, k->x, k->y, 1, k->m, k->m,
-				    k->k, k->n, k->n, k->ws);
-}
-
-static int run_mop(void *p, uint32_t op)
-{
-	struct kbufs *k = p;
-	struct dev *d = k->d;
-	int64_t rows = k->m, cols = k->n, n = rows * cols, s[1] = { n };
-	switch ((enum mop)k->op) {
-	case M_LAYER_NORM:
-		return d->ops->layer_norm(d, k->a, k->c, rows, cols, 1e-6f, k->b, k->b + cols);
-	case M_RMS_NORM:
-		return d->ops->rms_norm(d, k->a, k->c, rows, cols, cols, 1e-6f, k->b);
-	case M_GELU:
-		return d->ops->gelu(d, k->a, k->c, n, true);
-	case M_SILU:
-		return d->ops->unary(d, OP_silu, k->a, k->c, n);
-	case M_ADD:
-	case M_MUL:
-		return d->ops->binary(d, k->op == M_ADD ? K_ADD : K_MUL, k->a, s, k->b, s, k->c, s, 1);
-	case M_MODULATE: /* one shift and scale row per batch: [1, rows, cols] */
-		return d->ops->modulate(d, k->a, k->b, k->b + cols, k->c, 1, rows, cols, 0);
-	case M_ROPE: /* cols = 4 heads of cols / 4; cos and sin [rows, cols / 4] */
-		return d->ops->rope(d, k->a, cols, k->b, k->x, k->c, cols, 1, rows, 4, cols / 4);
-	case M_COPY:
-		return d->ops->copy2d(d, k->c, cols, k->a, cols, rows, cols);
-	case M_LSE_MERGE: /* [1, rows, 4 heads, cols / 4], LSE [1, 4, rows] */
-		return d->ops->lse_merge(d, k->c, DTPC_F32, k->x, k->a, k->y, 1, rows, 4, cols / 4);
-	case M_N:
-		break;
-	}
-	return 0;
-}
 
 /* The bytes the cost model charges each memory-bound kernel: its result
  * and its operands (cost/model.c's op_cost). */
@@ -320,14 +439,6 @@ static double mop_bytes(int op, int64_t rows, int64_t cols)
 	return 0;
 }
 
-static float *filled(size_t n)
-{
-	float *p = malloc(n * sizeof *p);
-	for (size_t i = 0; p && i < n; i++)
-		p[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
-	return p;
-}
-
 /* The threads a rank of n gets from `dtpc run` here: the cores divided by
  * the ranks, at least one (runtime/device_cpu.c's default for local ranks,
  * cli/run.c's choice under mpirun). */
@@ -336,57 +447,221 @@ static int run_threads(int cores, int n)
 	return cores / n > 1 ? cores / n : 1;
 }
 
-/* Every case of the compute table's row for n = the ranks of T's world, all
- * of them computing at once. The row is written by rank 0. */
-static int measure_compute(struct timer *T, int cores, struct compute *out)
+static void linear_graph(struct cgraph *b, int world, int64_t m, int64_t k, int64_t n)
 {
-	int n = T->w.n;
+	cg_init(b, world, 1);
+	int x = cg_tensor(b, "x", GT_INPUT, 2, (const int64_t[]){ m, k }, -1, 0);
+	int w = cg_tensor(b, "w", GT_WEIGHT, 2, (const int64_t[]){ n, k }, -1, 0);
+	int y = cg_tensor(b, "y", GT_ACTIVATION, 2, (const int64_t[]){ m, n }, -1, 1);
+	ga_linear_set(cg_op(b, OP_linear, (const int[]){ x, w }, 2, y, -1),
+		      (struct ga_linear){ .bias = false });
+}
+
+static void attention_graph(struct cgraph *b, int world, int64_t S, int64_t H, int64_t D)
+{
+	const int64_t d[3] = { 1, S, H * D };
+	cg_init(b, world, 1);
+	int q = cg_tensor(b, "q", GT_INPUT, 3, d, -1, 0);
+	int k = cg_tensor(b, "k", GT_INPUT, 3, d, -1, 0);
+	int v = cg_tensor(b, "v", GT_INPUT, 3, d, -1, 0);
+	int y = cg_tensor(b, "y", GT_ACTIVATION, 3, d, -1, 1);
+	ga_attention_set(cg_op(b, OP_attention, (const int[]){ q, k, v }, 3, y, -1),
+			 (struct ga_attention){ D, D });
+}
+
+/* Memory-bound kernel `op` (enum mop, not M_LSE_MERGE, which no graph op
+ * runs alone) on [rows, cols]; its operands as the cost model counts them
+ * (mop_bytes). */
+static void mop_graph(struct cgraph *b, int world, int op, int64_t rows, int64_t cols)
+{
+	const int64_t d2[2] = { rows, cols }, d3[3] = { 1, rows, cols }, row[2] = { 1, cols };
+	const int64_t tab[2] = { rows, cols / 4 }, width = cols;
+	cg_init(b, world, 1);
+	bool three = op == M_MODULATE || op == M_ROPE;
+	int x = cg_tensor(b, "x", GT_INPUT, three ? 3 : 2, three ? d3 : d2, -1, 0);
+	int y = cg_tensor(b, "y", GT_ACTIVATION, three ? 3 : 2, three ? d3 : d2, -1, 1);
+	struct ga_norm norm = { .eps = 1e-6, .affine = true, .width = cols };
+	switch ((enum mop)op) {
+	case M_LAYER_NORM: {
+		int w = cg_tensor(b, "w", GT_WEIGHT, 1, &width, -1, 0);
+		int c = cg_tensor(b, "b", GT_WEIGHT, 1, &width, -1, 0);
+		ga_norm_set(cg_op(b, OP_layer_norm, (const int[]){ x, w, c }, 3, y, -1), norm);
+		break;
+	}
+	case M_RMS_NORM: {
+		int w = cg_tensor(b, "w", GT_WEIGHT, 1, &width, -1, 0);
+		norm.group = cols;
+		ga_norm_set(cg_op(b, OP_rms_norm, (const int[]){ x, w }, 2, y, -1), norm);
+		break;
+	}
+	case M_GELU:
+		ga_gelu_set(cg_op(b, OP_gelu, &x, 1, y, -1), (struct ga_gelu){ .tanh = true });
+		break;
+	case M_SILU:
+		cg_op(b, OP_silu, &x, 1, y, -1);
+		break;
+	case M_ADD:
+	case M_MUL: {
+		int c = cg_tensor(b, "b", GT_INPUT, 2, d2, -1, 0);
+		cg_op(b, op == M_ADD ? OP_add : OP_mul, (const int[]){ x, c }, 2, y, -1);
+		break;
+	}
+	case M_MODULATE: { /* one shift and scale row per batch: [1, cols] each */
+		int sh = cg_tensor(b, "shift", GT_INPUT, 2, row, -1, 0);
+		int sc = cg_tensor(b, "scale", GT_INPUT, 2, row, -1, 0);
+		ga_bcast_set(cg_op(b, OP_modulate, (const int[]){ x, sh, sc }, 3, y, -1),
+			     (struct ga_bcast){ .bh = true });
+		break;
+	}
+	case M_ROPE: { /* 4 heads of cols / 4, interleaved; cos, sin [rows, cols / 4] */
+		int c = cg_tensor(b, "cos", GT_INPUT, 2, tab, -1, 0);
+		int s = cg_tensor(b, "sin", GT_INPUT, 2, tab, -1, 0);
+		ga_rope_set(cg_op(b, OP_rope, (const int[]){ x, c, s }, 3, y, -1),
+			    (struct ga_rope){ .head_dim = cols / 4 });
+		break;
+	}
+	case M_COPY: /* a slice of every column: the executor's copy2d of the rows */
+		ga_slice_set(cg_op(b, OP_slice, &x, 1, y, -1),
+			     (struct ga_slice){ .dim = 1, .start = 0, .length = cols });
+		break;
+	case M_LSE_MERGE:
+	case M_N:
+		break;
+	}
+}
+
+/* A chain of n 16-float adds (y_i = y_(i-1) + b). */
+static void chain_graph(struct cgraph *b, int world, int n)
+{
+	const int64_t d = 16;
+	char name[16];
+	cg_init(b, world, 1);
+	int y = cg_tensor(b, "x", GT_INPUT, 1, &d, -1, 0);
+	int c = cg_tensor(b, "b", GT_INPUT, 1, &d, -1, 0);
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof name, "y%d", i);
+		int z = cg_tensor(b, name, GT_ACTIVATION, 1, &d, -1, i == n - 1);
+		cg_op(b, OP_add, (const int[]){ y, c }, 2, z, -1);
+		y = z;
+	}
+}
+
+/* A ring attention over the world, rotating (rotate) or gathering the
+ * chunks: q [1, Sq, H x D] whole, K and V one row per member. */
+static void ring_graph(struct cgraph *b, int world, int64_t Sq, int64_t H, int64_t D, int rotate)
+{
+	const int64_t dq[3] = { 1, Sq, H * D }, dkv[3] = { 1, world, H * D };
+	uint64_t at[4];
+	cg_init(b, world, world);
+	int q = cg_tensor(b, "q", GT_INPUT, 3, dq, -1, 0);
+	int k = cg_tensor(b, "k", GT_INPUT, 3, dkv, 1, 0);
+	int v = cg_tensor(b, "v", GT_INPUT, 3, dkv, 1, 0);
+	int y = cg_tensor(b, "y", GT_ACTIVATION, 3, dq, -1, 1);
+	uint64_t kv = (uint64_t)(2 * H * D) * (rotate == G_ROT_SENDRECV ? 2 : (uint64_t)world);
+	uint64_t need = graph_ring_scratch(kv, (uint64_t)(Sq * H * D), (uint64_t)(Sq * H), 4,
+					   false, at);
+	int s = cg_scratch(b, "ring", (need + 3) / 4);
+	ga_ring_attention_set(cg_op(b, OP_ring_attention, (const int[]){ q, k, v }, 3, y, s),
+			      (struct ga_ring_attention){ .head_dim = D, .head_dim_v = D,
+							  .rotate = rotate, .seq_dim = 1 });
+}
+
+/* lse_merge, which only ring attention runs: the median over runs of what a
+ * step that merges (steps 1 ..) takes beyond the first step, which writes
+ * its block in place (the same attention: q [1, rows, 4 heads of cols /
+ * 4] against one key row), the slowest rank's. */
+static int measure_merge(struct rank *R, int64_t rows, int64_t cols, int reps, double *out)
+{
+	struct cgraph b;
+	struct meas m;
+	struct ring_parts p;
+	ring_graph(&b, R->world, rows, 4, cols / 4, G_ROT_GATHER);
+	if (meas_open(R, &b, "lse_merge (ring attention)", &m))
+		return 1;
+	dtpc_session_trace(m.s, 1);
+	int rc = 0;
+	for (int r = 0; r <= reps && !rc; r++)
+		if (dtpc_session_run(m.s))
+			rc = rank_fail(R, true, "lse_merge (ring attention)");
+	rc = rc ? rc : ring_trace(R, m.s, &p);
+	meas_close(&m);
+	double t[MAX_RUNS];
+	int n = 0;
+	for (int r = 1; !rc && r < p.runs; r++) { /* run 0: the warm-up */
+		double merged = 0;
+		for (int s = 1; s < p.steps; s++)
+			merged += p.compute[r][s] / (p.steps - 1);
+		t[n++] = merged - p.compute[r][0];
+	}
+	return rc || failed(R, n == 0) ? 1 : slowest(R, median(t, n), out);
+}
+
+/* What every row and every collective needs of a world: one more op's
+ * cost in a run (launch_s: the difference between chains of 1 + CHAIN and
+ * of 1 adds, per add), the run's own (the 1-add chain less an add's) and
+ * the copy's rate. */
+struct world_base {
+	double launch, run, copy_bw, copy_t;
+};
+
+static int measure_base(struct rank *R, struct compute *cp, struct world_base *w)
+{
+	struct cgraph b;
+	double one, many;
+	int reps = cp->quick ? 3 : 5;
+	chain_graph(&b, R->world, 1);
+	if (time_graph(R, &b, "a 16-float add", reps, 0, false, &one))
+		return 1;
+	chain_graph(&b, R->world, 1 + CHAIN);
+	if (time_graph(R, &b, "a chain of 16-float adds", reps, 0, false, &many))
+		return 1;
+	w->launch = many > one ? (many - one) / CHAIN : 0;
+	w->run = one > w->launch ? one - w->launch : 0;
+	mop_graph(&b, R->world, M_COPY, cp->mop_rows, cp->mop_cols);
+	if (time_graph(R, &b, "copy", reps, cp->quick ? 0 : MIN_TIMING_S, true, &w->copy_t))
+		return 1;
+	w->copy_bw = mop_bytes(M_COPY, cp->mop_rows, cp->mop_cols) / w->copy_t;
+	return 0;
+}
+
+/* Every case of the compute table's row for n = the ranks of R's world, all
+ * of them computing at once. The row is written by rank 0. */
+static int measure_compute(struct rank *R, const struct world_base *w, struct compute *out)
+{
+	int n = R->world;
 	bool q = out->quick;
 	const int64_t(*lin)[3] = q ? lin_quick : lin_full;
 	const int64_t(*att)[3] = q ? att_quick : att_full;
-	size_t big = q ? 1 << 16 : 2 << 20; /* floats: the largest operand of any case */
-	struct kbufs k = { .d = dev_cpu_create() };
-	struct ranks_row row = { .measured = true, .threads = run_threads(cores, n) };
-	int rc = 0, reps = q ? 3 : 5;
+	struct ranks_row row = { .measured = true, .threads = R->threads, .launch = w->launch };
+	int reps = q ? 3 : 5;
 	double min_s = q ? 0 : MIN_TIMING_S;
-	k.d->ops->threads(k.d, row.threads);
-	k.a = filled(big), k.b = filled(big), k.c = filled(big), k.x = filled(big);
-	k.y = filled(big);
-	/* the largest attention workspace of the cases (the device's pool grows
-	 * its own) */
-	size_t ws = 0;
+	struct cgraph b;
+	for (int i = 0; i < NLIN; i++) {
+		linear_graph(&b, n, lin[i][0], lin[i][1], lin[i][2]);
+		if (time_graph(R, &b, "linear", reps, min_s, true, &row.lin_t[i]))
+			return 1;
+	}
 	for (int i = 0; i < NATT; i++) {
-		size_t w = k.d->ops->attention_workspace(k.d, 1, att[i][0], att[i][0], att[i][1],
-							 att[i][2], att[i][2]);
-		ws = w > ws ? w : ws;
+		attention_graph(&b, n, att[i][0], att[i][1], att[i][2]);
+		if (time_graph(R, &b, "attention", reps, min_s, true, &row.att_t[i]))
+			return 1;
 	}
-	k.ws = aligned_alloc(64, (ws + 63) / 64 * 64);
-	/* every rank learns whether one could not allocate, so none waits for it */
-	double failed = !k.a || !k.b || !k.c || !k.x || !k.y || !k.ws;
-	rc = slowest(T, failed, &failed);
-	if (!rc && failed)
-		rc = comm_errorf(T->c, COMM_FAILED, "a rank ran out of memory for the kernels' buffers");
-	for (int i = 0; i < NLIN && !rc; i++) {
-		k.m = lin[i][0], k.k = lin[i][1], k.n = lin[i][2];
-		rc = timed(T, true, run_linear, &k, reps, min_s, true, &row.lin_t[i]);
+	int64_t rows = out->mop_rows, cols = out->mop_cols;
+	for (int i = 0; i < M_N; i++) {
+		if (i == M_COPY) {
+			row.op_t[i] = w->copy_t;
+		} else if (i == M_LSE_MERGE) {
+			/* a world of one has no ring: the row leaves lse_merge out */
+			if (n > 1 && measure_merge(R, rows, cols, reps, &row.op_t[i]))
+				return 1;
+			row.merged = n > 1;
+		} else {
+			mop_graph(&b, n, i, rows, cols);
+			if (time_graph(R, &b, mop_keys[i], reps, min_s, true, &row.op_t[i]))
+				return 1;
+		}
+		row.op_bw[i] = row.op_t[i] > 0 ? mop_bytes(i, rows, cols) / row.op_t[i] : 0;
 	}
-	for (int i = 0; i < NATT && !rc; i++) {
-		k.m = att[i][0], k.k = att[i][1], k.n = att[i][2];
-		rc = timed(T, true, run_attention, &k, reps, min_s, true, &row.att_t[i]);
-	}
-	k.m = out->mop_rows, k.n = out->mop_cols;
-	for (int i = 0; i < M_N && !rc; i++) {
-		k.op = i;
-		rc = timed(T, true, run_mop, &k, reps, min_s, true, &row.op_t[i]);
-		row.op_bw[i] = mop_bytes(i, k.m, k.n) / row.op_t[i];
-	}
-	k.op = M_ADD, k.m = 1, k.n = 16;
-	if (!rc)
-		rc = timed(T, true, run_mop, &k, reps, min_s, false, &row.launch);
-	k.d->ops->destroy(k.d);
-	free(k.a), free(k.b), free(k.c), free(k.x), free(k.y), free(k.ws);
-	if (rc)
-		return rc;
 	double x[NLIN > NATT ? NLIN : NATT], s[NATT];
 	for (int i = 0; i < NLIN; i++)
 		x[i] = 2.0 * (double)(lin[i][0] * lin[i][1] * lin[i][2]);
@@ -396,7 +671,7 @@ static int measure_compute(struct timer *T, int cores, struct compute *out)
 		x[i] = 4.0 * s[i] * (double)att[i][2];
 	}
 	row.attention = fit_attention(x, s, row.att_t, NATT);
-	if (T->c->rank == 0)
+	if (R->rank == 0)
 		out->row[n] = row;
 	return 0;
 }
@@ -411,151 +686,216 @@ static bool table_count(int n, int ranks)
 /* ---- collectives ------------------------------------------------------------ */
 
 struct coll_times {
-	double t[CO_N][MAX_RANKS + 1][MAX_SIZES]; /* [kind][group size][size] */
-	int at_work[MAX_RANKS + 1];               /* [group size]: ranks in its groups */
+	double t[CO_N][MAX_RANKS + 1][MAX_SIZES];     /* [kind][group size][size] */
+	double bytes[CO_N][MAX_RANKS + 1][MAX_SIZES]; /* the message the graph moved */
+	int at_work[MAX_RANKS + 1];                   /* [group size]: ranks in its groups */
 };
 
 /* The bytes the cost model charges a member (graph_comm_bytes' convention,
  * the nccl-tests bus factors): what it divides by the bus bandwidth. */
-static double bus_bytes(int kind, int n, size_t bytes)
+static double bus_bytes(int kind, int n, double bytes)
 {
 	double f = kind == CO_AR ? 2.0 * (n - 1) / n : kind == CO_P2P ? 1.0 : (double)(n - 1) / n;
-	return f * (double)bytes;
+	return f * bytes;
 }
 
-struct coll_case {
-	struct comm *c;
-	struct comm_group g;
-	int kind;
-	size_t bytes;
-	char *send, *recv;
-};
-
-static int one_op(void *p, uint32_t op)
+/* Collective `kind` (not the ring shift) over groups of g: a message of
+ * about `bytes` (a result of g equal pieces, or for the all-to-all a
+ * member's [1, S / g, g heads of 64] sent as g pieces). Returns the
+ * bytes it moves and in *copied those of the executor's copies around the
+ * transfer, as the cost model counts them (cost/model.c's collective_cost:
+ * the all-gather's unpacking, the copy an all-reduce sums in place, the
+ * all-to-all's packing and unpacking). */
+static double coll_graph(struct cgraph *b, int world, int g, int kind, size_t bytes,
+			 double *copied)
 {
-	struct coll_case *x = p;
-	struct comm *c = x->c;
-	const struct comm_group *g = &x->g;
-	struct comm_tag tag = { op, "dtpc calibrate" };
-	size_t counts[MAX_RANKS], displs[MAX_RANKS];
-	size_t part = x->bytes / (size_t)g->n / 4 * 4;
-	for (int i = 0; i < g->n; i++)
-		counts[i] = part, displs[i] = (size_t)i * part;
-	int rc;
-	switch (x->kind) {
-	case CO_AG:
-		rc = c->ops->allgatherv(c, g, tag, x->recv + displs[g->me], x->recv, counts, displs);
-		break;
-	case CO_AR:
-		rc = c->ops->allreduce_f32(c, g, tag, (float *)x->send, x->bytes / 4);
-		break;
-	case CO_A2A:
-		rc = c->ops->alltoallv(c, g, tag, x->send, counts, displs, x->recv, counts, displs);
-		break;
-	default: {
-		struct comm_request *req;
-		rc = comm_shift_start(c, g, tag, x->send, x->bytes, x->recv, x->bytes, &req);
-		rc = rc ? rc : c->ops->exchange_wait(c, req);
+	cg_init(b, world, g);
+	int64_t n = (int64_t)(bytes / 4 / (size_t)g) * g;
+	n = n > g ? n : g;
+	if (kind == CO_AG) {
+		int x = cg_tensor(b, "x", GT_INPUT, 1, &n, 0, 0);
+		int y = cg_tensor(b, "y", GT_ACTIVATION, 1, &n, -1, 1);
+		int s = cg_scratch(b, "gathered", (uint64_t)n);
+		ga_dim_set(cg_op(b, OP_all_gather, &x, 1, y, s), (struct ga_dim){ 0 });
+		*copied = 2.0 * (double)n * 4;
+		return (double)n * 4;
 	}
+	if (kind == CO_AR) {
+		int x = cg_tensor(b, "x", GT_INPUT, 1, &n, -1, 0);
+		int y = cg_tensor(b, "y", GT_ACTIVATION, 1, &n, -1, 1);
+		cg_op(b, OP_all_reduce, &x, 1, y, -1);
+		*copied = 2.0 * (double)n * 4;
+		return (double)n * 4;
 	}
-	/* a device backend returns before the transfer ends: time all of it */
-	return rc ? rc : comm_complete(c);
+	const int64_t D = 64, W = g * D;
+	int64_t S = (int64_t)(bytes / 4) / W;
+	S = (S > 1 ? S : 1) * g; /* a member's S / g rows of W */
+	const int64_t d[3] = { 1, S, W };
+	int x = cg_tensor(b, "x", GT_INPUT, 3, d, 1, 0);
+	int y = cg_tensor(b, "y", GT_ACTIVATION, 3, d, 2, 1);
+	int s = cg_scratch(b, "a2a", (uint64_t)(2 * S * W / g));
+	ga_ulysses_a2a_set(cg_op(b, OP_ulysses_a2a, &x, 1, y, s),
+			   (struct ga_ulysses_a2a){ .direction = G_A2A_TO_HEADS, .head_dim = D,
+						    .seq_dim = 1 });
+	double local = (double)(S / g * W) * 4;
+	*copied = 2.0 * 2 * local;
+	return local;
 }
 
-/* For each group size n in lo..hi, T's world cut into as many groups of n
- * consecutive ranks as it holds, all at work at once (as a run's groups
- * of one axis are); ranks left over wait. */
-static int measure_colls(struct timer *T, int lo, int hi, const struct sizes *sz,
-			 struct coll_times *out)
+/* The ring shift of `bytes` (a member's K and V chunk: one row of bytes / 8
+ * floats each, heads of 64), from a rotating ring attention's trace: per
+ * step, its "kv shift" span less the attention nested in it, the median
+ * over runs of the steps' mean, the slowest rank's. Returns the bytes. */
+static int measure_shift(struct rank *R, size_t bytes, int reps, double *out, double *moved)
 {
-	int granks[MAX_RANKS], rank = T->c->rank;
-	size_t maxb = sz->bytes[sz->n - 1];
-	struct coll_case x = { .c = T->c, .send = calloc(maxb, 1), .recv = calloc(maxb, 1) };
-	double failed = !x.send || !x.recv;
-	int rc = slowest(T, failed, &failed); /* none waits for a rank that could not allocate */
-	if (!rc && failed)
-		rc = comm_errorf(T->c, COMM_FAILED, "a rank ran out of memory for the messages");
-	for (int n = lo; n <= hi && !rc; n++) {
-		int base = rank / n * n;
-		bool member = rank < T->w.n / n * n;
-		for (int i = 0; i < n; i++)
-			granks[i] = base + i;
-		x.g = (struct comm_group){ .id = n, .n = n, .me = rank - base, .ranks = granks };
-		out->at_work[n] = T->w.n / n * n;
-		for (int k = 0; k < CO_N && !rc; k++)
-			for (int s = 0; s < sz->n && !rc; s++) {
-				x.kind = k, x.bytes = sz->bytes[s];
-				rc = timed(T, member, one_op, &x, sz->reps, 0, false, &out->t[k][n][s]);
+	struct cgraph b;
+	struct meas m;
+	struct ring_parts p;
+	int64_t W = (int64_t)(bytes / 8 / 64 > 1 ? bytes / 8 / 64 : 1) * 64;
+	ring_graph(&b, R->world, 1, W / 64, 64, G_ROT_SENDRECV);
+	*moved = (double)W * 8;
+	if (meas_open(R, &b, "ring shift (ring attention)", &m))
+		return 1;
+	dtpc_session_trace(m.s, 1);
+	int rc = 0;
+	for (int r = 0; r <= reps && !rc; r++) {
+		double unused;
+		rc = slowest(R, 0, &unused); /* every run from a barrier, as timed()'s */
+		if (!rc && dtpc_session_run(m.s))
+			rc = rank_fail(R, true, "ring shift (ring attention)");
+	}
+	rc = rc ? rc : ring_trace(R, m.s, &p);
+	meas_close(&m);
+	double t[MAX_RUNS];
+	int n = 0;
+	for (int r = 1; !rc && r < p.runs; r++) { /* run 0: the warm-up */
+		double shift = 0;
+		for (int s = 0; s + 1 < p.steps; s++)
+			shift += (p.comm[r][s] - p.compute[r][s]) / (p.steps - 1);
+		t[n++] = shift > 0 ? shift : 0;
+	}
+	return rc || failed(R, n == 0) ? 1 : slowest(R, median(t, n), out);
+}
+
+/* For each group size n in lo..hi that divides R's world, the world cut
+ * into groups of n consecutive ranks (a graph's mesh [world / n, n]), all
+ * at work at once, as a run's groups of one axis are. A point is the run's
+ * time less the run's own cost (w->run) and less the executor's copies
+ * at this world's copy rate. */
+static int measure_colls(struct rank *R, int lo, int hi, const struct sizes *sz,
+			 const struct world_base *w, struct coll_times *out)
+{
+	for (int n = lo; n <= hi; n++) {
+		if (R->world % n)
+			continue;
+		out->at_work[n] = R->world;
+		for (int k = 0; k < CO_N; k++)
+			for (int s = 0; s < sz->n; s++) {
+				double *t = &out->t[k][n][s], copied = 0;
+				if (k == CO_P2P) {
+					if (measure_shift(R, sz->bytes[s], sz->reps, t,
+							  &out->bytes[k][n][s]))
+						return 1;
+					continue;
+				}
+				struct cgraph b;
+				out->bytes[k][n][s] = coll_graph(&b, R->world, n, k, sz->bytes[s],
+								 &copied);
+				if (time_graph(R, &b, coll_names[k], sz->reps, 0, false, t))
+					return 1;
+				*t -= w->run + copied / w->copy_bw;
+				*t = *t > 0 ? *t : 0;
 			}
 	}
-	free(x.send), free(x.recv);
+	return 0;
+}
+
+/* One world's measurements on one rank: the compute row (with_compute)
+ * and the collectives of groups lo..hi. */
+static int measure_world(struct rank *R, bool with_compute, int lo, int hi,
+			 const struct sizes *sz, struct coll_times *ct, struct compute *cp)
+{
+	struct world_base w;
+	if (rank_open(R))
+		return 1;
+	int rc = measure_base(R, cp, &w);
+	if (!rc && with_compute)
+		rc = measure_compute(R, &w, cp);
+	if (!rc && lo <= hi)
+		rc = measure_colls(R, lo, hi, sz, &w, ct);
+	rank_close(R);
 	return rc;
 }
 
 /* ---- the local backend: a world of exactly n threads per point ------------------- */
 
 struct local_arg {
-	struct comm_local_world *w;
-	int rank, n, cores, ranks;
+	struct rank R;
+	int n, ranks;
 	const struct sizes *sz;
 	struct coll_times *ct;
 	struct compute *cp;
 	int rc;
-	char err[G_ERROR_MSG];
 };
 
 static void *local_rank(void *p)
 {
 	struct local_arg *a = p;
-	struct comm *c = comm_local_create(a->w, a->rank);
-	if (!c) {
-		a->rc = COMM_FAILED;
-		snprintf(a->err, sizeof a->err, "cannot create rank %d's communicator", a->rank);
+	struct rank *R = &a->R;
+	if (dtpc_comm_local(R->local, R->rank, &R->c)) {
+		a->rc = rank_fail(R, true, "the communicator");
 		return NULL;
 	}
-	int wr[MAX_RANKS];
-	struct timer T = { .c = c, .w = comm_world_group(c, wr) };
-	a->rc = table_count(a->n, a->ranks) ? measure_compute(&T, a->cores, a->cp) : 0;
-	if (!a->rc && a->n >= 2)
-		a->rc = measure_colls(&T, a->n, a->n, a->sz, a->ct);
-	if (a->rc)
-		snprintf(a->err, sizeof a->err, "%s", g_error()->msg[0] ? g_error()->msg : "out of memory");
-	c->ops->free(c);
+	/* a world of one has no collectives (lo > hi) */
+	a->rc = measure_world(R, table_count(a->n, a->ranks), a->n > 1 ? a->n : 2, a->n, a->sz,
+			      a->ct, a->cp);
+	dtpc_comm_free(R->c);
 	return NULL;
 }
 
 /* A world of exactly n threads for n = 1..ranks, so that a point's ranks
- * share the cores as a run on n ranks does. */
+ * share the cores as a run on n ranks does. A rank that fails aborts the
+ * world (rank_fail); the error reported is the first failure's. */
 static bool local_measure(int ranks, int cores, const struct sizes *sz, struct coll_times *ct,
 			  struct compute *cp, char *err, size_t errlen)
 {
+	static const char aborted[] = "the local world was aborted: ";
 	for (int n = 1; n <= ranks; n++) {
-		struct comm_local_world *w = comm_local_world_create(n, 120000);
+		dtpc_local_world *w = NULL;
 		struct local_arg a[MAX_RANKS];
 		pthread_t th[MAX_RANKS];
 		int started = 0;
-		bool ok = w != NULL;
+		bool ok = !dtpc_local_world_create(n, 120000, &w);
+		if (!ok)
+			snprintf(err, errlen, "a local world of %d: %s", n, dtpc_last_error());
 		for (int r = 0; ok && r < n; r++) {
-			a[r] = (struct local_arg){ .w = w, .rank = r, .n = n, .cores = cores,
-						   .ranks = ranks, .sz = sz, .ct = ct, .cp = cp };
+			a[r] = (struct local_arg){ .R = { .rank = r, .world = n, .local = w,
+							  .threads = run_threads(cores, n) },
+						   .n = n, .ranks = ranks, .sz = sz, .ct = ct,
+						   .cp = cp };
 			if (pthread_create(&th[r], NULL, local_rank, &a[r])) {
 				snprintf(err, errlen, "cannot start rank %d's thread", r);
+				dtpc_local_world_abort(w, err);
 				ok = false;
 				break;
 			}
 			started++;
 		}
-		/* ranks already started fail at their first barrier's timeout
-		 * when one could not start */
 		for (int r = 0; r < started; r++)
 			pthread_join(th[r], NULL);
 		for (int r = 0; ok && r < n; r++)
 			if (a[r].rc) {
-				snprintf(err, errlen, "rank %d: %s", r, a[r].err);
+				const char *e = a[r].R.err;
+				/* another rank's failure, as the abort passed it on */
+				const char *at = strstr(e, aborted);
+				if (at)
+					snprintf(err, errlen, "%s", at + strlen(aborted));
+				else
+					snprintf(err, errlen, "rank %d: %s", r, e);
 				ok = false;
 			}
 		if (w)
-			comm_local_world_free(w);
+			dtpc_local_world_free(w);
 		if (!ok)
 			return false;
 	}
@@ -590,10 +930,12 @@ static void add_links(cJSON *root, const struct coll_times *ct, const struct siz
 		double a[MAX_RANKS], b[MAX_RANKS];
 		int m = 0;
 		for (int n = 2; n <= ranks; n++) {
+			if (!ct->at_work[n]) /* a group size the job's mesh cannot have */
+				continue;
 			double x[MAX_SIZES], t[MAX_SIZES];
 			double share = (double)cores / ct->at_work[n];
 			for (int s = 0; s < sz->n; s++)
-				x[s] = bus_bytes(k, n, sz->bytes[s]), t[s] = ct->t[k][n][s];
+				x[s] = bus_bytes(k, n, ct->bytes[k][n][s]), t[s] = ct->t[k][n][s];
 			/* the bandwidth from the large messages, α what the smallest
 			 * takes beyond its bytes' time: a line through all points lets
 			 * the large ones' noise swamp a microsecond intercept */
@@ -608,7 +950,7 @@ static void add_links(cJSON *root, const struct coll_times *ct, const struct siz
 			cJSON *pts = cJSON_AddArrayToObject(row, "points");
 			for (int s = 0; s < sz->n; s++) {
 				cJSON *p = cJSON_CreateObject();
-				cJSON_AddNumberToObject(p, "bytes", (double)sz->bytes[s]);
+				cJSON_AddNumberToObject(p, "bytes", ct->bytes[k][n][s]);
 				cJSON_AddNumberToObject(p, "bus_bytes", x[s]);
 				cJSON_AddNumberToObject(p, "seconds", t[s]);
 				cJSON_AddItemToArray(pts, p);
@@ -645,6 +987,8 @@ static void add_links(cJSON *root, const struct coll_times *ct, const struct siz
 	put(intra, "overlap", 0, src);
 	cJSON *bg = cJSON_AddArrayToObject(intra, "by_group");
 	for (int n = 2; n <= ranks; n++) {
+		if (!ct->at_work[n])
+			continue;
 		cJSON *e = cJSON_CreateObject();
 		int groups = ct->at_work[n] / n;
 		snprintf(src, sizeof src,
@@ -653,7 +997,7 @@ static void add_links(cJSON *root, const struct coll_times *ct, const struct siz
 			 "%d (the points: \"calibration\")",
 			 stamp, groups, groups > 1 ? "s" : "", n,
 			 strcmp(backend, "mpi") ? "a world of as many threads"
-						: "of the job's processes; the others wait",
+						: "of the job's processes",
 			 ct->at_work[n], sz->bytes[0], sz->bytes[sz->n - 1], sz->reps);
 		put(e, "group", n, src);
 		put(e, "ranks_at_work", ct->at_work[n], src);
@@ -719,18 +1063,20 @@ static void add_compute(cJSON *f32, const struct compute *cp, int ranks, int cor
 		snprintf(src, sizeof src, "%s: %s", stamp, how);
 		put(e, "ranks", n, src);
 		put(e, "threads_per_rank", r->threads, src);
-		snprintf(src, sizeof src, "%s: a 16-float add through the CPU device; %s", stamp, how);
+		snprintf(src, sizeof src,
+			 "%s: one more 16-float add in a run (chains of %d and 1 adds, per add); %s",
+			 stamp, 1 + CHAIN, how);
 		put(e, "launch_s", r->launch, src);
 		cJSON *l = cJSON_AddObjectToObject(e, "linear");
 		snprintf(src, sizeof src,
-			 "%s: the device's linear (sgemm blocks on the rank's pool), m x k x n = %s "
+			 "%s: a graph's linear (sgemm blocks on the rank's pool), m x k x n = %s "
 			 "(%.4g, %.4g, %.4g, %.4g s); fitted t = flops / peak; %s",
 			 stamp, lshapes, r->lin_t[0], r->lin_t[1], r->lin_t[2], r->lin_t[3], how);
 		put(l, "peak_flops", r->linear.rate, src);
 		put(l, "fixed_s", 0, src);
 		cJSON *a = cJSON_AddObjectToObject(e, "attention");
 		snprintf(src, sizeof src,
-			 "%s: the device's attention with LSE, %s (heads x head dim) (%.4g, %.4g, "
+			 "%s: a graph's attention, %s (heads x head dim) (%.4g, %.4g, "
 			 "%.4g, %.4g s); fitted t = flops / peak + scores x score_s; %s",
 			 stamp, ashapes, r->att_t[0], r->att_t[1], r->att_t[2], r->att_t[3], how);
 		put(a, "peak_flops", r->attention.peak, src);
@@ -738,11 +1084,18 @@ static void add_compute(cJSON *f32, const struct compute *cp, int ranks, int cor
 		put(a, "score_s", r->attention.per_score, src);
 		cJSON *o = cJSON_AddObjectToObject(e, "op_bytes_per_s");
 		for (int i = 0; i < M_N; i++) {
+			if (i == M_LSE_MERGE && !r->merged)
+				continue; /* the row's memory_bytes_per_s stands in */
 			snprintf(src, sizeof src,
-				 "%s: the device's %s on [%" PRId64 ", %" PRId64 "], %.0f bytes (operands "
-				 "and result) in %.4g s; %s",
-				 stamp, i == M_COPY ? "copy2d" : mop_keys[i], cp->mop_rows, cp->mop_cols,
-				 mop_bytes(i, cp->mop_rows, cp->mop_cols), r->op_t[i], how);
+				 "%s: %s on [%" PRId64 ", %" PRId64 "], %.0f bytes (operands and "
+				 "result) in %.4g s; %s",
+				 stamp,
+				 i == M_COPY	    ? "a graph's slice of every column (copy2d)"
+				 : i == M_LSE_MERGE ? "a ring attention's merge (its trace: a merging "
+						      "step less the first, q 4 heads, 1 key row)"
+						    : mop_keys[i],
+				 cp->mop_rows, cp->mop_cols, mop_bytes(i, cp->mop_rows, cp->mop_cols),
+				 r->op_t[i], how);
 			put(o, mop_keys[i], r->op_bw[i], src);
 		}
 		snprintf(src, sizeof src, "%s: the copy2d rate of this row (other memory-bound ops)",
@@ -815,13 +1168,15 @@ static const char *unwritable(const char *path)
  * the backend's barrier polls, which would slow the others: a run has no
  * idle ranks), so the table's one row is the job's size; collectives as
  * measure_colls cuts the job. */
-static int mpi_measure(struct comm *c, int ranks, int cores, const struct sizes *sz,
-		       struct coll_times *ct, struct compute *cp)
+static bool mpi_measure(dtpc_comm *c, int cores, const struct sizes *sz, struct coll_times *ct,
+			struct compute *cp, char *err, size_t errlen)
 {
-	int wr[MAX_RANKS];
-	struct timer T = { .c = c, .w = comm_world_group(c, wr) };
-	int rc = measure_compute(&T, cores, cp);
-	return rc ? rc : measure_colls(&T, 2, ranks, sz, ct);
+	struct rank R = { .c = c, .rank = dtpc_comm_rank(c), .world = dtpc_comm_size(c) };
+	R.threads = run_threads(cores, R.world);
+	if (!measure_world(&R, true, 2, R.world, sz, ct, cp))
+		return true;
+	snprintf(err, errlen, "rank %d: %s", R.rank, R.err);
+	return false;
 }
 
 int calibrate_main(int argc, char **argv)
@@ -839,8 +1194,8 @@ int calibrate_main(int argc, char **argv)
 				  : (struct sizes){ 4, 5, { 4096, 262144, 2 << 20, 8 << 20 } };
 	struct coll_times *ct = calloc(1, sizeof *ct);
 	struct compute *cp = calloc(1, sizeof *cp);
-	struct comm *mc = NULL;
-	char err[G_ERROR_MSG + 80] = "";
+	dtpc_comm *mc = NULL;
+	char err[ERR_LEN + 80] = "";
 	int cores = (int)sysconf(_SC_NPROCESSORS_ONLN), rank = 0;
 	double load_start = -1; /* -1: not known (getloadavg failed) */
 	getloadavg(&load_start, 1);
@@ -851,26 +1206,21 @@ int calibrate_main(int argc, char **argv)
 	/* the memory-bound kernels: 4 MiB of floats, rows of 256 (quick: 16 KiB) */
 	cp->mop_rows = o.quick ? 16 : 4096, cp->mop_cols = 256;
 	if (o.mpi) {
-		/* the backend itself, not a dtpc_comm: the measurements call its
-		 * collectives (comm.h), which the public API keeps inside sessions */
-		if (!(mc = comm_mpi_create(120000))) {
-			fprintf(stderr, "dtpc calibrate: MPI: %s\n", g_error()->msg);
+		if (dtpc_comm_mpi(120000, &mc)) {
+			fprintf(stderr, "dtpc calibrate: MPI: %s\n", dtpc_last_error());
 			return free(ct), free(cp), 2;
 		}
-		rank = mc->rank, o.ranks = mc->world;
+		rank = dtpc_comm_rank(mc), o.ranks = dtpc_comm_size(mc);
 		if (o.ranks < 2 || o.ranks > MAX_RANKS) {
 			fprintf(stderr, "dtpc calibrate: run it under mpirun -np 2..16\n");
-			return mc->ops->free(mc), free(ct), free(cp), 2;
+			return dtpc_comm_free(mc), free(ct), free(cp), 2;
 		}
 	}
-	bool ok = o.mpi ? mpi_measure(mc, o.ranks, cores, &sz, ct, cp) == COMM_OK
+	bool ok = o.mpi ? mpi_measure(mc, cores, &sz, ct, cp, err, sizeof err)
 			: local_measure(o.ranks, cores, &sz, ct, cp, err, sizeof err);
-	if (o.mpi && !ok)
-		snprintf(err, sizeof err, "%s", g_error()->msg[0] ? g_error()->msg : "out of memory");
 	if (!ok) {
 		fprintf(stderr, "dtpc calibrate: %s\n", err);
-		if (mc)
-			mc->ops->free(mc);
+		dtpc_comm_free(mc);
 		return free(ct), free(cp), 1;
 	}
 
@@ -910,7 +1260,7 @@ int calibrate_main(int argc, char **argv)
 		while (!cp->row[n1].measured)
 			n1++;
 		snprintf(src, sizeof src,
-			 "%s: a 16-float add through the CPU device, %d rank%s at once, median", stamp,
+			 "%s: one more 16-float add in a run, %d rank%s at once, median", stamp,
 			 n1, n1 > 1 ? "s" : "");
 		put(j, "launch_s", cp->row[n1].launch, src);
 		cJSON_AddStringToObject(j, "default_dtype", "f32");
@@ -931,8 +1281,7 @@ int calibrate_main(int argc, char **argv)
 		free(out);
 		cJSON_Delete(j);
 	}
-	if (mc)
-		mc->ops->free(mc);
+	dtpc_comm_free(mc);
 	free(ct), free(cp);
 	return rc;
 }
