@@ -772,9 +772,16 @@ static int measure_shift(struct rank *R, size_t bytes, int reps, double *out, do
 		double shift = 0;
 		for (int s = 0; s + 1 < p.steps; s++)
 			shift += (p.comm[r][s] - p.compute[r][s]) / (p.steps - 1);
-		t[n++] = shift > 0 ? shift : 0;
+		t[n++] = shift;
 	}
-	return rc || failed(R, n == 0) ? 1 : slowest(R, median(t, n), out);
+	if (rc || failed(R, n == 0))
+		return 1;
+	double mine = median(t, n);
+	/* a shift the trace cannot tell from its attention is a failure, not
+	 * a zero */
+	if (failed(R, !(mine > 0)))
+		return rank_fail(R, false, "ring shift: no time left beside the attention");
+	return slowest(R, mine, out);
 }
 
 /* For each group size n in lo..hi that divides R's world, the world cut
@@ -803,8 +810,13 @@ static int measure_colls(struct rank *R, int lo, int hi, const struct sizes *sz,
 								 &copied);
 				if (time_graph(R, &b, coll_names[k], sz->reps, 0, false, t))
 					return 1;
-				*t -= w->run + copied / w->copy_bw;
-				*t = *t > 0 ? *t : 0;
+				/* where noise leaves nothing after a subtraction (tiny
+				 * messages), the point keeps what was subtracted: an
+				 * upper bound, never a zero or negative time */
+				double raw = *t;
+				*t = raw - w->run - copied / w->copy_bw;
+				if (*t <= 0)
+					*t = raw - w->run > 0 ? raw - w->run : raw;
 			}
 	}
 	return 0;
