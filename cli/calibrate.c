@@ -574,21 +574,35 @@ static void ring_graph(struct cgraph *b, int world, int64_t Sq, int64_t H, int64
  * step that merges (steps 1 ..) takes beyond the first step, which writes
  * its block in place (the same attention: q [1, rows, 4 heads of cols /
  * 4] against one key row), the slowest rank's. */
-static int measure_merge(struct rank *R, int64_t rows, int64_t cols, int reps, double *out)
+/* b's ring attention opened, traced over reps + 1 runs (the first a
+ * warm-up; with `barriers` each run from a barrier, as timed()'s are) and
+ * closed: its parts in *p. */
+static int traced_ring(struct rank *R, struct cgraph *b, const char *what, int reps,
+		       bool barriers, struct ring_parts *p)
 {
-	struct cgraph b;
 	struct meas m;
-	struct ring_parts p;
-	ring_graph(&b, R->world, rows, 4, cols / 4, G_ROT_GATHER);
-	if (meas_open(R, &b, "lse_merge (ring attention)", &m))
+	if (meas_open(R, b, what, &m))
 		return 1;
 	dtpc_session_trace(m.s, 1);
 	int rc = 0;
-	for (int r = 0; r <= reps && !rc; r++)
-		if (dtpc_session_run(m.s))
-			rc = rank_fail(R, true, "lse_merge (ring attention)");
-	rc = rc ? rc : ring_trace(R, m.s, &p);
+	for (int r = 0; r <= reps && !rc; r++) {
+		double unused;
+		if (barriers)
+			rc = slowest(R, 0, &unused);
+		if (!rc && dtpc_session_run(m.s))
+			rc = rank_fail(R, true, "%s", what);
+	}
+	rc = rc ? rc : ring_trace(R, m.s, p);
 	meas_close(&m);
+	return rc;
+}
+
+static int measure_merge(struct rank *R, int64_t rows, int64_t cols, int reps, double *out)
+{
+	struct cgraph b;
+	struct ring_parts p;
+	ring_graph(&b, R->world, rows, 4, cols / 4, G_ROT_GATHER);
+	int rc = traced_ring(R, &b, "lse_merge (ring attention)", reps, false, &p);
 	double t[MAX_RUNS];
 	int n = 0;
 	for (int r = 1; !rc && r < p.runs; r++) { /* run 0: the warm-up */
@@ -753,23 +767,11 @@ static double coll_graph(struct cgraph *b, int world, int g, int kind, size_t by
 static int measure_shift(struct rank *R, size_t bytes, int reps, double *out, double *moved)
 {
 	struct cgraph b;
-	struct meas m;
 	struct ring_parts p;
 	int64_t W = (int64_t)(bytes / 8 / 64 > 1 ? bytes / 8 / 64 : 1) * 64;
 	ring_graph(&b, R->world, 1, W / 64, 64, G_ROT_SENDRECV);
 	*moved = (double)W * 8;
-	if (meas_open(R, &b, "ring shift (ring attention)", &m))
-		return 1;
-	dtpc_session_trace(m.s, 1);
-	int rc = 0;
-	for (int r = 0; r <= reps && !rc; r++) {
-		double unused;
-		rc = slowest(R, 0, &unused); /* every run from a barrier, as timed()'s */
-		if (!rc && dtpc_session_run(m.s))
-			rc = rank_fail(R, true, "ring shift (ring attention)");
-	}
-	rc = rc ? rc : ring_trace(R, m.s, &p);
-	meas_close(&m);
+	int rc = traced_ring(R, &b, "ring shift (ring attention)", reps, true, &p);
 	double t[MAX_RUNS];
 	int n = 0;
 	for (int r = 1; !rc && r < p.runs; r++) { /* run 0: the warm-up */
