@@ -690,6 +690,21 @@ static void ref_rope_half(const float *x, int64_t xs, const float *c, const floa
 			}
 }
 
+/* k_rope_half in place on q inside the packed buffer qkv (rows xs apart, q
+ * at column W = heads * D), q copied out into y: its normwise error
+ * against ref */
+static double rope_half_in_place(float *qkv, int64_t xs, const float *c, const float *s,
+				 float *y, const double *ref, int64_t B, int64_t S, int64_t heads,
+				 int64_t D, int64_t R, bool per_head)
+{
+	int64_t W = heads * D;
+
+	k_rope_half(qkv + W, xs, c, s, qkv + W, xs, B, S, heads, D, R, per_head);
+	for (int64_t r = 0; r < B * S; r++)
+		memcpy(y + r * W, qkv + r * xs + W, (size_t)W * sizeof *y);
+	return err_norm(y, ref, B * S * W);
+}
+
 static void test_rope_half(void)
 {
 	const int64_t B = 2, S = 7, heads = 3, D = 14, R = 10, W = heads * D;
@@ -720,10 +735,7 @@ static void test_rope_half(void)
 
 	UNIT_CHECK(ec > 100 * TOL_ELEM, "rope half control: interleaved pairs over the same "
 		   "channels are off (normwise %.2e > %.0e)", ec, 100 * TOL_ELEM);
-	k_rope_half(qkv + W, xs, c, s, qkv + W, xs, B, S, heads, D, R, false);
-	for (int64_t r = 0; r < B * S; r++)
-		memcpy(y + r * W, qkv + r * xs + W, (size_t)W * sizeof *y);
-	e = err_norm(y, ref, B * S * W);
+	e = rope_half_in_place(qkv, xs, c, s, y, ref, B, S, heads, D, R, false);
 	UNIT_CHECK(e <= TOL_ELEM, "rope half in place: normwise %.2e <= %.0e", e, TOL_ELEM);
 	free(qkv);
 	free(c);
@@ -785,10 +797,7 @@ static void test_rope_split(void)
 	double ec = err_norm(y, ref, B * S * W);
 	UNIT_CHECK(ec > 100 * TOL_ELEM, "rope split control: head 0's tables for every head are "
 		   "off (normwise %.2e > %.0e)", ec, 100 * TOL_ELEM);
-	k_rope_half(qkv + W, xs, c, s, qkv + W, xs, B, S, heads, D, D, true);
-	for (int64_t r = 0; r < B * S; r++)
-		memcpy(y + r * W, qkv + r * xs + W, (size_t)W * sizeof *y);
-	e = err_norm(y, ref, B * S * W);
+	e = rope_half_in_place(qkv, xs, c, s, y, ref, B, S, heads, D, D, true);
 	UNIT_CHECK(e <= TOL_ELEM, "rope split in place: normwise %.2e <= %.0e", e, TOL_ELEM);
 	free(qkv);
 	free(c);
