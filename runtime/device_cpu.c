@@ -619,13 +619,13 @@ static int cpu_copy2d(struct dev *d, float *dst, int64_t dst_stride, const float
 }
 
 /* rope over rows [lo, hi) of B x S: each row's table row is its position
- * s's, TW wide (the interleaved form's R = TW is D, the head dim; the half
- * form rotates the first R = TW channels of each head; per head, TW is
- * heads * R / 2) */
+ * s's, k_rope_table_width wide (the interleaved form's R is D, the head
+ * dim; the half form rotates the first R channels of each head, per head
+ * with each head's own tables) */
 struct rope_args {
 	const float *x, *cos, *sin;
 	float *y;
-	int64_t S, x_stride, y_stride, heads, D, R, TW;
+	int64_t S, x_stride, y_stride, heads, D, R;
 	bool half, per_head;
 };
 
@@ -635,7 +635,8 @@ static void rope_range(const void *a, int64_t lo, int64_t hi)
 
 	for (int64_t row = lo; row < hi;) {
 		int64_t s0 = row % r->S, ns = hi - row < r->S - s0 ? hi - row : r->S - s0;
-		const float *cos = r->cos + s0 * r->TW, *sin = r->sin + s0 * r->TW;
+		int64_t tw = k_rope_table_width(r->heads, r->R, r->per_head);
+		const float *cos = r->cos + s0 * tw, *sin = r->sin + s0 * tw;
 		const float *x = r->x + row * r->x_stride;
 		float *y = r->y + row * r->y_stride;
 
@@ -651,7 +652,8 @@ static void rope_range(const void *a, int64_t lo, int64_t hi)
 static int rope_rows(struct dev *d, struct rope_args a, int64_t B)
 {
 	struct cpu_dev *c = cpu(d);
-	int64_t W = a.heads * a.D, n = B * a.S * W, S = a.S, R = a.TW;
+	int64_t W = a.heads * a.D, n = B * a.S * W, S = a.S;
+	int64_t R = k_rope_table_width(a.heads, a.R, a.per_head);
 	float *t = NULL, *y = a.y;
 	int64_t y_stride = a.y_stride;
 
@@ -676,7 +678,7 @@ static int cpu_rope(struct dev *d, const float *x, int64_t x_stride, const float
 		    int64_t heads, int64_t D)
 {
 	return rope_rows(d, (struct rope_args){ x, cos, sin, y, S, x_stride, y_stride, heads, D, D,
-						D, false, false }, B);
+						false, false }, B);
 }
 
 static int cpu_rope_half(struct dev *d, const float *x, int64_t x_stride, const float *cos,
@@ -684,8 +686,7 @@ static int cpu_rope_half(struct dev *d, const float *x, int64_t x_stride, const 
 			 int64_t heads, int64_t D, int64_t R, bool per_head)
 {
 	return rope_rows(d, (struct rope_args){ x, cos, sin, y, S, x_stride, y_stride, heads, D, R,
-						per_head ? heads * (R / 2) : R, true, per_head },
-			 B);
+						true, per_head }, B);
 }
 
 /* index_select / index_copy: the index widened to float32 (under narrow

@@ -237,7 +237,8 @@ static struct lay_axis rope_tables(struct opctx *X, enum lay_group g)
 	}
 	if (whole)
 		return want;
-	if (!X->o->flag && !X->o->rope.split && !x->nblk && width == hd && hd % n == 0 && (hd / n) % 2 == 0) {
+	if (!X->o->flag && !X->o->rope.split && !x->nblk && width == hd && hd % n == 0 &&
+	    (hd / n) % 2 == 0) {
 		want = *x;
 		want.dim = 1;
 		return want;

@@ -322,6 +322,13 @@ void k_rope_half(const float *x, int64_t x_stride, const float *cos, const float
 		 float *y, int64_t y_stride, int64_t B, int64_t S, int64_t heads, int64_t D,
 		 int64_t R, bool per_head);
 
+/* the floats of one position's cos (and sin) row of k_rope_half (and of
+ * k_rope, whose R is D) */
+static inline int64_t k_rope_table_width(int64_t heads, int64_t R, bool per_head)
+{
+	return per_head ? heads * (R / 2) : R;
+}
+
 /* ---- embeddings (embed.c): what diffusers computes inside a forward ---- */
 
 /* diffusers' get_timestep_embedding of n timesteps t, in its float32

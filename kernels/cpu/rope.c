@@ -221,7 +221,7 @@ void k_rope_half(const float *x, int64_t x_stride, const float *cos, const float
 		 float *y, int64_t y_stride, int64_t B, int64_t S, int64_t heads, int64_t D,
 		 int64_t R, bool per_head)
 {
-	int64_t h = R / 2, width = per_head ? heads * h : R, second = per_head ? 0 : h;
+	int64_t h = R / 2, width = k_rope_table_width(heads, R, per_head), second = per_head ? 0 : h;
 
 	assert(R % 2 == 0 && R <= D && (!per_head || R == D));
 	for (int64_t bi = 0; bi < B; bi++) {

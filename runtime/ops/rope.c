@@ -17,7 +17,7 @@ static dtpc_status check_rope(struct dtpc_session *s, uint32_t i, const struct g
 	/* "half": the tables' width R, rotated; interleaved: the head dim;
 	 * "split": half of every (local) head's channels */
 	int64_t R = a.half && nd(s, c) == 2 ? dims(s, c)[1] : D;
-	int64_t width = a.split ? dims(s, x)[2] / 2 : R;
+	int64_t width = k_rope_table_width(dims(s, x)[2] / D, R, a.split);
 	REQUIRE(R >= 2 && R % 2 == 0 && R <= D, i, name, "rotated channels %lld (even, 2 to %lld)",
 		(long long)R, (long long)D);
 	for (uint32_t t = c; ; t = sn) {
@@ -77,8 +77,8 @@ static dtpc_status run_rope(struct dtpc_session *s, const struct g_op *o)
 {
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
 	float *y = rt_data(s, out);
-	int64_t W = dims(s, x)[2], D = ga_rope_get(o).head_dim;
 	struct ga_rope a = ga_rope_get(o);
+	int64_t W = dims(s, x)[2], D = a.head_dim;
 	if (a.half || a.split) {
 		DEV(s, o, rope_half, rt_data(s, x), W, rt_data(s, opnd(s, o, 1)),
 		    rt_data(s, opnd(s, o, 2)), y, W, dims(s, x)[0], dims(s, x)[1], W / D, D,
@@ -152,12 +152,13 @@ static dtpc_status check_ltx2_rope_freqs(struct dtpc_session *s, uint32_t i, con
 			a.base_s >= 1 && a.hop_length >= 1 && a.time_div > 0 &&
 			isfinite(a.time_div) && a.theta > 0 && isfinite(a.theta), i, name,
 		"grid, patch, scales, bases or theta");
+	struct k_ltx2_rope p = ltx2_params(&a);
+	int64_t width = k_ltx2_rope_width(&p);
 	int64_t rows = a.audio ? (a.frames + a.patch_t - 1) / a.patch_t
 			       : a.frames / a.patch_t * (a.height / a.patch) * (a.width / a.patch);
 	REQUIRE(nd(s, out) == 2 && t->pattern[0] == -1 && t->pattern[1] == -1 &&
-			dims(s, out)[0] == rows && dims(s, out)[1] == (a.split ? a.dim / 2 : a.dim),
-		i, name, "the output must be the whole [%lld, %lld]", (long long)rows,
-		(long long)(a.split ? a.dim / 2 : a.dim));
+			dims(s, out)[0] == rows && dims(s, out)[1] == width, i, name,
+		"the output must be the whole [%lld, %lld]", (long long)rows, (long long)width);
 	return DTPC_OK;
 }
 
