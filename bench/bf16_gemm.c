@@ -2,8 +2,8 @@
  *   tiles  k_linear_narrow_tiles_pool: 256x256 tiles of x and w widened to
  *          float32, one OpenBLAS sgemm per tile;
  *   dot    k_linear_narrow_pool where the CPU has AVX-512 BF16: bf16 dot
- *          products with float32 accumulation (vdpbf16ps, 2 rows x 4
- *          columns of accumulators over 64-row panels of w), what the CPU
+ *          products with float32 accumulation (vdpbf16ps, tiles of 6 rows x
+ *          64 columns over panels of w packed in k-pairs), what the CPU
  *          device runs there;
  * and float32 sgemm on the same shape for scale. One thread (the device
  * splits a layer into one such GEMM per thread), a Flux-sized layer by

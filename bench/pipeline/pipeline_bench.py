@@ -46,7 +46,7 @@ CFG = dict(patch_size=1, in_channels=64, num_layers=4, num_single_layers=4,
            attention_head_dim=64, num_attention_heads=8, joint_attention_dim=512,
            pooled_projection_dim=256, axes_dims_rope=(16, 24, 24))
 PIXELS, TXT = 512, 128  # 512 / 8 (VAE) / 2 (packing) = 32 x 32 = 1024 image tokens
-TOLERANCE = 1e-4
+TOLERANCE = {"f32": 1e-4, "bf16": 2e-2}  # tests/pipelines.py's, for its reasons
 
 CORES = os.cpu_count()
 # (label, dtpc.torch arguments, threads the stock pipeline gets). The first row
@@ -61,12 +61,13 @@ CONFIGS = [
 CONFIGS = [c for c in CONFIGS if c[2] <= CORES]  # two ranks want two cores
 
 
-def make_pipe():
+def make_pipe(dtype):
     import diffusers as d
     import gen_fixtures as gf
     torch.manual_seed(0)
     tr = d.FluxTransformer2DModel(**CFG).eval()
     gf.randomize(tr, torch.Generator().manual_seed(1))
+    tr.to(dtype)
     pipe = d.FluxPipeline(scheduler=d.FlowMatchEulerDiscreteScheduler(), vae=None,
                           text_encoder=None, tokenizer=None, text_encoder_2=None,
                           tokenizer_2=None, transformer=tr)
@@ -74,15 +75,18 @@ def make_pipe():
     return pipe
 
 
-def call_kwargs(steps):
+def call_kwargs(steps, dtype):
     gen = torch.Generator().manual_seed(2)
-    return dict(prompt_embeds=torch.randn(1, TXT, CFG["joint_attention_dim"], generator=gen),
-                pooled_prompt_embeds=torch.randn(1, CFG["pooled_projection_dim"], generator=gen),
+    return dict(prompt_embeds=torch.randn(1, TXT, CFG["joint_attention_dim"],
+                                          generator=gen).to(dtype),
+                pooled_prompt_embeds=torch.randn(1, CFG["pooled_projection_dim"],
+                                                 generator=gen).to(dtype),
                 height=PIXELS, width=PIXELS, num_inference_steps=steps, output_type="latent",
                 return_dict=False)
 
 
 def timed_pipeline(pipe, steps, after_first=None):
+    dtype = pipe.transformer.dtype
     """(latents, ms of steps 2..N): each step from one step-end callback to the
     next; after_first runs between steps 1 and 2 (outside the timing)."""
     stamps = []
@@ -93,9 +97,9 @@ def timed_pipeline(pipe, steps, after_first=None):
         stamps.append(time.perf_counter())
         return {}
     with torch.no_grad():
-        out = pipe(**call_kwargs(steps), generator=torch.Generator().manual_seed(3),
+        out = pipe(**call_kwargs(steps, dtype), generator=torch.Generator().manual_seed(3),
                    callback_on_step_end=cb)[0]
-    return out, [(b - a) * 1e3 for a, b in zip(stamps, stamps[1:])]
+    return out.float(), [(b - a) * 1e3 for a, b in zip(stamps, stamps[1:])]
 
 
 def rel_err(got, ref):
@@ -154,6 +158,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=2,
                     help="times each row is measured, interleaved; its median is shown")
     ap.add_argument("--only", help="run only the rows whose label contains this")
+    ap.add_argument("--dtype", choices=("f32", "bf16"), default="f32",
+                    help="the transformer's dtype, stock and dtpc's (dtpc computes in it)")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     os.environ["DTPC_BUILD"] = build
@@ -166,10 +172,10 @@ def main():
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
           f"load average {os.getloadavg()[0]:.1f}")
     print(f"torch {torch.__version__}, diffusers {diffusers.__version__}; dtpc: {build}; "
-          f"FluxPipeline, mid-size Flux, {PIXELS}x{PIXELS} ({(PIXELS // 16) ** 2} image + {TXT} "
+          f"FluxPipeline, mid-size Flux in {a.dtype}, {PIXELS}x{PIXELS} ({(PIXELS // 16) ** 2} image + {TXT} "
           f"text tokens), {a.steps} steps, median of steps 2..{a.steps}, {a.rounds} round(s)")
     configs = [c for c in CONFIGS if not a.only or a.only in c[0]]
-    pipe = make_pipe()
+    pipe = make_pipe(torch.bfloat16 if a.dtype == "bf16" else torch.float32)
     stock = pipe.transformer
     results = {c[0]: {"stock": [], "dtpc": [], "program": [], "err": 0.0, "stats": []}
                for c in configs}
@@ -212,8 +218,9 @@ def main():
         print(f"| {label} ({threads} thread{'s' if threads > 1 else ''} for diffusers) | "
               f"{s:.0f} ms | {d:.0f} ms | {d / s:.2f} | {prog} | {over} | "
               f"{worst[0]}, {worst[1]}, {worst[2]} | {res['err']:.1g} |")
-        if res["err"] > TOLERANCE:
-            failures.append(f"{label}: latents {res['err']:.2g} from diffusers' (> {TOLERANCE:g})")
+        if res["err"] > TOLERANCE[a.dtype]:
+            failures.append(f"{label}: latents {res['err']:.2g} from diffusers' "
+                            f"(> {TOLERANCE[a.dtype]:g})")
         if worst != (0, 0, 0):
             failures.append(f"{label}: steps 2..N compiled, bound or opened something: {worst}")
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")

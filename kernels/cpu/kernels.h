@@ -75,8 +75,8 @@ void k_linear_pool(struct k_pool *pool, const float *x, const float *w, const fl
 
 /* k_linear on data stored in dtype t (x, w, b and y all in t), float32
  * accumulation, the bias added in float32 and y rounded once: for bf16 on a
- * CPU with AVX-512 BF16 (k_bf16_dot_available) bf16 dot products straight
- * from storage, else k_linear_narrow_tiles_pool's tiles of x and w widened
+ * CPU with AVX-512 BF16 (k_bf16_dot_available) bf16 dot products (w
+ * packed in pairs of k per task, x read in place), else k_linear_narrow_tiles_pool's tiles of x and w widened
  * to float32, one sgemm per tile. workspace holds
  * k_linear_narrow_workspace(k_pool_threads(pool), m, k, n) bytes aligned
  * for float. Callers own all buffers. */

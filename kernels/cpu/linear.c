@@ -101,10 +101,10 @@ void k_linear_act_pool(struct k_pool *pool, const float *x, const float *w, cons
 
 /* ---- narrow storage (bf16, f16) -------------------------------------------------- *
  * Two ways, measured in docs/performance.md: where the CPU has AVX-512 BF16,
- * bf16 dot products straight from storage (vdpbf16ps: exact products of bf16
- * pairs summed in float32), which beat widening tiles for sgemm by about a
- * quarter; else (f16, or another CPU) tiles of x and w widened to float32,
- * one sgemm each. */
+ * bf16 dot products from storage (vdpbf16ps: exact products of bf16 pairs
+ * summed in float32), 2.4x widening tiles for sgemm on a Zen 4 core; else
+ * (f16, or another CPU) tiles of x and w widened to float32, one sgemm
+ * each. */
 
 /* Rows of x and columns of y a tile takes. A tile's sgemm does 2 MB NB k
  * flops for (MB + NB) k conversions, so the conversions are well under 1% of
@@ -133,13 +133,15 @@ static bool narrow_by_cols(int threads, int64_t m)
 	return threads > 1 && m < (int64_t)threads * LINEAR_MIN_ROWS;
 }
 
-/* The x rows a task holds at once: all of them (by columns), or a share
- * of the threads' of at most MB. */
-static int64_t narrow_rows(int threads, int64_t m)
+/* The rows of x a task takes: all of them (by columns), else a share of
+ * the threads' — of at most MB for the tiles, whose task holds its rows
+ * widened; the dot products read x in place, so one task a thread there
+ * (each task packs all of w). */
+static int64_t narrow_rows(int threads, int64_t m, bool dot)
 {
 	int64_t share = (m + threads - 1) / (threads < 1 ? 1 : threads);
 
-	return narrow_by_cols(threads, m) ? m : share < NARROW_MB ? share : NARROW_MB;
+	return narrow_by_cols(threads, m) ? m : dot || share < NARROW_MB ? share : NARROW_MB;
 }
 
 /* The epilogue on n elements of y stored in t, as the activation op does it
@@ -151,24 +153,32 @@ static void act_stored(enum k_dtype t, void *y, float *buf, int64_t n, enum k_ac
 	k_convert(y, t, buf, K_F32, n);
 }
 
+/* Columns of w the bf16 dot-product kernel packs at a time, and the floats
+ * of workspace that panel takes (k in pairs, rounded up). */
+#define DOT_NR 64
+
+static int64_t dot_panel_floats(int64_t k)
+{
+	return DOT_NR * ((k + 1) / 2);
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define HAVE_BF16_DOT 1
 
-/* Rows [i0, i0 + mm) x columns [j0, j1) of y from bf16 storage: for each
+/* Rows [i0, i0 + mm) x columns [j0, j1) of y from bf16 storage, for a task
+ * of a few rows (the modulation layers' one row a sample), where packing w
+ * would cost as much as the products: straight from w's rows, for each
  * panel of 64 rows of w (kept in L2 while every row of x passes over it), 2
  * rows x 4 columns of float32 accumulators at a time, 32 k per step (the
- * tail masked). A row or column past the block reads a valid one again and
- * is not stored, so every step is the full 2 x 4. With an epilogue (act),
- * each pair of rows' 64 columns gets it as soon as they are stored, while
- * they are in L1. */
+ * tail masked), each summed across its lanes at the end. A row or column
+ * past the block reads a valid one again and is not stored, so every step
+ * is the full 2 x 4. */
 #define DOT_PANEL 64
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) static void
-dot_block(const uint16_t *x, const uint16_t *w, const uint16_t *b, uint16_t *y, int64_t i0,
-	  int64_t mm, int64_t j0, int64_t j1, int64_t k, int64_t n, const enum k_act *act)
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void
+dot_few_rows(const uint16_t *x, const uint16_t *w, const float *bias, uint16_t *y, int64_t i0,
+	     int64_t mm, int64_t j0, int64_t j1, int64_t k, int64_t n)
 {
-	float buf[DOT_PANEL];
-
 	for (int64_t jp = j0; jp < j1; jp += DOT_PANEL) {
 		int64_t jpe = jp + DOT_PANEL < j1 ? jp + DOT_PANEL : j1;
 
@@ -199,24 +209,198 @@ dot_block(const uint16_t *x, const uint16_t *w, const uint16_t *b, uint16_t *y, 
 				}
 				for (int a = 0; a < 2 && i + a < i0 + mm; a++)
 					for (int c = 0; c < 4 && j + c < jpe; c++) {
-						float sum = _mm512_reduce_add_ps(acc[a][c]), bias = 0;
+						float sum = _mm512_reduce_add_ps(acc[a][c]) +
+							    (bias ? bias[j + c - j0] : 0);
 
-						if (b)
-							k_convert(&bias, K_F32, b + j + c, K_BF16, 1);
-						sum += bias;
 						k_convert(y + (i + a) * n + j + c, K_BF16, &sum, K_F32, 1);
 					}
 			}
-			for (int a = 0; act && a < 2 && i + a < i0 + mm; a++)
-				act_stored(K_BF16, y + (i + a) * n + jp, buf, jpe - jp, *act);
 		}
 	}
+}
+
+/* The packed kernel, for a task of many rows: w is packed once per task,
+ * DOT_NR columns at a time, k in pairs — entry [p][c] of a panel holds
+ * w[j + c][2p] in its low half and w[j + c][2p + 1] in its high half (zero
+ * past the columns or past an odd k), so one 64-byte load is 16 columns'
+ * pairs and vdpbf16ps adds x[i][2p] w[j][2p] + x[i][2p + 1] w[j][2p + 1] to
+ * each column's float32 sum. A tile of DOT_MR rows x DOT_NR columns keeps
+ * its 24 sums in registers over all of k: 4 loads of w and 6 broadcasts of
+ * x's pairs (read straight from x's rows) feed 24 vdpbf16ps per pair, and
+ * the panel (64 k bf16 x 2 bytes) stays in L2 while the task's rows pass
+ * over it. */
+#define DOT_MR 6
+
+static void dot_pack(const uint16_t *w, int64_t j, int64_t j1, int64_t k, uint32_t *bp)
+{
+	int64_t pairs = (k + 1) / 2;
+
+	for (int64_t c = 0; c < DOT_NR; c++) {
+		const uint16_t *wr = w + (j + c) * k;
+
+		if (j + c >= j1) {
+			for (int64_t p = 0; p < pairs; p++)
+				bp[p * DOT_NR + c] = 0;
+			continue;
+		}
+		for (int64_t p = 0; p < k / 2; p++) {
+			uint32_t v;
+
+			memcpy(&v, wr + 2 * p, sizeof v);
+			bp[p * DOT_NR + c] = v;
+		}
+		if (k & 1)
+			bp[(pairs - 1) * DOT_NR + c] = wr[k - 1];
+	}
+}
+
+/* x's pair (x[2p], x[2p + 1]) in every lane; x may be at any offset. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"), always_inline)) static inline __m512bh
+dot_pair(const uint16_t *x)
+{
+	uint32_t v;
+
+	memcpy(&v, x, sizeof v);
+	return (__m512bh)_mm512_set1_epi32((int)v);
+}
+
+/* 16 floats rounded to bf16 as k_convert rounds them (to nearest, ties to
+ * even; a NaN stays a quiet NaN of its sign). */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"), always_inline)) static inline __m256i
+dot_round(__m512 v)
+{
+	__m512i u = _mm512_castps_si512(v);
+	__m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+	__m512i r = _mm512_srli_epi32(
+		_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), odd), 16);
+	__m512i nan = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+
+	r = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r, nan);
+	return _mm512_cvtepi32_epi16(r);
+}
+
+/* Rows y[r n + (0 .. nc)] (r < mr) = the sums of rows x[r k ..] over the
+ * panel, plus bias[0 .. nc) when there is one (added in float32 after the
+ * sum, as the tiles add it), rounded once. mr is a constant at every call,
+ * so the loops unroll and the sums stay in registers. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"), always_inline)) static inline void
+dot_tile(int mr, const uint16_t *x, int64_t k, const uint32_t *bp, const float *bias,
+	 uint16_t *y, int64_t n, int64_t nc)
+{
+	__m512 acc[DOT_MR][4];
+
+#pragma GCC unroll 6
+	for (int r = 0; r < mr; r++)
+#pragma GCC unroll 4
+		for (int c = 0; c < 4; c++)
+			acc[r][c] = _mm512_setzero_ps();
+	for (int64_t p = 0; p < k / 2; p++) {
+		const uint32_t *bq = bp + p * DOT_NR;
+		__m512bh b0 = (__m512bh)_mm512_loadu_si512(bq);
+		__m512bh b1 = (__m512bh)_mm512_loadu_si512(bq + 16);
+		__m512bh b2 = (__m512bh)_mm512_loadu_si512(bq + 32);
+		__m512bh b3 = (__m512bh)_mm512_loadu_si512(bq + 48);
+
+#pragma GCC unroll 6
+		for (int r = 0; r < mr; r++) {
+			__m512bh a = dot_pair(x + r * k + 2 * p);
+
+			acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a, b0);
+			acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a, b1);
+			acc[r][2] = _mm512_dpbf16_ps(acc[r][2], a, b2);
+			acc[r][3] = _mm512_dpbf16_ps(acc[r][3], a, b3);
+		}
+	}
+	if (k & 1) {
+		/* the last pair holds one element: its high half must be zero in
+		 * x too, since past the row may lie a NaN (0 x NaN is NaN) */
+		const uint32_t *bq = bp + (k / 2) * DOT_NR;
+
+#pragma GCC unroll 6
+		for (int r = 0; r < mr; r++) {
+			__m512bh a = (__m512bh)_mm512_set1_epi32(x[r * k + k - 1]);
+
+#pragma GCC unroll 4
+			for (int c = 0; c < 4; c++)
+				acc[r][c] = _mm512_dpbf16_ps(
+					acc[r][c], a, (__m512bh)_mm512_loadu_si512(bq + 16 * c));
+		}
+	}
+#pragma GCC unroll 4
+	for (int c = 0; c < 4; c++) {
+		int64_t left = nc - 16 * c;
+		__mmask16 mc = left >= 16 ? (__mmask16)0xffff
+			       : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+		__m512 bv = bias ? _mm512_maskz_loadu_ps(mc, bias + 16 * c) : _mm512_setzero_ps();
+
+#pragma GCC unroll 6
+		for (int r = 0; r < mr; r++) {
+			/* no bias, no add: -0 + 0 would be +0 */
+			__m512 v = bias ? _mm512_add_ps(acc[r][c], bv) : acc[r][c];
+
+			_mm256_mask_storeu_epi16(y + r * n + 16 * c, mc, dot_round(v));
+		}
+	}
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void
+dot_tile_rows(int mr, const uint16_t *x, int64_t k, const uint32_t *bp, const float *bias,
+	      uint16_t *y, int64_t n, int64_t nc)
+{
+	switch (mr) {
+	case 1: dot_tile(1, x, k, bp, bias, y, n, nc); break;
+	case 2: dot_tile(2, x, k, bp, bias, y, n, nc); break;
+	case 3: dot_tile(3, x, k, bp, bias, y, n, nc); break;
+	case 4: dot_tile(4, x, k, bp, bias, y, n, nc); break;
+	case 5: dot_tile(5, x, k, bp, bias, y, n, nc); break;
+	default: dot_tile(DOT_MR, x, k, bp, bias, y, n, nc); break;
+	}
+}
+
+/* Rows [i0, i0 + mm) x columns [j0, j1) of y, panel by panel (bp: the
+ * task's workspace, dot_panel_floats(k)). */
+static void dot_packed(const uint16_t *x, const uint16_t *w, const float *bias, uint16_t *y,
+		       int64_t i0, int64_t mm, int64_t j0, int64_t j1, int64_t k, int64_t n,
+		       uint32_t *bp)
+{
+	for (int64_t j = j0; j < j1; j += DOT_NR) {
+		int64_t nc = j1 - j < DOT_NR ? j1 - j : DOT_NR;
+
+		dot_pack(w, j, j1, k, bp);
+		for (int64_t i = i0; i < i0 + mm; i += DOT_MR) {
+			int mr = i0 + mm - i < DOT_MR ? (int)(i0 + mm - i) : DOT_MR;
+
+			dot_tile_rows(mr, x + i * k, k, bp, bias ? bias + (j - j0) : NULL,
+				      y + i * n + j, n, nc);
+		}
+	}
+}
+
+/* A task of at most this many rows takes dot_few_rows. */
+#define DOT_FEW_ROWS 4
+
+/* y's block from bf16 storage, with the bias widened once (bias: nn floats
+ * of workspace past the panel), then the epilogue row by row (act). */
+static void dot_block(const uint16_t *x, const uint16_t *w, const uint16_t *b, uint16_t *y,
+		      int64_t i0, int64_t mm, int64_t j0, int64_t j1, int64_t k, int64_t n,
+		      const enum k_act *act, float *ws)
+{
+	float *bias = b ? ws + dot_panel_floats(k) : NULL;
+
+	if (bias)
+		k_convert(bias, K_F32, b + j0, K_BF16, j1 - j0);
+	if (mm <= DOT_FEW_ROWS)
+		dot_few_rows(x, w, bias, y, i0, mm, j0, j1, k, n);
+	else
+		dot_packed(x, w, bias, y, i0, mm, j0, j1, k, n, (uint32_t *)ws);
+	for (int64_t i = i0; act && i < i0 + mm; i++)
+		act_stored(K_BF16, y + i * n + j0, ws, j1 - j0, *act);
 }
 
 bool k_bf16_dot_available(void)
 {
 	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-	       __builtin_cpu_supports("avx512bf16");
+	       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
 }
 #else
 bool k_bf16_dot_available(void)
@@ -232,14 +416,14 @@ static void narrow_task(void *arg, int64_t t, int worker)
 	int64_t k = J->k, n = J->n;
 	int64_t i0 = J->by_cols ? 0 : t * J->rows, mm = J->m - i0 < J->rows ? J->m - i0 : J->rows;
 	int64_t j_lo = J->by_cols ? t * NARROW_NB : 0, j_hi = J->by_cols ? j_lo + NARROW_NB : n;
+	float *xf = J->ws + (size_t)worker * J->per_worker;
 #ifdef HAVE_BF16_DOT
 	if (J->dot) {
 		dot_block((const uint16_t *)J->x, (const uint16_t *)J->w, (const uint16_t *)J->b,
-			  (uint16_t *)J->y, i0, mm, j_lo, j_hi < n ? j_hi : n, k, n, J->act);
+			  (uint16_t *)J->y, i0, mm, j_lo, j_hi < n ? j_hi : n, k, n, J->act, xf);
 		return;
 	}
 #endif
-	float *xf = J->ws + (size_t)worker * J->per_worker;
 	float *wf = xf + J->rows * k;
 	float *yf = wf + NARROW_NB * k;
 	int ld = k > 0 ? (int)k : 1;
@@ -265,17 +449,21 @@ static void narrow_task(void *arg, int64_t t, int worker)
 	}
 }
 
-static size_t narrow_per_worker(int threads, int64_t m, int64_t k)
+/* A worker's floats: the tiles' widened rows, panel of w and tile of y, or
+ * the dot products' packed panel and widened bias (then the epilogue's
+ * row), whichever is more: the caller's workspace serves either path. */
+static size_t narrow_per_worker(int threads, int64_t m, int64_t k, int64_t n)
 {
-	int64_t xr = narrow_rows(threads, m);
+	int64_t xr = narrow_rows(threads, m, false);
+	int64_t tiles = xr * k + NARROW_NB * k + xr * NARROW_NB, dot = dot_panel_floats(k) + n;
 
-	return (size_t)(xr * k + NARROW_NB * k + xr * NARROW_NB);
+	return (size_t)(tiles > dot ? tiles : dot);
 }
 
 size_t k_linear_narrow_workspace(int threads, int64_t m, int64_t k, int64_t n)
 {
-	(void)n;
-	return (size_t)(threads < 1 ? 1 : threads) * narrow_per_worker(threads, m, k) * sizeof(float);
+	return (size_t)(threads < 1 ? 1 : threads) * narrow_per_worker(threads, m, k, n) *
+	       sizeof(float);
 }
 
 static void narrow_pool(struct k_pool *pool, enum k_dtype t, const void *x, const void *w,
@@ -288,7 +476,7 @@ static void narrow_pool(struct k_pool *pool, enum k_dtype t, const void *x, cons
 		return;
 	int T = k_pool_threads(pool);
 	struct narrow_job J = { t, x, w, b, y, m, k, n, act, dot, narrow_by_cols(T, m),
-				narrow_rows(T, m), narrow_per_worker(T, m, k), workspace };
+				narrow_rows(T, m, dot), narrow_per_worker(T, m, k, n), workspace };
 	int64_t tasks = J.by_cols ? (n + NARROW_NB - 1) / NARROW_NB : (m + J.rows - 1) / J.rows;
 
 	k_pool_run(pool, tasks, narrow_task, &J);

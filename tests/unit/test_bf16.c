@@ -148,6 +148,24 @@ static void test_convert(void)
 		ok &= i == 7 ? (out[i] & 0x7f80) == 0x7f80 && (out[i] & 0x7f) : out[i] == want[i];
 	UNIT_CHECK(ok, "f32 -> bf16: ties to even, overflow to inf, -0, NaN, subnormals");
 
+	/* the same through the vectorised blocks of 16 (three blocks and a
+	 * tail), with NaNs whose payload would carry into the sign if rounded */
+	float blk[53];
+	uint16_t bout[53];
+
+	for (int i = 0; i < 53; i++)
+		blk[i] = i % 11 == 10 ? of_bits(i & 1 ? 0xffffffffu : 0x7fffffffu) : in[i % 11 % 10];
+	k_convert(bout, K_BF16, blk, K_F32, 53);
+	ok = true;
+	for (int i = 0; i < 53; i++) {
+		int j = i % 11 % 10;
+
+		ok &= i % 11 == 10 ? bout[i] == (i & 1 ? 0xffffu : 0x7fffu)
+		      : j == 7	   ? (bout[i] & 0x7f80) == 0x7f80 && (bout[i] & 0x7f)
+				   : bout[i] == want[j];
+	}
+	UNIT_CHECK(ok, "f32 -> bf16 in blocks of 16: the same bits, NaN payloads kept quiet");
+
 	int64_t n = 100003, bad = 0;
 	float *x = malloc((size_t)n * 4), *back = malloc((size_t)n * 4);
 	uint16_t *h = malloc((size_t)n * 2);
@@ -229,6 +247,35 @@ static void test_linear_case(int64_t m, int64_t k, int64_t n, bool bias, int thr
 	free(ref);
 }
 
+/* The dot products take an odd k's last element alone: the pair it would
+ * make runs into the next row of x, which may hold an infinity (Inf x 0 is
+ * NaN). Row 1 starts with +Inf; row 0's sums must not see it. */
+static void test_linear_odd_k_neighbour(void)
+{
+	int64_t m = 8, k = 33, n = 70;
+	float *xf = malloc((size_t)(m * k) * 4), *wf = malloc((size_t)(n * k) * 4);
+	uint16_t *x = fill(m * k, xf, 1), *w = fill(n * k, wf, 1);
+	uint16_t *y = malloc((size_t)(m * n) * 2);
+	double *ref = malloc((size_t)n * sizeof *ref);
+	void *ws = malloc(k_linear_narrow_workspace(1, m, k, n));
+
+	x[k] = 0x7f80;
+	k_linear_narrow_pool(NULL, K_BF16, x, w, NULL, y, m, k, n, ws);
+	for (int64_t j = 0; j < n; j++) {
+		ref[j] = 0;
+		for (int64_t l = 0; l < k; l++)
+			ref[j] += (double)xf[l] * wf[j * k + l];
+	}
+	check_bf16("bf16 linear 8x33x70, +Inf at row 1's start: row 0", y, ref, n);
+	free(xf);
+	free(wf);
+	free(x);
+	free(w);
+	free(y);
+	free(ref);
+	free(ws);
+}
+
 static void test_linear(void)
 {
 	/* both paths (the dot products where this CPU has AVX-512 BF16) */
@@ -237,7 +284,13 @@ static void test_linear(void)
 		test_linear_case(37, 53, 301, false, 3, tiles); /* few rows: by columns */
 		test_linear_case(301, 67, 19, true, 2, tiles);  /* split by rows */
 		test_linear_case(1, 129, 517, true, 3, tiles);  /* one row (modulation) */
+		/* the dot products' tiles of 6 rows end in 4, 5, 3 and 2 rows */
+		test_linear_case(10, 64, 130, true, 1, tiles);
+		test_linear_case(41, 65, 64, false, 1, tiles);
+		test_linear_case(285, 31, 200, true, 2, tiles);
+		test_linear_case(5, 200, 77, true, 1, tiles);
 	}
+	test_linear_odd_k_neighbour();
 }
 
 /* ---- the CPU device's kernels in bf16 ------------------------------------------------ */
