@@ -145,10 +145,13 @@ struct dev_ops {
 			 int64_t H, int64_t Dv);
 	/* the embeddings of kernels.h (k_timestep_embedding ... k_unpatchify);
 	 * timesteps and positions are read, and tables written, in the
-	 * storage dtype, computed as kernels.h says whatever it is */
+	 * storage dtype, computed as kernels.h says whatever it is; t_f32:
+	 * the timesteps are float32 whatever the storage (an input's values
+	 * as bound: session.h's wide), rounded to the storage dtype only
+	 * where input_scale is (Flux's `timestep.to(dtype) * 1000`) */
 	int (*timestep_embedding)(struct dev *d, const float *t, float *y, int64_t n, int64_t dim,
 				  bool flip, double shift, double scale, double max_period,
-				  double input_scale, bool input_scale_f32);
+				  double input_scale, bool input_scale_f32, bool t_f32);
 	/* ids NULL: the positions of pos instead, computed in float32 and
 	 * never stored (a rope_freqs op the compiler folded a generator into) */
 	int (*rope_freqs)(struct dev *d, const float *ids, const struct dev_positions *pos,

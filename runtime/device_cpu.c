@@ -857,29 +857,44 @@ static void timestep_range(const void *a, int64_t lo, int64_t hi)
 /* The embeddings under narrow storage: timesteps and positions widened,
  * the float32 kernel into a twin, its table rounded once (diffusers
  * computes them in float32 and casts to the model's dtype); the
- * (un)patchify permutations widen and round exactly. */
+ * (un)patchify permutations widen and round exactly. t_f32: t is float32
+ * whatever the storage (an input's values as bound, which the session
+ * keeps for this op: diffusers' get_timestep_embedding takes
+ * `timesteps.float()` of the timestep the pipeline passes, float32 for
+ * Wan's, ChronoEdit's, Helios' and LTX's, so 999 stays 999 where bf16
+ * storage would make it 1000). */
 static int cpu_timestep_embedding(struct dev *d, const float *t, float *y, int64_t n,
 				  int64_t dim, bool flip, double shift, double scale,
-				  double max_period, double input_scale, bool input_scale_f32)
+				  double max_period, double input_scale, bool input_scale_f32,
+				  bool t_f32)
 {
 	struct cpu_dev *c = cpu(d);
 	struct rows_args a = { .in = t, .y = y, .dim = dim, .flag = flip, .shift = shift,
 			       .scale = scale, .max_period = max_period,
 			       .input_scale = input_scale };
 	float *tw = NULL;
+	/* diffusers' `timestep.to(dtype) * 1000` (Flux) rounds the timestep
+	 * and the product to the storage dtype */
+	bool round_in = input_scale != 1 && !input_scale_f32;
 
 	if (narrow(c)) {
 		if (!(tw = twins(c, (size_t)(n + n * dim))))
 			return -1;
-		a.in = widen(c, tw, t, n);
+		if (t_f32)
+			memcpy(tw, t, (size_t)n * sizeof *tw);
+		else
+			widen(c, tw, t, n);
+		a.in = tw;
 		a.y = tw + n;
-		/* diffusers' `timestep.to(dtype) * 1000` multiplies in the
-		 * storage dtype (torch rounds the float product once): so does
-		 * input_scale here, through y (n * dim >= n elements, written
+		/* the rounding through y (n * dim >= n elements, written
 		 * after); input_scale_f32 keeps the float32 product
 		 * (QwenImage21's `time_factor * timestep.float()`), which the
 		 * kernel forms */
-		if (input_scale != 1 && !input_scale_f32) {
+		if (round_in && t_f32) {
+			narrow_to(c, y, tw, n);
+			widen(c, tw, y, n);
+		}
+		if (round_in) {
 			for (int64_t i = 0; i < n; i++)
 				tw[i] *= (float)input_scale;
 			narrow_to(c, y, tw, n);

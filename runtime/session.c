@@ -431,13 +431,23 @@ dtpc_status session_prepare(struct dtpc_session *s)
 	s->numel = calloc(n ? n : 1, sizeof *s->numel);
 	s->weights = calloc(n ? n : 1, sizeof *s->weights);
 	s->bound = calloc(n ? n : 1, sizeof *s->bound);
+	s->timestep = calloc(n ? n : 1, sizeof *s->timestep);
+	s->wide = calloc(n ? n : 1, sizeof *s->wide);
 	s->groups = calloc(g->ngroups ? g->ngroups : 1, sizeof *s->groups);
 	uint64_t nmem = 0;
 	for (uint32_t i = 0; i < g->ngroups; i++)
 		nmem += g->groups[i].size;
 	s->members = calloc(nmem ? nmem : 1, sizeof *s->members);
-	if (!s->dims || !s->numel || !s->weights || !s->bound || !s->groups || !s->members)
+	if (!s->dims || !s->numel || !s->weights || !s->bound || !s->timestep || !s->wide ||
+	    !s->groups || !s->members)
 		return g_raise(DTPC_ERR_NOMEM, "out of memory");
+	for (uint32_t i = 0; i < g->nops; i++) {
+		const struct g_op *o = &g->ops[i];
+		uint32_t x = o->nin ? g->operands[o->in0] : 0;
+		if (o->kind == OP_timestep_embedding && o->nin && x < n &&
+		    g->tensors[x].kind == GT_INPUT)
+			s->timestep[x] = true;
+	}
 	for (uint32_t t = 0; t < n; t++) {
 		int64_t e = 1;
 		for (int d = 0; d < g->tensors[t].ndim; d++) {
@@ -604,6 +614,9 @@ void dtpc_session_free(dtpc_session *s)
 	for (uint32_t t = 0; s->dv && s->weights && t < s->g->ntensors; t++)
 		if (s->weights[t])
 			s->dv->ops->free(s->dv, s->weights[t]);
+	for (uint32_t t = 0; s->dv && s->wide && t < s->g->ntensors; t++)
+		if (s->wide[t])
+			s->dv->ops->free(s->dv, s->wide[t]);
 	if (s->dv) {
 		if (s->arena)
 			s->dv->ops->free(s->dv, s->arena);
@@ -626,6 +639,8 @@ void dtpc_session_free(dtpc_session *s)
 	free(s->dims);
 	free(s->numel);
 	free(s->bound);
+	free(s->timestep);
+	free(s->wide);
 	free(s->unused);
 	free(s->groups);
 	free(s->members);
@@ -760,6 +775,22 @@ static bool bind_direct(const struct dtpc_session *s)
 	return s->dv->ops->host_memory && s->dtype == DTPC_F32;
 }
 
+/* The float32 copy of input t that a timestep_embedding op reads under a
+ * narrower storage (session.h's wide), made on first use; *w NULL where
+ * none is kept. */
+static dtpc_status wide_target(struct dtpc_session *s, uint32_t t, float **w)
+{
+	*w = NULL;
+	if (s->dtype == DTPC_F32 || !s->timestep[t])
+		return DTPC_OK;
+	size_t n = (size_t)(s->numel[t] ? s->numel[t] : 1);
+	if (!s->wide[t] && !(s->wide[t] = s->dv->ops->alloc(s->dv, n * 4)))
+		return g_wrap(DTPC_ERR_NOMEM, -1, "no memory for input '%s' in float32 on the %s "
+			      "device", graph_str(s->g, s->g->tensors[t].name), s->dv->ops->name);
+	*w = s->wide[t];
+	return DTPC_OK;
+}
+
 static dtpc_status bind_target(struct dtpc_session *s, uint32_t t, float **host)
 {
 	const struct g_tensor *x = &s->g->tensors[t];
@@ -788,11 +819,17 @@ static dtpc_status bind_finish(struct dtpc_session *s, uint32_t t, float *host, 
 	int64_t n = s->numel[t];
 	float *to = rt_data(s, t);
 	int fail = 0;
+	float *w = NULL;
+	if (!st)
+		st = wide_target(s, t, &w);
 	if (!st && d->host_memory) {
 		fail = d->convert(s->dv, to, s->dtype, host, DTPC_F32, n);
+		if (w)
+			memcpy(w, host, (size_t)n * 4);
 	} else if (!st) {
-		/* a narrower dtype: up in float32, rounded on the device */
-		float *up = s->dtype == DTPC_F32 ? to : s->widen;
+		/* a narrower dtype: up in float32, rounded on the device (a
+		 * timestep input's float32 copy is where it goes up) */
+		float *up = s->dtype == DTPC_F32 ? to : w ? w : s->widen;
 		fail = d->upload(s->dv, up, host, (size_t)n * 4) ||
 		       (up != to && d->convert(s->dv, to, s->dtype, up, DTPC_F32, n));
 	}
@@ -991,35 +1028,37 @@ static void gather_host(const struct part *p, void *dst, const void *src, size_t
 		}
 }
 
-/* The same in device memory, elements of the storage dtype (copy2d). */
+/* The same in device memory, elements of es bytes: the storage dtype's,
+ * or float32's (a timestep input's copy), copy2d moving es / esize storage
+ * elements for each. */
 static int gather_dev(const struct dtpc_session *s, const struct part *p, void *dst,
-		      const void *src)
+		      const void *src, size_t es)
 {
 	const struct dev_ops *d = s->dv->ops;
-	int64_t at = 0;
+	int64_t at = 0, k = (int64_t)(es / s->esize);
 	for (int r = 0; r < p->sl.n; r++) {
-		size_t off = (size_t)at * s->esize, from = (size_t)(p->sl.start[r] * p->inner) *
-							  s->esize;
-		if (d->copy2d(s->dv, (float *)(void *)((char *)dst + off), p->local,
-			      (const float *)(const void *)((const char *)src + from), p->whole,
-			      p->outer, p->sl.len[r] * p->inner))
+		size_t off = (size_t)at * es, from = (size_t)(p->sl.start[r] * p->inner) * es;
+		if (d->copy2d(s->dv, (float *)(void *)((char *)dst + off), p->local * k,
+			      (const float *)(const void *)((const char *)src + from), p->whole * k,
+			      p->outer, p->sl.len[r] * p->inner * k))
 			return 1;
 		at += p->sl.len[r] * p->inner;
 	}
 	return 0;
 }
 
-/* Host data in dtype dt: the rank's part gathered, converted to the storage
- * dtype unless it is that already, and moved to the tensor's memory. */
+/* Host data in dtype dt: the rank's part gathered, converted to dtype tt
+ * (the storage dtype; float32 for a timestep input's copy) unless it is
+ * that already, and moved to the tensor's memory. */
 static dtpc_status put_host(struct dtpc_session *s, uint32_t t, const struct part *p,
-			    void *to, const void *data, dtpc_dtype dt)
+			    void *to, dtpc_dtype tt, const void *data, dtpc_dtype dt)
 {
 	const struct dev_ops *d = s->dv->ops;
-	size_t n = (size_t)s->numel[t], es = dtype_size(dt);
+	size_t n = (size_t)s->numel[t], es = dtype_size(dt), ts = dtype_size(tt);
 	const void *part = data;
 	void *gathered = NULL, *converted = NULL;
 	dtpc_status st = DTPC_OK;
-	bool same = dt == s->dtype;
+	bool same = dt == tt;
 	/* gathered straight into the tensor where it is host memory of this dtype */
 	if (p->sl.dim >= 0) {
 		void *into = same && d->host_memory ? to : (gathered = malloc(n ? n * es : 1));
@@ -1031,19 +1070,18 @@ static dtpc_status put_host(struct dtpc_session *s, uint32_t t, const struct par
 	int fail = 0;
 	if (d->host_memory) {
 		if (!same)
-			fail = d->convert(s->dv, to, s->dtype, part, dt, (int64_t)n);
+			fail = d->convert(s->dv, to, tt, part, dt, (int64_t)n);
 		else if (part != to)
 			memcpy(to, part, n * es);
 	} else {
-		if (!same && (converted = malloc(n ? n * s->esize : 1)))
-			k_convert(converted, (enum k_dtype)s->dtype, part, (enum k_dtype)dt,
-				  (int64_t)n);
+		if (!same && (converted = malloc(n ? n * ts : 1)))
+			k_convert(converted, (enum k_dtype)tt, part, (enum k_dtype)dt, (int64_t)n);
 		if (!same && !converted)
 			st = g_raise(DTPC_ERR_NOMEM, "out of memory");
 		else if (s->stream && d->wait_stream(s->dv, s->stream))
 			fail = 1;
 		else
-			fail = d->upload(s->dv, to, same ? part : converted, n * s->esize);
+			fail = d->upload(s->dv, to, same ? part : converted, n * ts);
 	}
 	if (fail)
 		st = g_wrap(DTPC_ERR_DEVICE, s->rank, "binding '%s'",
@@ -1053,26 +1091,27 @@ static dtpc_status put_host(struct dtpc_session *s, uint32_t t, const struct par
 	return st;
 }
 
-/* Device data (the session's GPU) in dtype dt: copied or converted on the
- * device's stream, after the caller's stream's work so far and before its
- * later work (or, with no stream, complete on return). */
+/* Device data (the session's GPU) in dtype dt, into dtype tt as put_host:
+ * copied or converted on the device's stream, after the caller's stream's
+ * work so far and before its later work (or, with no stream, complete on
+ * return). */
 static dtpc_status put_device(struct dtpc_session *s, uint32_t t, const struct part *p,
-			      void *to, const void *data, dtpc_dtype dt)
+			      void *to, dtpc_dtype tt, const void *data, dtpc_dtype dt)
 {
 	const struct dev_ops *d = s->dv->ops;
 	void *tmp = NULL;
 	const void *src = data;
 	int fail = s->stream && d->wait_stream(s->dv, s->stream);
 	/* a part of a tensor of another dtype: the whole converted, then cut */
-	if (!fail && p->sl.dim >= 0 && dt != s->dtype) {
-		fail = !(tmp = d->alloc(s->dv, (size_t)p->full * s->esize)) ||
-		       d->convert(s->dv, tmp, s->dtype, data, dt, p->full);
+	if (!fail && p->sl.dim >= 0 && dt != tt) {
+		fail = !(tmp = d->alloc(s->dv, (size_t)p->full * dtype_size(tt))) ||
+		       d->convert(s->dv, tmp, tt, data, dt, p->full);
 		src = tmp;
-		dt = s->dtype;
+		dt = tt;
 	}
 	if (!fail)
-		fail = p->sl.dim >= 0 ? gather_dev(s, p, to, src)
-				      : d->convert(s->dv, to, s->dtype, src, dt, s->numel[t]);
+		fail = p->sl.dim >= 0 ? gather_dev(s, p, to, src, dtype_size(tt))
+				      : d->convert(s->dv, to, tt, src, dt, s->numel[t]);
 	if (!fail)
 		fail = s->stream && !tmp ? d->signal_stream(s->dv, s->stream) : d->sync(s->dv);
 	if (tmp)
@@ -1105,8 +1144,15 @@ static dtpc_status bind_data(struct dtpc_session *s, const char *name, int kind,
 	if (st)
 		return st;
 	void *to = rt_data(s, (uint32_t)t);
-	st = where == DTPC_DEVICE_CPU ? put_host(s, (uint32_t)t, &p, to, data, dt)
-				      : put_device(s, (uint32_t)t, &p, to, data, dt);
+	st = where == DTPC_DEVICE_CPU ? put_host(s, (uint32_t)t, &p, to, s->dtype, data, dt)
+				      : put_device(s, (uint32_t)t, &p, to, s->dtype, data, dt);
+	/* a timestep input under a narrower storage: its float32 copy too */
+	float *w = NULL;
+	if (!st && kind == GT_INPUT)
+		st = wide_target(s, (uint32_t)t, &w);
+	if (!st && w)
+		st = where == DTPC_DEVICE_CPU ? put_host(s, (uint32_t)t, &p, w, DTPC_F32, data, dt)
+					      : put_device(s, (uint32_t)t, &p, w, DTPC_F32, data, dt);
 	s->bound[t] = !st;
 	return st;
 }

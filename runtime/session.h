@@ -73,6 +73,15 @@ struct dtpc_session {
 	float **weights;             /* per tensor: this rank's slice (device
 				      * memory), or NULL */
 	bool *bound;                 /* per tensor: weight or input bound */
+	bool *timestep;              /* per tensor: an input a timestep_embedding
+				      * op reads */
+	float **wide;                /* per such input, where the storage is
+				      * narrower: its values as bound, in float32
+				      * (device memory), which the op reads:
+				      * diffusers' get_timestep_embedding takes
+				      * `timesteps.float()` of what the pipeline
+				      * passes (Wan's float32 timestep 999.37, not
+				      * bf16's 1000); else NULL */
 	char **unused;               /* the last file bind's tensors that the graph
 				      * does not use, in name order (one block:
 				      * the pointers, then the names) */

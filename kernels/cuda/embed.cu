@@ -14,8 +14,8 @@ namespace {
 const int THREADS = 256;
 
 template <typename T>
-__global__ void timestep_kernel(const T *t, T *y, int64_t n, int64_t dim, bool flip, float lg,
-				float den, float sc, float in, bool in_f32)
+__global__ void timestep_kernel(const void *t, T *y, int64_t n, int64_t dim, bool flip, float lg,
+				float den, float sc, float in, bool round_in, bool t_f32)
 {
 	const int64_t half = dim / 2, per = half + 1; /* half pairs and the pad */
 
@@ -28,11 +28,16 @@ __global__ void timestep_kernel(const T *t, T *y, int64_t n, int64_t dim, bool f
 				row[dim - 1] = kc_from_f32<T>(0.0f);
 			continue;
 		}
-		/* the product rounded to the storage dtype, as diffusers'
-		 * `timestep.to(dtype) * 1000` (exact for float), or kept in
-		 * float32 (in_f32: QwenImage21's `time_factor * t.float()`) */
-		float ts = __fmul_rn(kc_to_f32<T>(t[i]), in);
-		if (!in_f32)
+		/* t_f32: an input's float32 values as bound (embed.c's
+		 * cpu_timestep_embedding); round_in: the timestep and the
+		 * product rounded to the storage dtype, as diffusers'
+		 * `timestep.to(dtype) * 1000` (exact for float), else the
+		 * float32 product (QwenImage21's `time_factor * t.float()`) */
+		float tv = t_f32 ? ((const float *)t)[i] : kc_to_f32<T>(((const T *)t)[i]);
+		if (t_f32 && round_in)
+			tv = kc_to_f32<T>(kc_from_f32<T>(tv));
+		float ts = __fmul_rn(tv, in);
+		if (round_in)
 			ts = kc_to_f32<T>(kc_from_f32<T>(ts));
 		float ex = __fdiv_rn(__fmul_rn(lg, (float)k), den);
 		float fr = __double2float_rn(exp((double)ex));
@@ -46,13 +51,15 @@ __global__ void timestep_kernel(const T *t, T *y, int64_t n, int64_t dim, bool f
 
 template <typename T>
 int timestep_t(kc_ctx *c, const void *t, void *y, int64_t n, int64_t dim, bool flip,
-	       double shift, double scale, double max_period, double input_scale, bool in_f32)
+	       double shift, double scale, double max_period, double input_scale, bool in_f32,
+	       bool t_f32)
 {
 	int64_t work = n * (dim / 2 + 1);
 
 	timestep_kernel<T><<<kc_blocks_for(c, THREADS, work), THREADS, 0, c->stream>>>(
-		(const T *)t, (T *)y, n, dim, flip, (float)-log(max_period),
-		(float)((double)(dim / 2) - shift), (float)scale, (float)input_scale, in_f32);
+		t, (T *)y, n, dim, flip, (float)-log(max_period),
+		(float)((double)(dim / 2) - shift), (float)scale, (float)input_scale,
+		input_scale != 1 && !in_f32, t_f32);
 	return kc_launched();
 }
 
@@ -136,7 +143,7 @@ int patch_launch(kc_ctx *c, enum kc_dtype t, const void *x, void *y, const Grid 
 extern "C" int kc_timestep_embedding(kc_ctx *c, enum kc_dtype t, const void *ts, void *y,
 				     int64_t n, int64_t dim, bool flip, double shift,
 				     double scale, double max_period, double input_scale,
-				     bool input_scale_f32)
+				     bool input_scale_f32, bool t_f32)
 {
 	int st = kc_use_device(c);
 
@@ -147,7 +154,7 @@ extern "C" int kc_timestep_embedding(kc_ctx *c, enum kc_dtype t, const void *ts,
 	if (n == 0)
 		return 0;
 	return KC_DISPATCH(t, timestep_t, c, ts, y, n, dim, flip, shift, scale, max_period,
-			   input_scale, input_scale_f32);
+			   input_scale, input_scale_f32, t_f32);
 }
 
 extern "C" int kc_grid_ids(kc_ctx *c, enum kc_dtype t, void *y, int64_t F, int64_t H, int64_t W,

@@ -267,10 +267,11 @@ static int cuda_lse_merge(struct dev *d, float *out, dtpc_dtype acc, float *lse,
 
 static int cuda_timestep_embedding(struct dev *d, const float *t, float *y, int64_t n,
 				   int64_t dim, bool flip, double shift, double scale,
-				   double max_period, double input_scale, bool input_scale_f32)
+				   double max_period, double input_scale, bool input_scale_f32,
+				   bool t_f32)
 {
 	return fail(d, kc_timestep_embedding(cd(d)->kc, cd(d)->t, t, y, n, dim, flip, shift, scale,
-					     max_period, input_scale, input_scale_f32),
+					     max_period, input_scale, input_scale_f32, t_f32),
 		    "timestep_embedding");
 }
 

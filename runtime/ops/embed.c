@@ -119,8 +119,12 @@ static dtpc_status run_timestep_embedding(struct dtpc_session *s, const struct g
 	uint32_t out = o->out, x = o->nin ? opnd(s, o, 0) : 0;
 	float *y = rt_data(s, out);
 	struct ga_timestep_embedding a = ga_timestep_embedding_get(o);
-	DEV(s, o, timestep_embedding, rt_data(s, x), y, s->numel[x], a.dim, a.flip,
-	    a.downscale_freq_shift, a.scale, a.max_period, a.input_scale, a.input_scale_f32);
+	/* an input's float32 copy where the storage is narrower (session.h's
+	 * wide): the timesteps as bound, as diffusers embeds them */
+	float *w = s->dtype != DTPC_F32 && s->wide ? s->wide[x] : NULL;
+	DEV(s, o, timestep_embedding, w ? w : rt_data(s, x), y, s->numel[x], a.dim, a.flip,
+	    a.downscale_freq_shift, a.scale, a.max_period, a.input_scale, a.input_scale_f32,
+	    w != NULL);
 	return DTPC_OK;
 }
 

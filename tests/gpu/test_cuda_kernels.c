@@ -1006,30 +1006,38 @@ static void test_index_rows(void)
 /* The tables are the CPU's arithmetic on the same (dtype-rounded) inputs:
  * close within the dtype's tolerance (float32: the same value up to the
  * double-precision sin/cos/exp/pow of the two libraries, i.e. nearly
- * always bit for bit). */
+ * always bit for bit). wide: the timesteps float32 whatever the storage
+ * (an input's values as bound, t_f32), up to 1000 and not rounded. */
 static void test_timestep_case(int di, int64_t n, int64_t dim, bool flip, double shift,
-			       double scale, double max_period, double input_scale, bool f32)
+			       double scale, double max_period, double input_scale, bool f32,
+			       bool wide)
 {
 	enum kc_dtype t = DTYPES[di];
 	float *ts = hmalloc((size_t)n * sizeof *ts), *ref = hmalloc((size_t)(n * dim) * sizeof *ref);
 	char name[200];
 
 	for (int64_t i = 0; i < n; i++)
-		ts[i] = round_to(t, fabsf(urand()));
-	void *dt = dupload(t, ts, (size_t)n, 1), *dy = dpoison(t, (size_t)(n * dim), 0);
+		ts[i] = wide ? 1000 * fabsf(urand()) : round_to(t, fabsf(urand()));
+	void *dt = dupload(wide ? KC_F32 : t, ts, (size_t)n, 1);
+	void *dy = dpoison(t, (size_t)(n * dim), 0);
 
 	snprintf(name, sizeof name, "timestep_embedding %s n=%lld dim=%lld flip=%d shift=%g scale=%g "
-		 "max_period=%g input_scale=%g%s", DNAME[di], (long long)n, (long long)dim, flip, shift,
-		 scale, max_period, input_scale, f32 ? " input_scale_f32" : "");
+		 "max_period=%g input_scale=%g%s%s", DNAME[di], (long long)n, (long long)dim, flip,
+		 shift, scale, max_period, input_scale, f32 ? " input_scale_f32" : "",
+		 wide ? " t_f32" : "");
 	/* input_scale's product rounded to the storage dtype first, as the CPU
-	 * device does (diffusers' `timestep.to(dtype) * 1000`; float32: as is),
-	 * or kept in float32 (f32: Qwen-Image 2.1's `time_factor * t.float()`) */
+	 * device does (diffusers' `timestep.to(dtype) * 1000`, a float32
+	 * timestep rounded before; float32: as is), or kept in float32 (f32:
+	 * Qwen-Image 2.1's `time_factor * t.float()`) */
+	bool round_in = input_scale != 1 && !f32;
 	float *sc = hmalloc((size_t)n * sizeof *sc);
-	for (int64_t i = 0; i < n; i++)
-		sc[i] = f32 ? ts[i] * (float)input_scale : round_to(t, ts[i] * (float)input_scale);
+	for (int64_t i = 0; i < n; i++) {
+		float tv = round_in ? round_to(t, ts[i]) : ts[i];
+		sc[i] = round_in ? round_to(t, tv * (float)input_scale) : tv * (float)input_scale;
+	}
 	k_timestep_embedding(sc, ref, n, dim, flip, shift, scale, max_period, 1);
 	if (launched(name, kc_timestep_embedding(ctx, t, dt, dy, n, dim, flip, shift, scale,
-						 max_period, input_scale, f32)))
+						 max_period, input_scale, f32, wide)))
 		check_close(name, t, ddownload(t, dy, (size_t)(n * dim)), ref, (size_t)(n * dim));
 	end_case();
 }
@@ -1268,11 +1276,16 @@ static void test_embed(void)
 	static const int64_t flux[3] = {16, 56, 56}, odd[3] = {2, 10, 6};
 
 	for (int di = 0; di < 3; di++) {
-		test_timestep_case(di, 5, 256, true, 0, 1, 10000, 1000, false);
-		test_timestep_case(di, 5, 256, true, 0, 1, 10000, 1000, true);
-		test_timestep_case(di, 5, 256, true, 0, 1000, 10000, 1, false);
-		test_timestep_case(di, 3, 33, false, 1, 1, 10000, 1, false);
-		test_timestep_case(di, 1000, 10, true, 0.5, 2.5, 77, 3, false);
+		test_timestep_case(di, 5, 256, true, 0, 1, 10000, 1000, false, false);
+		test_timestep_case(di, 5, 256, true, 0, 1, 10000, 1000, true, false);
+		test_timestep_case(di, 5, 256, true, 0, 1000, 10000, 1, false, false);
+		test_timestep_case(di, 3, 33, false, 1, 1, 10000, 1, false, false);
+		test_timestep_case(di, 1000, 10, true, 0.5, 2.5, 77, 3, false, false);
+		/* float32 timesteps (an input's copy under narrow storage):
+		 * Wan's (as bound), Flux's (rounded first), Qwen-Image 2.1's */
+		test_timestep_case(di, 5, 256, true, 0, 1, 10000, 1, false, true);
+		test_timestep_case(di, 5, 256, true, 0, 1, 10000, 1e-3, false, true);
+		test_timestep_case(di, 5, 256, true, 0, 1, 10000, 1e-3, true, true);
 		for (int f64 = 0; f64 < 2; f64++)
 			for (int sine = 0; sine < 2; sine++) {
 				test_rope_freqs_case(di, 37, 3, flux, sine, f64);

@@ -696,7 +696,7 @@ static void test_timestep(struct dev *d, enum k_dtype dt)
 	double *ref = malloc((size_t)(n * dim) * sizeof *ref);
 
 	d->ops->timestep_embedding(d, (float *)t, (float *)y, n, dim, true, shift, 1, max_period, 1,
-				   false);
+				   false, false);
 	for (int64_t i = 0; i < n; i++) {
 		for (int64_t k = 0; k < half; k++) {
 			double a = tf[i] * exp(-log(max_period) * (double)k / ((double)half - shift));
@@ -716,7 +716,7 @@ static void test_timestep(struct dev *d, enum k_dtype dt)
 	 * is not the other's table */
 	for (int f32 = 0; f32 <= 1; f32++) {
 		d->ops->timestep_embedding(d, (float *)t, (float *)y, n, dim, true, shift, 1,
-					   max_period, 1000, f32);
+					   max_period, 1000, f32, false);
 		for (int rounded = 1; rounded >= 0; rounded--) {
 			for (int64_t i = 0; i < n; i++) {
 				float ts = tf[i] * 1000.0f;

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compiler/driver.h"
 #include "graph/graph.h"
 #include "kernels/cpu/kernels.h"
 #include "runtime/dtpc.h"
@@ -382,6 +383,137 @@ out:
 	dtpc_local_world_free(w);
 }
 
+/* A timestep input under bf16 storage: timestep_embedding reads its values
+ * as bound (float32), as diffusers' get_timestep_embedding takes
+ * `timesteps.float()` of the float32 timestep Wan's, ChronoEdit's and
+ * Helios' pipelines pass: 999.37 stays 999.37, where bf16 storage makes it
+ * 1000 (the angles of the highest frequencies then move by a radian) —
+ * through the float32 call, the typed float32 one, the seeded and the
+ * file binds alike (bind_finish), each run's table the float32 kernel's
+ * rounded once. Flux's `timestep.to(dtype) * 1000` (input_scale) still
+ * rounds the timestep first. Controls: the bf16-rounded timesteps give
+ * another table, and float32 storage the unrounded table itself. */
+static const char TS_PLAN[] =
+	"model ts(batch = 3) {\n"
+	"  input timestep : [batch];\n"
+	"  input guidance : [batch];\n"
+	"  wan = timestep_embedding(timestep, 16, flip_sin_to_cos = true, downscale_freq_shift = 0);\n"
+	"  flux = timestep_embedding(guidance, 16, flip_sin_to_cos = true, downscale_freq_shift = 0,\n"
+	"                            input_scale = 1000);\n"
+	"  output wan;\n"
+	"  output flux;\n"
+	"}\n"
+	"plan ts_one {\n"
+	"  model ts();\n"
+	"}\n";
+
+/* The table of k_timestep_embedding over t (times scale first, rounded to
+ * bf16 when round_in: Flux's), in bf16. */
+static void ts_table(const float *t, float scale, bool round_in, uint16_t *y)
+{
+	float ts[3], f[3 * 16];
+	for (int i = 0; i < 3; i++) {
+		uint16_t b;
+		ts[i] = t[i];
+		if (round_in) {
+			k_convert(&b, K_BF16, &ts[i], K_F32, 1);
+			k_convert(&ts[i], K_F32, &b, K_BF16, 1);
+			ts[i] *= scale;
+			k_convert(&b, K_BF16, &ts[i], K_F32, 1);
+			k_convert(&ts[i], K_F32, &b, K_BF16, 1);
+		}
+	}
+	k_timestep_embedding(ts, f, 3, 16, true, 0, 1, 10000, 1);
+	k_convert(y, K_BF16, f, K_F32, 3 * 16);
+}
+
+static void timestep_as_bound(void)
+{
+	char path[] = "/tmp/dtpc-test-typed-XXXXXX";
+	int fd = mkstemp(path);
+	FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+	if (!f || fputs(TS_PLAN, f) < 0 || fclose(f)) {
+		UNIT_CHECK(0, "the timestep plan written to %s", path);
+		return;
+	}
+	size_t len = 0;
+	void *buf = driver_graph_buffer(path, "ts_one", NULL, NULL, NULL, 0, NULL, false, &len,
+					NULL, stderr);
+	remove(path);
+	dtpc_graph *g = NULL;
+	if (!buf || dtpc_graph_open_buffer(buf, len, &g)) {
+		UNIT_CHECK(0, "the timestep plan compiles (%s)", dtpc_last_error());
+		free(buf);
+		return;
+	}
+	free(buf);
+	/* not one of them exact in bf16: 999, 999.37 and 614.32 are 1000, 1000
+	 * and 616 there (ChronoEdit's UniPC and Helios' timesteps) */
+	const float t[3] = { 999.0f, 999.373199f, 614.318115f };
+	const float gd[3] = { 0.3721f, 0.003713f, 0.5f };
+	int64_t shape[1] = { 3 };
+	uint16_t tb[3], want[2][48], rounded[48], got[2][48];
+	k_convert(tb, K_BF16, t, K_F32, 3);
+	float tr[3];
+	k_convert(tr, K_F32, tb, K_BF16, 3);
+	ts_table(t, 1, false, want[0]);
+	ts_table(gd, 1000, true, want[1]);
+	ts_table(tr, 1, false, rounded);
+	UNIT_CHECK(memcmp(want[0], rounded, sizeof rounded), "control: the timesteps rounded "
+		   "to bf16 give another table");
+	for (int how = 0; how < 4; how++) {
+		static const char *const hows[] = { "the float32 call", "typed float32 data",
+						    "typed bf16 data (the values rounded)",
+						    "float32 storage" };
+		dtpc_local_world *w = NULL;
+		dtpc_comm *c = NULL;
+		dtpc_session *s = NULL;
+		dtpc_local_world_create(1, TIMEOUT_MS, &w);
+		dtpc_comm_local(w, 0, &c);
+		dtpc_status st = dtpc_session_create(g, c, DTPC_DEVICE_CPU, &s);
+		if (!st && how != 3)
+			st = dtpc_session_dtype(s, DTPC_BF16);
+		for (int run = 0; run < 2 && !st; run++) {
+			/* twice: the second binding replaces the float32 copy */
+			const float *tv = run ? t : tr;
+			uint16_t tvb[3];
+			k_convert(tvb, K_BF16, tv, K_F32, 3);
+			if (how == 0 || how == 3)
+				st = dtpc_session_set_input(s, "timestep", tv, shape, 1);
+			else if (how == 1)
+				st = dtpc_session_set_input_data(s, "timestep", tv, DTPC_F32,
+								 DTPC_DEVICE_CPU, shape, 1);
+			else
+				st = dtpc_session_set_input_data(s, "timestep", tvb, DTPC_BF16,
+								 DTPC_DEVICE_CPU, shape, 1);
+			st = st ? st : dtpc_session_set_input_data(s, "guidance", gd, DTPC_F32,
+								   DTPC_DEVICE_CPU, shape, 1);
+			st = st ? st : dtpc_session_run(s);
+			for (int o = 0; o < 2 && !st; o++)
+				st = dtpc_session_output_data(s, o, got[o], DTPC_BF16,
+							      DTPC_DEVICE_CPU, sizeof got[o]);
+		}
+		UNIT_CHECK(!st, "the timestep graph runs twice, %s (%s)", hows[how],
+			   st ? dtpc_last_error() : "");
+		if (!st && how == 2) {
+			UNIT_CHECK(!memcmp(got[0], rounded, sizeof rounded), "bf16 timesteps bound "
+				   "as bf16 data: the table of their values");
+		} else if (!st) {
+			UNIT_CHECK(!memcmp(got[0], want[0], sizeof want[0]), "%s storage, %s: "
+				   "timestep_embedding of 999, 999.37, 614.32 as bound (float32), its "
+				   "table rounded once", how == 3 ? "float32" : "bf16", hows[how]);
+		}
+		if (!st && how != 3)
+			UNIT_CHECK(!memcmp(got[1], want[1], sizeof want[1]), "bf16 storage, "
+				   "%s: input_scale 1000 rounds the timestep and the product to bf16 "
+				   "(Flux's `timestep.to(dtype) * 1000`)", hows[how]);
+		dtpc_session_free(s);
+		dtpc_comm_free(c);
+		dtpc_local_world_free(w);
+	}
+	dtpc_graph_free(g);
+}
+
 int main(void)
 {
 	dtpc_graph *g1 = typed_graph(true), *g2 = typed_graph(false);
@@ -397,6 +529,7 @@ int main(void)
 	against_float32(g1, DTPC_BF16, DTPC_F32, DTPC_F16);
 	controls(g1);
 	refusals(g1);
+	timestep_as_bound();
 	dtpc_graph_free(g1);
 	dtpc_graph_free(g2);
 	return unit_done();
