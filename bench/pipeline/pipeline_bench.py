@@ -20,6 +20,10 @@ Every dtpc run's latents are compared with the stock pipeline's (max |d| /
 max |ref|); above 1e-4 the script exits 1. It also counts (dtpc.stats) that
 steps 2..N compile nothing and bind no weight.
 
+--dtype bf16: the transformer in bf16 on both sides (the stock pipeline after
+.to(torch.bfloat16), dtpc computing in bf16), latents within 2e-2 (the tolerance
+of tests/pipelines.py's bf16 comparisons).
+
 The Python overhead: the same graph (compile_cached's entry), the same weights
 and the inputs dtpc.torch handed the graph at its last step, under
 `dtpc run --steps`: the step through the pipeline against the program's.
