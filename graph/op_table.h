@@ -8,6 +8,9 @@ enum op_flags {
 	OPF_LOWERED = 1 << 0, /* graph-only: inserted by the compiler */
 	OPF_COMM = 1 << 1,    /* communicates over its group */
 	OPF_UNARY = 1 << 2,   /* unary pointwise, no parameters (ops.def's UNARY) */
+	/* reads its first operand, where that is a graph input, in float32
+	 * whatever the storage dtype: the values as bound (session.h's wide) */
+	OPF_WIDE_INPUT = 1 << 3,
 };
 
 enum op_kind {

@@ -444,7 +444,7 @@ dtpc_status session_prepare(struct dtpc_session *s)
 	for (uint32_t i = 0; i < g->nops; i++) {
 		const struct g_op *o = &g->ops[i];
 		uint32_t x = o->nin ? g->operands[o->in0] : 0;
-		if (o->kind == OP_timestep_embedding && o->nin && x < n &&
+		if ((op_table[o->kind].flags & OPF_WIDE_INPUT) && o->nin && x < n &&
 		    g->tensors[x].kind == GT_INPUT)
 			s->timestep[x] = true;
 	}

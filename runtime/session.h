@@ -73,8 +73,8 @@ struct dtpc_session {
 	float **weights;             /* per tensor: this rank's slice (device
 				      * memory), or NULL */
 	bool *bound;                 /* per tensor: weight or input bound */
-	bool *timestep;              /* per tensor: an input a timestep_embedding
-				      * op reads */
+	bool *timestep;              /* per tensor: an input an OPF_WIDE_INPUT op
+				      * (timestep_embedding) reads */
 	float **wide;                /* per such input, where the storage is
 				      * narrower: its values as bound, in float32
 				      * (device memory), which the op reads:
