@@ -202,6 +202,21 @@ static void test_convert(void)
 
 /* ---- the narrow GEMM -------------------------------------------------------------- */
 
+/* ref[m, n] = x[m, k] w[n, k]^T (+ b[n] when b != NULL) in float64: the
+ * reference of every linear case here. */
+static void ref_linear(const float *x, const float *w, const float *b, double *ref, int64_t m,
+		       int64_t k, int64_t n)
+{
+	for (int64_t i = 0; i < m; i++)
+		for (int64_t j = 0; j < n; j++) {
+			double s = b ? b[j] : 0;
+
+			for (int64_t l = 0; l < k; l++)
+				s += (double)x[i * k + l] * w[j * k + l];
+			ref[i * n + j] = s;
+		}
+}
+
 static void test_linear_case(int64_t m, int64_t k, int64_t n, bool bias, int threads, bool tiles)
 {
 	float *xf = malloc((size_t)(m * k) * 4), *wf = malloc((size_t)(n * k) * 4);
@@ -215,14 +230,7 @@ static void test_linear_case(int64_t m, int64_t k, int64_t n, bool bias, int thr
 
 	(tiles ? k_linear_narrow_tiles_pool : k_linear_narrow_pool)(pool, K_BF16, x, w,
 								     bias ? b : NULL, y, m, k, n, ws);
-	for (int64_t i = 0; i < m; i++)
-		for (int64_t j = 0; j < n; j++) {
-			double s = bias ? bfv[j] : 0;
-
-			for (int64_t l = 0; l < k; l++)
-				s += (double)xf[i * k + l] * wf[j * k + l];
-			ref[i * n + j] = s;
-		}
+	ref_linear(xf, wf, bias ? bfv : NULL, ref, m, k, n);
 	snprintf(what, sizeof what, "bf16 linear (%s) %lldx%lldx%lld%s, %d thread%s",
 		 tiles ? "tiles" : k_bf16_dot_available() ? "dot" : "tiles", (long long)m,
 		 (long long)k, (long long)n, bias ? " + bias" : "", threads, threads > 1 ? "s" : "");
@@ -261,11 +269,7 @@ static void test_linear_odd_k_neighbour(void)
 
 	x[k] = 0x7f80;
 	k_linear_narrow_pool(NULL, K_BF16, x, w, NULL, y, m, k, n, ws);
-	for (int64_t j = 0; j < n; j++) {
-		ref[j] = 0;
-		for (int64_t l = 0; l < k; l++)
-			ref[j] += (double)xf[l] * wf[j * k + l];
-	}
+	ref_linear(xf, wf, NULL, ref, 1, k, n); /* row 0 */
 	check_bf16("bf16 linear 8x33x70, +Inf at row 1's start: row 0", y, ref, n);
 	free(xf);
 	free(wf);
@@ -561,14 +565,7 @@ static void test_device_linear(struct dev *d)
 	double *ref = malloc((size_t)(m * n) * sizeof *ref);
 
 	d->ops->linear(d, (float *)x, (float *)w, NULL, (float *)y, m, k, n);
-	for (int64_t i = 0; i < m; i++)
-		for (int64_t j = 0; j < n; j++) {
-			double s = 0;
-
-			for (int64_t l = 0; l < k; l++)
-				s += (double)xf[i * k + l] * wf[j * k + l];
-			ref[i * n + j] = s;
-		}
+	ref_linear(xf, wf, NULL, ref, m, k, n);
 	check_bf16("the device's bf16 linear 45x77x263", y, ref, m * n);
 	free(xf);
 	free(wf);
@@ -619,14 +616,7 @@ static void test_f16(void)
 	k_convert(xf, K_F32, x, K_F16, m * k);
 	k_convert(wf, K_F32, w, K_F16, n * k);
 	d->ops->linear(d, (float *)x, (float *)w, NULL, (float *)y, m, k, n);
-	for (int64_t i = 0; i < m; i++)
-		for (int64_t j = 0; j < n; j++) {
-			double sum = 0;
-
-			for (int64_t l = 0; l < k; l++)
-				sum += (double)xf[i * k + l] * wf[j * k + l];
-			ref[i * n + j] = sum;
-		}
+	ref_linear(xf, wf, NULL, ref, m, k, n);
 	double h = f16_half_ulps(y, ref, m * n);
 
 	UNIT_CHECK(h <= 1.02, "f16 linear 23x41x67 (tiles): within half an f16 ulp (%.3f)", h);
