@@ -15,16 +15,22 @@ size_t k_dtype_size(enum k_dtype t)
 	return t == K_F32 ? 4 : 2;
 }
 
+/* Branch-free, so that the loops below vectorise: a NaN keeps its sign and
+ * stays a (quiet) NaN, selected after the add, since rounding its payload
+ * could carry into the exponent and make it an infinity. */
+static inline __attribute__((always_inline)) uint16_t bf16_of_bits(uint32_t u)
+{
+	uint32_t r = (u + 0x7fffu + ((u >> 16) & 1)) >> 16, q = (u >> 16) | 0x40;
+
+	return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? q : r);
+}
+
 static uint16_t bf16_of(float f)
 {
 	uint32_t u;
 
 	memcpy(&u, &f, sizeof u);
-	/* a NaN keeps its sign and stays a (quiet) NaN: rounding its payload
-	 * could carry into the exponent and make it an infinity */
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((u >> 16) | 0x40);
-	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+	return bf16_of_bits(u);
 }
 
 static float f32_of_bf16(uint16_t h)
@@ -81,14 +87,7 @@ static uint16_t f16_of(float f)
  * them: the bodies are inlined twice, into an AVX2 build and the baseline
  * one, and the CPU picks at run time (as runtime/comm_local.c's sums, and
  * for its reason: no target_clones, whose resolver runs before a
- * sanitizer's runtime has started). The rounding is bf16_of's, branch-free:
- * a NaN's quiet top half is selected after the add. */
-static inline __attribute__((always_inline)) uint16_t bf16_of_branchless(uint32_t u)
-{
-	uint32_t r = (u + 0x7fffu + ((u >> 16) & 1)) >> 16, q = (u >> 16) | 0x40;
-
-	return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? q : r);
-}
+ * sanitizer's runtime has started). */
 
 static inline __attribute__((always_inline)) void
 round_bf16_body(uint16_t *restrict d, const float *restrict s, int64_t n)
@@ -100,7 +99,7 @@ round_bf16_body(uint16_t *restrict d, const float *restrict s, int64_t n)
 			uint32_t u;
 
 			memcpy(&u, s + i + k, sizeof u);
-			d[i + k] = bf16_of_branchless(u);
+			d[i + k] = bf16_of_bits(u);
 		}
 	for (; i < n; i++)
 		d[i] = bf16_of(s[i]);
