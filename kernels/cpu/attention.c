@@ -93,37 +93,34 @@ static size_t attn_ws_floats(int64_t D, int64_t Dv)
 #undef MR
 #undef VW
 
-enum attn_isa { ISA_BASE, ISA_AVX2, ISA_AVX512 };
-
-/* The widest instruction set the CPU has, or a narrower one named by
- * DTPC_CPU_ISA (avx2, base) so tests and benchmarks reach every variant on
- * one machine. */
-static enum attn_isa best_isa(void)
+/* Here because the attention's variants were the first to be dispatched;
+ * the GEMM (linear.c) asks it too. */
+enum k_isa k_cpu_isa(void)
 {
 	const char *want = getenv("DTPC_CPU_ISA");
-	enum attn_isa cap = !want ? ISA_AVX512 : !strcmp(want, "avx2") ? ISA_AVX2
-					       : !strcmp(want, "base") ? ISA_BASE : ISA_AVX512;
+	enum k_isa cap = !want ? K_ISA_AVX512 : !strcmp(want, "avx2") ? K_ISA_AVX2
+					      : !strcmp(want, "base") ? K_ISA_BASE : K_ISA_AVX512;
 
 #if defined(__x86_64__) && defined(__GNUC__)
-	if (cap >= ISA_AVX512 && __builtin_cpu_supports("avx512f"))
-		return ISA_AVX512;
-	if (cap >= ISA_AVX2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-		return ISA_AVX2;
+	if (cap >= K_ISA_AVX512 && __builtin_cpu_supports("avx512f"))
+		return K_ISA_AVX512;
+	if (cap >= K_ISA_AVX2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+		return K_ISA_AVX2;
 #endif
-	return ISA_BASE;
+	return K_ISA_BASE;
 }
 
 /* One exported function per vector body, each dispatched per call. */
 #if defined(__x86_64__) && defined(__GNUC__)
 #define DISPATCH(fn, ...)                                   \
-	switch (best_isa()) {                               \
-	case ISA_AVX512:                                    \
+	switch (k_cpu_isa()) {                              \
+	case K_ISA_AVX512:                                  \
 		fn##_avx512(__VA_ARGS__);                   \
 		return;                                     \
-	case ISA_AVX2:                                      \
+	case K_ISA_AVX2:                                    \
 		fn##_avx2(__VA_ARGS__);                     \
 		return;                                     \
-	case ISA_BASE:                                      \
+	case K_ISA_BASE:                                    \
 		fn##_base(__VA_ARGS__);                     \
 		return;                                     \
 	}
@@ -174,14 +171,14 @@ void k_attention_pool(struct k_pool *pool, const float *q, int64_t q_stride, con
 	void (*task)(void *, int64_t, int) = attn_task_base;
 
 #if defined(__x86_64__) && defined(__GNUC__)
-	switch (best_isa()) {
-	case ISA_AVX512:
+	switch (k_cpu_isa()) {
+	case K_ISA_AVX512:
 		task = attn_task_avx512;
 		break;
-	case ISA_AVX2:
+	case K_ISA_AVX2:
 		task = attn_task_avx2;
 		break;
-	case ISA_BASE:
+	case K_ISA_BASE:
 		break;
 	}
 #endif

@@ -44,6 +44,13 @@ int k_pool_threads(const struct k_pool *p);
 void k_pool_run(struct k_pool *p, int64_t ntasks, void (*fn)(void *arg, int64_t task, int worker),
 		void *arg);
 
+/* The vector instruction sets the kernels are compiled for, narrowest
+ * first. k_cpu_isa: the widest this CPU runs, or a narrower one named by the
+ * environment's DTPC_CPU_ISA (avx2, base), so tests and benchmarks reach
+ * every variant on one machine. */
+enum k_isa { K_ISA_BASE, K_ISA_AVX2, K_ISA_AVX512 };
+enum k_isa k_cpu_isa(void);
+
 enum k_binop { K_ADD, K_MUL };
 
 /* Storage dtypes: float32, bfloat16, IEEE binary16 (the same order as

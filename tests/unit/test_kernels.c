@@ -221,6 +221,16 @@ static void test_linear(void)
 	test_linear_case(3 * 128 + 5, 37, 45, true, 3);
 	test_linear_case(1, 37, 3 * 64 + 9, true, 3);
 	test_linear_case(2, 37, 300, false, 2);
+	/* The AVX-512 tiles' edges (kernels/cpu/linear.c: 6 x 64 tiles,
+	 * k-blocks of 512, w packed in 16 x 16 blocks): k one whole block, two
+	 * blocks the second short, and k under one 16; n of whole panels and of
+	 * four panels the last 8 wide; every row tail 1..5 over 13 and 23
+	 * rows. */
+	test_linear_case(13, 512, 128, true, 1);
+	test_linear_case(23, 600, 200, true, 1);
+	test_linear_case(11, 5, 64, false, 1);
+	test_linear_case(6, 1, 17, true, 1);
+	test_linear_case(2 * 128 + 3, 133, 70, true, 2);
 }
 
 /* ---- norms ----------------------------------------------------------- */
@@ -1880,7 +1890,6 @@ static void test_unpatchify(void)
 int main(void)
 {
 	test_pool();
-	test_linear();
 	test_layer_norm();
 	test_rms_norm();
 	test_dist_norm();
@@ -1895,12 +1904,14 @@ int main(void)
 	test_index_rows();
 	/* The vector kernels once per instruction set this CPU can run (the
 	 * narrower ones through DTPC_CPU_ISA), so the AVX2 and baseline
-	 * variants are checked on an AVX-512 machine too. */
+	 * variants are checked on an AVX-512 machine too (the linear: its own
+	 * tiles with AVX-512, the BLAS without). */
 	static const char *const isa[] = { "avx512", "avx2", "base" };
 
 	for (size_t i = 0; i < sizeof isa / sizeof isa[0]; i++) {
 		setenv("DTPC_CPU_ISA", isa[i], 1);
 		printf("# vector kernels: DTPC_CPU_ISA=%s\n", isa[i]);
+		test_linear();
 		test_vexp();
 		test_attention();
 		test_attention_control();
