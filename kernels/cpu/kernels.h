@@ -83,7 +83,8 @@ void k_linear_pool(struct k_pool *pool, const float *x, const float *w, const fl
 /* k_linear on data stored in dtype t (x, w, b and y all in t), float32
  * accumulation, the bias added in float32 and y rounded once: for bf16 on a
  * CPU with AVX-512 BF16 (k_bf16_dot_available) bf16 dot products (w
- * packed in pairs of k per task, x read in place), else k_linear_narrow_tiles_pool's tiles of x and w widened
+ * packed in pairs of k per task, x read in place; on AMX's tiles where
+ * k_amx_available), else k_linear_narrow_tiles_pool's tiles of x and w widened
  * to float32, one sgemm per tile. workspace holds
  * k_linear_narrow_workspace(k_pool_threads(pool), m, k, n) bytes aligned
  * for float. Callers own all buffers. */
@@ -93,8 +94,12 @@ void k_linear_narrow_pool(struct k_pool *pool, enum k_dtype t, const void *x, co
 void k_linear_narrow_tiles_pool(struct k_pool *pool, enum k_dtype t, const void *x,
 				const void *w, const void *b, void *y, int64_t m, int64_t k,
 				int64_t n, void *workspace);
-/* Whether this CPU runs k_linear_narrow_pool's bf16 dot products. */
+/* Whether this CPU runs k_linear_narrow_pool's bf16 dot products, and
+ * whether it runs them on AMX's tiles where k is a multiple of 32 (blocks of
+ * 32 rows; the same arithmetic: exact products of bf16 pairs summed in
+ * float32). DTPC_CPU_ISA set and not "amx" turns AMX off. */
 bool k_bf16_dot_available(void);
+bool k_amx_available(void);
 
 /* The activations a linear layer's epilogue applies: k_gelu exact, k_gelu
  * with tanh_approx, k_silu. */

@@ -304,6 +304,7 @@ struct narrow_job {
 	int64_t m, k, n;
 	const enum k_act *act; /* the epilogue, or NULL for none */
 	bool dot;          /* the bf16 dot-product path */
+	bool amx;          /* with AMX's tiles where it can (dot_packed) */
 	bool by_cols;      /* a task is a panel of NB columns over all rows,
 			    * else a block of `rows` rows over all columns */
 	int64_t rows;
@@ -349,6 +350,10 @@ static int64_t dot_panel_floats(int64_t k)
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define HAVE_BF16_DOT 1
+#include <cpuid.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* Rows [i0, i0 + mm) x columns [j0, j1) of y from bf16 storage, for a task
  * of a few rows (the modulation layers' one row a sample), where packing w
@@ -415,26 +420,42 @@ dot_few_rows(const uint16_t *x, const uint16_t *w, const float *bias, uint16_t *
  * over it. */
 #define DOT_MR 6
 
-static void dot_pack(const uint16_t *w, int64_t j, int64_t j1, int64_t k, uint32_t *bp)
+AVX512 static void dot_pack(const uint16_t *w, int64_t j, int64_t j1, int64_t k, uint32_t *bp)
 {
-	int64_t pairs = (k + 1) / 2;
+	int64_t pairs = (k + 1) / 2, pf = k / 2 / 16 * 16, c0 = 0;
 
+	/* Whole blocks of 16 columns x 16 pairs: a pair is a 32-bit word, so
+	 * the block is transpose16's, moved as bits (no arithmetic touches
+	 * them: a NaN's payload survives). */
+	for (; c0 + 16 <= j1 - j && c0 + 16 <= DOT_NR; c0 += 16) {
+		for (int64_t p = 0; p < pf; p += 16) {
+			__m512 r[16];
+
+			for (int i = 0; i < 16; i++)
+				r[i] = _mm512_castsi512_ps(
+					_mm512_loadu_si512(w + (j + c0 + i) * k + 2 * p));
+			transpose16(r);
+			for (int i = 0; i < 16; i++)
+				_mm512_storeu_si512(bp + (p + i) * DOT_NR + c0, _mm512_castps_si512(r[i]));
+		}
+	}
+	/* the rest a word at a time: the pairs past the blocks, the columns
+	 * past them, zeros past the panel's columns and in an odd k's last
+	 * high half */
 	for (int64_t c = 0; c < DOT_NR; c++) {
 		const uint16_t *wr = w + (j + c) * k;
 
-		if (j + c >= j1) {
-			for (int64_t p = 0; p < pairs; p++)
-				bp[p * DOT_NR + c] = 0;
-			continue;
-		}
-		for (int64_t p = 0; p < k / 2; p++) {
-			uint32_t v;
+		for (int64_t p = c < c0 ? pf : 0; p < pairs; p++) {
+			uint32_t v = 0;
 
-			memcpy(&v, wr + 2 * p, sizeof v);
+			if (j + c >= j1)
+				v = 0;
+			else if (2 * p + 1 < k)
+				memcpy(&v, wr + 2 * p, sizeof v);
+			else
+				v = wr[2 * p];
 			bp[p * DOT_NR + c] = v;
 		}
-		if (k & 1)
-			bp[(pairs - 1) * DOT_NR + c] = wr[k - 1];
 	}
 }
 
@@ -541,23 +562,129 @@ dot_tile_rows(int mr, const uint16_t *x, int64_t k, const uint32_t *bp, const fl
 	}
 }
 
-/* Rows [i0, i0 + mm) x columns [j0, j1) of y, panel by panel (bp: the
- * task's workspace, dot_panel_floats(k)). */
-static void dot_packed(const uint16_t *x, const uint16_t *w, const float *bias, uint16_t *y,
-		       int64_t i0, int64_t mm, int64_t j0, int64_t j1, int64_t k, int64_t n,
-		       uint32_t *bp)
+/* ---- AMX ----------------------------------------------------------------------- *
+ * Where the CPU has AMX (Sapphire Rapids on), the same packed panel feeds
+ * its tiles: TDPBF16PS adds to each float32 sum the two exact products of a
+ * pair of bf16 — vdpbf16ps's arithmetic — 16 x 16 sums x 32 k an
+ * instruction, 8 times the vector unit's rate. A panel of DOT_NR columns in
+ * pairs of k is already the layout its B tiles read (16 pairs x 16
+ * columns, rows DOT_NR x 4 bytes apart), and x's rows are its A tiles read
+ * in place, so AMX takes blocks of 32 rows x 32 columns (tiles 0-1: x's two
+ * row blocks, 2-3: the panel's two column blocks, 4-7: the sums) when k is
+ * a multiple of 32 (a tile row is 32 k: a shorter k would read past x's
+ * rows); the rows past the last whole 32 take dot_tile. */
+#define AMX_T __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,amx-tile,amx-bf16")))
+#define AMX_ROWS 32
+
+/* Whether AMX runs here: the CPU has AMX-TILE and AMX-BF16 (CPUID 7.0
+ * EDX bits 24 and 22) and Linux grants the process the tile data state
+ * (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA; granted once, a
+ * repeated request is a no-op), and DTPC_CPU_ISA is unset, empty or "amx"
+ * (naming a narrower set, avx512 say, the tests reach the dot products on
+ * this CPU). */
+bool k_amx_available(void)
 {
-	for (int64_t j = j0; j < j1; j += DOT_NR) {
-		int64_t nc = j1 - j < DOT_NR ? j1 - j : DOT_NR;
+	const char *want = getenv("DTPC_CPU_ISA");
+	unsigned a, b, c, d;
 
-		dot_pack(w, j, j1, k, bp);
-		for (int64_t i = i0; i < i0 + mm; i += DOT_MR) {
-			int mr = i0 + mm - i < DOT_MR ? (int)(i0 + mm - i) : DOT_MR;
+	if ((want && *want && strcmp(want, "amx")) || !k_bf16_dot_available() ||
+	    !__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & 1u << 22) || !(d & 1u << 24))
+		return false;
+#ifdef SYS_arch_prctl
+	return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+#else
+	return false;
+#endif
+}
 
-			dot_tile_rows(mr, x + i * k, k, bp, bias ? bias + (j - j0) : NULL,
-				      y + i * n + j, n, nc);
+/* The tiles' shapes, palette 1: eight tiles of 16 rows x 64 bytes. */
+struct amx_config {
+	uint8_t palette, start_row, reserved[14];
+	uint16_t colsb[16];
+	uint8_t rows[16];
+};
+
+AMX_T static void amx_begin(void)
+{
+	struct amx_config cfg = { .palette = 1 };
+
+	for (int t = 0; t < 8; t++) {
+		cfg.colsb[t] = 64;
+		cfg.rows[t] = 16;
+	}
+	_tile_loadconfig(&cfg);
+}
+
+/* y[r n + (0 .. nc)] for the AMX_ROWS rows of x at x (rows k apart), from
+ * the panel's columns [c0, c0 + 32), plus bias[0 .. nc) when there is one
+ * (in float32 after the sum, as dot_tile adds it), rounded once. */
+AMX_T static void amx_block(const uint16_t *x, int64_t k, const uint32_t *bp, const float *bias,
+			    uint16_t *y, int64_t n, int64_t nc)
+{
+	float sums[4][16][16] __attribute__((aligned(64)));
+
+	_tile_zero(4);
+	_tile_zero(5);
+	_tile_zero(6);
+	_tile_zero(7);
+	for (int64_t p = 0; p < k / 2; p += 16) {
+		_tile_loadd(0, x + 2 * p, k * 2);
+		_tile_loadd(1, x + 16 * k + 2 * p, k * 2);
+		_tile_loadd(2, bp + p * DOT_NR, DOT_NR * 4);
+		_tile_loadd(3, bp + p * DOT_NR + 16, DOT_NR * 4);
+		_tile_dpbf16ps(4, 0, 2);
+		_tile_dpbf16ps(5, 0, 3);
+		_tile_dpbf16ps(6, 1, 2);
+		_tile_dpbf16ps(7, 1, 3);
+	}
+	_tile_stored(4, sums[0], 64);
+	_tile_stored(5, sums[1], 64);
+	_tile_stored(6, sums[2], 64);
+	_tile_stored(7, sums[3], 64);
+	for (int t = 0; t < 4; t++) {
+		int64_t col = 16 * (t & 1), left = nc - col;
+		__mmask16 mc = left >= 16 ? (__mmask16)0xffff
+			       : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+		__m512 bv = bias ? _mm512_maskz_loadu_ps(mc, bias + col) : _mm512_setzero_ps();
+
+		for (int r = 0; r < 16; r++) {
+			__m512 v = _mm512_load_ps(sums[t][r]);
+
+			/* no bias, no add: -0 + 0 would be +0 */
+			_mm256_mask_storeu_epi16(y + (16 * (t >> 1) + r) * n + col, mc,
+						 dot_round(bias ? _mm512_add_ps(v, bv) : v));
 		}
 	}
+}
+
+/* Rows [i0, i0 + mm) x columns [j0, j1) of y, panel by panel (bp: the
+ * task's workspace, dot_panel_floats(k)): AMX's blocks of 32 rows where
+ * `amx`, the vector tiles for the rest. */
+AMX_T static void dot_packed(const uint16_t *x, const uint16_t *w, const float *bias,
+			     uint16_t *y, int64_t i0, int64_t mm, int64_t j0, int64_t j1,
+			     int64_t k, int64_t n, uint32_t *bp, bool amx)
+{
+	int64_t amx_end = amx ? i0 + mm / AMX_ROWS * AMX_ROWS : i0;
+
+	if (amx_end > i0)
+		amx_begin();
+	for (int64_t j = j0; j < j1; j += DOT_NR) {
+		int64_t nc = j1 - j < DOT_NR ? j1 - j : DOT_NR;
+		const float *bj = bias ? bias + (j - j0) : NULL;
+
+		dot_pack(w, j, j1, k, bp);
+		for (int64_t c = 0; c < nc; c += 32)
+			for (int64_t i = i0; i < amx_end; i += AMX_ROWS)
+				amx_block(x + i * k, k, bp + c, bj ? bj + c : NULL, y + i * n + j + c,
+					  n, nc - c);
+		for (int64_t i = amx_end; i < i0 + mm; i += DOT_MR) {
+			int mr = i0 + mm - i < DOT_MR ? (int)(i0 + mm - i) : DOT_MR;
+
+			dot_tile_rows(mr, x + i * k, k, bp, bj, y + i * n + j, n, nc);
+		}
+	}
+	if (amx_end > i0)
+		_tile_release();
 }
 
 /* A task of at most this many rows takes dot_few_rows. */
@@ -567,7 +694,7 @@ static void dot_packed(const uint16_t *x, const uint16_t *w, const float *bias, 
  * of workspace past the panel), then the epilogue row by row (act). */
 static void dot_block(const uint16_t *x, const uint16_t *w, const uint16_t *b, uint16_t *y,
 		      int64_t i0, int64_t mm, int64_t j0, int64_t j1, int64_t k, int64_t n,
-		      const enum k_act *act, float *ws)
+		      const enum k_act *act, float *ws, bool amx)
 {
 	float *bias = b ? ws + dot_panel_floats(k) : NULL;
 
@@ -576,7 +703,7 @@ static void dot_block(const uint16_t *x, const uint16_t *w, const uint16_t *b, u
 	if (mm <= DOT_FEW_ROWS)
 		dot_few_rows(x, w, bias, y, i0, mm, j0, j1, k, n);
 	else
-		dot_packed(x, w, bias, y, i0, mm, j0, j1, k, n, (uint32_t *)ws);
+		dot_packed(x, w, bias, y, i0, mm, j0, j1, k, n, (uint32_t *)ws, amx);
 	for (int64_t i = i0; act && i < i0 + mm; i++)
 		act_stored(K_BF16, y + i * n + j0, ws, j1 - j0, *act);
 }
@@ -588,6 +715,11 @@ bool k_bf16_dot_available(void)
 }
 #else
 bool k_bf16_dot_available(void)
+{
+	return false;
+}
+
+bool k_amx_available(void)
 {
 	return false;
 }
@@ -604,7 +736,8 @@ static void narrow_task(void *arg, int64_t t, int worker)
 #ifdef HAVE_BF16_DOT
 	if (J->dot) {
 		dot_block((const uint16_t *)J->x, (const uint16_t *)J->w, (const uint16_t *)J->b,
-			  (uint16_t *)J->y, i0, mm, j_lo, j_hi < n ? j_hi : n, k, n, J->act, xf);
+			  (uint16_t *)J->y, i0, mm, j_lo, j_hi < n ? j_hi : n, k, n, J->act, xf,
+			  J->amx);
 		return;
 	}
 #endif
@@ -659,8 +792,11 @@ static void narrow_pool(struct k_pool *pool, enum k_dtype t, const void *x, cons
 	if (m == 0 || n == 0)
 		return;
 	int T = k_pool_threads(pool);
-	struct narrow_job J = { t, x, w, b, y, m, k, n, act, dot, narrow_by_cols(T, m),
+	struct narrow_job J = { t, x, w, b, y, m, k, n, act, dot, false, narrow_by_cols(T, m),
 				narrow_rows(T, m, dot), narrow_per_worker(T, m, k, n), workspace };
+#ifdef HAVE_BF16_DOT
+	J.amx = dot && k % 32 == 0 && k_amx_available();
+#endif
 	int64_t tasks = J.by_cols ? (n + NARROW_NB - 1) / NARROW_NB : (m + J.rows - 1) / J.rows;
 
 	k_pool_run(pool, tasks, narrow_task, &J);

@@ -232,7 +232,11 @@ static void test_linear_case(int64_t m, int64_t k, int64_t n, bool bias, int thr
 								     bias ? b : NULL, y, m, k, n, ws);
 	ref_linear(xf, wf, bias ? bfv : NULL, ref, m, k, n);
 	snprintf(what, sizeof what, "bf16 linear (%s) %lldx%lldx%lld%s, %d thread%s",
-		 tiles ? "tiles" : k_bf16_dot_available() ? "dot" : "tiles", (long long)m,
+		 tiles				     ? "tiles"
+		 : k_amx_available() && k % 32 == 0 ? "amx"
+		 : k_bf16_dot_available()	     ? "dot"
+						     : "tiles",
+		 (long long)m,
 		 (long long)k, (long long)n, bias ? " + bias" : "", threads, threads > 1 ? "s" : "");
 	check_bf16(what, y, ref, m * n);
 	if (m == 37) {
@@ -280,8 +284,23 @@ static void test_linear_odd_k_neighbour(void)
 	free(ws);
 }
 
+/* AMX's blocks (kernels/cpu/linear.c: 32 rows x 32 columns, k a multiple
+ * of 32) with the vector tiles taking the rows past them; on a CPU without
+ * AMX, or with DTPC_CPU_ISA=avx512, the same cases on the dot products. */
+static void test_linear_amx(void)
+{
+	test_linear_case(37, 64, 301, true, 1, false);  /* one block + 5 rows; controls */
+	test_linear_case(70, 96, 130, false, 1, false); /* 2 blocks, a 2-column panel */
+	test_linear_case(300, 128, 77, true, 2, false); /* 150 rows a thread */
+	test_linear_case(64, 32, 64, true, 1, false);   /* whole blocks only */
+}
+
 static void test_linear(void)
 {
+	test_linear_amx();
+	setenv("DTPC_CPU_ISA", "avx512", 1);
+	test_linear_amx();
+	unsetenv("DTPC_CPU_ISA");
 	/* both paths (the dot products where this CPU has AVX-512 BF16) */
 	for (int tiles = 0; tiles < 2; tiles++) {
 		test_linear_case(37, 53, 301, true, 1, tiles);  /* tiles of 256 + 45 */
