@@ -6,6 +6,8 @@
  * square 1024^3 product (compute-bound); the Flux rows are the mid-size
  * Flux's linear layers (1152 tokens, hidden 512). One thread unless the row
  * says 2 (attention on a 2-thread pool, sgemm with 2 OpenBLAS threads).
+ * The k_linear rows are the CPU device's float32 GEMM on the same shapes
+ * (its own register tiles where the CPU has AVX-512, OpenBLAS elsewhere).
  * Median of 7 repetitions after a warm-up. One-thread rows are timed in the
  * thread's own CPU time (CLOCK_THREAD_CPUTIME_ID), so time the machine gives
  * to other tenants is not counted; 2-thread rows can only be wall-clock, and
@@ -21,6 +23,7 @@
  *
  * Prints a table; --json FILE writes the figures. */
 #include <cblas.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,11 +71,17 @@ struct gemm_arg {
 	const float *a, *b;
 	float *c;
 	int m, n, k;
+	bool ours; /* k_linear (dtpc's own tiles on AVX-512), else OpenBLAS */
 };
 
 static void run_gemm(void *p)
 {
 	struct gemm_arg *g = p;
+
+	if (g->ours) {
+		k_linear(g->a, g->b, NULL, g->c, g->m, g->k, g->n);
+		return;
+	}
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->m, g->n, g->k, 1, g->a, g->k,
 		    g->b, g->k, 0, g->c, g->n);
 }
@@ -166,10 +175,11 @@ static double act_rows(const char *pair, const char *fused, enum k_dtype t, int 
 	return t_pair / t_fused;
 }
 
-static double gemm_row(const char *what, int m, int n, int k, int threads, unsigned *seed)
+static double gemm_row(const char *what, int m, int n, int k, int threads, bool ours,
+		       unsigned *seed)
 {
 	struct gemm_arg g = { randn((size_t)m * k, seed), randn((size_t)n * k, seed),
-			      malloc((size_t)m * n * 4), m, n, k };
+			      malloc((size_t)m * n * 4), m, n, k, ours };
 	openblas_set_num_threads(threads);
 	clock_id = threads > 1 ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID;
 	double t = median_of(7, run_gemm, &g);
@@ -206,11 +216,16 @@ int main(int argc, char **argv)
 	const char *json = argc == 3 && !strcmp(argv[1], "--json") ? argv[2] : NULL;
 	unsigned seed = 7;
 
-	double peak = gemm_row("sgemm square (the machine's rate)", 1024, 1024, 1024, 1, &seed);
-	gemm_row("sgemm Flux qkv (1152 x 512 -> 1536)", 1152, 1536, 512, 1, &seed);
-	gemm_row("sgemm Flux mlp (1152 x 512 -> 2048)", 1152, 2048, 512, 1, &seed);
-	gemm_row("sgemm Flux out (1152 x 2560 -> 512)", 1152, 512, 2560, 1, &seed);
-	gemm_row("sgemm square, 2 threads", 1024, 1024, 1024, 2, &seed);
+	double peak = gemm_row("sgemm square (the machine's rate)", 1024, 1024, 1024, 1, false, &seed);
+	gemm_row("sgemm Flux qkv (1152 x 512 -> 1536)", 1152, 1536, 512, 1, false, &seed);
+	gemm_row("sgemm Flux mlp (1152 x 512 -> 2048)", 1152, 2048, 512, 1, false, &seed);
+	gemm_row("sgemm Flux out (1152 x 2560 -> 512)", 1152, 512, 2560, 1, false, &seed);
+	gemm_row("sgemm square, 2 threads", 1024, 1024, 1024, 2, false, &seed);
+	/* what the CPU device runs: its own tiles where the CPU has AVX-512 */
+	gemm_row("k_linear square", 1024, 1024, 1024, 1, true, &seed);
+	gemm_row("k_linear Flux qkv (1152 x 512 -> 1536)", 1152, 1536, 512, 1, true, &seed);
+	gemm_row("k_linear Flux mlp (1152 x 512 -> 2048)", 1152, 2048, 512, 1, true, &seed);
+	gemm_row("k_linear Flux out (1152 x 2560 -> 512)", 1152, 512, 2560, 1, true, &seed);
 	double a[4];
 	a[0] = attn_row("attention 16 x 64, with LSE", 1024, 16, 64, 1, &seed);
 	a[1] = attn_row("attention 16 x 64, with LSE", 2048, 16, 64, 1, &seed);

@@ -33,6 +33,7 @@ only the names (no torch needed). --mpi-child runs MPI_CASES as a rank of mpirun
 `pipelines.py FAMILY ... [mpi]` runs only those families' checks (and the MPI
 cases with "mpi"), for work on one family; pipelines.sh runs them all.
 """
+import copy
 import os
 import sys
 import tempfile
@@ -571,9 +572,17 @@ def families(only):
 
         def bf16(weights=None):
             bref = image(bpipe, bkw)
-            ok, what = compare(dtpc_image(bpipe, bkw, plan, mesh, ctx, weights=weights), bref,
-                               TOL_BF16)
-            return ok, what + f" (the float32 image is {float(abs(bref - ref).max()):.1e} away)"
+            got = dtpc_image(bpipe, bkw, plan, mesh, ctx, weights=weights)
+            ok, what = compare(got, bref, TOL_BF16)
+            stock_off = float(abs(bref - ref).max())
+            if ok or stock_off <= TOL_BF16:
+                return ok, what + f" (the float32 image is {stock_off:.1e} away)"
+            # the stock bf16 image is itself beyond the tolerance of the float32 one
+            # (Helios on a Sapphire Rapids CPU: docs/python.md): dtpc's is held to
+            # the float32 image instead
+            ok32, what32 = compare(got, ref, TOL_BF16)
+            return ok32, (what + f"; the stock bf16 image is itself {stock_off:.1e} from the "
+                          "float32 one, so against that: " + what32.replace("stock", "float32"))
         attempt(f"{fam}-bf16-{cases[0][0]}", bf16)
         if fam in BF16_CONTROL:
             bsd = dict(bpipe.transformer.state_dict())
@@ -623,18 +632,37 @@ def bf16_calls(pipe, kw, plan, mesh, context, round_timestep=False):
     finally:
         for h in hooks:
             h.remove()
+    # the stock transformer in float32, for calls where its own bf16 output is beyond
+    # the tolerance of it (Helios' calls with history on a Sapphire Rapids CPU:
+    # docs/python.md); there dtpc's bf16 output is held to the float32 forward
+    f32 = copy.deepcopy(stock).float()
     m = dtpc.torch.parallelize(stock, plan, mesh=mesh, context=context, keep_weights=True)
-    worst = 0.0
+    worst, worst32, stock_off = 0.0, 0.0, []
+
+    def dist(a, b):
+        return float((a - b).norm() / b.norm())
     for c in calls:
         want = c.pop("_out").double()
+        c32 = {k: v.float() if torch.is_tensor(v) and v.dtype == torch.bfloat16 else v
+               for k, v in c.items()}
+        out = f32(**c32)
+        ref = (out[0] if isinstance(out, tuple) else out.sample).double()
         if round_timestep:
             c["timestep"] = c["timestep"].to(torch.bfloat16).float()
         got = m(**c)[0].double()
-        worst = max(worst, float((got - want).norm() / want.norm()))
+        if dist(want, ref) <= TOL_BF16_CALL:
+            worst = max(worst, dist(got, want))
+        else:
+            stock_off.append(dist(want, ref))
+            worst32 = max(worst32, dist(got, ref))
     ts = sorted({float(c["timestep"].reshape(-1)[0]) for c in calls})
-    return worst <= TOL_BF16_CALL, (f"{len(calls)} calls (timesteps {', '.join(f'{t:g}' for t in ts)}"
-                                    f"), worst |dtpc - stock bf16| / |stock bf16| {worst:.2e} "
-                                    f"(tol {TOL_BF16_CALL:g})")
+    what = (f"{len(calls)} calls (timesteps {', '.join(f'{t:g}' for t in ts)}), worst "
+            f"|dtpc - stock bf16| / |stock bf16| {worst:.2e} (tol {TOL_BF16_CALL:g})")
+    if stock_off:
+        what += (f"; {len(stock_off)} stock bf16 calls {min(stock_off):.1e} to "
+                 f"{max(stock_off):.1e} from their float32 forward, dtpc's bf16 within "
+                 f"{worst32:.2e} of it")
+    return max(worst, worst32) <= TOL_BF16_CALL, what
 
 
 def temporal_reasoning(pipe, kw):
