@@ -755,6 +755,20 @@ static size_t cpu_attention_workspace(struct dev *d, int64_t B, int64_t Sq, int6
 	return k_attention_workspace(Sq, Skv, D, Dv);
 }
 
+/* The device's attention workspace, grown to `need` bytes (64-byte
+ * aligned); NULL when out of memory. */
+static void *attn_ws(struct cpu_dev *c, size_t need)
+{
+	if (need > c->ws_bytes) {
+		void *ws = NULL;
+
+		free(c->ws);
+		c->ws = posix_memalign(&ws, 64, need) ? NULL : ws;
+		c->ws_bytes = c->ws ? need : 0;
+	}
+	return c->ws;
+}
+
 static void attention_f32(struct cpu_dev *c, const float *q, int64_t q_stride, const float *k,
 			  int64_t k_stride, const float *v, int64_t v_stride, const float *mask,
 			  float *out, float *lse, int64_t B, int64_t Sq, int64_t Skv, int64_t H,
@@ -763,16 +777,9 @@ static void attention_f32(struct cpu_dev *c, const float *q, int64_t q_stride, c
 	struct k_pool *p = pool(c);
 	size_t need = (size_t)k_pool_threads(p) * k_attention_workspace(Sq, Skv, D, Dv);
 
-	if (p && need > c->ws_bytes) {
-		void *ws = NULL;
-
-		free(c->ws);
-		c->ws = posix_memalign(&ws, 64, need) ? NULL : ws;
-		c->ws_bytes = c->ws ? need : 0;
-	}
 	/* Without the device's workspaces (no pool, or no memory for them)
 	 * the session's one serves the calling thread alone. */
-	if (p && c->ws)
+	if (p && attn_ws(c, need))
 		k_attention_pool(p, q, q_stride, k, k_stride, v, v_stride, mask, out, lse, B, Sq,
 				 Skv, H, D, Dv, c->ws);
 	else
@@ -790,6 +797,20 @@ static int cpu_attention(struct dev *d, const float *q, int64_t q_stride, const 
 	if (!narrow(c)) {
 		attention_f32(c, q, q_stride, k, k_stride, v, v_stride, mask, out, lse, B, Sq, Skv,
 			      H, D, Dv, workspace);
+		return 0;
+	}
+	/* bf16 on AMX straight from storage (kernels.h says when) */
+	if (c->dt == K_BF16 && !mask && k_attention_bf16_available(D, Dv)) {
+		struct k_pool *p = pool(c);
+		void *ws = attn_ws(c, (size_t)k_pool_threads(p) * k_attention_bf16_workspace(Skv, D, Dv));
+
+		if (!ws) {
+			no_memory();
+			return -1;
+		}
+		k_attention_bf16_pool(p, (const uint16_t *)q, q_stride, (const uint16_t *)k, k_stride,
+				      (const uint16_t *)v, v_stride, (uint16_t *)out, lse, B, Sq, Skv,
+				      H, D, Dv, ws);
 		return 0;
 	}
 	/* contiguous twins of q, k, v, the mask [B, Skv] and the output */

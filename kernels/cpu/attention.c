@@ -22,6 +22,7 @@
  * and no ifunc resolver, which ThreadSanitizer's runtime cannot load. */
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/vec.h"
+#include "kernels/cpu/x86.h"
 
 #include <assert.h>
 #include <math.h>
@@ -72,6 +73,256 @@ static size_t attn_ws_floats(int64_t D, int64_t Dv)
 #undef MR
 #undef VW
 #pragma GCC pop_options
+
+/* ---- bf16 on AMX ---------------------------------------------------------------- *
+ * A task is one (batch, head) and a chunk of its query blocks. It packs the
+ * head's keys and values once into the layouts AMX's B tiles read — K as
+ * [D/2 pairs][keys] words (a pair of bf16 per key and 32-bit word), V as
+ * [keys/2][Dv] words (two consecutive keys' values per column) — then per
+ * query block of AB_TQ rows (copied, zero-padded, so tiles never read past
+ * q) and key block of AB_TK keys: S = Q Kᵀ on four tiles (2 x 2 blocks of 16)
+ * for each half of the keys, the online softmax on S's rows in float32
+ * (keys past Skv weigh 0), P rounded to bf16, and P V a 32-column chunk of
+ * Dv at a time into O (float32, rescaled by the softmax's correction as each
+ * block lands). */
+#define AMX_T __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma,amx-tile,amx-bf16")))
+#define AB_TQ 32
+#define AB_TK 64 /* two 32-key halves of S: half the per-row softmax work of 32 */
+
+struct attn_bf16_job {
+	const uint16_t *q, *k, *v;
+	uint16_t *out;
+	float *lse;
+	int64_t q_stride, k_stride, v_stride;
+	int64_t Sq, Skv, H, D, Dv;
+	int64_t chunks;  /* tasks per (batch, head) */
+	int64_t skv_pad; /* Skv rounded up to AB_TK */
+	float scale;
+	char *ws;
+	size_t ws_bytes; /* per worker */
+};
+
+/* One worker's workspace, in bytes, each part 64-byte aligned. */
+struct attn_bf16_ws {
+	uint32_t *kp, *vp;
+	uint16_t *qb, *pb;
+	float *s, *pv, *o, *m, *l, *alpha;
+	size_t bytes;
+};
+
+static struct attn_bf16_ws attn_bf16_layout(char *base, int64_t skv_pad, int64_t D, int64_t Dv)
+{
+	struct attn_bf16_ws w = { 0 };
+	size_t off = 0;
+#define PART(field, count)                                                      \
+	do {                                                                    \
+		w.field = (void *)(base ? base + off : NULL);                   \
+		off += ((size_t)(count) * sizeof *w.field + 63) / 64 * 64;      \
+	} while (0)
+	PART(kp, D / 2 * skv_pad);
+	PART(vp, skv_pad / 2 * Dv);
+	PART(qb, AB_TQ * D);
+	PART(pb, AB_TQ * AB_TK);
+	PART(s, AB_TQ * AB_TK);
+	PART(pv, AB_TQ * 32);
+	PART(o, AB_TQ * Dv);
+	PART(m, AB_TQ);
+	PART(l, AB_TQ);
+	PART(alpha, AB_TQ);
+#undef PART
+	w.bytes = off;
+	return w;
+}
+
+/* The head's keys and values into w's kp and vp, zeros past Skv. */
+AMX_T static void attn_bf16_pack(const struct attn_bf16_job *J, const uint16_t *k,
+				 const uint16_t *v, const struct attn_bf16_ws *w)
+{
+	const int64_t P = J->D / 2, sp = J->skv_pad;
+
+	/* K: 16 keys x 16 pairs at a time, a transpose of 32-bit words */
+	for (int64_t j0 = 0; j0 < sp; j0 += 16) {
+		for (int64_t p0 = 0; p0 < P; p0 += 16) {
+			__m512 r[16];
+
+			for (int i = 0; i < 16; i++)
+				r[i] = j0 + i < J->Skv
+					       ? _mm512_castsi512_ps(_mm512_loadu_si512(
+							 k + (j0 + i) * J->k_stride + 2 * p0))
+					       : _mm512_setzero_ps();
+			k_transpose16(r);
+			for (int i = 0; i < 16; i++)
+				_mm512_store_si512(w->kp + (p0 + i) * sp + j0, _mm512_castps_si512(r[i]));
+		}
+	}
+	/* V: keys 2p and 2p + 1 interleaved, 32 columns at a time */
+	const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9,
+					    40, 8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1,
+					    32, 0);
+	const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+
+	for (int64_t p = 0; p < sp / 2; p++) {
+		for (int64_t c = 0; c < J->Dv; c += 32) {
+			__m512i a = 2 * p < J->Skv ? _mm512_loadu_si512(v + 2 * p * J->v_stride + c)
+						   : _mm512_setzero_si512();
+			__m512i b = 2 * p + 1 < J->Skv
+					    ? _mm512_loadu_si512(v + (2 * p + 1) * J->v_stride + c)
+					    : _mm512_setzero_si512();
+
+			_mm512_storeu_si512(w->vp + p * J->Dv + c, _mm512_permutex2var_epi16(a, lo, b));
+			_mm512_storeu_si512(w->vp + p * J->Dv + c + 16,
+					    _mm512_permutex2var_epi16(a, hi, b));
+		}
+	}
+}
+
+/* C tiles 4..7 (rows 0-15 and 16-31 by columns 0-15 and 16-31) into
+ * dst's first 32 rows and columns, its rows ld floats apart. */
+AMX_T static inline void attn_bf16_store(float *dst, int64_t ld)
+{
+	_tile_stored(4, dst, ld * 4);
+	_tile_stored(5, dst + 16, ld * 4);
+	_tile_stored(6, dst + 16 * ld, ld * 4);
+	_tile_stored(7, dst + 16 * ld + 16, ld * 4);
+}
+
+/* One query block: rows [i0, i0 + nq) of head h, batch b, against every key. */
+AMX_T static void attn_bf16_block(const struct attn_bf16_job *J, int64_t b, int64_t h,
+				  int64_t i0, const struct attn_bf16_ws *w)
+{
+	const int64_t D = J->D, Dv = J->Dv, P = D / 2, sp = J->skv_pad;
+	const int64_t nq = J->Sq - i0 < AB_TQ ? J->Sq - i0 : AB_TQ;
+
+	for (int64_t r = 0; r < AB_TQ; r++) {
+		if (r < nq)
+			memcpy(w->qb + r * D, J->q + (b * J->Sq + i0 + r) * J->q_stride + h * D,
+			       (size_t)D * 2);
+		else
+			memset(w->qb + r * D, 0, (size_t)D * 2);
+		w->m[r] = -INFINITY;
+		w->l[r] = 0.0f;
+	}
+	memset(w->o, 0, (size_t)(AB_TQ * Dv) * sizeof *w->o);
+	for (int64_t j0 = 0; j0 < sp; j0 += AB_TK) {
+		const int64_t nk = J->Skv - j0 < AB_TK ? J->Skv - j0 : AB_TK;
+		__mmask16 km[4];
+
+		for (int c = 0; c < 4; c++) {
+			int64_t left = nk - 16 * c;
+
+			km[c] = left >= 16 ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+		}
+		/* S, 32 keys at a time: tiles 4-7 are its 2 x 2 blocks of 16 */
+		for (int64_t jh = 0; jh < AB_TK; jh += 32) {
+			_tile_zero(4);
+			_tile_zero(5);
+			_tile_zero(6);
+			_tile_zero(7);
+			for (int64_t p0 = 0; p0 < P; p0 += 16) {
+				_tile_loadd(0, w->qb + 2 * p0, D * 2);
+				_tile_loadd(1, w->qb + 16 * D + 2 * p0, D * 2);
+				_tile_loadd(2, w->kp + p0 * sp + j0 + jh, sp * 4);
+				_tile_loadd(3, w->kp + p0 * sp + j0 + jh + 16, sp * 4);
+				_tile_dpbf16ps(4, 0, 2);
+				_tile_dpbf16ps(5, 0, 3);
+				_tile_dpbf16ps(6, 1, 2);
+				_tile_dpbf16ps(7, 1, 3);
+			}
+			attn_bf16_store(w->s + jh, AB_TK);
+		}
+		const __m512 sc = _mm512_set1_ps(J->scale), ninf = _mm512_set1_ps(-INFINITY);
+
+		for (int64_t r = 0; r < AB_TQ; r++) {
+			__m512 sv[4], mv4 = ninf;
+
+			for (int c = 0; c < 4; c++) {
+				sv[c] = _mm512_mask_mul_ps(ninf, km[c],
+							   _mm512_load_ps(w->s + r * AB_TK + 16 * c), sc);
+				mv4 = _mm512_max_ps(mv4, sv[c]);
+			}
+			float mx = fmaxf(w->m[r], _mm512_reduce_max_ps(mv4));
+			__m512 mv = _mm512_set1_ps(mx), sum = _mm512_setzero_ps();
+
+			for (int c = 0; c < 4; c++) {
+				/* keys past Skv weigh 0 (vexp_softmax stops at e^-87) */
+				sv[c] = _mm512_maskz_mov_ps(km[c], (__m512)vexp_softmax_avx512(
+								    (vf_avx512)_mm512_sub_ps(sv[c], mv)));
+				sum = _mm512_add_ps(sum, sv[c]);
+			}
+			/* the first block: m = -inf, l = 0 and O = 0, any factor */
+			float a = w->m[r] == -INFINITY ? 0.0f : expf(w->m[r] - mx);
+
+			w->alpha[r] = a;
+			w->l[r] = w->l[r] * a + _mm512_reduce_add_ps(sum);
+			w->m[r] = mx;
+			_mm512_store_si512(w->pb + r * AB_TK, (__m512i)_mm512_cvtne2ps_pbh(sv[1], sv[0]));
+			_mm512_store_si512(w->pb + r * AB_TK + 32,
+					   (__m512i)_mm512_cvtne2ps_pbh(sv[3], sv[2]));
+		}
+		/* O = O alpha + P V, 32 columns of Dv at a time, two k-steps of 32
+		 * keys each */
+		for (int64_t c = 0; c < Dv; c += 32) {
+			_tile_zero(4);
+			_tile_zero(5);
+			_tile_zero(6);
+			_tile_zero(7);
+			for (int64_t jh = 0; jh < AB_TK; jh += 32) {
+				_tile_loadd(0, w->pb + jh, AB_TK * 2);
+				_tile_loadd(1, w->pb + 16 * AB_TK + jh, AB_TK * 2);
+				_tile_loadd(2, w->vp + (j0 + jh) / 2 * Dv + c, Dv * 4);
+				_tile_loadd(3, w->vp + (j0 + jh) / 2 * Dv + c + 16, Dv * 4);
+				_tile_dpbf16ps(4, 0, 2);
+				_tile_dpbf16ps(5, 0, 3);
+				_tile_dpbf16ps(6, 1, 2);
+				_tile_dpbf16ps(7, 1, 3);
+			}
+			attn_bf16_store(w->pv, 32);
+			for (int64_t r = 0; r < AB_TQ; r++) {
+				__m512 a = _mm512_set1_ps(w->alpha[r]);
+				float *o = w->o + r * Dv + c;
+
+				_mm512_store_ps(o, _mm512_fmadd_ps(_mm512_load_ps(o), a,
+								   _mm512_load_ps(w->pv + r * 32)));
+				_mm512_store_ps(o + 16,
+						_mm512_fmadd_ps(_mm512_load_ps(o + 16), a,
+								_mm512_load_ps(w->pv + r * 32 + 16)));
+			}
+		}
+	}
+	uint16_t *out = J->out + (b * J->Sq + i0) * J->H * Dv + h * Dv;
+
+	for (int64_t r = 0; r < nq; r++) {
+		/* l = 0 cannot happen without a mask; kept as k_attention has it */
+		float inv = w->l[r] == 0.0f ? 0.0f : 1.0f / w->l[r];
+		float *o = w->o + r * Dv;
+
+		for (int64_t d = 0; d < Dv; d++)
+			o[d] *= inv;
+		k_convert(out + r * J->H * Dv, K_BF16, o, K_F32, Dv);
+		if (J->lse)
+			J->lse[(b * J->H + h) * J->Sq + i0 + r] =
+				w->l[r] == 0.0f ? -INFINITY : w->m[r] + logf(w->l[r]);
+	}
+}
+
+AMX_T static void attn_bf16_task(void *arg, int64_t t, int worker)
+{
+	const struct attn_bf16_job *J = arg;
+	struct attn_bf16_ws w = attn_bf16_layout(J->ws + (size_t)worker * J->ws_bytes, J->skv_pad,
+						 J->D, J->Dv);
+	int64_t bh = t / J->chunks, chunk = t % J->chunks, b = bh / J->H, h = bh % J->H;
+	int64_t blocks = (J->Sq + AB_TQ - 1) / AB_TQ;
+	int64_t lo = blocks * chunk / J->chunks, hi = blocks * (chunk + 1) / J->chunks;
+
+	if (lo == hi)
+		return;
+	attn_bf16_pack(J, J->k + b * J->Skv * J->k_stride + h * J->D,
+		       J->v + b * J->Skv * J->v_stride + h * J->Dv, &w);
+	k_amx_begin();
+	for (int64_t blk = lo; blk < hi; blk++)
+		attn_bf16_block(J, b, h, blk * AB_TQ, &w);
+	_tile_release();
+}
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
@@ -192,6 +443,55 @@ void k_attention(const float *q, int64_t q_stride, const float *k, int64_t k_str
 {
 	k_attention_pool(NULL, q, q_stride, k, k_stride, v, v_stride, mask, out, lse, B, Sq, Skv,
 			 H, D, Dv, workspace);
+}
+
+bool k_attention_bf16_available(int64_t D, int64_t Dv)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	return D % 32 == 0 && Dv % 32 == 0 && D >= 32 && Dv >= 32 && k_amx_available();
+#else
+	(void)D;
+	(void)Dv;
+	return false;
+#endif
+}
+
+static int64_t skv_padded(int64_t Skv)
+{
+	return (Skv + AB_TK - 1) / AB_TK * AB_TK;
+}
+
+size_t k_attention_bf16_workspace(int64_t Skv, int64_t D, int64_t Dv)
+{
+	return attn_bf16_layout(NULL, skv_padded(Skv), D, Dv).bytes;
+}
+
+void k_attention_bf16_pool(struct k_pool *pool, const uint16_t *q, int64_t q_stride,
+			   const uint16_t *k, int64_t k_stride, const uint16_t *v,
+			   int64_t v_stride, uint16_t *out, float *lse, int64_t B, int64_t Sq,
+			   int64_t Skv, int64_t H, int64_t D, int64_t Dv, void *workspace)
+{
+	assert(Sq >= 1 && Skv >= 1 && k_attention_bf16_available(D, Dv));
+	assert(q_stride >= H * D && k_stride >= H * D && v_stride >= H * Dv);
+#if defined(__x86_64__) && defined(__GNUC__)
+	int64_t blocks = (Sq + AB_TQ - 1) / AB_TQ, T = k_pool_threads(pool);
+	/* enough tasks for every thread twice over where the heads are few;
+	 * each task packs its head's keys and values once */
+	int64_t chunks = B * H >= 2 * T ? 1 : (2 * T + B * H - 1) / (B * H);
+	struct attn_bf16_job J = {
+		.q = q, .k = k, .v = v, .out = out, .lse = lse,
+		.q_stride = q_stride, .k_stride = k_stride, .v_stride = v_stride,
+		.Sq = Sq, .Skv = Skv, .H = H, .D = D, .Dv = Dv,
+		.chunks = chunks < blocks ? chunks : blocks, .skv_pad = skv_padded(Skv),
+		.scale = (float)(1.0 / sqrt((double)D)),
+		.ws = workspace, .ws_bytes = k_attention_bf16_workspace(Skv, D, Dv),
+	};
+
+	k_pool_run(pool, B * H * J.chunks, attn_bf16_task, &J);
+#else
+	(void)pool, (void)q, (void)q_stride, (void)k, (void)k_stride, (void)v, (void)v_stride;
+	(void)out, (void)lse, (void)B;
+#endif
 }
 
 void k_lse_merge(float *out, float *lse, const float *out_blk, const float *lse_blk,

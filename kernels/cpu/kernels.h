@@ -100,6 +100,10 @@ void k_linear_narrow_tiles_pool(struct k_pool *pool, enum k_dtype t, const void 
  * float32). DTPC_CPU_ISA set and not "amx" turns AMX off. */
 bool k_bf16_dot_available(void);
 bool k_amx_available(void);
+/* Loads the AMX tile configuration the kernels use (eight tiles of 16 rows x
+ * 64 bytes) on the calling thread; a kernel that uses the tiles calls it
+ * first and _tile_release() when done. Only where k_amx_available. */
+void k_amx_begin(void);
 
 /* The activations a linear layer's epilogue applies: k_gelu exact, k_gelu
  * with tanh_approx, k_silu. */
@@ -258,6 +262,21 @@ void k_vexp(const float *x, float *y, int64_t n);
  * -INFINITY is empty, whatever its out holds: an empty accumulator row takes
  * the block's as is, an empty block row leaves the accumulator alone. Callers
  * own all buffers. */
+/* k_attention_pool from bf16 storage on AMX: q, k, v and out bf16 (strides
+ * in elements), lse float32 as above. Q Kᵀ as exact products of bf16 pairs
+ * summed in float32, the online softmax in float32, the weights rounded to
+ * bf16 for P V (as PyTorch's bf16 flash attention for CPU rounds them),
+ * summed in float32; out rounded once. For D and Dv multiples of 32 on a CPU
+ * with k_amx_available (k_attention_bf16_available says so), no mask. The
+ * workspace holds k_pool_threads(pool) times k_attention_bf16_workspace
+ * bytes, aligned to 64. */
+bool k_attention_bf16_available(int64_t D, int64_t Dv);
+size_t k_attention_bf16_workspace(int64_t Skv, int64_t D, int64_t Dv);
+void k_attention_bf16_pool(struct k_pool *pool, const uint16_t *q, int64_t q_stride,
+			   const uint16_t *k, int64_t k_stride, const uint16_t *v,
+			   int64_t v_stride, uint16_t *out, float *lse, int64_t B, int64_t Sq,
+			   int64_t Skv, int64_t H, int64_t D, int64_t Dv, void *workspace);
+
 void k_lse_merge(float *out, float *lse, const float *out_blk, const float *lse_blk,
 		 int64_t B, int64_t Sq, int64_t H, int64_t Dv);
 

@@ -1,6 +1,7 @@
 /* linear.c — the Linear layer: float32 on register tiles of our own where
  * the CPU has AVX-512, else on the BLAS; bf16 and f16 below (see kernels.h). */
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/x86.h"
 
 #include <assert.h>
 #include <cblas.h>
@@ -31,41 +32,8 @@
 #define F32_NR 64
 #define F32_KC 512
 
-/* 16 rows of 16 floats, transposed in registers: out[l] holds the l-th float
- * of every row. */
-AVX512 static inline void transpose16(__m512 r[16])
-{
-	__m512 t[16];
-
-	for (int i = 0; i < 16; i += 2) {
-		t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-		t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-	}
-	for (int i = 0; i < 16; i += 4) {
-		r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
-		r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
-		r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
-		r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
-	}
-	/* each 128-bit lane of r[4g + q] now holds floats 4 lane + q of rows
-	 * 4g .. 4g + 3: gather the lanes of the four groups */
-	for (int q = 0; q < 4; q++) {
-		__m512 a = _mm512_shuffle_f32x4(r[q], r[4 + q], 0x88);   /* lanes 0, 2 | 0, 2 */
-		__m512 b = _mm512_shuffle_f32x4(r[8 + q], r[12 + q], 0x88);
-		__m512 c = _mm512_shuffle_f32x4(r[q], r[4 + q], 0xdd);   /* lanes 1, 3 | 1, 3 */
-		__m512 d = _mm512_shuffle_f32x4(r[8 + q], r[12 + q], 0xdd);
-
-		t[q] = _mm512_shuffle_f32x4(a, b, 0x88);      /* lane 0 of each group */
-		t[8 + q] = _mm512_shuffle_f32x4(a, b, 0xdd);  /* lane 2 */
-		t[4 + q] = _mm512_shuffle_f32x4(c, d, 0x88);  /* lane 1 */
-		t[12 + q] = _mm512_shuffle_f32x4(c, d, 0xdd); /* lane 3 */
-	}
-	for (int i = 0; i < 16; i++)
-		r[i] = t[i];
-}
-
 /* panel[l][c] = w[j + c][l0 + l] for l < kc, c < nc (w's rows k apart),
- * zero for c in [nc, F32_NR): whole 16 x 16 blocks through transpose16,
+ * zero for c in [nc, F32_NR): whole 16 x 16 blocks through k_transpose16,
  * the edges one float at a time. */
 AVX512 static void f32_pack(const float *w, int64_t k, int64_t j, int64_t nc, int64_t l0,
 			    int64_t kc, float *panel)
@@ -80,7 +48,7 @@ AVX512 static void f32_pack(const float *w, int64_t k, int64_t j, int64_t nc, in
 
 			for (int i = 0; i < 16; i++)
 				r[i] = _mm512_loadu_ps(wc + i * k + l);
-			transpose16(r);
+			k_transpose16(r);
 			for (int i = 0; i < 16; i++)
 				_mm512_store_ps(panel + (l + i) * F32_NR + c0, r[i]);
 		}
@@ -425,7 +393,7 @@ AVX512 static void dot_pack(const uint16_t *w, int64_t j, int64_t j1, int64_t k,
 	int64_t pairs = (k + 1) / 2, pf = k / 2 / 16 * 16, c0 = 0;
 
 	/* Whole blocks of 16 columns x 16 pairs: a pair is a 32-bit word, so
-	 * the block is transpose16's, moved as bits (no arithmetic touches
+	 * the block is k_transpose16's, moved as bits (no arithmetic touches
 	 * them: a NaN's payload survives). */
 	for (; c0 + 16 <= j1 - j && c0 + 16 <= DOT_NR; c0 += 16) {
 		for (int64_t p = 0; p < pf; p += 16) {
@@ -434,7 +402,7 @@ AVX512 static void dot_pack(const uint16_t *w, int64_t j, int64_t j1, int64_t k,
 			for (int i = 0; i < 16; i++)
 				r[i] = _mm512_castsi512_ps(
 					_mm512_loadu_si512(w + (j + c0 + i) * k + 2 * p));
-			transpose16(r);
+			k_transpose16(r);
 			for (int i = 0; i < 16; i++)
 				_mm512_storeu_si512(bp + (p + i) * DOT_NR + c0, _mm512_castps_si512(r[i]));
 		}
@@ -604,7 +572,7 @@ struct amx_config {
 	uint8_t rows[16];
 };
 
-AMX_T static void amx_begin(void)
+AMX_T void k_amx_begin(void)
 {
 	struct amx_config cfg = { .palette = 1 };
 
@@ -612,7 +580,10 @@ AMX_T static void amx_begin(void)
 		cfg.colsb[t] = 64;
 		cfg.rows[t] = 16;
 	}
-	_tile_loadconfig(&cfg);
+	/* not _tile_loadconfig: GCC 12 declares its operand a single byte, so
+	 * the stores of colsb and rows above were dropped as dead (seen in the
+	 * object code; ldtilecfg then faulted on a configuration of zeros) */
+	__asm__ volatile("ldtilecfg %0" : : "m"(cfg));
 }
 
 /* y[r n + (0 .. nc)] for the AMX_ROWS rows of x at x (rows k apart), from
@@ -667,7 +638,7 @@ AMX_T static void dot_packed(const uint16_t *x, const uint16_t *w, const float *
 	int64_t amx_end = amx ? i0 + mm / AMX_ROWS * AMX_ROWS : i0;
 
 	if (amx_end > i0)
-		amx_begin();
+		k_amx_begin();
 	for (int64_t j = j0; j < j1; j += DOT_NR) {
 		int64_t nc = j1 - j < DOT_NR ? j1 - j : DOT_NR;
 		const float *bj = bias ? bias + (j - j0) : NULL;

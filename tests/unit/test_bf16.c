@@ -497,6 +497,80 @@ static void ref_attention(const float *q, const float *k, const float *v, const 
 	free(p);
 }
 
+/* k_attention_bf16_pool (AMX) against float64: P is rounded to bf16 before
+ * P V (2^-9 relative per weight) and out once more, so the bound is
+ * normwise — two half-ulps (2^-8) of the output's largest magnitude — not
+ * the half ulp per element of the float32 path. The LSE is float32 from
+ * bf16 scores: within 1e-5 relative. Control: keys 2% off fail it. On a CPU
+ * without AMX the cases are skipped, and say so. */
+static void test_attention_amx_case(int64_t B, int64_t Sq, int64_t Skv, int64_t H, int64_t D,
+				    int64_t Dv, int threads)
+{
+	char what[128];
+
+	snprintf(what, sizeof what, "bf16 attention on AMX, B %lld, Sq %lld, Skv %lld, H %lld, "
+		 "D %lld, Dv %lld, %d thread%s", (long long)B, (long long)Sq, (long long)Skv,
+		 (long long)H, (long long)D, (long long)Dv, threads, threads > 1 ? "s" : "");
+	if (!k_attention_bf16_available(D, Dv)) {
+		UNIT_CHECK(true, "%s # SKIP this CPU has no AMX (or DTPC_CPU_ISA turns it off)",
+			   what);
+		return;
+	}
+	int64_t nq = B * Sq * H * D, nk = B * Skv * H * D, nv = B * Skv * H * Dv, no = B * Sq * H * Dv;
+	float *qf = malloc((size_t)nq * 4), *kf = malloc((size_t)nk * 4), *vf = malloc((size_t)nv * 4);
+	uint16_t *q = fill(nq, qf, 2), *k = fill(nk, kf, 2), *v = fill(nv, vf, 1);
+	uint16_t *out = malloc((size_t)no * 2);
+	float *lse = malloc((size_t)(B * H * Sq) * 4);
+	double *ref = malloc((size_t)no * sizeof *ref), *rlse = malloc((size_t)(B * H * Sq) * 8);
+	struct k_pool *pool = threads > 1 ? k_pool_create(threads) : NULL;
+	void *ws = aligned_alloc(64, (size_t)threads * k_attention_bf16_workspace(Skv, D, Dv));
+
+	k_attention_bf16_pool(pool, q, H * D, k, H * D, v, H * Dv, out, lse, B, Sq, Skv, H, D, Dv,
+			      ws);
+	for (int pass = 0; pass < 2; pass++) {
+		/* pass 1, the control: the reference's keys 2% larger */
+		for (int64_t i = 0; pass && i < nk; i++)
+			kf[i] *= 1.02f;
+		ref_attention(qf, kf, vf, NULL, B, Sq, Skv, H, D, Dv, 0, Skv, ref, rlse);
+		double w = 0, scale = 0, wl = 0;
+
+		for (int64_t i = 0; i < no; i++) {
+			w = fmax(w, fabs(bf(out[i]) - ref[i]));
+			scale = fmax(scale, fabs(ref[i]));
+		}
+		for (int64_t i = 0; i < B * H * Sq; i++)
+			wl = fmax(wl, fabs(lse[i] - rlse[i]) / fmax(1.0, fabs(rlse[i])));
+		if (pass)
+			UNIT_CHECK(w / scale > 0x1p-8 || wl > 1e-5,
+				   "%s: control: keys 2%% off fail the bound (%.2g, LSE %.2g)", what,
+				   w / scale, wl);
+		else
+			UNIT_CHECK(w / scale <= 0x1p-8 && wl <= 1e-5,
+				   "%s: normwise %.2g of float64 (bound %.2g), LSE within %.2g (1e-5)",
+				   what, w / scale, 0x1p-8, wl);
+	}
+	k_pool_free(pool);
+	free(ws);
+	free(qf);
+	free(kf);
+	free(vf);
+	free(q);
+	free(k);
+	free(v);
+	free(out);
+	free(lse);
+	free(ref);
+	free(rlse);
+}
+
+static void test_attention_amx(void)
+{
+	/* odd lengths: query blocks of 32 end in 5 rows, key blocks in 19 */
+	test_attention_amx_case(2, 101, 211, 3, 64, 64, 1);
+	test_attention_amx_case(1, 77, 45, 2, 128, 32, 2);  /* Dv != D, few heads: chunks */
+	test_attention_amx_case(1, 40, 300, 5, 32, 96, 3);
+}
+
 static void test_attention(struct dev *d)
 {
 	int64_t B = 2, Sq = 101, Skv = 211, H = 3, D = 12, Dv = 10;
@@ -1075,6 +1149,7 @@ int main(void)
 	rng_state = 0x5deece66dull;
 	test_convert();
 	test_linear();
+	test_attention_amx();
 	struct dev *d = bf16_device();
 
 	test_device_linear(d);

@@ -1,0 +1,43 @@
+/* x86.h — small AVX-512 building blocks the CPU kernels share (linear.c's
+ * packing of w, attention.c's packing of keys for AMX). Each carries its own
+ * target attribute, so the including file needs no -m flags. */
+#ifndef DTPC_KERNELS_X86_H
+#define DTPC_KERNELS_X86_H
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* 16 rows of 16 floats, transposed in registers: out[l] holds the l-th float
+ * of every row. */
+__attribute__((target("avx512f"), always_inline)) static inline void k_transpose16(__m512 r[16])
+{
+	__m512 t[16];
+
+	for (int i = 0; i < 16; i += 2) {
+		t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+		t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+	}
+	for (int i = 0; i < 16; i += 4) {
+		r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+		r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+		r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+		r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+	}
+	/* each 128-bit lane of r[4g + q] now holds floats 4 lane + q of rows
+	 * 4g .. 4g + 3: gather the lanes of the four groups */
+	for (int q = 0; q < 4; q++) {
+		__m512 a = _mm512_shuffle_f32x4(r[q], r[4 + q], 0x88);   /* lanes 0, 2 | 0, 2 */
+		__m512 b = _mm512_shuffle_f32x4(r[8 + q], r[12 + q], 0x88);
+		__m512 c = _mm512_shuffle_f32x4(r[q], r[4 + q], 0xdd);   /* lanes 1, 3 | 1, 3 */
+		__m512 d = _mm512_shuffle_f32x4(r[8 + q], r[12 + q], 0xdd);
+
+		t[q] = _mm512_shuffle_f32x4(a, b, 0x88);      /* lane 0 of each group */
+		t[8 + q] = _mm512_shuffle_f32x4(a, b, 0xdd);  /* lane 2 */
+		t[4 + q] = _mm512_shuffle_f32x4(c, d, 0x88);  /* lane 1 */
+		t[12 + q] = _mm512_shuffle_f32x4(c, d, 0xdd); /* lane 3 */
+	}
+	for (int i = 0; i < 16; i++)
+		r[i] = t[i];
+}
+
+#endif
+#endif
