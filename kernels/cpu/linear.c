@@ -437,21 +437,6 @@ dot_pair(const uint16_t *x)
 	return (__m512bh)_mm512_set1_epi32((int)v);
 }
 
-/* 16 floats rounded to bf16 as k_convert rounds them (to nearest, ties to
- * even; a NaN stays a quiet NaN of its sign). */
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"), always_inline)) static inline __m256i
-dot_round(__m512 v)
-{
-	__m512i u = _mm512_castps_si512(v);
-	__m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-	__m512i r = _mm512_srli_epi32(
-		_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), odd), 16);
-	__m512i nan = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-
-	r = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r, nan);
-	return _mm512_cvtepi32_epi16(r);
-}
-
 /* Rows y[r n + (0 .. nc)] (r < mr) = the sums of rows x[r k ..] over the
  * panel, plus bias[0 .. nc) when there is one (added in float32 after the
  * sum, as the tiles add it), rounded once. mr is a constant at every call,
@@ -511,7 +496,7 @@ dot_tile(int mr, const uint16_t *x, int64_t k, const uint32_t *bp, const float *
 			/* no bias, no add: -0 + 0 would be +0 */
 			__m512 v = bias ? _mm512_add_ps(acc[r][c], bv) : acc[r][c];
 
-			_mm256_mask_storeu_epi16(y + r * n + 16 * c, mc, dot_round(v));
+			_mm256_mask_storeu_epi16(y + r * n + 16 * c, mc, k_round_bf16x16(v));
 		}
 	}
 }
@@ -623,7 +608,7 @@ AMX_T static void amx_block(const uint16_t *x, int64_t k, const uint32_t *bp, co
 
 			/* no bias, no add: -0 + 0 would be +0 */
 			_mm256_mask_storeu_epi16(y + (16 * (t >> 1) + r) * n + col, mc,
-						 dot_round(bias ? _mm512_add_ps(v, bv) : v));
+						 k_round_bf16x16(bias ? _mm512_add_ps(v, bv) : v));
 		}
 	}
 }

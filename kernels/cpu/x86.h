@@ -1,5 +1,6 @@
 /* x86.h — small AVX-512 building blocks the CPU kernels share (linear.c's
- * packing of w, attention.c's packing of keys for AMX). Each carries its own
+ * packing of w, attention.c's packing of keys for AMX, the bf16 roundings
+ * of linear.c's epilogue and dtype.c's conversions). Each carries its own
  * target attribute, so the including file needs no -m flags. */
 #ifndef DTPC_KERNELS_X86_H
 #define DTPC_KERNELS_X86_H
@@ -37,6 +38,21 @@ __attribute__((target("avx512f"), always_inline)) static inline void k_transpose
 	}
 	for (int i = 0; i < 16; i++)
 		r[i] = t[i];
+}
+
+/* 16 floats rounded to bf16 as k_convert rounds them (to nearest, ties to
+ * even; a NaN stays a quiet NaN of its sign). */
+__attribute__((target("avx512f,avx512bw"), always_inline)) static inline __m256i
+k_round_bf16x16(__m512 v)
+{
+	__m512i u = _mm512_castps_si512(v);
+	__m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+	__m512i r = _mm512_srli_epi32(
+		_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), odd), 16);
+	__m512i nan = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+
+	r = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r, nan);
+	return _mm512_cvtepi32_epi16(r);
 }
 
 #endif
