@@ -85,6 +85,11 @@ static size_t attn_ws_floats(int64_t D, int64_t Dv)
  * (keys past Skv weigh 0), P rounded to bf16, and P V a 32-column chunk of
  * Dv at a time into O (float32, rescaled by the softmax's correction as each
  * block lands). */
+/* GCC only: clang ignores `#pragma GCC target`, so there attn_isa.h's
+ * AVX-512 body (whose exponential this uses) is not AVX-512, and the fuzz
+ * targets, built with clang, run the float32 path. */
+#if !defined(__clang__)
+#define HAVE_AMX_ATTENTION 1
 #define AMX_T __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma,amx-tile,amx-bf16")))
 #define AB_TQ 32
 #define AB_TK 64 /* two 32-key halves of S: half the per-row softmax work of 32 */
@@ -323,6 +328,7 @@ AMX_T static void attn_bf16_task(void *arg, int64_t t, int worker)
 		attn_bf16_block(J, b, h, blk * AB_TQ, &w);
 	_tile_release();
 }
+#endif
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
@@ -447,7 +453,7 @@ void k_attention(const float *q, int64_t q_stride, const float *k, int64_t k_str
 
 bool k_attention_bf16_available(int64_t D, int64_t Dv)
 {
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef HAVE_AMX_ATTENTION
 	return D % 32 == 0 && Dv % 32 == 0 && D >= 32 && Dv >= 32 && k_amx_available();
 #else
 	(void)D;
@@ -456,6 +462,7 @@ bool k_attention_bf16_available(int64_t D, int64_t Dv)
 #endif
 }
 
+#ifdef HAVE_AMX_ATTENTION
 static int64_t skv_padded(int64_t Skv)
 {
 	return (Skv + AB_TK - 1) / AB_TK * AB_TK;
@@ -473,7 +480,6 @@ void k_attention_bf16_pool(struct k_pool *pool, const uint16_t *q, int64_t q_str
 {
 	assert(Sq >= 1 && Skv >= 1 && k_attention_bf16_available(D, Dv));
 	assert(q_stride >= H * D && k_stride >= H * D && v_stride >= H * Dv);
-#if defined(__x86_64__) && defined(__GNUC__)
 	int64_t blocks = (Sq + AB_TQ - 1) / AB_TQ, T = k_pool_threads(pool);
 	/* enough tasks for every thread twice over where the heads are few;
 	 * each task packs its head's keys and values once */
@@ -488,11 +494,25 @@ void k_attention_bf16_pool(struct k_pool *pool, const uint16_t *q, int64_t q_str
 	};
 
 	k_pool_run(pool, B * H * J.chunks, attn_bf16_task, &J);
-#else
-	(void)pool, (void)q, (void)q_stride, (void)k, (void)k_stride, (void)v, (void)v_stride;
-	(void)out, (void)lse, (void)B;
-#endif
 }
+#else
+/* never called: k_attention_bf16_available is false here */
+size_t k_attention_bf16_workspace(int64_t Skv, int64_t D, int64_t Dv)
+{
+	(void)Skv, (void)D, (void)Dv;
+	return 0;
+}
+
+void k_attention_bf16_pool(struct k_pool *pool, const uint16_t *q, int64_t q_stride,
+			   const uint16_t *k, int64_t k_stride, const uint16_t *v,
+			   int64_t v_stride, uint16_t *out, float *lse, int64_t B, int64_t Sq,
+			   int64_t Skv, int64_t H, int64_t D, int64_t Dv, void *workspace)
+{
+	(void)pool, (void)q, (void)q_stride, (void)k, (void)k_stride, (void)v, (void)v_stride;
+	(void)out, (void)lse, (void)B, (void)Sq, (void)Skv, (void)H, (void)workspace;
+	assert(k_attention_bf16_available(D, Dv));
+}
+#endif
 
 void k_lse_merge(float *out, float *lse, const float *out_blk, const float *lse_blk,
 		 int64_t B, int64_t Sq, int64_t H, int64_t Dv)
