@@ -518,6 +518,56 @@ static int cpu_unary(struct dev *d, enum op_kind op, const float *x, float *y, i
 			  n, unary_range);
 }
 
+/* k_binary split over the output's outermost dimension longer than 1 (dim):
+ * a range [lo, hi) of it is a k_binary of its own on views of the operands,
+ * an operand broadcast along dim (size 1 there) seen whole by every range. */
+struct bin_args {
+	enum k_binop op;
+	const float *a, *b;
+	float *out;
+	const int64_t *ashape, *bshape, *oshape;
+	int nd, dim;
+	int64_t inner_a, inner_b, inner_o; /* elements per index of dim */
+};
+
+static void binary_range(const void *p, int64_t lo, int64_t hi)
+{
+	const struct bin_args *r = p;
+	int64_t as[K_MAX_DIMS], bs[K_MAX_DIMS], os[K_MAX_DIMS];
+	bool wa = r->ashape[r->dim] > 1, wb = r->bshape[r->dim] > 1;
+
+	memcpy(as, r->ashape, (size_t)r->nd * sizeof *as);
+	memcpy(bs, r->bshape, (size_t)r->nd * sizeof *bs);
+	memcpy(os, r->oshape, (size_t)r->nd * sizeof *os);
+	os[r->dim] = hi - lo;
+	if (wa)
+		as[r->dim] = hi - lo;
+	if (wb)
+		bs[r->dim] = hi - lo;
+	k_binary(r->op, r->a + (wa ? lo * r->inner_a : 0), as, r->b + (wb ? lo * r->inner_b : 0),
+		 bs, r->out + lo * r->inner_o, os, r->nd);
+}
+
+static void binary_pool(struct cpu_dev *c, enum k_binop op, const float *a,
+			const int64_t *ashape, const float *b, const int64_t *bshape, float *out,
+			const int64_t *oshape, int nd)
+{
+	struct bin_args r = { op, a, b, out, ashape, bshape, oshape, nd, 0, 1, 1, 1 };
+
+	while (r.dim < nd - 1 && oshape[r.dim] == 1)
+		r.dim++;
+	if (nd == 0) {
+		k_binary(op, a, ashape, b, bshape, out, oshape, nd);
+		return;
+	}
+	for (int i = r.dim + 1; i < nd; i++) {
+		r.inner_a *= ashape[i];
+		r.inner_b *= bshape[i];
+		r.inner_o *= oshape[i];
+	}
+	par_range(c, oshape[r.dim], rows_grain(r.inner_o), binary_range, &r);
+}
+
 static int cpu_binary(struct dev *d, enum k_binop op, const float *a, const int64_t *ashape,
 		      const float *b, const int64_t *bshape, float *out, const int64_t *oshape,
 		      int nd)
@@ -526,7 +576,7 @@ static int cpu_binary(struct dev *d, enum k_binop op, const float *a, const int6
 	int64_t na = 1, nb = 1, no = 1;
 
 	if (!narrow(c)) {
-		k_binary(op, a, ashape, b, bshape, out, oshape, nd);
+		binary_pool(c, op, a, ashape, b, bshape, out, oshape, nd);
 		return 0;
 	}
 	for (int i = 0; i < nd; i++) {
@@ -538,8 +588,8 @@ static int cpu_binary(struct dev *d, enum k_binop op, const float *a, const int6
 
 	if (!t)
 		return -1;
-	k_binary(op, widen(c, t, a, na), ashape, widen(c, t + na, b, nb), bshape, t + na + nb,
-		 oshape, nd);
+	binary_pool(c, op, widen(c, t, a, na), ashape, widen(c, t + na, b, nb), bshape,
+		    t + na + nb, oshape, nd);
 	narrow_to(c, out, t + na + nb, no);
 	return 0;
 }

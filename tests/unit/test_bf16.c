@@ -400,6 +400,33 @@ static void test_pointwise(struct dev *d)
 	for (int64_t i = 0; i < B * S * H; i++)
 		ref[i] = (double)xf[i] + bfv[i % H];
 	check_bf16("bf16 add, broadcast [H] over [B, S, H]", y, ref, B * S * H);
+	/* large enough that the device splits it over its pool (by the first
+	 * output dimension longer than 1): a [1, S2, H] operand broadcast along
+	 * that dimension, beside a [B, S2, H] one, and the product */
+	{
+		int64_t S2 = 320, n2 = B * S2 * H, s1[3] = { 1, S2, H }, s3[3] = { B, S2, H };
+		float *x1f = malloc((size_t)(S2 * H) * 4), *x3f = malloc((size_t)n2 * 4);
+		uint16_t *x1 = fill(S2 * H, x1f, 2), *x3 = fill(n2, x3f, 2);
+		uint16_t *y2 = malloc((size_t)n2 * 2);
+		double *ref2 = malloc((size_t)n2 * sizeof *ref2);
+
+		for (int op = 0; op < 2; op++) {
+			d->ops->binary(d, op ? K_MUL : K_ADD, (float *)x1, s1, (float *)x3, s3,
+				       (float *)y2, s3, 3);
+			for (int64_t i = 0; i < n2; i++)
+				ref2[i] = op ? (double)x1f[i % (S2 * H)] * x3f[i]
+					     : (double)x1f[i % (S2 * H)] + x3f[i];
+			check_bf16(op ? "bf16 mul [1, 320, 41] by [3, 320, 41], on the pool"
+				      : "bf16 add [1, 320, 41] + [3, 320, 41], on the pool",
+				   y2, ref2, n2);
+		}
+		free(x1f);
+		free(x3f);
+		free(x1);
+		free(x3);
+		free(y2);
+		free(ref2);
+	}
 	d->ops->modulate(d, (float *)x, (float *)sh, (float *)sc, (float *)y, B, S, H, 0);
 	for (int64_t i = 0; i < B * S * H; i++) {
 		int64_t b = i / (S * H), h = i % H;
