@@ -181,16 +181,6 @@ AMX_T static void attn_bf16_pack(const struct attn_bf16_job *J, const uint16_t *
 	}
 }
 
-/* C tiles 4..7 (rows 0-15 and 16-31 by columns 0-15 and 16-31) into
- * dst's first 32 rows and columns, its rows ld floats apart. */
-AMX_T static inline void attn_bf16_store(float *dst, int64_t ld)
-{
-	_tile_stored(4, dst, ld * 4);
-	_tile_stored(5, dst + 16, ld * 4);
-	_tile_stored(6, dst + 16 * ld, ld * 4);
-	_tile_stored(7, dst + 16 * ld + 16, ld * 4);
-}
-
 /* One query block: rows [i0, i0 + nq) of head h, batch b, against every key. */
 AMX_T static void attn_bf16_block(const struct attn_bf16_job *J, int64_t b, int64_t h,
 				  int64_t i0, const struct attn_bf16_ws *w)
@@ -219,21 +209,12 @@ AMX_T static void attn_bf16_block(const struct attn_bf16_job *J, int64_t b, int6
 		}
 		/* S, 32 keys at a time: tiles 4-7 are its 2 x 2 blocks of 16 */
 		for (int64_t jh = 0; jh < AB_TK; jh += 32) {
-			_tile_zero(4);
-			_tile_zero(5);
-			_tile_zero(6);
-			_tile_zero(7);
-			for (int64_t p0 = 0; p0 < P; p0 += 16) {
-				_tile_loadd(0, w->qb + 2 * p0, D * 2);
-				_tile_loadd(1, w->qb + 16 * D + 2 * p0, D * 2);
-				_tile_loadd(2, w->kp + p0 * sp + j0 + jh, sp * 4);
-				_tile_loadd(3, w->kp + p0 * sp + j0 + jh + 16, sp * 4);
-				_tile_dpbf16ps(4, 0, 2);
-				_tile_dpbf16ps(5, 0, 3);
-				_tile_dpbf16ps(6, 1, 2);
-				_tile_dpbf16ps(7, 1, 3);
-			}
-			attn_bf16_store(w->s + jh, AB_TK);
+			k_amx_zero_sums();
+			for (int64_t p0 = 0; p0 < P; p0 += 16)
+				k_amx_step(w->qb + 2 * p0, w->qb + 16 * D + 2 * p0, D * 2,
+					   w->kp + p0 * sp + j0 + jh, w->kp + p0 * sp + j0 + jh + 16,
+					   sp * 4);
+			k_amx_store_sums(w->s + jh, AB_TK);
 		}
 		const __m512 sc = _mm512_set1_ps(J->scale), ninf = _mm512_set1_ps(-INFINITY);
 
@@ -267,21 +248,12 @@ AMX_T static void attn_bf16_block(const struct attn_bf16_job *J, int64_t b, int6
 		/* O = O alpha + P V, 32 columns of Dv at a time, two k-steps of 32
 		 * keys each */
 		for (int64_t c = 0; c < Dv; c += 32) {
-			_tile_zero(4);
-			_tile_zero(5);
-			_tile_zero(6);
-			_tile_zero(7);
-			for (int64_t jh = 0; jh < AB_TK; jh += 32) {
-				_tile_loadd(0, w->pb + jh, AB_TK * 2);
-				_tile_loadd(1, w->pb + 16 * AB_TK + jh, AB_TK * 2);
-				_tile_loadd(2, w->vp + (j0 + jh) / 2 * Dv + c, Dv * 4);
-				_tile_loadd(3, w->vp + (j0 + jh) / 2 * Dv + c + 16, Dv * 4);
-				_tile_dpbf16ps(4, 0, 2);
-				_tile_dpbf16ps(5, 0, 3);
-				_tile_dpbf16ps(6, 1, 2);
-				_tile_dpbf16ps(7, 1, 3);
-			}
-			attn_bf16_store(w->pv, 32);
+			k_amx_zero_sums();
+			for (int64_t jh = 0; jh < AB_TK; jh += 32)
+				k_amx_step(w->pb + jh, w->pb + 16 * AB_TK + jh, AB_TK * 2,
+					   w->vp + (j0 + jh) / 2 * Dv + c,
+					   w->vp + (j0 + jh) / 2 * Dv + c + 16, Dv * 4);
+			k_amx_store_sums(w->pv, 32);
 			for (int64_t r = 0; r < AB_TQ; r++) {
 				__m512 a = _mm512_set1_ps(w->alpha[r]);
 				float *o = w->o + r * Dv + c;

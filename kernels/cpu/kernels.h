@@ -100,10 +100,6 @@ void k_linear_narrow_tiles_pool(struct k_pool *pool, enum k_dtype t, const void 
  * float32). DTPC_CPU_ISA set and not "amx" turns AMX off. */
 bool k_bf16_dot_available(void);
 bool k_amx_available(void);
-/* Loads the AMX tile configuration the kernels use (eight tiles of 16 rows x
- * 64 bytes) on the calling thread; a kernel that uses the tiles calls it
- * first and _tile_release() when done. Only where k_amx_available. */
-void k_amx_begin(void);
 
 /* The activations a linear layer's epilogue applies: k_gelu exact, k_gelu
  * with tanh_approx, k_silu. */

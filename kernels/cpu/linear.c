@@ -526,7 +526,6 @@ dot_tile_rows(int mr, const uint16_t *x, int64_t k, const uint32_t *bp, const fl
  * row blocks, 2-3: the panel's two column blocks, 4-7: the sums) when k is
  * a multiple of 32 (a tile row is 32 k: a shorter k would read past x's
  * rows); the rows past the last whole 32 take dot_tile. */
-#define AMX_T __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,amx-tile,amx-bf16")))
 #define AMX_ROWS 32
 
 /* Whether AMX runs here: the CPU has AMX-TILE and AMX-BF16 (CPUID 7.0
@@ -550,64 +549,30 @@ bool k_amx_available(void)
 #endif
 }
 
-/* The tiles' shapes, palette 1: eight tiles of 16 rows x 64 bytes. */
-struct amx_config {
-	uint8_t palette, start_row, reserved[14];
-	uint16_t colsb[16];
-	uint8_t rows[16];
-};
-
-AMX_T void k_amx_begin(void)
-{
-	struct amx_config cfg = { .palette = 1 };
-
-	for (int t = 0; t < 8; t++) {
-		cfg.colsb[t] = 64;
-		cfg.rows[t] = 16;
-	}
-	/* not _tile_loadconfig: GCC 12 declares its operand a single byte, so
-	 * the stores of colsb and rows above were dropped as dead (seen in the
-	 * object code; ldtilecfg then faulted on a configuration of zeros) */
-	__asm__ volatile("ldtilecfg %0" : : "m"(cfg));
-}
-
 /* y[r n + (0 .. nc)] for the AMX_ROWS rows of x at x (rows k apart), from
  * the panel's columns [c0, c0 + 32), plus bias[0 .. nc) when there is one
  * (in float32 after the sum, as dot_tile adds it), rounded once. */
-AMX_T static void amx_block(const uint16_t *x, int64_t k, const uint32_t *bp, const float *bias,
+K_AMX_T static void amx_block(const uint16_t *x, int64_t k, const uint32_t *bp, const float *bias,
 			    uint16_t *y, int64_t n, int64_t nc)
 {
-	float sums[4][16][16] __attribute__((aligned(64)));
+	float sums[32][32] __attribute__((aligned(64)));
 
-	_tile_zero(4);
-	_tile_zero(5);
-	_tile_zero(6);
-	_tile_zero(7);
-	for (int64_t p = 0; p < k / 2; p += 16) {
-		_tile_loadd(0, x + 2 * p, k * 2);
-		_tile_loadd(1, x + 16 * k + 2 * p, k * 2);
-		_tile_loadd(2, bp + p * DOT_NR, DOT_NR * 4);
-		_tile_loadd(3, bp + p * DOT_NR + 16, DOT_NR * 4);
-		_tile_dpbf16ps(4, 0, 2);
-		_tile_dpbf16ps(5, 0, 3);
-		_tile_dpbf16ps(6, 1, 2);
-		_tile_dpbf16ps(7, 1, 3);
-	}
-	_tile_stored(4, sums[0], 64);
-	_tile_stored(5, sums[1], 64);
-	_tile_stored(6, sums[2], 64);
-	_tile_stored(7, sums[3], 64);
-	for (int t = 0; t < 4; t++) {
-		int64_t col = 16 * (t & 1), left = nc - col;
+	k_amx_zero_sums();
+	for (int64_t p = 0; p < k / 2; p += 16)
+		k_amx_step(x + 2 * p, x + 16 * k + 2 * p, k * 2, bp + p * DOT_NR,
+			   bp + p * DOT_NR + 16, DOT_NR * 4);
+	k_amx_store_sums(sums[0], 32);
+	for (int c = 0; c < 2; c++) {
+		int64_t col = 16 * c, left = nc - col;
 		__mmask16 mc = left >= 16 ? (__mmask16)0xffff
 			       : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
 		__m512 bv = bias ? _mm512_maskz_loadu_ps(mc, bias + col) : _mm512_setzero_ps();
 
-		for (int r = 0; r < 16; r++) {
-			__m512 v = _mm512_load_ps(sums[t][r]);
+		for (int r = 0; r < 32; r++) {
+			__m512 v = _mm512_load_ps(sums[r] + col);
 
 			/* no bias, no add: -0 + 0 would be +0 */
-			_mm256_mask_storeu_epi16(y + (16 * (t >> 1) + r) * n + col, mc,
+			_mm256_mask_storeu_epi16(y + r * n + col, mc,
 						 k_round_bf16x16(bias ? _mm512_add_ps(v, bv) : v));
 		}
 	}
@@ -616,7 +581,7 @@ AMX_T static void amx_block(const uint16_t *x, int64_t k, const uint32_t *bp, co
 /* Rows [i0, i0 + mm) x columns [j0, j1) of y, panel by panel (bp: the
  * task's workspace, dot_panel_floats(k)): AMX's blocks of 32 rows where
  * `amx`, the vector tiles for the rest. */
-AMX_T static void dot_packed(const uint16_t *x, const uint16_t *w, const float *bias,
+K_AMX_T static void dot_packed(const uint16_t *x, const uint16_t *w, const float *bias,
 			     uint16_t *y, int64_t i0, int64_t mm, int64_t j0, int64_t j1,
 			     int64_t k, int64_t n, uint32_t *bp, bool amx)
 {
