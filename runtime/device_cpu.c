@@ -269,6 +269,47 @@ static void narrow_to(struct cpu_dev *c, void *dst, const float *t, int64_t n)
 	conv(c, dst, c->dt, t, K_F32, n);
 }
 
+/* A row-wise op under narrow storage in one pass of the pool: each range
+ * widens its rows of x (n elements a row, rows x_stride apart) into its rows
+ * of the contiguous twin t, runs fn over them (fn's arguments read and write
+ * t), and rounds them into y's (y_stride apart) — in cache, where widening
+ * all of x, the op over all of it and rounding all of y took three passes
+ * and three dispatches (docs/performance.md, 2026-12-07). x may be y.
+ * Without narrow storage, fn over the rows. */
+struct rows_pass {
+	enum k_dtype dt;
+	const char *x;
+	char *y;
+	float *t;
+	int64_t n, x_stride, y_stride;
+	void (*fn)(const void *args, int64_t lo, int64_t hi);
+	const void *args;
+};
+
+static void rows_pass_range(const void *p, int64_t lo, int64_t hi)
+{
+	const struct rows_pass *r = p;
+	size_t e = k_dtype_size(r->dt);
+
+	for (int64_t i = lo; i < hi; i++)
+		k_convert(r->t + i * r->n, K_F32, r->x + (size_t)(i * r->x_stride) * e, r->dt, r->n);
+	r->fn(r->args, lo, hi);
+	for (int64_t i = lo; i < hi; i++)
+		k_convert(r->y + (size_t)(i * r->y_stride) * e, r->dt, r->t + i * r->n, K_F32, r->n);
+}
+
+static void par_rows(struct cpu_dev *c, int64_t rows, int64_t n,
+		     void (*fn)(const void *args, int64_t lo, int64_t hi), const void *args,
+		     const void *x, int64_t x_stride, void *y, int64_t y_stride, float *t)
+{
+	struct rows_pass r = { c->dt, x, y, t, n, x_stride, y_stride, fn, args };
+
+	if (narrow(c))
+		par_range(c, rows, rows_grain(n), rows_pass_range, &r);
+	else
+		par_range(c, rows, rows_grain(n), fn, args);
+}
+
 static int cpu_set_dtype(struct dev *d, dtpc_dtype t)
 {
 	cpu(d)->dt = (enum k_dtype)t;
@@ -345,13 +386,11 @@ static int cpu_layer_norm(struct dev *d, const float *x, float *y, int64_t rows,
 	if (narrow(c)) {
 		if (!(t = twins(c, (size_t)(rows * n + 2 * n))))
 			return -1;
-		a.x = a.y = widen(c, t, x, rows * n);
+		a.x = a.y = t;
 		a.w = widen(c, t + rows * n, w, n);
 		a.b = widen(c, t + rows * n + n, b, n);
 	}
-	par_range(c, rows, rows_grain(n), layer_norm_range, &a);
-	if (t)
-		narrow_to(c, y, t, rows * n);
+	par_rows(c, rows, n, layer_norm_range, &a, x, n, y, n, t);
 	return 0;
 }
 
@@ -372,12 +411,10 @@ static int cpu_rms_norm(struct dev *d, const float *x, float *y, int64_t rows, i
 	if (narrow(c)) {
 		if (!(t = twins(c, (size_t)(rows * n + group))))
 			return -1;
-		a.x = a.y = widen(c, t, x, rows * n);
+		a.x = a.y = t;
 		a.w = widen(c, t + rows * n, w, group);
 	}
-	par_range(c, rows, rows_grain(n), rms_norm_range, &a);
-	if (t)
-		narrow_to(c, y, t, rows * n);
+	par_rows(c, rows, n, rms_norm_range, &a, x, n, y, n, t);
 	return 0;
 }
 
@@ -630,13 +667,11 @@ static int cpu_modulate(struct dev *d, const float *x, const float *shift, const
 	if (narrow(c)) {
 		if (!(t = twins(c, (size_t)(n + 2 * ns))))
 			return -1;
-		a.x = a.y = widen(c, t, x, n);
+		a.x = a.y = t;
 		a.shift = widen(c, t + n, shift, ns);
 		a.scale = widen(c, t + n + ns, scale, ns);
 	}
-	par_range(c, B * S, rows_grain(H), modulate_range, &a);
-	if (t)
-		narrow_to(c, y, t, n);
+	par_rows(c, B * S, H, modulate_range, &a, x, H, y, H, t);
 	return 0;
 }
 
@@ -704,22 +739,20 @@ static int rope_rows(struct dev *d, struct rope_args a, int64_t B)
 	struct cpu_dev *c = cpu(d);
 	int64_t W = a.heads * a.D, n = B * a.S * W, S = a.S;
 	int64_t R = k_rope_table_width(a.heads, a.R, a.per_head);
+	const float *x = a.x;
 	float *t = NULL, *y = a.y;
-	int64_t y_stride = a.y_stride;
+	int64_t x_stride = a.x_stride, y_stride = a.y_stride;
 
 	if (narrow(c)) {
 		/* x as a contiguous twin, rotated in place */
 		if (!(t = twins(c, (size_t)(n + 2 * S * R))))
 			return -1;
-		conv2d(c, t, K_F32, W, a.x, c->dt, a.x_stride, B * S, W);
 		a.x = a.y = t;
 		a.x_stride = a.y_stride = W;
 		a.cos = widen(c, t + n, a.cos, S * R);
 		a.sin = widen(c, t + n + S * R, a.sin, S * R);
 	}
-	par_range(c, B * S, rows_grain(W), rope_range, &a);
-	if (t)
-		conv2d(c, y, c->dt, y_stride, t, K_F32, W, B * S, W);
+	par_rows(c, B * S, W, rope_range, &a, x, x_stride, y, y_stride, t);
 	return 0;
 }
 

@@ -310,6 +310,7 @@ static void act_stored(enum k_dtype t, void *y, float *buf, int64_t n, enum k_ac
 /* Columns of w the bf16 dot-product kernel packs at a time, and the floats
  * of workspace that panel takes (k in pairs, rounded up). */
 #define DOT_NR 64
+#define DOT_GROUP 4 /* panels packed at a time (dot_packed) */
 
 static int64_t dot_panel_floats(int64_t k)
 {
@@ -579,29 +580,43 @@ K_AMX_T static void amx_block(const uint16_t *x, int64_t k, const uint32_t *bp, 
 }
 
 /* Rows [i0, i0 + mm) x columns [j0, j1) of y, panel by panel (bp: the
- * task's workspace, dot_panel_floats(k)): AMX's blocks of 32 rows where
+ * task's workspace, DOT_GROUP x dot_panel_floats(k)): AMX's blocks of 32 rows where
  * `amx`, the vector tiles for the rest. */
 K_AMX_T static void dot_packed(const uint16_t *x, const uint16_t *w, const float *bias,
 			     uint16_t *y, int64_t i0, int64_t mm, int64_t j0, int64_t j1,
 			     int64_t k, int64_t n, uint32_t *bp, bool amx)
 {
 	int64_t amx_end = amx ? i0 + mm / AMX_ROWS * AMX_ROWS : i0;
+	int64_t panel = dot_panel_floats(k);
 
 	if (amx_end > i0)
 		k_amx_begin();
-	for (int64_t j = j0; j < j1; j += DOT_NR) {
-		int64_t nc = j1 - j < DOT_NR ? j1 - j : DOT_NR;
-		const float *bj = bias ? bias + (j - j0) : NULL;
+	/* DOT_GROUP panels packed at a time, so that AMX's row blocks, each
+	 * read in place from x, serve DOT_GROUP x 2 column blocks before the
+	 * next: x read once a group, not once every 32 columns (1152 x 512 ->
+	 * 2048 on a Sapphire Rapids core: 0.49 -> 0.62 TFLOP/s) */
+	for (int64_t jg = j0; jg < j1; jg += DOT_GROUP * DOT_NR) {
+		int64_t jge = jg + DOT_GROUP * DOT_NR < j1 ? jg + DOT_GROUP * DOT_NR : j1;
 
-		dot_pack(w, j, j1, k, bp);
-		for (int64_t c = 0; c < nc; c += 32)
-			for (int64_t i = i0; i < amx_end; i += AMX_ROWS)
-				amx_block(x + i * k, k, bp + c, bj ? bj + c : NULL, y + i * n + j + c,
-					  n, nc - c);
-		for (int64_t i = amx_end; i < i0 + mm; i += DOT_MR) {
-			int mr = i0 + mm - i < DOT_MR ? (int)(i0 + mm - i) : DOT_MR;
+		for (int64_t j = jg; j < jge; j += DOT_NR)
+			dot_pack(w, j, j1, k, bp + (j - jg) / DOT_NR * panel);
+		for (int64_t i = i0; i < amx_end; i += AMX_ROWS)
+			for (int64_t j = jg; j < jge; j += 32) {
+				int64_t q = (j - jg) / DOT_NR, c = (j - jg) % DOT_NR;
 
-			dot_tile_rows(mr, x + i * k, k, bp, bj, y + i * n + j, n, nc);
+				amx_block(x + i * k, k, bp + q * panel + c, bias ? bias + (j - j0) : NULL,
+					  y + i * n + j, n, jge - j < 32 ? jge - j : 32);
+			}
+		for (int64_t j = jg; j < jge; j += DOT_NR) {
+			int64_t nc = jge - j < DOT_NR ? jge - j : DOT_NR;
+			const float *bj = bias ? bias + (j - j0) : NULL;
+
+			for (int64_t i = amx_end; i < i0 + mm; i += DOT_MR) {
+				int mr = i0 + mm - i < DOT_MR ? (int)(i0 + mm - i) : DOT_MR;
+
+				dot_tile_rows(mr, x + i * k, k, bp + (j - jg) / DOT_NR * panel, bj,
+					      y + i * n + j, n, nc);
+			}
 		}
 	}
 	if (amx_end > i0)
@@ -617,7 +632,7 @@ static void dot_block(const uint16_t *x, const uint16_t *w, const uint16_t *b, u
 		      int64_t i0, int64_t mm, int64_t j0, int64_t j1, int64_t k, int64_t n,
 		      const enum k_act *act, float *ws, bool amx)
 {
-	float *bias = b ? ws + dot_panel_floats(k) : NULL;
+	float *bias = b ? ws + DOT_GROUP * dot_panel_floats(k) : NULL;
 
 	if (bias)
 		k_convert(bias, K_F32, b + j0, K_BF16, j1 - j0);
@@ -693,7 +708,8 @@ static void narrow_task(void *arg, int64_t t, int worker)
 static size_t narrow_per_worker(int threads, int64_t m, int64_t k, int64_t n)
 {
 	int64_t xr = narrow_rows(threads, m, false);
-	int64_t tiles = xr * k + NARROW_NB * k + xr * NARROW_NB, dot = dot_panel_floats(k) + n;
+	int64_t tiles = xr * k + NARROW_NB * k + xr * NARROW_NB;
+	int64_t dot = DOT_GROUP * dot_panel_floats(k) + n;
 
 	return (size_t)(tiles > dot ? tiles : dot);
 }
