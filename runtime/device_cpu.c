@@ -591,12 +591,12 @@ static void binary_pool(struct cpu_dev *c, enum k_binop op, const float *a,
 {
 	struct bin_args r = { op, a, b, out, ashape, bshape, oshape, nd, 0, 1, 1, 1 };
 
-	while (r.dim < nd - 1 && oshape[r.dim] == 1)
-		r.dim++;
 	if (nd == 0) {
 		k_binary(op, a, ashape, b, bshape, out, oshape, nd);
 		return;
 	}
+	while (r.dim < nd - 1 && oshape[r.dim] == 1)
+		r.dim++;
 	for (int i = r.dim + 1; i < nd; i++) {
 		r.inner_a *= ashape[i];
 		r.inner_b *= bshape[i];
