@@ -250,16 +250,8 @@ void k_attention_pool(struct k_pool *pool, const float *q, int64_t q_stride, con
  * -inf, NaN for NaN (tests/unit measures it). y may equal x. */
 void k_vexp(const float *x, float *y, int64_t n);
 
-/* Ring attention's merge of a partial result (out_blk, lse_blk) into the
- * accumulator (out, lse), in place:
- *   lse' = max(lse, lse_blk) + log1p(exp(-|lse - lse_blk|))
- *   out' = exp(lse - lse') out + exp(lse_blk - lse') out_blk
- * out and out_blk [B, Sq, H*Dv], lse and lse_blk [B, H, Sq]. A row whose lse is
- * -INFINITY is empty, whatever its out holds: an empty accumulator row takes
- * the block's as is, an empty block row leaves the accumulator alone. Callers
- * own all buffers. */
 /* k_attention_pool from bf16 storage on AMX: q, k, v and out bf16 (strides
- * in elements), lse float32 as above. Q Kᵀ as exact products of bf16 pairs
+ * in elements), lse float32 as k_attention's. Q Kᵀ as exact products of bf16 pairs
  * summed in float32, the online softmax in float32, the weights rounded to
  * bf16 for P V (as PyTorch's bf16 flash attention for CPU rounds them),
  * summed in float32; out rounded once. For D and Dv multiples of 32 on a CPU
@@ -273,6 +265,14 @@ void k_attention_bf16_pool(struct k_pool *pool, const uint16_t *q, int64_t q_str
 			   int64_t v_stride, uint16_t *out, float *lse, int64_t B, int64_t Sq,
 			   int64_t Skv, int64_t H, int64_t D, int64_t Dv, void *workspace);
 
+/* Ring attention's merge of a partial result (out_blk, lse_blk) into the
+ * accumulator (out, lse), in place:
+ *   lse' = max(lse, lse_blk) + log1p(exp(-|lse - lse_blk|))
+ *   out' = exp(lse - lse') out + exp(lse_blk - lse') out_blk
+ * out and out_blk [B, Sq, H*Dv], lse and lse_blk [B, H, Sq]. A row whose lse is
+ * -INFINITY is empty, whatever its out holds: an empty accumulator row takes
+ * the block's as is, an empty block row leaves the accumulator alone. Callers
+ * own all buffers. */
 void k_lse_merge(float *out, float *lse, const float *out_blk, const float *lse_blk,
 		 int64_t B, int64_t Sq, int64_t H, int64_t Dv);
 

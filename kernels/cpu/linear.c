@@ -14,20 +14,20 @@
 #define AVX512 __attribute__((target("avx512f")))
 
 /* ---- float32 on AVX-512 ---------------------------------------------------------- *
- * OpenBLAS 0.3.21 runs its SkylakeX sgemm at 130-155 GFLOP/s on the Flux
- * layers' shapes on a Sapphire Rapids core whose FMA peak is 210; these
- * tiles, w packed per call, run 145-170, and a mid-size Flux step 6% faster
- * (docs/performance.md). A tile is F32_MR rows
- * x F32_NR columns of y with its 24 sums in registers: per k, 4 loads of
- * the packed w and 6 broadcasts of x (read in place from its rows) feed 24
+ * On the Flux layers' shapes a Sapphire Rapids core (FMA peak 210 GFLOP/s)
+ * runs these tiles, w packed per call, at OpenBLAS 0.3.21's rate, 150-157
+ * GFLOP/s, and a mid-size Flux step 6% faster than through OpenBLAS, whose
+ * bias is a pass of its own (docs/performance.md). A tile is F32_MR rows x
+ * F32_NR columns of y with its 24 sums in registers: per k, 4 loads of the
+ * packed w and 6 broadcasts of x (read in place from its rows) feed 24
  * FMAs. w is packed per F32_KC k: panel[l][c] = w[j + c][l0 + l], zeros
  * past the columns, 128 KiB that stay in L2 while the task's rows pass over
- * them, on the task's stack (kernels allocate nothing); blocks of 128 k
- * (a panel in L1) ran 20% slower, resuming y four times as often and x's
- * rows read in shorter runs. Each sum runs over
- * k in order, one FMA a term, resumed from y between k-blocks, and the bias
- * is added after the last: every element of y is the same whatever the
- * block, the split over threads or the tile it falls in. */
+ * them, on the task's stack (kernels allocate nothing); blocks of 128 k (a
+ * panel in L1) ran 20% slower, resuming y four times as often and x's rows
+ * read in shorter runs. Each sum runs over k in order, one FMA a term,
+ * resumed from y between k-blocks, and the bias is added after the last:
+ * every element of y is the same whatever the block, the split over threads
+ * or the tile it falls in. */
 #define F32_MR 6
 #define F32_NR 64
 #define F32_KC 512
@@ -412,19 +412,23 @@ AVX512 static void dot_pack(const uint16_t *w, int64_t j, int64_t j1, int64_t k,
 	 * past them, zeros past the panel's columns and in an odd k's last
 	 * high half */
 	for (int64_t c = 0; c < DOT_NR; c++) {
+		int64_t p = c < c0 ? pf : 0;
+
+		if (j + c >= j1) {
+			for (; p < pairs; p++)
+				bp[p * DOT_NR + c] = 0;
+			continue;
+		}
 		const uint16_t *wr = w + (j + c) * k;
 
-		for (int64_t p = c < c0 ? pf : 0; p < pairs; p++) {
-			uint32_t v = 0;
+		for (; p < k / 2; p++) {
+			uint32_t v;
 
-			if (j + c >= j1)
-				v = 0;
-			else if (2 * p + 1 < k)
-				memcpy(&v, wr + 2 * p, sizeof v);
-			else
-				v = wr[2 * p];
+			memcpy(&v, wr + 2 * p, sizeof v);
 			bp[p * DOT_NR + c] = v;
 		}
+		if (k & 1)
+			bp[(pairs - 1) * DOT_NR + c] = wr[k - 1];
 	}
 }
 
@@ -551,8 +555,9 @@ bool k_amx_available(void)
 }
 
 /* y[r n + (0 .. nc)] for the AMX_ROWS rows of x at x (rows k apart), from
- * the panel's columns [c0, c0 + 32), plus bias[0 .. nc) when there is one
- * (in float32 after the sum, as dot_tile adds it), rounded once. */
+ * the 32 columns of a packed panel at bp (nc of them kept), plus bias[0 ..
+ * nc) when there is one (in float32 after the sum, as dot_tile adds it),
+ * rounded once. */
 K_AMX_T static void amx_block(const uint16_t *x, int64_t k, const uint32_t *bp, const float *bias,
 			    uint16_t *y, int64_t n, int64_t nc)
 {
@@ -580,8 +585,8 @@ K_AMX_T static void amx_block(const uint16_t *x, int64_t k, const uint32_t *bp, 
 }
 
 /* Rows [i0, i0 + mm) x columns [j0, j1) of y, panel by panel (bp: the
- * task's workspace, DOT_GROUP x dot_panel_floats(k)): AMX's blocks of 32 rows where
- * `amx`, the vector tiles for the rest. */
+ * task's workspace, DOT_GROUP x dot_panel_floats(k)): AMX's blocks of 32
+ * rows where `amx`, the vector tiles for the rest. */
 K_AMX_T static void dot_packed(const uint16_t *x, const uint16_t *w, const float *bias,
 			     uint16_t *y, int64_t i0, int64_t mm, int64_t j0, int64_t j1,
 			     int64_t k, int64_t n, uint32_t *bp, bool amx)
@@ -627,7 +632,7 @@ K_AMX_T static void dot_packed(const uint16_t *x, const uint16_t *w, const float
 #define DOT_FEW_ROWS 4
 
 /* y's block from bf16 storage, with the bias widened once (bias: nn floats
- * of workspace past the panel), then the epilogue row by row (act). */
+ * of workspace past the panels), then the epilogue row by row (act). */
 static void dot_block(const uint16_t *x, const uint16_t *w, const uint16_t *b, uint16_t *y,
 		      int64_t i0, int64_t mm, int64_t j0, int64_t j1, int64_t k, int64_t n,
 		      const enum k_act *act, float *ws, bool amx)
