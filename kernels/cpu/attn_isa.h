@@ -197,27 +197,45 @@ INLINE void NAME(gemm)(int64_t m, int64_t n, int64_t kc, const float *a, int64_t
 			NAME(tile)(kc, a + i * ars, ars, acs, b + j, ldb, c + i * ldc + j, ldc, acc);
 }
 
-/* One query block (batch b, head h, rows i0 .. i0 + TQ) against all keys. */
-static void NAME(attn_block)(const struct attn_job *J, int64_t b, int64_t h, int64_t i0,
-			     float *ws)
+/* The head's keys and values (batch b, head h) into the workspace's kp
+ * [skv_pad, D] and vp [Skv, Dvr], rows contiguous, K's zero past Skv (the
+ * last tile's register tiles read them), V's columns zero past Dv: in place the rows lie H D apart, a stride that puts
+ * a tile's rows in a few of L1's and L2's sets. */
+static void NAME(attn_pack)(const struct attn_job *J, int64_t b, int64_t h,
+			    const struct attn_ws *w)
 {
 	const int64_t D = J->D, Dv = J->Dv, Dvr = (Dv + NR - 1) / NR * NR;
-	const int64_t nq = J->Sq - i0 < ATT_TQ ? J->Sq - i0 : ATT_TQ;
-	float *qt = ws, *s = qt + D * ATT_TQ, *vp = s + ATT_TK * ATT_TQ;
-	float *o = vp + ATT_TK * J->dvp, *m = o + ATT_TQ * J->dvp, *l = m + ATT_TQ;
-	float *al = l + ATT_TQ, *kt = al + ATT_TQ;
-	const float *q = J->q + (b * J->Sq + i0) * J->q_stride + h * D;
 	const float *k = J->k + b * J->Skv * J->k_stride + h * D;
 	const float *v = J->v + b * J->Skv * J->v_stride + h * Dv;
 
+	for (int64_t j = 0; j < J->Skv; j++) {
+		memcpy(w->kp + j * D, k + j * J->k_stride, (size_t)D * sizeof *w->kp);
+		memcpy(w->vp + j * Dvr, v + j * J->v_stride, (size_t)Dv * sizeof *w->vp);
+		memset(w->vp + j * Dvr + Dv, 0, (size_t)(Dvr - Dv) * sizeof *w->vp);
+	}
+	memset(w->kp + J->Skv * D, 0, (size_t)((J->skv_pad - J->Skv) * D) * sizeof *w->kp);
+}
+
+/* One query block (batch b, head h, rows i0 .. i0 + TQ) against all keys,
+ * packed by attn_pack. */
+static void NAME(attn_block)(const struct attn_job *J, int64_t b, int64_t h, int64_t i0,
+			     const struct attn_ws *w)
+{
+	const int64_t D = J->D, Dv = J->Dv, Dvr = (Dv + NR - 1) / NR * NR;
+	const int64_t nq = J->Sq - i0 < ATT_TQ ? J->Sq - i0 : ATT_TQ;
+	float *qt = w->qt, *s = w->s, *o = w->o, *m = w->m, *l = w->l, *al = w->alpha;
+	const float *q = J->q + (b * J->Sq + i0) * J->q_stride + h * D;
+
 	/* Q^T, scaled once here rather than in every score; query columns
-	 * past the block's end are zeros and their results are dropped. */
-	for (int64_t d = 0; d < D; d++) {
-		for (int64_t i = 0; i < nq; i++)
+	 * past the block's end are zeros and their results are dropped.
+	 * Row by row: the rows lie H D apart, and read down a column they
+	 * would fight over a few of L1's sets. */
+	for (int64_t i = 0; i < nq; i++)
+		for (int64_t d = 0; d < D; d++)
 			qt[d * ATT_TQ + i] = q[i * J->q_stride + d] * J->scale;
+	for (int64_t d = 0; nq < ATT_TQ && d < D; d++)
 		for (int64_t i = nq; i < ATT_TQ; i++)
 			qt[d * ATT_TQ + i] = 0.0f;
-	}
 	for (int64_t i = 0; i < ATT_TQ; i++) {
 		m[i] = -INFINITY;
 		l[i] = 0.0f;
@@ -225,8 +243,6 @@ static void NAME(attn_block)(const struct attn_job *J, int64_t b, int64_t h, int
 	memset(o, 0, (size_t)(ATT_TQ * Dvr) * sizeof *o);
 	for (int64_t j0 = 0; j0 < J->Skv; j0 += ATT_TK) {
 		const int64_t nk = J->Skv - j0 < ATT_TK ? J->Skv - j0 : ATT_TK;
-		const int64_t nfull = nk / MR * MR;
-		const float *kj = k + j0 * J->k_stride;
 		/* Masked keys are left out of the max and get weight 0 (not
 		 * exp(-inf - max), which is NaN while every key so far was
 		 * masked); a tile of masked keys only is skipped. */
@@ -238,17 +254,9 @@ static void NAME(attn_block)(const struct attn_job *J, int64_t b, int64_t h, int
 		if (!kept)
 			continue;
 
-		NAME(gemm)(nfull, ATT_TQ, D, kj, J->k_stride, 1, qt, ATT_TQ, s, ATT_TQ, false);
-		if (nfull < nk) {
-			/* The last rows of keys through a zero-padded copy: the
-			 * register tile always reads MR rows. */
-			memset(kt, 0, (size_t)(MR * D) * sizeof *kt);
-			for (int64_t r = 0; r < nk - nfull; r++)
-				memcpy(kt + r * D, kj + (nfull + r) * J->k_stride,
-				       (size_t)D * sizeof *kt);
-			NAME(gemm)(MR, ATT_TQ, D, kt, D, 1, qt, ATT_TQ, s + nfull * ATT_TQ,
-				   ATT_TQ, false);
-		}
+		/* whole register tiles of keys: the rows past Skv are zeros */
+		NAME(gemm)((nk + MR - 1) / MR * MR, ATT_TQ, D, w->kp + j0 * D, D, 1, qt, ATT_TQ, s,
+			   ATT_TQ, false);
 		/* Online softmax down the columns of S^T, VW queries at once and
 		 * all TQ / VW column vectors side by side, so the running maxima
 		 * and sums are independent chains rather than one. */
@@ -295,20 +303,7 @@ static void NAME(attn_block)(const struct attn_job *J, int64_t b, int64_t h, int
 					*(VU *)(o + i * Dvr + d) *= a;
 			}
 		}
-		/* V in place when its rows are whole register tiles, else
-		 * through a copy padded with zero columns. */
-		const float *vb = v + j0 * J->v_stride;
-		int64_t ldv = J->v_stride;
-
-		if (Dv != Dvr) {
-			for (int64_t j = 0; j < nk; j++) {
-				memcpy(vp + j * Dvr, vb + j * J->v_stride, (size_t)Dv * sizeof *vp);
-				memset(vp + j * Dvr + Dv, 0, (size_t)(Dvr - Dv) * sizeof *vp);
-			}
-			vb = vp;
-			ldv = Dvr;
-		}
-		NAME(gemm)(ATT_TQ, Dvr, nk, s, 1, ATT_TQ, vb, ldv, o, Dvr, true);
+		NAME(gemm)(ATT_TQ, Dvr, nk, s, 1, ATT_TQ, w->vp + j0 * Dvr, Dvr, o, Dvr, true);
 	}
 	float *out = J->out + (b * J->Sq + i0) * J->H * Dv + h * Dv;
 
@@ -325,13 +320,22 @@ static void NAME(attn_block)(const struct attn_job *J, int64_t b, int64_t h, int
 	}
 }
 
+/* Task t: one (batch, head) and its chunk of the query blocks; the head's
+ * keys and values are packed once for the chunk. */
 static void NAME(attn_task)(void *arg, int64_t t, int worker)
 {
 	const struct attn_job *J = arg;
-	int64_t nb = (J->Sq + ATT_TQ - 1) / ATT_TQ;
+	struct attn_ws w = attn_layout(J->ws + (size_t)worker * J->ws_bytes, J->skv_pad, J->D,
+				       J->dvp);
+	int64_t bh = t / J->chunks, chunk = t % J->chunks, b = bh / J->H, h = bh % J->H;
+	int64_t blocks = (J->Sq + ATT_TQ - 1) / ATT_TQ;
+	int64_t lo = blocks * chunk / J->chunks, hi = blocks * (chunk + 1) / J->chunks;
 
-	NAME(attn_block)(J, t / nb / J->H, t / nb % J->H, t % nb * ATT_TQ,
-			 J->ws + (size_t)worker * J->ws_floats);
+	if (lo == hi)
+		return;
+	NAME(attn_pack)(J, b, h, &w);
+	for (int64_t blk = lo; blk < hi; blk++)
+		NAME(attn_block)(J, b, h, blk * ATT_TQ, &w);
 }
 
 #undef INLINE

@@ -213,8 +213,9 @@ void k_index_rows(void *dst, int64_t dst_rows, const void *src, int64_t src_rows
 		  const float *index, int64_t n, int64_t outer, int64_t inner, size_t esize,
 		  bool scatter);
 
-/* Bytes of workspace k_attention needs for these sizes, a few hundred KiB
- * at most (the tiles bound it; the sequence lengths do not matter). */
+/* Bytes of workspace k_attention needs for these sizes: one head's keys and
+ * values packed (Skv (D + Dv) floats, rounded up) and a few hundred KiB of
+ * tiles; Sq does not matter. */
 size_t k_attention_workspace(int64_t Sq, int64_t Skv, int64_t D, int64_t Dv);
 
 /* Non-causal scaled dot-product attention with scale 1/sqrt(D), computed
