@@ -127,9 +127,12 @@ AVX512 static void f32_tile_rows(int mr, const float *x, int64_t k, int64_t kc,
 }
 
 /* y's rows [i0, i0 + mm) x columns [j0, j0 + nn), panel by panel, k-block by
- * k-block. */
+ * k-block; the activation (if any) on each tile as its last k-block lands,
+ * while the tile is in L1: an element's value is the same as from a pass
+ * over y after the products, one read of y from memory fewer. */
 AVX512 static void f32_block(const float *x, const float *w, const float *b, float *y,
-			     int64_t i0, int64_t mm, int64_t j0, int64_t nn, int64_t k, int64_t n)
+			     int64_t i0, int64_t mm, int64_t j0, int64_t nn, int64_t k, int64_t n,
+			     const enum k_act *act)
 {
 	float panel[F32_KC * F32_NR] __attribute__((aligned(64)));
 
@@ -146,21 +149,26 @@ AVX512 static void f32_block(const float *x, const float *w, const float *b, flo
 
 				f32_tile_rows(mr, x + i * k + l0, k, kc, panel, bias, y + i * n + j,
 					      n, nc, l0 == 0);
+				for (int r = 0; act && l0 + kc == k && r < mr; r++)
+					k_activation(*act, y + (i + r) * n + j, y + (i + r) * n + j,
+						     nc);
 			}
 		}
 	}
 }
 #endif
 
-/* Columns [j0, j0 + nn) of y's rows [i0, i0 + mm): the tiles above, or one
- * sgemm on views of x, w and b, y's rows n apart. */
+/* Columns [j0, j0 + nn) of y's rows [i0, i0 + mm), then the activation (if
+ * any): the tiles above, or one sgemm on views of x, w and b, y's rows n
+ * apart. */
 static void linear_block(const float *x, const float *w, const float *b, float *y, int64_t i0,
-			 int64_t mm, int64_t j0, int64_t nn, int64_t k, int64_t n)
+			 int64_t mm, int64_t j0, int64_t nn, int64_t k, int64_t n,
+			 const enum k_act *act)
 {
 #ifdef HAVE_F32_TILES
 	/* k = 0: no k-block, and y is the bias (or zero) */
 	if (k > 0 && k_cpu_isa() == K_ISA_AVX512) {
-		f32_block(x, w, b, y, i0, mm, j0, nn, k, n);
+		f32_block(x, w, b, y, i0, mm, j0, nn, k, n, act);
 		return;
 	}
 #endif
@@ -176,6 +184,15 @@ static void linear_block(const float *x, const float *w, const float *b, float *
 
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mm, (int)nn, (int)k, 1.0f,
 		    x + i0 * k, ld, w + j0 * k, ld, b ? 1.0f : 0.0f, yb, (int)n);
+	/* The block is one sgemm, so its epilogue can only follow the whole
+	 * call: cutting it into cache-sized tiles could change the numbers
+	 * (OpenBLAS picks its kernels and k-panels by the shape it is given,
+	 * small-matrix kernels among them), and the fused op must equal the
+	 * unfused pair bit for bit. What is saved is the second dispatch
+	 * over the pool and a pass by other threads over rows this one has
+	 * just written. */
+	for (int64_t i = 0; act && i < mm; i++)
+		k_activation(*act, yb + i * n, yb + i * n, nn);
 }
 
 void k_linear(const float *x, const float *w, const float *b, float *y,
@@ -198,16 +215,7 @@ static void linear_task(void *arg, int64_t t, int worker)
 	int64_t mm = J->m - i0 < J->rows ? J->m - i0 : J->rows;
 	int64_t nn = J->n - j0 < J->cols ? J->n - j0 : J->cols;
 
-	linear_block(J->x, J->w, J->b, J->y, i0, mm, j0, nn, J->k, J->n);
-	/* The block is one sgemm, so its epilogue can only follow the whole
-	 * call: cutting it into cache-sized tiles could change the numbers
-	 * (OpenBLAS picks its kernels and k-panels by the shape it is given,
-	 * small-matrix kernels among them), and the fused op must equal the
-	 * unfused pair bit for bit. What is saved is the second dispatch
-	 * over the pool and a pass by other threads over rows this one has
-	 * just written. */
-	for (int64_t i = i0; J->act && i < i0 + mm; i++)
-		k_activation(*J->act, J->y + i * J->n + j0, J->y + i * J->n + j0, nn);
+	linear_block(J->x, J->w, J->b, J->y, i0, mm, j0, nn, J->k, J->n, J->act);
 }
 
 /* Rows of a task when a layer is split by rows: fewer and each sgemm's
