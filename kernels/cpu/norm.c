@@ -4,99 +4,134 @@
  * carry large per-channel offsets, and a float running sum over a few thousand
  * of them loses the digits the variance lives in. The normalisation itself is
  * also done in double and rounded once, so y does not inherit the rounding of
- * a float mean when |mean| is much larger than the spread. */
+ * a float mean when |mean| is much larger than the spread.
+ *
+ * The loops run on vectors of 8 doubles (GCC's vector extensions), compiled
+ * twice: for AVX-512, one register each, and for the baseline, where GCC
+ * splits them; k_cpu_isa picks per call. Written as scalars at -O2 they ran
+ * at about 4 cycles an element on a Sapphire Rapids core, the mid-size Flux's
+ * norms 4% of its float32 step and 11% of its bf16 one at TP 2. */
 #include "kernels/cpu/kernels.h"
 
 #include <assert.h>
 #include <math.h>
+#include <string.h>
 
-/* Partial sums kept apart so the additions do not wait on each other: one
- * running double sum is bound by the adder's latency, not its throughput. */
+/* Vectors of 8 doubles. A sum is kept in one, 8 partial sums, so the
+ * additions do not wait on each other as one running sum's would. */
 #define LANES 8
 
-static double sum_x(const float *x, int64_t n)
-{
-	double s[LANES] = { 0 }, t = 0;
-	int64_t i = 0;
+typedef double vd __attribute__((vector_size(LANES * 8)));
+typedef float vf __attribute__((vector_size(LANES * 4)));
 
-	for (; i + LANES <= n; i += LANES)
-		for (int l = 0; l < LANES; l++)
-			s[l] += x[i + l];
-	for (; i < n; i++)
-		t += x[i];
+#define INLINE static inline __attribute__((always_inline))
+
+/* GCC warns that a 64-byte vector passed or returned by value has another
+ * ABI without AVX-512; these helpers are always inlined, so none is. */
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+INLINE vd load(const float *x)
+{
+	vf v;
+
+	memcpy(&v, x, sizeof v);
+	return __builtin_convertvector(v, vd);
+}
+
+/* The partial sums added up, in order, after t (the tail's sum). */
+INLINE double sum_lanes(vd s, double t)
+{
 	for (int l = 0; l < LANES; l++)
 		t += s[l];
 	return t;
+}
+
+INLINE double sum_x(const float *x, int64_t n)
+{
+	vd s = { 0 };
+	double t = 0;
+	int64_t i = 0;
+
+	for (; i + LANES <= n; i += LANES)
+		s += load(x + i);
+	for (; i < n; i++)
+		t += x[i];
+	return sum_lanes(s, t);
 }
 
 /* sum (x - c)^2 */
-static double sum_sq(const float *x, int64_t n, double c)
+INLINE double sum_sq(const float *x, int64_t n, double c)
 {
-	double s[LANES] = { 0 }, t = 0;
+	vd s = { 0 };
+	double t = 0;
 	int64_t i = 0;
 
-	for (; i + LANES <= n; i += LANES)
-		for (int l = 0; l < LANES; l++)
-			s[l] += (x[i + l] - c) * (x[i + l] - c);
+	for (; i + LANES <= n; i += LANES) {
+		vd d = load(x + i) - c;
+
+		s += d * d;
+	}
 	for (; i < n; i++)
 		t += (x[i] - c) * (x[i] - c);
-	for (int l = 0; l < LANES; l++)
-		t += s[l];
-	return t;
+	return sum_lanes(s, t);
 }
 
-void k_layer_norm(const float *x, float *y, int64_t rows, int64_t n, float eps,
-		  const float *w, const float *b)
+/* y = (x - mean) r, times w and plus b where given, rounded once. */
+INLINE void norm_row(const float *x, float *y, int64_t n, double mean, double r, const float *w,
+		     const float *b)
 {
-	assert(n >= 1);
+	int64_t i = 0;
+
+	for (; i + LANES <= n; i += LANES) {
+		vd v = (load(x + i) - mean) * r;
+
+		if (w)
+			v *= load(w + i);
+		if (b)
+			v += load(b + i);
+		vf o = __builtin_convertvector(v, vf);
+
+		memcpy(y + i, &o, sizeof o);
+	}
+	for (; i < n; i++) {
+		double v = (x[i] - mean) * r;
+
+		if (w)
+			v *= w[i];
+		if (b)
+			v += b[i];
+		y[i] = (float)v;
+	}
+}
+
+INLINE void layer_norm_body(const float *x, float *y, int64_t rows, int64_t n, float eps,
+			    const float *w, const float *b)
+{
 	for (int64_t r = 0; r < rows; r++) {
 		const float *xr = x + r * n;
-		float *yr = y + r * n;
 		double mean = sum_x(xr, n) / (double)n;
 		/* Two passes: E[(x - mean)^2] has no cancellation, unlike
 		 * E[x^2] - mean^2. */
 		double rstd = 1.0 / sqrt(sum_sq(xr, n, mean) / (double)n + eps);
 
-		/* One loop per case, so none branches per element. */
-		if (w && b) {
-			for (int64_t i = 0; i < n; i++)
-				yr[i] = (float)((xr[i] - mean) * rstd * w[i] + b[i]);
-		} else if (w) {
-			for (int64_t i = 0; i < n; i++)
-				yr[i] = (float)((xr[i] - mean) * rstd * w[i]);
-		} else if (b) {
-			for (int64_t i = 0; i < n; i++)
-				yr[i] = (float)((xr[i] - mean) * rstd + b[i]);
-		} else {
-			for (int64_t i = 0; i < n; i++)
-				yr[i] = (float)((xr[i] - mean) * rstd);
-		}
+		norm_row(xr, y + r * n, n, mean, rstd, w, b);
 	}
 }
 
-void k_rms_norm(const float *x, float *y, int64_t rows, int64_t n, int64_t group,
-		float eps, const float *w)
+INLINE void rms_norm_body(const float *x, float *y, int64_t rows, int64_t n, int64_t group,
+			  float eps, const float *w)
 {
-	assert(group >= 1 && n % group == 0);
 	for (int64_t g = 0; g < rows * (n / group); g++) {
 		const float *xg = x + g * group;
-		float *yg = y + g * group;
 		double r = 1.0 / sqrt(sum_sq(xg, group, 0.0) / (double)group + eps);
 
-		if (w) {
-			for (int64_t i = 0; i < group; i++)
-				yg[i] = (float)(xg[i] * r * w[i]);
-		} else {
-			for (int64_t i = 0; i < group; i++)
-				yg[i] = (float)(xg[i] * r);
-		}
+		norm_row(xg, y + g * group, group, 0.0, r, w, NULL);
 	}
 }
 
-void k_norm_stats(const float *x, const float *sums, float *out, int64_t rows, int64_t n,
-		  int64_t N, enum k_norm_stat mode)
+INLINE void norm_stats_body(const float *x, const float *sums, float *out, int64_t rows,
+			    int64_t n, int64_t N, enum k_norm_stat mode)
 {
-	assert(N >= 1);
 	for (int64_t r = 0; r < rows; r++) {
 		const float *xr = x + r * n;
 
@@ -113,13 +148,11 @@ void k_norm_stats(const float *x, const float *sums, float *out, int64_t rows, i
 	}
 }
 
-void k_norm_apply(const float *x, float *y, int64_t rows, int64_t n, int64_t N, float eps,
-		  const float *s1, const float *s2, const float *w, const float *b)
+INLINE void norm_apply_body(const float *x, float *y, int64_t rows, int64_t n, int64_t N,
+			    float eps, const float *s1, const float *s2, const float *w,
+			    const float *b)
 {
-	assert(N >= 1);
 	for (int64_t r = 0; r < rows; r++) {
-		const float *xr = x + r * n;
-		float *yr = y + r * n;
 		double mean = 0, ms;
 
 		if (s1) {
@@ -130,15 +163,71 @@ void k_norm_apply(const float *x, float *y, int64_t rows, int64_t n, int64_t N, 
 		} else {
 			ms = (double)s2[r] / (double)N;
 		}
-		double rstd = 1.0 / sqrt(ms + eps);
-
-		for (int64_t i = 0; i < n; i++) {
-			double v = (xr[i] - mean) * rstd;
-			if (w)
-				v *= w[i];
-			if (b)
-				v += b[i];
-			yr[i] = (float)v;
-		}
+		norm_row(x + r * n, y + r * n, n, mean, 1.0 / sqrt(ms + eps), w, b);
 	}
+}
+
+/* fn_avx512 and fn_base around fn_body, and fn picking one per call (the
+ * baseline's vd arguments and returns never cross a call: all inlined). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define VARIANTS(fn, params, args)                                                  \
+	__attribute__((target("avx512f"))) static void fn##_avx512 params          \
+	{                                                                           \
+		fn##_body args;                                                     \
+	}                                                                           \
+	static void fn##_base params                                                \
+	{                                                                           \
+		fn##_body args;                                                     \
+	}                                                                           \
+	static void fn params                                                       \
+	{                                                                           \
+		if (k_cpu_isa() == K_ISA_AVX512)                                    \
+			fn##_avx512 args;                                           \
+		else                                                                \
+			fn##_base args;                                             \
+	}
+#else
+#define VARIANTS(fn, params, args)                                                  \
+	static void fn params                                                       \
+	{                                                                           \
+		fn##_body args;                                                     \
+	}
+#endif
+
+VARIANTS(layer_norm, (const float *x, float *y, int64_t rows, int64_t n, float eps,
+		      const float *w, const float *b), (x, y, rows, n, eps, w, b))
+VARIANTS(rms_norm, (const float *x, float *y, int64_t rows, int64_t n, int64_t group, float eps,
+		    const float *w), (x, y, rows, n, group, eps, w))
+VARIANTS(norm_stats, (const float *x, const float *sums, float *out, int64_t rows, int64_t n,
+		      int64_t N, enum k_norm_stat mode), (x, sums, out, rows, n, N, mode))
+VARIANTS(norm_apply, (const float *x, float *y, int64_t rows, int64_t n, int64_t N, float eps,
+		      const float *s1, const float *s2, const float *w, const float *b),
+	 (x, y, rows, n, N, eps, s1, s2, w, b))
+
+void k_layer_norm(const float *x, float *y, int64_t rows, int64_t n, float eps,
+		  const float *w, const float *b)
+{
+	assert(n >= 1);
+	layer_norm(x, y, rows, n, eps, w, b);
+}
+
+void k_rms_norm(const float *x, float *y, int64_t rows, int64_t n, int64_t group,
+		float eps, const float *w)
+{
+	assert(group >= 1 && n % group == 0);
+	rms_norm(x, y, rows, n, group, eps, w);
+}
+
+void k_norm_stats(const float *x, const float *sums, float *out, int64_t rows, int64_t n,
+		  int64_t N, enum k_norm_stat mode)
+{
+	assert(N >= 1);
+	norm_stats(x, sums, out, rows, n, N, mode);
+}
+
+void k_norm_apply(const float *x, float *y, int64_t rows, int64_t n, int64_t N, float eps,
+		  const float *s1, const float *s2, const float *w, const float *b)
+{
+	assert(N >= 1);
+	norm_apply(x, y, rows, n, N, eps, s1, s2, w, b);
 }
