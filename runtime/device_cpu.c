@@ -272,9 +272,10 @@ static void narrow_to(struct cpu_dev *c, void *dst, const float *t, int64_t n)
 /* A row-wise op under narrow storage in one pass of the pool: each range
  * widens its rows of x (n elements a row, rows x_stride apart) into its rows
  * of the contiguous twin t, runs fn over them (fn's arguments read and write
- * t), and rounds them into y's (y_stride apart) — in cache, where widening
- * all of x, the op over all of it and rounding all of y took three passes
- * and three dispatches (docs/performance.md, 2026-12-07). x may be y.
+ * t), and rounds them into y's (y_stride apart) — a few rows at a time, in
+ * L1, where widening all of x, the op over all of it and rounding all of y
+ * took three passes and three dispatches (docs/performance.md, 2026-12-07).
+ * x may be y.
  * Without narrow storage, fn over the rows. */
 struct rows_pass {
 	enum k_dtype dt;
@@ -286,16 +287,27 @@ struct rows_pass {
 	const void *args;
 };
 
+/* Floats of twin a range widens, computes and rounds at a time: with its
+ * rows in storage, well inside L1. */
+#define IN_L1 4096
+
 static void rows_pass_range(const void *p, int64_t lo, int64_t hi)
 {
 	const struct rows_pass *r = p;
 	size_t e = k_dtype_size(r->dt);
+	int64_t step = r->n >= IN_L1 ? 1 : IN_L1 / r->n;
 
-	for (int64_t i = lo; i < hi; i++)
-		k_convert(r->t + i * r->n, K_F32, r->x + (size_t)(i * r->x_stride) * e, r->dt, r->n);
-	r->fn(r->args, lo, hi);
-	for (int64_t i = lo; i < hi; i++)
-		k_convert(r->y + (size_t)(i * r->y_stride) * e, r->dt, r->t + i * r->n, K_F32, r->n);
+	for (int64_t c = lo; c < hi; c += step) {
+		int64_t ce = hi - c < step ? hi : c + step;
+
+		for (int64_t i = c; i < ce; i++)
+			k_convert(r->t + i * r->n, K_F32, r->x + (size_t)(i * r->x_stride) * e,
+				  r->dt, r->n);
+		r->fn(r->args, c, ce);
+		for (int64_t i = c; i < ce; i++)
+			k_convert(r->y + (size_t)(i * r->y_stride) * e, r->dt, r->t + i * r->n,
+				  K_F32, r->n);
+	}
 }
 
 static void par_rows(struct cpu_dev *c, int64_t rows, int64_t n,
@@ -585,24 +597,69 @@ static void binary_range(const void *p, int64_t lo, int64_t hi)
 		 bs, r->out + lo * r->inner_o, os, r->nd);
 }
 
+/* r's split dimension and the elements per index of it; false for a 0-d
+ * operation, which has none. */
+static bool binary_split(struct bin_args *r)
+{
+	if (r->nd == 0)
+		return false;
+	r->dim = 0;
+	while (r->dim < r->nd - 1 && r->oshape[r->dim] == 1)
+		r->dim++;
+	r->inner_a = r->inner_b = r->inner_o = 1;
+	for (int i = r->dim + 1; i < r->nd; i++) {
+		r->inner_a *= r->ashape[i];
+		r->inner_b *= r->bshape[i];
+		r->inner_o *= r->oshape[i];
+	}
+	return true;
+}
+
 static void binary_pool(struct cpu_dev *c, enum k_binop op, const float *a,
 			const int64_t *ashape, const float *b, const int64_t *bshape, float *out,
 			const int64_t *oshape, int nd)
 {
 	struct bin_args r = { op, a, b, out, ashape, bshape, oshape, nd, 0, 1, 1, 1 };
 
-	if (nd == 0) {
+	if (!binary_split(&r))
 		k_binary(op, a, ashape, b, bshape, out, oshape, nd);
-		return;
+	else
+		par_range(c, oshape[r.dim], rows_grain(r.inner_o), binary_range, &r);
+}
+
+/* Under narrow storage: a range of the split dimension, a few indices at a
+ * time (in L1), widens its slices of the operands into their twins, runs
+ * binary_range and rounds its slice of the output: one pass over memory
+ * where widening both operands whole, the operation and the rounding took
+ * four. The dimensions before the split one are 1, so a slice is
+ * contiguous; an operand broadcast along it was widened whole before. */
+struct bin_narrow {
+	struct bin_args r; /* on the twins */
+	enum k_dtype dt;
+	const char *a, *b;
+	char *out;
+};
+
+static void binary_narrow_range(const void *p, int64_t lo, int64_t hi)
+{
+	const struct bin_narrow *n = p;
+	const struct bin_args *r = &n->r;
+	size_t e = k_dtype_size(n->dt);
+	int64_t step = r->inner_o >= IN_L1 ? 1 : IN_L1 / r->inner_o;
+
+	for (int64_t c = lo; c < hi; c += step) {
+		int64_t ce = hi - c < step ? hi : c + step;
+
+		if (r->ashape[r->dim] > 1)
+			k_convert((float *)r->a + c * r->inner_a, K_F32,
+				  n->a + (size_t)(c * r->inner_a) * e, n->dt, (ce - c) * r->inner_a);
+		if (r->bshape[r->dim] > 1)
+			k_convert((float *)r->b + c * r->inner_b, K_F32,
+				  n->b + (size_t)(c * r->inner_b) * e, n->dt, (ce - c) * r->inner_b);
+		binary_range(r, c, ce);
+		k_convert(n->out + (size_t)(c * r->inner_o) * e, n->dt, r->out + c * r->inner_o,
+			  K_F32, (ce - c) * r->inner_o);
 	}
-	while (r.dim < nd - 1 && oshape[r.dim] == 1)
-		r.dim++;
-	for (int i = r.dim + 1; i < nd; i++) {
-		r.inner_a *= ashape[i];
-		r.inner_b *= bshape[i];
-		r.inner_o *= oshape[i];
-	}
-	par_range(c, oshape[r.dim], rows_grain(r.inner_o), binary_range, &r);
 }
 
 static int cpu_binary(struct dev *d, enum k_binop op, const float *a, const int64_t *ashape,
@@ -625,9 +682,20 @@ static int cpu_binary(struct dev *d, enum k_binop op, const float *a, const int6
 
 	if (!t)
 		return -1;
-	binary_pool(c, op, widen(c, t, a, na), ashape, widen(c, t + na, b, nb), bshape,
-		    t + na + nb, oshape, nd);
-	narrow_to(c, out, t + na + nb, no);
+	struct bin_narrow n = { { op, t, t + na, t + na + nb, ashape, bshape, oshape, nd, 0, 1, 1, 1 },
+				c->dt, (const char *)a, (const char *)b, (char *)out };
+
+	if (!binary_split(&n.r)) {
+		binary_pool(c, op, widen(c, t, a, na), ashape, widen(c, t + na, b, nb), bshape,
+			    t + na + nb, oshape, nd);
+		narrow_to(c, out, t + na + nb, no);
+		return 0;
+	}
+	if (ashape[n.r.dim] == 1)
+		widen(c, t, a, na);
+	if (bshape[n.r.dim] == 1)
+		widen(c, t + na, b, nb);
+	par_range(c, oshape[n.r.dim], rows_grain(n.r.inner_o), binary_narrow_range, &n);
 	return 0;
 }
 
