@@ -269,21 +269,26 @@ static void narrow_to(struct cpu_dev *c, void *dst, const float *t, int64_t n)
 	conv(c, dst, c->dt, t, K_F32, n);
 }
 
-/* A row-wise op under narrow storage in one pass of the pool: each range
- * widens its rows of x (n elements a row, rows x_stride apart) into its rows
- * of the contiguous twin t, runs fn over them (fn's arguments read and write
- * t), and rounds them into y's (y_stride apart) — a few rows at a time, in
- * L1, where widening all of x, the op over all of it and rounding all of y
- * took three passes and three dispatches (docs/performance.md, 2026-12-07).
- * x may be y.
- * Without narrow storage, fn over the rows. */
+/* A row-wise op in one pass of the pool: fn(args, lo, hi, x, y) computes
+ * rows [lo, hi) from float32 rows at x into float32 rows at y (row strides
+ * are fn's to know). Without narrow storage x and y are the op's own rows
+ * (x_stride, y_stride apart). Under narrow storage each range widens a few
+ * of its rows at a time (IN_L1 floats) into its share of the contiguous
+ * twin t, runs fn on them in place and rounds them into y's rows: the twin
+ * rows at the range's start are reused for each chunk, so they stay in L1,
+ * where widening all of x, the op over all of it and rounding all of y took
+ * three passes and three dispatches (docs/performance.md, 2026-12-07).
+ * x may be y. */
+typedef void rows_fn(const void *args, int64_t lo, int64_t hi, const float *x, float *y);
+
 struct rows_pass {
+	bool narrow;
 	enum k_dtype dt;
 	const char *x;
 	char *y;
 	float *t;
 	int64_t n, x_stride, y_stride;
-	void (*fn)(const void *args, int64_t lo, int64_t hi);
+	rows_fn *fn;
 	const void *args;
 };
 
@@ -296,30 +301,32 @@ static void rows_pass_range(const void *p, int64_t lo, int64_t hi)
 	const struct rows_pass *r = p;
 	size_t e = k_dtype_size(r->dt);
 	int64_t step = r->n >= IN_L1 ? 1 : IN_L1 / r->n;
+	float *t = r->t + lo * r->n;
 
+	if (!r->narrow) {
+		r->fn(r->args, lo, hi, (const float *)r->x + lo * r->x_stride,
+		      (float *)r->y + lo * r->y_stride);
+		return;
+	}
 	for (int64_t c = lo; c < hi; c += step) {
 		int64_t ce = hi - c < step ? hi : c + step;
 
 		for (int64_t i = c; i < ce; i++)
-			k_convert(r->t + i * r->n, K_F32, r->x + (size_t)(i * r->x_stride) * e,
+			k_convert(t + (i - c) * r->n, K_F32, r->x + (size_t)(i * r->x_stride) * e,
 				  r->dt, r->n);
-		r->fn(r->args, c, ce);
+		r->fn(r->args, c, ce, t, t);
 		for (int64_t i = c; i < ce; i++)
-			k_convert(r->y + (size_t)(i * r->y_stride) * e, r->dt, r->t + i * r->n,
+			k_convert(r->y + (size_t)(i * r->y_stride) * e, r->dt, t + (i - c) * r->n,
 				  K_F32, r->n);
 	}
 }
 
-static void par_rows(struct cpu_dev *c, int64_t rows, int64_t n,
-		     void (*fn)(const void *args, int64_t lo, int64_t hi), const void *args,
+static void par_rows(struct cpu_dev *c, int64_t rows, int64_t n, rows_fn *fn, const void *args,
 		     const void *x, int64_t x_stride, void *y, int64_t y_stride, float *t)
 {
-	struct rows_pass r = { c->dt, x, y, t, n, x_stride, y_stride, fn, args };
+	struct rows_pass r = { narrow(c), c->dt, x, y, t, n, x_stride, y_stride, fn, args };
 
-	if (narrow(c))
-		par_range(c, rows, rows_grain(n), rows_pass_range, &r);
-	else
-		par_range(c, rows, rows_grain(n), fn, args);
+	par_range(c, rows, rows_grain(n), rows_pass_range, &r);
 }
 
 static int cpu_set_dtype(struct dev *d, dtpc_dtype t)
@@ -375,30 +382,28 @@ static int cpu_linear_act(struct dev *d, const float *x, const float *w, const f
 }
 
 struct norm_args {
-	const float *x, *w, *b;
-	float *y;
+	const float *w, *b;
 	int64_t n, group;
 	float eps;
 };
 
-static void layer_norm_range(const void *a, int64_t lo, int64_t hi)
+static void layer_norm_range(const void *a, int64_t lo, int64_t hi, const float *x, float *y)
 {
 	const struct norm_args *r = a;
 
-	k_layer_norm(r->x + lo * r->n, r->y + lo * r->n, hi - lo, r->n, r->eps, r->w, r->b);
+	k_layer_norm(x, y, hi - lo, r->n, r->eps, r->w, r->b);
 }
 
 static int cpu_layer_norm(struct dev *d, const float *x, float *y, int64_t rows, int64_t n,
 			  float eps, const float *w, const float *b)
 {
 	struct cpu_dev *c = cpu(d);
-	struct norm_args a = { .x = x, .w = w, .b = b, .y = y, .n = n, .eps = eps };
+	struct norm_args a = { .w = w, .b = b, .n = n, .eps = eps };
 	float *t = NULL;
 
 	if (narrow(c)) {
 		if (!(t = twins(c, (size_t)(rows * n + 2 * n))))
 			return -1;
-		a.x = a.y = t;
 		a.w = widen(c, t + rows * n, w, n);
 		a.b = widen(c, t + rows * n + n, b, n);
 	}
@@ -406,24 +411,23 @@ static int cpu_layer_norm(struct dev *d, const float *x, float *y, int64_t rows,
 	return 0;
 }
 
-static void rms_norm_range(const void *a, int64_t lo, int64_t hi)
+static void rms_norm_range(const void *a, int64_t lo, int64_t hi, const float *x, float *y)
 {
 	const struct norm_args *r = a;
 
-	k_rms_norm(r->x + lo * r->n, r->y + lo * r->n, hi - lo, r->n, r->group, r->eps, r->w);
+	k_rms_norm(x, y, hi - lo, r->n, r->group, r->eps, r->w);
 }
 
 static int cpu_rms_norm(struct dev *d, const float *x, float *y, int64_t rows, int64_t n,
 			int64_t group, float eps, const float *w)
 {
 	struct cpu_dev *c = cpu(d);
-	struct norm_args a = { .x = x, .w = w, .y = y, .n = n, .group = group, .eps = eps };
+	struct norm_args a = { .w = w, .n = n, .group = group, .eps = eps };
 	float *t = NULL;
 
 	if (narrow(c)) {
 		if (!(t = twins(c, (size_t)(rows * n + group))))
 			return -1;
-		a.x = a.y = t;
 		a.w = widen(c, t + rows * n, w, group);
 	}
 	par_rows(c, rows, n, rms_norm_range, &a, x, n, y, n, t);
@@ -579,22 +583,31 @@ struct bin_args {
 	int64_t inner_a, inner_b, inner_o; /* elements per index of dim */
 };
 
-static void binary_range(const void *p, int64_t lo, int64_t hi)
+/* k_binary on indices [lo, hi) of r's split dimension, the operands'
+ * slices at a, b and out (a whole operand where it is broadcast along it). */
+static void binary_views(const struct bin_args *r, int64_t lo, int64_t hi, const float *a,
+			 const float *b, float *out)
 {
-	const struct bin_args *r = p;
 	int64_t as[K_MAX_DIMS], bs[K_MAX_DIMS], os[K_MAX_DIMS];
-	bool wa = r->ashape[r->dim] > 1, wb = r->bshape[r->dim] > 1;
 
 	memcpy(as, r->ashape, (size_t)r->nd * sizeof *as);
 	memcpy(bs, r->bshape, (size_t)r->nd * sizeof *bs);
 	memcpy(os, r->oshape, (size_t)r->nd * sizeof *os);
 	os[r->dim] = hi - lo;
-	if (wa)
+	if (as[r->dim] > 1)
 		as[r->dim] = hi - lo;
-	if (wb)
+	if (bs[r->dim] > 1)
 		bs[r->dim] = hi - lo;
-	k_binary(r->op, r->a + (wa ? lo * r->inner_a : 0), as, r->b + (wb ? lo * r->inner_b : 0),
-		 bs, r->out + lo * r->inner_o, os, r->nd);
+	k_binary(r->op, a, as, b, bs, out, os, r->nd);
+}
+
+static void binary_range(const void *p, int64_t lo, int64_t hi)
+{
+	const struct bin_args *r = p;
+	bool wa = r->ashape[r->dim] > 1, wb = r->bshape[r->dim] > 1;
+
+	binary_views(r, lo, hi, r->a + (wa ? lo * r->inner_a : 0), r->b + (wb ? lo * r->inner_b : 0),
+		     r->out + lo * r->inner_o);
 }
 
 /* r's split dimension and the elements per index of it; false for a 0-d
@@ -628,11 +641,12 @@ static void binary_pool(struct cpu_dev *c, enum k_binop op, const float *a,
 }
 
 /* Under narrow storage: a range of the split dimension, a few indices at a
- * time (in L1), widens its slices of the operands into their twins, runs
- * binary_range and rounds its slice of the output: one pass over memory
- * where widening both operands whole, the operation and the rounding took
- * four. The dimensions before the split one are 1, so a slice is
- * contiguous; an operand broadcast along it was widened whole before. */
+ * time, widens its slices of the operands into twins, computes and rounds
+ * its slice of the output: one pass over memory where widening both
+ * operands whole, the operation and the rounding took four. Every chunk
+ * reuses the twins at the range's start, so they stay in L1. The
+ * dimensions before the split one are 1, so a slice is contiguous; an
+ * operand broadcast along it was widened whole before. */
 struct bin_narrow {
 	struct bin_args r; /* on the twins */
 	enum k_dtype dt;
@@ -646,19 +660,23 @@ static void binary_narrow_range(const void *p, int64_t lo, int64_t hi)
 	const struct bin_args *r = &n->r;
 	size_t e = k_dtype_size(n->dt);
 	int64_t step = r->inner_o >= IN_L1 ? 1 : IN_L1 / r->inner_o;
+	bool wa = r->ashape[r->dim] > 1, wb = r->bshape[r->dim] > 1;
+	float *ta = (float *)r->a + (wa ? lo * r->inner_a : 0);
+	float *tb = (float *)r->b + (wb ? lo * r->inner_b : 0);
+	float *to = r->out + lo * r->inner_o;
 
 	for (int64_t c = lo; c < hi; c += step) {
 		int64_t ce = hi - c < step ? hi : c + step;
 
-		if (r->ashape[r->dim] > 1)
-			k_convert((float *)r->a + c * r->inner_a, K_F32,
-				  n->a + (size_t)(c * r->inner_a) * e, n->dt, (ce - c) * r->inner_a);
-		if (r->bshape[r->dim] > 1)
-			k_convert((float *)r->b + c * r->inner_b, K_F32,
-				  n->b + (size_t)(c * r->inner_b) * e, n->dt, (ce - c) * r->inner_b);
-		binary_range(r, c, ce);
-		k_convert(n->out + (size_t)(c * r->inner_o) * e, n->dt, r->out + c * r->inner_o,
-			  K_F32, (ce - c) * r->inner_o);
+		if (wa)
+			k_convert(ta, K_F32, n->a + (size_t)(c * r->inner_a) * e, n->dt,
+				  (ce - c) * r->inner_a);
+		if (wb)
+			k_convert(tb, K_F32, n->b + (size_t)(c * r->inner_b) * e, n->dt,
+				  (ce - c) * r->inner_b);
+		binary_views(r, c, ce, ta, tb, to);
+		k_convert(n->out + (size_t)(c * r->inner_o) * e, n->dt, to, K_F32,
+			  (ce - c) * r->inner_o);
 	}
 }
 
@@ -701,12 +719,11 @@ static int cpu_binary(struct dev *d, enum k_binop op, const float *a, const int6
 
 /* Rows of [B, S, ...] split over positions; a range never crosses a batch. */
 struct seq_args {
-	const float *x, *shift, *scale;
-	float *y;
-	int64_t S, H, s_stride, x_stride, y_stride;
+	const float *shift, *scale;
+	int64_t S, H, s_stride;
 };
 
-static void modulate_range(const void *a, int64_t lo, int64_t hi)
+static void modulate_range(const void *a, int64_t lo, int64_t hi, const float *x, float *y)
 {
 	const struct seq_args *r = a;
 	/* per-batch shift / scale rows are H apart, per-position ones S * H */
@@ -717,8 +734,8 @@ static void modulate_range(const void *a, int64_t lo, int64_t hi)
 		int64_t ns = hi - row < r->S - s0 ? hi - row : r->S - s0;
 		int64_t off = b * b_stride + s0 * r->s_stride;
 
-		k_modulate(r->x + row * r->H, r->shift + off, r->scale + off, r->y + row * r->H, 1,
-			   ns, r->H, r->s_stride);
+		k_modulate(x + (row - lo) * r->H, r->shift + off, r->scale + off,
+			   y + (row - lo) * r->H, 1, ns, r->H, r->s_stride);
 		row += ns;
 	}
 }
@@ -727,15 +744,13 @@ static int cpu_modulate(struct dev *d, const float *x, const float *shift, const
 			float *y, int64_t B, int64_t S, int64_t H, int64_t s_stride)
 {
 	struct cpu_dev *c = cpu(d);
-	struct seq_args a = { .x = x, .shift = shift, .scale = scale, .y = y, .S = S, .H = H,
-			      .s_stride = s_stride };
+	struct seq_args a = { .shift = shift, .scale = scale, .S = S, .H = H, .s_stride = s_stride };
 	int64_t n = B * S * H, ns = s_stride ? n : B * H;
 	float *t = NULL;
 
 	if (narrow(c)) {
 		if (!(t = twins(c, (size_t)(n + 2 * ns))))
 			return -1;
-		a.x = a.y = t;
 		a.shift = widen(c, t + n, shift, ns);
 		a.scale = widen(c, t + n + ns, scale, ns);
 	}
@@ -782,7 +797,7 @@ struct rope_args {
 	bool half, per_head;
 };
 
-static void rope_range(const void *a, int64_t lo, int64_t hi)
+static void rope_range(const void *a, int64_t lo, int64_t hi, const float *x0, float *y0)
 {
 	const struct rope_args *r = a;
 
@@ -790,8 +805,8 @@ static void rope_range(const void *a, int64_t lo, int64_t hi)
 		int64_t s0 = row % r->S, ns = hi - row < r->S - s0 ? hi - row : r->S - s0;
 		int64_t tw = k_rope_table_width(r->heads, r->R, r->per_head);
 		const float *cos = r->cos + s0 * tw, *sin = r->sin + s0 * tw;
-		const float *x = r->x + row * r->x_stride;
-		float *y = r->y + row * r->y_stride;
+		const float *x = x0 + (row - lo) * r->x_stride;
+		float *y = y0 + (row - lo) * r->y_stride;
 
 		if (r->half)
 			k_rope_half(x, r->x_stride, cos, sin, y, r->y_stride, 1, ns, r->heads, r->D,
@@ -815,7 +830,6 @@ static int rope_rows(struct dev *d, struct rope_args a, int64_t B)
 		/* x as a contiguous twin, rotated in place */
 		if (!(t = twins(c, (size_t)(n + 2 * S * R))))
 			return -1;
-		a.x = a.y = t;
 		a.x_stride = a.y_stride = W;
 		a.cos = widen(c, t + n, a.cos, S * R);
 		a.sin = widen(c, t + n + S * R, a.sin, S * R);

@@ -68,11 +68,12 @@ void k_activation(enum k_act act, const float *x, float *y, int64_t n)
 	assert(!"k_activation: not an activation");
 }
 
-/* 16 floats, loaded and stored through memcpy: a whole vector is read
- * before it is written, so o may be a or b themselves (an in-place add),
- * which a plain loop would have to check before GCC's -O2 vectorised it
- * (it does not: the rows ran a float a cycle). */
-typedef float vf16 __attribute__((vector_size(64)));
+/* 4 floats (the baseline's vector), loaded and stored through memcpy: a
+ * whole vector is read before it is written, so o may be a or b themselves
+ * (an in-place add), which a plain loop would have to check before GCC's
+ * -O2 vectorised it (it does not: the rows ran a float a cycle). */
+#define VF 4
+typedef float vf __attribute__((vector_size(VF * 4)));
 
 /* One innermost row of k_binary. Always inlined with a constant op, so each
  * caller gets branch-free loops specialised for the op and for which operand
@@ -85,8 +86,8 @@ binary_row(enum k_binop op, const float *a, int64_t sa, const float *b, int64_t 
 	int64_t i = 0;
 
 	if (sa && sb) {
-		for (; i + 16 <= n; i += 16) {
-			vf16 x, y;
+		for (; i + VF <= n; i += VF) {
+			vf x, y;
 
 			memcpy(&x, a + i, sizeof x);
 			memcpy(&y, b + i, sizeof y);
@@ -98,8 +99,8 @@ binary_row(enum k_binop op, const float *a, int64_t sa, const float *b, int64_t 
 	} else if (sa) {
 		float bv = *b;
 
-		for (; i + 16 <= n; i += 16) {
-			vf16 x;
+		for (; i + VF <= n; i += VF) {
+			vf x;
 
 			memcpy(&x, a + i, sizeof x);
 			x = K_APPLY(x, bv);
@@ -110,8 +111,8 @@ binary_row(enum k_binop op, const float *a, int64_t sa, const float *b, int64_t 
 	} else if (sb) {
 		float av = *a;
 
-		for (; i + 16 <= n; i += 16) {
-			vf16 y;
+		for (; i + VF <= n; i += VF) {
+			vf y;
 
 			memcpy(&y, b + i, sizeof y);
 			y = K_APPLY(av, y);
