@@ -108,6 +108,9 @@ enum k_act { K_ACT_GELU, K_ACT_GELU_TANH, K_ACT_SILU };
 /* y = act(x) for n floats, computed by k_gelu or k_silu. y may equal x.
  * Callers own all buffers. */
 void k_activation(enum k_act act, const float *x, float *y, int64_t n);
+/* k_activation in place on rows x cols of y, rows ld apart, choosing the
+ * vector kernel once for all rows (a GEMM's epilogue on its tiles). */
+void k_activation_rows(enum k_act act, float *y, int64_t ld, int64_t rows, int64_t cols);
 
 /* Linear + activation, y = act(x . w^T + b), with the activation applied to
  * each block of y by the task that computed it, right after the block's

@@ -149,9 +149,8 @@ AVX512 static void f32_block(const float *x, const float *w, const float *b, flo
 
 				f32_tile_rows(mr, x + i * k + l0, k, kc, panel, bias, y + i * n + j,
 					      n, nc, l0 == 0);
-				for (int r = 0; act && l0 + kc == k && r < mr; r++)
-					k_activation(*act, y + (i + r) * n + j, y + (i + r) * n + j,
-						     nc);
+				if (act && l0 + kc == k)
+					k_activation_rows(*act, y + i * n + j, n, mr, nc);
 			}
 		}
 	}
