@@ -248,8 +248,12 @@ AMX_T static void attn_bf16_block(const struct attn_bf16_job *J, int64_t b, int6
 
 			km[c] = left >= 16 ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
 		}
-		/* S, 32 keys at a time: tiles 4-7 are its 2 x 2 blocks of 16 */
-		for (int64_t jh = 0; jh < AB_TK; jh += 32) {
+		/* S, 32 keys at a time: tiles 4-7 are its 2 x 2 blocks of 16;
+		 * quarters wholly past Skv are neither computed nor read (the
+		 * softmax's loads are masked), and P V skips them too */
+		const int64_t quarters = round_up(nk, 32);
+
+		for (int64_t jh = 0; jh < quarters; jh += 32) {
 			k_amx_zero_sums();
 			for (int64_t p0 = 0; p0 < P; p0 += 16)
 				k_amx_step(w->qb + 2 * p0, w->qb + 16 * D + 2 * p0, D * 2,
@@ -263,8 +267,9 @@ AMX_T static void attn_bf16_block(const struct attn_bf16_job *J, int64_t b, int6
 			__m512 sv[AB_TK / 16], mv4 = ninf;
 
 			for (int c = 0; c < AB_TK / 16; c++) {
-				sv[c] = _mm512_mask_mul_ps(ninf, km[c],
-							   _mm512_load_ps(w->s + r * AB_TK + 16 * c), sc);
+				sv[c] = _mm512_mask_mul_ps(
+					ninf, km[c], _mm512_maskz_load_ps(km[c], w->s + r * AB_TK + 16 * c),
+					sc);
 				mv4 = _mm512_max_ps(mv4, sv[c]);
 			}
 			float mx = fmaxf(w->m[r], _mm512_reduce_max_ps(mv4));
@@ -290,7 +295,7 @@ AMX_T static void attn_bf16_block(const struct attn_bf16_job *J, int64_t b, int6
 		 * keys each */
 		for (int64_t c = 0; c < Dv; c += 32) {
 			k_amx_zero_sums();
-			for (int64_t jh = 0; jh < AB_TK; jh += 32)
+			for (int64_t jh = 0; jh < quarters; jh += 32)
 				k_amx_step(w->pb + jh, w->pb + 16 * AB_TK + jh, AB_TK * 2,
 					   w->vp + (j0 + jh) / 2 * Dv + c,
 					   w->vp + (j0 + jh) / 2 * Dv + c + 16, Dv * 4);

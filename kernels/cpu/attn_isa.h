@@ -61,6 +61,28 @@ INLINE V NAME(exp_reduced)(V x, V *n_out)
 	return p * (r * r) + r + 1.0f;
 }
 
+#if VW == 16
+/* AVX-512: e^r from exp_reduced scaled by 2^n in one VSCALEFPS, which
+ * rounds once, to inf above the largest float and through the subnormals
+ * to 0 below: the value of the two-factor form below, in 12 fewer
+ * instructions (the clamps keep inf - inf out of the reduction; min and
+ * max return their second operand, x, when it is NaN). */
+INLINE V NAME(vexp)(V x)
+{
+	V n;
+
+	x = (V)_mm512_min_ps(_mm512_set1_ps(89.0f),
+			     _mm512_max_ps(_mm512_set1_ps(-105.0f), (__m512)x));
+	V y = NAME(exp_reduced)(x, &n);
+
+	return (V)_mm512_scalef_ps((__m512)y, (__m512)n);
+}
+
+INLINE V NAME(vexp_softmax)(V x)
+{
+	return NAME(vexp)(x);
+}
+#else
 /* exp(x): e^r from exp_reduced and 2^n built in the exponent bits as two
  * factors 2^(n/2) 2^(n - n/2), so that the largest results overflow to inf
  * and the smallest fall through the subnormals to 0 as expf does (below
@@ -95,6 +117,7 @@ INLINE V NAME(vexp_softmax)(V x)
 
 	return y * (V)((__builtin_convertvector(n, VI) + 127) << 23);
 }
+#endif
 
 void NAME(k_vexp)(const float *x, float *y, int64_t n);
 void NAME(k_vexp)(const float *x, float *y, int64_t n)
