@@ -222,6 +222,44 @@ AMX_T static void attn_bf16_pack(const struct attn_bf16_job *J, const uint16_t *
 	}
 }
 
+/* The online softmax of a block's S rows (nv vectors of 16 keys each, km
+ * masking the keys past Skv): each row's new max, its correction alpha and
+ * sum, and P rounded to bf16 into pb. */
+AMX_T __attribute__((always_inline)) static inline void
+attn_bf16_softmax(const struct attn_bf16_job *J, const struct attn_bf16_ws *w,
+		  const __mmask16 *km, int nv)
+{
+	const __m512 sc = _mm512_set1_ps(J->scale), ninf = _mm512_set1_ps(-INFINITY);
+
+	for (int64_t r = 0; r < AB_TQ; r++) {
+		__m512 sv[AB_TK / 16], mv4 = ninf;
+
+		for (int c = 0; c < nv; c++) {
+			sv[c] = _mm512_mask_mul_ps(
+				ninf, km[c], _mm512_maskz_load_ps(km[c], w->s + r * AB_TK + 16 * c), sc);
+			mv4 = _mm512_max_ps(mv4, sv[c]);
+		}
+		float mx = fmaxf(w->m[r], _mm512_reduce_max_ps(mv4));
+		__m512 mv = _mm512_set1_ps(mx), sum = _mm512_setzero_ps();
+
+		for (int c = 0; c < nv; c++) {
+			/* keys past Skv weigh 0 */
+			sv[c] = _mm512_maskz_mov_ps(km[c], (__m512)vexp_softmax_avx512(
+							    (vf_avx512)_mm512_sub_ps(sv[c], mv)));
+			sum = _mm512_add_ps(sum, sv[c]);
+		}
+		/* the first block: m = -inf, l = 0 and O = 0, any factor */
+		float a = w->m[r] == -INFINITY ? 0.0f : expf(w->m[r] - mx);
+
+		w->alpha[r] = a;
+		w->l[r] = w->l[r] * a + _mm512_reduce_add_ps(sum);
+		w->m[r] = mx;
+		for (int c = 0; c < nv; c += 2)
+			_mm512_store_si512(w->pb + r * AB_TK + 16 * c,
+					   (__m512i)_mm512_cvtne2ps_pbh(sv[c + 1], sv[c]));
+	}
+}
+
 /* One query block: rows [i0, i0 + nq) of head h, batch b, against every key. */
 AMX_T static void attn_bf16_block(const struct attn_bf16_job *J, int64_t b, int64_t h,
 				  int64_t i0, const struct attn_bf16_ws *w)
@@ -261,36 +299,12 @@ AMX_T static void attn_bf16_block(const struct attn_bf16_job *J, int64_t b, int6
 					   sp * 4);
 			k_amx_store_sums(w->s + jh, AB_TK);
 		}
-		const __m512 sc = _mm512_set1_ps(J->scale), ninf = _mm512_set1_ps(-INFINITY);
-
-		for (int64_t r = 0; r < AB_TQ; r++) {
-			__m512 sv[AB_TK / 16], mv4 = ninf;
-
-			for (int c = 0; c < AB_TK / 16; c++) {
-				sv[c] = _mm512_mask_mul_ps(
-					ninf, km[c], _mm512_maskz_load_ps(km[c], w->s + r * AB_TK + 16 * c),
-					sc);
-				mv4 = _mm512_max_ps(mv4, sv[c]);
-			}
-			float mx = fmaxf(w->m[r], _mm512_reduce_max_ps(mv4));
-			__m512 mv = _mm512_set1_ps(mx), sum = _mm512_setzero_ps();
-
-			for (int c = 0; c < AB_TK / 16; c++) {
-				/* keys past Skv weigh 0 (vexp_softmax stops at e^-87) */
-				sv[c] = _mm512_maskz_mov_ps(km[c], (__m512)vexp_softmax_avx512(
-								    (vf_avx512)_mm512_sub_ps(sv[c], mv)));
-				sum = _mm512_add_ps(sum, sv[c]);
-			}
-			/* the first block: m = -inf, l = 0 and O = 0, any factor */
-			float a = w->m[r] == -INFINITY ? 0.0f : expf(w->m[r] - mx);
-
-			w->alpha[r] = a;
-			w->l[r] = w->l[r] * a + _mm512_reduce_add_ps(sum);
-			w->m[r] = mx;
-			for (int c = 0; c < AB_TK / 16; c += 2)
-				_mm512_store_si512(w->pb + r * AB_TK + 16 * c,
-						   (__m512i)_mm512_cvtne2ps_pbh(sv[c + 1], sv[c]));
-		}
+		/* a whole block with the vector count a constant: sv stays in
+		 * registers; the last, partial one only as far as its keys go */
+		if (quarters == AB_TK)
+			attn_bf16_softmax(J, w, km, AB_TK / 16);
+		else
+			attn_bf16_softmax(J, w, km, (int)(quarters / 16));
 		/* O = O alpha + P V, 32 columns of Dv at a time, k-steps of 32
 		 * keys each */
 		for (int64_t c = 0; c < Dv; c += 32) {
