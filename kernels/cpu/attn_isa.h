@@ -61,7 +61,7 @@ INLINE V NAME(exp_reduced)(V x, V *n_out)
 	return p * (r * r) + r + 1.0f;
 }
 
-#if VW == 16
+#if VW == 16 && defined(__AVX512F__) /* GCC's target pragma defines it; clang ignores the pragma */
 /* AVX-512: e^r from exp_reduced scaled by 2^n in one VSCALEFPS, which
  * rounds once, to inf above the largest float and through the subnormals
  * to 0 below: the value of the two-factor form below, in 12 fewer
