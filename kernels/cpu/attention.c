@@ -330,12 +330,13 @@ AMX_T static void attn_bf16_block(const struct attn_bf16_job *J, int64_t b, int6
 
 	for (int64_t r = 0; r < nq; r++) {
 		/* l = 0 cannot happen without a mask; kept as k_attention has it */
-		float inv = w->l[r] == 0.0f ? 0.0f : 1.0f / w->l[r];
-		float *o = w->o + r * Dv;
+		const __m512 inv = _mm512_set1_ps(w->l[r] == 0.0f ? 0.0f : 1.0f / w->l[r]);
+		const float *o = w->o + r * Dv;
 
-		for (int64_t d = 0; d < Dv; d++)
-			o[d] *= inv;
-		k_convert(out + r * J->H * Dv, K_BF16, o, K_F32, Dv);
+		/* Dv is a multiple of 32; rounded as k_convert rounds */
+		for (int64_t d = 0; d < Dv; d += 16)
+			_mm256_storeu_si256((__m256i *)(out + r * J->H * Dv + d),
+					    k_round_bf16x16(_mm512_mul_ps(_mm512_load_ps(o + d), inv)));
 		if (J->lse)
 			J->lse[(b * J->H + h) * J->Sq + i0 + r] =
 				w->l[r] == 0.0f ? -INFINITY : w->m[r] + logf(w->l[r]);
