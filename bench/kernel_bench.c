@@ -21,6 +21,10 @@
  * tokens take seconds a call here and the fusion saves per row what it
  * saves at any m. Printed as the ratio of the pair's time to the fused one.
  *
+ * The bf16 rows run the AMX attention (where the CPU has AMX) on the same
+ * random operands rounded to bf16, 1 thread: mid Flux and one step of ring 2
+ * on it (576 queries against 576 keys).
+ *
  * Prints a table; --json FILE writes the figures. */
 #include <cblas.h>
 #include <stdbool.h>
@@ -99,6 +103,22 @@ static void run_attn(void *p)
 	struct attn_arg *a = p;
 	k_attention_pool(a->pool, a->q, a->H * a->D, a->k, a->H * a->D, a->v, a->H * a->D, NULL, a->out,
 			 a->lse, 1, a->S, a->S, a->H, a->D, a->D, a->ws);
+}
+
+/* The same operands rounded to bf16, through the AMX kernel (the CPU
+ * device's bf16 attention where it can: kernels.h). */
+struct attn_bf16_arg {
+	uint16_t *q, *k, *v, *out;
+	float *lse;
+	long S, H, D;
+	void *ws;
+};
+
+static void run_attn_bf16(void *p)
+{
+	struct attn_bf16_arg *a = p;
+	k_attention_bf16_pool(NULL, a->q, a->H * a->D, a->k, a->H * a->D, a->v, a->H * a->D, a->out,
+			      a->lse, 1, a->S, a->S, a->H, a->D, a->D, a->ws);
 }
 
 static struct row rows[32];
@@ -211,6 +231,36 @@ static double attn_row(const char *what, long S, long H, long D, int threads, un
 	return rows[nrows - 1].gflops;
 }
 
+/* A row of the AMX attention, 1 thread; no row where the CPU has no AMX. */
+static void attn_bf16_row(const char *what, long S, long H, long D, unsigned *seed)
+{
+	size_t n = (size_t)(S * H * D);
+
+	if (!k_attention_bf16_available(D, D)) {
+		printf("(%s: skipped, no AMX here)\n", what);
+		return;
+	}
+	struct attn_bf16_arg a = { malloc(n * 2), malloc(n * 2), malloc(n * 2), malloc(n * 2),
+				   malloc((size_t)(S * H) * 4), S, H, D,
+				   aligned_alloc(64, (k_attention_bf16_workspace(S, D, D) + 63) / 64 * 64) };
+	uint16_t *ops[3] = { a.q, a.k, a.v };
+
+	for (int i = 0; i < 3; i++) {
+		float *f = randn(n, seed);
+
+		k_convert(ops[i], K_BF16, f, K_F32, (int64_t)n);
+		free(f);
+	}
+	clock_id = CLOCK_THREAD_CPUTIME_ID;
+	double t = median_of(5, run_attn_bf16, &a);
+	rows[nrows++] = (struct row){ what, S, S, D, t, 4.0 * S * S * D * H / t * 1e-9 };
+	for (int i = 0; i < 3; i++)
+		free(ops[i]);
+	free(a.out);
+	free(a.lse);
+	free(a.ws);
+}
+
 int main(int argc, char **argv)
 {
 	const char *json = argc == 3 && !strcmp(argv[1], "--json") ? argv[2] : NULL;
@@ -233,6 +283,8 @@ int main(int argc, char **argv)
 	a[3] = attn_row("attention 8 x 128, with LSE", 2048, 8, 128, 1, &seed);
 	attn_row("attention mid Flux 8 x 64", 1152, 8, 64, 1, &seed);
 	attn_row("attention mid Flux 8 x 64, 2 threads", 1152, 8, 64, 2, &seed);
+	attn_bf16_row("attention bf16 (AMX) mid Flux 8 x 64", 1152, 8, 64, &seed);
+	attn_bf16_row("attention bf16 (AMX) ring 2 step 8 x 64", 576, 8, 64, &seed);
 	double fuse_f32 = act_rows("Flux mlp f32: linear, then gelu_tanh", "Flux mlp f32: linear_act",
 				   K_F32, 256, 12288, 3072, &seed);
 	double fuse_bf16 = act_rows("Flux mlp bf16: linear, then gelu_tanh",
