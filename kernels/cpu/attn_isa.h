@@ -253,9 +253,11 @@ static void NAME(attn_block)(const struct attn_job *J, int64_t b, int64_t h, int
 	 * past the block's end are zeros and their results are dropped.
 	 * Row by row: the rows lie H D apart, and read down a column they
 	 * would fight over a few of L1's sets. */
+	const float scale = J->scale; /* a local: the stores to qt could alias J */
+
 	for (int64_t i = 0; i < nq; i++)
 		for (int64_t d = 0; d < D; d++)
-			qt[d * ATT_TQ + i] = q[i * J->q_stride + d] * J->scale;
+			qt[d * ATT_TQ + i] = q[i * J->q_stride + d] * scale;
 	for (int64_t d = 0; nq < ATT_TQ && d < D; d++)
 		for (int64_t i = nq; i < ATT_TQ; i++)
 			qt[d * ATT_TQ + i] = 0.0f;
@@ -289,8 +291,18 @@ static void NAME(attn_block)(const struct attn_job *J, int64_t b, int64_t h, int
 			mx[c] = *(VU *)(m + c * VW);
 			sum[c] = (V){ 0 };
 		}
-		for (int64_t j = 0; j < nk; j++) {
-			if (mk && mk[j] == 0.0f)
+		/* without a mask, a loop with no exit but its end, so the maxima
+		 * stay in registers */
+		for (int64_t j = 0; !mk && j < nk; j++) {
+#pragma GCC unroll 16
+			for (int c = 0; c < ATT_TQ / VW; c++) {
+				V sj = *(VU *)(s + j * ATT_TQ + c * VW);
+
+				mx[c] = NAME(sel)((VI)(sj > mx[c]), sj, mx[c]);
+			}
+		}
+		for (int64_t j = 0; mk && j < nk; j++) {
+			if (mk[j] == 0.0f)
 				continue;
 			for (int c = 0; c < ATT_TQ / VW; c++) {
 				V sj = *(VU *)(s + j * ATT_TQ + c * VW);
@@ -334,9 +346,13 @@ static void NAME(attn_block)(const struct attn_job *J, int64_t b, int64_t h, int
 		/* l = 0: every key masked, an empty row: zeros, and an LSE of
 		 * -inf that the ring merge reads as empty (a NaN l stays NaN) */
 		float inv = l[i] == 0.0f ? 0.0f : 1.0f / l[i];
+		float *oi = out + i * J->H * Dv;
+		int64_t d = 0;
 
-		for (int64_t d = 0; d < Dv; d++)
-			out[i * J->H * Dv + d] = o[i * Dvr + d] * inv;
+		for (; d + VW <= Dv; d += VW)
+			*(VU *)(oi + d) = *(VU *)(o + i * Dvr + d) * inv;
+		for (; d < Dv; d++)
+			oi[d] = o[i * Dvr + d] * inv;
 		if (J->lse)
 			J->lse[(b * J->H + h) * J->Sq + i0 + i] =
 				l[i] == 0.0f ? -INFINITY : m[i] + logf(l[i]);
