@@ -56,6 +56,15 @@ struct attn_job {
 	size_t ws_bytes;
 };
 
+/* In a workspace layout function (w, base, off): the next part, w.field,
+ * at base + off (NULL while base is NULL: only measuring), 64-byte
+ * aligned. */
+#define PART(field, count)                                                      \
+	do {                                                                    \
+		w.field = (void *)(base ? base + off : NULL);                   \
+		off += ((size_t)(count) * sizeof *w.field + 63) / 64 * 64;      \
+	} while (0)
+
 /* One worker's workspace, each part 64-byte aligned: Q^T, S^T, O and the
  * softmax's max / sum / rescale of a query block, and the head's keys and
  * values packed (attn_isa.h's attn_pack). */
@@ -68,11 +77,6 @@ static struct attn_ws attn_layout(char *base, int64_t skv_pad, int64_t D, int64_
 {
 	struct attn_ws w = { 0 };
 	size_t off = 0;
-#define PART(field, count)                                                      \
-	do {                                                                    \
-		w.field = (void *)(base ? base + off : NULL);                   \
-		off += ((size_t)(count) * sizeof *w.field + 63) / 64 * 64;      \
-	} while (0)
 	PART(qt, D * ATT_TQ);
 	PART(s, ATT_TK * ATT_TQ);
 	PART(o, ATT_TQ * dvp);
@@ -81,7 +85,6 @@ static struct attn_ws attn_layout(char *base, int64_t skv_pad, int64_t D, int64_
 	PART(alpha, ATT_TQ);
 	PART(kp, skv_pad * D);
 	PART(vp, skv_pad * dvp);
-#undef PART
 	w.bytes = off;
 	return w;
 }
@@ -160,11 +163,6 @@ static struct attn_bf16_ws attn_bf16_layout(char *base, int64_t skv_pad, int64_t
 {
 	struct attn_bf16_ws w = { 0 };
 	size_t off = 0;
-#define PART(field, count)                                                      \
-	do {                                                                    \
-		w.field = (void *)(base ? base + off : NULL);                   \
-		off += ((size_t)(count) * sizeof *w.field + 63) / 64 * 64;      \
-	} while (0)
 	PART(kp, D / 2 * skv_pad);
 	PART(vp, skv_pad / 2 * Dv);
 	PART(qb, AB_TQ * D);
@@ -175,7 +173,6 @@ static struct attn_bf16_ws attn_bf16_layout(char *base, int64_t skv_pad, int64_t
 	PART(m, AB_TQ);
 	PART(l, AB_TQ);
 	PART(alpha, AB_TQ);
-#undef PART
 	w.bytes = off;
 	return w;
 }
