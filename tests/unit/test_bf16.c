@@ -420,6 +420,40 @@ static void test_pointwise(struct dev *d)
 				      : "bf16 add [1, 320, 41] + [3, 320, 41], on the pool",
 				   y2, ref2, n2);
 		}
+		/* [1, S3, H] + [1, S3, H] in place (out = a, as the executor's
+		 * residual adds): both operands sliced along S3, over several of
+		 * a range's 4096-float chunks; the control: b's last element
+		 * changed after the reference, the chunk that holds it must
+		 * show */
+		int64_t S3 = 1000, n3 = S3 * H, s4[3] = { 1, S3, H };
+		float *y3f = malloc((size_t)n3 * 4), *b3f = malloc((size_t)n3 * 4);
+		uint16_t *y3 = fill(n3, y3f, 3), *b3 = fill(n3, b3f, 2);
+		double *ref3 = malloc((size_t)n3 * sizeof *ref3);
+		bool fails = true;
+
+		for (int pass = 0; pass < 2; pass++) {
+			uint16_t *a = malloc((size_t)n3 * 2);
+
+			memcpy(a, y3, (size_t)n3 * 2);
+			for (int64_t i = 0; i < n3; i++)
+				ref3[i] = (double)y3f[i] + b3f[i];
+			if (pass)
+				b3[n3 - 1] ^= 0x0100; /* an exponent bit: far off */
+			d->ops->binary(d, K_ADD, (float *)a, s4, (float *)b3, s4, (float *)a, s4, 3);
+			if (pass)
+				fails = half_ulps(a, ref3, n3) > 1.02;
+			else
+				check_bf16("bf16 add [1, 1000, 41] + [1, 1000, 41] in place, chunks of L1",
+					   a, ref3, n3);
+			free(a);
+		}
+		UNIT_CHECK(fails, "bf16 add in place: control: the last element of b changed fails "
+			   "the bound");
+		free(y3f);
+		free(b3f);
+		free(y3);
+		free(b3);
+		free(ref3);
 		free(x1f);
 		free(x3f);
 		free(x1);
