@@ -296,11 +296,17 @@ struct rows_pass {
  * rows in storage, well inside L1. */
 #define IN_L1 4096
 
+/* Rows of n elements a chunk of IN_L1 floats holds (one at least). */
+static int64_t l1_rows(int64_t n)
+{
+	return n >= IN_L1 ? 1 : IN_L1 / n;
+}
+
 static void rows_pass_range(const void *p, int64_t lo, int64_t hi)
 {
 	const struct rows_pass *r = p;
 	size_t e = k_dtype_size(r->dt);
-	int64_t step = r->n >= IN_L1 ? 1 : IN_L1 / r->n;
+	int64_t step = l1_rows(r->n);
 	float *t = r->t + lo * r->n;
 
 	if (!r->narrow) {
@@ -632,7 +638,8 @@ static void binary_pool(struct cpu_dev *c, enum k_binop op, const float *a,
 			const int64_t *ashape, const float *b, const int64_t *bshape, float *out,
 			const int64_t *oshape, int nd)
 {
-	struct bin_args r = { op, a, b, out, ashape, bshape, oshape, nd, 0, 1, 1, 1 };
+	struct bin_args r = { .op = op, .a = a, .b = b, .out = out, .ashape = ashape,
+			      .bshape = bshape, .oshape = oshape, .nd = nd };
 
 	if (!binary_split(&r))
 		k_binary(op, a, ashape, b, bshape, out, oshape, nd);
@@ -659,7 +666,7 @@ static void binary_narrow_range(const void *p, int64_t lo, int64_t hi)
 	const struct bin_narrow *n = p;
 	const struct bin_args *r = &n->r;
 	size_t e = k_dtype_size(n->dt);
-	int64_t step = r->inner_o >= IN_L1 ? 1 : IN_L1 / r->inner_o;
+	int64_t step = l1_rows(r->inner_o);
 	bool wa = r->ashape[r->dim] > 1, wb = r->bshape[r->dim] > 1;
 	float *ta = (float *)r->a + (wa ? lo * r->inner_a : 0);
 	float *tb = (float *)r->b + (wb ? lo * r->inner_b : 0);
@@ -700,8 +707,9 @@ static int cpu_binary(struct dev *d, enum k_binop op, const float *a, const int6
 
 	if (!t)
 		return -1;
-	struct bin_narrow n = { { op, t, t + na, t + na + nb, ashape, bshape, oshape, nd, 0, 1, 1, 1 },
-				c->dt, (const char *)a, (const char *)b, (char *)out };
+	struct bin_narrow n = { .r = { .op = op, .a = t, .b = t + na, .out = t + na + nb,
+				       .ashape = ashape, .bshape = bshape, .oshape = oshape, .nd = nd },
+				.dt = c->dt, .a = (const char *)a, .b = (const char *)b, .out = (char *)out };
 
 	if (!binary_split(&n.r)) {
 		binary_pool(c, op, widen(c, t, a, na), ashape, widen(c, t + na, b, nb), bshape,

@@ -431,30 +431,6 @@ void k_vec_silu(const float *x, float *y, int64_t n)
 	DISPATCH(k_vec_silu, x, y, n);
 }
 
-/* The variant of k_vec_gelu_tanh or k_vec_silu that DISPATCH would run. */
-static void (*vec_act(enum k_act act))(const float *, float *, int64_t)
-{
-#define PICK(fn)                                               \
-	switch (k_cpu_isa()) {                                 \
-	case K_ISA_AVX512:                                     \
-		return fn##_avx512;                            \
-	case K_ISA_AVX2:                                       \
-		return fn##_avx2;                              \
-	case K_ISA_BASE:                                       \
-		return fn##_base;                              \
-	}                                                      \
-	return fn##_base
-#if !defined(__x86_64__) || !defined(__GNUC__)
-#undef PICK
-#define PICK(fn) return fn##_base
-#endif
-	if (act == K_ACT_GELU_TANH) {
-		PICK(k_vec_gelu_tanh);
-	}
-	PICK(k_vec_silu);
-#undef PICK
-}
-
 void k_activation_rows(enum k_act act, float *y, int64_t ld, int64_t rows, int64_t cols)
 {
 	/* the exact GELU is a loop of erfcf: no vector kernel to choose */
@@ -463,10 +439,7 @@ void k_activation_rows(enum k_act act, float *y, int64_t ld, int64_t rows, int64
 			k_activation(act, y + r * ld, y + r * ld, cols);
 		return;
 	}
-	void (*fn)(const float *, float *, int64_t) = vec_act(act);
-
-	for (int64_t r = 0; r < rows; r++)
-		fn(y + r * ld, y + r * ld, cols);
+	DISPATCH(k_vec_act_rows, act, y, ld, rows, cols);
 }
 
 size_t k_attention_workspace(int64_t Sq, int64_t Skv, int64_t D, int64_t Dv)

@@ -173,6 +173,19 @@ void NAME(k_vec_silu)(const float *x, float *y, int64_t n)
 
 #undef MAP
 
+/* k_activation_rows' vector forms: GELU (tanh) or SiLU on rows x cols of y
+ * in place, rows ld apart. */
+void NAME(k_vec_act_rows)(enum k_act act, float *y, int64_t ld, int64_t rows, int64_t cols);
+void NAME(k_vec_act_rows)(enum k_act act, float *y, int64_t ld, int64_t rows, int64_t cols)
+{
+	for (int64_t r = 0; r < rows; r++) {
+		if (act == K_ACT_GELU_TANH)
+			NAME(k_vec_gelu_tanh)(y + r * ld, y + r * ld, cols);
+		else
+			NAME(k_vec_silu)(y + r * ld, y + r * ld, cols);
+	}
+}
+
 /* C[MR, NR] (+)= A[MR, kc] B[kc, NR]: A(r, k) = a[r ars + k acs], B's rows
  * ldb apart. 2 MR accumulators: enough independent FMAs to cover their
  * latency on two FMA ports, and per step 2 + MR loads for 2 MR FMAs. */
@@ -222,8 +235,9 @@ INLINE void NAME(gemm)(int64_t m, int64_t n, int64_t kc, const float *a, int64_t
 
 /* The head's keys and values (batch b, head h) into the workspace's kp
  * [skv_pad, D] and vp [Skv, Dvr], rows contiguous, K's zero past Skv (the
- * last tile's register tiles read them), V's columns zero past Dv: in place the rows lie H D apart, a stride that puts
- * a tile's rows in a few of L1's and L2's sets. */
+ * last tile's register tiles read them), V's columns zero past Dv: in place
+ * the rows lie H D apart, a stride that puts a tile's rows in a few of L1's
+ * and L2's sets. */
 static void NAME(attn_pack)(const struct attn_job *J, int64_t b, int64_t h,
 			    const struct attn_ws *w)
 {

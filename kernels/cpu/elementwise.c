@@ -75,6 +75,25 @@ void k_activation(enum k_act act, const float *x, float *y, int64_t n)
 #define VF 4
 typedef float vf __attribute__((vector_size(VF * 4)));
 
+#define K_APPLY(x, y) (op == K_ADD ? (x) + (y) : (x) * (y))
+
+/* o = v op s (s_first: s op v) along a row, s one value broadcast. */
+static inline __attribute__((always_inline)) void
+binary_row_scalar(enum k_binop op, const float *v, float s, bool s_first, float *o, int64_t n)
+{
+	int64_t i = 0;
+
+	for (; i + VF <= n; i += VF) {
+		vf x;
+
+		memcpy(&x, v + i, sizeof x);
+		x = s_first ? K_APPLY(s, x) : K_APPLY(x, s);
+		memcpy(o + i, &x, sizeof x);
+	}
+	for (; i < n; i++)
+		o[i] = s_first ? K_APPLY(s, v[i]) : K_APPLY(v[i], s);
+}
+
 /* One innermost row of k_binary. Always inlined with a constant op, so each
  * caller gets branch-free loops specialised for the op and for which operand
  * is broadcast (stride 0) along the row. */
@@ -82,7 +101,6 @@ static inline __attribute__((always_inline)) void
 binary_row(enum k_binop op, const float *a, int64_t sa, const float *b, int64_t sb,
 	   float *o, int64_t n)
 {
-#define K_APPLY(x, y) (op == K_ADD ? (x) + (y) : (x) * (y))
 	int64_t i = 0;
 
 	if (sa && sb) {
@@ -97,37 +115,17 @@ binary_row(enum k_binop op, const float *a, int64_t sa, const float *b, int64_t 
 		for (; i < n; i++)
 			o[i] = K_APPLY(a[i], b[i]);
 	} else if (sa) {
-		float bv = *b;
-
-		for (; i + VF <= n; i += VF) {
-			vf x;
-
-			memcpy(&x, a + i, sizeof x);
-			x = K_APPLY(x, bv);
-			memcpy(o + i, &x, sizeof x);
-		}
-		for (; i < n; i++)
-			o[i] = K_APPLY(a[i], bv);
+		binary_row_scalar(op, a, *b, false, o, n);
 	} else if (sb) {
-		float av = *a;
-
-		for (; i + VF <= n; i += VF) {
-			vf y;
-
-			memcpy(&y, b + i, sizeof y);
-			y = K_APPLY(av, y);
-			memcpy(o + i, &y, sizeof y);
-		}
-		for (; i < n; i++)
-			o[i] = K_APPLY(av, b[i]);
+		binary_row_scalar(op, b, *a, true, o, n);
 	} else {
 		float v = K_APPLY(*a, *b);
 
 		for (; i < n; i++)
 			o[i] = v;
 	}
-#undef K_APPLY
 }
+#undef K_APPLY
 
 void k_binary(enum k_binop op, const float *a, const int64_t *ashape,
 	      const float *b, const int64_t *bshape, float *out,
