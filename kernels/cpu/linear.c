@@ -327,6 +327,7 @@ static int64_t dot_panel_floats(int64_t k)
 #if defined(__x86_64__) && defined(__GNUC__)
 #define HAVE_BF16_DOT 1
 #include <cpuid.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -540,25 +541,42 @@ dot_tile_rows(int mr, const uint16_t *x, int64_t k, const uint32_t *bp, const fl
  * rows); the rows past the last whole 32 take dot_tile. */
 #define AMX_ROWS 32
 
-/* Whether AMX runs here: the CPU has AMX-TILE and AMX-BF16 (CPUID 7.0
- * EDX bits 24 and 22) and Linux grants the process the tile data state
- * (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA; granted once, a
- * repeated request is a no-op), and DTPC_CPU_ISA is unset, empty or "amx"
- * (naming a narrower set, avx512 say, the tests reach the dot products on
- * this CPU). */
+/* Whether the CPU has AMX-TILE and AMX-BF16 (CPUID 7.0 EDX bits 24 and 22)
+ * and Linux grants the process the tile data state (arch_prctl
+ * ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA). Asked once: under KVM the
+ * CPUID and the syscall cost 22 us a call, and neither answer changes while
+ * the process lives (a grant is for good). Racing first callers both ask and
+ * store the same answer. */
+static bool amx_hardware(void)
+{
+	static atomic_int known; /* 0: not asked yet, 1: yes, 2: no */
+	int k = atomic_load_explicit(&known, memory_order_relaxed);
+
+	if (!k) {
+		unsigned a, b, c, d;
+		bool yes = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & 1u << 22) &&
+			   (d & 1u << 24);
+#ifdef SYS_arch_prctl
+		yes = yes && syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */,
+				     18 /* XTILEDATA */) == 0;
+#else
+		yes = false;
+#endif
+		k = yes ? 1 : 2;
+		atomic_store_explicit(&known, k, memory_order_relaxed);
+	}
+	return k == 1;
+}
+
+/* Whether AMX runs here: amx_hardware, and DTPC_CPU_ISA unset, empty or
+ * "amx" (naming a narrower set, avx512 say, the tests reach the dot products
+ * on this CPU; read at every call, as the tests set it between cases). */
 bool k_amx_available(void)
 {
 	const char *want = getenv("DTPC_CPU_ISA");
-	unsigned a, b, c, d;
 
-	if ((want && *want && strcmp(want, "amx")) || !k_bf16_dot_available() ||
-	    !__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & 1u << 22) || !(d & 1u << 24))
-		return false;
-#ifdef SYS_arch_prctl
-	return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
-#else
-	return false;
-#endif
+	return !(want && *want && strcmp(want, "amx")) && k_bf16_dot_available() &&
+	       amx_hardware();
 }
 
 /* y[r n + (0 .. nc)] for the AMX_ROWS rows of x at x (rows k apart), from
