@@ -75,7 +75,8 @@ struct gemm_arg {
 	const float *a, *b;
 	float *c;
 	int m, n, k;
-	bool ours; /* k_linear (dtpc's own tiles on AVX-512), else OpenBLAS */
+	bool ours; /* k_linear_pool (dtpc's own tiles on AVX-512), else OpenBLAS */
+	void *ws;  /* k_linear_workspace(1), as the CPU device passes it */
 };
 
 static void run_gemm(void *p)
@@ -83,7 +84,7 @@ static void run_gemm(void *p)
 	struct gemm_arg *g = p;
 
 	if (g->ours) {
-		k_linear(g->a, g->b, NULL, g->c, g->m, g->k, g->n);
+		k_linear_pool(NULL, g->a, g->b, NULL, g->c, g->m, g->k, g->n, g->ws);
 		return;
 	}
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->m, g->n, g->k, 1, g->a, g->k,
@@ -139,7 +140,7 @@ static void run_linear_then_act(void *p)
 	int64_t mn = (int64_t)a->m * a->n;
 
 	if (a->t == K_F32) {
-		k_linear_pool(NULL, a->x, a->w, a->b, a->y, a->m, a->k, a->n);
+		k_linear_pool(NULL, a->x, a->w, a->b, a->y, a->m, a->k, a->n, a->ws);
 		k_activation(K_ACT_GELU_TANH, a->y, a->y, mn);
 		return;
 	}
@@ -155,7 +156,7 @@ static void run_linear_act(void *p)
 
 	if (a->t == K_F32)
 		k_linear_act_pool(NULL, a->x, a->w, a->b, a->y, a->m, a->k, a->n,
-				  K_ACT_GELU_TANH);
+				  K_ACT_GELU_TANH, a->ws);
 	else
 		k_linear_act_narrow_pool(NULL, a->t, a->x, a->w, a->b, a->y, a->m, a->k, a->n,
 					 K_ACT_GELU_TANH, a->ws);
@@ -177,9 +178,10 @@ static double act_rows(const char *pair, const char *fused, enum k_dtype t, int 
 		k_convert(in[i], t, f, K_F32, len[i]);
 		free(f);
 	}
+	size_t ws = t == K_F32 ? k_linear_workspace(1) : k_linear_narrow_workspace(1, m, k, n);
 	struct act_arg a = { t, in[0], in[1], in[2], malloc((size_t)m * n * e),
 			     malloc((size_t)m * n * 4), m, n, k,
-			     malloc(k_linear_narrow_workspace(1, m, k, n)) };
+			     aligned_alloc(64, (ws + 63) / 64 * 64) };
 
 	clock_id = CLOCK_THREAD_CPUTIME_ID;
 	double t_pair = median_of(5, run_linear_then_act, &a);
@@ -199,7 +201,8 @@ static double gemm_row(const char *what, int m, int n, int k, int threads, bool 
 		       unsigned *seed)
 {
 	struct gemm_arg g = { randn((size_t)m * k, seed), randn((size_t)n * k, seed),
-			      malloc((size_t)m * n * 4), m, n, k, ours };
+			      malloc((size_t)m * n * 4), m, n, k, ours,
+			      aligned_alloc(64, k_linear_workspace(1) + 64) };
 	openblas_set_num_threads(threads);
 	clock_id = threads > 1 ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID;
 	double t = median_of(7, run_gemm, &g);
@@ -208,6 +211,7 @@ static double gemm_row(const char *what, int m, int n, int k, int threads, bool 
 	free((void *)g.a);
 	free((void *)g.b);
 	free(g.c);
+	free(g.ws);
 	return rows[nrows - 1].gflops;
 }
 

@@ -42,7 +42,7 @@ struct cpu_dev {
 	void *ws;        /* attention workspaces, one share per pool thread */
 	size_t ws_bytes;
 	enum k_dtype dt; /* storage dtype of every kernel's data */
-	float *tmp;      /* narrow storage: the float32 twins of an op's data */
+	float *tmp;      /* narrow storage: the float32 twins of an op's data; f32: the linear panels */
 	size_t tmp_bytes;
 };
 
@@ -355,19 +355,19 @@ static int linear(struct cpu_dev *c, const float *x, const float *w, const float
 		  int64_t m, int64_t k, int64_t n, const enum k_act *act)
 {
 	struct k_pool *p = pool(c);
-
-	if (!narrow(c)) {
-		if (act)
-			k_linear_act_pool(p, x, w, b, y, m, k, n, *act);
-		else
-			k_linear_pool(p, x, w, b, y, m, k, n);
-		return 0;
-	}
-	size_t ws = k_linear_narrow_workspace(k_pool_threads(p), m, k, n);
+	size_t ws = narrow(c) ? k_linear_narrow_workspace(k_pool_threads(p), m, k, n)
+			      : k_linear_workspace(k_pool_threads(p));
 	float *t = twins(c, (ws + sizeof(float) - 1) / sizeof(float));
 
 	if (!t)
 		return -1;
+	if (!narrow(c)) {
+		if (act)
+			k_linear_act_pool(p, x, w, b, y, m, k, n, *act, t);
+		else
+			k_linear_pool(p, x, w, b, y, m, k, n, t);
+		return 0;
+	}
 	if (act)
 		k_linear_act_narrow_pool(p, c->dt, x, w, b, y, m, k, n, *act, t);
 	else

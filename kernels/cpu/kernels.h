@@ -75,10 +75,16 @@ void k_linear(const float *x, const float *w, const float *b, float *y,
 	      int64_t m, int64_t k, int64_t n);
 
 /* k_linear split over pool's threads (by rows, or by columns for a few
- * rows), each block one single-threaded sgemm: with the BLAS library kept
- * at one thread, the pool is the only source of threads. */
+ * rows), each block one single-threaded sgemm (or, with AVX-512, the
+ * register tiles of linear.c): with the BLAS library kept at one thread,
+ * the pool is the only source of threads. workspace holds
+ * k_linear_workspace(k_pool_threads(pool)) bytes, 64-byte aligned, where
+ * the tiles pack several panels of w at a time; NULL packs one at a time on
+ * each task's stack (slower, the same bits: every element's sum runs over k
+ * in order whatever the blocking). Callers own all buffers. */
+size_t k_linear_workspace(int threads);
 void k_linear_pool(struct k_pool *pool, const float *x, const float *w, const float *b,
-		   float *y, int64_t m, int64_t k, int64_t n);
+		   float *y, int64_t m, int64_t k, int64_t n, void *workspace);
 
 /* k_linear on data stored in dtype t (x, w, b and y all in t), float32
  * accumulation, the bias added in float32 and y rounded once: for bf16 on a
@@ -121,10 +127,11 @@ void k_activation_rows(enum k_act act, float *y, int64_t ld, int64_t rows, int64
  *   then y widened to float32, k_activation, and rounded back to t — so the
  *   activation sees the GEMM's sum rounded to the storage dtype, as it does
  *   when the two run apart.
- * Sizes, workspace (k_linear_narrow_workspace) and ownership as for the
- * linear kernels above. */
+ * Sizes, workspaces (k_linear_workspace, k_linear_narrow_workspace) and
+ * ownership as for the linear kernels above. */
 void k_linear_act_pool(struct k_pool *pool, const float *x, const float *w, const float *b,
-		       float *y, int64_t m, int64_t k, int64_t n, enum k_act act);
+		       float *y, int64_t m, int64_t k, int64_t n, enum k_act act,
+		       void *workspace);
 void k_linear_act_narrow_pool(struct k_pool *pool, enum k_dtype t, const void *x,
 			      const void *w, const void *b, void *y, int64_t m, int64_t k,
 			      int64_t n, enum k_act act, void *workspace);

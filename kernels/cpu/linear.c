@@ -22,15 +22,21 @@
  * packed w and 6 broadcasts of x (read in place from its rows) feed 24
  * FMAs. w is packed per F32_KC k: panel[l][c] = w[j + c][l0 + l], zeros
  * past the columns, 128 KiB that stay in L2 while the task's rows pass over
- * them, on the task's stack (kernels allocate nothing); blocks of 128 k (a
- * panel in L1) ran 20% slower, resuming y four times as often and x's rows
- * read in shorter runs. Each sum runs over k in order, one FMA a term,
+ * them; blocks of 128 k (a panel in L1) ran 20% slower, resuming y four
+ * times as often and x's rows read in shorter runs. With a workspace
+ * (k_linear_workspace) a task packs F32_PANELS panels at once and runs
+ * each tile of x's rows over all of them: the 6 x 512 floats of x stay in
+ * L1 for four panels instead of coming from L3 for each, 6-10% faster on
+ * the Flux layers (docs/performance.md); without one it packs a single
+ * panel on its stack (kernels allocate nothing). Each sum runs over k in order, one FMA a term,
  * resumed from y between k-blocks, and the bias is added after the last:
  * every element of y is the same whatever the block, the split over threads
  * or the tile it falls in. */
 #define F32_MR 6
 #define F32_NR 64
 #define F32_KC 512
+#define F32_PANELS 4
+#define F32_PANEL_FLOATS (F32_KC * F32_NR)
 
 /* panel[l][c] = w[j + c][l0 + l] for l < kc, c < nc (w's rows k apart),
  * zero for c in [nc, F32_NR): whole 16 x 16 blocks through k_transpose16,
@@ -126,31 +132,50 @@ AVX512 static void f32_tile_rows(int mr, const float *x, int64_t k, int64_t kc,
 	}
 }
 
-/* y's rows [i0, i0 + mm) x columns [j0, j0 + nn), panel by panel, k-block by
- * k-block; the activation (if any) on each tile as its last k-block lands,
- * while the tile is in L1: an element's value is the same as from a pass
- * over y after the products, one read of y from memory fewer. */
+/* y's rows [i0, i0 + mm) x columns [j0, j0 + nn), F32_PANELS panels at a
+ * time in panels (F32_PANELS * F32_PANEL_FLOATS floats, 64-byte aligned),
+ * or one on the stack when panels is NULL; k-block by k-block, each tile of
+ * rows over every packed panel; the activation (if any) on each tile as its
+ * last k-block lands, while the tile is in L1: an element's value is the
+ * same as from a pass over y after the products, one read of y from
+ * memory fewer. */
 AVX512 static void f32_block(const float *x, const float *w, const float *b, float *y,
 			     int64_t i0, int64_t mm, int64_t j0, int64_t nn, int64_t k, int64_t n,
-			     const enum k_act *act)
+			     const enum k_act *act, float *panels)
 {
-	float panel[F32_KC * F32_NR] __attribute__((aligned(64)));
+	float own[F32_PANEL_FLOATS] __attribute__((aligned(64)));
+	int group = panels ? F32_PANELS : 1;
 
-	for (int64_t j = j0; j < j0 + nn; j += F32_NR) {
-		int64_t nc = j0 + nn - j < F32_NR ? j0 + nn - j : F32_NR;
+	if (!panels)
+		panels = own;
+	for (int64_t jg = j0; jg < j0 + nn; jg += group * F32_NR) {
+		int np = (int)((j0 + nn - jg + F32_NR - 1) / F32_NR);
 
+		np = np < group ? np : group;
 		for (int64_t l0 = 0; l0 < k; l0 += F32_KC) {
 			int64_t kc = k - l0 < F32_KC ? k - l0 : F32_KC;
-			const float *bias = b && l0 + kc == k ? b + j : NULL;
+			bool last = l0 + kc == k;
 
-			f32_pack(w, k, j, nc, l0, kc, panel);
+			for (int p = 0; p < np; p++) {
+				int64_t j = jg + p * F32_NR;
+
+				f32_pack(w, k, j, j0 + nn - j < F32_NR ? j0 + nn - j : F32_NR, l0,
+					 kc, panels + p * F32_PANEL_FLOATS);
+			}
 			for (int64_t i = i0; i < i0 + mm; i += F32_MR) {
 				int mr = i0 + mm - i < F32_MR ? (int)(i0 + mm - i) : F32_MR;
 
-				f32_tile_rows(mr, x + i * k + l0, k, kc, panel, bias, y + i * n + j,
-					      n, nc, l0 == 0);
-				if (act && l0 + kc == k)
-					k_activation_rows(*act, y + i * n + j, n, mr, nc);
+				for (int p = 0; p < np; p++) {
+					int64_t j = jg + p * F32_NR;
+					int64_t nc = j0 + nn - j < F32_NR ? j0 + nn - j : F32_NR;
+
+					f32_tile_rows(mr, x + i * k + l0, k, kc,
+						      panels + p * F32_PANEL_FLOATS,
+						      b && last ? b + j : NULL, y + i * n + j, n, nc,
+						      l0 == 0);
+					if (act && last)
+						k_activation_rows(*act, y + i * n + j, n, mr, nc);
+				}
 			}
 		}
 	}
@@ -158,18 +183,20 @@ AVX512 static void f32_block(const float *x, const float *w, const float *b, flo
 #endif
 
 /* Columns [j0, j0 + nn) of y's rows [i0, i0 + mm), then the activation (if
- * any): the tiles above, or one sgemm on views of x, w and b, y's rows n
- * apart. */
+ * any): the tiles above (panels as f32_block's), or one sgemm on views of
+ * x, w and b, y's rows n apart. */
 static void linear_block(const float *x, const float *w, const float *b, float *y, int64_t i0,
 			 int64_t mm, int64_t j0, int64_t nn, int64_t k, int64_t n,
-			 const enum k_act *act)
+			 const enum k_act *act, float *panels)
 {
 #ifdef HAVE_F32_TILES
 	/* k = 0: no k-block, and y is the bias (or zero) */
 	if (k > 0 && k_cpu_isa() == K_ISA_AVX512) {
-		f32_block(x, w, b, y, i0, mm, j0, nn, k, n, act);
+		f32_block(x, w, b, y, i0, mm, j0, nn, k, n, act, panels);
 		return;
 	}
+#else
+	(void)panels;
 #endif
 	float *yb = y + i0 * n + j0;
 
@@ -197,7 +224,17 @@ static void linear_block(const float *x, const float *w, const float *b, float *
 void k_linear(const float *x, const float *w, const float *b, float *y,
 	      int64_t m, int64_t k, int64_t n)
 {
-	k_linear_pool(NULL, x, w, b, y, m, k, n);
+	k_linear_pool(NULL, x, w, b, y, m, k, n, NULL);
+}
+
+size_t k_linear_workspace(int threads)
+{
+#ifdef HAVE_F32_TILES
+	return (size_t)(threads < 1 ? 1 : threads) * F32_PANELS * F32_PANEL_FLOATS * sizeof(float);
+#else
+	(void)threads;
+	return 0;
+#endif
 }
 
 struct linear_job {
@@ -205,6 +242,7 @@ struct linear_job {
 	float *y;
 	int64_t m, k, n, rows, cols; /* the block each task takes */
 	const enum k_act *act;       /* the epilogue, or NULL for none */
+	float *ws;                   /* k_linear_workspace's, or NULL */
 };
 
 static void linear_task(void *arg, int64_t t, int worker)
@@ -213,8 +251,15 @@ static void linear_task(void *arg, int64_t t, int worker)
 	int64_t i0 = J->rows < J->m ? t * J->rows : 0, j0 = J->rows < J->m ? 0 : t * J->cols;
 	int64_t mm = J->m - i0 < J->rows ? J->m - i0 : J->rows;
 	int64_t nn = J->n - j0 < J->cols ? J->n - j0 : J->cols;
+	float *panels = NULL;
 
-	linear_block(J->x, J->w, J->b, J->y, i0, mm, j0, nn, J->k, J->n, J->act);
+#ifdef HAVE_F32_TILES
+	if (J->ws)
+		panels = J->ws + (size_t)worker * F32_PANELS * F32_PANEL_FLOATS;
+#else
+	(void)worker;
+#endif
+	linear_block(J->x, J->w, J->b, J->y, i0, mm, j0, nn, J->k, J->n, J->act, panels);
 }
 
 /* Rows of a task when a layer is split by rows: fewer and each sgemm's
@@ -224,7 +269,8 @@ static void linear_task(void *arg, int64_t t, int worker)
 #define LINEAR_MIN_ROWS 128
 
 static void linear_pool(struct k_pool *pool, const float *x, const float *w, const float *b,
-			float *y, int64_t m, int64_t k, int64_t n, const enum k_act *act)
+			float *y, int64_t m, int64_t k, int64_t n, const enum k_act *act,
+			void *workspace)
 {
 	/* CBLAS takes int dimensions; a layer this large would be a plan bug. */
 	assert(m >= 0 && k >= 0 && n >= 0);
@@ -236,7 +282,7 @@ static void linear_pool(struct k_pool *pool, const float *x, const float *w, con
 	int64_t T = k_pool_threads(pool);
 	/* One block per thread: by rows where there are enough, else (the
 	 * modulation layers' single row) by columns, in multiples of 16. */
-	struct linear_job J = { x, w, b, y, m, k, n, m, n, act };
+	struct linear_job J = { x, w, b, y, m, k, n, m, n, act, workspace };
 
 	if (T > 1 && m >= T * LINEAR_MIN_ROWS)
 		J.rows = (m + T - 1) / T;
@@ -248,15 +294,16 @@ static void linear_pool(struct k_pool *pool, const float *x, const float *w, con
 }
 
 void k_linear_pool(struct k_pool *pool, const float *x, const float *w, const float *b,
-		   float *y, int64_t m, int64_t k, int64_t n)
+		   float *y, int64_t m, int64_t k, int64_t n, void *workspace)
 {
-	linear_pool(pool, x, w, b, y, m, k, n, NULL);
+	linear_pool(pool, x, w, b, y, m, k, n, NULL, workspace);
 }
 
 void k_linear_act_pool(struct k_pool *pool, const float *x, const float *w, const float *b,
-		       float *y, int64_t m, int64_t k, int64_t n, enum k_act act)
+		       float *y, int64_t m, int64_t k, int64_t n, enum k_act act,
+		       void *workspace)
 {
-	linear_pool(pool, x, w, b, y, m, k, n, &act);
+	linear_pool(pool, x, w, b, y, m, k, n, &act, workspace);
 }
 
 /* ---- narrow storage (bf16, f16) -------------------------------------------------- *

@@ -549,7 +549,7 @@ static void test_linear_act_case(int di, int64_t m, int64_t k, int64_t n, int bi
 	snprintf(name, sizeof name, "%slinear_act %s %s m=%lld k=%lld n=%lld%s",
 		 control ? "control: " : "", anames[fused_act], DNAME[di], (long long)m,
 		 (long long)k, (long long)n, bias ? " bias" : "");
-	k_linear_act_pool(NULL, x, w, b, ref, m, k, n, cpu_act[fused_act]);
+	k_linear_act_pool(NULL, x, w, b, ref, m, k, n, cpu_act[fused_act], NULL);
 	st = kc_linear_act(ctx, t, dx, dw, db, dy, m, k, n, dev_act[fused_act]);
 	if (!launched(name, st)) {
 		end_case();

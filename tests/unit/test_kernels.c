@@ -193,8 +193,10 @@ static void test_linear_case(int64_t m, int64_t k, int64_t n, bool bias, int thr
 		k_linear(x, w, b, y, m, k, n);
 	} else {
 		struct k_pool *pool = k_pool_create(threads);
+		void *ws = aligned_alloc(64, k_linear_workspace(threads) + 64);
 
-		k_linear_pool(pool, x, w, b, y, m, k, n);
+		k_linear_pool(pool, x, w, b, y, m, k, n, ws);
+		free(ws);
 		k_pool_free(pool);
 	}
 	double e = err_norm(y, ref, m * n);
@@ -208,6 +210,35 @@ static void test_linear_case(int64_t m, int64_t k, int64_t n, bool bias, int thr
 	free(b);
 	free(y);
 	free(ref);
+}
+
+/* k_linear_pool with a workspace (several panels of w packed at a time)
+ * against k_linear (one panel on the stack): the same bits, on groups of
+ * four 64-column panels, the last group of two with a short panel, two
+ * k-blocks the second short and a 5-row tail. Control: one weight of the
+ * last panel's second k-block changed shows in y. */
+static void test_linear_panels(void)
+{
+	const int64_t m = 23, k = 600, n = 5 * 64 + 44;
+	float *x = fill_u(m * k), *w = fill_u(n * k), *b = fill_u(n);
+	float *one = fill_value(m * n, NAN), *grouped = fill_value(m * n, NAN);
+	void *ws = aligned_alloc(64, k_linear_workspace(1) + 64);
+
+	k_linear(x, w, b, one, m, k, n);
+	k_linear_pool(NULL, x, w, b, grouped, m, k, n, ws);
+	UNIT_CHECK(memcmp(one, grouped, (size_t)(m * n) * sizeof *one) == 0,
+		   "linear %lldx%lldx%lld: panels packed four at a time = one at a time, bit for bit",
+		   (long long)m, (long long)k, (long long)n);
+	w[(n - 1) * k + 550] += 0.25f;
+	k_linear_pool(NULL, x, w, b, grouped, m, k, n, ws);
+	UNIT_CHECK(memcmp(one, grouped, (size_t)(m * n) * sizeof *one) != 0,
+		   "linear panels control: a weight of the last panel changed shows");
+	free(x);
+	free(w);
+	free(b);
+	free(one);
+	free(grouped);
+	free(ws);
 }
 
 static void test_linear(void)
@@ -1916,6 +1947,7 @@ int main(void)
 		setenv("DTPC_CPU_ISA", isa[i], 1);
 		printf("# vector kernels: DTPC_CPU_ISA=%s\n", isa[i]);
 		test_linear();
+		test_linear_panels();
 		test_vexp();
 		test_attention();
 		test_attention_control();
