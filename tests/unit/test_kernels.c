@@ -241,6 +241,43 @@ static void test_linear_panels(void)
 	free(ws);
 }
 
+/* A few rows (f32_few: w transposed in registers, no panel) against the
+ * same rows inside a larger call (the tiles): the same bits, with k and n
+ * past whole blocks of 16 and a bias. Control: the last weight (a tail of
+ * both) changed shows in the few rows' result. With AVX-512 only: the
+ * BLAS promises nothing of the kind. */
+static void test_linear_few_rows(void)
+{
+	const int64_t m = 7, k = 517, n = 301;
+
+	if (k_cpu_isa() != K_ISA_AVX512) {
+		/* through the BLAS a row's bits may depend on the call's shape */
+		UNIT_CHECK(true, "linear few rows = tile rows # SKIP no AVX-512 tiles here "
+				 "(or DTPC_CPU_ISA names a narrower set)");
+		return;
+	}
+	float *x = fill_u(m * k), *w = fill_u(n * k), *b = fill_u(n);
+	float *all = fill_value(m * n, NAN), *few = fill_value(3 * n, NAN);
+
+	k_linear(x, w, b, all, m, k, n);
+	for (int64_t rows = 1; rows <= 3; rows += 2) {
+		k_linear(x + 2 * k, w, b, few, rows, k, n);
+		UNIT_CHECK(memcmp(all + 2 * n, few, (size_t)(rows * n) * sizeof *few) == 0,
+			   "linear of %lld row%s x %lldx%lld = those rows of a %lld-row call, bit for bit",
+			   (long long)rows, rows > 1 ? "s" : "", (long long)k, (long long)n,
+			   (long long)m);
+	}
+	w[n * k - 1] += 0.25f;
+	k_linear(x + 2 * k, w, b, few, 1, k, n);
+	UNIT_CHECK(memcmp(all + 2 * n, few, (size_t)n * sizeof *few) != 0,
+		   "linear few rows control: the last weight changed shows");
+	free(x);
+	free(w);
+	free(b);
+	free(all);
+	free(few);
+}
+
 static void test_linear(void)
 {
 	test_linear_case(37, 509, 45, true, 1);
@@ -1948,6 +1985,7 @@ int main(void)
 		printf("# vector kernels: DTPC_CPU_ISA=%s\n", isa[i]);
 		test_linear();
 		test_linear_panels();
+		test_linear_few_rows();
 		test_vexp();
 		test_attention();
 		test_attention_control();
