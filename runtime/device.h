@@ -54,8 +54,10 @@ struct dev_ops {
 	int (*download)(struct dev *d, void *dst, const void *src, size_t bytes);
 	int (*copy)(struct dev *d, void *dst, const void *src, size_t bytes);
 	int (*sync)(struct dev *d);
-	/* Optional: threads the device's kernels may use (CPU). */
+	/* Optional: threads the device's kernels may use (CPU), and how many
+	 * its next kernel would use. */
 	void (*threads)(struct dev *d, int n);
+	int (*thread_count)(struct dev *d);
 	/* Optional (a device that stores bf16/f16): the storage dtype of every
 	 * kernel's data from now on, and conversions between dtypes. */
 	int (*set_dtype)(struct dev *d, dtpc_dtype t);

@@ -192,6 +192,11 @@ static void cpu_threads(struct dev *d, int n)
 	pool(cpu(d));
 }
 
+static int cpu_thread_count(struct dev *d)
+{
+	return k_pool_threads(pool(cpu(d)));
+}
+
 /* ---- narrow storage ---------------------------------------------------------- */
 
 static bool narrow(const struct cpu_dev *c)
@@ -1313,6 +1318,7 @@ static const struct dev_ops cpu_ops = {
 	.copy = cpu_copy,
 	.sync = cpu_sync,
 	.threads = cpu_threads,
+	.thread_count = cpu_thread_count,
 	.stream = cpu_stream,
 	.set_dtype = cpu_set_dtype,
 	.convert = cpu_convert,

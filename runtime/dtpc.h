@@ -281,9 +281,14 @@ DTPC_API void dtpc_session_graphs(dtpc_session *s, int enable);
  * refused (DTPC_ERR_INVALID). */
 DTPC_API dtpc_status dtpc_session_dtype(dtpc_session *s, dtpc_dtype t);
 /* Threads this rank's CPU kernels may use (attention, pointwise ops, norms
- * and the BLAS library), n >= 1; the default is the machine's cores divided
- * by the ranks of this process. No effect on other devices. */
+ * and the linear layers), n >= 1; the default is the machine's cores
+ * divided by the CPU sessions alive in this process, counted again at each
+ * kernel (two sessions that never run at once still share the cores: give
+ * each its n). No effect on other devices. */
 DTPC_API dtpc_status dtpc_session_threads(dtpc_session *s, int n);
+/* The threads this rank's CPU kernels use now: dtpc_session_threads's n, or
+ * the default as it stands; 1 on a device whose kernels are not the CPU's. */
+DTPC_API int dtpc_session_thread_count(const dtpc_session *s);
 /* Whether the last run replayed a device graph. */
 DTPC_API int dtpc_session_graphed(const dtpc_session *s);
 

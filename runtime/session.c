@@ -1610,6 +1610,11 @@ dtpc_status dtpc_session_threads(dtpc_session *s, int n)
 	return DTPC_OK;
 }
 
+int dtpc_session_thread_count(const dtpc_session *s)
+{
+	return s->dv->ops->thread_count ? s->dv->ops->thread_count(s->dv) : 1;
+}
+
 void dtpc_session_graphs(dtpc_session *s, int enable)
 {
 	s->graphs = enable && s->dv->ops->graphs && graphable(s->g);

@@ -158,6 +158,7 @@ _SIGNATURES = {
     "dtpc_session_create": (ctypes.c_int, [_p, _p, ctypes.c_int, _pp]),
     "dtpc_session_free": (None, [_p]),
     "dtpc_session_threads": (ctypes.c_int, [_p, ctypes.c_int]),
+    "dtpc_session_thread_count": (ctypes.c_int, [_p]),
     "dtpc_session_dtype": (ctypes.c_int, [_p, ctypes.c_int]),
     "dtpc_session_bind_weights_file": (ctypes.c_int, [_p, ctypes.c_char_p]),
     "dtpc_session_bind_weights_seed": (ctypes.c_int, [_p, ctypes.c_uint64]),

@@ -304,6 +304,26 @@ def _dtype_code(dtype):
     return _DTYPES[name]
 
 
+def _ranks_on_node():
+    """This MPI job's ranks on this machine, as the launcher names them (Open
+    MPI, MPICH), or 1; `dtpc run --backend mpi` reads the same."""
+    for var in ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"):
+        try:
+            return max(1, int(os.environ[var]))
+        except (KeyError, ValueError):
+            pass
+    return 1
+
+
+def _default_threads(here):
+    """A rank's share of this machine's cores among `here` ranks of its job on
+    the machine, fixed when the Ranks are made. The library's own default
+    (threads=0) divides the cores by every CPU session alive in the process,
+    so the Ranks of two models of one pipeline (Wan 2.2's transformer and
+    transformer_2), which never run at once, would each get half."""
+    return max(1, (os.cpu_count() or 1) // max(1, here))
+
+
 def _setup(sess, threads, dtype, rank):
     if threads:
         call("dtpc_session_threads", sess, int(threads), rank=rank)
@@ -605,8 +625,10 @@ class Ranks:
     script.py``), on its GPU over NCCL, the NCCL id carried by torchrun's
     store; ``rank`` is torchrun's RANK. ``device``: "cpu" or "cuda" (default:
     "cuda" for torchrun, which takes nothing else, else "cpu");
-    ``threads``: CPU threads per rank (default: the cores shared among this
-    process's ranks); ``timeout``: seconds, the bound on every wait for
+    ``threads``: CPU threads per rank (default: the machine's cores divided by
+    this job's ranks on it, those of these Ranks for "local", the launcher's
+    count for "mpi"; 0: the library's default, the cores divided by every CPU
+    session alive in the process); ``timeout``: seconds, the bound on every wait for
     another rank; ``dtype``: the storage dtype ("f32", "bf16", "f16"; default
     the graph's). A run whose outputs hold a NaN or an Inf raises DtpcError
     naming them, unless ``allow_nonfinite``; a checkpoint or inputs file with
@@ -650,6 +672,9 @@ class Ranks:
                 raise DtpcError(f"device {device!r}: {why.decode()}")
         code = None if dtype is None else _dtype_code(dtype)
         timeout_ms = max(1, int(timeout * 1000))
+        if threads is None and device == "cpu":
+            threads = _default_threads(_ranks_on_node() if backend == "mpi" else
+                                       self.graph.world if ranks is None else int(ranks))
         if backend == "local":
             self.world = self.graph.world if ranks is None else int(ranks)
             self.rank = None
@@ -711,6 +736,12 @@ class Ranks:
 
     def _nlocal(self):
         return self.world if self.rank is None else 1
+
+    @property
+    def threads(self):
+        """The CPU threads each rank here computes with now, rank by rank (1 on
+        a GPU)."""
+        return self._each(lambda s, r: library().dtpc_session_thread_count(s), breaks=False)
 
     def bind_weights(self, src):
         """``src``: a checkpoint path (a safetensors file, a folder with one,

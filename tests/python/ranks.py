@@ -262,6 +262,26 @@ def failures_raise_within_timeout():
         r.run({"hidden_states": X})
 
 
+@case
+def default_threads_per_ranks():
+    """Ranks made without threads compute with the cores divided by their own
+    ranks, whatever other Ranks are alive (a pipeline's two transformers,
+    which never run at once). Control: threads=0, the library's default,
+    divides the cores by every CPU session alive in the process."""
+    cores = os.cpu_count() or 1
+    if cores < 2:
+        raise Skip("one core: every default is one thread")
+    g1 = dtpc.compile_cached(PLAN, plan="tiny_dit_tp", mesh="tp = 1",
+                             defines={"seq": 32, "heads": 2}, cache_dir=CACHE)
+    with dtpc.Ranks(g1) as a, dtpc.Ranks(g1) as b, dtpc.Ranks(G4) as four:
+        assert a.threads == b.threads == [cores], (a.threads, b.threads, cores)
+        assert four.threads == [max(1, cores // 4)] * 4, (four.threads, cores)
+        with dtpc.Ranks(g1, threads=0) as c:
+            assert c.threads == [max(1, cores // 7)], (c.threads, cores)
+            assert a.threads == [cores], a.threads
+        assert dtpc.Ranks(g1, threads=3).threads == [3]
+
+
 def rank_threads():
     return [t for t in threading.enumerate() if t.name.startswith("dtpc rank")]
 
