@@ -68,13 +68,6 @@ void k_activation(enum k_act act, const float *x, float *y, int64_t n)
 	assert(!"k_activation: not an activation");
 }
 
-/* 4 floats (the baseline's vector), loaded and stored through memcpy: a
- * whole vector is read before it is written, so o may be a or b themselves
- * (an in-place add), which a plain loop would have to check before GCC's
- * -O2 vectorised it (it does not: the rows ran a float a cycle). */
-#define VF 4
-typedef float vf __attribute__((vector_size(VF * 4)));
-
 #define K_APPLY(x, y) (op == K_ADD ? (x) + (y) : (x) * (y))
 
 /* o = v op s (s_first: s op v) along a row, s one value broadcast. */
@@ -207,8 +200,18 @@ void k_modulate(const float *x, const float *shift, const float *scale, float *y
 			const float *sc = scale + bi * b_stride + s * s_stride;
 			const float *xr = x + (bi * S + s) * H;
 			float *yr = y + (bi * S + s) * H;
+			int64_t h = 0;
 
-			for (int64_t h = 0; h < H; h++)
+			for (; h + VF <= H; h += VF) {
+				vf xv, cv, hv;
+
+				memcpy(&xv, xr + h, sizeof xv);
+				memcpy(&cv, sc + h, sizeof cv);
+				memcpy(&hv, sh + h, sizeof hv);
+				xv = xv * (1.0f + cv) + hv;
+				memcpy(yr + h, &xv, sizeof xv);
+			}
+			for (; h < H; h++)
 				yr[h] = xr[h] * (1.0f + sc[h]) + sh[h];
 		}
 	}

@@ -12,8 +12,10 @@
 #include <assert.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/vec.h"
 
 void k_rope_freqs(const float *ids, float *y, int64_t rows, int64_t naxes,
 		  const int64_t *axes_dim, double theta, bool sine, bool f64)
@@ -205,8 +207,26 @@ void k_rope(const float *x, int64_t x_stride, const float *cos, const float *sin
 				float *yh = yr + h * D;
 
 				/* Both inputs of a pair are read before either
-				 * output is written, so y may be x. */
-				for (int64_t i = 0; i < D; i += 2) {
+				 * output is written, so y may be x. Two pairs
+				 * at a time: x times cos, plus x's pairs swapped
+				 * times sin with the even lanes negated (an
+				 * exact negation: the same two products and
+				 * one sum per element as one pair at a time). */
+				int64_t i = 0;
+
+				for (; i + VF <= D; i += VF) {
+					vf xv, cv, sv;
+					const vf odd = { -1.0f, 1.0f, -1.0f, 1.0f };
+
+					memcpy(&xv, xh + i, sizeof xv);
+					memcpy(&cv, c + i, sizeof cv);
+					memcpy(&sv, sn + i, sizeof sv);
+					vf sw = __builtin_shuffle(xv, (vi){ 1, 0, 3, 2 });
+
+					xv = xv * cv + sw * sv * odd;
+					memcpy(yh + i, &xv, sizeof xv);
+				}
+				for (; i < D; i += 2) {
 					float x0 = xh[i], x1 = xh[i + 1];
 
 					yh[i] = x0 * c[i] - x1 * sn[i];
@@ -238,15 +258,30 @@ void k_rope_half(const float *x, int64_t x_stride, const float *cos, const float
 				/* x * cos + cat(-x2, x1) * sin: a pair's inputs
 				 * are read before its outputs are written, so y
 				 * may be x */
-				for (int64_t j = 0; j < h; j++) {
+				int64_t j = 0;
+
+				for (; j + VF <= h; j += VF) {
+					vf x1, x2, c1, c2, s1, s2;
+
+					memcpy(&x1, xh + j, sizeof x1);
+					memcpy(&x2, xh + j + h, sizeof x2);
+					memcpy(&c1, c + j, sizeof c1);
+					memcpy(&c2, c + j + second, sizeof c2);
+					memcpy(&s1, sn + j, sizeof s1);
+					memcpy(&s2, sn + j + second, sizeof s2);
+					vf y1 = x1 * c1 - x2 * s1, y2 = x2 * c2 + x1 * s2;
+
+					memcpy(yh + j, &y1, sizeof y1);
+					memcpy(yh + j + h, &y2, sizeof y2);
+				}
+				for (; j < h; j++) {
 					float x1 = xh[j], x2 = xh[j + h];
 
 					yh[j] = x1 * c[j] - x2 * sn[j];
 					yh[j + h] = x2 * c[j + second] + x1 * sn[j + second];
 				}
 				if (yh != xh)
-					for (int64_t j = R; j < D; j++)
-						yh[j] = xh[j];
+					memcpy(yh + R, xh + R, (size_t)(D - R) * sizeof *yh);
 			}
 		}
 	}

@@ -5,6 +5,15 @@
 #define DTPC_KERNELS_VEC_H
 #include <stdint.h>
 
+/* 4 floats (the baseline's vector), loaded and stored through memcpy: a
+ * whole vector is read before it is written, so an output may be an input
+ * (an in-place add), which a plain loop would have to check before GCC's
+ * -O2 vectorised it (it does not: such rows ran a float a cycle). The row
+ * kernels of elementwise.c and rope.c run on it. */
+#define VF 4
+typedef float vf __attribute__((vector_size(VF * 4)));
+typedef int32_t vi __attribute__((vector_size(VF * 4)));
+
 /* k_gelu's tanh form and k_silu on n floats; y may equal x. */
 void k_vec_gelu_tanh(const float *x, float *y, int64_t n);
 void k_vec_silu(const float *x, float *y, int64_t n);
