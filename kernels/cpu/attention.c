@@ -572,8 +572,17 @@ void k_lse_merge(float *out, float *lse, const float *out_blk, const float *lse_
 				 * term factored out, the smaller one <= 1. */
 				float ln = fmaxf(la, lb) + log1pf(expf(-fabsf(la - lb)));
 				float wa = expf(la - ln), wb = expf(lb - ln);
+				int64_t d = 0;
 
-				for (int64_t d = 0; d < Dv; d++)
+				for (; d + VF <= Dv; d += VF) {
+					vf x, y;
+
+					memcpy(&x, o + d, sizeof x);
+					memcpy(&y, ob + d, sizeof y);
+					x = wa * x + wb * y;
+					memcpy(o + d, &x, sizeof x);
+				}
+				for (; d < Dv; d++)
 					o[d] = wa * o[d] + wb * ob[d];
 				lse[li] = ln;
 			}
