@@ -28,10 +28,11 @@
  * each tile of x's rows over all of them: the 6 x 512 floats of x stay in
  * L1 for four panels instead of coming from L3 for each, 6-10% faster on
  * the Flux layers (docs/performance.md); without one it packs a single
- * panel on its stack (kernels allocate nothing). Each sum runs over k in order, one FMA a term,
- * resumed from y between k-blocks, and the bias is added after the last:
- * every element of y is the same whatever the block, the split over threads
- * or the tile it falls in. */
+ * panel on its stack (kernels allocate nothing). Each sum runs over k in
+ * order, one FMA a term, resumed from y between k-blocks, and the bias is
+ * added after the last: every element of y is the same whatever the block,
+ * the panels packed at a time, the split over threads or the tile it falls
+ * in (a few rows, f32_few, too). */
 #define F32_MR 6
 #define F32_NR 64
 #define F32_KC 512
