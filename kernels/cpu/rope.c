@@ -221,9 +221,7 @@ void k_rope(const float *x, int64_t x_stride, const float *cos, const float *sin
 					memcpy(&xv, xh + i, sizeof xv);
 					memcpy(&cv, c + i, sizeof cv);
 					memcpy(&sv, sn + i, sizeof sv);
-					vf sw = __builtin_shuffle(xv, (vi){ 1, 0, 3, 2 });
-
-					xv = xv * cv + sw * sv * odd;
+					xv = xv * cv + vf_swap_pairs(xv) * sv * odd;
 					memcpy(yh + i, &xv, sizeof xv);
 				}
 				for (; i < D; i += 2) {

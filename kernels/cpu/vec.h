@@ -12,7 +12,19 @@
  * kernels of elementwise.c and rope.c run on it. */
 #define VF 4
 typedef float vf __attribute__((vector_size(VF * 4)));
-typedef int32_t vi __attribute__((vector_size(VF * 4)));
+
+/* v's pairs swapped, [v1 v0 v3 v2]: GCC's builtin and clang's (the fuzz
+ * targets) differ. */
+static inline __attribute__((always_inline)) vf vf_swap_pairs(vf v)
+{
+#ifdef __clang__
+	return __builtin_shufflevector(v, v, 1, 0, 3, 2);
+#else
+	typedef int32_t vi __attribute__((vector_size(VF * 4)));
+
+	return __builtin_shuffle(v, (vi){ 1, 0, 3, 2 });
+#endif
+}
 
 /* k_gelu's tanh form and k_silu on n floats; y may equal x. */
 void k_vec_gelu_tanh(const float *x, float *y, int64_t n);
