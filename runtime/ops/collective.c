@@ -259,23 +259,34 @@ static int64_t gathered_row(const struct seq_map *M, uint32_t b, int m)
 	return r;
 }
 
-/* Moves member m's rows between its own [B, rows_m, C] piece and their
- * places in the gathered [B, Sr, C] (to_gathered: piece -> gathered). */
+/* Moves member m's rows between its own [B, rows_m, C] piece, rows ld
+ * apart (C: packed), and their places in the gathered [B, Sr, C]
+ * (to_gathered: piece -> gathered). */
 static dtpc_status copy_member_rows(struct dtpc_session *s, const struct g_op *o,
 				    const struct seq_map *M, int m, int64_t B, int64_t Sr,
-				    int64_t C, float *piece, float *gathered, bool to_gathered)
+				    int64_t C, float *piece, int64_t ld, float *gathered,
+				    bool to_gathered)
 {
 	uint32_t idx = member_index(M, m);
 	int64_t mr = member_rows(M, m);
 	for (uint32_t b = 0; b < M->nb; b++) {
 		int64_t len = graph_chunk(M->g, (uint32_t)M->p, b, idx)->len;
-		float *pc = el(s, piece, chunk_prefix(M->g, M->p, b, idx) * C);
+		float *pc = el(s, piece, chunk_prefix(M->g, M->p, b, idx) * ld);
 		float *gt = el(s, gathered, gathered_row(M, b, m) * C);
-		/* one strided copy per block: B runs of len rows */
-		if (to_gathered)
-			DEV(s, o, copy2d, gt, Sr * C, pc, mr * C, B, len * C);
-		else
-			DEV(s, o, copy2d, pc, mr * C, gt, Sr * C, B, len * C);
+		if (ld == C) { /* one strided copy per block: B runs of len rows */
+			if (to_gathered)
+				DEV(s, o, copy2d, gt, Sr * C, pc, mr * C, B, len * C);
+			else
+				DEV(s, o, copy2d, pc, mr * C, gt, Sr * C, B, len * C);
+			continue;
+		}
+		for (int64_t bi = 0; bi < B; bi++) { /* len rows of C, ld apart */
+			float *pb = el(s, pc, bi * mr * ld), *gb = el(s, gt, bi * Sr * C);
+			if (to_gathered)
+				DEV(s, o, copy2d, gb, C, pb, ld, len, C);
+			else
+				DEV(s, o, copy2d, pb, ld, gb, C, len, C);
+		}
 	}
 	return DTPC_OK;
 }
@@ -302,17 +313,26 @@ static dtpc_status exec_ulysses(struct dtpc_session *s, const struct g_op *o)
 		 * back: the reverse */
 		int64_t so = fwd ? B * Sl * h->len : B * member_rows(&M, m) * C;
 		int64_t ro = fwd ? B * member_rows(&M, m) * C : B * Sl * h->len;
-		K.c[m] = bytes(s, so);
-		K.c2[m] = bytes(s, ro);
 		K.d[m] = sat;
 		K.d2[m] = rat;
+		if (m == cg->me) {
+			/* my own piece, straight between x and out: through the
+			 * send and receive buffers it was copied three times */
+			K.c[m] = K.c2[m] = 0;
+			TRY(copy_member_rows(s, o, &M, m, B, Sr, C,
+					     el(s, rt_data(s, fwd ? x : out), h->start), W,
+					     rt_data(s, fwd ? out : x), fwd));
+			continue;
+		}
+		K.c[m] = bytes(s, so);
+		K.c2[m] = bytes(s, ro);
 		sat += K.c[m];
 		rat += K.c2[m];
 		float *dst = at_byte(send, K.d[m]);
 		if (fwd)
 			DEV(s, o, copy2d, dst, h->len, el(s, rt_data(s, x), h->start), W, B * Sl, h->len);
 		else
-			TRY(copy_member_rows(s, o, &M, m, B, Sr, C, dst, rt_data(s, x), false));
+			TRY(copy_member_rows(s, o, &M, m, B, Sr, C, dst, C, rt_data(s, x), false));
 	}
 	TRY(to_host(s, o, send, sat));
 	if (s->c->ops->alltoallv(s->c, cg, tag(s, i), cbuf(s, send), K.c, K.d, cbuf(s, recv), K.c2,
@@ -321,8 +341,10 @@ static dtpc_status exec_ulysses(struct dtpc_session *s, const struct g_op *o)
 	TRY(to_dev(s, o, recv, rat));
 	for (int m = 0; m < n; m++) {
 		float *src = at_byte(recv, K.d2[m]);
+		if (m == cg->me)
+			continue;
 		if (fwd) {
-			TRY(copy_member_rows(s, o, &M, m, B, Sr, C, src, rt_data(s, out), true));
+			TRY(copy_member_rows(s, o, &M, m, B, Sr, C, src, C, rt_data(s, out), true));
 			continue;
 		}
 		const struct g_chunk *h = graph_chunk(g, (uint32_t)hp, 0, (uint32_t)m);
