@@ -80,11 +80,10 @@ static dtpc_status check_ring_attention(struct dtpc_session *s, uint32_t i, cons
 		maxrows = r > maxrows ? r : maxrows;
 		all += r;
 	}
-	int64_t B = dims(s, x)[0], Sq = dims(s, x)[1];
-	/* one batch all-gathered: one call over every key (exec_ring) */
-	dtpc_status st = check_attention(s, i, o, a.rotate == G_ROT_GATHER && B == 1 ? all : maxrows);
+	dtpc_status st = check_attention(s, i, o, maxrows);
 	if (st)
 		return st;
+	int64_t B = dims(s, x)[0], Sq = dims(s, x)[1];
 	int64_t H = dims(s, x)[2] / a.head_dim;
 	/* sizes from a hostile graph must not overflow on the way */
 	int64_t row, kv, lse;
@@ -235,21 +234,6 @@ static dtpc_status exec_ring(struct dtpc_session *s, const struct g_op *o)
 			rt_trace_part(s, i, TRACE_COMM, 0, tg, part_end(s),
 				      (uint64_t)(C.c[me] + C.c2[me]) * (uint64_t)(P - 1) +
 					      (mask ? bytes(s, B * rows[me]) * (uint64_t)(P - 1) : 0));
-		if (B == 1) {
-			/* One batch: the chunks lie back to back, [all, W], so
-			 * one call takes every key. The same softmax as a call
-			 * per chunk merged by log-sum-exp (diffusers' loop),
-			 * rounded once instead of at each merge, and on mid
-			 * Flux's ring 2 two calls of 576 keys ran 15 % under
-			 * one of 1152. */
-			double t0 = s->tracing ? rt_now() : 0;
-			DEV(s, o, attention, rt_data(s, q), H * D, buf, H * D,
-			    at_byte(buf, C.d2[0]), H * Dv, mask ? at_byte(buf, mask_at) : NULL,
-			    rt_data(s, out), NULL, B, Sq, all, H, D, Dv, s->workspace);
-			if (s->tracing)
-				rt_trace_part(s, i, TRACE_COMPUTE, 0, t0, part_end(s), 0);
-			return DTPC_OK;
-		}
 		size_t kat = 0, mat = mask_at;
 		for (int m = 0; m < P; m++) {
 			double t0 = s->tracing ? rt_now() : 0;
