@@ -42,7 +42,8 @@ struct cpu_dev {
 	void *ws;        /* attention workspaces, one share per pool thread */
 	size_t ws_bytes;
 	enum k_dtype dt; /* storage dtype of every kernel's data */
-	float *tmp;      /* narrow storage: the float32 twins of an op's data; f32: the linear panels */
+	float *tmp;      /* narrow storage: the float32 twins of an op's data;
+			  * float32: the linear's packed panels of w */
 	size_t tmp_bytes;
 };
 

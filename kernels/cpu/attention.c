@@ -574,14 +574,8 @@ void k_lse_merge(float *out, float *lse, const float *out_blk, const float *lse_
 				float wa = expf(la - ln), wb = expf(lb - ln);
 				int64_t d = 0;
 
-				for (; d + VF <= Dv; d += VF) {
-					vf x, y;
-
-					memcpy(&x, o + d, sizeof x);
-					memcpy(&y, ob + d, sizeof y);
-					x = wa * x + wb * y;
-					memcpy(o + d, &x, sizeof x);
-				}
+				for (; d + VF <= Dv; d += VF)
+					vf_store(o + d, wa * vf_load(o + d) + wb * vf_load(ob + d));
 				for (; d < Dv; d++)
 					o[d] = wa * o[d] + wb * ob[d];
 				lse[li] = ln;

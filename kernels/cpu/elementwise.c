@@ -77,11 +77,9 @@ binary_row_scalar(enum k_binop op, const float *v, float s, bool s_first, float 
 	int64_t i = 0;
 
 	for (; i + VF <= n; i += VF) {
-		vf x;
+		vf x = vf_load(v + i);
 
-		memcpy(&x, v + i, sizeof x);
-		x = s_first ? K_APPLY(s, x) : K_APPLY(x, s);
-		memcpy(o + i, &x, sizeof x);
+		vf_store(o + i, s_first ? K_APPLY(s, x) : K_APPLY(x, s));
 	}
 	for (; i < n; i++)
 		o[i] = s_first ? K_APPLY(s, v[i]) : K_APPLY(v[i], s);
@@ -97,14 +95,8 @@ binary_row(enum k_binop op, const float *a, int64_t sa, const float *b, int64_t 
 	int64_t i = 0;
 
 	if (sa && sb) {
-		for (; i + VF <= n; i += VF) {
-			vf x, y;
-
-			memcpy(&x, a + i, sizeof x);
-			memcpy(&y, b + i, sizeof y);
-			x = K_APPLY(x, y);
-			memcpy(o + i, &x, sizeof x);
-		}
+		for (; i + VF <= n; i += VF)
+			vf_store(o + i, K_APPLY(vf_load(a + i), vf_load(b + i)));
 		for (; i < n; i++)
 			o[i] = K_APPLY(a[i], b[i]);
 	} else if (sa) {
@@ -202,15 +194,9 @@ void k_modulate(const float *x, const float *shift, const float *scale, float *y
 			float *yr = y + (bi * S + s) * H;
 			int64_t h = 0;
 
-			for (; h + VF <= H; h += VF) {
-				vf xv, cv, hv;
-
-				memcpy(&xv, xr + h, sizeof xv);
-				memcpy(&cv, sc + h, sizeof cv);
-				memcpy(&hv, sh + h, sizeof hv);
-				xv = xv * (1.0f + cv) + hv;
-				memcpy(yr + h, &xv, sizeof xv);
-			}
+			for (; h + VF <= H; h += VF)
+				vf_store(yr + h, vf_load(xr + h) * (1.0f + vf_load(sc + h)) +
+							 vf_load(sh + h));
 			for (; h < H; h++)
 				yr[h] = xr[h] * (1.0f + sc[h]) + sh[h];
 		}

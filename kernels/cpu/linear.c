@@ -196,6 +196,12 @@ AVX512 static void f32_few_rows(int mm, const float *x, const float *w, const fl
 	}
 }
 
+/* Columns of the panel at column j of the block [j0, j0 + nn). */
+static int64_t panel_cols(int64_t j0, int64_t nn, int64_t j)
+{
+	return j0 + nn - j < F32_NR ? j0 + nn - j : F32_NR;
+}
+
 /* y's rows [i0, i0 + mm) x columns [j0, j0 + nn), F32_PANELS panels at a
  * time in panels (F32_PANELS * F32_PANEL_FLOATS floats, 64-byte aligned),
  * or one on the stack when panels is NULL; k-block by k-block, each tile of
@@ -229,15 +235,14 @@ AVX512 static void f32_block(const float *x, const float *w, const float *b, flo
 			for (int p = 0; p < np; p++) {
 				int64_t j = jg + p * F32_NR;
 
-				f32_pack(w, k, j, j0 + nn - j < F32_NR ? j0 + nn - j : F32_NR, l0,
-					 kc, panels + p * F32_PANEL_FLOATS);
+				f32_pack(w, k, j, panel_cols(j0, nn, j), l0, kc,
+					 panels + p * F32_PANEL_FLOATS);
 			}
 			for (int64_t i = i0; i < i0 + mm; i += F32_MR) {
 				int mr = i0 + mm - i < F32_MR ? (int)(i0 + mm - i) : F32_MR;
 
 				for (int p = 0; p < np; p++) {
-					int64_t j = jg + p * F32_NR;
-					int64_t nc = j0 + nn - j < F32_NR ? j0 + nn - j : F32_NR;
+					int64_t j = jg + p * F32_NR, nc = panel_cols(j0, nn, j);
 
 					f32_tile_rows(mr, x + i * k + l0, k, kc,
 						      panels + p * F32_PANEL_FLOATS,

@@ -215,14 +215,11 @@ void k_rope(const float *x, int64_t x_stride, const float *cos, const float *sin
 				int64_t i = 0;
 
 				for (; i + VF <= D; i += VF) {
-					vf xv, cv, sv;
 					const vf odd = { -1.0f, 1.0f, -1.0f, 1.0f };
+					vf xv = vf_load(xh + i);
 
-					memcpy(&xv, xh + i, sizeof xv);
-					memcpy(&cv, c + i, sizeof cv);
-					memcpy(&sv, sn + i, sizeof sv);
-					xv = xv * cv + vf_swap_pairs(xv) * sv * odd;
-					memcpy(yh + i, &xv, sizeof xv);
+					vf_store(yh + i, xv * vf_load(c + i) +
+								 vf_swap_pairs(xv) * vf_load(sn + i) * odd);
 				}
 				for (; i < D; i += 2) {
 					float x0 = xh[i], x1 = xh[i + 1];
@@ -259,18 +256,11 @@ void k_rope_half(const float *x, int64_t x_stride, const float *cos, const float
 				int64_t j = 0;
 
 				for (; j + VF <= h; j += VF) {
-					vf x1, x2, c1, c2, s1, s2;
+					vf x1 = vf_load(xh + j), x2 = vf_load(xh + j + h);
 
-					memcpy(&x1, xh + j, sizeof x1);
-					memcpy(&x2, xh + j + h, sizeof x2);
-					memcpy(&c1, c + j, sizeof c1);
-					memcpy(&c2, c + j + second, sizeof c2);
-					memcpy(&s1, sn + j, sizeof s1);
-					memcpy(&s2, sn + j + second, sizeof s2);
-					vf y1 = x1 * c1 - x2 * s1, y2 = x2 * c2 + x1 * s2;
-
-					memcpy(yh + j, &y1, sizeof y1);
-					memcpy(yh + j + h, &y2, sizeof y2);
+					vf_store(yh + j, x1 * vf_load(c + j) - x2 * vf_load(sn + j));
+					vf_store(yh + j + h, x2 * vf_load(c + j + second) +
+								     x1 * vf_load(sn + j + second));
 				}
 				for (; j < h; j++) {
 					float x1 = xh[j], x2 = xh[j + h];
